@@ -1,0 +1,11 @@
+/*
+ * tfcore.h — the whole public API of libtfcore. Include this one header
+ * and link with `pkg-config --cflags --libs tfcore`.
+ */
+#ifndef TFCORE_TFCORE_H
+#define TFCORE_TFCORE_H
+
+#include "tfcore/core.h"
+#include "tfcore/tensor.h"
+
+#endif

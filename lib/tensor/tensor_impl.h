@@ -1,0 +1,110 @@
+/*
+ * The tensor and storage structs, private to the library. Every layer
+ * above lib/tensor reads them through this header.
+ */
+#ifndef TFC_TENSOR_IMPL_H
+#define TFC_TENSOR_IMPL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cpu/strided.h"
+#include "tfcore/tensor.h"
+
+struct tfc_node;
+
+typedef struct tfc_storage {
+    atomic_int refcount;
+    void *data;
+    size_t nbytes;
+    tfc_device_type device;
+    int32_t device_index;
+    tfc_deleter deleter; /* external memory: called on last release */
+    void *deleter_ctx;
+    int32_t from_allocator; /* data came from the device's caching allocator */
+    atomic_uint_fast64_t version;
+} tfc_storage;
+
+struct tfc_tensor {
+    atomic_int refcount;
+    tfc_storage *storage;
+    int64_t offset; /* elements */
+    int32_t ndim;
+    tfc_dtype dtype;
+    int64_t shape[TFC_MAX_DIMS];
+    int64_t strides[TFC_MAX_DIMS];
+    /* autograd */
+    int32_t requires_grad;
+    int32_t retains_grad;
+    tfc_tensor *grad;      /* accumulated gradient (leaf or retained) */
+    struct tfc_node *node; /* producing node (strong); NULL for leaves */
+    int32_t out_index;     /* which output of node this is */
+};
+
+/* Elements (1 for scalars) — overflow already excluded at creation. */
+static inline int64_t tfc_numel(const tfc_tensor *t) {
+    int64_t n = 1;
+    for (int32_t i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+/* Pointer to element 0 of the tensor (host or device address). */
+static inline void *tfc_data(const tfc_tensor *t) {
+    return (char *)t->storage->data + t->offset * (int64_t)tfc_dtype_size(t->dtype);
+}
+
+int tfc_is_contiguous(const tfc_tensor *t);
+void tfc_contiguous_strides(const int64_t *shape, int32_t ndim, int64_t *strides);
+
+/* Validate (dims, ndim) for a public function fn; computes numel. */
+tfc_status tfc_check_dims(const char *fn, const int64_t *dims, int32_t ndim, int64_t *numel);
+
+/* New contiguous tensor on device (kind, index) — uninitialised. */
+tfc_status tfc_tensor_new(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_device_type dev,
+                          int32_t dev_index, tfc_tensor **out);
+/* New contiguous uninitialised tensor with t's shape, device and the given dtype. */
+tfc_status tfc_tensor_new_like(const tfc_tensor *t, tfc_dtype dtype, tfc_tensor **out);
+/* Zero-filled tensor like t (shape/device), dtype dt. */
+tfc_status tfc_tensor_zeros_like(const tfc_tensor *t, tfc_dtype dt, tfc_tensor **out);
+
+/*
+ * A new handle over t's storage with the given shape/strides/offset: the
+ * raw material of every view. No autograd fields are copied.
+ */
+tfc_status tfc_tensor_alias(const tfc_tensor *t, const int64_t *shape, const int64_t *strides,
+                            int32_t ndim, int64_t offset, tfc_tensor **out);
+
+/* Mark an in-place write on t's storage. */
+static inline void tfc_bump_version(tfc_tensor *t) { atomic_fetch_add(&t->storage->version, 1); }
+
+/* Contiguous copy of t (new reference to t itself when already contiguous). */
+tfc_status tfc_make_contiguous(const tfc_tensor *t, tfc_tensor **out);
+
+/* The broadcast shape of a and b (numpy rules); TFC_ERR_SHAPE names fn. */
+tfc_status tfc_broadcast_shape(const char *fn, const tfc_tensor *a, const tfc_tensor *b, int64_t *shape,
+                               int32_t *ndim);
+/* Strides that read t as if it had `shape` (stride 0 on broadcast dims). */
+void tfc_broadcast_strides(const tfc_tensor *t, const int64_t *shape, int32_t ndim, int64_t *strides);
+
+/* Release hook set by the autograd layer (drops node refs, retained grads). */
+extern void (*tfc_tensor_autograd_release_hook)(tfc_tensor *t);
+
+/* The raw strided view kernels take. */
+static inline tfc_view tfc_view_of(const tfc_tensor *t) {
+    tfc_view v;
+    v.data = (char *)tfc_data(t);
+    v.dtype = t->dtype;
+    v.ndim = t->ndim;
+    for (int32_t i = 0; i < t->ndim; i++) {
+        v.shape[i] = t->shape[i];
+        v.strides[i] = t->strides[i];
+    }
+    return v;
+}
+
+/* t must live on the CPU for fn (CUDA paths are added per function). */
+tfc_status tfc_require_cpu(const char *fn, const char *arg, const tfc_tensor *t);
+
+#define SHAPE(t) tfc_fmt_dims((t)->shape, (t)->ndim)
+
+#endif
