@@ -119,3 +119,5 @@ TFC_API void tfc_memory_empty_cache(void) {
 /* Cached blocks are still reachable memory; hand them back at exit so leak
  * checkers see a clean process. */
 __attribute__((destructor)) static void release_cache_at_exit(void) { tfc_memory_empty_cache(); }
+
+TFC_API void tfc_free(void *p) { free(p); }
