@@ -7,5 +7,7 @@
 
 #include "tfcore/core.h"
 #include "tfcore/tensor.h"
+#include "tfcore/graph.h"
+#include "tfcore/ops.h"
 
 #endif

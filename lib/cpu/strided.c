@@ -6,8 +6,8 @@
 #include "core/dtype.h"
 #include "cpu/parallel.h"
 
-void tfc_iter_init(tfc_iter *it, const tfc_view *const *views, int32_t nviews) {
-    const tfc_view *v0 = views[0];
+void tfc_iter_init(tfc_iter *it, const tfc_sview *const *views, int32_t nviews) {
+    const tfc_sview *v0 = views[0];
     it->nviews = nviews;
     it->ndim = 0;
     it->numel = 1;
@@ -47,8 +47,8 @@ void tfc_iter_seek(const tfc_iter *it, int64_t start, int64_t *idx, int64_t *off
     }
 }
 
-void tfc_cpu_copy(const tfc_view *dst, const tfc_view *src) {
-    const tfc_view *views[2] = {dst, src};
+void tfc_cpu_copy(const tfc_sview *dst, const tfc_sview *src) {
+    const tfc_sview *views[2] = {dst, src};
     tfc_iter it;
     tfc_iter_init(&it, views, 2);
     size_t es = tfc_dtype_size(dst->dtype);
@@ -66,8 +66,8 @@ void tfc_cpu_copy(const tfc_view *dst, const tfc_view *src) {
     }
 }
 
-void tfc_cpu_fill(const tfc_view *dst, double value) {
-    const tfc_view *views[1] = {dst};
+void tfc_cpu_fill(const tfc_sview *dst, double value) {
+    const tfc_sview *views[1] = {dst};
     tfc_iter it;
     tfc_iter_init(&it, views, 1);
     size_t es = tfc_dtype_size(dst->dtype);

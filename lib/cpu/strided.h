@@ -9,13 +9,13 @@
 
 #include "tfcore/core.h"
 
-typedef struct tfc_view {
+typedef struct tfc_sview {
     char *data; /* address of element 0 */
     tfc_dtype dtype;
     int32_t ndim;
     int64_t shape[TFC_MAX_DIMS];
     int64_t strides[TFC_MAX_DIMS]; /* elements */
-} tfc_view;
+} tfc_sview;
 
 /*
  * Up to 4 views of one shape walked together. Dimensions that are
@@ -29,7 +29,7 @@ typedef struct tfc_iter {
     int64_t numel;
 } tfc_iter;
 
-void tfc_iter_init(tfc_iter *it, const tfc_view *const *views, int32_t nviews);
+void tfc_iter_init(tfc_iter *it, const tfc_sview *const *views, int32_t nviews);
 /*
  * Element offsets (per view) of linear index `start` in the iteration
  * order. Used to split work between threads: each thread starts from its
@@ -49,8 +49,8 @@ static inline void tfc_iter_next(const tfc_iter *it, int64_t *idx, int64_t *off)
 
 /* dst = src converted to dst's dtype; src must already have dst's shape
  * (broadcast dims as stride 0). */
-void tfc_cpu_copy(const tfc_view *dst, const tfc_view *src);
+void tfc_cpu_copy(const tfc_sview *dst, const tfc_sview *src);
 /* Every element of dst = value. */
-void tfc_cpu_fill(const tfc_view *dst, double value);
+void tfc_cpu_fill(const tfc_sview *dst, double value);
 
 #endif

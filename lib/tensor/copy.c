@@ -21,7 +21,7 @@ tfc_status tfc_make_contiguous(const tfc_tensor *t, tfc_tensor **out) {
     TFC_TRY(tfc_require_cpu("tfc_contiguous", "x", t));
     tfc_tensor *r;
     TFC_TRY(tfc_tensor_new_like(t, t->dtype, &r));
-    tfc_view dv = tfc_view_of(r), sv = tfc_view_of(t);
+    tfc_sview dv = tfc_sview_of(r), sv = tfc_sview_of(t);
     tfc_cpu_copy(&dv, &sv);
     *out = r;
     return TFC_OK;
@@ -48,7 +48,7 @@ TFC_API tfc_status tfc_tensor_copy_to_host(const tfc_tensor *t, void *dst, size_
         memcpy(dst, tfc_data(t), need);
         return TFC_OK;
     }
-    tfc_view dv = tfc_view_of(t), sv = tfc_view_of(t);
+    tfc_sview dv = tfc_sview_of(t), sv = tfc_sview_of(t);
     dv.data = dst;
     tfc_contiguous_strides(dv.shape, dv.ndim, dv.strides);
     tfc_cpu_copy(&dv, &sv);
@@ -70,7 +70,7 @@ TFC_API tfc_status tfc_tensor_copy_from_host(tfc_tensor *t, const void *src, siz
         TFC_TRY(tfc_device_memcpy(t->storage->device, t->storage->device_index, tfc_data(t), TFC_DEVICE_CPU, 0, src,
                                   need));
     } else {
-        tfc_view dv = tfc_view_of(t), sv = tfc_view_of(t);
+        tfc_sview dv = tfc_sview_of(t), sv = tfc_sview_of(t);
         sv.data = (char *)src;
         tfc_contiguous_strides(sv.shape, sv.ndim, sv.strides);
         tfc_cpu_copy(&dv, &sv);
@@ -110,7 +110,7 @@ TFC_API tfc_status tfc_tensor_copy_from(tfc_tensor *dst, const tfc_tensor *src) 
     tfc_tensor *staged = NULL;
     if (may_overlap(dst, src)) TFC_TRY(tfc_tensor_clone(src, &staged));
     const tfc_tensor *s = staged ? staged : src;
-    tfc_view dv = tfc_view_of(dst), sv = tfc_view_of(s);
+    tfc_sview dv = tfc_sview_of(dst), sv = tfc_sview_of(s);
     sv.ndim = dv.ndim;
     tfc_broadcast_strides(s, dst->shape, dst->ndim, sv.strides);
     for (int32_t i = 0; i < dv.ndim; i++) sv.shape[i] = dv.shape[i];
@@ -128,7 +128,7 @@ TFC_API tfc_status tfc_tensor_fill(tfc_tensor *t, double value) {
         TFC_TRY(tfc_device_memset0(t->storage->device, t->storage->device_index, tfc_data(t),
                                    (size_t)tfc_numel(t) * tfc_dtype_size(t->dtype)));
     } else {
-        tfc_view v = tfc_view_of(t);
+        tfc_sview v = tfc_sview_of(t);
         tfc_cpu_fill(&v, value);
     }
     tfc_bump_version(t);
@@ -153,7 +153,7 @@ TFC_API tfc_status tfc_tensor_clone(const tfc_tensor *t, tfc_tensor **out) {
     TFC_TRY(tfc_tensor_new_like(t, t->dtype, &r));
     tfc_status s;
     if (t->storage->device == TFC_DEVICE_CPU) {
-        tfc_view dv = tfc_view_of(r), sv = tfc_view_of(t);
+        tfc_sview dv = tfc_sview_of(r), sv = tfc_sview_of(t);
         tfc_cpu_copy(&dv, &sv);
         s = TFC_OK;
     } else {

@@ -18,8 +18,8 @@ static tfc_status fill_dist(const char *fn, tfc_tensor *t, dist_kind kind, doubl
     if (!isfinite(a) || !isfinite(b))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: parameters %g and %g must be finite", fn, a, b);
     TFC_TRY(tfc_require_cpu(fn, "t", t));
-    tfc_view v = tfc_view_of(t);
-    const tfc_view *views[1] = {&v};
+    tfc_sview v = tfc_sview_of(t);
+    const tfc_sview *views[1] = {&v};
     /* Iterate in row-major order of the logical shape (no dim merging that
      * could reorder), so element i is the same for any strides. */
     tfc_iter it;

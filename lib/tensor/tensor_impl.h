@@ -90,8 +90,8 @@ void tfc_broadcast_strides(const tfc_tensor *t, const int64_t *shape, int32_t nd
 extern void (*tfc_tensor_autograd_release_hook)(tfc_tensor *t);
 
 /* The raw strided view kernels take. */
-static inline tfc_view tfc_view_of(const tfc_tensor *t) {
-    tfc_view v;
+static inline tfc_sview tfc_sview_of(const tfc_tensor *t) {
+    tfc_sview v;
     v.data = (char *)tfc_data(t);
     v.dtype = t->dtype;
     v.ndim = t->ndim;

@@ -1,0 +1,110 @@
+/*
+ * tfcore/graph.h — the autograd tape.
+ *
+ * Ops take an optional tfc_graph*. With NULL, or with recording turned off
+ * (tfc_graph_set_grad_enabled(g, 0): this library's torch.no_grad()),
+ * nothing is recorded. With a graph, an op any of whose inputs requires
+ * grad records a node holding exactly what its backward needs, and its
+ * output requires grad too.
+ *
+ * tfc_graph_backward walks the nodes reachable from the loss in reverse
+ * topological order (iteratively: no recursion limit) and ACCUMULATES
+ * (+=) into the .grad of leaf tensors that require grad — a tensor used
+ * twice receives both contributions, broadcast inputs receive gradients
+ * summed back to their shape, and gradients flow through views.
+ *
+ * Lifetimes: the graph keeps its nodes; a node keeps its saved tensors and
+ * the leaves it feeds; a tensor keeps the node that produced it. Release
+ * order never matters. tfc_graph_clear frees every node's saved tensors
+ * (PyTorch's behaviour without retain_graph); backward through a cleared
+ * node is a clear TFC_ERR_INVALID_ARG.
+ *
+ * Thread-safety: a graph is used by one thread at a time.
+ */
+#ifndef TFCORE_GRAPH_H
+#define TFCORE_GRAPH_H
+
+#include "tfcore/core.h"
+#include "tfcore/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tfc_graph tfc_graph;
+
+/* New empty graph with recording enabled. */
+TFC_API TFC_NODISCARD tfc_status tfc_graph_new(tfc_graph **out);
+/* Drop the caller's graph reference; nodes stay valid while tensors use them. NULL ok. */
+TFC_API void tfc_graph_release(tfc_graph *g);
+/*
+ * Release every recorded node's saved tensors and forget the nodes, so the
+ * activations' memory returns. Tensors produced before the clear keep
+ * their values; backward through them fails with a clear message.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_graph_clear(tfc_graph *g);
+/* Turn recording on (1) or off (0: no_grad). */
+TFC_API TFC_NODISCARD tfc_status tfc_graph_set_grad_enabled(tfc_graph *g, int32_t on);
+/* 1 when g records, 0 when not (or g is NULL). */
+TFC_API int32_t tfc_graph_is_grad_enabled(const tfc_graph *g);
+/* Number of nodes currently recorded on g. */
+TFC_API int64_t tfc_graph_num_nodes(const tfc_graph *g);
+
+/*
+ * Backpropagate from loss, which must have been produced by an op recorded
+ * on g. seed is d(objective)/d(loss): NULL for a 1-element loss (then 1),
+ * else a tensor of loss's shape and dtype. The graph is kept (call
+ * tfc_graph_clear when done), so calling backward again accumulates again,
+ * like retain_graph=True. Before any gradient is written every node on the
+ * path is checked (not cleared, saved tensors not modified in place since
+ * they were saved), so a failure leaves all gradients untouched.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, const tfc_tensor *seed);
+
+/* Mark a leaf tensor as requiring (1) or not (0) a gradient. Non-leaves refuse. */
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_set_requires_grad(tfc_tensor *t, int32_t on);
+/* 1 when t requires grad (leaf flag set, or produced from such a tensor on a recording graph). */
+TFC_API int32_t tfc_tensor_requires_grad(const tfc_tensor *t);
+/* 1 when t was not produced by a recorded op. */
+TFC_API int32_t tfc_tensor_is_leaf(const tfc_tensor *t);
+/*
+ * The accumulated gradient of t: *out is a new reference, or NULL when t has
+ * none yet (returns TFC_OK either way).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_grad(const tfc_tensor *t, tfc_tensor **out);
+/* Replace t's gradient with grad (same shape and dtype) or NULL. */
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_set_grad(tfc_tensor *t, tfc_tensor *grad);
+/*
+ * Zero t's gradient: set_to_none=1 drops it (the next backward allocates a
+ * fresh one), 0 fills the existing one with zeros.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_zero_grad(tfc_tensor *t, int32_t set_to_none);
+/* Ask backward to keep the gradient of non-leaf t in its .grad too. */
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_retain_grad(tfc_tensor *t);
+/*
+ * A new tensor sharing t's storage, shape and strides, cut from the graph
+ * (a leaf that does not require grad).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_detach(const tfc_tensor *t, tfc_tensor **out);
+
+/*
+ * Gradient check for a scalar function of n inputs. f(inputs, n, &out, ctx)
+ * must build its result with the ops on graph g it is handed; gradcheck
+ * compares the analytic gradient of every element of every input that
+ * requires grad with the centred finite difference (f(x+eps) − f(x−eps)) /
+ * 2eps, using relative error |a − n| / (|a| + |n| + 1e-8). Inputs should be
+ * f64 for meaningful results. *max_rel_err receives the worst relative
+ * error; *worst_input / *worst_index (may be NULL) where it happened.
+ * The inputs' values are restored and their .grad left as analytic grads.
+ */
+typedef tfc_status (*tfc_gradcheck_fn)(tfc_graph *g, tfc_tensor *const *inputs, int32_t n, tfc_tensor **out,
+                                       void *ctx);
+TFC_API TFC_NODISCARD tfc_status tfc_gradcheck(tfc_gradcheck_fn f, tfc_tensor *const *inputs, int32_t n,
+                                               void *ctx, double eps, double *max_rel_err,
+                                               int32_t *worst_input, int64_t *worst_index);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TFCORE_GRAPH_H */

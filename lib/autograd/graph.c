@@ -1,0 +1,351 @@
+/* The tape's lifetime and the backward engine. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "core/error.h"
+#include "cpu/elementwise.h"
+
+TFC_API tfc_status tfc_graph_new(tfc_graph **out) {
+    TFC_CHECK_NOT_NULL("tfc_graph_new", out);
+    tfc_graph *g = calloc(1, sizeof *g);
+    if (!g) return tfc_err(TFC_ERR_OOM, "tfc_graph_new: out of memory");
+    atomic_init(&g->refcount, 1);
+    g->enabled = 1;
+    *out = g;
+    return TFC_OK;
+}
+
+static void graph_forget_nodes(tfc_graph *g) {
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        tfc_node *n = g->nodes[i];
+        n->graph = NULL;
+        for (int32_t k = 0; k < n->n_saved; k++) {
+            tfc_tensor_release(n->saved[k]);
+            n->saved[k] = NULL;
+        }
+    }
+    /* Unref after every node is marked, so chains freed here see consistent state. */
+    for (int64_t i = 0; i < g->n_nodes; i++) tfc_node_unref(g->nodes[i]);
+    g->n_nodes = 0;
+}
+
+TFC_API void tfc_graph_release(tfc_graph *g) {
+    if (!g) return;
+    graph_forget_nodes(g);
+    free(g->nodes);
+    free(g);
+}
+
+TFC_API tfc_status tfc_graph_clear(tfc_graph *g) {
+    TFC_CHECK_NOT_NULL("tfc_graph_clear", g);
+    graph_forget_nodes(g);
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_graph_set_grad_enabled(tfc_graph *g, int32_t on) {
+    TFC_CHECK_NOT_NULL("tfc_graph_set_grad_enabled", g);
+    g->enabled = on != 0;
+    return TFC_OK;
+}
+
+TFC_API int32_t tfc_graph_is_grad_enabled(const tfc_graph *g) { return g && g->enabled; }
+TFC_API int64_t tfc_graph_num_nodes(const tfc_graph *g) { return g ? g->n_nodes : 0; }
+
+/* May t be written in place without another handle or view seeing it? */
+static int owns_storage(const tfc_tensor *t) {
+    return atomic_load(&t->storage->refcount) == 1 && tfc_is_contiguous(t) &&
+           t->storage->device == TFC_DEVICE_CPU;
+}
+
+/* dst = a + b as a new contiguous tensor. */
+static tfc_status add_new(const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out) {
+    if (a->storage->device != TFC_DEVICE_CPU || b->storage->device != TFC_DEVICE_CPU)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "gradient accumulation on CUDA is not wired yet");
+    tfc_tensor *r;
+    TFC_TRY(tfc_tensor_new_like(a, a->dtype, &r));
+    tfc_sview rv = tfc_sview_of(r), av = tfc_sview_of(a), bv = tfc_sview_of(b);
+    tfc_cpu_map(TFC_MAP_ADD, &rv, &av, &bv, NULL, 0.0, 0);
+    *out = r;
+    return TFC_OK;
+}
+
+/*
+ * acc += g. Gradients flow through shared handles (add passes dout to both
+ * inputs), so an accumulator is only updated in place when nothing else
+ * can see its memory; otherwise the sum goes to a fresh tensor.
+ */
+tfc_status tfc_grad_accumulate(tfc_tensor **acc, tfc_tensor *g) {
+    if (!*acc) {
+        *acc = g;
+        return TFC_OK;
+    }
+    tfc_tensor *a = *acc;
+    tfc_status s = TFC_OK;
+    if (atomic_load(&a->refcount) == 1 && owns_storage(a) && g->storage->device == TFC_DEVICE_CPU) {
+        tfc_sview av = tfc_sview_of(a), gv = tfc_sview_of(g);
+        tfc_cpu_map(TFC_MAP_ADD, &av, &av, &gv, NULL, 0.0, 0);
+    } else {
+        tfc_tensor *sum;
+        s = add_new(a, g, &sum);
+        if (s == TFC_OK) {
+            tfc_tensor_release(a);
+            *acc = sum;
+        }
+    }
+    tfc_tensor_release(g);
+    return s;
+}
+
+static int same_shape(const tfc_tensor *t, const int64_t *shape, int32_t ndim) {
+    if (t->ndim != ndim) return 0;
+    for (int32_t i = 0; i < ndim; i++)
+        if (t->shape[i] != shape[i]) return 0;
+    return 1;
+}
+
+/*
+ * Leaf .grad: the leaf owns a private contiguous tensor; later backward
+ * calls add into it in place (callers holding a reference see the sum, as
+ * with PyTorch's .grad), unless its memory is shared with a view.
+ */
+static tfc_status accumulate_leaf(tfc_tensor *leaf, tfc_tensor *g) {
+    tfc_status s = TFC_OK;
+    if (!leaf->grad) {
+        if (atomic_load(&g->refcount) == 1 && owns_storage(g)) {
+            leaf->grad = g;
+            return TFC_OK;
+        }
+        s = tfc_tensor_clone(g, &leaf->grad);
+        tfc_tensor_release(g);
+        return s;
+    }
+    tfc_tensor *a = leaf->grad;
+    if (owns_storage(a) && g->storage->device == TFC_DEVICE_CPU) {
+        tfc_sview av = tfc_sview_of(a), gv = tfc_sview_of(g);
+        tfc_cpu_map(TFC_MAP_ADD, &av, &av, &gv, NULL, 0.0, 0);
+        tfc_bump_version(a);
+    } else {
+        tfc_tensor *sum;
+        s = add_new(a, g, &sum);
+        if (s == TFC_OK) {
+            tfc_tensor_release(a);
+            leaf->grad = sum;
+        }
+    }
+    tfc_tensor_release(g);
+    return s;
+}
+
+static int64_t g_epoch;
+
+TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, const tfc_tensor *seed) {
+    const char *fn = "tfc_graph_backward";
+    TFC_CHECK_NOT_NULL(fn, g);
+    TFC_CHECK_NOT_NULL(fn, loss);
+    if (!loss->node)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: loss %s was not produced by an op recorded on a graph "
+                       "(is it a leaf, or computed with recording off?)", fn, SHAPE(loss));
+    if (loss->node->graph != g)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: loss was produced by %s on %s graph", fn, loss->node->name,
+                       loss->node->graph ? "another" : "a cleared");
+    if (seed) {
+        if (!same_shape(seed, loss->shape, loss->ndim))
+            return tfc_err(TFC_ERR_SHAPE, "%s: seed is %s, loss is %s", fn, SHAPE(seed), SHAPE(loss));
+        if (seed->dtype != loss->dtype)
+            return tfc_err(TFC_ERR_DTYPE, "%s: seed is %s, loss is %s", fn, tfc_dtype_name(seed->dtype),
+                           tfc_dtype_name(loss->dtype));
+    } else if (tfc_numel(loss) != 1) {
+        return tfc_err(TFC_ERR_SHAPE, "%s: loss is %s, not a single element: pass a seed gradient of that shape",
+                       fn, SHAPE(loss));
+    }
+
+    /* 1. Collect the nodes reachable from loss (explicit stack) and count, for
+     *    each node, the edges that will deliver a gradient to it. */
+    int64_t epoch = __atomic_add_fetch(&g_epoch, 1, __ATOMIC_RELAXED);
+    int64_t cap = 256, top = 0, nall = 0, allcap = 256;
+    tfc_node **stack = malloc(sizeof *stack * (size_t)cap), **all = malloc(sizeof *all * (size_t)allcap);
+    tfc_status st = TFC_OK;
+    if (!stack || !all) {
+        free(stack);
+        free(all);
+        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    }
+    loss->node->visit_epoch = epoch;
+    loss->node->pending = 0;
+    stack[top++] = loss->node;
+    while (top > 0 && st == TFC_OK) {
+        tfc_node *n = stack[--top];
+        if (nall == allcap) {
+            tfc_node **p = realloc(all, sizeof *p * (size_t)(allcap *= 2));
+            if (!p) { st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn); break; }
+            all = p;
+        }
+        all[nall++] = n;
+        /* 2. Validate before touching any gradient. */
+        if (!n->graph) {
+            st = tfc_err(TFC_ERR_INVALID_ARG, "%s: the graph holding %s was cleared or released; its saved tensors "
+                         "are gone (record the forward again)", fn, n->name);
+            break;
+        }
+        for (int32_t k = 0; k < n->n_saved; k++) {
+            uint64_t now = atomic_load(&n->saved[k]->storage->version);
+            if (now != n->saved_version[k]) {
+                st = tfc_err(TFC_ERR_INVALID_ARG, "%s: a tensor %s saved by %s for backward was modified in place "
+                             "(version %llu, saved at version %llu)", fn, SHAPE(n->saved[k]), n->name,
+                             (unsigned long long)now, (unsigned long long)n->saved_version[k]);
+                break;
+            }
+        }
+        for (int32_t i = 0; i < n->n_in && st == TFC_OK; i++) {
+            tfc_node *p = n->in[i].node;
+            if (!p) continue;
+            if (p->visit_epoch != epoch) {
+                p->visit_epoch = epoch;
+                p->pending = 0;
+                if (top == cap) {
+                    tfc_node **q = realloc(stack, sizeof *q * (size_t)(cap *= 2));
+                    if (!q) { st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn); break; }
+                    stack = q;
+                }
+                stack[top++] = p;
+            }
+            p->pending++;
+        }
+    }
+    if (st != TFC_OK) {
+        free(stack);
+        free(all);
+        return st;
+    }
+
+    /* 3. Seed the loss node. */
+    tfc_tensor *seed_t;
+    if (seed) st = tfc_tensor_clone(seed, &seed_t);
+    else {
+        st = tfc_tensor_new_like(loss, loss->dtype, &seed_t);
+        if (st == TFC_OK) st = tfc_tensor_fill(seed_t, 1.0);
+    }
+    if (st != TFC_OK) {
+        free(stack);
+        free(all);
+        return st;
+    }
+    tfc_node *root = loss->node;
+    for (int32_t i = 0; i < root->n_out; i++) {
+        tfc_tensor_release(root->grad_acc[i]);
+        root->grad_acc[i] = NULL;
+    }
+    root->grad_acc[loss->out_index] = seed_t;
+
+    /* 4. Kahn's order: a node runs once every consumer has delivered. */
+    top = 0;
+    stack[top++] = root;
+    tfc_tensor *grad_in_small[16];
+    while (top > 0 && st == TFC_OK) {
+        tfc_node *n = stack[--top];
+        tfc_tensor **grad_in = n->n_in <= 16 ? grad_in_small : calloc((size_t)n->n_in, sizeof *grad_in);
+        if (!grad_in) { st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn); break; }
+        for (int32_t i = 0; i < n->n_in; i++) grad_in[i] = NULL;
+        for (int32_t o = 0; o < n->n_out; o++) {
+            tfc_tensor *r = n->retained[o];
+            if (r && n->grad_acc[o]) {
+                st = accumulate_leaf(r, tfc_tensor_retain(n->grad_acc[o]));
+            }
+        }
+        if (st == TFC_OK) st = n->backward(n, n->grad_acc, grad_in);
+        for (int32_t o = 0; o < n->n_out; o++) {
+            tfc_tensor_release(n->grad_acc[o]);
+            n->grad_acc[o] = NULL;
+        }
+        for (int32_t i = 0; i < n->n_in; i++) {
+            tfc_edge *e = &n->in[i];
+            tfc_tensor *gi = grad_in[i];
+            if (st != TFC_OK || (!e->node && !e->leaf)) {
+                tfc_tensor_release(gi);
+            } else if (gi && !same_shape(gi, e->shape, e->ndim)) {
+                st = tfc_err(TFC_ERR_INTERNAL, "%s: %s produced a gradient %s for an input of shape %s", fn, n->name,
+                             SHAPE(gi), tfc_fmt_dims(e->shape, e->ndim));
+                tfc_tensor_release(gi);
+            } else if (e->leaf) {
+                if (gi) st = accumulate_leaf(e->leaf, gi);
+            } else {
+                if (gi) st = tfc_grad_accumulate(&e->node->grad_acc[e->index], gi);
+                if (--e->node->pending == 0) stack[top++] = e->node;
+            }
+        }
+        if (grad_in != grad_in_small) free(grad_in);
+    }
+    /* On failure, drop in-flight gradients so nothing lingers. */
+    for (int64_t i = 0; i < nall; i++)
+        for (int32_t o = 0; o < all[i]->n_out; o++) {
+            tfc_tensor_release(all[i]->grad_acc[o]);
+            all[i]->grad_acc[o] = NULL;
+        }
+    free(stack);
+    free(all);
+    return st;
+}
+
+/* ---- per-tensor autograd state ------------------------------------------- */
+
+TFC_API tfc_status tfc_tensor_set_requires_grad(tfc_tensor *t, int32_t on) {
+    TFC_CHECK_NOT_NULL("tfc_tensor_set_requires_grad", t);
+    if (t->node)
+        return tfc_err(TFC_ERR_INVALID_ARG, "tfc_tensor_set_requires_grad: t %s is not a leaf (produced by %s); "
+                       "detach it first", SHAPE(t), t->node->name);
+    if (on && !(t->dtype == TFC_DTYPE_F32 || t->dtype == TFC_DTYPE_F64 || t->dtype == TFC_DTYPE_BF16 ||
+                t->dtype == TFC_DTYPE_F16))
+        return tfc_err(TFC_ERR_DTYPE, "tfc_tensor_set_requires_grad: t is %s; only float tensors can require grad",
+                       tfc_dtype_name(t->dtype));
+    t->requires_grad = on != 0;
+    return TFC_OK;
+}
+
+TFC_API int32_t tfc_tensor_requires_grad(const tfc_tensor *t) { return t && t->requires_grad; }
+TFC_API int32_t tfc_tensor_is_leaf(const tfc_tensor *t) { return t && !t->node; }
+
+TFC_API tfc_status tfc_tensor_grad(const tfc_tensor *t, tfc_tensor **out) {
+    TFC_CHECK_NOT_NULL("tfc_tensor_grad", t);
+    TFC_CHECK_NOT_NULL("tfc_tensor_grad", out);
+    *out = tfc_tensor_retain(t->grad);
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_tensor_set_grad(tfc_tensor *t, tfc_tensor *grad) {
+    TFC_CHECK_NOT_NULL("tfc_tensor_set_grad", t);
+    if (grad && (!same_shape(grad, t->shape, t->ndim) || grad->dtype != t->dtype))
+        return tfc_err(TFC_ERR_SHAPE, "tfc_tensor_set_grad: grad is %s %s, t is %s %s", tfc_dtype_name(grad->dtype),
+                       SHAPE(grad), tfc_dtype_name(t->dtype), SHAPE(t));
+    tfc_tensor_retain(grad);
+    tfc_tensor_release(t->grad);
+    t->grad = grad;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_tensor_zero_grad(tfc_tensor *t, int32_t set_to_none) {
+    TFC_CHECK_NOT_NULL("tfc_tensor_zero_grad", t);
+    if (!t->grad) return TFC_OK;
+    if (set_to_none) {
+        tfc_tensor_release(t->grad);
+        t->grad = NULL;
+        return TFC_OK;
+    }
+    return tfc_tensor_fill(t->grad, 0.0);
+}
+
+TFC_API tfc_status tfc_tensor_retain_grad(tfc_tensor *t) {
+    TFC_CHECK_NOT_NULL("tfc_tensor_retain_grad", t);
+    if (!t->requires_grad)
+        return tfc_err(TFC_ERR_INVALID_ARG, "tfc_tensor_retain_grad: t %s does not require grad", SHAPE(t));
+    if (!t->node) return TFC_OK; /* leaves keep their grad anyway */
+    t->retains_grad = 1;
+    t->node->retained[t->out_index] = t;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_tensor_detach(const tfc_tensor *t, tfc_tensor **out) {
+    TFC_CHECK_NOT_NULL("tfc_tensor_detach", t);
+    TFC_CHECK_NOT_NULL("tfc_tensor_detach", out);
+    return tfc_tensor_alias(t, t->shape, t->strides, t->ndim, t->offset, out);
+}

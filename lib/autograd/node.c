@@ -1,0 +1,148 @@
+/* Recording nodes on the tape. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "core/error.h"
+
+int tfc_should_record(const tfc_graph *g, const tfc_tensor *const *ts, int32_t k) {
+    if (!g || !g->enabled) return 0;
+    for (int32_t i = 0; i < k; i++)
+        if (ts[i] && ts[i]->requires_grad) return 1;
+    return 0;
+}
+
+static tfc_status graph_push(tfc_graph *g, tfc_node *n) {
+    if (g->n_nodes == g->cap_nodes) {
+        int64_t cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
+        tfc_node **p = realloc(g->nodes, sizeof *p * (size_t)cap);
+        if (!p) return tfc_err(TFC_ERR_OOM, "out of memory growing the graph");
+        g->nodes = p;
+        g->cap_nodes = cap;
+    }
+    g->nodes[g->n_nodes++] = n;
+    return TFC_OK;
+}
+
+tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
+                        tfc_node **out) {
+    tfc_node *n = calloc(1, sizeof *n);
+    tfc_edge *in = calloc((size_t)(n_in ? n_in : 1), sizeof *in);
+    tfc_tensor **acc = calloc((size_t)n_out, sizeof *acc);
+    tfc_tensor **ret = calloc((size_t)n_out, sizeof *ret);
+    if (!n || !in || !acc || !ret) {
+        free(n);
+        free(in);
+        free(acc);
+        free(ret);
+        return tfc_err(TFC_ERR_OOM, "%s: out of memory recording a graph node", name);
+    }
+    atomic_init(&n->refcount, 1); /* the graph's reference */
+    n->name = name;
+    n->graph = g;
+    n->backward = backward;
+    n->n_in = n_in;
+    n->n_out = n_out;
+    n->in = in;
+    n->grad_acc = acc;
+    n->retained = ret;
+    tfc_status s = graph_push(g, n);
+    if (s != TFC_OK) {
+        atomic_store(&n->refcount, 1);
+        tfc_node_unref(n);
+        return s;
+    }
+    *out = n;
+    return TFC_OK;
+}
+
+tfc_status tfc_node_set_input(tfc_node *n, int32_t i, const tfc_tensor *t) {
+    tfc_edge *e = &n->in[i];
+    e->ndim = t->ndim;
+    e->dtype = t->dtype;
+    memcpy(e->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    if (!t->requires_grad) return TFC_OK;
+    if (t->node) {
+        e->node = t->node;
+        e->index = t->out_index;
+        atomic_fetch_add(&t->node->refcount, 1);
+    } else {
+        e->leaf = tfc_tensor_retain((tfc_tensor *)t);
+    }
+    return TFC_OK;
+}
+
+tfc_status tfc_node_save(tfc_node *n, const tfc_tensor *t) {
+    if (n->n_saved == TFC_NODE_MAX_SAVED) return tfc_err(TFC_ERR_INTERNAL, "%s: too many saved tensors", n->name);
+    tfc_tensor *alias;
+    TFC_TRY(tfc_tensor_alias(t, t->shape, t->strides, t->ndim, t->offset, &alias));
+    n->saved_version[n->n_saved] = atomic_load(&t->storage->version);
+    n->saved[n->n_saved++] = alias;
+    return TFC_OK;
+}
+
+void tfc_node_attach_output(tfc_node *n, int32_t i, tfc_tensor *out) {
+    atomic_fetch_add(&n->refcount, 1);
+    out->node = n;
+    out->out_index = i;
+    out->requires_grad = 1;
+}
+
+int tfc_node_needs_grad(const tfc_node *n, int32_t i) { return n->in[i].node || n->in[i].leaf; }
+
+tfc_edge *tfc_node_edge(tfc_node *n, int32_t i) { return &n->in[i]; }
+
+/* Free what backward needs: saved tensors and in-flight gradients. */
+static void node_release_saved(tfc_node *n) {
+    for (int32_t i = 0; i < n->n_saved; i++) {
+        tfc_tensor_release(n->saved[i]);
+        n->saved[i] = NULL;
+    }
+    for (int32_t i = 0; i < n->n_out; i++) {
+        tfc_tensor_release(n->grad_acc[i]);
+        n->grad_acc[i] = NULL;
+    }
+}
+
+void tfc_node_unref(tfc_node *n) {
+    /* Iterative: dropping a long chain of nodes must not recurse. */
+    tfc_node *stack_small[64], **stack = stack_small;
+    int64_t top = 0, cap = 64;
+    stack[top++] = n;
+    while (top > 0) {
+        tfc_node *cur = stack[--top];
+        if (!cur || atomic_fetch_sub(&cur->refcount, 1) != 1) continue;
+        node_release_saved(cur);
+        for (int32_t i = 0; i < cur->n_in; i++) {
+            tfc_tensor_release(cur->in[i].leaf);
+            if (cur->in[i].node) {
+                if (top == cap) {
+                    tfc_node **bigger = malloc(sizeof *bigger * (size_t)cap * 2);
+                    if (!bigger) continue; /* leaks rather than crashes under OOM */
+                    memcpy(bigger, stack, sizeof *bigger * (size_t)top);
+                    if (stack != stack_small) free(stack);
+                    stack = bigger;
+                    cap *= 2;
+                }
+                stack[top++] = cur->in[i].node;
+            }
+        }
+        free(cur->in);
+        free(cur->grad_acc);
+        free(cur->retained);
+        free(cur);
+    }
+    if (stack != stack_small) free(stack);
+}
+
+/* A tensor going away: forget it as a retained output and drop its node. */
+static void tensor_autograd_release(tfc_tensor *t) {
+    if (!t->node) return;
+    if (t->retains_grad && t->node->retained[t->out_index] == t) t->node->retained[t->out_index] = NULL;
+    tfc_node_unref(t->node);
+    t->node = NULL;
+}
+
+__attribute__((constructor)) static void install_release_hook(void) {
+    tfc_tensor_autograd_release_hook = tensor_autograd_release;
+}

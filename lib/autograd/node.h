@@ -1,0 +1,88 @@
+/*
+ * Graph nodes: what an op leaves on the tape for its backward.
+ *
+ * An op that records does, in order:
+ *   tfc_node *n;
+ *   if (tfc_should_record(g, inputs, k)) {
+ *       TFC_TRY(tfc_node_new(g, "matmul", &matmul_backward, n_inputs, n_outputs, &n));
+ *       tfc_node_set_input(n, 0, a); ...           // where input grads go
+ *       tfc_node_save(n, a); ...                   // what backward reads
+ *       n->params.f[0] = scale; ...                // op parameters
+ *       tfc_node_attach_output(n, 0, out);         // out->node = n
+ *   }
+ * The op computes its output first and records afterwards, so a failing op
+ * leaves nothing on the tape.
+ * Backward receives the gradient of each output (NULL when that output got
+ * none) and returns, for each input i with tfc_node_needs_grad(n, i), a
+ * new tensor of that input's shape (or NULL if it contributes nothing).
+ * Backward runs with recording off: it may call any op with g = NULL.
+ */
+#ifndef TFC_AUTOGRAD_NODE_H
+#define TFC_AUTOGRAD_NODE_H
+
+#include <stdatomic.h>
+
+#include "tensor/tensor_impl.h"
+#include "tfcore/graph.h"
+
+#define TFC_NODE_MAX_SAVED 8
+
+typedef struct tfc_node tfc_node;
+
+typedef tfc_status (*tfc_backward_fn)(tfc_node *n, tfc_tensor *const *grad_out, tfc_tensor **grad_in);
+
+/* Where the gradient of one input goes: a producing node's output, or a leaf. */
+typedef struct tfc_edge {
+    tfc_node *node; /* strong ref, or NULL */
+    int32_t index;  /* output index of node */
+    tfc_tensor *leaf; /* strong ref to a leaf that requires grad, or NULL */
+    int64_t shape[TFC_MAX_DIMS]; /* the input's shape and dtype, for checks */
+    int32_t ndim;
+    tfc_dtype dtype;
+} tfc_edge;
+
+typedef struct tfc_node_params {
+    double f[4];
+    int64_t i[TFC_MAX_DIMS * 2];
+} tfc_node_params;
+
+struct tfc_node {
+    atomic_int refcount;
+    const char *name;
+    tfc_graph *graph; /* weak; NULL once the graph cleared this node */
+    tfc_backward_fn backward;
+    int32_t n_in, n_out, n_saved;
+    tfc_edge *in; /* [n_in] */
+    tfc_tensor *saved[TFC_NODE_MAX_SAVED]; /* detached aliases */
+    uint64_t saved_version[TFC_NODE_MAX_SAVED];
+    tfc_node_params params;
+    /* Backward bookkeeping. */
+    tfc_tensor **grad_acc; /* [n_out] */
+    tfc_tensor **retained; /* [n_out] weak pointers to outputs that retain grad */
+    int64_t visit_epoch;
+    int32_t pending;
+};
+
+struct tfc_graph {
+    atomic_int refcount;
+    int32_t enabled;
+    tfc_node **nodes;
+    int64_t n_nodes, cap_nodes;
+};
+
+/* 1 when g records and any of the k tensors requires grad. */
+int tfc_should_record(const tfc_graph *g, const tfc_tensor *const *ts, int32_t k);
+tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
+                        tfc_node **out);
+/* Input i of n is t (t may not require grad: then no gradient flows there). */
+tfc_status tfc_node_set_input(tfc_node *n, int32_t i, const tfc_tensor *t);
+/* Save t for backward (a detached alias plus its version); returns its slot. */
+tfc_status tfc_node_save(tfc_node *n, const tfc_tensor *t);
+void tfc_node_attach_output(tfc_node *n, int32_t i, tfc_tensor *out);
+int tfc_node_needs_grad(const tfc_node *n, int32_t i);
+tfc_edge *tfc_node_edge(tfc_node *n, int32_t i);
+void tfc_node_unref(tfc_node *n);
+/* acc += g, taking g itself as acc when *acc is NULL (consumes the g reference). */
+tfc_status tfc_grad_accumulate(tfc_tensor **acc, tfc_tensor *g);
+
+#endif

@@ -1,0 +1,20 @@
+/*
+ * C = alpha · op(A) · op(B) + beta · C for row-major matrices, where op(X)
+ * is X or Xᵀ. Transposes are flags, never copies. Backed by CBLAS
+ * (OpenBLAS) when built with it, else by the blocked C kernel below.
+ */
+#ifndef TFC_CPU_GEMM_H
+#define TFC_CPU_GEMM_H
+
+#include <stdint.h>
+
+#include "tfcore/core.h"
+
+void tfc_cpu_gemm(tfc_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                  const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+
+/* The portable kernel, also used when BLAS is off (exposed for tests). */
+void tfc_cpu_gemm_blocked(tfc_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                          const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+
+#endif

@@ -1,0 +1,210 @@
+/*
+ * Reductions over a set of dims and their backward:
+ *   sum:  dx = expand(dy)            mean: dx = expand(dy) / n
+ *   var:  dx = expand(dy) ⊙ 2 (x − mean) / (n − correction)
+ *   max/min: dx = dy at the first extremal element, 0 elsewhere
+ * The input is viewed with kept dims first and reduced dims last, so the
+ * CPU kernel reduces trailing dims of a strided view; nothing is copied.
+ */
+#include <math.h>
+
+#include "cpu/reduce.h"
+#include "ops/op_util.h"
+
+typedef struct reduce_plan {
+    int32_t red[TFC_MAX_DIMS]; /* 1 when dim i is reduced */
+    int32_t nkeep;
+    int64_t n;                     /* elements reduced per output */
+    tfc_sview perm;                 /* input viewed as [kept..., reduced...] */
+    int64_t out_shape[TFC_MAX_DIMS];
+    int32_t out_ndim;
+    int64_t keep_shape[TFC_MAX_DIMS]; /* keepdim=1 shape, for backward broadcasting */
+} reduce_plan;
+
+static tfc_status plan_reduce(const char *fn, const tfc_tensor *x, const int32_t *dims, int32_t ndims,
+                              int32_t keepdim, reduce_plan *p) {
+    if (ndims < 0 || ndims > TFC_MAX_DIMS || (ndims > 0 && !dims))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: dims/ndims invalid (ndims %d)", fn, (int)ndims);
+    for (int32_t i = 0; i < TFC_MAX_DIMS; i++) p->red[i] = ndims == 0;
+    for (int32_t i = 0; i < ndims; i++) {
+        int32_t d;
+        TFC_TRY(tfc_norm_dim(fn, dims[i], x->ndim == 0 ? 1 : x->ndim, &d));
+        if (x->ndim > 0 && p->red[d])
+            return tfc_err(TFC_ERR_INVALID_ARG, "%s: dim %d listed twice for x %s", fn, (int)dims[i], SHAPE(x));
+        p->red[d] = 1;
+    }
+    tfc_sview v = tfc_sview_of(x);
+    p->perm = v;
+    int32_t k = 0;
+    p->n = 1;
+    p->out_ndim = 0;
+    for (int32_t i = 0; i < x->ndim; i++) {
+        p->keep_shape[i] = p->red[i] ? 1 : x->shape[i];
+        if (!p->red[i]) {
+            p->perm.shape[k] = x->shape[i];
+            p->perm.strides[k++] = x->strides[i];
+            p->out_shape[p->out_ndim++] = x->shape[i];
+        } else if (keepdim) {
+            p->out_shape[p->out_ndim++] = 1;
+        }
+    }
+    p->nkeep = k;
+    for (int32_t i = 0; i < x->ndim; i++)
+        if (p->red[i]) {
+            p->perm.shape[k] = x->shape[i];
+            p->perm.strides[k++] = x->strides[i];
+            p->n *= x->shape[i];
+        }
+    return TFC_OK;
+}
+
+typedef enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_VAR } red_kind;
+static const char *const red_names[] = {"tfc_sum", "tfc_mean", "tfc_max", "tfc_min", "tfc_var"};
+
+static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
+    red_kind k = (red_kind)n->params.i[0];
+    tfc_tensor *dy = gout[0];
+    const tfc_edge *e = &n->in[0];
+    if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
+    int64_t keep_shape[TFC_MAX_DIMS];
+    int64_t nred = n->params.i[1];
+    for (int32_t i = 0; i < e->ndim; i++) keep_shape[i] = n->params.i[2 + i];
+    tfc_tensor *dyk; /* dy with reduced dims as size 1 */
+    TFC_TRY(tfc_reshape(NULL, dy, keep_shape, e->ndim, &dyk));
+    tfc_status s = TFC_OK;
+    if (k == R_SUM || k == R_MEAN) {
+        s = tfc_map_new(TFC_MAP_MUL_S, e->shape, e->ndim, dy->dtype, dyk, NULL, NULL,
+                        k == R_MEAN ? 1.0 / (double)nred : 1.0, &gin[0]);
+    } else if (k == R_VAR) {
+        /* dx = dy ⊙ 2 (x − mean) / (n − correction) */
+        tfc_tensor *x = n->saved[0], *mean = NULL, *dev = NULL, *t = NULL;
+        int32_t dims[TFC_MAX_DIMS], nd = 0;
+        for (int32_t i = 0; i < e->ndim; i++)
+            if (keep_shape[i] == 1 && e->shape[i] != 1) dims[nd++] = i;
+        s = nd ? tfc_mean(NULL, x, dims, nd, 1, &mean) : tfc_tensor_clone(x, &mean);
+        if (s == TFC_OK) s = tfc_sub(NULL, x, mean, &dev);
+        if (s == TFC_OK) s = tfc_mul(NULL, dev, dyk, &t);
+        if (s == TFC_OK) s = tfc_mul_scalar(NULL, t, 2.0 / ((double)nred - n->params.f[0]), &gin[0]);
+        tfc_tensor_release(mean);
+        tfc_tensor_release(dev);
+        tfc_tensor_release(t);
+    } else {
+        /* max/min: scatter dy to the saved positions. */
+        tfc_tensor *pos = n->saved[0], *dx;
+        s = tfc_tensor_new(e->shape, e->ndim, dy->dtype, TFC_DEVICE_CPU, 0, &dx);
+        if (s == TFC_OK) {
+            s = tfc_tensor_fill(dx, 0.0);
+            reduce_plan p;
+            int32_t all[TFC_MAX_DIMS], na = 0;
+            for (int32_t i = 0; i < e->ndim; i++)
+                if (keep_shape[i] == 1 && e->shape[i] != 1) all[na++] = i;
+            if (s == TFC_OK) {
+                if (na == 0) {
+                    s = tfc_tensor_copy_from(dx, dyk);
+                } else {
+                    s = plan_reduce("backward", dx, all, na, 0, &p);
+                    if (s == TFC_OK) {
+                        tfc_tensor *dyc;
+                        s = tfc_make_contiguous(dyk, &dyc);
+                        if (s == TFC_OK) {
+                            tfc_sview dv = tfc_sview_of(dyc);
+                            tfc_cpu_reduce_scatter(&p.perm, p.nkeep, (const int64_t *)tfc_data(pos), &dv);
+                            tfc_tensor_release(dyc);
+                        }
+                    }
+                }
+            }
+            if (s == TFC_OK) gin[0] = dx;
+            else tfc_tensor_release(dx);
+        }
+    }
+    tfc_tensor_release(dyk);
+    return s;
+}
+
+static tfc_status reduce(red_kind k, tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims,
+                         int32_t keepdim, double correction, tfc_tensor **out) {
+    const char *fn = red_names[k];
+    TFC_CHECK_NOT_NULL(fn, out);
+    TFC_TRY(tfc_check_float(fn, "x", x));
+    reduce_plan p;
+    TFC_TRY(plan_reduce(fn, x, dims, ndims, keepdim, &p));
+    if ((k == R_MAX || k == R_MIN) && p.n == 0)
+        return tfc_err(TFC_ERR_SHAPE, "%s: x %s: cannot take max/min over an empty dim", fn, SHAPE(x));
+    /* For a reduction over zero dims (e.g. dims of a scalar) n = 1. */
+    tfc_tensor *r, *pos = NULL;
+    TFC_TRY(tfc_tensor_new(p.out_shape, p.out_ndim, x->dtype, TFC_DEVICE_CPU, 0, &r));
+    switch (k) {
+    case R_SUM: tfc_cpu_reduce(TFC_REDUCE_SUM, &p.perm, p.nkeep, tfc_data(r), 1.0); break;
+    case R_MEAN: tfc_cpu_reduce(TFC_REDUCE_SUM, &p.perm, p.nkeep, tfc_data(r), 1.0 / (double)p.n); break;
+    case R_VAR: tfc_cpu_reduce(TFC_REDUCE_VAR, &p.perm, p.nkeep, tfc_data(r), correction); break;
+    default: {
+        tfc_status s = tfc_tensor_new(p.out_shape, p.out_ndim, TFC_DTYPE_I64, TFC_DEVICE_CPU, 0, &pos);
+        if (s != TFC_OK) {
+            tfc_tensor_release(r);
+            return s;
+        }
+        tfc_cpu_reduce(k == R_MAX ? TFC_REDUCE_ARGMAX : TFC_REDUCE_ARGMIN, &p.perm, p.nkeep, tfc_data(pos), 0.0);
+        tfc_cpu_reduce(k == R_MAX ? TFC_REDUCE_MAX : TFC_REDUCE_MIN, &p.perm, p.nkeep, tfc_data(r), 0.0);
+    }
+    }
+    tfc_status s = TFC_OK;
+    if (tfc_should_record(g, &x, 1)) {
+        tfc_node *n;
+        s = tfc_node_new(g, fn, reduce_backward, 1, 1, &n);
+        if (s == TFC_OK) {
+            n->params.i[0] = k;
+            n->params.i[1] = p.n;
+            n->params.f[0] = correction;
+            for (int32_t i = 0; i < x->ndim; i++) n->params.i[2 + i] = p.keep_shape[i];
+            tfc_node_set_input(n, 0, x);
+            if (k == R_VAR) s = tfc_node_save(n, x);
+            if (pos) s = tfc_node_save(n, pos);
+            if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
+        }
+    }
+    tfc_tensor_release(pos);
+    if (s != TFC_OK) {
+        tfc_tensor_release(r);
+        return s;
+    }
+    *out = r;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_sum(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t keepdim,
+                           tfc_tensor **out) {
+    return reduce(R_SUM, g, x, dims, ndims, keepdim, 0.0, out);
+}
+TFC_API tfc_status tfc_mean(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t keepdim,
+                            tfc_tensor **out) {
+    return reduce(R_MEAN, g, x, dims, ndims, keepdim, 0.0, out);
+}
+TFC_API tfc_status tfc_max(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t keepdim,
+                           tfc_tensor **out) {
+    return reduce(R_MAX, g, x, dims, ndims, keepdim, 0.0, out);
+}
+TFC_API tfc_status tfc_min(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t keepdim,
+                           tfc_tensor **out) {
+    return reduce(R_MIN, g, x, dims, ndims, keepdim, 0.0, out);
+}
+TFC_API tfc_status tfc_var(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t correction,
+                           int32_t keepdim, tfc_tensor **out) {
+    if (correction < 0)
+        return tfc_err(TFC_ERR_INVALID_ARG, "tfc_var: correction is %d, must be >= 0", (int)correction);
+    return reduce(R_VAR, g, x, dims, ndims, keepdim, (double)correction, out);
+}
+
+TFC_API tfc_status tfc_argmax(const tfc_tensor *x, int32_t dim, int32_t keepdim, tfc_tensor **out) {
+    const char *fn = "tfc_argmax";
+    TFC_CHECK_NOT_NULL(fn, out);
+    TFC_TRY(tfc_check_float(fn, "x", x));
+    reduce_plan p;
+    TFC_TRY(plan_reduce(fn, x, &dim, 1, keepdim, &p));
+    if (p.n == 0) return tfc_err(TFC_ERR_SHAPE, "%s: x %s has an empty dim %d", fn, SHAPE(x), (int)dim);
+    tfc_tensor *r;
+    TFC_TRY(tfc_tensor_new(p.out_shape, p.out_ndim, TFC_DTYPE_I64, TFC_DEVICE_CPU, 0, &r));
+    tfc_cpu_reduce(TFC_REDUCE_ARGMAX, &p.perm, p.nkeep, tfc_data(r), 0.0);
+    *out = r;
+    return TFC_OK;
+}

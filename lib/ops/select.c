@@ -1,0 +1,94 @@
+/*
+ * Selection by a mask:  where(c, a, b) = c ? a : b,  masked_fill(x, m, v) = m ? v : x.
+ * Backward: da = where(c, dy, 0), db = where(c, 0, dy) (summed to shape);
+ * masked_fill passes dy where the mask is false.
+ */
+#include "ops/op_util.h"
+
+static tfc_status check_mask(const char *fn, const char *arg, const tfc_tensor *m) {
+    TFC_CHECK_NOT_NULL(fn, m);
+    if (m->dtype != TFC_DTYPE_BOOL && m->dtype != TFC_DTYPE_U8)
+        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; it must be bool or u8", fn, arg, tfc_dtype_name(m->dtype),
+                       SHAPE(m));
+    return tfc_require_cpu(fn, arg, m);
+}
+
+/* Broadcast shape of three tensors. */
+static tfc_status shape3(const char *fn, const tfc_tensor *x, const tfc_tensor *y, const tfc_tensor *z,
+                         int64_t *shape, int32_t *nd) {
+    TFC_TRY(tfc_broadcast_shape(fn, x, y, shape, nd));
+    tfc_tensor tmp = {0};
+    tmp.ndim = *nd;
+    for (int32_t i = 0; i < *nd; i++) tmp.shape[i] = shape[i];
+    return tfc_broadcast_shape(fn, &tmp, z, shape, nd);
+}
+
+static tfc_status where_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
+    tfc_tensor *dy = gout[0], *cond = n->saved[0], *zero = NULL;
+    if (!dy) return TFC_OK;
+    TFC_TRY(tfc_tensor_new((int64_t[]){1}, 0, dy->dtype, TFC_DEVICE_CPU, 0, &zero));
+    tfc_status s = tfc_tensor_fill(zero, 0.0);
+    /* input 0 is the condition (no gradient); inputs 1, 2 are a, b. */
+    for (int32_t i = 1; i <= 2 && s == TFC_OK; i++) {
+        if (!tfc_node_needs_grad(n, i)) continue;
+        tfc_tensor *full;
+        s = tfc_map_new(TFC_MAP_MASK_SELECT, dy->shape, dy->ndim, dy->dtype, i == 1 ? dy : zero, i == 1 ? zero : dy,
+                        cond, 0.0, &full);
+        if (s == TFC_OK) s = tfc_sum_to_shape(full, n->in[i].shape, n->in[i].ndim, &gin[i]);
+    }
+    tfc_tensor_release(zero);
+    return s;
+}
+
+TFC_API tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_tensor *a, const tfc_tensor *b,
+                             tfc_tensor **out) {
+    const char *fn = "tfc_where";
+    TFC_CHECK_NOT_NULL(fn, out);
+    TFC_TRY(check_mask(fn, "cond", cond));
+    TFC_TRY(tfc_check_float(fn, "a", a));
+    TFC_TRY(tfc_check_float(fn, "b", b));
+    TFC_TRY(tfc_check_same(fn, a, b));
+    int64_t shape[TFC_MAX_DIMS];
+    int32_t nd;
+    TFC_TRY(shape3(fn, a, b, cond, shape, &nd));
+    tfc_tensor *r;
+    TFC_TRY(tfc_map_new(TFC_MAP_MASK_SELECT, shape, nd, a->dtype, a, b, cond, 0.0, &r));
+    const tfc_tensor *ins[3] = {cond, a, b};
+    if (tfc_should_record(g, ins, 3)) {
+        tfc_node *n;
+        tfc_status s = tfc_node_new(g, fn, where_backward, 3, 1, &n);
+        if (s == TFC_OK) {
+            for (int32_t i = 0; i < 3; i++) tfc_node_set_input(n, i, ins[i]);
+            s = tfc_node_save(n, cond);
+            if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
+        }
+        if (s != TFC_OK) {
+            tfc_tensor_release(r);
+            return s;
+        }
+    }
+    *out = r;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_masked_fill(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *mask, double value,
+                                   tfc_tensor **out) {
+    const char *fn = "tfc_masked_fill";
+    TFC_CHECK_NOT_NULL(fn, out);
+    TFC_TRY(tfc_check_float(fn, "x", x));
+    TFC_TRY(check_mask(fn, "mask", mask));
+    int64_t shape[TFC_MAX_DIMS];
+    int32_t nd;
+    TFC_TRY(tfc_broadcast_shape(fn, x, mask, shape, &nd));
+    if (nd != x->ndim)
+        return tfc_err(TFC_ERR_SHAPE, "%s: mask %s does not broadcast to x %s", fn, SHAPE(mask), SHAPE(x));
+    for (int32_t i = 0; i < nd; i++)
+        if (shape[i] != x->shape[i])
+            return tfc_err(TFC_ERR_SHAPE, "%s: mask %s does not broadcast to x %s", fn, SHAPE(mask), SHAPE(x));
+    tfc_tensor *v;
+    TFC_TRY(tfc_tensor_new(NULL, 0, x->dtype, TFC_DEVICE_CPU, 0, &v));
+    tfc_status s = tfc_tensor_fill(v, value);
+    if (s == TFC_OK) s = tfc_where(g, mask, v, x, out);
+    tfc_tensor_release(v);
+    return s;
+}

@@ -1,0 +1,107 @@
+/*
+ * Elementwise unary maps and their derivatives, dx = dy ⊙ f'(x):
+ *   exp: y          log: 1/x          sqrt: 1/(2y)       rsqrt: −y³/2
+ *   tanh: 1 − y²    sigmoid: y(1−y)   relu: [x > 0]      neg: −1
+ *   x+s: 1   x·s: s   s−x: −1   s/x: −(s/x)/x   xˢ: s·xˢ⁻¹
+ *   gelu (tanh form and erf form): see cpu/elementwise_impl.h
+ * Each op saves only what its derivative reads: x, y, or nothing.
+ */
+#include "ops/op_util.h"
+
+typedef struct unary_def {
+    const char *name;
+    tfc_map_op fwd;
+    tfc_map_op bwd;       /* map over (dy, x, y); COPY for the ±1/·s cases below */
+    int save_x, save_y;
+} unary_def;
+
+enum {
+    U_NEG, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_TANH, U_SIGMOID, U_RELU, U_GELU_TANH, U_GELU_ERF,
+    U_ADD_S, U_MUL_S, U_RSUB_S, U_RDIV_S, U_POW_S
+};
+
+static const unary_def defs[] = {
+    [U_NEG] = {"tfc_neg", TFC_MAP_NEG, TFC_MAP_NEG, 0, 0},
+    [U_EXP] = {"tfc_exp", TFC_MAP_EXP, TFC_MAP_EXP_BWD, 0, 1},
+    [U_LOG] = {"tfc_log", TFC_MAP_LOG, TFC_MAP_DIV, 1, 0},
+    [U_SQRT] = {"tfc_sqrt", TFC_MAP_SQRT, TFC_MAP_SQRT_BWD, 0, 1},
+    [U_RSQRT] = {"tfc_rsqrt", TFC_MAP_RSQRT, TFC_MAP_RSQRT_BWD, 0, 1},
+    [U_TANH] = {"tfc_tanh", TFC_MAP_TANH, TFC_MAP_TANH_BWD, 0, 1},
+    [U_SIGMOID] = {"tfc_sigmoid", TFC_MAP_SIGMOID, TFC_MAP_SIGMOID_BWD, 0, 1},
+    [U_RELU] = {"tfc_relu", TFC_MAP_RELU, TFC_MAP_RELU_BWD, 1, 0},
+    [U_GELU_TANH] = {"tfc_gelu", TFC_MAP_GELU_TANH, TFC_MAP_GELU_TANH_BWD, 1, 0},
+    [U_GELU_ERF] = {"tfc_gelu", TFC_MAP_GELU_ERF, TFC_MAP_GELU_ERF_BWD, 1, 0},
+    [U_ADD_S] = {"tfc_add_scalar", TFC_MAP_ADD_S, TFC_MAP_COPY, 0, 0},
+    [U_MUL_S] = {"tfc_mul_scalar", TFC_MAP_MUL_S, TFC_MAP_MUL_S, 0, 0},
+    [U_RSUB_S] = {"tfc_rsub_scalar", TFC_MAP_RSUB_S, TFC_MAP_NEG, 0, 0},
+    [U_RDIV_S] = {"tfc_rdiv_scalar", TFC_MAP_RDIV_S, TFC_MAP_RDIV_S_BWD, 1, 1},
+    [U_POW_S] = {"tfc_pow_scalar", TFC_MAP_POW_S, TFC_MAP_POW_S_BWD, 1, 0},
+};
+
+static tfc_status unary_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
+    const unary_def *d = &defs[n->params.i[0]];
+    double p = n->params.f[0];
+    tfc_tensor *dy = gout[0];
+    if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
+    int32_t k = 0;
+    const tfc_tensor *x = d->save_x ? n->saved[k++] : NULL;
+    const tfc_tensor *y = d->save_y ? n->saved[k++] : NULL;
+    /* Maps read (a = dy, b = x, c = y); log's dy/x uses DIV(a = dy, b = x). */
+    return tfc_map_new(d->bwd, dy->shape, dy->ndim, dy->dtype, dy, x, y, p, &gin[0]);
+}
+
+static tfc_status unary(int which, tfc_graph *g, const tfc_tensor *x, double p, tfc_tensor **out) {
+    const unary_def *d = &defs[which];
+    TFC_CHECK_NOT_NULL(d->name, out);
+    TFC_TRY(tfc_check_float(d->name, "x", x));
+    tfc_tensor *r;
+    TFC_TRY(tfc_map_new(d->fwd, x->shape, x->ndim, x->dtype, x, NULL, NULL, p, &r));
+    if (tfc_should_record(g, &x, 1)) {
+        tfc_node *n;
+        tfc_status s = tfc_node_new(g, d->name, unary_backward, 1, 1, &n);
+        if (s == TFC_OK) {
+            n->params.i[0] = which;
+            n->params.f[0] = p;
+            tfc_node_set_input(n, 0, x);
+            if (d->save_x) s = tfc_node_save(n, x);
+            if (s == TFC_OK && d->save_y) s = tfc_node_save(n, r);
+            if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
+        }
+        if (s != TFC_OK) {
+            tfc_tensor_release(r);
+            return s;
+        }
+    }
+    *out = r;
+    return TFC_OK;
+}
+
+#define UNARY_API(fname, which)                                                                      \
+    TFC_API tfc_status fname(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out) {                  \
+        return unary(which, g, x, 0.0, out);                                                         \
+    }
+UNARY_API(tfc_neg, U_NEG)
+UNARY_API(tfc_exp, U_EXP)
+UNARY_API(tfc_log, U_LOG)
+UNARY_API(tfc_sqrt, U_SQRT)
+UNARY_API(tfc_rsqrt, U_RSQRT)
+UNARY_API(tfc_tanh, U_TANH)
+UNARY_API(tfc_sigmoid, U_SIGMOID)
+UNARY_API(tfc_relu, U_RELU)
+
+#define SCALAR_API(fname, which)                                                                     \
+    TFC_API tfc_status fname(tfc_graph *g, const tfc_tensor *x, double s, tfc_tensor **out) {        \
+        return unary(which, g, x, s, out);                                                           \
+    }
+SCALAR_API(tfc_add_scalar, U_ADD_S)
+SCALAR_API(tfc_mul_scalar, U_MUL_S)
+SCALAR_API(tfc_rsub_scalar, U_RSUB_S)
+SCALAR_API(tfc_rdiv_scalar, U_RDIV_S)
+SCALAR_API(tfc_pow_scalar, U_POW_S)
+
+TFC_API tfc_status tfc_gelu(tfc_graph *g, const tfc_tensor *x, int32_t approximate, tfc_tensor **out) {
+    if (approximate != TFC_GELU_ERF && approximate != TFC_GELU_TANH)
+        return tfc_err(TFC_ERR_INVALID_ARG, "tfc_gelu: approximate is %d, must be TFC_GELU_ERF (0) or "
+                       "TFC_GELU_TANH (1)", (int)approximate);
+    return unary(approximate == TFC_GELU_TANH ? U_GELU_TANH : U_GELU_ERF, g, x, 0.0, out);
+}
