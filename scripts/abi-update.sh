@@ -9,12 +9,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 builddir="${1:-build}"
-if [[ ! -f "$builddir/build.ninja" ]]; then
-  meson setup "$builddir" -Dbuildtype=release -Ddebug=true -Dcuda=auto
-else
-  meson configure "$builddir" -Ddebug=true
-fi
-ninja -C "$builddir" -j"${TFC_JOBS:-2}" >/dev/null
+bash scripts/configure.sh "$builddir" >/dev/null
+ninja -C "$builddir" -j"${TFC_JOBS:-2}" --quiet
 mkdir -p abi
 tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT

@@ -10,8 +10,8 @@
 #   build/       release + debug info (-g, for the ABI check), cuda=auto
 #   build-asan/  ASan+UBSan, debugoptimized, cuda=disabled
 #
-# This script owns the options of those two dirs: an existing dir whose
-# options differ is reconfigured. Options:
+# scripts/configure.sh owns the options of those two dirs: an existing dir
+# whose options differ is reconfigured. Options:
 #   --no-asan     skip the sanitizer build (quick local runs; CI runs all)
 # Environment: TFC_JOBS (default 2: the machine has 2 cores).
 #
@@ -127,41 +127,6 @@ run_prereq() {
   return "$rc"
 }
 
-# Prints the options (of those given as -Dk=v) whose value differs in DIR.
-options_differ() {
-  local dir="$1"; shift
-  meson introspect "$dir" --buildoptions | "$py" -c '
-import json, sys
-have = {o["name"]: o["value"] for o in json.load(sys.stdin)}
-def norm(v):
-    if isinstance(v, bool): return "true" if v else "false"
-    if isinstance(v, list): return ",".join(map(str, v))
-    return str(v)
-for arg in sys.argv[1:]:
-    k, v = arg[2:].split("=", 1)
-    if k not in have or norm(have[k]) != v: print(k)
-' "$@"
-}
-
-# configure DIR -Dk=v...: set up DIR, or bring an existing DIR to these options.
-configure() {
-  local dir="$1"; shift
-  if [[ ! -f "$dir/build.ninja" ]]; then
-    local wipe=()
-    [[ -d "$dir/meson-private" ]] && wipe=(--wipe)
-    meson setup "${wipe[@]}" "$dir" "$@"
-  else
-    local diff
-    diff="$(options_differ "$dir" "$@")" || return 1
-    if [[ -n "$diff" ]]; then
-      echo "reconfiguring $dir: $(echo $diff)"
-      meson configure "$dir" "$@"
-    else
-      echo "$dir already configured"
-    fi
-  fi
-}
-
 # meson_tests DIR [VAR=value...]: run DIR's meson tests; every test is counted.
 meson_tests() {
   local dir="$1"; shift
@@ -207,17 +172,14 @@ PY
   echo "meson test $dir: $p passed, $f failed, $s skipped"
 }
 
-# build_and_test DIR -Dk=v... -- [VAR=value...]
+# build_and_test DIR [VAR=value...]: configure (scripts/configure.sh owns
+# the options of each dir), build, run its meson tests with the given env.
 build_and_test() {
   local dir="$1"; shift
-  local opts=() envs=()
-  while (($#)) && [[ "$1" != "--" ]]; do opts+=("$1"); shift; done
-  (($#)) && shift
-  envs=("$@")
   section "$dir"
-  run_prereq "configure-$dir" configure "$dir" "${opts[@]}" || return 1
+  run_prereq "configure-$dir" bash scripts/configure.sh "$dir" || return 1
   run_prereq "build-$dir" ninja -C "$dir" -j"$jobs" || return 1
-  meson_tests "$dir" "${envs[@]}"
+  meson_tests "$dir" "$@"
 }
 
 section "setup"
@@ -227,11 +189,10 @@ if ! run_prereq setup bash scripts/setup.sh; then
 fi
 
 build_ok=0
-build_and_test build -Dbuildtype=release -Ddebug=true -Dcuda=auto && build_ok=1
+build_and_test build && build_ok=1
 
 if ((with_asan)); then
-  build_and_test build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dcuda=disabled -- \
+  build_and_test build-asan \
     ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:abort_on_error=0 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 fi
