@@ -12,7 +12,7 @@
 # symbols are not reported, so any remaining 4 or 8 is a breaking change.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$root"
+cd "$root" || exit 1
 builddir="${1:-build}"
 baseline="${TFC_ABI_BASELINE:-abi/libtfcore.abi}"
 lib="$builddir/lib/libtfcore.so"

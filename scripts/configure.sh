@@ -12,6 +12,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 dir="${1:?usage: configure.sh BUILDDIR [-Dopt=value...]}"
 shift
+# shellcheck disable=SC2054  # the comma is meson's list syntax
 if [[ "$(basename "$dir")" == *asan* ]]; then
   opts=(-Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled)
 else

@@ -25,7 +25,7 @@
 set -uo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$root"
+cd "$root" || exit 1
 jobs="${TFC_JOBS:-2}"
 py=/usr/bin/python3
 with_asan=1
@@ -47,7 +47,8 @@ section() { printf '\n=== %s\n' "$*"; }
 
 record_fail() { failed=$((failed + 1)); failures+=("$1"); }
 
-show_log_tail() { tail -n "${2:-80}" "$1" | sed 's/^/  | /'; }
+# In CI (CI=true) a failing step shows its whole log; locally the last 80 lines.
+show_log_tail() { tail -n "$([[ "${CI:-}" == true ]] && echo 100000 || echo 80)" "$1" | sed "s/^/  | /"; }
 
 # Counts a step reported about itself: prints "P F S" or nothing.
 parse_counts() {
@@ -130,10 +131,10 @@ run_prereq() {
 # meson_tests DIR [VAR=value...]: run DIR's meson tests; every test is counted.
 meson_tests() {
   local dir="$1"; shift
-  local json="$dir/meson-logs/testlog.json" rc counts p f s names
+  local json="$dir/meson-logs/testlog.json" rc counts p f s names slow=()
+  [[ "$dir" == *asan* ]] && slow=(--timeout-multiplier 3) # sanitizers run ~3x slower
   rm -f "$json"
-  env "$@" meson test -C "$dir" --no-rebuild --num-processes "$jobs" --print-errorlogs \
-    $([[ "$dir" == *asan* ]] && echo --timeout-multiplier 3) </dev/null
+  env "$@" meson test -C "$dir" --no-rebuild --num-processes "$jobs" --print-errorlogs "${slow[@]}" </dev/null
   rc=$?
   if [[ ! -f "$json" ]]; then
     record_fail "$dir: meson test (no testlog.json, exit $rc)"

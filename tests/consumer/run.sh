@@ -48,7 +48,7 @@ for h in "$root"/include/tfcore/*.h; do
   cc -std=c11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -I"$incdir" "$tmp/hdr.c" \
     || fail "installed header tfcore/$name does not compile on its own"
   if [[ "$name" != tfcore.h ]]; then
-    grep -Eq "#include [<\"]tfcore/$name[>\"]" "$incdir/tfcore/tfcore.h" \
+    grep -Eq "#include [<\"]tfcore/${name//./\\.}[>\"]" "$incdir/tfcore/tfcore.h" \
       || fail "tfcore/tfcore.h does not include tfcore/$name"
   fi
 done
