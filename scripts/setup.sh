@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages libtfcore needs to build, test and bind.
+# Idempotent: asks dpkg what is installed and runs apt-get only when
+# something is missing. Works as root (CI, no sudo) or through sudo.
+#
+#   bash scripts/setup.sh            # install what is missing
+#   bash scripts/setup.sh --check    # only report; exit 1 if anything is missing
+set -euo pipefail
+
+packages=(
+  # build
+  gcc meson ninja-build pkg-config libopenblas-dev libpcre2-dev binutils
+  # ABI baseline check (abidw / abidiff)
+  abigail-tools
+  # ASan/UBSan runtimes (libasan8, libubsan1) come with gcc itself.
+  # Python bindings and reference tests (Debian's /usr/bin/python3)
+  python3 python3-cffi python3-numpy python3-pytest python3-torch
+  # Lua bindings
+  lua5.4 liblua5.4-dev
+)
+
+check_only=0
+[[ "${1:-}" == "--check" ]] && check_only=1
+
+is_installed() {
+  [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null || true)" == "installed" ]]
+}
+
+missing=()
+for p in "${packages[@]}"; do
+  is_installed "$p" || missing+=("$p")
+done
+
+# Node/npm: a node from elsewhere (e.g. NodeSource, which bundles npm) counts;
+# Debian's packages are added only when the commands are absent.
+if ! command -v node >/dev/null 2>&1; then
+  missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+elif ! command -v npm >/dev/null 2>&1; then
+  echo "setup: note: node is installed but npm is not; not touching a non-Debian node install" >&2
+fi
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} required packages are installed"
+  exit 0
+fi
+
+echo "setup: missing packages: ${missing[*]}"
+if ((check_only)); then
+  exit 1
+fi
+
+if [[ "$(id -u)" -eq 0 ]]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "setup: not root and sudo is not available; install as root:" >&2
+  echo "  apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt_opts=(-y -q --no-install-recommends -o DPkg::Lock::Timeout=600)
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install "${apt_opts[@]}" "${missing[@]}" </dev/null
+
+still=()
+for p in "${missing[@]}"; do
+  case "$p" in
+    nodejs) command -v node >/dev/null 2>&1 || still+=("$p") ;;
+    npm) command -v npm >/dev/null 2>&1 || still+=("$p") ;;
+    *) is_installed "$p" || still+=("$p") ;;
+  esac
+done
+if ((${#still[@]})); then
+  echo "setup: still missing after apt-get: ${still[*]}" >&2
+  exit 1
+fi
+echo "setup: installed ${missing[*]}"
