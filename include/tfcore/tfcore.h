@@ -7,5 +7,6 @@
 
 #include "tfcore/core.h"
 #include "tfcore/tensor.h"
+#include "tfcore/kernels.h"
 
 #endif
