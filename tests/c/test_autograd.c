@@ -386,3 +386,160 @@ TEST(release_order_does_not_matter) {
     tfc_graph_release(g);
     tfc_tensor_release(l);
 }
+
+/* ---- fused layers through the graph -------------------------------------- */
+
+OP1(op_softmax, tfc_softmax(g, in[0], 1, out))
+OP1(op_log_softmax, tfc_log_softmax(g, in[0], -1, out))
+OP1(op_layernorm, tfc_layernorm(g, in[0], in[1], in[2], 1e-5, out))
+OP1(op_attention_causal, tfc_attention(g, in[0], in[1], in[2], 1, 0.4, out))
+OP1(op_attention_full, tfc_attention(g, in[0], in[1], in[2], 0, 0.3, out))
+
+static tfc_status op_cross_entropy(tfc_graph *g, tfc_tensor *const *in, tfc_tensor **out) {
+    int64_t t[5] = {1, 0, 3, -100, 2};
+    tfc_tensor *tg = NULL;
+    tfc_status s = tfc_tensor_from_data(t, (int64_t[]){5}, 1, TFC_DTYPE_I64, &tg);
+    if (s == TFC_OK) s = tfc_cross_entropy(g, in[0], tg, -100, out);
+    tfc_tensor_release(tg);
+    return s;
+}
+
+static tfc_status op_embedding(tfc_graph *g, tfc_tensor *const *in, tfc_tensor **out) {
+    int32_t ids[6] = {1, 4, 1, 0, 4, 4};
+    tfc_tensor *t = NULL;
+    tfc_status s = tfc_tensor_from_data(ids, (int64_t[]){2, 3}, 2, TFC_DTYPE_I32, &t);
+    if (s == TFC_OK) s = tfc_embedding(g, in[0], t, out);
+    tfc_tensor_release(t);
+    return s;
+}
+
+TEST(gradcheck_fused_layers) {
+    tfc_tensor *in1[1] = {rnd(2, 5, 3, -2, 2, 100)};
+    gradcheck_op("softmax dim 1", op_softmax, in1, 1);
+    tfc_tensor *in2[1] = {rnd(4, 6, 0, -2, 2, 101)};
+    gradcheck_op("log_softmax", op_log_softmax, in2, 1);
+    tfc_tensor *in3[3] = {rnd(2, 3, 8, -2, 2, 102), rnd(8, 0, 0, 0.5, 1.5, 103), rnd(8, 0, 0, -1, 1, 104)};
+    gradcheck_op("layernorm", op_layernorm, in3, 3);
+    tfc_tensor *in4[1] = {rnd(5, 4, 0, -2, 2, 105)};
+    gradcheck_op("cross_entropy with ignore_index", op_cross_entropy, in4, 1);
+    tfc_tensor *in5[1] = {rnd(5, 3, 0, -1, 1, 106)};
+    gradcheck_op("embedding with duplicate ids", op_embedding, in5, 1);
+    int64_t dq[4] = {1, 2, 5, 3}, dk[4] = {1, 2, 7, 3}, dv[4] = {1, 2, 7, 4};
+    tfc_tensor *in6[3] = {t_rand(dq, 4, -1, 1, 107), t_rand(dk, 4, -1, 1, 108), t_rand(dv, 4, -1, 1, 109)};
+    gradcheck_op("attention causal T=5 S=7", op_attention_causal, in6, 3);
+    tfc_tensor *in7[3] = {t_rand(dq, 4, -1, 1, 110), t_rand(dk, 4, -1, 1, 111), t_rand(dv, 4, -1, 1, 112)};
+    gradcheck_op("attention full", op_attention_full, in7, 3);
+}
+
+/*
+ * One transformer block on x [B,T,C] with H heads:
+ *   h = x + proj(attn(ln1(x)));  y = h + W2 gelu(W1 ln2(h))
+ * Inputs: x, ln1 w/b, Wqkv [C,3C], Wo [C,C], ln2 w/b, W1 [C,4C], W2 [4C,C].
+ */
+enum { BB = 2, BT = 4, BC = 4, BH = 2 };
+static tfc_status block(tfc_graph *g, tfc_tensor *const *in, int32_t n, tfc_tensor **loss, void *ctx) {
+    (void)n;
+    (void)ctx;
+    tfc_tensor *x = in[0], *t[24] = {0};
+    int k = 0;
+    tfc_status s = tfc_layernorm(g, x, in[1], in[2], 1e-5, &t[k++]);                    /* 0 ln1 */
+    if (s == TFC_OK) s = tfc_matmul(g, t[0], in[3], &t[k++]);                           /* 1 qkv [B,T,3C] */
+    if (s == TFC_OK) s = tfc_reshape(g, t[1], (int64_t[]){BB, BT, 3, BH, BC / BH}, 5, &t[k++]); /* 2 */
+    if (s == TFC_OK) s = tfc_permute(g, t[2], (int32_t[]){2, 0, 3, 1, 4}, 5, &t[k++]);  /* 3 [3,B,H,T,D] */
+    tfc_tensor *qkv[3] = {0};
+    if (s == TFC_OK) s = tfc_split(g, t[3], (int64_t[]){1, 1, 1}, 3, 0, qkv);
+    for (int i = 0; i < 3 && s == TFC_OK; i++) {
+        tfc_tensor *sq = NULL;
+        s = tfc_squeeze(g, qkv[i], 0, &sq);
+        tfc_tensor_release(qkv[i]);
+        qkv[i] = sq;
+    }
+    if (s == TFC_OK) s = tfc_attention(g, qkv[0], qkv[1], qkv[2], 1, 1.0 / sqrt(BC / BH), &t[k++]); /* 4 */
+    if (s == TFC_OK) s = tfc_transpose(g, t[4], 1, 2, &t[k++]);                          /* 5 [B,T,H,D] */
+    if (s == TFC_OK) s = tfc_reshape(g, t[5], (int64_t[]){BB, BT, BC}, 3, &t[k++]);      /* 6 */
+    if (s == TFC_OK) s = tfc_matmul(g, t[6], in[4], &t[k++]);                           /* 7 */
+    if (s == TFC_OK) s = tfc_add(g, x, t[7], &t[k++]);                                  /* 8 h */
+    if (s == TFC_OK) s = tfc_layernorm(g, t[8], in[5], in[6], 1e-5, &t[k++]);           /* 9 */
+    if (s == TFC_OK) s = tfc_matmul(g, t[9], in[7], &t[k++]);                           /* 10 */
+    if (s == TFC_OK) s = tfc_gelu(g, t[10], TFC_GELU_TANH, &t[k++]);                     /* 11 */
+    if (s == TFC_OK) s = tfc_matmul(g, t[11], in[8], &t[k++]);                          /* 12 */
+    if (s == TFC_OK) s = tfc_add(g, t[8], t[12], &t[k++]);                              /* 13 y */
+    for (int i = 0; i < 3; i++) tfc_tensor_release(qkv[i]);
+    if (s == TFC_OK) {
+        s = weighted_sum(g, t[13], loss); /* consumes t[13] */
+        t[13] = NULL;
+    }
+    for (int i = 0; i < k; i++) tfc_tensor_release(t[i]);
+    return s;
+}
+
+TEST(gradcheck_transformer_block) {
+    int64_t dx[3] = {BB, BT, BC};
+    tfc_tensor *in[9] = {t_rand(dx, 3, -1, 1, 120),  rnd(BC, 0, 0, 0.5, 1.5, 121), rnd(BC, 0, 0, -.2, .2, 122),
+                         rnd(BC, 3 * BC, 0, -.5, .5, 123), rnd(BC, BC, 0, -.5, .5, 124), rnd(BC, 0, 0, .5, 1.5, 125),
+                         rnd(BC, 0, 0, -.2, .2, 126), rnd(BC, 4 * BC, 0, -.5, .5, 127), rnd(4 * BC, BC, 0, -.5, .5, 128)};
+    for (int i = 0; i < 9; i++) CHECK_OK(tfc_tensor_set_requires_grad(in[i], 1));
+    double err = 1;
+    int32_t wi = -1;
+    int64_t wk = -1;
+    CHECK_OK(tfc_gradcheck(block, in, 9, NULL, 1e-6, &err, &wi, &wk));
+    tfc_test_checks++;
+    if (!(err < 1e-6)) TFC_FAIL_AT("block: max rel err %g at input %d elem %lld", err, wi, (long long)wk);
+    for (int i = 0; i < 9; i++) tfc_tensor_release(in[i]);
+}
+
+/* The explicit door and the graph door give the same gradients. */
+TEST(explicit_entry_points_equal_graph_path) {
+    int64_t dq[4] = {2, 2, 6, 4};
+    tfc_tensor *q = t_rand(dq, 4, -1, 1, 130), *k = t_rand(dq, 4, -1, 1, 131), *v = t_rand(dq, 4, -1, 1, 132);
+    tfc_tensor *o = NULL, *l = NULL, *dout = t_rand(dq, 4, -1, 1, 133);
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    for (int i = 0; i < 3; i++) CHECK_OK(tfc_tensor_set_requires_grad(i == 0 ? q : i == 1 ? k : v, 1));
+    CHECK_OK(tfc_attention(g, q, k, v, 1, 0.5, &o));
+    CHECK_OK(tfc_graph_backward(g, o, dout));
+    tfc_tensor *o2 = NULL, *lse = NULL, *dq2 = NULL, *dk2 = NULL, *dv2 = NULL, *gq = NULL, *gk = NULL, *gv = NULL;
+    CHECK_OK(tfc_tensor_empty(dq, 4, TFC_DTYPE_F64, &o2));
+    CHECK_OK(tfc_tensor_empty(dq, 3, TFC_DTYPE_F64, &lse));
+    CHECK_OK(tfc_tensor_zeros(dq, 4, TFC_DTYPE_F64, &dq2));
+    CHECK_OK(tfc_tensor_zeros(dq, 4, TFC_DTYPE_F64, &dk2));
+    CHECK_OK(tfc_tensor_zeros(dq, 4, TFC_DTYPE_F64, &dv2));
+    CHECK_OK(tfc_attention_forward(q, k, v, 1, 0.5, o2, lse));
+    CHECK_OK(tfc_attention_backward(dout, q, k, v, o2, lse, 1, 0.5, dq2, dk2, dv2, TFC_GRAD_ACCUMULATE));
+    CHECK_OK(tfc_tensor_grad(q, &gq));
+    CHECK_OK(tfc_tensor_grad(k, &gk));
+    CHECK_OK(tfc_tensor_grad(v, &gv));
+    tfc_tensor *pairs[4][2] = {{o, o2}, {gq, dq2}, {gk, dk2}, {gv, dv2}};
+    for (int p = 0; p < 4; p++) {
+        double *a = t_vals(pairs[p][0]), *b = t_vals(pairs[p][1]);
+        int same = 1;
+        for (int i = 0; i < 96; i++) same &= a[i] == b[i];
+        CHECK(same);
+        free(a);
+        free(b);
+    }
+    /* matmul's explicit backward against the graph's */
+    int64_t da[3] = {3, 4, 5}, dbb[2] = {5, 2}, dd[3] = {3, 4, 2};
+    tfc_tensor *A = t_rand(da, 3, -1, 1, 134), *B = t_rand(dbb, 2, -1, 1, 135), *D = t_rand(dd, 3, -1, 1, 136);
+    tfc_tensor *M = NULL, *gA = NULL, *gB = NULL, *eA = NULL, *eB = NULL;
+    CHECK_OK(tfc_tensor_set_requires_grad(A, 1));
+    CHECK_OK(tfc_tensor_set_requires_grad(B, 1));
+    CHECK_OK(tfc_matmul(g, A, B, &M));
+    CHECK_OK(tfc_graph_backward(g, M, D));
+    CHECK_OK(tfc_tensor_empty(da, 3, TFC_DTYPE_F64, &eA));
+    CHECK_OK(tfc_tensor_empty(dbb, 2, TFC_DTYPE_F64, &eB));
+    CHECK_OK(tfc_matmul_backward(D, A, B, eA, eB, 0));
+    CHECK_OK(tfc_tensor_grad(A, &gA));
+    CHECK_OK(tfc_tensor_grad(B, &gB));
+    double *x1 = t_vals(gA), *x2 = t_vals(eA), *y1 = t_vals(gB), *y2 = t_vals(eB);
+    for (int i = 0; i < 60; i++) CHECK_CLOSE(x1[i], x2[i], 1e-15);
+    for (int i = 0; i < 10; i++) CHECK_CLOSE(y1[i], y2[i], 1e-15);
+    free(x1);
+    free(x2);
+    free(y1);
+    free(y2);
+    CHECK_ERR(tfc_matmul_backward(D, A, B, eB, NULL, 0), TFC_ERR_SHAPE, "da is [5,2]");
+    tfc_tensor *objs[] = {q, k, v, o, l, dout, o2, lse, dq2, dk2, dv2, gq, gk, gv, A, B, D, M, gA, gB, eA, eB};
+    for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) tfc_tensor_release(objs[i]);
+    tfc_graph_release(g);
+}
