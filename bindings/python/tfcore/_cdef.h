@@ -161,3 +161,15 @@ tfc_status tfc_unsqueeze(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_ten
 tfc_status tfc_flatten(tfc_graph *g, const tfc_tensor *x, int32_t start, int32_t end, tfc_tensor **out);
 tfc_status tfc_contiguous(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
 tfc_status tfc_cast(tfc_graph *g, const tfc_tensor *x, tfc_dtype dtype, tfc_tensor **out);
+tfc_status tfc_layernorm_forward(const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *bias, double eps, tfc_tensor *y, tfc_tensor *mean, tfc_tensor *rstd);
+tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *mean, const tfc_tensor *rstd, tfc_tensor *dx, tfc_tensor *dweight, tfc_tensor *dbias, uint32_t flags);
+tfc_status tfc_softmax_forward(const tfc_tensor *x, int32_t dim, int32_t log, tfc_tensor *y);
+tfc_status tfc_softmax_backward(const tfc_tensor *dy, const tfc_tensor *y, int32_t dim, int32_t log, tfc_tensor *dx, uint32_t flags);
+tfc_status tfc_cross_entropy_forward(const tfc_tensor *logits, const tfc_tensor *targets, int64_t ignore_index, tfc_tensor *loss, tfc_tensor *lse);
+tfc_status tfc_cross_entropy_backward(const tfc_tensor *dloss, const tfc_tensor *logits, const tfc_tensor *targets, const tfc_tensor *lse, int64_t ignore_index, tfc_tensor *dlogits, uint32_t flags);
+tfc_status tfc_embedding_forward(const tfc_tensor *table, const tfc_tensor *ids, tfc_tensor *out);
+tfc_status tfc_embedding_backward(const tfc_tensor *dout, const tfc_tensor *ids, tfc_tensor *dtable, uint32_t flags);
+tfc_status tfc_attention_forward(const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, int32_t causal, double scale, tfc_tensor *out, tfc_tensor *lse);
+tfc_status tfc_attention_backward(const tfc_tensor *dout, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, const tfc_tensor *out, const tfc_tensor *lse, int32_t causal, double scale, tfc_tensor *dq, tfc_tensor *dk, tfc_tensor *dv, uint32_t flags);
+tfc_status tfc_gelu_forward(const tfc_tensor *x, int32_t approximate, tfc_tensor *y);
+tfc_status tfc_gelu_backward(const tfc_tensor *dy, const tfc_tensor *x, int32_t approximate, tfc_tensor *dx, uint32_t flags);
