@@ -22,7 +22,9 @@ import os
 
 from . import _dtype
 from ._lib import check, ffi, lib
-from .tensor import Tensor, _i64, _wrap
+import numpy as np
+
+from .tensor import Tensor, _i64, _wrap, from_numpy
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_dlpack_cdef.h"), encoding="utf-8") as _f:
     ffi.cdef(_f.read())
@@ -164,6 +166,10 @@ def from_dlpack(obj):
     __dlpack__, e.g. a numpy array or torch tensor, or a raw capsule), no copy.
     The producer's memory stays alive until the last tfcore tensor over it
     is released. CPU memory only."""
+    if isinstance(obj, np.ndarray) and not obj.flags.writeable:
+        # numpy 1.24 refuses to export read-only arrays (np.from_dlpack makes
+        # exactly those); wrapping the array is just as zero-copy.
+        return from_numpy(obj)
     if hasattr(obj, "__dlpack__"):
         if hasattr(obj, "__dlpack_device__"):
             dev = obj.__dlpack_device__()

@@ -689,7 +689,7 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
         arr = np.asarray(data)
         dt = as_dtype(dtype) if dtype is not None else _default_dtype_for(data, arr)
         host = dt if dt.numpy is not None else _dtype.float32
-        arr = np.ascontiguousarray(arr, dtype=host.numpy)
+        arr = np.array(arr, dtype=host.numpy, order="C", copy=False)  # keeps 0-d arrays 0-d
         out = _call(lib.tfc_tensor_from_data, ffi.cast("void *", arr.ctypes.data), _i64(arr.shape),
                     arr.ndim, host.code)
         if host is not dt:
