@@ -10,5 +10,6 @@
 #include "tfcore/graph.h"
 #include "tfcore/ops.h"
 #include "tfcore/kernels.h"
+#include "tfcore/dlpack.h"
 
 #endif
