@@ -8,6 +8,8 @@
 #define TFC_GRAD_ACCUMULATE 1
 #define TFC_GELU_ERF 0
 #define TFC_GELU_TANH 1
+#define DLPACK_MAJOR_VERSION 1
+#define DLPACK_MINOR_VERSION 1
 typedef enum tfc_status {
 TFC_OK = 0,
 TFC_ERR_INVALID_ARG = -1,
@@ -173,3 +175,42 @@ tfc_status tfc_attention_forward(const tfc_tensor *q, const tfc_tensor *k, const
 tfc_status tfc_attention_backward(const tfc_tensor *dout, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, const tfc_tensor *out, const tfc_tensor *lse, int32_t causal, double scale, tfc_tensor *dq, tfc_tensor *dk, tfc_tensor *dv, uint32_t flags);
 tfc_status tfc_gelu_forward(const tfc_tensor *x, int32_t approximate, tfc_tensor *y);
 tfc_status tfc_gelu_backward(const tfc_tensor *dy, const tfc_tensor *x, int32_t approximate, tfc_tensor *dx, uint32_t flags);
+typedef struct {
+uint32_t major;
+uint32_t minor;
+} DLPackVersion;
+typedef int32_t DLDeviceType;
+typedef struct {
+DLDeviceType device_type;
+int32_t device_id;
+} DLDevice;
+typedef struct {
+uint8_t code;
+uint8_t bits;
+uint16_t lanes;
+} DLDataType;
+typedef struct {
+void *data;
+DLDevice device;
+int32_t ndim;
+DLDataType dtype;
+int64_t *shape;
+int64_t *strides;
+uint64_t byte_offset;
+} DLTensor;
+typedef struct DLManagedTensor {
+DLTensor dl_tensor;
+void *manager_ctx;
+void (*deleter)(struct DLManagedTensor *self);
+} DLManagedTensor;
+typedef struct DLManagedTensorVersioned {
+DLPackVersion version;
+void *manager_ctx;
+void (*deleter)(struct DLManagedTensorVersioned *self);
+uint64_t flags;
+DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+tfc_status tfc_tensor_to_dlpack(const tfc_tensor *t, DLManagedTensor **out);
+tfc_status tfc_tensor_to_dlpack_versioned(const tfc_tensor *t, DLManagedTensorVersioned **out);
+tfc_status tfc_tensor_from_dlpack(DLManagedTensor *m, tfc_tensor **out);
+tfc_status tfc_tensor_from_dlpack_versioned(DLManagedTensorVersioned *m, tfc_tensor **out);
