@@ -22,7 +22,7 @@ from .functional import (argmax, argmin, attention, cat, chunk, concat, cross_en
                          min, permute, relu, reshape, rsqrt, scaled_dot_product_attention, sigmoid, softmax,
                          split, sqrt, squeeze, stack, std, sum, tanh, topk, transpose, unsqueeze, var, where)
 from .dlpack import from_dlpack
-from . import autograd, functional, kernels  # noqa: F401
+from . import autograd, functional, kernels, optim  # noqa: F401
 
 bool = bool_  # tfcore.bool, like torch.bool  # noqa: A001
 

@@ -48,11 +48,12 @@ class Optimizer:
 
     def __init__(self, params, options):
         opts = ffi.new("tfc_optim_options *")
-        check(lib.tfc_optim_options_default(self._kind, opts))
+        kind = getattr(lib, self._kind)  # looked up late: a library without optim.h still imports
+        check(lib.tfc_optim_options_default(kind, opts))
         for k, v in options.items():
             setattr(opts, k, v)
         out = ffi.new("tfc_optim **")
-        check(lib.tfc_optim_new(self._kind, opts, out))
+        check(lib.tfc_optim_new(kind, opts, out))
         self._h = ffi.gc(out[0], lib.tfc_optim_release)
         self.defaults = dict(options)
         self.param_groups = []
@@ -136,7 +137,7 @@ class Optimizer:
 class SGD(Optimizer):
     """torch.optim.SGD: p ← p − lr·(g + wd·p) with optional (Nesterov) momentum."""
 
-    _kind = lib.TFC_OPTIM_SGD
+    _kind = "TFC_OPTIM_SGD"
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
                  maximize=False):
@@ -148,7 +149,7 @@ class SGD(Optimizer):
 class Adam(Optimizer):
     """torch.optim.Adam (weight decay added to the gradient, L2 style)."""
 
-    _kind = lib.TFC_OPTIM_ADAM
+    _kind = "TFC_OPTIM_ADAM"
     _default_wd = 0.0
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=None, amsgrad=False,
@@ -168,7 +169,7 @@ class Adam(Optimizer):
 class AdamW(Adam):
     """torch.optim.AdamW: decoupled weight decay p ← p − lr·wd·p (default wd 1e-2)."""
 
-    _kind = lib.TFC_OPTIM_ADAMW
+    _kind = "TFC_OPTIM_ADAMW"
     _default_wd = 1e-2
 
 
