@@ -23,6 +23,7 @@ from .functional import (argmax, argmin, attention, cat, chunk, concat, cross_en
                          split, sqrt, squeeze, stack, std, sum, tanh, topk, transpose, unsqueeze, var, where)
 from .dlpack import from_dlpack
 from . import autograd, functional, kernels, optim  # noqa: F401
+from .tokenizer import Tokenizer
 
 bool = bool_  # tfcore.bool, like torch.bool  # noqa: A001
 
