@@ -24,6 +24,9 @@ from .functional import (argmax, argmin, attention, cat, chunk, concat, cross_en
 from .dlpack import from_dlpack
 from . import autograd, functional, kernels, optim  # noqa: F401
 from .tokenizer import Tokenizer
+from .gpt import GPT, GPTConfig
+from .io import TokenFile, load_safetensors, save_safetensors
+from . import io  # noqa: F401
 
 bool = bool_  # tfcore.bool, like torch.bool  # noqa: A001
 
