@@ -10,7 +10,6 @@ The library is found through $TFCORE_LIBRARY, next to this package, in a
 meson build dir of the source checkout (build/lib), through pkg-config, or
 on the dynamic loader's path. See docs/PYTHON.md.
 """
-from . import _dtype
 from ._dtype import (bfloat16, bool_, dtype, float16, float32, float64, int32, int64, uint8)
 from ._lib import (DtypeError, Error, InvalidArgumentError, OutOfMemoryError, ShapeError, TfcIOError,
                    TfcRuntimeError, ffi, lib, library_path)

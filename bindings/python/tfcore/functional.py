@@ -6,10 +6,9 @@ import math
 import numbers
 import operator
 
-from . import _dtype
 from . import autograd as _ag
 from ._lib import check, ffi, lib
-from .tensor import MinMax, Tensor, TopK, _call, _draw, _i32, _i64, _is_scalar, _wrap, tensor
+from .tensor import MinMax, Tensor, TopK, _call, _draw, _i32, _i64, _wrap, tensor
 
 _GELU = {"none": lib.TFC_GELU_ERF, "tanh": lib.TFC_GELU_TANH}
 

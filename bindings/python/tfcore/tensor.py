@@ -510,8 +510,7 @@ class Tensor:
         return _F.reshape(self, _shape_arg(shape))
 
     def view(self, *shape):
-        if len(shape) == 1 and not isinstance(shape[0], (numbers.Integral, tuple, list)):
-            return self.to(shape[0])  # view(dtype) of torch is not a cast; only same-size
+        """A view with a new shape (no copy; a ValueError when the strides do not allow one)."""
         return _F.view(self, _shape_arg(shape))
 
     def transpose(self, dim0, dim1):
