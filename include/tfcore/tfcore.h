@@ -9,5 +9,6 @@
 #include "tfcore/tensor.h"
 #include "tfcore/graph.h"
 #include "tfcore/ops.h"
+#include "tfcore/optim.h"
 
 #endif
