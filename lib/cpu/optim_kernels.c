@@ -96,7 +96,8 @@ double tfc_cpu_grad_maxabs(const tfc_optim_seg *segs, int64_t nseg) {
     for (int64_t k = 0; k < nseg; k++) {
         const tfc_optim_seg *s = &segs[k];
         double m = s->dtype == TFC_DTYPE_F64 ? maxabs_piece_f64(s, 0, s->n) : maxabs_piece_f32(s, 0, s->n);
-        if (!(m <= mx)) mx = m;
+        if (m != m) return m;
+        if (m > mx) mx = m;
     }
     return mx;
 }

@@ -86,7 +86,8 @@ static double FN(maxabs_piece)(const tfc_optim_seg *s, int64_t lo, int64_t hi) {
     double mx = 0;
     for (int64_t i = lo; i < hi; i++) {
         double a = fabs((double)x[i]);
-        if (!(a <= mx)) mx = a; /* NaN sticks: every later comparison with it is false */
+        if (a != a) return a; /* NaN wins */
+        if (a > mx) mx = a;
     }
     return mx;
 }

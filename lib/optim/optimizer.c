@@ -89,9 +89,10 @@ static tfc_status check_param(const char *fn, const tfc_optim *o, tfc_tensor *co
     return TFC_OK;
 }
 
-static tfc_status add_group(const char *fn, tfc_optim *o, tfc_tensor *const *params, int32_t n, double lr,
+static tfc_status add_group(const char *fn, tfc_optim *opt, tfc_tensor *const *params, int32_t n, double lr,
                             double wd, int32_t *group) {
-    TFC_CHECK_NOT_NULL(fn, o);
+    TFC_CHECK_NOT_NULL(fn, opt);
+    tfc_optim *o = opt;
     if (n < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %d: must be >= 0", fn, (int)n);
     if (n > 0 && !params) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params is NULL with n = %d", fn, (int)n);
     TFC_TRY(tfc_optim_check_nonneg(fn, "lr", lr));
@@ -177,8 +178,9 @@ TFC_API tfc_status tfc_optim_step_count(const tfc_optim *opt, int64_t *out) {
 
 /* ---- learning rate and weight decay ------------------------------------------ */
 
-static tfc_status check_group(const char *fn, const tfc_optim *o, int32_t group) {
-    TFC_CHECK_NOT_NULL(fn, o);
+static tfc_status check_group(const char *fn, const tfc_optim *opt, int32_t group) {
+    TFC_CHECK_NOT_NULL(fn, opt);
+    const tfc_optim *o = opt;
     if (group < 0 || group >= o->n_groups)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: group is %d: the optimizer has %d groups", fn, (int)group,
                        (int)o->n_groups);
