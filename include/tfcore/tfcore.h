@@ -9,6 +9,8 @@
 #include "tfcore/tensor.h"
 #include "tfcore/graph.h"
 #include "tfcore/ops.h"
+#include "tfcore/kernels.h"
+#include "tfcore/dlpack.h"
 #include "tfcore/optim.h"
 
 #endif
