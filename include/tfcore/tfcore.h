@@ -11,5 +11,6 @@
 #include "tfcore/ops.h"
 #include "tfcore/kernels.h"
 #include "tfcore/dlpack.h"
+#include "tfcore/optim.h"
 
 #endif
