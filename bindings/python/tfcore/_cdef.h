@@ -214,3 +214,53 @@ tfc_status tfc_tensor_to_dlpack(const tfc_tensor *t, DLManagedTensor **out);
 tfc_status tfc_tensor_to_dlpack_versioned(const tfc_tensor *t, DLManagedTensorVersioned **out);
 tfc_status tfc_tensor_from_dlpack(DLManagedTensor *m, tfc_tensor **out);
 tfc_status tfc_tensor_from_dlpack_versioned(DLManagedTensorVersioned *m, tfc_tensor **out);
+typedef struct tfc_optim tfc_optim;
+typedef enum tfc_optim_kind {
+TFC_OPTIM_SGD = 0,
+TFC_OPTIM_ADAM = 1,
+TFC_OPTIM_ADAMW = 2,
+TFC_OPTIM_KIND_FORCE_INT32 = 0x7fffffff
+} tfc_optim_kind;
+typedef struct tfc_optim_options {
+uint32_t struct_size;
+int32_t nesterov;
+double lr;
+double weight_decay;
+double momentum;
+double dampening;
+double beta1;
+double beta2;
+double eps;
+int32_t amsgrad;
+int32_t maximize;
+} tfc_optim_options;
+tfc_status tfc_optim_options_default(tfc_optim_kind kind, tfc_optim_options *opts);
+tfc_status tfc_optim_sgd(const tfc_optim_options *opts, tfc_optim **out);
+tfc_status tfc_optim_adam(const tfc_optim_options *opts, tfc_optim **out);
+tfc_status tfc_optim_adamw(const tfc_optim_options *opts, tfc_optim **out);
+tfc_status tfc_optim_new(tfc_optim_kind kind, const tfc_optim_options *opts, tfc_optim **out);
+void tfc_optim_release(tfc_optim *opt);
+tfc_status tfc_optim_add_group(tfc_optim *opt, tfc_tensor *const *params, int32_t n, double lr, double weight_decay, int32_t *group);
+tfc_status tfc_optim_add_params(tfc_optim *opt, tfc_tensor *const *params, int32_t n, int32_t *group);
+tfc_status tfc_optim_num_groups(const tfc_optim *opt, int32_t *out);
+tfc_status tfc_optim_num_params(const tfc_optim *opt, int64_t *out);
+tfc_status tfc_optim_param(const tfc_optim *opt, int64_t k, tfc_tensor **param, int32_t *group);
+tfc_status tfc_optim_step(tfc_optim *opt);
+tfc_status tfc_optim_zero_grad(tfc_optim *opt, int32_t set_to_none);
+tfc_status tfc_optim_step_count(const tfc_optim *opt, int64_t *out);
+tfc_status tfc_optim_set_lr(tfc_optim *opt, double lr);
+tfc_status tfc_optim_get_lr(const tfc_optim *opt, double *lr);
+tfc_status tfc_optim_set_group_lr(tfc_optim *opt, int32_t group, double lr);
+tfc_status tfc_optim_get_group_lr(const tfc_optim *opt, int32_t group, double *lr);
+tfc_status tfc_optim_set_group_weight_decay(tfc_optim *opt, int32_t group, double wd);
+tfc_status tfc_optim_get_group_weight_decay(const tfc_optim *opt, int32_t group, double *wd);
+tfc_status tfc_clip_grad_norm(tfc_tensor *const *params, int32_t n, double max_norm, double *total_norm);
+tfc_status tfc_optim_clip_grad_norm(tfc_optim *opt, double max_norm, double *total_norm);
+tfc_status tfc_lr_constant(int64_t step, double max_lr, int64_t warmup, double *lr);
+tfc_status tfc_lr_cosine(int64_t step, double max_lr, double min_lr, int64_t warmup, int64_t total, double *lr);
+tfc_status tfc_lr_linear(int64_t step, double max_lr, double min_lr, int64_t warmup, int64_t total, double *lr);
+tfc_status tfc_lr_inverse_sqrt(int64_t step, double max_lr, int64_t warmup, double *lr);
+tfc_status tfc_optim_state_count(const tfc_optim *opt, int64_t *n);
+tfc_status tfc_optim_state_get(const tfc_optim *opt, int64_t i, char **name, tfc_tensor **tensor);
+tfc_status tfc_optim_state_load(tfc_optim *opt, const char *const *names, const tfc_tensor *const *tensors, int64_t n);
+tfc_status tfc_optim_state_set(tfc_optim *opt, const char *name, const tfc_tensor *tensor);
