@@ -11,3 +11,27 @@ if not os.environ.get("TFCORE_LIBRARY"):
     candidate = os.path.join(ROOT, "build", "lib", "libtfcore.so.1")
     if os.path.exists(candidate):
         os.environ["TFCORE_LIBRARY"] = candidate
+
+
+def _live_bytes():
+    import gc
+
+    import tfcore
+    gc.collect()
+    tfcore.autograd.clear_graph()
+    out = tfcore.ffi.new("uint64_t *")
+    tfcore.lib.tfc_memory_stats(tfcore.ffi.NULL, out, tfcore.ffi.NULL, tfcore.ffi.NULL)
+    return out[0]
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_leaked_tensors():
+    """Every tensor a test module made is gone once its objects are: the
+    binding's references (ffi.gc handles, registries, graphs) do not leak."""
+    before = _live_bytes()
+    yield
+    after = _live_bytes()
+    assert after == before, "tensor memory in use grew by %d bytes over the module" % (after - before)
