@@ -7,5 +7,6 @@
 
 #include "tfcore/core.h"
 #include "tfcore/tensor.h"
+#include "tfcore/tokenizer.h"
 
 #endif
