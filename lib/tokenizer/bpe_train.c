@@ -188,7 +188,7 @@ static int apply_merge(trainer *tr, int32_t k, int32_t a, int32_t b, int32_t id)
     int32_t *occ = tr->stats[k].occ, n_occ = tr->stats[k].n_occ;
     tr->stats[k].occ = NULL;
     tr->stats[k].n_occ = tr->stats[k].cap_occ = 0;
-    qsort(occ, (size_t)n_occ, sizeof *occ, cmp_i32); /* left to right within each word */
+    if (n_occ > 1) qsort(occ, (size_t)n_occ, sizeof *occ, cmp_i32); /* left to right within each word */
     tr->step++;
     tr->n_touched = 0;
     int rc = 0;

@@ -104,7 +104,7 @@ static int merge_cmp(const void *a, const void *b) {
 tfc_status tok_finalize(const char *fn, tfc_tokenizer *t) {
     for (int b = 0; b < 256; b++)
         if (t->byte_id[b] < 0) return tfc_err(TFC_ERR_FORMAT, "%s: byte 0x%02x has no token", fn, b);
-    qsort(t->merges, (size_t)t->n_merges, sizeof *t->merges, merge_cmp);
+    if (t->n_merges > 1) qsort(t->merges, (size_t)t->n_merges, sizeof *t->merges, merge_cmp);
     byte_map_free(&t->direct);
     if (byte_map_init(&t->direct, (size_t)t->n_ids)) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     ids_vec tmp = {0};
