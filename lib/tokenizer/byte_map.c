@@ -17,13 +17,13 @@ static int byte_map_grow(byte_map *m) {
     size_t cap = (m->mask + 1) * 2;
     byte_slot *slots = calloc(cap, sizeof *slots);
     if (!slots) return -1;
-    byte_map bigger = *m;
-    bigger.slots = slots;
-    bigger.mask = cap - 1;
+    size_t mask = cap - 1;
     for (size_t i = 0; i <= m->mask; i++) {
         const byte_slot *s = &m->slots[i];
         if (s->hash == 0) continue;
-        *byte_map_find(&bigger, m->arena + s->off, s->len, s->hash) = *s;
+        size_t j = (size_t)s->hash & mask; /* keys are distinct: just find an empty slot */
+        while (slots[j].hash) j = (j + 1) & mask;
+        slots[j] = *s;
     }
     free(m->slots);
     m->slots = slots;
@@ -41,6 +41,7 @@ byte_slot *byte_map_upsert(byte_map *m, const uint8_t *key, size_t len, int64_t 
         if (byte_map_grow(m)) return NULL;
         s = byte_map_find(m, key, len, h);
     }
+    if (len > UINT32_MAX || m->arena_len + len > UINT32_MAX) return NULL;
     if (m->arena_len + len > m->arena_cap) {
         size_t cap = m->arena_cap ? m->arena_cap * 2 : 4096;
         while (cap < m->arena_len + len) cap *= 2;
@@ -51,9 +52,10 @@ byte_slot *byte_map_upsert(byte_map *m, const uint8_t *key, size_t len, int64_t 
     }
     if (len) memcpy(m->arena + m->arena_len, key, len);
     s->hash = h;
+    s->prefix = byte_prefix(key, len);
     s->value = init;
-    s->off = m->arena_len;
-    s->len = len;
+    s->off = (uint32_t)m->arena_len;
+    s->len = (uint32_t)len;
     m->arena_len += len;
     m->count++;
     *added = 1;

@@ -13,10 +13,11 @@
 #include <string.h>
 
 typedef struct byte_slot {
-    uint64_t hash; /* 0 marks an empty slot (real hashes are forced non-zero) */
+    uint64_t hash;   /* 0 marks an empty slot (real hashes are forced non-zero) */
+    uint64_t prefix; /* the key's first 8 bytes, zero-padded: most keys compare without the arena */
     int64_t value;
-    size_t off;    /* key bytes at arena + off */
-    size_t len;
+    uint32_t off;    /* key bytes at arena + off */
+    uint32_t len;
 } byte_slot;
 
 typedef struct byte_map {
@@ -49,12 +50,21 @@ static inline uint64_t byte_hash(const uint8_t *p, size_t n) {
     return h | 1;
 }
 
+static inline uint64_t byte_prefix(const uint8_t *p, size_t n) {
+    uint64_t w = 0;
+    memcpy(&w, p, n < 8 ? n : 8);
+    return w;
+}
+
 static inline byte_slot *byte_map_find(const byte_map *m, const uint8_t *key, size_t len, uint64_t h) {
     size_t i = (size_t)h & m->mask;
+    uint64_t prefix = byte_prefix(key, len);
     for (;;) {
         byte_slot *s = &m->slots[i];
         if (s->hash == 0) return s;
-        if (s->hash == h && s->len == len && memcmp(m->arena + s->off, key, len) == 0) return s;
+        if (s->hash == h && s->len == len && s->prefix == prefix &&
+            (len <= 8 || memcmp(m->arena + s->off + 8, key + 8, len - 8) == 0))
+            return s;
         i = (i + 1) & m->mask;
     }
 }
@@ -75,6 +85,7 @@ int byte_map_init(byte_map *m, size_t expected);
  * insertion.
  */
 byte_slot *byte_map_upsert(byte_map *m, const uint8_t *key, size_t len, int64_t init, int *added);
+/* Keys and the arena are limited to 4 GiB (offsets are 32-bit); upsert fails beyond. */
 /* Remove every key, keeping the allocations. */
 void byte_map_clear(byte_map *m);
 void byte_map_free(byte_map *m);

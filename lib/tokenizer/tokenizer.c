@@ -18,12 +18,6 @@ int ids_reserve(ids_vec *v, size_t extra) {
     return 0;
 }
 
-int ids_push(ids_vec *v, int32_t id) {
-    if (v->n == v->cap && ids_reserve(v, 1)) return -1;
-    v->v[v->n++] = id;
-    return 0;
-}
-
 tfc_status tok_create(const char *fn, int32_t pattern, tfc_tokenizer **out) {
     tfc_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);

@@ -63,9 +63,15 @@ struct tfc_tokenizer {
     int32_t n_special, cap_special;
 };
 
-/* Append to a vector of ids; 0 or -1 when out of memory. */
-int ids_push(ids_vec *v, int32_t id);
+/* Room for `extra` more ids; 0 or -1 when out of memory. */
 int ids_reserve(ids_vec *v, size_t extra);
+
+/* Append one id; 0 or -1 when out of memory. */
+static inline int ids_push(ids_vec *v, int32_t id) {
+    if (v->n == v->cap && ids_reserve(v, 1)) return -1;
+    v->v[v->n++] = id;
+    return 0;
+}
 
 /* A tokenizer with no tokens at all yet (loaders fill it). */
 tfc_status tok_create(const char *fn, int32_t pattern, tfc_tokenizer **out);
