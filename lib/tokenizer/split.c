@@ -78,6 +78,7 @@ tfc_status split_iter_init(const char *fn, split_iter *it, const tfc_splitter *s
     it->len = len;
     it->pos = 0;
     it->has_match = 0;
+    it->pcre2_only = 0;
     it->md = NULL;
     it->mctx = NULL;
     it->stack = NULL;
@@ -248,7 +249,7 @@ int split_next(const char *fn, split_iter *it, size_t *start, size_t *end) {
         *end = it->pos = it->len;
         return 1;
     }
-    if (!it->has_match && it->text[it->pos] < 0x80) {
+    if (!it->has_match && it->text[it->pos] < 0x80 && !it->pcre2_only) {
         const uint8_t *cls = ascii_class();
         size_t m = it->sp->pattern == TFC_SPLIT_GPT2 ? ascii_gpt2(cls, it->text, it->len, it->pos)
                                                      : ascii_cl100k(cls, it->text, it->len, it->pos);
