@@ -150,7 +150,7 @@ static tfc_status encode_text(const char *fn, const tfc_tokenizer *t, enc_state 
     }
     for (int32_t k = 0; k < t->n_special; k++) {
         int32_t id = t->special_ids[k];
-        st->next_at[k] = find_from(text, len, 0, tok_bytes(t, id), t->tok_len[id]);
+        st->next_at[k] = find_from(text, len, 0, tok_bytes(t, id), t->span[id].len);
     }
     size_t pos = 0;
     while (pos < len) {
@@ -160,8 +160,8 @@ static tfc_status encode_text(const char *fn, const tfc_tokenizer *t, enc_state 
         for (int32_t k = 0; k < t->n_special; k++) {
             int32_t id = t->special_ids[k];
             if (st->next_at[k] != SIZE_MAX && st->next_at[k] < pos)
-                st->next_at[k] = find_from(text, len, pos, tok_bytes(t, id), t->tok_len[id]);
-            if (st->next_at[k] < at || (st->next_at[k] == at && at != SIZE_MAX && t->tok_len[id] > t->tok_len[best])) {
+                st->next_at[k] = find_from(text, len, pos, tok_bytes(t, id), t->span[id].len);
+            if (st->next_at[k] < at || (st->next_at[k] == at && at != SIZE_MAX && t->span[id].len > t->span[best].len)) {
                 at = st->next_at[k];
                 best = id;
             }
@@ -171,10 +171,10 @@ static tfc_status encode_text(const char *fn, const tfc_tokenizer *t, enc_state 
             return tfc_err(TFC_ERR_INVALID_ARG,
                            "%s: text contains special token '%.*s' (id %d) at byte %zu and special_mode is "
                            "TFC_SPECIAL_DISALLOWED; use TFC_SPECIAL_ALLOWED or TFC_SPECIAL_AS_TEXT",
-                           fn, (int)t->tok_len[best], (const char *)tok_bytes(t, best), (int)best, at);
+                           fn, (int)t->span[best].len, (const char *)tok_bytes(t, best), (int)best, at);
         TFC_TRY(encode_ordinary(fn, t, st, text + pos, at - pos, out));
         if (ids_push(out, best)) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-        pos = at + t->tok_len[best];
+        pos = at + t->span[best].len;
     }
     return TFC_OK;
 }

@@ -34,6 +34,14 @@ typedef struct tfc_merge {
     int32_t left, right, id, rank;
 } tfc_merge;
 
+/* Where a token's bytes are: one 8-byte record, so decode touches one cache line per id. */
+typedef struct tok_span {
+    uint32_t off, len;
+} tok_span;
+
+/* The blob keeps this many spare bytes after the last token, so decode may copy 8 bytes at a time. */
+#define TOK_BLOB_SLACK 8
+
 typedef struct ids_vec {
     int32_t *v;
     size_t n, cap;
@@ -42,8 +50,7 @@ typedef struct ids_vec {
 struct tfc_tokenizer {
     tfc_splitter split;
     int32_t n_ids, cap_ids; /* n_ids = largest used id + 1 */
-    size_t *tok_off;        /* token id's bytes at blob + tok_off[id] */
-    uint32_t *tok_len;
+    tok_span *span;         /* token id's bytes: blob[span[id].off ..][.. span[id].len]; len 0 = unused */
     uint8_t *tok_kind;      /* TOK_UNUSED / TOK_ORDINARY / TOK_SPECIAL */
     uint8_t *blob;
     size_t blob_len, blob_cap;
@@ -85,7 +92,7 @@ tfc_status tok_add_merge(const char *fn, tfc_tokenizer *t, int32_t left, int32_t
  */
 tfc_status tok_finalize(const char *fn, tfc_tokenizer *t);
 
-static inline const uint8_t *tok_bytes(const tfc_tokenizer *t, int32_t id) { return t->blob + t->tok_off[id]; }
+static inline const uint8_t *tok_bytes(const tfc_tokenizer *t, int32_t id) { return t->blob + t->span[id].off; }
 
 /*
  * Merge one chunk of bytes by rank, appending its ids to out. Uses only

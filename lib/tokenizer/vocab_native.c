@@ -54,7 +54,7 @@ TFC_API tfc_status tfc_tokenizer_save(const tfc_tokenizer *t, const char *path) 
             pattern_name(t->split.pattern), t->direct_all ? "all" : "merges", (int)n_ord);
     for (int32_t id = 0; id < t->n_ids; id++) {
         if (t->tok_kind[id] != TOK_ORDINARY) continue;
-        base64_encode(tok_bytes(t, id), t->tok_len[id], b64);
+        base64_encode(tok_bytes(t, id), t->span[id].len, b64);
         fprintf(f, "%d %s\n", (int)id, b64);
     }
     fprintf(f, "merges %d\n", (int)t->n_merges);
@@ -65,7 +65,7 @@ TFC_API tfc_status tfc_tokenizer_save(const tfc_tokenizer *t, const char *path) 
     fprintf(f, "specials %d\n", (int)t->n_special);
     for (int32_t k = 0; k < t->n_special; k++) {
         int32_t id = t->special_ids[k];
-        base64_encode(tok_bytes(t, id), t->tok_len[id], b64);
+        base64_encode(tok_bytes(t, id), t->span[id].len, b64);
         fprintf(f, "%d %s\n", (int)id, b64);
     }
     fprintf(f, "end\n");
@@ -181,8 +181,8 @@ static tfc_status read_merges(reader *r, tfc_tokenizer *t, int64_t count) {
         prev_rank = v[0];
         if (!is_ordinary(t, v[1]) || !is_ordinary(t, v[2]) || !is_ordinary(t, v[3]))
             return bad_line(r, "merge refers to an unknown token");
-        size_t ll = t->tok_len[v[1]], rl = t->tok_len[v[2]];
-        if (t->tok_len[v[3]] != ll + rl || memcmp(tok_bytes(t, v[3]), tok_bytes(t, v[1]), ll) ||
+        size_t ll = t->span[v[1]].len, rl = t->span[v[2]].len;
+        if (t->span[v[3]].len != ll + rl || memcmp(tok_bytes(t, v[3]), tok_bytes(t, v[1]), ll) ||
             memcmp(tok_bytes(t, v[3]) + ll, tok_bytes(t, v[2]), rl))
             return bad_line(r, "merged token's bytes are not left's + right's");
         tfc_status s = tok_add_merge(r->fn, t, (int32_t)v[1], (int32_t)v[2], (int32_t)v[3], (int32_t)v[0]);

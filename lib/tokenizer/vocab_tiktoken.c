@@ -58,9 +58,9 @@ static tfc_status parse_ranks(const char *fn, const char *path, tfc_tokenizer *t
 
 static tfc_status add_split_merges(const char *fn, tfc_tokenizer *t, const byte_map *index) {
     for (int32_t id = 0; id < t->n_ids; id++) {
-        if (t->tok_kind[id] != TOK_ORDINARY || t->tok_len[id] < 2) continue;
+        if (t->tok_kind[id] != TOK_ORDINARY || t->span[id].len < 2) continue;
         const uint8_t *p = tok_bytes(t, id);
-        size_t n = t->tok_len[id];
+        size_t n = t->span[id].len;
         for (size_t k = 1; k < n; k++) {
             int64_t l, r;
             if (byte_map_get(index, p, k, &l) && byte_map_get(index, p + k, n - k, &r))
