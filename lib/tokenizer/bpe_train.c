@@ -353,7 +353,7 @@ static tfc_status count_file(const char *fn, const tfc_tokenizer *t, const char 
     if (t->split.pattern == TFC_SPLIT_NONE) {
         uint8_t *data;
         size_t len;
-        TFC_TRY(read_whole_file(fn, path, &data, &len));
+        TFC_TRY(tok_read_file(fn, path, &data, &len));
         tfc_status s = count_chunks(fn, t, data, len, chunks);
         free(data);
         return s;

@@ -63,12 +63,12 @@ static int hot_init(enc_state *st, size_t text_len) {
 static int encode_chunk_slow(const tfc_tokenizer *t, enc_state *st, const uint8_t *p, size_t n, ids_vec *out);
 
 static inline int encode_chunk(const tfc_tokenizer *t, enc_state *st, const uint8_t *p, size_t n, ids_vec *out) {
-    if (n == 1) return ids_push(out, t->byte_id[p[0]]);
+    if (n == 1) return tok_ids_push(out, t->byte_id[p[0]]);
     if (n > 8) return encode_chunk_slow(t, st, p, n, out);
     uint64_t key = byte_prefix(p, n);
     hot_entry *e = &st->hot[((key + n) * 0x9E3779B97F4A7C15ull) >> st->hot_shift];
     if (e->len == n && e->key == key) {
-        if (ids_reserve(out, e->n)) return -1;
+        if (tok_ids_reserve(out, e->n)) return -1;
         for (uint32_t i = 0; i < e->n; i++) out->v[out->n++] = e->ids[i];
         return 0;
     }
@@ -87,13 +87,13 @@ static inline int encode_chunk(const tfc_tokenizer *t, enc_state *st, const uint
 static int encode_chunk_slow(const tfc_tokenizer *t, enc_state *st, const uint8_t *p, size_t n, ids_vec *out) {
     uint64_t h = byte_hash(p, n);
     const byte_slot *s = byte_map_find(&t->direct, p, n, h);
-    if (s->hash) return ids_push(out, (int32_t)s->value);
+    if (s->hash) return tok_ids_push(out, (int32_t)s->value);
     int cacheable = n <= CACHE_MAX_LEN;
     if (cacheable && st->cache.slots) {
         s = byte_map_find(&st->cache, p, n, h);
         if (s->hash) {
             size_t off = (size_t)(s->value >> 8), cnt = (size_t)(s->value & 255);
-            if (ids_reserve(out, cnt)) return -1;
+            if (tok_ids_reserve(out, cnt)) return -1;
             memcpy(out->v + out->n, st->cache_ids.v + off, cnt * sizeof(int32_t));
             out->n += cnt;
             return 0;
@@ -107,7 +107,7 @@ static int encode_chunk_slow(const tfc_tokenizer *t, enc_state *st, const uint8_
         st->cache_ids.n = 0;
     }
     size_t cnt = out->n - before, off = st->cache_ids.n;
-    if (ids_reserve(&st->cache_ids, cnt)) return -1;
+    if (tok_ids_reserve(&st->cache_ids, cnt)) return -1;
     memcpy(st->cache_ids.v + off, out->v + before, cnt * sizeof(int32_t));
     st->cache_ids.n += cnt;
     int added;
@@ -173,7 +173,7 @@ static tfc_status encode_text(const char *fn, const tfc_tokenizer *t, enc_state 
                            "TFC_SPECIAL_DISALLOWED; use TFC_SPECIAL_ALLOWED or TFC_SPECIAL_AS_TEXT",
                            fn, (int)t->span[best].len, (const char *)tok_bytes(t, best), (int)best, at);
         TFC_TRY(encode_ordinary(fn, t, st, text + pos, at - pos, out));
-        if (ids_push(out, best)) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+        if (tok_ids_push(out, best)) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
         pos = at + t->span[best].len;
     }
     return TFC_OK;
@@ -199,7 +199,7 @@ TFC_API tfc_status tfc_tokenizer_encode(const tfc_tokenizer *t, const char *text
     enc_state st = {0};
     ids_vec out = {0};
     tfc_status s = TFC_OK;
-    if (len && ids_reserve(&out, len / 4 + 16)) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (len && tok_ids_reserve(&out, len / 4 + 16)) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     if (s == TFC_OK) s = encode_text(fn, t, &st, (const uint8_t *)text, len, special_mode, &out);
     enc_state_free(&st);
     if (s != TFC_OK) {

@@ -7,7 +7,7 @@
 
 #include "tokenizer/tokenizer_impl.h"
 
-int ids_reserve(ids_vec *v, size_t extra) {
+int tok_ids_reserve(ids_vec *v, size_t extra) {
     if (v->n + extra <= v->cap) return 0;
     size_t cap = v->cap ? v->cap : 64;
     while (cap < v->n + extra) cap *= 2;

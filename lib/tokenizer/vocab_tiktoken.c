@@ -18,7 +18,7 @@ static tfc_status parse_ranks(const char *fn, const char *path, tfc_tokenizer *t
     tfc_status s = TFC_OK;
     size_t pos = 0, lineno = 0, ll;
     const char *line;
-    while (s == TFC_OK && next_line(buf, len, &pos, &line, &ll)) {
+    while (s == TFC_OK && tok_next_line(buf, len, &pos, &line, &ll)) {
         lineno++;
         if (ll == 0) continue;
         const char *sp = memchr(line, ' ', ll);
@@ -30,12 +30,12 @@ static tfc_status parse_ranks(const char *fn, const char *path, tfc_tokenizer *t
         } else if ((size_t)(sp - line) > (TFC_TOKEN_MAX_LEN / 3 + 1) * 4) {
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: token longer than %d bytes", fn, path, lineno,
                         TFC_TOKEN_MAX_LEN);
-        } else if (parse_int(sp + 1, ll - (size_t)(sp - line) - 1, TFC_TOKENIZER_MAX_ID - 1, &rank)) {
+        } else if (tok_parse_int(sp + 1, ll - (size_t)(sp - line) - 1, TFC_TOKENIZER_MAX_ID - 1, &rank)) {
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: rank '%.*s' is not an integer in [0, 2^30)", fn, path,
                         lineno, (int)(ll - (size_t)(sp - line) - 1 > 32 ? 32 : ll - (size_t)(sp - line) - 1),
                         sp + 1);
         } else {
-            long n = base64_decode(line, (size_t)(sp - line), tok);
+            long n = tok_base64_decode(line, (size_t)(sp - line), tok);
             int added;
             byte_slot *slot;
             if (n <= 0 || n > TFC_TOKEN_MAX_LEN)
@@ -79,7 +79,7 @@ TFC_API tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern
     uint8_t *buf = NULL;
     size_t len;
     byte_map index = {0};
-    tfc_status s = read_whole_file(fn, path, &buf, &len);
+    tfc_status s = tok_read_file(fn, path, &buf, &len);
     if (s == TFC_OK && byte_map_init(&index, 1024)) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     if (s == TFC_OK) s = parse_ranks(fn, path, t, buf, len, &index);
     free(buf);
