@@ -138,36 +138,43 @@ static int find_match(const char *fn, split_iter *it) {
  * patterns' alternatives in order on ASCII bytes and give the match length
  * at i, or 0 ("ask PCRE2") as soon as the answer would depend on a byte
  * >= 0x80 (which might be a letter, a digit or whitespace). So they never
- * decide anything about non-ASCII text; the tiktoken comparison test runs
- * both paths.
+ * decide anything about non-ASCII text. test_tokenizer.c checks them
+ * against PCRE2 alone, and the tiktoken comparison runs both paths.
  */
 enum { C_OTHER, C_LETTER, C_DIGIT, C_SPACE, C_NONASCII };
 
-static const uint8_t *ascii_class(void) {
-    static uint8_t cls[256];
-    static int ready; /* idempotent: a race only writes the same values */
-    if (!ready) {
-        for (int c = 0; c < 256; c++)
-            cls[c] = c >= 0x80 ? C_NONASCII
-                     : ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ? C_LETTER
-                     : (c >= '0' && c <= '9')                  ? C_DIGIT
-                     : (c == ' ' || (c >= '\t' && c <= '\r'))  ? C_SPACE
-                                                                : C_OTHER;
-        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
-    }
-    return cls;
-}
+#define L_ C_LETTER
+#define D_ C_DIGIT
+#define S_ C_SPACE
+#define O_ C_OTHER
+/* Class of each ASCII byte (bytes >= 0x80: C_NONASCII, see ascii_cls). */
+static const uint8_t ascii_table[128] = {
+    O_, O_, O_, O_, O_, O_, O_, O_, O_, S_, S_, S_, S_, S_, O_, O_,
+    O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_,
+    S_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_,
+    D_, D_, D_, D_, D_, D_, D_, D_, D_, D_, O_, O_, O_, O_, O_, O_,
+    O_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_,
+    L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, O_, O_, O_, O_, O_,
+    O_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_,
+    L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, O_, O_, O_, O_, O_,
+};
+#undef L_
+#undef D_
+#undef S_
+#undef O_
+
+static inline int ascii_cls(uint8_t c) { return c < 0x80 ? ascii_table[c] : C_NONASCII; }
 
 /* End of the run of class k from j; *stop gets the class of the byte that ended it (C_SPACE at the end: \S-free). */
-static size_t run_of(const uint8_t *cls, const uint8_t *s, size_t n, size_t j, int k, int *stop) {
-    while (j < n && cls[s[j]] == k) j++;
-    *stop = j < n ? cls[s[j]] : -1;
+static size_t run_of(const uint8_t *s, size_t n, size_t j, int k, int *stop) {
+    while (j < n && ascii_cls(s[j]) == k) j++;
+    *stop = j < n ? ascii_cls(s[j]) : -1;
     return j;
 }
 
-static size_t ascii_gpt2(const uint8_t *cls, const uint8_t *s, size_t n, size_t i) {
-    int c = cls[s[i]], stop;
-    int next = i + 1 < n ? cls[s[i + 1]] : -1;
+static size_t ascii_gpt2(const uint8_t *s, size_t n, size_t i) {
+    int c = ascii_cls(s[i]), stop;
+    int next = i + 1 < n ? ascii_cls(s[i + 1]) : -1;
     if (s[i] == '\'' && next != -1) { /* 's|'t|'re|'ve|'m|'ll|'d */
         uint8_t a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
         if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
@@ -182,26 +189,26 @@ static size_t ascii_gpt2(const uint8_t *cls, const uint8_t *s, size_t n, size_t 
         }
     }
     if (c == C_LETTER || c == C_DIGIT || c == C_OTHER) { /* ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+` */
-        j = run_of(cls, s, n, j, c, &stop);
+        j = run_of(s, n, j, c, &stop);
         return stop == C_NONASCII ? 0 : j - i;
     }
     /* whitespace: \s+(?!\S) leaves the last space before a non-space, \s+ takes a lone one */
-    j = run_of(cls, s, n, i, C_SPACE, &stop);
+    j = run_of(s, n, i, C_SPACE, &stop);
     if (stop == C_NONASCII) return 0;
     if (stop == -1 || j - i == 1) return j - i;
     return j - i - 1;
 }
 
-static size_t ascii_cl100k(const uint8_t *cls, const uint8_t *s, size_t n, size_t i) {
-    int c = cls[s[i]], stop;
-    int next = i + 1 < n ? cls[s[i + 1]] : -1;
+static size_t ascii_cl100k(const uint8_t *s, size_t n, size_t i) {
+    int c = ascii_cls(s[i]), stop;
+    int next = i + 1 < n ? ascii_cls(s[i + 1]) : -1;
     if (s[i] == '\'' && next != -1) { /* '(?i:[sdmt]|ll|ve|re) */
         if (next == C_NONASCII) return 0; /* U+017F folds to s */
         uint8_t a = s[i + 1] | 0x20;
         if (a == 's' || a == 'd' || a == 'm' || a == 't') return 2;
         if (a == 'l' || a == 'v' || a == 'r') {
             if (i + 2 >= n) goto not_contraction;
-            if (cls[s[i + 2]] == C_NONASCII) return 0;
+            if (ascii_cls(s[i + 2]) == C_NONASCII) return 0;
             uint8_t b = s[i + 2] | 0x20;
             if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e')) return 3;
         }
@@ -209,31 +216,31 @@ static size_t ascii_cl100k(const uint8_t *cls, const uint8_t *s, size_t n, size_
 not_contraction:
     /* [^\r\n\p{L}\p{N}]?+\p{L}++ */
     if (c == C_LETTER) {
-        size_t j = run_of(cls, s, n, i, C_LETTER, &stop);
+        size_t j = run_of(s, n, i, C_LETTER, &stop);
         return stop == C_NONASCII ? 0 : j - i;
     }
     if ((c == C_OTHER || c == C_SPACE) && s[i] != '\r' && s[i] != '\n') {
         if (next == C_NONASCII) return 0;
         if (next == C_LETTER) {
-            size_t j = run_of(cls, s, n, i + 1, C_LETTER, &stop);
+            size_t j = run_of(s, n, i + 1, C_LETTER, &stop);
             return stop == C_NONASCII ? 0 : j - i;
         }
     }
     if (c == C_DIGIT) { /* \p{N}{1,3}+ */
         size_t j = i;
-        while (j < n && j - i < 3 && cls[s[j]] == C_DIGIT) j++;
-        if (j - i < 3 && j < n && cls[s[j]] == C_NONASCII) return 0;
+        while (j < n && j - i < 3 && ascii_cls(s[j]) == C_DIGIT) j++;
+        if (j - i < 3 && j < n && ascii_cls(s[j]) == C_NONASCII) return 0;
         return j - i;
     }
     /*  ?[^\s\p{L}\p{N}]++[\r\n]*+ */
     if (c == C_OTHER || (s[i] == ' ' && next == C_OTHER)) {
-        size_t j = run_of(cls, s, n, s[i] == ' ' ? i + 1 : i, C_OTHER, &stop);
+        size_t j = run_of(s, n, s[i] == ' ' ? i + 1 : i, C_OTHER, &stop);
         if (stop == C_NONASCII) return 0;
         while (j < n && (s[j] == '\r' || s[j] == '\n')) j++;
         return j - i;
     }
     /* c is whitespace from here */
-    size_t j = run_of(cls, s, n, i, C_SPACE, &stop);
+    size_t j = run_of(s, n, i, C_SPACE, &stop);
     if (stop == C_NONASCII) return 0;
     if (stop == -1) return j - i; /* \s++\z */
     for (size_t k = j; k > i; k--) /* \s*[\r\n]: up to the last newline of the run */
@@ -250,9 +257,8 @@ int split_next(const char *fn, split_iter *it, size_t *start, size_t *end) {
         return 1;
     }
     if (!it->has_match && it->text[it->pos] < 0x80 && !it->pcre2_only) {
-        const uint8_t *cls = ascii_class();
-        size_t m = it->sp->pattern == TFC_SPLIT_GPT2 ? ascii_gpt2(cls, it->text, it->len, it->pos)
-                                                     : ascii_cl100k(cls, it->text, it->len, it->pos);
+        size_t m = it->sp->pattern == TFC_SPLIT_GPT2 ? ascii_gpt2(it->text, it->len, it->pos)
+                                                     : ascii_cl100k(it->text, it->len, it->pos);
         if (m) {
             *start = it->pos;
             *end = it->pos += m;
