@@ -336,7 +336,7 @@ TFC_API tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const 
     for (size_t i = 0; s == TFC_OK && i < n_merges; i++) {
         const tfc_merge *m = &merges[i];
         s = tok_add_merge(fn, t, v.entries[m->left].id, v.entries[m->right].id, v.entries[m->id].id, m->rank);
-        if (s != TFC_OK)
+        if (s == TFC_ERR_FORMAT) /* the pair was listed before: name the file */
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': merge %zu appears twice", fn, vocab_bpe_path, i + 1);
     }
     free(merges);
