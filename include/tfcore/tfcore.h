@@ -12,5 +12,6 @@
 #include "tfcore/kernels.h"
 #include "tfcore/dlpack.h"
 #include "tfcore/optim.h"
+#include "tfcore/tokenizer.h"
 
 #endif
