@@ -264,3 +264,33 @@ tfc_status tfc_optim_state_count(const tfc_optim *opt, int64_t *n);
 tfc_status tfc_optim_state_get(const tfc_optim *opt, int64_t i, char **name, tfc_tensor **tensor);
 tfc_status tfc_optim_state_load(tfc_optim *opt, const char *const *names, const tfc_tensor *const *tensors, int64_t n);
 tfc_status tfc_optim_state_set(tfc_optim *opt, const char *name, const tfc_tensor *tensor);
+typedef struct tfc_tokenizer tfc_tokenizer;
+typedef enum tfc_split_pattern {
+TFC_SPLIT_NONE = 0,
+TFC_SPLIT_GPT2 = 1,
+TFC_SPLIT_CL100K = 2,
+TFC_SPLIT_FORCE_INT32 = 0x7fffffff
+} tfc_split_pattern;
+typedef enum tfc_special_mode {
+TFC_SPECIAL_AS_TEXT = 0,
+TFC_SPECIAL_ALLOWED = 1,
+TFC_SPECIAL_DISALLOWED = 2,
+TFC_SPECIAL_FORCE_INT32 = 0x7fffffff
+} tfc_special_mode;
+tfc_status tfc_tokenizer_new(int32_t pattern, tfc_tokenizer **out);
+void tfc_tokenizer_release(tfc_tokenizer *tok);
+tfc_status tfc_tokenizer_train(tfc_tokenizer *tok, const char *text, size_t len, int32_t vocab_size);
+tfc_status tfc_tokenizer_train_files(tfc_tokenizer *tok, const char *const *paths, int32_t n_paths, int32_t vocab_size);
+tfc_status tfc_tokenizer_add_special(tfc_tokenizer *tok, const char *text, int32_t id);
+tfc_status tfc_tokenizer_encode(const tfc_tokenizer *tok, const char *text, size_t len, int32_t special_mode, int32_t **ids, size_t *n_ids);
+tfc_status tfc_tokenizer_encode_batch(const tfc_tokenizer *tok, const char *const *texts, const size_t *lens, size_t n_texts, int32_t special_mode, int32_t n_threads, int32_t **ids, size_t **offsets);
+tfc_status tfc_tokenizer_decode(const tfc_tokenizer *tok, const int32_t *ids, size_t n_ids, char **bytes, size_t *len);
+tfc_status tfc_tokenizer_decode_utf8(const tfc_tokenizer *tok, const int32_t *ids, size_t n_ids, char **text, size_t *len);
+tfc_status tfc_tokenizer_vocab_size(const tfc_tokenizer *tok, int32_t *out);
+tfc_status tfc_tokenizer_token_bytes(const tfc_tokenizer *tok, int32_t id, const char **bytes, size_t *len, int32_t *is_special);
+tfc_status tfc_tokenizer_n_merges(const tfc_tokenizer *tok, int32_t *out);
+tfc_status tfc_tokenizer_get_merge(const tfc_tokenizer *tok, int32_t i, int32_t *left, int32_t *right, int32_t *id, int32_t *rank);
+tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const char *vocab_bpe_path, tfc_tokenizer **out);
+tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern, tfc_tokenizer **out);
+tfc_status tfc_tokenizer_save(const tfc_tokenizer *tok, const char *path);
+tfc_status tfc_tokenizer_load(const char *path, tfc_tokenizer **out);
