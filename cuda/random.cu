@@ -72,6 +72,8 @@ __global__ void dropout_kernel(const T *x, T *out, size_t n, float p, float scal
 static tfc_status fill_random(int32_t device, int32_t dtype, int kind, void *x, size_t n, uint64_t seed,
                               uint64_t offset, double a, double b, const char *fn) {
     tfcu_ctx *c;
+    if (!isfinite(a) || !isfinite(b))
+        return tfcu_err(TFC_ERR_INVALID_ARG, "%s: parameters %g and %g must be finite", fn, a, b);
     if (!n) return TFC_OK;
     TFCU_NOT_NULL(fn, x);
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));

@@ -438,7 +438,9 @@ TEST(matmul_transposes_batches_epilogues) {
                                               M * K, 0 /* b shared */, M * N, alpha, beta, epi};
                     CHECK_CU(A->matmul(0, &d));
                     float *g = down(d_c, batch * M * N, dt);
-                    CHECK_ALL(g, want, batch * M * N, dt == TFC_DTYPE_BF16 ? 1.5e-2 : 1e-5, "matmul");
+                    /* cuBLASLt's GELU epilogue may use its own tanh approximation: looser in f32. */
+                    CHECK_ALL(g, want, batch * M * N, dt == TFC_DTYPE_BF16 ? 1.5e-2 : (epi & 2) ? 1e-4 : 1e-5,
+                              "matmul");
                     free(g), free(a), free(b), free(c0), free(bias), free(want);
                     dfree(d_a), dfree(d_b), dfree(d_c), dfree(d_bias);
                 }

@@ -6,6 +6,7 @@
  * The module's path comes from TFC_CUDA_MODULE (set by meson).
  */
 #include <dlfcn.h>
+#include <math.h>
 
 #include "device/cuda_api.h"
 #include "tfc_test.h"
@@ -77,6 +78,8 @@ TEST(arguments_are_checked_before_the_device) {
     float norm;
     CHECK(a->grad_norm(0, TFC_DTYPE_F32, NULL, NULL, 0, 0.0f, &norm, &norm) == TFC_ERR_INVALID_ARG);
     CHECK(strstr(a->last_error(), "max_norm") != NULL);
+    CHECK(a->random_normal(0, TFC_DTYPE_F32, &x, 1, 1, 0, 0.0, INFINITY) == TFC_ERR_INVALID_ARG);
+    CHECK(strstr(a->last_error(), "must be finite") != NULL);
     /* Empty work is a no-op that never needs a device. */
     CHECK(a->fill(0, TFC_DTYPE_F32, NULL, 0, 1.0) == TFC_OK);
     CHECK(a->binary(0, TFC_CUDA_ADD, TFC_DTYPE_F32, NULL, NULL, NULL, 0) == TFC_OK);
