@@ -49,11 +49,11 @@ static double now(void) {
         if (s_ != TFC_OK) DIE("%s: %s", #x, A->last_error());                                          \
     } while (0)
 
-/* Module buffer of n bf16 normals. */
-static void *module_randn(size_t n, uint64_t seed) {
+/* Module buffer of n bf16 values uniform in [-1, 1) (the bare path draws the same range). */
+static void *module_rand(size_t n, uint64_t seed) {
     void *p;
     TF(A->alloc(0, n * 2, &p));
-    TF(A->random_normal(0, TFC_DTYPE_BF16, p, n, seed, 0, 0.0, 1.0));
+    TF(A->random_uniform(0, TFC_DTYPE_BF16, p, n, seed, 0, -1.0, 1.0));
     return p;
 }
 
@@ -84,15 +84,34 @@ static void run_ours(void *arg) {
     TF(A->matmul(0, &g_desc));
 }
 
+/* n bf16 values of roughly unit size, uploaded in one copy. */
+static void fill_host_random(void *dev_ptr, size_t n) {
+    uint16_t *h = malloc(n * 2);
+    if (!h) DIE("out of host memory");
+    uint32_t s = 12345;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        float f = (float)(s >> 8) / 16777216.0f * 2.0f - 1.0f;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        h[i] = (uint16_t)(u >> 16);
+    }
+    CU(cudaMemcpy(dev_ptr, h, n * 2, cudaMemcpyHostToDevice));
+    free(h);
+}
+
 /* A bare cuBLASLt bf16 GEMM of the same row-major shape, its own stream and buffers. */
 static double time_bare(const gemm_case *g, void *ws, size_t ws_size, cublasLtHandle_t lt, cudaStream_t st) {
     void *a, *b, *c;
     CU(cudaMalloc(&a, (size_t)g->M * g->K * 2));
     CU(cudaMalloc(&b, (size_t)g->K * g->N * 2));
     CU(cudaMalloc(&c, (size_t)g->M * g->N * 2));
-    /* Copy the module's random data so both paths multiply the same kind of numbers. */
-    CU(cudaMemcpy(a, g_desc.a, (size_t)g->M * g->K * 2, cudaMemcpyDeviceToDevice));
-    CU(cudaMemcpy(b, g_desc.b, (size_t)g->K * g->N * 2, cudaMemcpyDeviceToDevice));
+    /*
+     * Our own random data (the module's buffers belong to its statically
+     * linked runtime; this path stays independent of it).
+     */
+    fill_host_random(a, (size_t)g->M * g->K);
+    fill_host_random(b, (size_t)g->K * g->N);
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -183,7 +202,7 @@ int main(int argc, char **argv) {
     printf("\n%-40s %10s %10s %8s\n", "GEMM (bf16, f32 accumulate)", "ours TF/s", "bare TF/s", "ratio");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const gemm_case *g = &cases[i];
-        void *a = module_randn((size_t)g->M * g->K, 1 + i), *b = module_randn((size_t)g->K * g->N, 100 + i), *c;
+        void *a = module_rand((size_t)g->M * g->K, 1 + i), *b = module_rand((size_t)g->K * g->N, 100 + i), *c;
         TF(A->alloc(0, (size_t)g->M * g->N * 2, &c));
         tfc_cuda_matmul_desc d = {sizeof d, TFC_DTYPE_BF16, g->M, g->N, g->K, 1, 0, g->trans_b, a, b, c, NULL,
                                   0, 0, 0, 1.0f, 0.0f, TFC_CUDA_EPI_NONE};
@@ -203,7 +222,7 @@ int main(int argc, char **argv) {
     attn_bufs ab = {0};
     ab.B = 8, ab.H = 12, ab.T = 1024, ab.D = 64;
     size_t n = ab.B * ab.H * ab.T * ab.D;
-    ab.q = module_randn(n, 7), ab.k = module_randn(n, 8), ab.v = module_randn(n, 9), ab.dout = module_randn(n, 10);
+    ab.q = module_rand(n, 7), ab.k = module_rand(n, 8), ab.v = module_rand(n, 9), ab.dout = module_rand(n, 10);
     TF(A->alloc(0, n * 2, &ab.o));
     TF(A->alloc(0, n * 2, &ab.dq));
     TF(A->alloc(0, n * 2, &ab.dk));
