@@ -19,7 +19,8 @@ __device__ __forceinline__ float binary_op(int op, float a, float b) {
     case TFC_CUDA_MIN: return fminf(a, b);
     case TFC_CUDA_POW: return powf(a, b);
     case TFC_CUDA_RSUB: return b - a;
-    default: return b / a; /* TFC_CUDA_RDIV */
+    case TFC_CUDA_RDIV: return b / a;
+    default: return a == b ? 1.0f : 0.0f; /* TFC_CUDA_EQ */
     }
 }
 
@@ -86,6 +87,18 @@ template <class T> __global__ void binary_strided_kernel(int op, const T *a, con
     }
 }
 
+/* Elements moved as raw words of their size: one kernel serves every dtype. */
+template <class W> __global__ void copy_strided_kernel(const W *src, W *dst, size_t n, tfc_cuda_strided L) {
+    GRID_STRIDE(i, n) {
+        int64_t rem = (int64_t)i, is = 0;
+        for (int d = L.ndim - 1; d >= 0; d--) {
+            is += (rem % L.shape[d]) * L.stride_a[d];
+            rem /= L.shape[d];
+        }
+        dst[i] = src[is];
+    }
+}
+
 template <class T> __global__ void scalar_kernel(int op, const T *a, float s, T *out, size_t n) {
     GRID_STRIDE(i, n) out[i] = tfcu_from_f<T>(binary_op(op, tfcu_load(a, i), s));
 }
@@ -149,11 +162,8 @@ tfc_status tfcu_binary(int32_t device, int32_t op, int32_t dtype, const void *a,
     });
 }
 
-tfc_status tfcu_binary_strided(int32_t device, int32_t op, int32_t dtype, const void *a, const void *b, void *out,
-                               const tfc_cuda_strided *layout) {
-    const char *fn = "tfc_cuda_binary_strided";
-    tfcu_ctx *c;
-    TFCU_TRY(check_op(fn, op, TFC_CUDA_BINARY_COUNT));
+/* Elements in layout (0 when empty), after checking it; *n_out. */
+static tfc_status layout_numel(const char *fn, const tfc_cuda_strided *layout, size_t *n_out) {
     TFCU_NOT_NULL(fn, layout);
     if (layout->ndim < 0 || layout->ndim > TFC_MAX_DIMS)
         return tfcu_err(TFC_ERR_INVALID_ARG, "%s: layout->ndim %d is not in 0..%d", fn, (int)layout->ndim, TFC_MAX_DIMS);
@@ -163,6 +173,17 @@ tfc_status tfcu_binary_strided(int32_t device, int32_t op, int32_t dtype, const 
             return tfcu_err(TFC_ERR_INVALID_ARG, "%s: layout->shape[%d] is %lld", fn, d, (long long)layout->shape[d]);
         n *= (size_t)layout->shape[d];
     }
+    *n_out = n;
+    return TFC_OK;
+}
+
+tfc_status tfcu_binary_strided(int32_t device, int32_t op, int32_t dtype, const void *a, const void *b, void *out,
+                               const tfc_cuda_strided *layout) {
+    const char *fn = "tfc_cuda_binary_strided";
+    tfcu_ctx *c;
+    TFCU_TRY(check_op(fn, op, TFC_CUDA_BINARY_COUNT));
+    size_t n = 0;
+    TFCU_TRY(layout_numel(fn, layout, &n));
     if (!n) return TFC_OK;
     TFCU_NOT_NULL(fn, a);
     TFCU_NOT_NULL(fn, b);
@@ -224,4 +245,27 @@ tfc_status tfcu_unary_backward(int32_t device, int32_t op, int32_t dtype, const 
                                                                                   (T *)dx, n, acc);
         return TFCU_LAUNCHED(fn, "unary_backward_kernel");
     });
+}
+
+tfc_status tfcu_copy_strided(int32_t device, int32_t dtype, const void *src, void *dst,
+                             const tfc_cuda_strided *layout) {
+    const char *fn = "tfc_cuda_copy_strided";
+    tfcu_ctx *c;
+    size_t n = 0;
+    TFCU_TRY(layout_numel(fn, layout, &n));
+    size_t es = dtype == TFC_DTYPE_F64 || dtype == TFC_DTYPE_I64 ? 8
+                : dtype == TFC_DTYPE_F32 || dtype == TFC_DTYPE_I32 ? 4
+                : dtype == TFC_DTYPE_BF16 || dtype == TFC_DTYPE_F16 ? 2
+                : dtype == TFC_DTYPE_U8 || dtype == TFC_DTYPE_BOOL ? 1 : 0;
+    if (!es) return tfcu_err(TFC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
+    if (!n) return TFC_OK;
+    TFCU_NOT_NULL(fn, src);
+    TFCU_NOT_NULL(fn, dst);
+    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
+    unsigned blocks = tfcu_blocks(c, n, 256);
+    if (es == 8) copy_strided_kernel<uint64_t><<<blocks, 256, 0, c->stream>>>((const uint64_t *)src, (uint64_t *)dst, n, *layout);
+    else if (es == 4) copy_strided_kernel<uint32_t><<<blocks, 256, 0, c->stream>>>((const uint32_t *)src, (uint32_t *)dst, n, *layout);
+    else if (es == 2) copy_strided_kernel<uint16_t><<<blocks, 256, 0, c->stream>>>((const uint16_t *)src, (uint16_t *)dst, n, *layout);
+    else copy_strided_kernel<uint8_t><<<blocks, 256, 0, c->stream>>>((const uint8_t *)src, (uint8_t *)dst, n, *layout);
+    return TFCU_LAUNCHED(fn, "copy_strided_kernel");
 }

@@ -64,5 +64,7 @@ tfc_status tfcu_random_normal(int32_t device, int32_t dtype, void *x, size_t n, 
                               double mean, double std);
 tfc_status tfcu_dropout(int32_t device, int32_t dtype, const void *x, void *out, size_t n, float p, uint64_t seed,
                         uint64_t offset);
+tfc_status tfcu_copy_strided(int32_t device, int32_t dtype, const void *src, void *dst,
+                             const tfc_cuda_strided *layout);
 
 #endif

@@ -41,6 +41,7 @@ static const tfc_cuda_api g_api = {
     tfcu_random_uniform,
     tfcu_random_normal,
     tfcu_dropout,
+    tfcu_copy_strided,
 };
 
 /* The table for api_version, or NULL when this module speaks another version. */

@@ -41,7 +41,8 @@ enum {
     TFC_CUDA_POW = 6,  /* a ^ b */
     TFC_CUDA_RSUB = 7, /* b - a */
     TFC_CUDA_RDIV = 8, /* b / a */
-    TFC_CUDA_BINARY_COUNT = 9
+    TFC_CUDA_EQ = 9,   /* 1 where a == b, else 0 (masks for max backward) */
+    TFC_CUDA_BINARY_COUNT = 10
 };
 
 /* Unary ops: y = f(x). GELU is GPT-2's tanh form. */
@@ -258,6 +259,13 @@ typedef struct tfc_cuda_api {
      */
     tfc_status (*dropout)(int32_t device, int32_t dtype, const void *x, void *out, size_t n, float p, uint64_t seed,
                           uint64_t offset);
+    /*
+     * dst (contiguous, layout->shape)[i] = src[sum_d i_d * layout->stride_a[d]]:
+     * materialises any strided view (transpose, slice, expand) of any dtype
+     * (1, 2, 4 or 8-byte elements; layout->stride_b is ignored).
+     */
+    tfc_status (*copy_strided)(int32_t device, int32_t dtype, const void *src, void *dst,
+                               const tfc_cuda_strided *layout);
 } tfc_cuda_api;
 
 typedef const tfc_cuda_api *(*tfc_cuda_module_get_fn)(uint32_t api_version);

@@ -72,7 +72,8 @@ static double ref_binary(int op, double a, double b) {
     case TFC_CUDA_MIN: return a < b ? a : b;
     case TFC_CUDA_POW: return pow(a, b);
     case TFC_CUDA_RSUB: return b - a;
-    default: return b / a;
+    case TFC_CUDA_RDIV: return b / a;
+    default: return a == b;
     }
 }
 
@@ -106,8 +107,43 @@ TEST(binary_ops_same_shape_scalar_and_broadcast) {
         free(g);
         CHECK_CU_ERR(A->binary(0, 42, dt, da, db, dout, n), TFC_ERR_INVALID_ARG, "op 42");
         CHECK_CU_ERR(A->binary(0, TFC_CUDA_ADD, dt, NULL, db, dout, n), TFC_ERR_INVALID_ARG, "a is NULL");
+        /* EQ where it matters: the row max broadcast against its row. */
+        tfc_cuda_strided E = {2, {3, 20}, {20, 1}, {1, 0}};
+        void *dmax = dev(3, dt);
+        CHECK_CU(A->reduce(0, TFC_CUDA_RMAX, dt, da, dmax, 3, 20, 1));
+        CHECK_CU(A->binary_strided(0, TFC_CUDA_EQ, dt, da, dmax, dout, &E));
+        g = down(dout, n, dt);
+        for (int r = 0; r < 3; r++) {
+            float m = -INFINITY;
+            for (int k = 0; k < 20; k++) m = fmaxf(m, a[r * 20 + k]);
+            for (int k = 0; k < 20; k++) want[r * 20 + k] = a[r * 20 + k] == m;
+        }
+        CHECK_ALL(g, want, n, 0.0, "EQ mask of the row max");
+        free(g), dfree(dmax);
         free(a), free(b), free(want), dfree(da), dfree(db), dfree(dout);
     }
+}
+
+TEST(copy_strided_transpose_and_expand) {
+    /* f32 [4,5] transposed to [5,4]. */
+    float *x = rand_host(20, -1, 1, TFC_DTYPE_F32, 11), want[20];
+    void *dx = up(x, 20, TFC_DTYPE_F32), *dy = dev(20, TFC_DTYPE_F32);
+    tfc_cuda_strided T = {2, {5, 4}, {1, 5}, {0, 0}};
+    CHECK_CU(A->copy_strided(0, TFC_DTYPE_F32, dx, dy, &T));
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 4; j++) want[i * 4 + j] = x[j * 5 + i];
+    float *g = down(dy, 20, TFC_DTYPE_F32);
+    CHECK_ALL(g, want, 20, 0.0, "transpose copy");
+    free(g), free(x), dfree(dx), dfree(dy);
+    /* i64 [3] expanded to [2,3] (stride 0), 8-byte elements moved intact. */
+    int64_t ids[3] = {-1, (int64_t)1 << 40, 7}, got[6];
+    void *di = dev(6, TFC_DTYPE_F32), *de = dev(12, TFC_DTYPE_F32); /* 3 and 6 int64 */
+    CHECK_CU(A->memcpy(0, di, ids, sizeof ids, 0));
+    tfc_cuda_strided X = {2, {2, 3}, {0, 1}, {0, 0}};
+    CHECK_CU(A->copy_strided(0, TFC_DTYPE_I64, di, de, &X));
+    CHECK_CU(A->memcpy(0, got, de, sizeof got, 1));
+    for (int i = 0; i < 6; i++) CHECK(got[i] == ids[i % 3]);
+    dfree(di), dfree(de);
 }
 
 static double ref_unary(int op, double x, double *grad) {

@@ -40,7 +40,7 @@ TEST(every_entry_is_filled) {
     if (!a) return;
     /* After the two uint32 fields the table is nothing but function pointers. */
     size_t first = offsetof(tfc_cuda_api, describe), n = (sizeof(tfc_cuda_api) - first) / sizeof(void (*)(void));
-    CHECK(n == 32); /* 8 memory entries + 24 kernels */
+    CHECK(n == 33); /* 8 memory entries + 25 kernels */
     for (size_t i = 0; i < n; i++) {
         void (*fp)(void);
         memcpy(&fp, (const char *)a + first + i * sizeof fp, sizeof fp);
@@ -80,6 +80,11 @@ TEST(arguments_are_checked_before_the_device) {
     CHECK(strstr(a->last_error(), "max_norm") != NULL);
     CHECK(a->random_normal(0, TFC_DTYPE_F32, &x, 1, 1, 0, 0.0, INFINITY) == TFC_ERR_INVALID_ARG);
     CHECK(strstr(a->last_error(), "must be finite") != NULL);
+    tfc_cuda_strided L = {9, {0}, {0}, {0}};
+    CHECK(a->copy_strided(0, TFC_DTYPE_F32, &x, &x, &L) == TFC_ERR_INVALID_ARG);
+    CHECK(strstr(a->last_error(), "ndim 9") != NULL);
+    L.ndim = 1, L.shape[0] = 1;
+    CHECK(a->copy_strided(0, 99, &x, &x, &L) == TFC_ERR_DTYPE);
     /* Empty work is a no-op that never needs a device. */
     CHECK(a->fill(0, TFC_DTYPE_F32, NULL, 0, 1.0) == TFC_OK);
     CHECK(a->binary(0, TFC_CUDA_ADD, TFC_DTYPE_F32, NULL, NULL, NULL, 0) == TFC_OK);
