@@ -384,6 +384,12 @@ TEST(cross_entropy_forward_backward_with_ignore_index) {
             g = down(d_dx, N * C, dt);
             CHECK_ALL(g, dx, N * C, dt == TFC_DTYPE_BF16 ? 1e-3 : 1e-6, "cross-entropy dlogits");
             free(g);
+            CHECK_CU(A->cross_entropy_backward(0, dt, d_dloss, d_x, tdt, d_t, -100, d_lse, d_dx, N, C,
+                                               TFC_GRAD_ACCUMULATE));
+            for (size_t i = 0; i < N * C; i++) dx[i] *= 2;
+            g = down(d_dx, N * C, dt);
+            CHECK_ALL(g, dx, N * C, dt == TFC_DTYPE_BF16 ? 2e-3 : 2e-6, "cross-entropy dlogits accumulated");
+            free(g);
             /* A target outside [0, C) is an error naming the row. */
             t64[5] = t32[5] = (int32_t)C;
             CHECK_CU(A->memcpy(0, d_t, it ? (void *)t64 : (void *)t32, N * (it ? 8 : 4), 0));
@@ -568,6 +574,13 @@ TEST(attention_forward_backward) {
             free(g);
             g = down(d_dv, BH * S * Dv, dt);
             CHECK_ALL(g, dv, BH * S * Dv, gtol, "attention dv");
+            free(g);
+            /* Accumulating (dk only asked for) doubles dk. */
+            CHECK_CU(A->attention_backward(0, dt, d_do, d_q, d_k, d_v, d_out, d_lse, NULL, d_dk, NULL, 1, BH, T, S, D,
+                                           Dv, (float)scale, causal, TFC_GRAD_ACCUMULATE));
+            for (size_t i = 0; i < BH * S * D; i++) dk[i] *= 2;
+            g = down(d_dk, BH * S * D, dt);
+            CHECK_ALL(g, dk, BH * S * D, 2 * gtol, "attention dk accumulated");
             free(g);
             free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
             dfree(d_q), dfree(d_k), dfree(d_v), dfree(d_out), dfree(d_do), dfree(d_dq), dfree(d_dk), dfree(d_dv);
