@@ -389,13 +389,15 @@ TEST(softmax_forward_and_backward_every_dim) {
             double *g = rd(dx);
             if (dim == 1 || dim == -1) {
                 int64_t small[3] = {2, 6, 3};
-                struct sm_ctx ks = {{2, 6, 3}, dim, is_log, x};
-                tfc_tensor *sx = mk(TFC_DTYPE_F64, small, 3, x), *sy = mk(TFC_DTYPE_F64, small, 3, NULL);
+                double xs[36]; /* milder logits: gradients well above the f64 roundoff of finite differences */
+                for (int i = 0; i < 36; i++) xs[i] = x[i] / 2;
+                struct sm_ctx ks = {{2, 6, 3}, dim, is_log, xs};
+                tfc_tensor *sx = mk(TFC_DTYPE_F64, small, 3, xs), *sy = mk(TFC_DTYPE_F64, small, 3, NULL);
                 tfc_tensor *sdy = mk(TFC_DTYPE_F64, small, 3, R), *sdx = mk(TFC_DTYPE_F64, small, 3, NULL);
                 CHECK_OK(tfc_softmax_forward(sx, dim, is_log, sy));
                 CHECK_OK(tfc_softmax_backward(sdy, sy, dim, is_log, sdx, 0));
                 double *sg = rd(sdx);
-                CHECK_GRAD(is_log ? "log_softmax dx" : "softmax dx", gradcheck(sm_eval, &ks, x, 36, sg, R, 36));
+                CHECK_GRAD(is_log ? "log_softmax dx" : "softmax dx", gradcheck(sm_eval, &ks, xs, 36, sg, R, 36));
                 free(sg);
                 rel(sx, sy, sdy, sdx, NULL, NULL);
             }
@@ -743,4 +745,293 @@ TEST(embedding_forward_backward_duplicates_deterministic) {
     free(table), free(R);
     rel(tt, out, bad, neg, ok, outw);
     rel(fids, NULL, NULL, NULL, NULL, NULL);
+}
+
+/* ---- attention ------------------------------------------------------------------------ */
+
+typedef struct att_cfg {
+    int64_t B, H, T, S, D, Dv;
+    int causal;
+} att_cfg;
+
+/* Naive attention with the whole score row: query i sees key j iff !causal or j <= i + S − T. */
+static void ref_attention(const att_cfg *c, double scale, const double *q, const double *k, const double *v,
+                          double *out, double *lse) {
+    double *s = malloc(sizeof(double) * (size_t)(c->S > 0 ? c->S : 1));
+    for (int64_t bh = 0; bh < c->B * c->H; bh++)
+        for (int64_t i = 0; i < c->T; i++) {
+            const double *qi = q + (bh * c->T + i) * c->D;
+            double *oi = out + (bh * c->T + i) * c->Dv;
+            int64_t nvis = 0;
+            double m = -INFINITY;
+            for (int64_t j = 0; j < c->S; j++) {
+                if (c->causal && j > i + c->S - c->T) break;
+                double d = 0;
+                for (int64_t e = 0; e < c->D; e++) d += qi[e] * k[(bh * c->S + j) * c->D + e];
+                s[j] = scale * d;
+                m = fmax(m, s[j]);
+                nvis++;
+            }
+            for (int64_t e = 0; e < c->Dv; e++) oi[e] = 0;
+            if (nvis == 0) {
+                lse[bh * c->T + i] = -INFINITY;
+                continue;
+            }
+            double z = 0;
+            for (int64_t j = 0; j < nvis; j++) z += exp(s[j] - m);
+            double l = m + log(z);
+            lse[bh * c->T + i] = l;
+            for (int64_t j = 0; j < nvis; j++)
+                for (int64_t e = 0; e < c->Dv; e++) oi[e] += exp(s[j] - l) * v[(bh * c->S + j) * c->Dv + e];
+        }
+    free(s);
+}
+
+typedef struct att_data {
+    att_cfg c;
+    double scale;
+    double *q, *k, *v, *R;
+    int64_t qd[4], kd[4], vd[4], od[4], nq, nk, nv, no;
+} att_data;
+
+static void att_make(att_data *a, att_cfg c, uint64_t s) {
+    a->c = c;
+    a->scale = 1 / sqrt((double)c.D);
+    int64_t qd[4] = {c.B, c.H, c.T, c.D}, kd[4] = {c.B, c.H, c.S, c.D}, vd[4] = {c.B, c.H, c.S, c.Dv},
+            od[4] = {c.B, c.H, c.T, c.Dv};
+    memcpy(a->qd, qd, sizeof qd), memcpy(a->kd, kd, sizeof kd), memcpy(a->vd, vd, sizeof vd);
+    memcpy(a->od, od, sizeof od);
+    a->nq = prod(qd, 4), a->nk = prod(kd, 4), a->nv = prod(vd, 4), a->no = prod(od, 4);
+    seed(s);
+    a->q = rand_vec(a->nq, -1.5, 1.5), a->k = rand_vec(a->nk, -1.5, 1.5), a->v = rand_vec(a->nv, -1, 1);
+    a->R = rand_vec(a->no, -1, 1);
+}
+static void att_free(att_data *a) { free(a->q), free(a->k), free(a->v), free(a->R); }
+
+static void att_eval(void *p, double *out) {
+    att_data *a = p;
+    tfc_tensor *q = mk(TFC_DTYPE_F64, a->qd, 4, a->q), *k = mk(TFC_DTYPE_F64, a->kd, 4, a->k);
+    tfc_tensor *v = mk(TFC_DTYPE_F64, a->vd, 4, a->v), *o = mk(TFC_DTYPE_F64, a->od, 4, NULL);
+    if (tfc_attention_forward(q, k, v, a->c.causal, a->scale, o, NULL) != TFC_OK) abort();
+    memcpy(out, tfc_tensor_data(o), sizeof(double) * a->no);
+    rel(q, k, v, o, NULL, NULL);
+}
+
+/* Forward (out, lse) and backward (dq, dk, dv with dout = R) of a, in dtype dt. */
+static void att_run(const att_data *a, tfc_dtype dt, double **out, double **lse, double **dq, double **dk,
+                    double **dv) {
+    tfc_tensor *q = mk(dt, a->qd, 4, a->q), *k = mk(dt, a->kd, 4, a->k), *v = mk(dt, a->vd, 4, a->v);
+    tfc_tensor *o = mk(dt, a->od, 4, NULL), *l = mk(dt, a->od, 3, NULL), *go = mk(dt, a->od, 4, a->R);
+    tfc_tensor *gq = mk(dt, a->qd, 4, NULL), *gk = mk(dt, a->kd, 4, NULL), *gv = mk(dt, a->vd, 4, NULL);
+    CHECK_OK(tfc_attention_forward(q, k, v, a->c.causal, a->scale, o, l));
+    CHECK_OK(tfc_attention_backward(go, q, k, v, o, l, a->c.causal, a->scale, gq, gk, gv, 0));
+    *out = rd(o), *lse = rd(l), *dq = rd(gq), *dk = rd(gk), *dv = rd(gv);
+    rel(q, k, v, o, l, go);
+    rel(gq, gk, gv, NULL, NULL, NULL);
+}
+
+static const att_cfg att_cfgs[] = {
+    {2, 3, 37, 37, 8, 8, 0},   {2, 3, 37, 37, 8, 8, 1},    /* square, both masks */
+    {1, 2, 5, 70, 16, 12, 1},  {1, 2, 1, 130, 16, 16, 1},  /* few queries, many keys (KV cache) */
+    {1, 2, 70, 20, 5, 3, 1},   {1, 1, 70, 20, 5, 3, 0},    /* more queries than keys; causal rows with no key */
+    {1, 2, 100, 130, 64, 64, 1}, {2, 1, 33, 65, 7, 9, 0},  /* several tiles each way, odd dims */
+};
+
+TEST(attention_forward_matches_reference_f64_and_f32) {
+    for (size_t ci = 0; ci < sizeof att_cfgs / sizeof att_cfgs[0]; ci++) {
+        att_data a;
+        att_make(&a, att_cfgs[ci], 100 + ci);
+        double *ro = malloc(sizeof(double) * a.no), *rl = malloc(sizeof(double) * a.no / a.c.Dv);
+        ref_attention(&a.c, a.scale, a.q, a.k, a.v, ro, rl);
+        double *o, *l, *dq, *dk, *dv;
+        att_run(&a, TFC_DTYPE_F64, &o, &l, &dq, &dk, &dv);
+        CHECK_ALLCLOSE(o, ro, a.no, 1e-14, 1e-12);
+        for (int64_t i = 0; i < a.no / a.c.Dv; i++)
+            CHECK(isinf(rl[i]) ? l[i] == rl[i] : fabs(l[i] - rl[i]) <= 1e-12 * (1 + fabs(rl[i])));
+        FOR_BOTH_F32_PATHS({
+            double *o32, *l32, *dq32, *dk32, *dv32;
+            att_run(&a, TFC_DTYPE_F32, &o32, &l32, &dq32, &dk32, &dv32);
+            CHECK_ALLCLOSE(o32, ro, a.no, 1e-5, 1e-4);
+            CHECK_ALLCLOSE(dq32, dq, a.nq, 1e-5, 1e-3);
+            CHECK_ALLCLOSE(dk32, dk, a.nk, 1e-5, 1e-3);
+            CHECK_ALLCLOSE(dv32, dv, a.nv, 1e-5, 1e-3);
+            for (int64_t i = 0; i < a.no / a.c.Dv; i++)
+                CHECK(isinf(rl[i]) ? l32[i] == rl[i] : fabs(l32[i] - rl[i]) <= 1e-5 * (1 + fabs(rl[i])));
+            free(o32), free(l32), free(dq32), free(dk32), free(dv32);
+        });
+        free(o), free(l), free(dq), free(dk), free(dv), free(ro), free(rl);
+        att_free(&a);
+    }
+}
+
+TEST(attention_backward_gradcheck) {
+    static const att_cfg cfgs[] = {
+        {1, 2, 40, 70, 3, 2, 1}, /* causal, T < S, several key tiles, two query tiles */
+        {1, 1, 9, 6, 3, 4, 1},   /* causal, T > S: rows 0..2 see nothing */
+        {2, 1, 7, 69, 2, 3, 0},  /* full attention over two key tiles */
+    };
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        att_data a;
+        att_make(&a, cfgs[ci], 200 + ci);
+        double *o, *l, *dq, *dk, *dv;
+        att_run(&a, TFC_DTYPE_F64, &o, &l, &dq, &dk, &dv);
+        CHECK_GRAD("attention dq", gradcheck(att_eval, &a, a.q, a.nq, dq, a.R, a.no));
+        CHECK_GRAD("attention dk", gradcheck(att_eval, &a, a.k, a.nk, dk, a.R, a.no));
+        CHECK_GRAD("attention dv", gradcheck(att_eval, &a, a.v, a.nv, dv, a.R, a.no));
+        free(o), free(l), free(dq), free(dk), free(dv);
+        att_free(&a);
+    }
+}
+
+TEST(attention_strided_inputs_read_in_place_or_compacted) {
+    att_cfg c = {2, 3, 11, 13, 8, 5, 1};
+    att_data a;
+    att_make(&a, c, 300);
+    double *o, *l, *dq, *dk, *dv;
+    att_run(&a, TFC_DTYPE_F64, &o, &l, &dq, &dk, &dv);
+    /* q and dout live as [B,T,H,D] (permuted view, unit last stride: read in place); k as
+     * [B,H,D,S] (last stride S: compacted); v as [B,S,H,Dv]. */
+    int64_t B = c.B, H = c.H, T = c.T, S = c.S, D = c.D, Dv = c.Dv;
+    double *qb = malloc(sizeof(double) * a.nq), *kb = malloc(sizeof(double) * a.nk);
+    double *vb = malloc(sizeof(double) * a.nv), *gb = malloc(sizeof(double) * a.no);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            for (int64_t t = 0; t < T; t++) {
+                for (int64_t e = 0; e < D; e++)
+                    qb[((b * T + t) * H + h) * D + e] = a.q[((b * H + h) * T + t) * D + e];
+                for (int64_t e = 0; e < Dv; e++)
+                    gb[((b * T + t) * H + h) * Dv + e] = a.R[((b * H + h) * T + t) * Dv + e];
+            }
+            for (int64_t s = 0; s < S; s++) {
+                for (int64_t e = 0; e < D; e++) kb[((b * H + h) * D + e) * S + s] = a.k[((b * H + h) * S + s) * D + e];
+                for (int64_t e = 0; e < Dv; e++)
+                    vb[((b * S + s) * H + h) * Dv + e] = a.v[((b * H + h) * S + s) * Dv + e];
+            }
+        }
+    int64_t qs[4] = {T * H * D, D, H * D, 1}, ks[4] = {H * D * S, D * S, 1, S}, vs[4] = {S * H * Dv, Dv, H * Dv, 1},
+            gs[4] = {T * H * Dv, Dv, H * Dv, 1};
+    tfc_tensor *q = NULL, *k = NULL, *v = NULL, *go = NULL;
+    CHECK_OK(tfc_tensor_wrap(qb, a.qd, qs, 4, TFC_DTYPE_F64, NULL, NULL, &q));
+    CHECK_OK(tfc_tensor_wrap(kb, a.kd, ks, 4, TFC_DTYPE_F64, NULL, NULL, &k));
+    CHECK_OK(tfc_tensor_wrap(vb, a.vd, vs, 4, TFC_DTYPE_F64, NULL, NULL, &v));
+    CHECK_OK(tfc_tensor_wrap(gb, a.od, gs, 4, TFC_DTYPE_F64, NULL, NULL, &go));
+    tfc_tensor *out = mk(TFC_DTYPE_F64, a.od, 4, NULL), *lse = mk(TFC_DTYPE_F64, a.od, 3, NULL);
+    tfc_tensor *gq = mk(TFC_DTYPE_F64, a.qd, 4, NULL), *gk = mk(TFC_DTYPE_F64, a.kd, 4, NULL);
+    tfc_tensor *gv = mk(TFC_DTYPE_F64, a.vd, 4, NULL);
+    CHECK_OK(tfc_attention_forward(q, k, v, 1, a.scale, out, lse));
+    CHECK_OK(tfc_attention_backward(go, q, k, v, out, lse, 1, a.scale, gq, gk, gv, 0));
+    double *o2 = rd(out), *dq2 = rd(gq), *dk2 = rd(gk), *dv2 = rd(gv);
+    CHECK(memcmp(o2, o, sizeof(double) * a.no) == 0);
+    CHECK(memcmp(dq2, dq, sizeof(double) * a.nq) == 0);
+    CHECK(memcmp(dk2, dk, sizeof(double) * a.nk) == 0);
+    CHECK(memcmp(dv2, dv, sizeof(double) * a.nv) == 0);
+
+    /* k and v expanded over heads (stride 0): every head attends to head 0's keys */
+    int64_t ke[4] = {H * S * D, 0, D, 1}, ve[4] = {H * S * Dv, 0, Dv, 1};
+    tfc_tensor *kx = NULL, *vx = NULL;
+    CHECK_OK(tfc_tensor_wrap(a.k, a.kd, ke, 4, TFC_DTYPE_F64, NULL, NULL, &kx));
+    CHECK_OK(tfc_tensor_wrap(a.v, a.vd, ve, 4, TFC_DTYPE_F64, NULL, NULL, &vx));
+    tfc_tensor *qc = mk(TFC_DTYPE_F64, a.qd, 4, a.q);
+    CHECK_OK(tfc_attention_forward(qc, kx, vx, 1, a.scale, out, lse));
+    double *ke_vals = malloc(sizeof(double) * a.nk), *ve_vals = malloc(sizeof(double) * a.nv);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            memcpy(ke_vals + (b * H + h) * S * D, a.k + b * H * S * D, sizeof(double) * S * D);
+            memcpy(ve_vals + (b * H + h) * S * Dv, a.v + b * H * S * Dv, sizeof(double) * S * Dv);
+        }
+    double *ro = malloc(sizeof(double) * a.no), *rl = malloc(sizeof(double) * a.no / Dv), *o3 = rd(out);
+    ref_attention(&c, a.scale, a.q, ke_vals, ve_vals, ro, rl);
+    CHECK_ALLCLOSE(o3, ro, a.no, 1e-14, 1e-12);
+    free(qb), free(kb), free(vb), free(gb), free(o2), free(dq2), free(dk2), free(dv2);
+    free(ke_vals), free(ve_vals), free(ro), free(rl), free(o3);
+    free(o), free(l), free(dq), free(dk), free(dv);
+    rel(q, k, v, go, out, lse);
+    rel(gq, gk, gv, kx, vx, qc);
+    att_free(&a);
+}
+
+TEST(attention_null_grads_accumulate_and_thread_independence) {
+    /* one head: with 2 threads the backward splits keys and queries over two passes */
+    att_cfg c = {1, 1, 100, 150, 16, 8, 1};
+    att_data a;
+    att_make(&a, c, 400);
+    tfc_tensor *q = mk(TFC_DTYPE_F32, a.qd, 4, a.q), *k = mk(TFC_DTYPE_F32, a.kd, 4, a.k);
+    tfc_tensor *v = mk(TFC_DTYPE_F32, a.vd, 4, a.v), *o = mk(TFC_DTYPE_F32, a.od, 4, NULL);
+    tfc_tensor *l = mk(TFC_DTYPE_F32, a.od, 3, NULL), *go = mk(TFC_DTYPE_F32, a.od, 4, a.R);
+    tfc_tensor *g[2][3];
+    int32_t nt = tfc_get_num_threads();
+    for (int run = 0; run < 2; run++) {
+        CHECK_OK(tfc_set_num_threads(run + 1));
+        g[run][0] = mk(TFC_DTYPE_F32, a.qd, 4, NULL);
+        g[run][1] = mk(TFC_DTYPE_F32, a.kd, 4, NULL);
+        g[run][2] = mk(TFC_DTYPE_F32, a.vd, 4, NULL);
+        CHECK_OK(tfc_attention_forward(q, k, v, 1, a.scale, o, l));
+        CHECK_OK(tfc_attention_backward(go, q, k, v, o, l, 1, a.scale, g[run][0], g[run][1], g[run][2], 0));
+    }
+    CHECK_OK(tfc_set_num_threads(nt));
+    CHECK(memcmp(tfc_tensor_data(g[0][0]), tfc_tensor_data(g[1][0]), sizeof(float) * a.nq) == 0);
+    CHECK(memcmp(tfc_tensor_data(g[0][1]), tfc_tensor_data(g[1][1]), sizeof(float) * a.nk) == 0);
+    CHECK(memcmp(tfc_tensor_data(g[0][2]), tfc_tensor_data(g[1][2]), sizeof(float) * a.nv) == 0);
+    /* only dv asked for: same dv; then accumulate onto it doubles it */
+    tfc_tensor *dv = mk(TFC_DTYPE_F32, a.vd, 4, NULL);
+    CHECK_OK(tfc_attention_backward(go, q, k, v, o, l, 1, a.scale, NULL, NULL, dv, 0));
+    CHECK(memcmp(tfc_tensor_data(dv), tfc_tensor_data(g[0][2]), sizeof(float) * a.nv) == 0);
+    CHECK_OK(tfc_attention_backward(go, q, k, v, o, l, 1, a.scale, NULL, NULL, dv, TFC_GRAD_ACCUMULATE));
+    double *d2 = rd(dv), *d1 = rd(g[0][2]);
+    for (int64_t i = 0; i < a.nv; i++) d1[i] *= 2;
+    CHECK_ALLCLOSE(d2, d1, a.nv, 1e-6, 1e-5);
+    /* dq alone, accumulated onto 1 */
+    tfc_tensor *dq = mk(TFC_DTYPE_F32, a.qd, 4, NULL);
+    CHECK_OK(tfc_tensor_fill(dq, 1));
+    CHECK_OK(tfc_attention_backward(go, q, k, v, o, l, 1, a.scale, dq, NULL, NULL, TFC_GRAD_ACCUMULATE));
+    double *q2 = rd(dq), *q1 = rd(g[0][0]);
+    for (int64_t i = 0; i < a.nq; i++) q1[i] += 1;
+    CHECK_ALLCLOSE(q2, q1, a.nq, 1e-6, 1e-5);
+    free(d1), free(d2), free(q1), free(q2);
+    rel(q, k, v, o, l, go);
+    rel(g[0][0], g[0][1], g[0][2], g[1][0], g[1][1], g[1][2]);
+    rel(dv, dq, NULL, NULL, NULL, NULL);
+    att_free(&a);
+}
+
+TEST(attention_bad_arguments) {
+    int64_t qd[4] = {2, 3, 4, 8}, kd[4] = {2, 3, 5, 8}, vd[4] = {2, 3, 5, 6}, od[4] = {2, 3, 4, 6};
+    tfc_tensor *q = mk(TFC_DTYPE_F32, qd, 4, NULL), *k = mk(TFC_DTYPE_F32, kd, 4, NULL);
+    tfc_tensor *v = mk(TFC_DTYPE_F32, vd, 4, NULL), *o = mk(TFC_DTYPE_F32, od, 4, NULL);
+    tfc_tensor *l = mk(TFC_DTYPE_F32, od, 3, NULL), *k64 = mk(TFC_DTYPE_F64, kd, 4, NULL);
+    tfc_tensor *kD = mk(TFC_DTYPE_F32, (int64_t[]){2, 3, 5, 7}, 4, NULL);
+    tfc_tensor *vS = mk(TFC_DTYPE_F32, (int64_t[]){2, 3, 6, 6}, 4, NULL);
+    tfc_tensor *kB = mk(TFC_DTYPE_F32, (int64_t[]){1, 3, 5, 8}, 4, NULL);
+    tfc_tensor *q3 = mk(TFC_DTYPE_F32, qd, 3, NULL), *ki = mk(TFC_DTYPE_I32, kd, 4, NULL);
+    tfc_tensor *lw = mk(TFC_DTYPE_F32, (int64_t[]){2, 3, 5}, 3, NULL), *dq = mk(TFC_DTYPE_F32, qd, 4, NULL);
+    const char *fn = "tfc_attention_forward";
+    (void)fn;
+    CHECK_OK(tfc_attention_forward(q, k, v, 1, 0.5, o, l));
+    CHECK_ERR(tfc_attention_forward(q, kD, v, 1, 0.5, o, l), TFC_ERR_SHAPE,
+              "tfc_attention_forward: q is [2,3,4,8], k is [2,3,5,7]; head dims D (dim 3) must agree");
+    CHECK_ERR(tfc_attention_forward(q, k, vS, 1, 0.5, o, l), TFC_ERR_SHAPE,
+              "k is [2,3,5,8], v is [2,3,6,6]; key counts S (dim 2) must agree");
+    CHECK_ERR(tfc_attention_forward(q, kB, v, 1, 0.5, o, l), TFC_ERR_SHAPE, "batch and head dims");
+    CHECK_ERR(tfc_attention_forward(q3, k, v, 1, 0.5, o, l), TFC_ERR_SHAPE, "q is [2,3,4], k is [2,3,5,8]");
+    CHECK_ERR(tfc_attention_forward(q, k64, v, 1, 0.5, o, l), TFC_ERR_DTYPE,
+              "k is f64 [2,3,5,8], must be f32 like q [2,3,4,8]");
+    CHECK_ERR(tfc_attention_forward(q, ki, v, 1, 0.5, o, l), TFC_ERR_DTYPE, "k is i32");
+    CHECK_ERR(tfc_attention_forward(q, k, v, 1, NAN, o, l), TFC_ERR_INVALID_ARG, "scale is nan");
+    CHECK_ERR(tfc_attention_forward(q, k, v, 1, 0.5, q, l), TFC_ERR_SHAPE,
+              "output out is [2,3,4,8], must be [2,3,4,6] (q is [2,3,4,8])");
+    CHECK_ERR(tfc_attention_forward(q, k, v, 1, 0.5, o, lw), TFC_ERR_SHAPE, "output lse is [2,3,5], must be [2,3,4]");
+    CHECK_ERR(tfc_attention_forward(q, k, v, 1, 0.5, NULL, l), TFC_ERR_INVALID_ARG, "out is NULL");
+    CHECK_ERR(tfc_attention_forward(NULL, k, v, 1, 0.5, o, l), TFC_ERR_INVALID_ARG, "q is NULL");
+    CHECK_ERR(tfc_attention_backward(o, q, k, v, o, NULL, 1, 0.5, dq, NULL, NULL, 0), TFC_ERR_INVALID_ARG,
+              "tfc_attention_backward: lse is NULL");
+    CHECK_ERR(tfc_attention_backward(o, q, k, v, o, l, 1, 0.5, k, NULL, NULL, 0), TFC_ERR_SHAPE,
+              "output dq is [2,3,5,8], must be [2,3,4,8]");
+    CHECK_ERR(tfc_attention_backward(q, q, k, v, o, l, 1, 0.5, dq, NULL, NULL, 0), TFC_ERR_SHAPE,
+              "dout is [2,3,4,8], must be [2,3,4,6]");
+    CHECK_ERR(tfc_attention_backward(o, q, k, v, o, l, 1, 0.5, NULL, NULL, v, 0), TFC_ERR_INVALID_ARG,
+              "output dv [2,3,5,6] overlaps v [2,3,5,6]");
+    CHECK_ERR(tfc_attention_backward(o, q, k, v, o, l, 1, 0.5, dq, NULL, NULL, 3), TFC_ERR_INVALID_ARG, "flags");
+    rel(q, k, v, o, l, k64);
+    rel(kD, vS, kB, q3, ki, lw);
+    rel(dq, NULL, NULL, NULL, NULL, NULL);
 }
