@@ -75,9 +75,18 @@ static void FN(att_dots)(int64_t n, T scale, const T *a, const T *rows, int64_t 
     for (j = 0; j < m; j++) out[j] *= scale;
 }
 
-/* y += Σ_{j<m} w[j] · rows[j], rows `stride` apart (w[j] may be 0). */
+/* y += Σ_{j<m} w[j] · rows[j], rows `stride` apart (w[j] may be 0); 8 rows per pass over y. */
 static void FN(att_axpys)(int64_t n, const T *w, const T *rows, int64_t stride, int64_t m, T *restrict y) {
     int64_t j = 0;
+    for (; j + 8 <= m; j += 8) {
+        const T *r0 = rows + j * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
+        const T *r4 = r3 + stride, *r5 = r4 + stride, *r6 = r5 + stride, *r7 = r6 + stride;
+        T w0 = w[j], w1 = w[j + 1], w2 = w[j + 2], w3 = w[j + 3];
+        T w4 = w[j + 4], w5 = w[j + 5], w6 = w[j + 6], w7 = w[j + 7];
+        for (int64_t e = 0; e < n; e++)
+            y[e] += (w0 * r0[e] + w1 * r1[e] + w2 * r2[e] + w3 * r3[e]) +
+                    (w4 * r4[e] + w5 * r5[e] + w6 * r6[e] + w7 * r7[e]);
+    }
     for (; j + 4 <= m; j += 4) {
         const T *r0 = rows + j * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
         T w0 = w[j], w1 = w[j + 1], w2 = w[j + 2], w3 = w[j + 3];
@@ -118,9 +127,11 @@ static void FN(att_forward_block)(const tfc_attn_problem *p, int64_t b, int64_t 
             const int64_t nk = vis - j0 < ATT_BK ? vis - j0 : ATT_BK;
             FN(att_dots)(D, scale, qi, k + j0 * p->k.sr, p->k.sr, nk, s);
             T mt = m;
+            SIMD_MAX(mt)
             for (int64_t j = 0; j < nk; j++) mt = s[j] > mt ? s[j] : mt;
             const T corr = EXP(m - mt); /* 0 on the first tile (m = −∞) */
-            ACC ls = 0;
+            T ls = 0;
+            SIMD_SUM(ls)
             for (int64_t j = 0; j < nk; j++) {
                 s[j] = EXP(s[j] - mt);
                 ls += s[j];
