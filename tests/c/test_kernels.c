@@ -649,6 +649,43 @@ TEST(cross_entropy_forward_backward_with_ignore_index) {
     rel(dl2, tall, NULL, NULL, NULL, NULL);
 }
 
+TEST(cross_entropy_long_rows_chunked_lse) {
+    /* rows longer than one chunk of the one-pass log-sum-exp: the max in a
+     * later chunk, a chunk of −∞, a huge range */
+    enum { N = 4, C = 5000 };
+    int64_t dims[2] = {N, C}, n = N;
+    seed(9);
+    double *x = rand_vec(N * C, -3, 3), td[N] = {0, 4999, 100, 17};
+    int64_t ti[N] = {0, 4999, 100, 17};
+    x[1 * C + 4500] = 40;                                          /* row 1: max in the last chunk */
+    for (int j = 2048; j < 4096; j++) x[2 * C + j] = -INFINITY;    /* row 2: a whole chunk masked */
+    x[3 * C + 10] = -80, x[3 * C + 3000] = 60;                     /* row 3: wide range */
+    double rlse[N], rloss = ref_cross_entropy(x, ti, N, C, -100, rlse);
+    for (int t = 0; t < 2; t++) {
+        tfc_dtype dt = t ? TFC_DTYPE_F32 : TFC_DTYPE_F64;
+        double tol = t ? 2e-6 : 1e-14;
+        FOR_BOTH_F32_PATHS({
+            tfc_tensor *tx = mk(dt, dims, 2, x), *tt = mk(TFC_DTYPE_I64, &n, 1, td);
+            tfc_tensor *loss = mk(dt, NULL, 0, NULL), *lse = mk(dt, &n, 1, NULL);
+            CHECK_OK(tfc_cross_entropy_forward(tx, tt, -100, loss, lse));
+            double *gl = rd(loss), *gs = rd(lse);
+            CHECK_ALLCLOSE(gl, &rloss, 1, tol, tol);
+            CHECK_ALLCLOSE(gs, rlse, N, tol, tol);
+            free(gl), free(gs);
+            /* backward recomputing lse (chunked) matches the one given lse */
+            tfc_tensor *dl = mk(dt, NULL, 0, (double[]){1}), *d1 = mk(dt, dims, 2, NULL), *d2 = mk(dt, dims, 2, NULL);
+            CHECK_OK(tfc_cross_entropy_backward(dl, tx, tt, lse, -100, d1, 0));
+            CHECK_OK(tfc_cross_entropy_backward(dl, tx, tt, NULL, -100, d2, 0));
+            double *g1 = rd(d1), *g2 = rd(d2);
+            CHECK_ALLCLOSE(g2, g1, N * C, 1e-12, t ? 1e-5 : 1e-12);
+            free(g1), free(g2);
+            rel(tx, tt, loss, lse, dl, d1);
+            rel(d2, NULL, NULL, NULL, NULL, NULL);
+        });
+    }
+    free(x);
+}
+
 TEST(cross_entropy_bad_arguments) {
     int64_t d2[2] = {4, 3}, n4[1] = {4}, n5[1] = {5}, d1[1] = {1};
     tfc_tensor *x = mk(TFC_DTYPE_F32, d2, 2, NULL), *t = mk(TFC_DTYPE_I64, n4, 1, (double[]){0, 2, -100, 1});
