@@ -1072,3 +1072,49 @@ TEST(attention_bad_arguments) {
     rel(kD, vS, kB, q3, ki, lw);
     rel(dq, NULL, NULL, NULL, NULL, NULL);
 }
+
+/* ---- empty tensors ------------------------------------------------------------------ */
+
+static tfc_tensor *mk_empty(tfc_dtype dt, const int64_t *dims, int nd) {
+    tfc_tensor *t = NULL; /* tfc_tensor_empty: tfc_tensor_zeros cannot fill a 0-element tensor yet */
+    if (tfc_tensor_empty(dims, nd, dt, &t) != TFC_OK) return NULL;
+    return t;
+}
+
+TEST(empty_tensors_are_no_ops) {
+    int64_t d08[2] = {0, 8}, d8[1] = {8}, d0[1] = {0};
+    tfc_tensor *x = mk_empty(TFC_DTYPE_F32, d08, 2), *y = mk_empty(TFC_DTYPE_F32, d08, 2);
+    tfc_tensor *m = mk_empty(TFC_DTYPE_F32, d0, 1), *r = mk_empty(TFC_DTYPE_F32, d0, 1);
+    tfc_tensor *dw = mk(TFC_DTYPE_F32, d8, 1, NULL), *w = mk(TFC_DTYPE_F32, d8, 1, NULL);
+    CHECK_OK(tfc_layernorm_forward(x, w, NULL, 1e-5, y, m, r));
+    CHECK_OK(tfc_tensor_fill(dw, 3));
+    CHECK_OK(tfc_layernorm_backward(y, x, w, m, r, NULL, dw, NULL, 0));
+    CHECK(((float *)tfc_tensor_data(dw))[7] == 0); /* a sum over no rows */
+    CHECK_OK(tfc_softmax_forward(x, 0, 0, y));
+    CHECK_OK(tfc_gelu_forward(x, 1, y));
+    /* cross-entropy over 0 rows: NaN, like a mean over nothing */
+    tfc_tensor *t = mk_empty(TFC_DTYPE_I64, d0, 1), *loss = mk(TFC_DTYPE_F32, NULL, 0, NULL);
+    CHECK_OK(tfc_cross_entropy_forward(x, t, -100, loss, m));
+    CHECK(isnan(*(float *)tfc_tensor_data(loss)));
+    CHECK_OK(tfc_cross_entropy_backward(loss, x, t, NULL, -100, y, 0));
+    /* embedding of no ids */
+    tfc_tensor *table = mk(TFC_DTYPE_F32, (int64_t[]){3, 8}, 2, NULL), *dtab = mk(TFC_DTYPE_F32, (int64_t[]){3, 8}, 2, NULL);
+    CHECK_OK(tfc_embedding_forward(table, t, y));
+    CHECK_OK(tfc_tensor_fill(dtab, 5));
+    CHECK_OK(tfc_embedding_backward(y, t, dtab, 0));
+    CHECK(((float *)tfc_tensor_data(dtab))[23] == 0);
+    /* attention with no keys: out 0, lse −∞; with no queries: nothing */
+    int64_t qd[4] = {1, 2, 3, 4}, kd[4] = {1, 2, 0, 4}, od[4] = {1, 2, 3, 4};
+    tfc_tensor *q = mk(TFC_DTYPE_F32, qd, 4, NULL), *k = mk_empty(TFC_DTYPE_F32, kd, 4);
+    tfc_tensor *v = mk_empty(TFC_DTYPE_F32, kd, 4), *o = mk(TFC_DTYPE_F32, od, 4, NULL), *l = mk(TFC_DTYPE_F32, od, 3, NULL);
+    CHECK_OK(tfc_tensor_fill(o, 9));
+    CHECK_OK(tfc_attention_forward(q, k, v, 0, 0.5, o, l));
+    CHECK(((float *)tfc_tensor_data(o))[5] == 0 && isinf(((float *)tfc_tensor_data(l))[2]));
+    tfc_tensor *dq = mk(TFC_DTYPE_F32, qd, 4, NULL);
+    CHECK_OK(tfc_tensor_fill(dq, 9));
+    CHECK_OK(tfc_attention_backward(o, q, k, v, o, l, 1, 0.5, dq, NULL, NULL, 0));
+    CHECK(((float *)tfc_tensor_data(dq))[7] == 0);
+    rel(x, y, m, r, dw, w);
+    rel(t, loss, table, dtab, q, k);
+    rel(v, o, l, dq, NULL, NULL);
+}
