@@ -21,8 +21,9 @@
  * and dq over query blocks in a second pass (P recomputed) — the same tile
  * arithmetic in the same order, so the result does not change.
  *
- * Inner loops work on 4 keys (or 4 query rows) at a time so one load of a
- * q/dout row feeds 4 FMAs, and vectorise along D.
+ * Dot products take 4 keys at a time (one load of the q/dout row feeds 4
+ * FMAs) and the row updates 8 rows at a time (one load/store of the
+ * updated row per 8 FMAs); all vectorise along D.
  */
 #ifndef TFC_T
 
