@@ -8,6 +8,7 @@
 #include "tfc_test.h"
 
 #include "cpu/kernels.h"
+#include "tensor/tensor_impl.h"
 
 TFC_TEST_MAIN
 
@@ -1117,4 +1118,20 @@ TEST(empty_tensors_are_no_ops) {
     rel(x, y, m, r, dw, w);
     rel(t, loss, table, dtab, q, k);
     rel(v, o, l, dq, NULL, NULL);
+}
+
+/* ---- device --------------------------------------------------------------------------- */
+
+TEST(cuda_tensors_are_rejected_for_now) {
+    /* No CUDA here: mark a CPU tensor's storage as CUDA for the check, then restore it. */
+    int64_t d[2] = {2, 3};
+    tfc_tensor *x = mk(TFC_DTYPE_F32, d, 2, NULL), *y = mk(TFC_DTYPE_F32, d, 2, NULL);
+    x->storage->device = TFC_DEVICE_CUDA;
+    CHECK_ERR(tfc_gelu_forward(x, 0, y), TFC_ERR_DEVICE, "tfc_gelu_forward: x lives on cuda:0");
+    CHECK_ERR(tfc_softmax_forward(x, -1, 0, y), TFC_ERR_DEVICE, "tfc_softmax_forward: x lives on cuda");
+    x->storage->device = TFC_DEVICE_CPU;
+    y->storage->device = TFC_DEVICE_CUDA;
+    CHECK_ERR(tfc_layernorm_forward(x, NULL, NULL, 1e-5, y, NULL, NULL), TFC_ERR_DEVICE, "y lives on cuda");
+    y->storage->device = TFC_DEVICE_CPU;
+    rel(x, y, NULL, NULL, NULL, NULL);
 }
