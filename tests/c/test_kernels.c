@@ -8,6 +8,7 @@
 #include "tfc_test.h"
 
 #include "cpu/kernels.h"
+#include "cpu/vmath.h"
 #include "tensor/tensor_impl.h"
 
 TFC_TEST_MAIN
@@ -1134,4 +1135,27 @@ TEST(cuda_tensors_are_rejected_for_now) {
     CHECK_ERR(tfc_layernorm_forward(x, NULL, NULL, 1e-5, y, NULL, NULL), TFC_ERR_DEVICE, "y lives on cuda");
     y->storage->device = TFC_DEVICE_CPU;
     rel(x, y, NULL, NULL, NULL, NULL);
+}
+
+/* ---- the f32 polynomial exp and erfc ----------------------------------------------------- */
+
+TEST(vmath_exp_and_erfc_accuracy_and_specials) {
+    double worst_exp = 0, worst_erfc = 0, worst_tail = 0;
+    for (int i = 0; i <= 200000; i++) {
+        float x = -87.0f + 175.0f * (float)i / 200000.0f;
+        double e = fabs(tfc_vexpf(x) - exp((double)x)) / exp((double)x);
+        worst_exp = e > worst_exp ? e : worst_exp;
+        float z = -6.0f + 15.0f * (float)i / 200000.0f; /* erfc(9) ~ 4e-37: still a normal float */
+        double r = erfc((double)z), g = fabs(tfc_verfcf(z) - r) / r;
+        if (z < 6) worst_erfc = g > worst_erfc ? g : worst_erfc;
+        else worst_tail = g > worst_tail ? g : worst_tail;
+    }
+    CHECK(worst_exp < 2e-7);   /* ~1-2 ulp */
+    CHECK(worst_erfc < 5e-6);  /* |z| < 6 */
+    CHECK(worst_tail < 1.5e-5); /* z up to 9: f32 rounding of z² (~80) inside the exp */
+    CHECK(tfc_vexpf(0.0f) == 1.0f);
+    CHECK(tfc_vexpf(-INFINITY) == 0.0f && tfc_vexpf(-100.0f) == 0.0f && tfc_vexpf(-88.5f) == 0.0f);
+    CHECK(isfinite(tfc_vexpf(INFINITY)) && tfc_vexpf(INFINITY) > 1e38f);
+    CHECK(isnan(tfc_vexpf(NAN)) && isnan(tfc_verfcf(NAN)));
+    CHECK(tfc_verfcf(-INFINITY) == 2.0f && tfc_verfcf(INFINITY) == 0.0f);
 }
