@@ -33,9 +33,8 @@
  *  - f32 kernels use AVX2/FMA when the CPU has them (chosen at run time,
  *    with a portable fallback) and vectorised polynomial exp (~1 ulp; 0
  *    below about −87.5 instead of a subnormal) and erfc (< 5e-6 relative
- *    for |x| < 6, < 1.5e-5 beyond);
- *    f64 kernels use libm. The AVX2 and portable f32 paths may differ in
- *    the last bits (different summation widths and FMA).
+ *    for |x| < 6, < 1.5e-5 up to 9); f64 kernels use libm. The AVX2 and
+ *    portable f32 paths may differ in the last bits (summation widths, FMA).
  */
 #ifndef TFCORE_KERNELS_H
 #define TFCORE_KERNELS_H
