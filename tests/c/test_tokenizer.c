@@ -318,6 +318,13 @@ TEST(round_trips_on_arbitrary_bytes) {
         check_round_trip(t, s, big);
         for (size_t i = 0; i < big; i++) s[i] = " \t"[rnd() % 2];
         check_round_trip(t, s, big);
+        /* long non-ASCII runs go through PCRE2 (ideographic space, NBSP, é, Arabic-Indic digit) */
+        static const char *units[] = {"\xe3\x80\x80", "\xc2\xa0", "\xc3\xa9", "\xd9\xa3", " \xc2\x85"};
+        for (int u = 0; u < 5; u++) {
+            size_t ul = strlen(units[u]), m = big / ul * ul;
+            for (size_t i = 0; i < m; i += ul) memcpy(s + i, units[u], ul);
+            check_round_trip(t, s, m);
+        }
         free(s);
         tfc_tokenizer_release(t);
     }
