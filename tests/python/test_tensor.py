@@ -259,3 +259,16 @@ def test_version_and_build_info():
     assert tfcore.version() == tfcore.__version__ and tfcore.version().count(".") == 2
     assert isinstance(tfcore.build_info(), str) and tfcore.build_info()
     assert tfcore.get_num_threads() >= 1
+
+
+def test_cuda_round_trip_or_clear_error():
+    x = tfcore.arange(6, dtype="float32").reshape(2, 3)
+    if not tfcore.cuda_is_available():
+        with pytest.raises(tfcore.Error):
+            x.cuda()
+        return
+    y = x.cuda()
+    assert y.device == "cuda:0" and y.__dlpack_device__() == (2, 0)
+    with pytest.raises(TypeError, match="cpu"):
+        y.numpy()
+    assert y.cpu().tolist() == x.tolist()

@@ -53,4 +53,4 @@ def get_num_threads():
 
 
 def cuda_is_available():
-    return bool(lib.tfc_cuda_available())
+    return lib.tfc_cuda_available() != 0  # (the name bool is tfcore.bool here)
