@@ -1,7 +1,7 @@
 /*
  * Elementwise maps out = f(a, b, c; p) over strided views of one shape
- * (broadcast inputs carry stride 0). One kernel body per op, instantiated
- * for float and double; the op switch sits outside the element loop.
+ * (broadcast inputs carry stride 0). Each op is one formula in the table
+ * below, compiled for every element type by elementwise.c.
  */
 #ifndef TFC_CPU_ELEMENTWISE_H
 #define TFC_CPU_ELEMENTWISE_H
@@ -24,8 +24,6 @@
     X(TANH, TANH(a))                                                                \
     X(SIGMOID, (T)1 / ((T)1 + EXP(-a)))                                             \
     X(RELU, a > 0 ? a : (T)0)                                                       \
-    X(GELU_TANH, (T)0.5 * a * ((T)1 + TANH(GELU_K * (a + (T)0.044715 * a * a * a)))) \
-    X(GELU_ERF, (T)0.5 * a * ((T)1 + ERF(a * (T)0.70710678118654752440)))           \
     X(ADD_S, a + (T)p)                                                              \
     X(MUL_S, a * (T)p)                                                              \
     X(RSUB_S, (T)p - a)                                                             \
@@ -39,12 +37,10 @@
     X(TANH_BWD, a * ((T)1 - c * c))                                                 \
     X(SIGMOID_BWD, a * c * ((T)1 - c))                                              \
     X(RELU_BWD, b > 0 ? a : (T)0)                                                   \
-    X(GELU_TANH_BWD, a * gelu_tanh_grad(b))                                         \
-    X(GELU_ERF_BWD, a * gelu_erf_grad(b))                                           \
     X(POW_S_BWD, a * (T)p * POW(b, (T)p - (T)1))                                    \
     X(DIV_BWD_B, -a * c / b) /* d(x/b)/db with b = divisor, c = x/b */               \
     X(RDIV_S_BWD, -a * c / b) /* d(p/x)/dx = -p/x² = -(p/x)/x */                    \
-    X(MASK_SELECT, c != 0 ? a : b) /* where(c, a, b) */
+    X(MASK_SELECT, a) /* where(c, a, b): c is a bool/u8 mask, handled apart */
 
 typedef enum tfc_map_op {
 #define TFC_MAP_ENUM(name, expr) TFC_MAP_##name,
