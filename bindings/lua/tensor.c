@@ -603,7 +603,6 @@ static int l_argmax(lua_State *L) {
     return 1;
 }
 
-#if LTFC_HAVE_NN_OPS
 static int softmax_like(lua_State *L, tfc_status (*f)(tfc_graph *, const tfc_tensor *, int32_t, tfc_tensor **)) {
     tfc_tensor *x = ltfc_check_tensor(L, 1);
     int32_t dim = (int32_t)luaL_optinteger(L, 2, -1);
@@ -613,8 +612,6 @@ static int softmax_like(lua_State *L, tfc_status (*f)(tfc_graph *, const tfc_ten
 }
 static int l_softmax(lua_State *L) { return softmax_like(L, tfc_softmax); }
 static int l_log_softmax(lua_State *L) { return softmax_like(L, tfc_log_softmax); }
-
-#endif
 
 /* x:gelu(approximate = "tanh" | "erf"; default "erf" like torch) */
 static int l_gelu(lua_State *L) {
@@ -626,7 +623,6 @@ static int l_gelu(lua_State *L) {
     return 1;
 }
 
-#if LTFC_HAVE_NN_OPS
 /* tfcore.layernorm(x, weight = nil, bias = nil, eps = 1e-5) */
 static int l_layernorm(lua_State *L) {
     tfc_tensor *x = ltfc_check_tensor(L, 1);
@@ -659,8 +655,6 @@ static int l_attention(lua_State *L) {
     ltfc_check(L, tfc_attention(ltfc_graph(L), q, k, v, causal, scale, slot));
     return 1;
 }
-
-#endif
 
 /* x:dropout(p, opts): mask from this state's RNG stream (or opts.seed/offset) */
 static int l_dropout(lua_State *L) {
@@ -825,19 +819,11 @@ static const luaL_Reg tensor_methods[] = {
     {"matmul", l_matmul},
     {"var", l_var},
     {"argmax", l_argmax},
-#if LTFC_HAVE_NN_OPS
     {"softmax", l_softmax},
-#endif
-#if LTFC_HAVE_NN_OPS
     {"log_softmax", l_log_softmax},
-#endif
     {"gelu", l_gelu},
-#if LTFC_HAVE_NN_OPS
     {"layernorm", l_layernorm},
-#endif
-#if LTFC_HAVE_NN_OPS
     {"cross_entropy", l_cross_entropy},
-#endif
     {"dropout", l_dropout},
     {"masked_fill", l_masked_fill},
     {"view", l_view},
@@ -860,12 +846,8 @@ static const luaL_Reg tensor_methods[] = {
 static const luaL_Reg module_fns[] = {
     {"tensor", l_tensor},     {"zeros", l_zeros},         {"ones", l_ones},
     {"empty", l_empty},       {"full", l_full},           {"arange", l_arange},
-    {"randn", l_randn},       {"rand", l_rand},           
-#if LTFC_HAVE_NN_OPS
-{"embedding", l_embedding},{"attention", l_attention},
-#endif
-
-    {"where", l_where},       {"concat", l_concat},
+    {"randn", l_randn},       {"rand", l_rand},           {"embedding", l_embedding},
+    {"attention", l_attention}, {"where", l_where},       {"concat", l_concat},
     {NULL, NULL},
 };
 

@@ -12,8 +12,8 @@ translated to Rust:
   typedef R (*f)(args);              pub type f = Option<unsafe extern "C" fn(args) -> R>;
   R name(args);                      extern "C" { pub fn name(args) -> R; }
 
-Integer object-like macros named TFC_* (TFC_MAX_DIMS, TFC_GRAD_ACCUMULATE,
-...) are read from the header text and become consts, since they are part
+Integer object-like macros named TFC_* or DLPACK_* (TFC_MAX_DIMS,
+TFC_GRAD_ACCUMULATE, ...) are read from the header text and become consts, since they are part
 of the API a caller needs.
 
   gen_sys.py                 write src/bindings.rs
@@ -58,7 +58,12 @@ class GenError(Exception):
     pass
 
 
+KNOWN_TYPES = set()  # typedef and struct names declared so far
+
+
 def ident(name):
+    if name in ("self", "Self", "super", "crate"):  # keywords that cannot be raw identifiers
+        return name + "_"
     return "r#" + name if name in RUST_KEYWORDS else name
 
 
@@ -79,10 +84,10 @@ def preprocess(cc, include):
 
 
 def macros(include):
-    """Integer object-like TFC_* macros, in header order: (name, rust type, value)."""
+    """Integer object-like TFC_* / DLPACK_* macros, in header order: (name, rust type, value)."""
     out = []
     order = header_order(include)
-    pat = re.compile(r"^\s*#\s*define\s+(TFC_[A-Z0-9_]+)\s+\(?(-?(?:0[xX][0-9a-fA-F]+|\d+))([uU]?)[lL]*\)?\s*(?:/\*.*\*/)?\s*$")
+    pat = re.compile(r"^\s*#\s*define\s+((?:TFC|DLPACK)_[A-Z0-9_]+)\s+\(?(-?(?:0[xX][0-9a-fA-F]+|\d+))([uU]?)[lL]*\)?\s*(?:/\*.*\*/)?\s*$")
     for name in order:
         with open(os.path.join(include, "tfcore", name)) as f:
             for line in f:
@@ -154,7 +159,7 @@ def base_type(tokens):
     key = " ".join(words)
     if key in PRIMITIVES:
         return PRIMITIVES[key], const
-    if len(words) == 1 and re.match(r"^tfc_\w+$", words[0]):
+    if len(words) == 1 and words[0] in KNOWN_TYPES:
         return words[0], const
     raise GenError("no Rust mapping for C type '%s'" % key)
 
@@ -256,6 +261,7 @@ def translate(decls):
         if d[0] == "typedef" and d[1] == "enum":
             o, c = d.index("{"), len(d) - 1 - d[::-1].index("}")
             name = d[c + 1]
+            KNOWN_TYPES.add(name)
             lines = ["pub type %s = i32;" % name]
             value = -1
             for part in split_commas(d[o + 1:c]):
@@ -269,11 +275,15 @@ def translate(decls):
         elif d[0] == "typedef" and d[1] == "struct" and "{" not in d:
             if len(d) != 4 or d[2] != d[3]:
                 raise GenError("unsupported struct typedef: " + " ".join(d))
+            KNOWN_TYPES.add(d[2])
             items.append("#[repr(C)]\npub struct %s {\n    _private: [u8; 0],\n"
                          "    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,\n}" % d[2])
         elif d[0] == "typedef" and d[1] == "struct":
             o, c = d.index("{"), len(d) - 1 - d[::-1].index("}")
             name = d[c + 1]
+            if d[2] != "{" and d[2] != name:
+                raise GenError("struct tag %s differs from its typedef name %s" % (d[2], name))
+            KNOWN_TYPES.add(name)
             fields = []
             for f in split_decls(d[o + 1:c] + [";"]):
                 fname, t = declarator(f)
@@ -284,6 +294,7 @@ def translate(decls):
             items.append("#[repr(C)]\n#[derive(Debug, Copy, Clone)]\npub struct %s {\n%s\n}" % (name, "\n".join(fields)))
         elif d[0] == "typedef":
             name, t = declarator(d[1:])
+            KNOWN_TYPES.add(name)
             if isinstance(t, tuple):
                 raise GenError("array typedefs are not supported: " + " ".join(d))
             items.append("pub type %s = %s;" % (name, t))

@@ -98,4 +98,71 @@ for r = 1, 4 do
 end
 C.ok(worst < 1e-6, string.format("tanh MLP grads vs finite differences: worst rel err %.2e", worst))
 
+-- attention: causal softmax(q kᵀ · scale) v against loops, and dq against
+-- central differences
+local B, H, T, D = 1, 2, 3, 4
+local q = tf.randn({ B, H, T, D }, { dtype = "f64", requires_grad = true })
+local k = tf.randn({ B, H, T, D }, { dtype = "f64" })
+local v = tf.randn({ B, H, T, D }, { dtype = "f64" })
+local out = tf.attention(q, k, v, true)
+local qt, kt, vt, ot = q:totable(), k:totable(), v:totable(), out:totable()
+local scale, max_err = 1 / math.sqrt(D), 0
+for h = 1, H do
+  for i = 1, T do
+    local w, zsum = {}, 0
+    for j = 1, i do -- causal: key j visible for query i when j <= i
+      local dot = 0
+      for d = 1, D do dot = dot + qt[1][h][i][d] * kt[1][h][j][d] end
+      w[j] = math.exp(dot * scale)
+      zsum = zsum + w[j]
+    end
+    for d = 1, D do
+      local acc = 0
+      for j = 1, i do acc = acc + w[j] / zsum * vt[1][h][j][d] end
+      max_err = math.max(max_err, math.abs(acc - ot[1][h][i][d]))
+    end
+  end
+end
+C.ok(max_err < 1e-12, string.format("causal attention vs loops: max err %.2e", max_err))
+local att_w = tf.randn({ B, H, T, D }, { dtype = "f64" })
+local function att_loss() return (tf.attention(q, k, v, true) * att_w):sum() end
+att_loss():backward()
+local dq = q:grad():flatten():totable()
+local qflat = q:detach():flatten()
+local qbase = qflat:totable()
+worst = 0
+for idx = 1, #qbase do
+  local function at(delta)
+    local p = { table.unpack(qbase) }
+    p[idx] = p[idx] + delta
+    qflat:copy_(tf.tensor(p, { dtype = "f64" }))
+    return tf.no_grad(function() return att_loss():item() end)
+  end
+  local numeric = (at(eps) - at(-eps)) / (2 * eps)
+  worst = math.max(worst, math.abs(dq[idx] - numeric) / (math.abs(dq[idx]) + math.abs(numeric) + 1e-8))
+end
+C.ok(worst < 1e-6, string.format("attention dq vs finite differences: worst rel err %.2e", worst))
+
+-- cross-entropy + gelu + layernorm chain, W against central differences
+local Xc = tf.randn({ 4, 5 }, { dtype = "f64" })
+local Wc = tf.randn({ 5, 3 }, { dtype = "f64", requires_grad = true })
+local tc = tf.tensor({ 0, 2, 1, 2 }, { dtype = "i64" })
+local function ce_loss() return tf.cross_entropy(tf.layernorm(tf.matmul(Xc, Wc)):gelu("tanh"), tc) end
+ce_loss():backward()
+local dW = Wc:grad():totable()
+local wbase = Wc:detach():totable()
+worst = 0
+for r = 1, 5 do
+  for c = 1, 3 do
+    local function at(delta)
+      Wc:detach():copy_(tf.tensor(map2(wbase, function(val, rr, cc) return (rr == r and cc == c) and val + delta or val end),
+        { dtype = "f64" }))
+      return tf.no_grad(function() return ce_loss():item() end)
+    end
+    local numeric = (at(eps) - at(-eps)) / (2 * eps)
+    worst = math.max(worst, math.abs(dW[r][c] - numeric) / (math.abs(dW[r][c]) + math.abs(numeric) + 1e-8))
+  end
+end
+C.ok(worst < 1e-6, string.format("cross_entropy(gelu(layernorm(X W))) grads vs finite differences: %.2e", worst))
+
 C.done()

@@ -63,6 +63,37 @@ C.close(x:mean():item(), 2.5, 0, "mean")
 C.close(x:max(1):totable(), { 2, 4 }, 0, "max over dim 1")
 C.close(x:argmax(0):totable(), { 1, 1 }, 0, "argmax is 0-based")
 
+-- softmax against its definition
+local s = tf.tensor({ 1, 2, 3 }, { dtype = "f64" }):softmax(0):totable()
+local z = math.exp(1) + math.exp(2) + math.exp(3)
+C.close(s, { math.exp(1) / z, math.exp(2) / z, math.exp(3) / z }, 1e-14, "softmax")
+C.close(tf.tensor({ 1, 2, 3 }, { dtype = "f64" }):log_softmax():totable(),
+  { 1 - math.log(z), 2 - math.log(z), 3 - math.log(z) }, 1e-14, "log_softmax over the last dim")
+
+-- layernorm over the last dim against its formula
+local ln_in = { { 1, 2, 4 }, { -1, 0, 3 } }
+local ln = tf.layernorm(tf.tensor(ln_in, { dtype = "f64" }), nil, nil, 1e-5):totable()
+for r = 1, 2 do
+  local m = (ln_in[r][1] + ln_in[r][2] + ln_in[r][3]) / 3
+  local var = 0
+  for c = 1, 3 do var = var + (ln_in[r][c] - m) ^ 2 / 3 end
+  for c = 1, 3 do C.close(ln[r][c], (ln_in[r][c] - m) / math.sqrt(var + 1e-5), 1e-12, "layernorm") end
+end
+
+-- embedding picks rows (ids 0-based)
+local tab = tf.tensor({ { 1, 2 }, { 3, 4 }, { 5, 6 } })
+C.close(tf.embedding(tab, tf.tensor({ 2, 0 }, { dtype = "i64" })):totable(), { { 5, 6 }, { 1, 2 } }, 0, "embedding")
+
+-- cross-entropy against -log softmax
+local logits = { { 1, 2, 0.5 }, { 0.1, -1, 2 } }
+local ce = tf.cross_entropy(tf.tensor(logits, { dtype = "f64" }), tf.tensor({ 1, 2 }, { dtype = "i64" })):item()
+local function nll(row, t)
+  local zz = 0
+  for _, v in ipairs(row) do zz = zz + math.exp(v) end
+  return math.log(zz) - row[t]
+end
+C.close(ce, (nll(logits[1], 2) + nll(logits[2], 3)) / 2, 1e-13, "cross_entropy")
+
 -- matmul against naive loops
 local function naive_matmul(A, B)
   local out = {}

@@ -13,6 +13,8 @@ pub const TFC_MAX_DIMS: i32 = 8;
 pub const TFC_GRAD_ACCUMULATE: u32 = 1;
 pub const TFC_GELU_ERF: i32 = 0;
 pub const TFC_GELU_TANH: i32 = 1;
+pub const DLPACK_MAJOR_VERSION: i32 = 1;
+pub const DLPACK_MINOR_VERSION: i32 = 1;
 
 pub type tfc_status = i32;
 pub const TFC_OK: tfc_status = 0;
@@ -62,6 +64,60 @@ pub struct tfc_graph {
 }
 
 pub type tfc_gradcheck_fn = Option<unsafe extern "C" fn(g: *mut tfc_graph, inputs: *const *mut tfc_tensor, n: i32, out: *mut *mut tfc_tensor, ctx: *mut c_void) -> tfc_status>;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct DLPackVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+pub type DLDeviceType = i32;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct DLDevice {
+    pub device_type: DLDeviceType,
+    pub device_id: i32,
+}
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct DLDataType {
+    pub code: u8,
+    pub bits: u8,
+    pub lanes: u16,
+}
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct DLTensor {
+    pub data: *mut c_void,
+    pub device: DLDevice,
+    pub ndim: i32,
+    pub dtype: DLDataType,
+    pub shape: *mut i64,
+    pub strides: *mut i64,
+    pub byte_offset: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct DLManagedTensor {
+    pub dl_tensor: DLTensor,
+    pub manager_ctx: *mut c_void,
+    pub deleter: Option<unsafe extern "C" fn(self_: *mut DLManagedTensor)>,
+}
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct DLManagedTensorVersioned {
+    pub version: DLPackVersion,
+    pub manager_ctx: *mut c_void,
+    pub deleter: Option<unsafe extern "C" fn(self_: *mut DLManagedTensorVersioned)>,
+    pub flags: u64,
+    pub dl_tensor: DLTensor,
+}
 
 extern "C" {
     pub fn tfc_version() -> i32;
@@ -180,4 +236,20 @@ extern "C" {
     pub fn tfc_flatten(g: *mut tfc_graph, x: *const tfc_tensor, start: i32, end: i32, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_contiguous(g: *mut tfc_graph, x: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_cast(g: *mut tfc_graph, x: *const tfc_tensor, dtype: tfc_dtype, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_layernorm_forward(x: *const tfc_tensor, weight: *const tfc_tensor, bias: *const tfc_tensor, eps: f64, y: *mut tfc_tensor, mean: *mut tfc_tensor, rstd: *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_layernorm_backward(dy: *const tfc_tensor, x: *const tfc_tensor, weight: *const tfc_tensor, mean: *const tfc_tensor, rstd: *const tfc_tensor, dx: *mut tfc_tensor, dweight: *mut tfc_tensor, dbias: *mut tfc_tensor, flags: u32) -> tfc_status;
+    pub fn tfc_softmax_forward(x: *const tfc_tensor, dim: i32, log: i32, y: *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_softmax_backward(dy: *const tfc_tensor, y: *const tfc_tensor, dim: i32, log: i32, dx: *mut tfc_tensor, flags: u32) -> tfc_status;
+    pub fn tfc_cross_entropy_forward(logits: *const tfc_tensor, targets: *const tfc_tensor, ignore_index: i64, loss: *mut tfc_tensor, lse: *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_cross_entropy_backward(dloss: *const tfc_tensor, logits: *const tfc_tensor, targets: *const tfc_tensor, lse: *const tfc_tensor, ignore_index: i64, dlogits: *mut tfc_tensor, flags: u32) -> tfc_status;
+    pub fn tfc_embedding_forward(table: *const tfc_tensor, ids: *const tfc_tensor, out: *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_embedding_backward(dout: *const tfc_tensor, ids: *const tfc_tensor, dtable: *mut tfc_tensor, flags: u32) -> tfc_status;
+    pub fn tfc_attention_forward(q: *const tfc_tensor, k: *const tfc_tensor, v: *const tfc_tensor, causal: i32, scale: f64, out: *mut tfc_tensor, lse: *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_attention_backward(dout: *const tfc_tensor, q: *const tfc_tensor, k: *const tfc_tensor, v: *const tfc_tensor, out: *const tfc_tensor, lse: *const tfc_tensor, causal: i32, scale: f64, dq: *mut tfc_tensor, dk: *mut tfc_tensor, dv: *mut tfc_tensor, flags: u32) -> tfc_status;
+    pub fn tfc_gelu_forward(x: *const tfc_tensor, approximate: i32, y: *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_gelu_backward(dy: *const tfc_tensor, x: *const tfc_tensor, approximate: i32, dx: *mut tfc_tensor, flags: u32) -> tfc_status;
+    pub fn tfc_tensor_to_dlpack(t: *const tfc_tensor, out: *mut *mut DLManagedTensor) -> tfc_status;
+    pub fn tfc_tensor_to_dlpack_versioned(t: *const tfc_tensor, out: *mut *mut DLManagedTensorVersioned) -> tfc_status;
+    pub fn tfc_tensor_from_dlpack(m: *mut DLManagedTensor, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_tensor_from_dlpack_versioned(m: *mut DLManagedTensorVersioned, out: *mut *mut tfc_tensor) -> tfc_status;
 }

@@ -26,3 +26,16 @@ fn raw_tensor_roundtrip_and_error() {
         tfc_tensor_release(t);
     }
 }
+
+#[test]
+fn dlpack_struct_layouts_match_the_c_abi() {
+    // x86-64/aarch64 LP64 layouts of the DLPack structs (dlpack.h)
+    use core::mem::{offset_of, size_of};
+    assert_eq!(size_of::<DLDevice>(), 8);
+    assert_eq!(size_of::<DLDataType>(), 4);
+    assert_eq!(size_of::<DLTensor>(), 48);
+    assert_eq!(offset_of!(DLTensor, shape), 24);
+    assert_eq!(offset_of!(DLTensor, byte_offset), 40);
+    assert_eq!(size_of::<DLManagedTensor>(), 64);
+    assert_eq!(offset_of!(DLManagedTensorVersioned, dl_tensor), 32);
+}

@@ -169,6 +169,37 @@ impl Graph {
         make(|o| unsafe { sys::tfc_permute(self.g(), x.as_ptr(), perm.as_ptr(), perm.len() as i32, o) })
     }
 
+    /// Softmax over dim (numerically stable).
+    pub fn softmax(&self, x: &Tensor, dim: i32) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_softmax(self.g(), x.as_ptr(), dim, o) })
+    }
+
+    pub fn log_softmax(&self, x: &Tensor, dim: i32) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_log_softmax(self.g(), x.as_ptr(), dim, o) })
+    }
+
+    /// LayerNorm over the last dim; weight and bias optional.
+    pub fn layernorm(&self, x: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+        let w = weight.map_or(ptr::null(), |t| t.as_ptr() as *const _);
+        let b = bias.map_or(ptr::null(), |t| t.as_ptr() as *const _);
+        make(|o| unsafe { sys::tfc_layernorm(self.g(), x.as_ptr(), w, b, eps, o) })
+    }
+
+    /// Rows of `table` picked by integer `ids`.
+    pub fn embedding(&self, table: &Tensor, ids: &Tensor) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_embedding(self.g(), table.as_ptr(), ids.as_ptr(), o) })
+    }
+
+    /// Mean cross-entropy of logits [N, C] against integer targets [N].
+    pub fn cross_entropy(&self, logits: &Tensor, targets: &Tensor, ignore_index: i64) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_cross_entropy(self.g(), logits.as_ptr(), targets.as_ptr(), ignore_index, o) })
+    }
+
+    /// softmax(scale · q kᵀ + mask) v, q [B,H,T,D] (flash-style, saves only out and lse).
+    pub fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale: f64) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_attention(self.g(), q.as_ptr(), k.as_ptr(), v.as_ptr(), causal as i32, scale, o) })
+    }
+
     /// Convert to dtype (gradient converted back for float dtypes).
     pub fn cast(&self, x: &Tensor, dtype: DType) -> Result<Tensor> {
         make(|o| unsafe { sys::tfc_cast(self.g(), x.as_ptr(), dtype.raw(), o) })

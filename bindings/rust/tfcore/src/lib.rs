@@ -19,6 +19,7 @@
 //! in C, but a graph may not, and keeping both single-threaded is simplest.
 mod error;
 mod graph;
+pub mod kernels;
 mod tensor;
 
 pub use error::{Error, Result};
