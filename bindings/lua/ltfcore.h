@@ -44,7 +44,13 @@ int ltfc_is_tensor(lua_State *L, int idx);
 int32_t ltfc_check_shape(lua_State *L, int idx, int64_t *dims);
 tfc_dtype ltfc_check_dtype(lua_State *L, int idx, tfc_dtype def);
 
+/* A userdata owning library-returned memory (tfc_free on collection). */
+void **ltfc_push_box(lua_State *L);
+void ltfc_box_free(void **box);
+
 /* Register the functions of each part into the module table at the top. */
 void ltfc_open_tensor(lua_State *L);
+void ltfc_open_tokenizer(lua_State *L);
+void ltfc_open_optim(lua_State *L);
 
 #endif
