@@ -409,6 +409,11 @@ static int t_tostring(lua_State *L) {
     ltfc_check(L, tfc_tensor_describe(*slot, &desc));
     lua_pushstring(L, desc); /* may raise on OOM: desc leaks then, acceptably rare */
     tfc_free(desc);
+    if (tfc_tensor_numel(*slot) > 100000) { /* values of big tensors: use totable() */
+        lua_pushfstring(L, "\n[%I values]", (lua_Integer)tfc_tensor_numel(*slot));
+        lua_concat(L, 2);
+        return 1;
+    }
     int64_t dims[TFC_MAX_DIMS], strides[TFC_MAX_DIMS];
     int32_t ndim;
     const void *buf = host_values(L, *slot, dims, &ndim);
