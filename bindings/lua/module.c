@@ -150,12 +150,8 @@ int luaopen_tfcore(lua_State *L) {
     open_state(L);
     luaL_newlib(L, module_fns);
     ltfc_open_tensor(L);
-#ifdef LTFC_HAVE_TOKENIZER
     ltfc_open_tokenizer(L);
-#endif
-#ifdef LTFC_HAVE_OPTIM
     ltfc_open_optim(L);
-#endif
     lua_pushstring(L, tfc_version_string());
     lua_setfield(L, -2, "version");
     lua_pushstring(L, tfc_build_info());

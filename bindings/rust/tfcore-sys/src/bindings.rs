@@ -119,6 +119,52 @@ pub struct DLManagedTensorVersioned {
     pub dl_tensor: DLTensor,
 }
 
+#[repr(C)]
+pub struct tfc_optim {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+pub type tfc_optim_kind = i32;
+pub const TFC_OPTIM_SGD: tfc_optim_kind = 0;
+pub const TFC_OPTIM_ADAM: tfc_optim_kind = 1;
+pub const TFC_OPTIM_ADAMW: tfc_optim_kind = 2;
+pub const TFC_OPTIM_KIND_FORCE_INT32: tfc_optim_kind = 2147483647;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tfc_optim_options {
+    pub struct_size: u32,
+    pub nesterov: i32,
+    pub lr: f64,
+    pub weight_decay: f64,
+    pub momentum: f64,
+    pub dampening: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub amsgrad: i32,
+    pub maximize: i32,
+}
+
+#[repr(C)]
+pub struct tfc_tokenizer {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+pub type tfc_split_pattern = i32;
+pub const TFC_SPLIT_NONE: tfc_split_pattern = 0;
+pub const TFC_SPLIT_GPT2: tfc_split_pattern = 1;
+pub const TFC_SPLIT_CL100K: tfc_split_pattern = 2;
+pub const TFC_SPLIT_FORCE_INT32: tfc_split_pattern = 2147483647;
+
+pub type tfc_special_mode = i32;
+pub const TFC_SPECIAL_AS_TEXT: tfc_special_mode = 0;
+pub const TFC_SPECIAL_ALLOWED: tfc_special_mode = 1;
+pub const TFC_SPECIAL_DISALLOWED: tfc_special_mode = 2;
+pub const TFC_SPECIAL_FORCE_INT32: tfc_special_mode = 2147483647;
+
 extern "C" {
     pub fn tfc_version() -> i32;
     pub fn tfc_version_string() -> *const c_char;
@@ -252,4 +298,51 @@ extern "C" {
     pub fn tfc_tensor_to_dlpack_versioned(t: *const tfc_tensor, out: *mut *mut DLManagedTensorVersioned) -> tfc_status;
     pub fn tfc_tensor_from_dlpack(m: *mut DLManagedTensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_from_dlpack_versioned(m: *mut DLManagedTensorVersioned, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_optim_options_default(kind: tfc_optim_kind, opts: *mut tfc_optim_options) -> tfc_status;
+    pub fn tfc_optim_sgd(opts: *const tfc_optim_options, out: *mut *mut tfc_optim) -> tfc_status;
+    pub fn tfc_optim_adam(opts: *const tfc_optim_options, out: *mut *mut tfc_optim) -> tfc_status;
+    pub fn tfc_optim_adamw(opts: *const tfc_optim_options, out: *mut *mut tfc_optim) -> tfc_status;
+    pub fn tfc_optim_new(kind: tfc_optim_kind, opts: *const tfc_optim_options, out: *mut *mut tfc_optim) -> tfc_status;
+    pub fn tfc_optim_release(opt: *mut tfc_optim);
+    pub fn tfc_optim_add_group(opt: *mut tfc_optim, params: *const *mut tfc_tensor, n: i32, lr: f64, weight_decay: f64, group: *mut i32) -> tfc_status;
+    pub fn tfc_optim_add_params(opt: *mut tfc_optim, params: *const *mut tfc_tensor, n: i32, group: *mut i32) -> tfc_status;
+    pub fn tfc_optim_num_groups(opt: *const tfc_optim, out: *mut i32) -> tfc_status;
+    pub fn tfc_optim_num_params(opt: *const tfc_optim, out: *mut i64) -> tfc_status;
+    pub fn tfc_optim_param(opt: *const tfc_optim, k: i64, param: *mut *mut tfc_tensor, group: *mut i32) -> tfc_status;
+    pub fn tfc_optim_step(opt: *mut tfc_optim) -> tfc_status;
+    pub fn tfc_optim_zero_grad(opt: *mut tfc_optim, set_to_none: i32) -> tfc_status;
+    pub fn tfc_optim_step_count(opt: *const tfc_optim, out: *mut i64) -> tfc_status;
+    pub fn tfc_optim_set_lr(opt: *mut tfc_optim, lr: f64) -> tfc_status;
+    pub fn tfc_optim_get_lr(opt: *const tfc_optim, lr: *mut f64) -> tfc_status;
+    pub fn tfc_optim_set_group_lr(opt: *mut tfc_optim, group: i32, lr: f64) -> tfc_status;
+    pub fn tfc_optim_get_group_lr(opt: *const tfc_optim, group: i32, lr: *mut f64) -> tfc_status;
+    pub fn tfc_optim_set_group_weight_decay(opt: *mut tfc_optim, group: i32, wd: f64) -> tfc_status;
+    pub fn tfc_optim_get_group_weight_decay(opt: *const tfc_optim, group: i32, wd: *mut f64) -> tfc_status;
+    pub fn tfc_clip_grad_norm(params: *const *mut tfc_tensor, n: i32, max_norm: f64, total_norm: *mut f64) -> tfc_status;
+    pub fn tfc_optim_clip_grad_norm(opt: *mut tfc_optim, max_norm: f64, total_norm: *mut f64) -> tfc_status;
+    pub fn tfc_lr_constant(step: i64, max_lr: f64, warmup: i64, lr: *mut f64) -> tfc_status;
+    pub fn tfc_lr_cosine(step: i64, max_lr: f64, min_lr: f64, warmup: i64, total: i64, lr: *mut f64) -> tfc_status;
+    pub fn tfc_lr_linear(step: i64, max_lr: f64, min_lr: f64, warmup: i64, total: i64, lr: *mut f64) -> tfc_status;
+    pub fn tfc_lr_inverse_sqrt(step: i64, max_lr: f64, warmup: i64, lr: *mut f64) -> tfc_status;
+    pub fn tfc_optim_state_count(opt: *const tfc_optim, n: *mut i64) -> tfc_status;
+    pub fn tfc_optim_state_get(opt: *const tfc_optim, i: i64, name: *mut *mut c_char, tensor: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_optim_state_load(opt: *mut tfc_optim, names: *const *const c_char, tensors: *const *const tfc_tensor, n: i64) -> tfc_status;
+    pub fn tfc_optim_state_set(opt: *mut tfc_optim, name: *const c_char, tensor: *const tfc_tensor) -> tfc_status;
+    pub fn tfc_tokenizer_new(pattern: i32, out: *mut *mut tfc_tokenizer) -> tfc_status;
+    pub fn tfc_tokenizer_release(tok: *mut tfc_tokenizer);
+    pub fn tfc_tokenizer_train(tok: *mut tfc_tokenizer, text: *const c_char, len: usize, vocab_size: i32) -> tfc_status;
+    pub fn tfc_tokenizer_train_files(tok: *mut tfc_tokenizer, paths: *const *const c_char, n_paths: i32, vocab_size: i32) -> tfc_status;
+    pub fn tfc_tokenizer_add_special(tok: *mut tfc_tokenizer, text: *const c_char, id: i32) -> tfc_status;
+    pub fn tfc_tokenizer_encode(tok: *const tfc_tokenizer, text: *const c_char, len: usize, special_mode: i32, ids: *mut *mut i32, n_ids: *mut usize) -> tfc_status;
+    pub fn tfc_tokenizer_encode_batch(tok: *const tfc_tokenizer, texts: *const *const c_char, lens: *const usize, n_texts: usize, special_mode: i32, n_threads: i32, ids: *mut *mut i32, offsets: *mut *mut usize) -> tfc_status;
+    pub fn tfc_tokenizer_decode(tok: *const tfc_tokenizer, ids: *const i32, n_ids: usize, bytes: *mut *mut c_char, len: *mut usize) -> tfc_status;
+    pub fn tfc_tokenizer_decode_utf8(tok: *const tfc_tokenizer, ids: *const i32, n_ids: usize, text: *mut *mut c_char, len: *mut usize) -> tfc_status;
+    pub fn tfc_tokenizer_vocab_size(tok: *const tfc_tokenizer, out: *mut i32) -> tfc_status;
+    pub fn tfc_tokenizer_token_bytes(tok: *const tfc_tokenizer, id: i32, bytes: *mut *const c_char, len: *mut usize, is_special: *mut i32) -> tfc_status;
+    pub fn tfc_tokenizer_n_merges(tok: *const tfc_tokenizer, out: *mut i32) -> tfc_status;
+    pub fn tfc_tokenizer_get_merge(tok: *const tfc_tokenizer, i: i32, left: *mut i32, right: *mut i32, id: *mut i32, rank: *mut i32) -> tfc_status;
+    pub fn tfc_tokenizer_load_gpt2(encoder_json_path: *const c_char, vocab_bpe_path: *const c_char, out: *mut *mut tfc_tokenizer) -> tfc_status;
+    pub fn tfc_tokenizer_load_tiktoken(path: *const c_char, pattern: i32, out: *mut *mut tfc_tokenizer) -> tfc_status;
+    pub fn tfc_tokenizer_save(tok: *const tfc_tokenizer, path: *const c_char) -> tfc_status;
+    pub fn tfc_tokenizer_load(path: *const c_char, out: *mut *mut tfc_tokenizer) -> tfc_status;
 }

@@ -20,11 +20,15 @@
 mod error;
 mod graph;
 pub mod kernels;
+mod optim;
 mod tensor;
+mod tokenizer;
 
 pub use error::{Error, Result};
 pub use graph::Graph;
+pub use optim::{OptimKind, Optimizer, Options};
 pub use tensor::{DType, Element, Tensor};
+pub use tokenizer::{Special, SplitPattern, Tokenizer};
 pub use tfcore_sys as sys;
 
 /// The library's version string, e.g. "1.0.0".
