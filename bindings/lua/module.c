@@ -113,7 +113,17 @@ static int l_memory_stats(lua_State *L) {
     return 1;
 }
 
+/* tfcore.cuda_available() -> bool, and the reason when false */
+static int l_cuda_available(lua_State *L) {
+    int ok = tfc_cuda_available();
+    lua_pushboolean(L, ok);
+    if (ok) return 1;
+    lua_pushstring(L, tfc_last_error());
+    return 2;
+}
+
 static const luaL_Reg module_fns[] = {
+    {"cuda_available", l_cuda_available},
     {"manual_seed", l_manual_seed},
     {"set_grad_enabled", l_set_grad_enabled},
     {"is_grad_enabled", l_is_grad_enabled},

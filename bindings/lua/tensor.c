@@ -783,6 +783,25 @@ static int l_to(lua_State *L) {
     return 1;
 }
 
+/* t:to_device("cpu" | "cuda", index = 0) -> a copy there (t itself when already there) */
+static int l_to_device(lua_State *L) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1);
+    static const char *const names[] = {"cpu", "cuda", NULL};
+    tfc_device_type dev = luaL_checkoption(L, 2, NULL, names) == 1 ? TFC_DEVICE_CUDA : TFC_DEVICE_CPU;
+    int32_t index = (int32_t)luaL_optinteger(L, 3, 0);
+    tfc_tensor **slot = ltfc_push_slot(L);
+    ltfc_check(L, tfc_tensor_to_device(x, dev, index, slot));
+    return 1;
+}
+
+/* t:device() -> "cpu" | "cuda", index */
+static int m_device(lua_State *L) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1);
+    lua_pushstring(L, tfc_tensor_device_type(x) == TFC_DEVICE_CUDA ? "cuda" : "cpu");
+    lua_pushinteger(L, tfc_tensor_device_index(x));
+    return 2;
+}
+
 static int l_detach(lua_State *L) {
     tfc_tensor *x = ltfc_check_tensor(L, 1);
     tfc_tensor **slot = ltfc_push_slot(L);
@@ -842,6 +861,8 @@ static const luaL_Reg tensor_methods[] = {
     {"unsqueeze", l_unsqueeze},
     {"flatten", l_flatten},
     {"to", l_to},
+    {"to_device", l_to_device},
+    {"device", m_device},
     {"detach", l_detach},
     {"clone", l_clone},
     {NULL, NULL},

@@ -133,6 +133,20 @@ dst:copy_(tf.tensor({ 1, 2, 3 }, { dtype = "f64" }))
 C.close(dst:totable(), { { 1, 2, 3 }, { 1, 2, 3 } }, 0, "copy_ broadcasts and converts")
 C.eq(v:to("f32"):dtype(), "f32", "to(dtype)")
 
+-- devices: a CPU round trip is the tensor itself; CUDA when present
+local d, di = a:device()
+C.ok(d == "cpu" and di == 0, "a new tensor lives on the CPU")
+C.close(a:to_device("cpu"):totable(), a:totable(), 0, "to_device cpu")
+local has_cuda, why = tf.cuda_available()
+if has_cuda then
+  local g = a:to_device("cuda")
+  C.eq(g:device(), "cuda", "to_device cuda")
+  C.close(g:totable(), a:totable(), 0, "values survive the CUDA round trip")
+else
+  C.ok(type(why) == "string" and #why > 0, "cuda_available says why not: " .. tostring(why))
+  C.raises(function() return a:to_device("cuda") end, "to_device cuda without CUDA", "CUDA", "TFC_ERR_DEVICE")
+end
+
 -- to-be-closed variables release their reference at once
 do
   local tmp <close> = tf.ones({ 4 })

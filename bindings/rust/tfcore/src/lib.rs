@@ -27,7 +27,7 @@ mod tokenizer;
 pub use error::{Error, Result};
 pub use graph::Graph;
 pub use optim::{OptimKind, Optimizer, Options};
-pub use tensor::{DType, Element, Tensor};
+pub use tensor::{cuda_available, DType, Device, Element, Tensor};
 pub use tokenizer::{Special, SplitPattern, Tokenizer};
 pub use tfcore_sys as sys;
 

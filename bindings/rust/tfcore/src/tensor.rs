@@ -40,6 +40,27 @@ impl DType {
     }
 }
 
+/// Device kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Device {
+    Cpu,
+    Cuda,
+}
+
+impl Device {
+    pub fn raw(self) -> sys::tfc_device_type {
+        match self {
+            Device::Cpu => sys::TFC_DEVICE_CPU,
+            Device::Cuda => sys::TFC_DEVICE_CUDA,
+        }
+    }
+}
+
+/// True when CUDA tensors can be created in this process.
+pub fn cuda_available() -> bool {
+    unsafe { sys::tfc_cuda_available() != 0 }
+}
+
 /// Rust element types that map one-to-one onto a tfcore dtype.
 pub trait Element: Copy + Default + 'static {
     const DTYPE: DType;
@@ -237,6 +258,18 @@ impl Tensor {
 
     pub fn fill(&self, value: f64) -> Result<()> {
         check(unsafe { sys::tfc_tensor_fill(self.as_ptr(), value) })
+    }
+
+    /// A copy on `device` (index 0 for the CPU); self's reference when already there.
+    pub fn to_device(&self, device: Device, index: i32) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_tensor_to_device(self.as_ptr(), device.raw(), index, o) })
+    }
+
+    /// Where the tensor's memory lives, and the device index.
+    pub fn device(&self) -> (Device, i32) {
+        let d = unsafe { sys::tfc_tensor_device_type(self.as_ptr()) };
+        let kind = if d == sys::TFC_DEVICE_CUDA { Device::Cuda } else { Device::Cpu };
+        (kind, unsafe { sys::tfc_tensor_device_index(self.as_ptr()) })
     }
 
     /// The library's one-line description ("tensor f32 [2,3] ...").

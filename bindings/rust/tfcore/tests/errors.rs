@@ -52,3 +52,18 @@ fn release_order_never_matters() {
     drop(t);
     assert_eq!(alias.shape(), vec![3, 2]);
 }
+
+#[test]
+fn devices() {
+    let t = Tensor::arange(0.0, 4.0, 1.0, DType::F32).unwrap();
+    assert_eq!(t.device(), (tfcore::Device::Cpu, 0));
+    assert_eq!(t.to_device(tfcore::Device::Cpu, 0).unwrap().to_vec::<f32>().unwrap(), vec![0.0, 1.0, 2.0, 3.0]);
+    if tfcore::cuda_available() {
+        let g = t.to_device(tfcore::Device::Cuda, 0).unwrap();
+        assert_eq!(g.device().0, tfcore::Device::Cuda);
+        assert_eq!(g.to_device(tfcore::Device::Cpu, 0).unwrap().to_vec::<f32>().unwrap(), vec![0.0, 1.0, 2.0, 3.0]);
+    } else {
+        let e = t.to_device(tfcore::Device::Cuda, 0).unwrap_err();
+        assert_eq!(e.status, sys::TFC_ERR_DEVICE, "{e}");
+    }
+}
