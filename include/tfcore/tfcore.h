@@ -9,5 +9,7 @@
 #include "tfcore/tensor.h"
 #include "tfcore/graph.h"
 #include "tfcore/ops.h"
+#include "tfcore/gpt.h"
+#include "tfcore/io.h"
 
 #endif
