@@ -9,6 +9,7 @@
 #include "tfcore/tensor.h"
 #include "tfcore/graph.h"
 #include "tfcore/ops.h"
+#include "tfcore/kernels.h"
 #include "tfcore/gpt.h"
 #include "tfcore/io.h"
 

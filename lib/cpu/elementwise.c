@@ -11,7 +11,6 @@
 #define LOG logf
 #define SQRT sqrtf
 #define TANH tanhf
-#define ERF erff
 #define POW powf
 #include "cpu/elementwise_impl.h"
 
@@ -21,7 +20,6 @@
 #define LOG log
 #define SQRT sqrt
 #define TANH tanh
-#define ERF erf
 #define POW pow
 #include "cpu/elementwise_impl.h"
 

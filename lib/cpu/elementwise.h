@@ -24,8 +24,6 @@
     X(TANH, TANH(a))                                                                \
     X(SIGMOID, (T)1 / ((T)1 + EXP(-a)))                                             \
     X(RELU, a > 0 ? a : (T)0)                                                       \
-    X(GELU_TANH, (T)0.5 * a * ((T)1 + TANH(GELU_K * (a + (T)0.044715 * a * a * a)))) \
-    X(GELU_ERF, (T)0.5 * a * ((T)1 + ERF(a * (T)0.70710678118654752440)))           \
     X(ADD_S, a + (T)p)                                                              \
     X(MUL_S, a * (T)p)                                                              \
     X(RSUB_S, (T)p - a)                                                             \
@@ -39,8 +37,6 @@
     X(TANH_BWD, a * ((T)1 - c * c))                                                 \
     X(SIGMOID_BWD, a * c * ((T)1 - c))                                              \
     X(RELU_BWD, b > 0 ? a : (T)0)                                                   \
-    X(GELU_TANH_BWD, a * gelu_tanh_grad(b))                                         \
-    X(GELU_ERF_BWD, a * gelu_erf_grad(b))                                           \
     X(POW_S_BWD, a * (T)p * POW(b, (T)p - (T)1))                                    \
     X(DIV_BWD_B, -a * c / b) /* d(x/b)/db with b = divisor, c = x/b */               \
     X(RDIV_S_BWD, -a * c / b) /* d(p/x)/dx = -p/x² = -(p/x)/x */                    \

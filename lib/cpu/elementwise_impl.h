@@ -6,24 +6,6 @@
 #define TFC_CAT(a, b) TFC_CAT_(a, b)
 #define FN(name) TFC_CAT(name, SFX)
 
-#define GELU_K ((T)0.79788456080286535588) /* sqrt(2/pi) */
-
-/* d/dx of 0.5 x (1 + tanh(k (x + 0.044715 x³))). */
-static inline T FN(gelu_tanh_grad)(T x) {
-    T u = GELU_K * (x + (T)0.044715 * x * x * x);
-    T th = TANH(u);
-    T du = GELU_K * ((T)1 + (T)3 * (T)0.044715 * x * x);
-    return (T)0.5 * ((T)1 + th) + (T)0.5 * x * ((T)1 - th * th) * du;
-}
-/* d/dx of x Φ(x) = Φ(x) + x φ(x). */
-static inline T FN(gelu_erf_grad)(T x) {
-    T cdf = (T)0.5 * ((T)1 + ERF(x * (T)0.70710678118654752440));
-    T pdf = EXP((T)-0.5 * x * x) * (T)0.39894228040143267794;
-    return cdf + x * pdf;
-}
-#define gelu_tanh_grad FN(gelu_tanh_grad)
-#define gelu_erf_grad FN(gelu_erf_grad)
-
 /* Loads of b and c: c may be a bool/u8 mask. */
 static inline T FN(load_c)(const tfc_sview *v, int64_t off) {
     if (v->dtype == TFC_DTYPE_BOOL || v->dtype == TFC_DTYPE_U8) return (T)((const unsigned char *)v->data)[off];
@@ -75,9 +57,6 @@ static void FN(tfc_cpu_map)(tfc_map_op op, const tfc_sview *out, const tfc_sview
     }
 }
 
-#undef gelu_tanh_grad
-#undef gelu_erf_grad
-#undef GELU_K
 #undef FN
 #undef TFC_CAT
 #undef TFC_CAT_
@@ -87,5 +66,4 @@ static void FN(tfc_cpu_map)(tfc_map_op op, const tfc_sview *out, const tfc_sview
 #undef LOG
 #undef SQRT
 #undef TANH
-#undef ERF
 #undef POW

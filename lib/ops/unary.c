@@ -3,7 +3,6 @@
  *   exp: y          log: 1/x          sqrt: 1/(2y)       rsqrt: −y³/2
  *   tanh: 1 − y²    sigmoid: y(1−y)   relu: [x > 0]      neg: −1
  *   x+s: 1   x·s: s   s−x: −1   s/x: −(s/x)/x   xˢ: s·xˢ⁻¹
- *   gelu (tanh form and erf form): see cpu/elementwise_impl.h
  * Each op saves only what its derivative reads: x, y, or nothing.
  */
 #include "ops/op_util.h"
@@ -16,7 +15,7 @@ typedef struct unary_def {
 } unary_def;
 
 enum {
-    U_NEG, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_TANH, U_SIGMOID, U_RELU, U_GELU_TANH, U_GELU_ERF,
+    U_NEG, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_TANH, U_SIGMOID, U_RELU,
     U_ADD_S, U_MUL_S, U_RSUB_S, U_RDIV_S, U_POW_S
 };
 
@@ -29,8 +28,6 @@ static const unary_def defs[] = {
     [U_TANH] = {"tfc_tanh", TFC_MAP_TANH, TFC_MAP_TANH_BWD, 0, 1},
     [U_SIGMOID] = {"tfc_sigmoid", TFC_MAP_SIGMOID, TFC_MAP_SIGMOID_BWD, 0, 1},
     [U_RELU] = {"tfc_relu", TFC_MAP_RELU, TFC_MAP_RELU_BWD, 1, 0},
-    [U_GELU_TANH] = {"tfc_gelu", TFC_MAP_GELU_TANH, TFC_MAP_GELU_TANH_BWD, 1, 0},
-    [U_GELU_ERF] = {"tfc_gelu", TFC_MAP_GELU_ERF, TFC_MAP_GELU_ERF_BWD, 1, 0},
     [U_ADD_S] = {"tfc_add_scalar", TFC_MAP_ADD_S, TFC_MAP_COPY, 0, 0},
     [U_MUL_S] = {"tfc_mul_scalar", TFC_MAP_MUL_S, TFC_MAP_MUL_S, 0, 0},
     [U_RSUB_S] = {"tfc_rsub_scalar", TFC_MAP_RSUB_S, TFC_MAP_NEG, 0, 0},
@@ -98,10 +95,3 @@ SCALAR_API(tfc_mul_scalar, U_MUL_S)
 SCALAR_API(tfc_rsub_scalar, U_RSUB_S)
 SCALAR_API(tfc_rdiv_scalar, U_RDIV_S)
 SCALAR_API(tfc_pow_scalar, U_POW_S)
-
-TFC_API tfc_status tfc_gelu(tfc_graph *g, const tfc_tensor *x, int32_t approximate, tfc_tensor **out) {
-    if (approximate != TFC_GELU_ERF && approximate != TFC_GELU_TANH)
-        return tfc_err(TFC_ERR_INVALID_ARG, "tfc_gelu: approximate is %d, must be TFC_GELU_ERF (0) or "
-                       "TFC_GELU_TANH (1)", (int)approximate);
-    return unary(approximate == TFC_GELU_TANH ? U_GELU_TANH : U_GELU_ERF, g, x, 0.0, out);
-}

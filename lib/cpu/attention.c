@@ -1,0 +1,286 @@
+/*
+ * Scaled dot-product attention, flash style, for one (batch, head) at a time:
+ * q [T, D], k [S, D], v [S, Dv] (rows strided, columns contiguous).
+ *
+ *   s_ij = scale · q_i · k_j   for visible j (causal: j <= i + S − T), −∞ otherwise
+ *   P_ij = exp(s_ij − lse_i),   lse_i = log Σ_j exp(s_ij)
+ *   out_i = Σ_j P_ij v_j
+ *
+ * Forward: keys in tiles of ATT_BK; each query row keeps a running max m,
+ * sum l and unnormalised output o, and for each tile
+ *   m' = max(m, max_j s_ij),  c = exp(m − m'),  l = c·l + Σ_j exp(s_ij − m'),
+ *   o = c·o + Σ_j exp(s_ij − m') v_j
+ * so only o (in out itself), m and l live per row: out = o / l, lse = m + log l.
+ *
+ * Backward, per tile of ATT_BQ queries × ATT_BK keys, recomputing P from lse:
+ *   Di = dout_i · out_i,  dP_ij = dout_i · v_j,  dS_ij = P_ij (dP_ij − Di)
+ *   dv_j += Σ_i P_ij dout_i,  dk_j += scale Σ_i dS_ij q_i,  dq_i += scale Σ_j dS_ij k_j
+ * accumulated straight into the (pre-zeroed) outputs: extra memory is two
+ * tiles on the stack. One thread owns a whole head, so nothing races; when
+ * there are fewer heads than threads, dk/dv run parallel over key blocks
+ * and dq over query blocks in a second pass (P recomputed) — the same tile
+ * arithmetic in the same order, so the result does not change.
+ *
+ * Inner loops work on 4 keys (or 4 query rows) at a time so one load of a
+ * q/dout row feeds 4 FMAs, and vectorise along D.
+ */
+#ifndef TFC_T
+
+#include "cpu/kernels.h"
+
+#define ATT_BQ 32 /* query rows per tile */
+#define ATT_BK 64 /* keys per tile */
+
+#define TFC_TMPL_FILE "cpu/attention.c"
+#include "cpu/kernel_tmpl.h"
+
+void tfc_cpu_attention_forward(const tfc_attn_problem *p) { TFC_DISPATCH(p->dtype, attention_forward, p); }
+
+void tfc_cpu_attention_backward(const tfc_attn_problem *p) { TFC_DISPATCH(p->dtype, attention_backward, p); }
+
+#else /* TFC_T */
+
+/* out[0..3] = a · b0..b3 over n elements. */
+static inline void FN(att_dot4)(int64_t n, const T *a, const T *b0, const T *b1, const T *b2, const T *b3,
+                                T *out) {
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    SIMD_SUM(s0, s1, s2, s3)
+    for (int64_t e = 0; e < n; e++) {
+        s0 += a[e] * b0[e];
+        s1 += a[e] * b1[e];
+        s2 += a[e] * b2[e];
+        s3 += a[e] * b3[e];
+    }
+    out[0] = s0;
+    out[1] = s1;
+    out[2] = s2;
+    out[3] = s3;
+}
+
+static inline T FN(att_dot)(int64_t n, const T *a, const T *b) {
+    T s = 0;
+    SIMD_SUM(s)
+    for (int64_t e = 0; e < n; e++) s += a[e] * b[e];
+    return s;
+}
+
+/* out[j] = scale · a · rows[j] for j < m, rows `stride` apart. */
+static void FN(att_dots)(int64_t n, T scale, const T *a, const T *rows, int64_t stride, int64_t m, T *out) {
+    int64_t j = 0;
+    for (; j + 4 <= m; j += 4) {
+        const T *r = rows + j * stride;
+        FN(att_dot4)(n, a, r, r + stride, r + 2 * stride, r + 3 * stride, out + j);
+    }
+    for (; j < m; j++) out[j] = FN(att_dot)(n, a, rows + j * stride);
+    for (j = 0; j < m; j++) out[j] *= scale;
+}
+
+/* y += Σ_{j<m} w[j] · rows[j], rows `stride` apart (w[j] may be 0). */
+static void FN(att_axpys)(int64_t n, const T *w, const T *rows, int64_t stride, int64_t m, T *restrict y) {
+    int64_t j = 0;
+    for (; j + 4 <= m; j += 4) {
+        const T *r0 = rows + j * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
+        T w0 = w[j], w1 = w[j + 1], w2 = w[j + 2], w3 = w[j + 3];
+        for (int64_t e = 0; e < n; e++) y[e] += w0 * r0[e] + w1 * r1[e] + w2 * r2[e] + w3 * r3[e];
+    }
+    for (; j < m; j++) {
+        const T *r = rows + j * stride;
+        T wj = w[j];
+        for (int64_t e = 0; e < n; e++) y[e] += wj * r[e];
+    }
+}
+
+/* Keys 0..visible_end(i)-1 are visible to query i (capped to [0, S]). */
+static inline int64_t FN(att_visible)(const tfc_attn_problem *p, int64_t i) {
+    if (!p->causal) return p->S;
+    int64_t e = i + p->S - p->Tq + 1;
+    return e < 0 ? 0 : e > p->S ? p->S : e;
+}
+
+/* Forward for query rows [i0, i0 + nq) of head (b, h). */
+static void FN(att_forward_block)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq) {
+    const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h;
+    const T *q = (const T *)p->q.data + b * p->q.sb + h * p->q.sh;
+    const T *k = (const T *)p->k.data + b * p->k.sb + h * p->k.sh;
+    const T *v = (const T *)p->v.data + b * p->v.sb + h * p->v.sh;
+    T *out = (T *)p->out_w + (bh * p->Tq) * Dv;
+    T *lse = p->lse_w ? (T *)p->lse_w + bh * p->Tq : NULL;
+    const T scale = (T)p->scale;
+    T s[ATT_BK];
+    for (int64_t i = i0; i < i0 + nq; i++) {
+        const T *qi = q + i * p->q.sr;
+        T *oi = out + i * Dv;
+        for (int64_t e = 0; e < Dv; e++) oi[e] = 0;
+        const int64_t vis = FN(att_visible)(p, i);
+        T m = -INFINITY;
+        ACC l = 0;
+        for (int64_t j0 = 0; j0 < vis; j0 += ATT_BK) {
+            const int64_t nk = vis - j0 < ATT_BK ? vis - j0 : ATT_BK;
+            FN(att_dots)(D, scale, qi, k + j0 * p->k.sr, p->k.sr, nk, s);
+            T mt = m;
+            for (int64_t j = 0; j < nk; j++) mt = s[j] > mt ? s[j] : mt;
+            const T corr = EXP(m - mt); /* 0 on the first tile (m = −∞) */
+            ACC ls = 0;
+            for (int64_t j = 0; j < nk; j++) {
+                s[j] = EXP(s[j] - mt);
+                ls += s[j];
+            }
+            l = l * corr + ls;
+            if (corr != 1)
+                for (int64_t e = 0; e < Dv; e++) oi[e] *= corr;
+            FN(att_axpys)(Dv, s, v + j0 * p->v.sr, p->v.sr, nk, oi);
+            m = mt;
+        }
+        if (vis > 0) {
+            const T inv = (T)(1.0 / l);
+            for (int64_t e = 0; e < Dv; e++) oi[e] *= inv;
+        }
+        if (lse) lse[i] = vis > 0 ? (T)((ACC)m + log(l)) : (T)-INFINITY;
+    }
+}
+
+static void FN(attention_forward)(const tfc_attn_problem *p) {
+    const int64_t nqb = (p->Tq + ATT_BQ - 1) / ATT_BQ;
+    const int64_t work = p->S * (p->D + p->Dv) * ATT_BQ; /* per item, roughly */
+    TFC_PARALLEL_RANGE(p->B * p->H * nqb, work >= 16384 ? 1 : 16384 / (work + 1), lo, hi) {
+        for (int64_t w = lo; w < hi; w++) {
+            const int64_t bh = w / nqb, i0 = (w % nqb) * ATT_BQ;
+            const int64_t nq = p->Tq - i0 < ATT_BQ ? p->Tq - i0 : ATT_BQ;
+            FN(att_forward_block)(p, bh / p->H, bh % p->H, i0, nq);
+        }
+    }
+}
+
+/* ---- backward ---------------------------------------------------------------- */
+
+/*
+ * One tile: queries [i0, i0+nq) × keys [j0, j0+nk) of head (b, h). Adds the
+ * tile's share to dq rows (want_dq) and/or dk, dv rows (want_dkv).
+ */
+static void FN(att_backward_tile)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq,
+                                  int64_t j0, int64_t nk, int want_dq, int want_dkv) {
+    const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h;
+    const T *q = (const T *)p->q.data + b * p->q.sb + h * p->q.sh;
+    const T *k = (const T *)p->k.data + b * p->k.sb + h * p->k.sh + j0 * p->k.sr;
+    const T *v = (const T *)p->v.data + b * p->v.sb + h * p->v.sh + j0 * p->v.sr;
+    const T *o = (const T *)p->out.data + b * p->out.sb + h * p->out.sh;
+    const T *go = (const T *)p->dout.data + b * p->dout.sb + h * p->dout.sh;
+    const T *lse = (const T *)p->lse + bh * p->Tq;
+    T *dq = p->dq ? (T *)p->dq + bh * p->Tq * D : NULL;
+    T *dk = p->dk ? (T *)p->dk + (bh * p->S + j0) * D : NULL;
+    T *dv = p->dv ? (T *)p->dv + (bh * p->S + j0) * Dv : NULL;
+    const T scale = (T)p->scale;
+    const int need_ds = (want_dq && dq) || (want_dkv && dk);
+    T P[ATT_BQ][ATT_BK], dS[ATT_BQ][ATT_BK];
+
+    for (int64_t r = 0; r < nq; r++) {
+        const int64_t i = i0 + r;
+        int64_t vis = FN(att_visible)(p, i) - j0;
+        vis = vis < 0 ? 0 : vis > nk ? nk : vis;
+        const T L = lse[i];
+        if (L == -INFINITY) vis = 0;
+        for (int64_t j = vis; j < nk; j++) P[r][j] = dS[r][j] = 0;
+        if (vis == 0) continue;
+        FN(att_dots)(D, scale, q + i * p->q.sr, k, p->k.sr, vis, P[r]);
+        for (int64_t j = 0; j < vis; j++) P[r][j] = EXP(P[r][j] - L);
+        if (!need_ds) continue;
+        const T *goi = go + i * p->dout.sr;
+        const T Di = FN(att_dot)(Dv, goi, o + i * p->out.sr);
+        FN(att_dots)(Dv, 1, goi, v, p->v.sr, vis, dS[r]);
+        for (int64_t j = 0; j < vis; j++) dS[r][j] = P[r][j] * (dS[r][j] - Di);
+    }
+
+    if (want_dq && dq) {
+        for (int64_t r = 0; r < nq; r++) {
+            T w[ATT_BK];
+            for (int64_t j = 0; j < nk; j++) w[j] = scale * dS[r][j];
+            FN(att_axpys)(D, w, k, p->k.sr, nk, dq + (i0 + r) * D);
+        }
+    }
+    if (want_dkv && (dk || dv)) {
+        for (int64_t j = 0; j < nk; j++) {
+            T wp[ATT_BQ], ws[ATT_BQ];
+            for (int64_t r = 0; r < nq; r++) {
+                wp[r] = P[r][j];
+                ws[r] = scale * dS[r][j];
+            }
+            if (dv) FN(att_axpys)(Dv, wp, go + i0 * p->dout.sr, p->dout.sr, nq, dv + j * Dv);
+            if (dk) FN(att_axpys)(D, ws, q + i0 * p->q.sr, p->q.sr, nq, dk + j * D);
+        }
+    }
+}
+
+/* First query row that sees key j (rows before it skip the key's tile). */
+static inline int64_t FN(att_first_query)(const tfc_attn_problem *p, int64_t j) {
+    if (!p->causal) return 0;
+    int64_t i = j - (p->S - p->Tq);
+    return i < 0 ? 0 : i;
+}
+
+/* dk, dv of key block [j0, j0+nk) of head (b, h) (and dq too when want_dq). */
+static void FN(att_backward_keys)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t j0, int64_t nk,
+                                  int want_dq) {
+    for (int64_t i0 = FN(att_first_query)(p, j0) / ATT_BQ * ATT_BQ; i0 < p->Tq; i0 += ATT_BQ) {
+        const int64_t nq = p->Tq - i0 < ATT_BQ ? p->Tq - i0 : ATT_BQ;
+        FN(att_backward_tile)(p, b, h, i0, nq, j0, nk, want_dq, 1);
+    }
+}
+
+/* dq of query block [i0, i0+nq) of head (b, h). */
+static void FN(att_backward_queries)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq) {
+    for (int64_t j0 = 0; j0 < p->S; j0 += ATT_BK) {
+        if (FN(att_first_query)(p, j0) >= i0 + nq) break;
+        const int64_t nk = p->S - j0 < ATT_BK ? p->S - j0 : ATT_BK;
+        FN(att_backward_tile)(p, b, h, i0, nq, j0, nk, 1, 0);
+    }
+}
+
+static void FN(att_zero)(T *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = 0;
+}
+
+static void FN(attention_backward)(const tfc_attn_problem *p) {
+    const int64_t BH = p->B * p->H, T_ = p->Tq, S = p->S, D = p->D, Dv = p->Dv;
+    const int64_t nqb = (T_ + ATT_BQ - 1) / ATT_BQ, nkb = (S + ATT_BK - 1) / ATT_BK;
+    const int64_t head_work = T_ * S * (D + Dv);
+    const int64_t threads = tfc_threads_for(BH * (head_work + 1), 16384);
+    if (BH >= threads || (nqb <= 1 && nkb <= 1)) {
+        /* A thread per head: dq, dk, dv in one pass over the tiles. */
+        TFC_PARALLEL_RANGE(BH, head_work >= 16384 ? 1 : 16384 / (head_work + 1), lo, hi) {
+            for (int64_t bh = lo; bh < hi; bh++) {
+                if (!p->accumulate) {
+                    if (p->dq) FN(att_zero)((T *)p->dq + bh * T_ * D, T_ * D);
+                    if (p->dk) FN(att_zero)((T *)p->dk + bh * S * D, S * D);
+                    if (p->dv) FN(att_zero)((T *)p->dv + bh * S * Dv, S * Dv);
+                }
+                for (int64_t j0 = 0; j0 < S; j0 += ATT_BK)
+                    FN(att_backward_keys)(p, bh / p->H, bh % p->H, j0, S - j0 < ATT_BK ? S - j0 : ATT_BK, 1);
+            }
+        }
+        return;
+    }
+    /* Few heads: dk, dv parallel over key blocks, then dq over query blocks. */
+    if (p->dk || p->dv) {
+        TFC_PARALLEL_RANGE(BH * nkb, 1, lo, hi) {
+            for (int64_t w = lo; w < hi; w++) {
+                const int64_t bh = w / nkb, j0 = (w % nkb) * ATT_BK, nk = S - j0 < ATT_BK ? S - j0 : ATT_BK;
+                if (!p->accumulate) {
+                    if (p->dk) FN(att_zero)((T *)p->dk + (bh * S + j0) * D, nk * D);
+                    if (p->dv) FN(att_zero)((T *)p->dv + (bh * S + j0) * Dv, nk * Dv);
+                }
+                FN(att_backward_keys)(p, bh / p->H, bh % p->H, j0, nk, 0);
+            }
+        }
+    }
+    if (p->dq) {
+        TFC_PARALLEL_RANGE(BH * nqb, 1, lo, hi) {
+            for (int64_t w = lo; w < hi; w++) {
+                const int64_t bh = w / nqb, i0 = (w % nqb) * ATT_BQ, nq = T_ - i0 < ATT_BQ ? T_ - i0 : ATT_BQ;
+                if (!p->accumulate) FN(att_zero)((T *)p->dq + (bh * T_ + i0) * D, nq * D);
+                FN(att_backward_queries)(p, bh / p->H, bh % p->H, i0, nq);
+            }
+        }
+    }
+}
+
+#endif

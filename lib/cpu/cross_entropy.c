@@ -1,0 +1,108 @@
+/*
+ * Softmax cross-entropy over rows of logits x [n, c] with class targets t [n]:
+ *
+ *   lse_r = m_r + log Σ_c exp(x_rc − m_r)          (m_r = max_c x_rc)
+ *   loss  = Σ_{r valid} (lse_r − x_{r,t_r}) / n_valid       (NaN when n_valid = 0)
+ *   dx_rc = dloss / n_valid · (exp(x_rc − lse_r) − [c = t_r]),   0 on ignored rows
+ *
+ * A row is valid when t_r != ignore_index (targets were range-checked by the
+ * caller). The backward is one fused pass per row: softmax, minus the
+ * one-hot, times the scale — the [n, c] probabilities are never stored.
+ * The loss sums rows in f64 in CE_BLOCKS blocks whose boundaries depend only
+ * on n, then adds the blocks in order: the same loss for any thread count.
+ */
+#ifndef TFC_T
+
+#include "cpu/kernels.h"
+
+/* Most row blocks of the loss sum (their partial sums live on the stack). */
+#define CE_BLOCKS 256
+
+#define TFC_TMPL_FILE "cpu/cross_entropy.c"
+#include "cpu/kernel_tmpl.h"
+
+void tfc_cpu_cross_entropy_forward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, const void *logits,
+                                   const void *targets, int64_t ignore_index, void *loss, void *lse) {
+    TFC_DISPATCH(dt, cross_entropy_forward, idt, n, c, logits, targets, ignore_index, loss, lse);
+}
+
+void tfc_cpu_cross_entropy_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, double dloss,
+                                    const void *logits, const void *targets, const void *lse,
+                                    int64_t ignore_index, void *dlogits, int accumulate) {
+    TFC_DISPATCH(dt, cross_entropy_backward, idt, n, c, dloss, logits, targets, lse, ignore_index, dlogits,
+                 accumulate);
+}
+
+#else /* TFC_T */
+
+/* log Σ exp(x) of one row of c values, shifted by the row's max. */
+static ACC FN(row_lse)(int64_t c, const T *x) {
+    T m = -INFINITY;
+    SIMD_MAX(m)
+    for (int64_t j = 0; j < c; j++) m = x[j] > m ? x[j] : m;
+    ACC s = 0;
+    SIMD_SUM(s)
+    for (int64_t j = 0; j < c; j++) s += EXP(x[j] - m);
+    return (ACC)m + log(s);
+}
+
+static void FN(cross_entropy_forward)(tfc_dtype idt, int64_t n, int64_t c, const T *x, const void *targets,
+                                      int64_t ignore_index, T *loss, T *lse) {
+    int64_t nblk = n < CE_BLOCKS ? n : CE_BLOCKS;
+    ACC part[CE_BLOCKS];
+    int64_t valid[CE_BLOCKS];
+    TFC_PARALLEL_RANGE(nblk, TFC_GRAIN(c * (n / (nblk > 0 ? nblk : 1))), lo, hi) {
+        for (int64_t blk = lo; blk < hi; blk++) {
+            ACC sum = 0;
+            int64_t nv = 0;
+            for (int64_t r = n * blk / nblk; r < n * (blk + 1) / nblk; r++) {
+                int64_t t = tfc_index_at(targets, idt, r);
+                int ignored = t == ignore_index;
+                if (ignored && !lse) continue;
+                ACC l = FN(row_lse)(c, x + r * c);
+                if (lse) lse[r] = (T)l;
+                if (!ignored) {
+                    sum += l - (ACC)x[r * c + t];
+                    nv++;
+                }
+            }
+            part[blk] = sum;
+            valid[blk] = nv;
+        }
+    }
+    ACC total = 0;
+    int64_t nv = 0;
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        total += part[blk];
+        nv += valid[blk];
+    }
+    *loss = nv ? (T)(total / (ACC)nv) : (T)NAN;
+}
+
+static void FN(cross_entropy_backward)(tfc_dtype idt, int64_t n, int64_t c, double dloss, const T *x,
+                                       const void *targets, const T *lse, int64_t ignore_index, T *dx,
+                                       int accumulate) {
+    int64_t nv = 0;
+    for (int64_t r = 0; r < n; r++) nv += tfc_index_at(targets, idt, r) != ignore_index;
+    T g = nv ? (T)(dloss / (double)nv) : 0;
+    TFC_PARALLEL_RANGE(n, TFC_GRAIN(c), lo, hi) {
+        for (int64_t r = lo; r < hi; r++) {
+            const T *xr = x + r * c;
+            T *dr = dx + r * c;
+            int64_t t = tfc_index_at(targets, idt, r);
+            if (t == ignore_index) {
+                if (!accumulate)
+                    for (int64_t j = 0; j < c; j++) dr[j] = 0;
+                continue;
+            }
+            T l = lse ? lse[r] : (T)FN(row_lse)(c, xr);
+            if (accumulate)
+                for (int64_t j = 0; j < c; j++) dr[j] += g * EXP(xr[j] - l);
+            else
+                for (int64_t j = 0; j < c; j++) dr[j] = g * EXP(xr[j] - l);
+            dr[t] -= g;
+        }
+    }
+}
+
+#endif

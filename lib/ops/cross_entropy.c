@@ -1,0 +1,59 @@
+/*
+ * tfc_cross_entropy, the graph door of the fused softmax + NLL: saves the
+ * logits, targets and per-row log-sum-exp; backward is one fused pass
+ * (tfc_cross_entropy_backward). Logits [..., C] are flattened to [N, C].
+ */
+#include "ops/op_util.h"
+#include "tfcore/kernels.h"
+
+static tfc_status ce_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
+    tfc_tensor *dl = gout[0], *logits = n->saved[0], *targets = n->saved[1], *lse = n->saved[2], *d2, *d;
+    if (!dl || !tfc_node_needs_grad(n, 0)) return TFC_OK;
+    TFC_TRY(tfc_tensor_new_like(logits, logits->dtype, &d2));
+    tfc_status s = tfc_cross_entropy_backward(dl, logits, targets, lse, n->params.i[0], d2, 0);
+    if (s == TFC_OK) s = tfc_reshape(NULL, d2, n->in[0].shape, n->in[0].ndim, &d);
+    tfc_tensor_release(d2);
+    TFC_TRY(s);
+    gin[0] = d;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, const tfc_tensor *targets,
+                                     int64_t ignore_index, tfc_tensor **out) {
+    const char *fn = "tfc_cross_entropy";
+    TFC_CHECK_NOT_NULL(fn, out);
+    TFC_TRY(tfc_check_float(fn, "logits", logits));
+    TFC_CHECK_NOT_NULL(fn, targets);
+    if (logits->ndim < 1) return tfc_err(TFC_ERR_SHAPE, "%s: logits is a scalar; need [N, C]", fn);
+    int64_t C = logits->shape[logits->ndim - 1], N = C ? tfc_numel(logits) / C : 0;
+    if (tfc_numel(targets) != N)
+        return tfc_err(TFC_ERR_SHAPE, "%s: logits is %s (%lld rows), targets is %s", fn, SHAPE(logits), (long long)N,
+                       SHAPE(targets));
+    tfc_tensor *l2 = NULL, *t1 = NULL, *loss = NULL, *lse = NULL;
+    tfc_status s = tfc_reshape(NULL, logits, (int64_t[]){N, C}, 2, &l2);
+    if (s == TFC_OK) s = tfc_reshape(NULL, targets, &N, 1, &t1);
+    if (s == TFC_OK) s = tfc_tensor_new(NULL, 0, logits->dtype, TFC_DEVICE_CPU, 0, &loss);
+    if (s == TFC_OK) s = tfc_tensor_new(&N, 1, logits->dtype, TFC_DEVICE_CPU, 0, &lse);
+    if (s == TFC_OK) s = tfc_cross_entropy_forward(l2, t1, ignore_index, loss, lse);
+    if (s == TFC_OK && tfc_should_record(g, &logits, 1)) {
+        tfc_node *n;
+        s = tfc_node_new(g, fn, ce_node_backward, 1, 1, &n);
+        if (s == TFC_OK) {
+            n->params.i[0] = ignore_index;
+            tfc_node_set_input(n, 0, logits);
+            s = tfc_node_save(n, l2);
+            if (s == TFC_OK) s = tfc_node_save(n, t1);
+            if (s == TFC_OK) s = tfc_node_save(n, lse);
+            if (s == TFC_OK) tfc_node_attach_output(n, 0, loss);
+        }
+    }
+    tfc_tensor_release(l2);
+    tfc_tensor_release(t1);
+    tfc_tensor_release(lse);
+    if (s != TFC_OK) {
+        tfc_tensor_release(loss);
+        return s;
+    }
+    *out = loss;
+    return TFC_OK;
+}

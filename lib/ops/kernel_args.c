@@ -1,0 +1,132 @@
+/* Argument checks shared by the explicit kernel entry points. */
+#include "ops/kernel_args.h"
+
+static tfc_status on_cpu(const char *fn, const char *arg, const tfc_tensor *t) {
+    if (!t) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, arg);
+    return tfc_require_cpu(fn, arg, t);
+}
+
+tfc_status tfc_karg_float(const char *fn, const char *arg, const tfc_tensor *t) {
+    TFC_TRY(on_cpu(fn, arg, t));
+    if (t->dtype != TFC_DTYPE_F32 && t->dtype != TFC_DTYPE_F64)
+        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; only f32 and f64 are supported", fn, arg,
+                       tfc_dtype_name(t->dtype), SHAPE(t));
+    return TFC_OK;
+}
+
+tfc_status tfc_karg_index(const char *fn, const char *arg, const tfc_tensor *t) {
+    TFC_TRY(on_cpu(fn, arg, t));
+    if (t->dtype != TFC_DTYPE_I32 && t->dtype != TFC_DTYPE_I64)
+        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; indices must be i32 or i64", fn, arg,
+                       tfc_dtype_name(t->dtype), SHAPE(t));
+    return TFC_OK;
+}
+
+tfc_status tfc_karg_dtype_like(const char *fn, const char *arg, const tfc_tensor *t, const char *refname,
+                               const tfc_tensor *ref) {
+    if (t->dtype != ref->dtype)
+        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s, must be %s like %s %s", fn, arg, tfc_dtype_name(t->dtype),
+                       SHAPE(t), tfc_dtype_name(ref->dtype), refname, SHAPE(ref));
+    return TFC_OK;
+}
+
+static int same_dims(const tfc_tensor *t, const int64_t *dims, int32_t ndim) {
+    if (t->ndim != ndim) return 0;
+    for (int32_t i = 0; i < ndim; i++)
+        if (t->shape[i] != dims[i]) return 0;
+    return 1;
+}
+
+tfc_status tfc_karg_shape(const char *fn, const char *arg, const tfc_tensor *t, const int64_t *dims, int32_t ndim,
+                          const char *refname, const tfc_tensor *ref) {
+    if (!same_dims(t, dims, ndim))
+        return tfc_err(TFC_ERR_SHAPE, "%s: %s is %s, must be %s (%s is %s)", fn, arg, SHAPE(t),
+                       tfc_fmt_dims(dims, ndim), refname, SHAPE(ref));
+    return TFC_OK;
+}
+
+tfc_status tfc_karg_float_like(const char *fn, const char *arg, const tfc_tensor *t, const int64_t *dims,
+                               int32_t ndim, const char *refname, const tfc_tensor *ref) {
+    TFC_TRY(tfc_karg_float(fn, arg, t));
+    TFC_TRY(tfc_karg_dtype_like(fn, arg, t, refname, ref));
+    return tfc_karg_shape(fn, arg, t, dims, ndim, refname, ref);
+}
+
+tfc_status tfc_karg_output(const char *fn, const char *arg, const tfc_tensor *t, tfc_dtype dt, const int64_t *dims,
+                           int32_t ndim, const char *refname, const tfc_tensor *ref) {
+    TFC_TRY(on_cpu(fn, arg, t));
+    if (t->dtype != dt)
+        return tfc_err(TFC_ERR_DTYPE, "%s: output %s is %s %s, must be %s (%s is %s %s)", fn, arg,
+                       tfc_dtype_name(t->dtype), SHAPE(t), tfc_dtype_name(dt), refname, tfc_dtype_name(ref->dtype),
+                       SHAPE(ref));
+    if (!same_dims(t, dims, ndim))
+        return tfc_err(TFC_ERR_SHAPE, "%s: output %s is %s, must be %s (%s is %s)", fn, arg, SHAPE(t),
+                       tfc_fmt_dims(dims, ndim), refname, SHAPE(ref));
+    if (!tfc_is_contiguous(t))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: output %s %s has strides %s; outputs must be contiguous", fn, arg,
+                       SHAPE(t), tfc_fmt_dims(t->strides, t->ndim));
+    return TFC_OK;
+}
+
+tfc_status tfc_karg_flags(const char *fn, uint32_t flags) {
+    if (flags & ~TFC_GRAD_ACCUMULATE)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: flags is 0x%x; only TFC_GRAD_ACCUMULATE (0x%x) is defined", fn,
+                       (unsigned)flags, (unsigned)TFC_GRAD_ACCUMULATE);
+    return TFC_OK;
+}
+
+/* Byte range [lo, hi) of t's elements inside its storage; empty when numel is 0. */
+static void byte_range(const tfc_tensor *t, int64_t *lo, int64_t *hi) {
+    int64_t a = t->offset, b = t->offset;
+    for (int32_t i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) {
+            *lo = *hi = 0;
+            return;
+        }
+        int64_t span = (t->shape[i] - 1) * t->strides[i];
+        if (span < 0) a += span;
+        else b += span;
+    }
+    int64_t es = (int64_t)tfc_dtype_size(t->dtype);
+    *lo = a * es;
+    *hi = (b + 1) * es;
+}
+
+tfc_status tfc_karg_disjoint(const char *fn, const tfc_tensor *const *tensors, const char *const *names,
+                             int32_t nout, int32_t n) {
+    for (int32_t i = 0; i < nout; i++) {
+        const tfc_tensor *o = tensors[i];
+        if (!o) continue;
+        int64_t olo, ohi;
+        byte_range(o, &olo, &ohi);
+        if (olo == ohi) continue;
+        for (int32_t j = 0; j < n; j++) {
+            const tfc_tensor *t = tensors[j];
+            if (j == i || !t || t->storage != o->storage) continue;
+            int64_t lo, hi;
+            byte_range(t, &lo, &hi);
+            if (lo < ohi && olo < hi)
+                return tfc_err(TFC_ERR_INVALID_ARG, "%s: output %s %s overlaps %s%s %s in memory", fn, names[i],
+                               SHAPE(o), j < nout ? "output " : "", names[j], SHAPE(t));
+        }
+    }
+    return TFC_OK;
+}
+
+tfc_status tfc_karg_contiguous(const tfc_tensor *t, tfc_tensor **tmp, const tfc_tensor **use) {
+    *tmp = NULL;
+    *use = t;
+    if (!t || tfc_is_contiguous(t)) return TFC_OK;
+    TFC_TRY(tfc_make_contiguous(t, tmp));
+    *use = *tmp;
+    return TFC_OK;
+}
+
+tfc_status tfc_karg_unit_last_stride(const tfc_tensor *t, tfc_tensor **tmp, const tfc_tensor **use) {
+    *tmp = NULL;
+    *use = t;
+    if (!t || t->ndim == 0 || t->shape[t->ndim - 1] <= 1 || t->strides[t->ndim - 1] == 1) return TFC_OK;
+    TFC_TRY(tfc_make_contiguous(t, tmp));
+    *use = *tmp;
+    return TFC_OK;
+}
