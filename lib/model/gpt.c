@@ -248,10 +248,9 @@ static void scope_free(scope *sc) {
     free(sc->t);
 }
 
-/* Run an op that writes its result to &r, and push r onto the scope. */
+/* Run an op that writes its result to &r (r may also be an input: it is only written on success), and push r onto the scope. */
 #define OP(r, call)                                                                                          \
     do {                                                                                                     \
-        r = NULL;                                                                                            \
         s = (call);                                                                                          \
         if (s == TFC_OK) s = keep(&sc, r);                                                                   \
         if (s != TFC_OK) goto done;                                                                          \
