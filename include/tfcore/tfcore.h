@@ -10,6 +10,7 @@
 #include "tfcore/graph.h"
 #include "tfcore/ops.h"
 #include "tfcore/kernels.h"
+#include "tfcore/dlpack.h"
 #include "tfcore/gpt.h"
 #include "tfcore/io.h"
 

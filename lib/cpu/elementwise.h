@@ -1,7 +1,7 @@
 /*
  * Elementwise maps out = f(a, b, c; p) over strided views of one shape
- * (broadcast inputs carry stride 0). One kernel body per op, instantiated
- * for float and double; the op switch sits outside the element loop.
+ * (broadcast inputs carry stride 0). Each op is one formula in the table
+ * below, compiled for every element type by elementwise.c.
  */
 #ifndef TFC_CPU_ELEMENTWISE_H
 #define TFC_CPU_ELEMENTWISE_H
@@ -40,7 +40,7 @@
     X(POW_S_BWD, a * (T)p * POW(b, (T)p - (T)1))                                    \
     X(DIV_BWD_B, -a * c / b) /* d(x/b)/db with b = divisor, c = x/b */               \
     X(RDIV_S_BWD, -a * c / b) /* d(p/x)/dx = -p/x² = -(p/x)/x */                    \
-    X(MASK_SELECT, c != 0 ? a : b) /* where(c, a, b) */
+    X(MASK_SELECT, a) /* where(c, a, b): c is a bool/u8 mask, handled apart */
 
 typedef enum tfc_map_op {
 #define TFC_MAP_ENUM(name, expr) TFC_MAP_##name,

@@ -10,6 +10,62 @@ static inline double load(const tfc_sview *v, int64_t off) {
     return v->dtype == TFC_DTYPE_F64 ? ((const double *)v->data)[off] : (double)((const float *)v->data)[off];
 }
 
+/*
+ * Column sums, out[j] = scale · Σ_r x[r, j], when the kept dims are one
+ * unit-stride run (a bias gradient: [B·T, C] → [C]): walk the reduced
+ * positions in order and add whole contiguous rows, so memory is read
+ * sequentially. Threads split the columns.
+ */
+static int column_sum(const tfc_sview *in, int32_t nkeep, const tfc_iter *rit, int64_t nout, void *out,
+                      double scale) {
+    tfc_sview kept = *in;
+    kept.ndim = nkeep;
+    const tfc_sview *kv[1] = {&kept};
+    tfc_iter kit;
+    tfc_iter_init(&kit, kv, 1);
+    if (nkeep == 0 || kit.ndim != 1 || kit.strides[0][0] != 1 || nout < 8) return 0;
+    int f64 = in->dtype == TFC_DTYPE_F64;
+    TFC_PARALLEL_RANGE(nout, 64, lo, hi) {
+        double acc_small[512], *acc = acc_small;
+        for (int64_t j0 = lo; j0 < hi; j0 += 512) {
+            int64_t j1 = j0 + 512 < hi ? j0 + 512 : hi;
+            for (int64_t j = 0; j < j1 - j0; j++) acc[j] = 0.0;
+            int64_t idx[TFC_MAX_DIMS], off[4];
+            tfc_iter_seek(rit, 0, idx, off);
+            for (int64_t r = 0; r < rit->numel; r++) {
+                if (f64) {
+                    const double *row = (const double *)in->data + off[0] + j0;
+                    for (int64_t j = 0; j < j1 - j0; j++) acc[j] += row[j];
+                } else {
+                    const float *row = (const float *)in->data + off[0] + j0;
+                    for (int64_t j = 0; j < j1 - j0; j++) acc[j] += (double)row[j];
+                }
+                tfc_iter_next(rit, idx, off);
+            }
+            for (int64_t j = 0; j < j1 - j0; j++) {
+                if (f64) ((double *)out)[j0 + j] = acc[j] * scale;
+                else ((float *)out)[j0 + j] = (float)(acc[j] * scale);
+            }
+        }
+    }
+    return 1;
+}
+
+/* Row sums over one unit-stride run, vectorised with lane partial sums. */
+static double row_sum(const tfc_sview *in, int64_t base, int64_t n) {
+    double acc = 0.0;
+    if (in->dtype == TFC_DTYPE_F64) {
+        const double *x = (const double *)in->data + base;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t i = 0; i < n; i++) acc += x[i];
+    } else {
+        const float *x = (const float *)in->data + base;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t i = 0; i < n; i++) acc += (double)x[i];
+    }
+    return acc;
+}
+
 void tfc_cpu_reduce(tfc_reduce_op op, const tfc_sview *in, int32_t nkeep, void *out, double scale) {
     int64_t nout = 1, nred = 1;
     for (int32_t d = 0; d < nkeep; d++) nout *= in->shape[d];
@@ -23,6 +79,8 @@ void tfc_cpu_reduce(tfc_reduce_op op, const tfc_sview *in, int32_t nkeep, void *
     const tfc_sview *rv[1] = {&red};
     tfc_iter rit;
     tfc_iter_init(&rit, rv, 1);
+    if (op == TFC_REDUCE_SUM && column_sum(in, nkeep, &rit, nout, out, scale)) return;
+    int row_run = op == TFC_REDUCE_SUM && rit.ndim == 1 && rit.strides[0][0] == 1;
     int64_t grain = nred > 0 ? (1 << 14) / nred + 1 : 1 << 14;
     TFC_PARALLEL_RANGE(nout, grain, lo, hi) {
         for (int64_t o = lo; o < hi; o++) {
@@ -30,6 +88,12 @@ void tfc_cpu_reduce(tfc_reduce_op op, const tfc_sview *in, int32_t nkeep, void *
             for (int32_t d = nkeep - 1; d >= 0; d--) {
                 base += (rem % in->shape[d]) * in->strides[d];
                 rem /= in->shape[d];
+            }
+            if (row_run) {
+                double acc = row_sum(in, base, nred) * scale;
+                if (in->dtype == TFC_DTYPE_F64) ((double *)out)[o] = acc;
+                else ((float *)out)[o] = (float)acc;
+                continue;
             }
             int64_t idx[TFC_MAX_DIMS], off[4];
             tfc_iter_seek(&rit, 0, idx, off);
