@@ -13,5 +13,6 @@
 #include "tfcore/dlpack.h"
 #include "tfcore/gpt.h"
 #include "tfcore/io.h"
+#include "tfcore/optim.h"
 
 #endif
