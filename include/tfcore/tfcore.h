@@ -14,5 +14,6 @@
 #include "tfcore/gpt.h"
 #include "tfcore/io.h"
 #include "tfcore/optim.h"
+#include "tfcore/tokenizer.h"
 
 #endif

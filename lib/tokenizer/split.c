@@ -1,0 +1,166 @@
+/*
+ * The split patterns, in PCRE2 syntax, and the chunk iterator.
+ *
+ * Both patterns are tiktoken's, with one change: tiktoken runs them on
+ * Rust's regex engine, whose \s is the Unicode White_Space property.
+ * PCRE2's \s under PCRE2_UCP is \p{Z} + \h + \v instead, which also takes
+ * U+180E (MONGOLIAN VOWEL SEPARATOR, not White_Space since Unicode 6.3).
+ * So \s and \S are spelled \p{White_Space} and \P{White_Space} here,
+ * PCRE2's own table of the property. Rust's `$` (end of text) is `\z`.
+ * Possessive quantifiers are used where they cannot change the result
+ * (nothing after them in their branch) because they save backtracking.
+ *
+ * PCRE2_MATCH_INVALID_UTF makes invalid UTF-8 safe to scan: such bytes
+ * never match, so they come out between matches and the iterator hands
+ * them out as chunks of their own.
+ */
+#include "tokenizer/split.h"
+
+#include "core/error.h"
+#include "tfcore/tokenizer.h"
+
+#define WS "\\p{White_Space}"
+#define NWS "\\P{White_Space}"
+
+/* tiktoken r50k/p50k/gpt2:
+ *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+static const char gpt2_pattern[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}++| ?\\p{N}++| ?[^" WS "\\p{L}\\p{N}]++|" WS "+(?!" NWS ")|" WS "++";
+
+/* tiktoken cl100k_base:
+ *   '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|
+ *   \s*[\r\n]|\s+(?!\S)|\s */
+static const char cl100k_pattern[] =
+    "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^" WS "\\p{L}\\p{N}]++[\\r\\n]*+|" WS
+    "++\\z|" WS "*[\\r\\n]|" WS "+(?!" NWS ")|" WS;
+
+const char *split_pattern_source(int32_t pattern) {
+    switch (pattern) {
+    case TFC_SPLIT_GPT2: return gpt2_pattern;
+    case TFC_SPLIT_CL100K: return cl100k_pattern;
+    default: return NULL;
+    }
+}
+
+tfc_status splitter_init(const char *fn, tfc_splitter *sp, int32_t pattern) {
+    if (pattern != TFC_SPLIT_NONE && pattern != TFC_SPLIT_GPT2 && pattern != TFC_SPLIT_CL100K)
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "%s: pattern is %d, expected TFC_SPLIT_NONE (0), TFC_SPLIT_GPT2 (1) or TFC_SPLIT_CL100K (2)",
+                       fn, (int)pattern);
+    sp->pattern = pattern;
+    sp->re = NULL;
+    sp->jit = 0;
+    if (pattern == TFC_SPLIT_NONE) return TFC_OK;
+    int code;
+    PCRE2_SIZE at;
+    sp->re = pcre2_compile((PCRE2_SPTR)split_pattern_source(pattern), PCRE2_ZERO_TERMINATED,
+                           PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &at, NULL);
+    if (!sp->re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        return tfc_err(TFC_ERR_INTERNAL, "%s: PCRE2 rejected split pattern %d at offset %zu: %s", fn,
+                       (int)pattern, (size_t)at, (const char *)msg);
+    }
+    /* Without JIT (a PCRE2 built without it) the interpreter gives the same chunks, slower. */
+    sp->jit = pcre2_jit_compile(sp->re, PCRE2_JIT_COMPLETE) == 0;
+    return TFC_OK;
+}
+
+void splitter_free(tfc_splitter *sp) {
+    if (sp->re) pcre2_code_free(sp->re);
+    sp->re = NULL;
+}
+
+tfc_status split_iter_init(const char *fn, split_iter *it, const tfc_splitter *sp, const uint8_t *text,
+                           size_t len) {
+    it->sp = sp;
+    it->text = text;
+    it->len = len;
+    it->pos = 0;
+    it->has_match = 0;
+    it->md = NULL;
+    it->mctx = NULL;
+    it->stack = NULL;
+    if (sp->re && len > 0) {
+        it->md = pcre2_match_data_create_from_pattern(sp->re, NULL);
+        if (!it->md) return tfc_err(TFC_ERR_OOM, "%s: out of memory for regex match data", fn);
+    }
+    return TFC_OK;
+}
+
+void split_iter_free(split_iter *it) {
+    if (it->md) pcre2_match_data_free(it->md);
+    if (it->mctx) pcre2_match_context_free(it->mctx);
+    if (it->stack) pcre2_jit_stack_free(it->stack);
+    it->md = NULL;
+    it->mctx = NULL;
+    it->stack = NULL;
+}
+
+static int run_match(const split_iter *it, size_t from) {
+    if (it->sp->jit)
+        return pcre2_jit_match(it->sp->re, it->text, it->len, from, 0, it->md, it->mctx);
+    return pcre2_match(it->sp->re, it->text, it->len, from, 0, it->md, it->mctx);
+}
+
+/* Find the next match at or after pos; 1 found, 0 none, <0 status. */
+static int find_match(const char *fn, split_iter *it) {
+    int rc = run_match(it, it->pos);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !it->stack) {
+        /* Only pathological inputs get here; give the JIT a big stack and retry. */
+        it->stack = pcre2_jit_stack_create(64 * 1024, 256 * 1024 * 1024, NULL);
+        it->mctx = pcre2_match_context_create(NULL);
+        if (!it->stack || !it->mctx) return tfc_err(TFC_ERR_OOM, "%s: out of memory for the regex stack", fn);
+        pcre2_jit_stack_assign(it->mctx, NULL, it->stack);
+        rc = run_match(it, it->pos);
+    }
+    if (rc == PCRE2_ERROR_NOMATCH) return 0;
+    if (rc < 0) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        return tfc_err(TFC_ERR_INTERNAL, "%s: splitting text at byte %zu failed: %s", fn, it->pos,
+                       (const char *)msg);
+    }
+    const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(it->md);
+    if (ov[1] <= ov[0] || ov[0] < it->pos || ov[1] > it->len)
+        return tfc_err(TFC_ERR_INTERNAL, "%s: split pattern gave an empty match at byte %zu", fn, (size_t)ov[0]);
+    it->m_start = ov[0];
+    it->m_end = ov[1];
+    it->has_match = 1;
+    return 1;
+}
+
+int split_next(const char *fn, split_iter *it, size_t *start, size_t *end) {
+    if (it->pos >= it->len) return 0;
+    if (!it->sp->re) {
+        *start = 0;
+        *end = it->pos = it->len;
+        return 1;
+    }
+    if (!it->has_match) {
+        int rc = find_match(fn, it);
+        if (rc < 0) return rc;
+        if (rc == 0) { /* only invalid bytes are left */
+            *start = it->pos;
+            *end = it->pos = it->len;
+            return 1;
+        }
+    }
+    if (it->m_start > it->pos) { /* invalid bytes before the match */
+        *start = it->pos;
+        *end = it->pos = it->m_start;
+        return 1;
+    }
+    *start = it->m_start;
+    *end = it->pos = it->m_end;
+    it->has_match = 0;
+    return 1;
+}
+
+size_t split_safe_cut(const uint8_t *p, size_t len) {
+    for (size_t c = len ? len - 1 : 0; c >= 2; c--) {
+        uint8_t x = p[c] | 0x20; /* ASCII lower case */
+        if (p[c - 1] == '\n' && p[c - 2] > 0x20 && p[c - 2] < 0x7f && x >= 'a' && x <= 'z') return c;
+    }
+    return 0;
+}
