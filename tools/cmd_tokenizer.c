@@ -81,7 +81,6 @@ int cmd_tokenizer(int argc, char **argv) {
             free(ids);
         }
     } else {
-        usage(stderr);
         rc = cli_error(EXIT_USAGE, CMD, "unknown subcommand '%s' (train, encode, decode)", sub);
     }
     free(buf);

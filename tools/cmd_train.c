@@ -243,6 +243,10 @@ int cmd_train(int argc, char **argv) {
         /* the vocabulary comes from the checkpoint, so token ids mean the same */
         tfc_safetensors *f = NULL;
         const char *vm = NULL;
+        if (!file_exists(path_join(o.out, "model.safetensors"))) {
+            rc = cli_error(EXIT_USAGE, CMD, "--resume: no checkpoint in '%s'", o.out);
+            goto out_text;
+        }
         if ((rc = ckpt_open(CMD, o.out, &f)) != 0) goto out_text;
         if (tfc_safetensors_metadata(f, "tfc.vocab", &vm) != TFC_OK) vm = NULL;
         const char *pr = NULL;

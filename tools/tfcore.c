@@ -31,7 +31,6 @@ int main(int argc, char **argv) {
         printf("tfcore %s\n", tfc_version_string());
         return 0;
     }
-    usage(stderr);
-    fprintf(stderr, "tfcore: error: unknown command '%s'\n", cmd);
+    fprintf(stderr, "tfcore: error: unknown command '%s' (train, sample, eval, tokenizer; see tfcore --help)\n", cmd);
     return EXIT_USAGE;
 }
