@@ -61,7 +61,7 @@ void vocab_free(vocab *v);
 
 /* Read a whole file into a new NUL-terminated buffer (free()). */
 int read_file(const char *path, char **data, size_t *len);
-/* mkdir -p for one level; 0 on success. */
+/* mkdir -p; 0 on success. */
 int ensure_dir(const char *path);
 /* dir + "/" + name in a static ring of buffers. */
 const char *path_join(const char *dir, const char *name);

@@ -105,7 +105,15 @@ int read_file(const char *path, char **data, size_t *len) {
 int ensure_dir(const char *path) {
     struct stat st;
     if (stat(path, &st) == 0) return S_ISDIR(st.st_mode) ? 0 : -1;
-    return mkdir(path, 0777);
+    /* create the parents first (mkdir -p) */
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = 0;
+        if (ensure_dir(parent) != 0) return -1;
+    }
+    return mkdir(path, 0777) == 0 || errno == EEXIST ? 0 : -1;
 }
 
 const char *path_join(const char *dir, const char *name) {
