@@ -250,7 +250,11 @@ int cmd_train(int argc, char **argv) {
         if ((rc = ckpt_open(CMD, o.out, &f)) != 0) goto out_text;
         if (tfc_safetensors_metadata(f, "tfc.vocab", &vm) != TFC_OK) vm = NULL;
         const char *pr = NULL;
-        if (!o.preset_given && tfc_safetensors_metadata(f, "train.preset", &pr) == TFC_OK && pr) o.preset = strdup(pr);
+        static char preset[64];
+        if (!o.preset_given && tfc_safetensors_metadata(f, "train.preset", &pr) == TFC_OK && pr) {
+            snprintf(preset, sizeof preset, "%s", pr);
+            o.preset = preset;
+        }
         rc = vocab_from_meta(CMD, vm, path_join(o.out, "tokenizer.tfctok"), &v);
         tfc_safetensors_release(f);
         if (rc) goto out_text;
