@@ -144,7 +144,7 @@ int vocab_encode(const char *cmd, const vocab *v, const char *text, size_t len, 
     if (v->kind == VOCAB_BPE) {
         if (tfc_tokenizer_encode(v->bpe, text, len, TFC_SPECIAL_AS_TEXT, ids, n) != TFC_OK)
             return cli_lib_error(cmd, "encoding the text");
-        /* tfc_free and free agree on our allocator? copy to be safe */
+        /* the ids are the library's memory (tfc_free): copy them so every caller just free()s */
         int32_t *c = malloc((*n ? *n : 1) * sizeof *c);
         if (!c) return cli_error(EXIT_RUNTIME, cmd, "out of memory");
         memcpy(c, *ids, *n * sizeof *c);

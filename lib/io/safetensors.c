@@ -502,7 +502,7 @@ static tfc_status parse_file(const char *fn, const unsigned char *buf, size_t le
             if (strcmp(f->tensors[i - 1].name, f->tensors[i].name) == 0)
                 return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' appears twice", fn, f->tensors[i].name);
     }
-    qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_begin);
+    if (f->n > 1) qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_begin);
     const uint64_t data_len = len - 8 - hlen;
     const unsigned char *data = buf + 8 + hlen;
     uint64_t expect = 0;

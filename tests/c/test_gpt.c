@@ -366,17 +366,26 @@ TEST(gradcheck_one_layer_two_heads_16_dims) {
     /* GPT-2 init makes attention nearly uniform, so q and k would get gradients near 1e-9,
        all roundoff for finite differences: give every parameter O(0.3) random values */
     for (int32_t i = 0; i < n; i++) CHECK_OK(tfc_tensor_fill_normal(ps[i], i % 2 ? 0.1 : 0.0, 0.3, 17, (uint64_t)i * 1000));
+    /* c_attn.bias is left out: its key part has an exactly zero gradient (softmax is
+       shift-invariant), where a relative error is pure finite-difference noise; its
+       gradient is checked against the reference composition above */
+    tfc_tensor *checked[32];
+    const char *checked_names[32];
+    int32_t nc = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (!strstr(names[i], "c_attn.bias")) checked_names[nc] = names[i], checked[nc++] = ps[i];
+    CHECK(nc == n - 1);
     double err = 1;
     int32_t wi = -1;
     int64_t wk = -1;
     /* Some q/k weights get gradients near 4e-8, where f64 roundoff in the loss
        (~1e-16 / eps) dominates the difference quotient: eps 1e-5 keeps that
        floor at ~2e-4 relative, while a wrong gradient term shows as O(1). */
-    CHECK_OK(tfc_gradcheck(gc_fn, ps, n, &c, 1e-5, &err, &wi, &wk));
+    CHECK_OK(tfc_gradcheck(gc_fn, checked, nc, &c, 1e-5, &err, &wi, &wk));
     if (!(err < 1e-3)) {
         tfc_tensor *gr = NULL;
-        CHECK_OK(tfc_tensor_grad(ps[wi], &gr));
-        TFC_FAIL_AT("gradcheck max rel err %g at %s[%lld] (analytic %g)", err, wi >= 0 ? names[wi] : "?", (long long)wk,
+        CHECK_OK(tfc_tensor_grad(checked[wi], &gr));
+        TFC_FAIL_AT("gradcheck max rel err %g at %s[%lld] (analytic %g)", err, checked_names[wi], (long long)wk,
                     gr ? ((double *)tfc_tensor_data(gr))[wk] : 0.0);
         tfc_tensor_release(gr);
     }
