@@ -92,6 +92,17 @@ checks=$((checks + 1))
 "$tfcore" eval --ckpt "$work/straight" --data "$work/corpus.txt" | grep -q "nats/token" || fail "eval printed no loss"
 expect_fail 2 "--ckpt DIR and --data FILE are required" "$tfcore" eval --ckpt "$work/straight"
 
+# the checkpoint read by an independent PyTorch GPT-2 (HF layout) gives the same loss
+if /usr/bin/python3 -c "import torch, numpy" 2>/dev/null; then
+    checks=$((checks + 1))
+    head -c 3000 "$work/corpus.txt" > "$work/small.txt"
+    ours=$("$tfcore" eval --ckpt "$work/straight" --data "$work/small.txt" | sed 's/.*loss \([0-9.]*\) nats.*/\1/')
+    ref=$(/usr/bin/python3 "$(dirname "$0")/torch_reference.py" "$work/straight" "$work/small.txt")
+    [ -n "$ours" ] && awk -v a="$ours" -v b="$ref" 'BEGIN { exit !(a - b < 2e-4 && b - a < 2e-4) }' || fail "tfcore eval loss '$ours' != PyTorch reading the checkpoint '$ref'"
+else
+    echo "skip: PyTorch check (no torch in /usr/bin/python3)"
+fi
+
 # tokenizer: decode(encode(text)) == text
 checks=$((checks + 1))
 "$tfcore" tokenizer train --data "$work/corpus.txt" --vocab 300 --out "$work/tok.tfctok" >/dev/null || fail "tokenizer train"
