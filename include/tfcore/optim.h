@@ -268,7 +268,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_state_get(const tfc_optim *opt, int64
                                                      tfc_tensor **tensor);
 /*
  * Load n entries (copied; the caller keeps its tensors). Every entry is
- * checked before any is applied, so on error nothing changed. Errors:
+ * checked before any is applied, so on error nothing changed. State not
+ * named keeps its value (load into a fresh optimizer to replace it all,
+ * as PyTorch's load_state_dict does). Errors:
  * NULL arrays with n > 0 or NULL elements, an unknown name, a buffer this
  * optimizer does not use, a parameter or group number out of range, a
  * negative/non-integral step or an invalid lr/weight decay

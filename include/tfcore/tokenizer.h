@@ -80,14 +80,14 @@ TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_train(tfc_tokenizer *tok, const c
                                                      int32_t vocab_size);
 
 /*
- * As tfc_tokenizer_train, over the concatenated contents of n_paths files,
- * streamed in blocks so the files never need to fit in memory at once
- * (only their distinct chunks and counts do). Blocks are cut only where
- * the split is provably the same as on the whole text (after a lone "\n"
- * between printable ASCII), so the result equals training on the whole
- * concatenation — except with TFC_SPLIT_NONE, where each file is one chunk
- * (and is read whole). Errors: as train, plus unreadable files (TFC_ERR_IO,
- * naming the path).
+ * As tfc_tokenizer_train, over the contents of n_paths files, each split
+ * on its own and streamed in 1 MiB blocks so the files never need to fit
+ * in memory at once (only their distinct chunks and counts do). Blocks are
+ * cut only where the split is provably the same as on the whole file
+ * (after a lone "\n" between printable ASCII and a letter), so one file
+ * gives the same merges as tfc_tokenizer_train on its bytes. With
+ * TFC_SPLIT_NONE each file is one chunk and is read whole. Errors: as
+ * train, plus unreadable files (TFC_ERR_IO, naming the path).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_train_files(tfc_tokenizer *tok, const char *const *paths,
                                                            int32_t n_paths, int32_t vocab_size);

@@ -12,7 +12,7 @@ static int digit(char c) {
     return -1;
 }
 
-long base64_decode(const char *in, size_t n, uint8_t *out) {
+long tok_base64_decode(const char *in, size_t n, uint8_t *out) {
     if (n == 0 || n % 4) return -1;
     size_t pad = in[n - 1] == '=' ? (in[n - 2] == '=' ? 2 : 1) : 0;
     long k = 0;
@@ -31,7 +31,7 @@ long base64_decode(const char *in, size_t n, uint8_t *out) {
     return k;
 }
 
-size_t base64_encode(const uint8_t *in, size_t n, char *out) {
+size_t tok_base64_encode(const uint8_t *in, size_t n, char *out) {
     size_t k = 0;
     for (size_t i = 0; i < n; i += 3) {
         uint32_t v = (uint32_t)in[i] << 16;

@@ -48,7 +48,7 @@ static int merge_short(const tfc_tokenizer *t, const uint8_t *p, size_t n, ids_v
         if (b > 0 && !pair_map_get(&t->pairs, ids[b - 1], ids[b], &rank[b - 1], &merged[b - 1]))
             rank[b - 1] = NO_RANK;
     }
-    if (ids_reserve(out, m)) return -1;
+    if (tok_ids_reserve(out, m)) return -1;
     memcpy(out->v + out->n, ids, m * sizeof ids[0]);
     out->n += m;
     return 0;
@@ -111,7 +111,7 @@ static int merge_long(const tfc_tokenizer *t, const uint8_t *p, size_t n, ids_ve
     }
     size_t count = 0;
     for (int32_t i = 0; i >= 0; i = next[i]) count++;
-    if (ids_reserve(out, count)) goto done;
+    if (tok_ids_reserve(out, count)) goto done;
     for (int32_t i = 0; i >= 0; i = next[i]) out->v[out->n++] = ids[i];
     rc = 0;
 done:

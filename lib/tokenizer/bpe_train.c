@@ -269,7 +269,7 @@ static tfc_status check_trainable(const char *fn, const tfc_tokenizer *t, int32_
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: vocab_size is %d, expected 256 to 2^30", fn, (int)vocab_size);
     int fresh = t->n_merges == 0;
     for (int32_t id = 0; id < t->n_ids && fresh; id++)
-        if (t->tok_kind[id] == TOK_ORDINARY && (id >= 256 || t->tok_len[id] != 1 || tok_bytes(t, id)[0] != id))
+        if (t->tok_kind[id] == TOK_ORDINARY && (id >= 256 || t->span[id].len != 1 || tok_bytes(t, id)[0] != id))
             fresh = 0;
     if (!fresh)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: tokenizer already has merges; only a fresh one from "
@@ -297,7 +297,7 @@ static tfc_status train_from_chunks(const char *fn, tfc_tokenizer *t, const byte
     }
     size_t cap = 1 << 16;
     for (int32_t m = 0; m < done && s == TFC_OK; m++) {
-        size_t la = u->tok_len[merges[m].left], lb = u->tok_len[merges[m].right];
+        size_t la = u->span[merges[m].left].len, lb = u->span[merges[m].right].len;
         if (la + lb > cap) {
             uint8_t *g = realloc(buf, la + lb);
             if (!g) {
@@ -317,8 +317,8 @@ static tfc_status train_from_chunks(const char *fn, tfc_tokenizer *t, const byte
     for (int32_t k = 0; k < t->n_special && s == TFC_OK; k++) {
         int32_t id = t->special_ids[k];
         char text[TFC_SPECIAL_MAX_LEN + 1];
-        memcpy(text, tok_bytes(t, id), t->tok_len[id]);
-        text[t->tok_len[id]] = 0;
+        memcpy(text, tok_bytes(t, id), t->span[id].len);
+        text[t->span[id].len] = 0;
         s = tfc_tokenizer_add_special(u, text, id);
     }
     if (s == TFC_OK) s = tok_finalize(fn, u);
@@ -353,7 +353,7 @@ static tfc_status count_file(const char *fn, const tfc_tokenizer *t, const char 
     if (t->split.pattern == TFC_SPLIT_NONE) {
         uint8_t *data;
         size_t len;
-        TFC_TRY(read_whole_file(fn, path, &data, &len));
+        TFC_TRY(tok_read_file(fn, path, &data, &len));
         tfc_status s = count_chunks(fn, t, data, len, chunks);
         free(data);
         return s;

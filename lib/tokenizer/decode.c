@@ -12,20 +12,24 @@
 
 static tfc_status decode_bytes(const char *fn, const tfc_tokenizer *t, const int32_t *ids, size_t n,
                                uint8_t **bytes, size_t *len) {
+    const tok_span *span = t->span;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
-        if (id < 0 || id >= t->n_ids || t->tok_kind[id] == TOK_UNUSED)
+        if (id < 0 || id >= t->n_ids || span[id].len == 0)
             return tfc_err(TFC_ERR_INVALID_ARG, "%s: ids[%zu] is %d, not a token (vocab size %d)", fn, i, (int)id,
                            (int)t->n_ids);
-        total += t->tok_len[id];
+        total += span[id].len;
     }
-    uint8_t *out = malloc(total + 1);
+    /* TOK_BLOB_SLACK spare bytes on both sides let short tokens go as one 8-byte copy */
+    uint8_t *out = malloc(total + TOK_BLOB_SLACK + 1);
     if (!out) return tfc_err(TFC_ERR_OOM, "%s: out of memory for %zu bytes", fn, total);
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        memcpy(out + k, tok_bytes(t, ids[i]), t->tok_len[ids[i]]);
-        k += t->tok_len[ids[i]];
+        tok_span sp = span[ids[i]];
+        if (sp.len <= 8) memcpy(out + k, t->blob + sp.off, 8);
+        else memcpy(out + k, t->blob + sp.off, sp.len);
+        k += sp.len;
     }
     out[k] = 0;
     *bytes = out;

@@ -2,9 +2,14 @@
  * Text -> ids: special tokens (per tfc_special_mode), the split into
  * chunks, and per chunk, in order of cost:
  *   1. one byte: its byte token;
- *   2. the whole chunk is a token (the `direct` map): that id;
- *   3. the chunk was seen before in this call: the cached ids;
- *   4. otherwise byte-pair merging (bpe_merge.c), then cache the result.
+ *   2. a chunk of at most 8 bytes met recently: the `hot` table, a small
+ *      direct-mapped cache that stays in L1/L2 (word frequencies are
+ *      Zipfian, so it answers most chunks of prose);
+ *   3. the whole chunk is a token (the `direct` map): that id;
+ *   4. the chunk was seen before in this call: the cached ids;
+ *   5. otherwise byte-pair merging (bpe_merge.c), then cache the result.
+ * Steps 2-4 only remember what steps 3-5 computed, so they never change
+ * the result.
  * The cache belongs to one call (or one batch worker), never to the
  * tokenizer, so encoding never writes shared state and is thread-safe.
  */
@@ -19,30 +24,76 @@
 #define CACHE_MAX_LEN 255          /* longer chunks are rare; their ids count fits 8 bits */
 #define CACHE_MAX_ENTRIES (1 << 18) /* then start over, bounding memory */
 
+/* A chunk of 1..8 bytes (zero-padded into key) and its ids, when at most 4. */
+typedef struct hot_entry {
+    uint64_t key;
+    uint32_t len; /* 0: empty */
+    uint32_t n;
+    int32_t ids[4];
+} hot_entry;
+
+#define HOT_MAX_BITS 13 /* 8192 entries x 32 bytes = 256 KiB */
+
 typedef struct enc_state {
+    hot_entry *hot;
+    int hot_shift;    /* index = hash >> hot_shift */
     byte_map cache;   /* chunk bytes -> (offset in cache_ids) << 8 | count */
     ids_vec cache_ids;
     size_t *next_at;  /* per special token: its next occurrence (SIZE_MAX none) */
 } enc_state;
 
 static void enc_state_free(enc_state *st) {
+    free(st->hot);
     byte_map_free(&st->cache);
     free(st->cache_ids.v);
     free(st->next_at);
     memset(st, 0, sizeof *st);
 }
 
-static int encode_chunk(const tfc_tokenizer *t, enc_state *st, const uint8_t *p, size_t n, ids_vec *out) {
-    if (n == 1) return ids_push(out, t->byte_id[p[0]]);
+/* Sized to the text: small calls do not pay for zeroing a big table. */
+static int hot_init(enc_state *st, size_t text_len) {
+    if (st->hot) return 0;
+    int bits = 6;
+    while (bits < HOT_MAX_BITS && ((size_t)1 << bits) * 16 < text_len) bits++;
+    st->hot = calloc((size_t)1 << bits, sizeof *st->hot);
+    st->hot_shift = 64 - bits;
+    return st->hot ? 0 : -1;
+}
+
+static int encode_chunk_slow(const tfc_tokenizer *t, enc_state *st, const uint8_t *p, size_t n, ids_vec *out);
+
+static inline int encode_chunk(const tfc_tokenizer *t, enc_state *st, const uint8_t *p, size_t n, ids_vec *out) {
+    if (n == 1) return tok_ids_push(out, t->byte_id[p[0]]);
+    if (n > 8) return encode_chunk_slow(t, st, p, n, out);
+    uint64_t key = byte_prefix(p, n);
+    hot_entry *e = &st->hot[((key + n) * 0x9E3779B97F4A7C15ull) >> st->hot_shift];
+    if (e->len == n && e->key == key) {
+        if (tok_ids_reserve(out, e->n)) return -1;
+        for (uint32_t i = 0; i < e->n; i++) out->v[out->n++] = e->ids[i];
+        return 0;
+    }
+    size_t before = out->n;
+    if (encode_chunk_slow(t, st, p, n, out)) return -1;
+    size_t got = out->n - before;
+    if (got <= 4) {
+        e->key = key;
+        e->len = (uint32_t)n;
+        e->n = (uint32_t)got;
+        memcpy(e->ids, out->v + before, got * sizeof(int32_t));
+    }
+    return 0;
+}
+
+static int encode_chunk_slow(const tfc_tokenizer *t, enc_state *st, const uint8_t *p, size_t n, ids_vec *out) {
     uint64_t h = byte_hash(p, n);
     const byte_slot *s = byte_map_find(&t->direct, p, n, h);
-    if (s->hash) return ids_push(out, (int32_t)s->value);
+    if (s->hash) return tok_ids_push(out, (int32_t)s->value);
     int cacheable = n <= CACHE_MAX_LEN;
     if (cacheable && st->cache.slots) {
         s = byte_map_find(&st->cache, p, n, h);
         if (s->hash) {
             size_t off = (size_t)(s->value >> 8), cnt = (size_t)(s->value & 255);
-            if (ids_reserve(out, cnt)) return -1;
+            if (tok_ids_reserve(out, cnt)) return -1;
             memcpy(out->v + out->n, st->cache_ids.v + off, cnt * sizeof(int32_t));
             out->n += cnt;
             return 0;
@@ -56,7 +107,7 @@ static int encode_chunk(const tfc_tokenizer *t, enc_state *st, const uint8_t *p,
         st->cache_ids.n = 0;
     }
     size_t cnt = out->n - before, off = st->cache_ids.n;
-    if (ids_reserve(&st->cache_ids, cnt)) return -1;
+    if (tok_ids_reserve(&st->cache_ids, cnt)) return -1;
     memcpy(st->cache_ids.v + off, out->v + before, cnt * sizeof(int32_t));
     st->cache_ids.n += cnt;
     int added;
@@ -68,6 +119,7 @@ static int encode_chunk(const tfc_tokenizer *t, enc_state *st, const uint8_t *p,
 
 static tfc_status encode_ordinary(const char *fn, const tfc_tokenizer *t, enc_state *st, const uint8_t *text,
                                   size_t len, ids_vec *out) {
+    if (hot_init(st, len)) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     split_iter it;
     TFC_TRY(split_iter_init(fn, &it, &t->split, text, len));
     size_t a, b;
@@ -98,7 +150,7 @@ static tfc_status encode_text(const char *fn, const tfc_tokenizer *t, enc_state 
     }
     for (int32_t k = 0; k < t->n_special; k++) {
         int32_t id = t->special_ids[k];
-        st->next_at[k] = find_from(text, len, 0, tok_bytes(t, id), t->tok_len[id]);
+        st->next_at[k] = find_from(text, len, 0, tok_bytes(t, id), t->span[id].len);
     }
     size_t pos = 0;
     while (pos < len) {
@@ -108,8 +160,8 @@ static tfc_status encode_text(const char *fn, const tfc_tokenizer *t, enc_state 
         for (int32_t k = 0; k < t->n_special; k++) {
             int32_t id = t->special_ids[k];
             if (st->next_at[k] != SIZE_MAX && st->next_at[k] < pos)
-                st->next_at[k] = find_from(text, len, pos, tok_bytes(t, id), t->tok_len[id]);
-            if (st->next_at[k] < at || (st->next_at[k] == at && at != SIZE_MAX && t->tok_len[id] > t->tok_len[best])) {
+                st->next_at[k] = find_from(text, len, pos, tok_bytes(t, id), t->span[id].len);
+            if (st->next_at[k] < at || (st->next_at[k] == at && at != SIZE_MAX && t->span[id].len > t->span[best].len)) {
                 at = st->next_at[k];
                 best = id;
             }
@@ -119,10 +171,10 @@ static tfc_status encode_text(const char *fn, const tfc_tokenizer *t, enc_state 
             return tfc_err(TFC_ERR_INVALID_ARG,
                            "%s: text contains special token '%.*s' (id %d) at byte %zu and special_mode is "
                            "TFC_SPECIAL_DISALLOWED; use TFC_SPECIAL_ALLOWED or TFC_SPECIAL_AS_TEXT",
-                           fn, (int)t->tok_len[best], (const char *)tok_bytes(t, best), (int)best, at);
+                           fn, (int)t->span[best].len, (const char *)tok_bytes(t, best), (int)best, at);
         TFC_TRY(encode_ordinary(fn, t, st, text + pos, at - pos, out));
-        if (ids_push(out, best)) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-        pos = at + t->tok_len[best];
+        if (tok_ids_push(out, best)) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+        pos = at + t->span[best].len;
     }
     return TFC_OK;
 }
@@ -147,7 +199,7 @@ TFC_API tfc_status tfc_tokenizer_encode(const tfc_tokenizer *t, const char *text
     enc_state st = {0};
     ids_vec out = {0};
     tfc_status s = TFC_OK;
-    if (len && ids_reserve(&out, len / 4 + 16)) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (len && tok_ids_reserve(&out, len / 4 + 16)) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     if (s == TFC_OK) s = encode_text(fn, t, &st, (const uint8_t *)text, len, special_mode, &out);
     enc_state_free(&st);
     if (s != TFC_OK) {

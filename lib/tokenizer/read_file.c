@@ -6,7 +6,7 @@
 
 #include "tokenizer/tokenizer_impl.h"
 
-tfc_status read_whole_file(const char *fn, const char *path, uint8_t **data, size_t *len) {
+tfc_status tok_read_file(const char *fn, const char *path, uint8_t **data, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return tfc_err(TFC_ERR_IO, "%s: cannot open '%s': %s", fn, path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
@@ -35,7 +35,7 @@ tfc_status read_whole_file(const char *fn, const char *path, uint8_t **data, siz
     return TFC_OK;
 }
 
-int next_line(const uint8_t *buf, size_t len, size_t *pos, const char **line, size_t *line_len) {
+int tok_next_line(const uint8_t *buf, size_t len, size_t *pos, const char **line, size_t *line_len) {
     if (*pos >= len) return 0;
     const uint8_t *start = buf + *pos, *nl = memchr(start, '\n', len - *pos);
     size_t n = nl ? (size_t)(nl - start) : len - *pos;
@@ -46,7 +46,7 @@ int next_line(const uint8_t *buf, size_t len, size_t *pos, const char **line, si
     return 1;
 }
 
-int parse_int(const char *s, size_t n, int64_t max, int64_t *out) {
+int tok_parse_int(const char *s, size_t n, int64_t max, int64_t *out) {
     if (n == 0 || n > 12) return -1;
     int64_t v = 0;
     for (size_t i = 0; i < n; i++) {

@@ -78,6 +78,7 @@ tfc_status split_iter_init(const char *fn, split_iter *it, const tfc_splitter *s
     it->len = len;
     it->pos = 0;
     it->has_match = 0;
+    it->pcre2_only = 0;
     it->md = NULL;
     it->mctx = NULL;
     it->stack = NULL;
@@ -130,12 +131,139 @@ static int find_match(const char *fn, split_iter *it) {
     return 1;
 }
 
+/*
+ * ASCII fast path. Most text is ASCII, where every character class in the
+ * patterns is fixed: letters A-Z a-z, digits 0-9, White_Space \t \n \v
+ * \f \r and space, everything else "other". These functions follow the
+ * patterns' alternatives in order on ASCII bytes and give the match length
+ * at i, or 0 ("ask PCRE2") as soon as the answer would depend on a byte
+ * >= 0x80 (which might be a letter, a digit or whitespace). So they never
+ * decide anything about non-ASCII text. test_tokenizer.c checks them
+ * against PCRE2 alone, and the tiktoken comparison runs both paths.
+ */
+enum { C_OTHER, C_LETTER, C_DIGIT, C_SPACE, C_NONASCII };
+
+#define L_ C_LETTER
+#define D_ C_DIGIT
+#define S_ C_SPACE
+#define O_ C_OTHER
+/* Class of each ASCII byte (bytes >= 0x80: C_NONASCII, see ascii_cls). */
+static const uint8_t ascii_table[128] = {
+    O_, O_, O_, O_, O_, O_, O_, O_, O_, S_, S_, S_, S_, S_, O_, O_,
+    O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_,
+    S_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_,
+    D_, D_, D_, D_, D_, D_, D_, D_, D_, D_, O_, O_, O_, O_, O_, O_,
+    O_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_,
+    L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, O_, O_, O_, O_, O_,
+    O_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_,
+    L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, O_, O_, O_, O_, O_,
+};
+#undef L_
+#undef D_
+#undef S_
+#undef O_
+
+static inline int ascii_cls(uint8_t c) { return c < 0x80 ? ascii_table[c] : C_NONASCII; }
+
+/* End of the run of class k from j; *stop gets the class of the byte that ended it (C_SPACE at the end: \S-free). */
+static size_t run_of(const uint8_t *s, size_t n, size_t j, int k, int *stop) {
+    while (j < n && ascii_cls(s[j]) == k) j++;
+    *stop = j < n ? ascii_cls(s[j]) : -1;
+    return j;
+}
+
+static size_t ascii_gpt2(const uint8_t *s, size_t n, size_t i) {
+    int c = ascii_cls(s[i]), stop;
+    int next = i + 1 < n ? ascii_cls(s[i + 1]) : -1;
+    if (s[i] == '\'' && next != -1) { /* 's|'t|'re|'ve|'m|'ll|'d */
+        uint8_t a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
+    }
+    size_t j = i;
+    if (s[i] == ' ') {
+        if (next == C_NONASCII) return 0;
+        if (next == C_LETTER || next == C_DIGIT || next == C_OTHER) {
+            j = i + 1;
+            c = next;
+        }
+    }
+    if (c == C_LETTER || c == C_DIGIT || c == C_OTHER) { /* ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+` */
+        j = run_of(s, n, j, c, &stop);
+        return stop == C_NONASCII ? 0 : j - i;
+    }
+    /* whitespace: \s+(?!\S) leaves the last space before a non-space, \s+ takes a lone one */
+    j = run_of(s, n, i, C_SPACE, &stop);
+    if (stop == C_NONASCII) return 0;
+    if (stop == -1 || j - i == 1) return j - i;
+    return j - i - 1;
+}
+
+static size_t ascii_cl100k(const uint8_t *s, size_t n, size_t i) {
+    int c = ascii_cls(s[i]), stop;
+    int next = i + 1 < n ? ascii_cls(s[i + 1]) : -1;
+    if (s[i] == '\'' && next != -1) { /* '(?i:[sdmt]|ll|ve|re) */
+        if (next == C_NONASCII) return 0; /* U+017F folds to s */
+        uint8_t a = s[i + 1] | 0x20;
+        if (a == 's' || a == 'd' || a == 'm' || a == 't') return 2;
+        if (a == 'l' || a == 'v' || a == 'r') {
+            if (i + 2 >= n) goto not_contraction;
+            if (ascii_cls(s[i + 2]) == C_NONASCII) return 0;
+            uint8_t b = s[i + 2] | 0x20;
+            if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e')) return 3;
+        }
+    }
+not_contraction:
+    /* [^\r\n\p{L}\p{N}]?+\p{L}++ */
+    if (c == C_LETTER) {
+        size_t j = run_of(s, n, i, C_LETTER, &stop);
+        return stop == C_NONASCII ? 0 : j - i;
+    }
+    if ((c == C_OTHER || c == C_SPACE) && s[i] != '\r' && s[i] != '\n') {
+        if (next == C_NONASCII) return 0;
+        if (next == C_LETTER) {
+            size_t j = run_of(s, n, i + 1, C_LETTER, &stop);
+            return stop == C_NONASCII ? 0 : j - i;
+        }
+    }
+    if (c == C_DIGIT) { /* \p{N}{1,3}+ */
+        size_t j = i;
+        while (j < n && j - i < 3 && ascii_cls(s[j]) == C_DIGIT) j++;
+        if (j - i < 3 && j < n && ascii_cls(s[j]) == C_NONASCII) return 0;
+        return j - i;
+    }
+    /*  ?[^\s\p{L}\p{N}]++[\r\n]*+ */
+    if (c == C_OTHER || (s[i] == ' ' && next == C_OTHER)) {
+        size_t j = run_of(s, n, s[i] == ' ' ? i + 1 : i, C_OTHER, &stop);
+        if (stop == C_NONASCII) return 0;
+        while (j < n && (s[j] == '\r' || s[j] == '\n')) j++;
+        return j - i;
+    }
+    /* c is whitespace from here */
+    size_t j = run_of(s, n, i, C_SPACE, &stop);
+    if (stop == C_NONASCII) return 0;
+    if (stop == -1) return j - i; /* \s++\z */
+    for (size_t k = j; k > i; k--) /* \s*[\r\n]: up to the last newline of the run */
+        if (s[k - 1] == '\r' || s[k - 1] == '\n') return k - i;
+    if (j - i >= 2) return j - i - 1; /* \s+(?!\S) */
+    return 1;                         /* \s */
+}
+
 int split_next(const char *fn, split_iter *it, size_t *start, size_t *end) {
     if (it->pos >= it->len) return 0;
     if (!it->sp->re) {
         *start = 0;
         *end = it->pos = it->len;
         return 1;
+    }
+    if (!it->has_match && it->text[it->pos] < 0x80 && !it->pcre2_only) {
+        size_t m = it->sp->pattern == TFC_SPLIT_GPT2 ? ascii_gpt2(it->text, it->len, it->pos)
+                                                     : ascii_cl100k(it->text, it->len, it->pos);
+        if (m) {
+            *start = it->pos;
+            *end = it->pos += m;
+            return 1;
+        }
     }
     if (!it->has_match) {
         int rc = find_match(fn, it);

@@ -26,6 +26,7 @@ typedef struct split_iter {
     size_t len, pos;
     size_t m_start, m_end; /* the next regex match, when has_match */
     int has_match;
+    int pcre2_only; /* 1: skip the ASCII fast path (tests compare the two) */
     pcre2_match_data *md;
     pcre2_match_context *mctx; /* only after the JIT's default stack ran out */
     pcre2_jit_stack *stack;

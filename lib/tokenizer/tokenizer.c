@@ -7,7 +7,7 @@
 
 #include "tokenizer/tokenizer_impl.h"
 
-int ids_reserve(ids_vec *v, size_t extra) {
+int tok_ids_reserve(ids_vec *v, size_t extra) {
     if (v->n + extra <= v->cap) return 0;
     size_t cap = v->cap ? v->cap : 64;
     while (cap < v->n + extra) cap *= 2;
@@ -35,14 +35,13 @@ static tfc_status grow_ids(const char *fn, tfc_tokenizer *t, int32_t need) {
     if (need <= t->cap_ids) return TFC_OK;
     int32_t cap = t->cap_ids ? t->cap_ids : 512;
     while (cap < need) cap = cap > TFC_TOKENIZER_MAX_ID / 2 ? TFC_TOKENIZER_MAX_ID : cap * 2;
-    size_t *off = realloc(t->tok_off, (size_t)cap * sizeof *off);
-    if (off) t->tok_off = off;
-    uint32_t *len = realloc(t->tok_len, (size_t)cap * sizeof *len);
-    if (len) t->tok_len = len;
+    tok_span *span = realloc(t->span, (size_t)cap * sizeof *span);
+    if (span) t->span = span;
     uint8_t *kind = realloc(t->tok_kind, (size_t)cap);
     if (kind) t->tok_kind = kind;
-    if (!off || !len || !kind) return tfc_err(TFC_ERR_OOM, "%s: out of memory for %d token ids", fn, (int)cap);
+    if (!span || !kind) return tfc_err(TFC_ERR_OOM, "%s: out of memory for %d token ids", fn, (int)cap);
     memset(t->tok_kind + t->cap_ids, TOK_UNUSED, (size_t)(cap - t->cap_ids));
+    memset(t->span + t->cap_ids, 0, (size_t)(cap - t->cap_ids) * sizeof *span);
     t->cap_ids = cap;
     return TFC_OK;
 }
@@ -55,17 +54,19 @@ tfc_status tok_set_token(const char *fn, tfc_tokenizer *t, int32_t id, const uin
     if (t->tok_kind[id] != TOK_UNUSED)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: id %d is already the %s token", fn, (int)id,
                        t->tok_kind[id] == TOK_SPECIAL ? "special" : "ordinary");
-    if (t->blob_len + len > t->blob_cap) {
+    if (t->blob_len + len > UINT32_MAX - TOK_BLOB_SLACK)
+        return tfc_err(TFC_ERR_OOM, "%s: token bytes exceed 4 GiB", fn);
+    if (t->blob_len + len + TOK_BLOB_SLACK > t->blob_cap) {
         size_t cap = t->blob_cap ? t->blob_cap : 4096;
-        while (cap < t->blob_len + len) cap *= 2;
+        while (cap < t->blob_len + len + TOK_BLOB_SLACK) cap *= 2;
         uint8_t *b = realloc(t->blob, cap);
         if (!b) return tfc_err(TFC_ERR_OOM, "%s: out of memory for token bytes", fn);
         t->blob = b;
         t->blob_cap = cap;
     }
     memcpy(t->blob + t->blob_len, p, len);
-    t->tok_off[id] = t->blob_len;
-    t->tok_len[id] = (uint32_t)len;
+    t->span[id].off = (uint32_t)t->blob_len;
+    t->span[id].len = (uint32_t)len;
     t->tok_kind[id] = (uint8_t)kind;
     t->blob_len += len;
     if (id >= t->n_ids) t->n_ids = id + 1;
@@ -105,7 +106,7 @@ tfc_status tok_finalize(const char *fn, tfc_tokenizer *t) {
     for (int32_t id = 0; id < t->n_ids; id++) {
         if (t->tok_kind[id] != TOK_ORDINARY) continue;
         const uint8_t *p = tok_bytes(t, id);
-        size_t n = t->tok_len[id];
+        size_t n = t->span[id].len;
         if (!t->direct_all && n > 1) {
             tmp.n = 0;
             if (bpe_merge_chunk(t, p, n, &tmp)) goto oom;
@@ -143,8 +144,7 @@ TFC_API tfc_status tfc_tokenizer_new(int32_t pattern, tfc_tokenizer **out) {
 TFC_API void tfc_tokenizer_release(tfc_tokenizer *t) {
     if (!t) return;
     splitter_free(&t->split);
-    free(t->tok_off);
-    free(t->tok_len);
+    free(t->span);
     free(t->tok_kind);
     free(t->blob);
     free(t->merges);
@@ -163,7 +163,7 @@ TFC_API tfc_status tfc_tokenizer_add_special(tfc_tokenizer *t, const char *text,
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: text has %zu bytes, expected 1 to %d", fn, n, TFC_SPECIAL_MAX_LEN);
     for (int32_t i = 0; i < t->n_special; i++) {
         int32_t sid = t->special_ids[i];
-        if (t->tok_len[sid] == n && memcmp(tok_bytes(t, sid), text, n) == 0)
+        if (t->span[sid].len == n && memcmp(tok_bytes(t, sid), text, n) == 0)
             return tfc_err(TFC_ERR_INVALID_ARG, "%s: '%s' is already special token %d", fn, text, (int)sid);
     }
     if (t->n_special == t->cap_special) {
@@ -194,7 +194,7 @@ TFC_API tfc_status tfc_tokenizer_token_bytes(const tfc_tokenizer *t, int32_t id,
     if (id < 0 || id >= t->n_ids || t->tok_kind[id] == TOK_UNUSED)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: id %d is not a token (vocab size %d)", fn, (int)id, (int)t->n_ids);
     *bytes = (const char *)tok_bytes(t, id);
-    *len = t->tok_len[id];
+    *len = t->span[id].len;
     if (is_special) *is_special = t->tok_kind[id] == TOK_SPECIAL;
     return TFC_OK;
 }

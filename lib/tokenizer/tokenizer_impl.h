@@ -34,6 +34,14 @@ typedef struct tfc_merge {
     int32_t left, right, id, rank;
 } tfc_merge;
 
+/* Where a token's bytes are: one 8-byte record, so decode touches one cache line per id. */
+typedef struct tok_span {
+    uint32_t off, len;
+} tok_span;
+
+/* The blob keeps this many spare bytes after the last token, so decode may copy 8 bytes at a time. */
+#define TOK_BLOB_SLACK 8
+
 typedef struct ids_vec {
     int32_t *v;
     size_t n, cap;
@@ -42,8 +50,7 @@ typedef struct ids_vec {
 struct tfc_tokenizer {
     tfc_splitter split;
     int32_t n_ids, cap_ids; /* n_ids = largest used id + 1 */
-    size_t *tok_off;        /* token id's bytes at blob + tok_off[id] */
-    uint32_t *tok_len;
+    tok_span *span;         /* token id's bytes: blob[span[id].off ..][.. span[id].len]; len 0 = unused */
     uint8_t *tok_kind;      /* TOK_UNUSED / TOK_ORDINARY / TOK_SPECIAL */
     uint8_t *blob;
     size_t blob_len, blob_cap;
@@ -64,11 +71,11 @@ struct tfc_tokenizer {
 };
 
 /* Room for `extra` more ids; 0 or -1 when out of memory. */
-int ids_reserve(ids_vec *v, size_t extra);
+int tok_ids_reserve(ids_vec *v, size_t extra);
 
 /* Append one id; 0 or -1 when out of memory. */
-static inline int ids_push(ids_vec *v, int32_t id) {
-    if (v->n == v->cap && ids_reserve(v, 1)) return -1;
+static inline int tok_ids_push(ids_vec *v, int32_t id) {
+    if (v->n == v->cap && tok_ids_reserve(v, 1)) return -1;
     v->v[v->n++] = id;
     return 0;
 }
@@ -85,7 +92,7 @@ tfc_status tok_add_merge(const char *fn, tfc_tokenizer *t, int32_t left, int32_t
  */
 tfc_status tok_finalize(const char *fn, tfc_tokenizer *t);
 
-static inline const uint8_t *tok_bytes(const tfc_tokenizer *t, int32_t id) { return t->blob + t->tok_off[id]; }
+static inline const uint8_t *tok_bytes(const tfc_tokenizer *t, int32_t id) { return t->blob + t->span[id].off; }
 
 /*
  * Merge one chunk of bytes by rank, appending its ids to out. Uses only
@@ -94,21 +101,21 @@ static inline const uint8_t *tok_bytes(const tfc_tokenizer *t, int32_t id) { ret
 int bpe_merge_chunk(const tfc_tokenizer *t, const uint8_t *p, size_t n, ids_vec *out);
 
 /* Read a whole file into a new NUL-terminated buffer (free()). */
-tfc_status read_whole_file(const char *fn, const char *path, uint8_t **data, size_t *len);
+tfc_status tok_read_file(const char *fn, const char *path, uint8_t **data, size_t *len);
 
 /*
  * Lines of a buffer: the next line (without "\n" or "\r\n") and 1, or 0 at
  * the end. The line is not NUL-terminated.
  */
-int next_line(const uint8_t *buf, size_t len, size_t *pos, const char **line, size_t *line_len);
+int tok_next_line(const uint8_t *buf, size_t len, size_t *pos, const char **line, size_t *line_len);
 /* A decimal integer of exactly n digits in [0, max]: 0 and *out, else -1. */
-int parse_int(const char *s, size_t n, int64_t max, int64_t *out);
+int tok_parse_int(const char *s, size_t n, int64_t max, int64_t *out);
 
 /* Longest ordinary token a file may hold. */
 #define TFC_TOKEN_MAX_LEN 65536
 
 /* Standard base64 (RFC 4648, with padding). decode: -1 on malformed input. */
-long base64_decode(const char *in, size_t n, uint8_t *out);
-size_t base64_encode(const uint8_t *in, size_t n, char *out);
+long tok_base64_decode(const char *in, size_t n, uint8_t *out);
+size_t tok_base64_encode(const uint8_t *in, size_t n, char *out);
 
 #endif

@@ -188,7 +188,7 @@ static tfc_status parse_encoder(const char *fn, const char *path, const int32_t 
         size_t d0 = j.i;
         while (j.i < j.n && buf[j.i] >= '0' && buf[j.i] <= '9') j.i++;
         int64_t id;
-        if (parse_int((const char *)buf + d0, j.i - d0, TFC_TOKENIZER_MAX_ID - 1, &id)) {
+        if (tok_parse_int((const char *)buf + d0, j.i - d0, TFC_TOKENIZER_MAX_ID - 1, &id)) {
             st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' byte %zu: expected an id in [0, 2^30)", fn, path, d0);
             goto done;
         }
@@ -240,7 +240,7 @@ static tfc_status parse_merges(const char *fn, const char *path, const int32_t i
     tfc_status st = TFC_OK;
     const char *line;
     if (!both) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    while (st == TFC_OK && next_line(buf, len, &pos, &line, &ll)) {
+    while (st == TFC_OK && tok_next_line(buf, len, &pos, &line, &ll)) {
         lineno++;
         if (ll == 0 || (lineno == 1 && ll >= 1 && line[0] == '#')) continue;
         const char *sp = memchr(line, ' ', ll);
@@ -304,13 +304,13 @@ TFC_API tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const 
     uint8_t *buf = NULL;
     size_t len, n_merges = 0;
     tfc_merge *merges = NULL;
-    tfc_status s = read_whole_file(fn, encoder_json_path, &buf, &len);
+    tfc_status s = tok_read_file(fn, encoder_json_path, &buf, &len);
     if (s == TFC_OK && byte_map_init(&v.index, 1024)) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     if (s == TFC_OK) s = parse_encoder(fn, encoder_json_path, inv, buf, len, &v);
     free(buf);
     buf = NULL;
     if (s == TFC_OK && !(v.produced = calloc(v.n ? v.n : 1, 1))) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    if (s == TFC_OK) s = read_whole_file(fn, vocab_bpe_path, &buf, &len);
+    if (s == TFC_OK) s = tok_read_file(fn, vocab_bpe_path, &buf, &len);
     if (s == TFC_OK) s = parse_merges(fn, vocab_bpe_path, inv, buf, len, &v, &merges, &n_merges);
     free(buf);
     for (size_t i = 0; s == TFC_OK && i < v.n; i++) {
@@ -336,7 +336,7 @@ TFC_API tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const 
     for (size_t i = 0; s == TFC_OK && i < n_merges; i++) {
         const tfc_merge *m = &merges[i];
         s = tok_add_merge(fn, t, v.entries[m->left].id, v.entries[m->right].id, v.entries[m->id].id, m->rank);
-        if (s != TFC_OK)
+        if (s == TFC_ERR_FORMAT) /* the pair was listed before: name the file */
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': merge %zu appears twice", fn, vocab_bpe_path, i + 1);
     }
     free(merges);

@@ -54,7 +54,7 @@ TFC_API tfc_status tfc_tokenizer_save(const tfc_tokenizer *t, const char *path) 
             pattern_name(t->split.pattern), t->direct_all ? "all" : "merges", (int)n_ord);
     for (int32_t id = 0; id < t->n_ids; id++) {
         if (t->tok_kind[id] != TOK_ORDINARY) continue;
-        base64_encode(tok_bytes(t, id), t->tok_len[id], b64);
+        tok_base64_encode(tok_bytes(t, id), t->span[id].len, b64);
         fprintf(f, "%d %s\n", (int)id, b64);
     }
     fprintf(f, "merges %d\n", (int)t->n_merges);
@@ -65,7 +65,7 @@ TFC_API tfc_status tfc_tokenizer_save(const tfc_tokenizer *t, const char *path) 
     fprintf(f, "specials %d\n", (int)t->n_special);
     for (int32_t k = 0; k < t->n_special; k++) {
         int32_t id = t->special_ids[k];
-        base64_encode(tok_bytes(t, id), t->tok_len[id], b64);
+        tok_base64_encode(tok_bytes(t, id), t->span[id].len, b64);
         fprintf(f, "%d %s\n", (int)id, b64);
     }
     fprintf(f, "end\n");
@@ -99,7 +99,7 @@ static tfc_status bad_line(reader *r, const char *what) {
 }
 
 static tfc_status read_line(reader *r) {
-    if (!next_line(r->buf, r->len, &r->pos, &r->line, &r->ll)) {
+    if (!tok_next_line(r->buf, r->len, &r->pos, &r->line, &r->ll)) {
         r->lineno++;
         return bad_line(r, "file ends early (truncated?)");
     }
@@ -129,7 +129,7 @@ static tfc_status header_count(reader *r, const char *key, int64_t *n) {
     size_t fl[2];
     TFC_TRY(read_line(r));
     if (fields(r, f, fl, 2) || fl[0] != strlen(key) || memcmp(f[0], key, fl[0]) ||
-        parse_int(f[1], fl[1], TFC_TOKENIZER_MAX_ID, n)) {
+        tok_parse_int(f[1], fl[1], TFC_TOKENIZER_MAX_ID, n)) {
         char msg[64];
         snprintf(msg, sizeof msg, "expected '%s <count>'", key);
         return bad_line(r, msg);
@@ -143,10 +143,10 @@ static tfc_status read_token_lines(reader *r, tfc_tokenizer *t, int64_t count, i
         size_t fl[2];
         int64_t id;
         TFC_TRY(read_line(r));
-        if (fields(r, f, fl, 2) || parse_int(f[0], fl[0], TFC_TOKENIZER_MAX_ID - 1, &id))
+        if (fields(r, f, fl, 2) || tok_parse_int(f[0], fl[0], TFC_TOKENIZER_MAX_ID - 1, &id))
             return bad_line(r, "expected '<id> <base64>'");
         if (fl[1] > (TFC_TOKEN_MAX_LEN / 3 + 1) * 4) return bad_line(r, "token too long");
-        long n = base64_decode(f[1], fl[1], tok);
+        long n = tok_base64_decode(f[1], fl[1], tok);
         if (n <= 0) return bad_line(r, "bad base64 token");
         if (id < t->n_ids && t->tok_kind[id] != TOK_UNUSED) return bad_line(r, "id appears twice");
         if (kind == TOK_SPECIAL) {
@@ -175,14 +175,14 @@ static tfc_status read_merges(reader *r, tfc_tokenizer *t, int64_t count) {
         TFC_TRY(read_line(r));
         if (fields(r, f, fl, 4)) return bad_line(r, "expected '<rank> <left> <right> <id>'");
         for (int i = 0; i < 4; i++)
-            if (parse_int(f[i], fl[i], TFC_TOKENIZER_MAX_ID - 1, &v[i]))
+            if (tok_parse_int(f[i], fl[i], TFC_TOKENIZER_MAX_ID - 1, &v[i]))
                 return bad_line(r, "expected '<rank> <left> <right> <id>'");
         if (v[0] < prev_rank) return bad_line(r, "merges are not in rank order");
         prev_rank = v[0];
         if (!is_ordinary(t, v[1]) || !is_ordinary(t, v[2]) || !is_ordinary(t, v[3]))
             return bad_line(r, "merge refers to an unknown token");
-        size_t ll = t->tok_len[v[1]], rl = t->tok_len[v[2]];
-        if (t->tok_len[v[3]] != ll + rl || memcmp(tok_bytes(t, v[3]), tok_bytes(t, v[1]), ll) ||
+        size_t ll = t->span[v[1]].len, rl = t->span[v[2]].len;
+        if (t->span[v[3]].len != ll + rl || memcmp(tok_bytes(t, v[3]), tok_bytes(t, v[1]), ll) ||
             memcmp(tok_bytes(t, v[3]) + ll, tok_bytes(t, v[2]), rl))
             return bad_line(r, "merged token's bytes are not left's + right's");
         tfc_status s = tok_add_merge(r->fn, t, (int32_t)v[1], (int32_t)v[2], (int32_t)v[3], (int32_t)v[0]);
@@ -198,7 +198,7 @@ static tfc_status parse_native(reader *r, tfc_tokenizer **out) {
     int64_t version, n;
     TFC_TRY(read_line(r));
     if (fields(r, f, fl, 2) || fl[0] != 16 || memcmp(f[0], "tfcore-tokenizer", 16) ||
-        parse_int(f[1], fl[1], 1000000, &version))
+        tok_parse_int(f[1], fl[1], 1000000, &version))
         return bad_line(r, "not a tfcore tokenizer file (expected 'tfcore-tokenizer <version>')");
     if (version > NATIVE_VERSION || version < 1)
         return tfc_err(TFC_ERR_VERSION, "%s: '%s' has format version %lld, this library reads version %d", r->fn,
@@ -255,7 +255,7 @@ TFC_API tfc_status tfc_tokenizer_load(const char *path, tfc_tokenizer **out) {
     TFC_CHECK_NOT_NULL(fn, out);
     reader r = {.fn = fn, .path = path};
     uint8_t *buf;
-    TFC_TRY(read_whole_file(fn, path, &buf, &r.len));
+    TFC_TRY(tok_read_file(fn, path, &buf, &r.len));
     r.buf = buf;
     tfc_status s = parse_native(&r, out);
     free(buf);

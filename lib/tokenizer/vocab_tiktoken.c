@@ -18,7 +18,7 @@ static tfc_status parse_ranks(const char *fn, const char *path, tfc_tokenizer *t
     tfc_status s = TFC_OK;
     size_t pos = 0, lineno = 0, ll;
     const char *line;
-    while (s == TFC_OK && next_line(buf, len, &pos, &line, &ll)) {
+    while (s == TFC_OK && tok_next_line(buf, len, &pos, &line, &ll)) {
         lineno++;
         if (ll == 0) continue;
         const char *sp = memchr(line, ' ', ll);
@@ -30,12 +30,12 @@ static tfc_status parse_ranks(const char *fn, const char *path, tfc_tokenizer *t
         } else if ((size_t)(sp - line) > (TFC_TOKEN_MAX_LEN / 3 + 1) * 4) {
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: token longer than %d bytes", fn, path, lineno,
                         TFC_TOKEN_MAX_LEN);
-        } else if (parse_int(sp + 1, ll - (size_t)(sp - line) - 1, TFC_TOKENIZER_MAX_ID - 1, &rank)) {
+        } else if (tok_parse_int(sp + 1, ll - (size_t)(sp - line) - 1, TFC_TOKENIZER_MAX_ID - 1, &rank)) {
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: rank '%.*s' is not an integer in [0, 2^30)", fn, path,
                         lineno, (int)(ll - (size_t)(sp - line) - 1 > 32 ? 32 : ll - (size_t)(sp - line) - 1),
                         sp + 1);
         } else {
-            long n = base64_decode(line, (size_t)(sp - line), tok);
+            long n = tok_base64_decode(line, (size_t)(sp - line), tok);
             int added;
             byte_slot *slot;
             if (n <= 0 || n > TFC_TOKEN_MAX_LEN)
@@ -58,9 +58,9 @@ static tfc_status parse_ranks(const char *fn, const char *path, tfc_tokenizer *t
 
 static tfc_status add_split_merges(const char *fn, tfc_tokenizer *t, const byte_map *index) {
     for (int32_t id = 0; id < t->n_ids; id++) {
-        if (t->tok_kind[id] != TOK_ORDINARY || t->tok_len[id] < 2) continue;
+        if (t->tok_kind[id] != TOK_ORDINARY || t->span[id].len < 2) continue;
         const uint8_t *p = tok_bytes(t, id);
-        size_t n = t->tok_len[id];
+        size_t n = t->span[id].len;
         for (size_t k = 1; k < n; k++) {
             int64_t l, r;
             if (byte_map_get(index, p, k, &l) && byte_map_get(index, p + k, n - k, &r))
@@ -79,7 +79,7 @@ TFC_API tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern
     uint8_t *buf = NULL;
     size_t len;
     byte_map index = {0};
-    tfc_status s = read_whole_file(fn, path, &buf, &len);
+    tfc_status s = tok_read_file(fn, path, &buf, &len);
     if (s == TFC_OK && byte_map_init(&index, 1024)) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     if (s == TFC_OK) s = parse_ranks(fn, path, t, buf, len, &index);
     free(buf);

@@ -482,25 +482,34 @@ static void big_run(tfc_dtype dtype, int threads, double **out) {
     CHECK_OK(tfc_set_num_threads(0));
 }
 
+/* The library's switch between the AVX2+FMA and the portable f32 kernels (lib/cpu/cpu_features.c). */
+extern int tfc_cpu_avx2_disabled;
+
 TEST(fused_pass_over_many_parameters_is_thread_independent) {
-    double *one[2 * N_BIG], *four[2 * N_BIG], *f32[2 * N_BIG];
+    double *one[2 * N_BIG], *four[2 * N_BIG], *f32[2 * N_BIG], *f32p[2 * N_BIG];
     big_run(TFC_DTYPE_F64, 1, one);
     big_run(TFC_DTYPE_F64, 4, four);
     big_run(TFC_DTYPE_F32, 3, f32);
+    tfc_cpu_avx2_disabled = 1;
+    big_run(TFC_DTYPE_F32, 3, f32p);
+    tfc_cpu_avx2_disabled = 0;
     for (int k = 0; k < N_BIG; k++) {
         size_t bytes = (size_t)big_sizes[k] * sizeof(double);
         CHECK(memcmp(one[2 * k], four[2 * k], bytes) == 0);
         /* f32 follows the f64 path to f32 precision (the gradients are rounded randn, too). */
-        double w = 0;
-        for (int64_t i = 0; i < big_sizes[k]; i++)
+        double w = 0, wp = 0;
+        for (int64_t i = 0; i < big_sizes[k]; i++) {
             w = fmax(w, fabs(f32[2 * k][i] - one[2 * k][i]) / fmax(fabs(one[2 * k][i]), 1.0));
-        if (!(w < 2e-5)) TFC_FAIL_AT("f32 parameter %d off by %g", k, w);
+            wp = fmax(wp, fabs(f32p[2 * k][i] - one[2 * k][i]) / fmax(fabs(one[2 * k][i]), 1.0));
+        }
+        if (!(w < 2e-5 && wp < 2e-5)) TFC_FAIL_AT("f32 parameter %d off by %g (portable kernel: %g)", k, w, wp);
         tfc_test_checks++;
     }
     for (int i = 0; i < 2 * N_BIG; i++) {
         free(one[i]);
         free(four[i]);
         free(f32[i]);
+        free(f32p[i]);
     }
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "tfc_test.h"
+#include "tokenizer/split.h"
 
 TFC_TEST_MAIN
 
@@ -317,6 +318,13 @@ TEST(round_trips_on_arbitrary_bytes) {
         check_round_trip(t, s, big);
         for (size_t i = 0; i < big; i++) s[i] = " \t"[rnd() % 2];
         check_round_trip(t, s, big);
+        /* long non-ASCII runs go through PCRE2 (ideographic space, NBSP, é, Arabic-Indic digit) */
+        static const char *units[] = {"\xe3\x80\x80", "\xc2\xa0", "\xc3\xa9", "\xd9\xa3", " \xc2\x85"};
+        for (int u = 0; u < 5; u++) {
+            size_t ul = strlen(units[u]), m = big / ul * ul;
+            for (size_t i = 0; i < m; i += ul) memcpy(s + i, units[u], ul);
+            check_round_trip(t, s, m);
+        }
         free(s);
         tfc_tokenizer_release(t);
     }
@@ -887,4 +895,57 @@ TEST(encode_from_many_threads_on_one_tokenizer) {
     tfc_free(want);
     tfc_tokenizer_release(t);
     free(text);
+}
+
+/* ---- the ASCII fast path of the split against PCRE2 alone ----------------- */
+
+static size_t split_all(const tfc_splitter *sp, const uint8_t *s, size_t n, int pcre2_only, size_t *ends) {
+    split_iter it;
+    if (split_iter_init("test", &it, sp, s, n) != TFC_OK) return 0;
+    it.pcre2_only = pcre2_only;
+    size_t a, b, k = 0;
+    while (split_next("test", &it, &a, &b) > 0) ends[k++] = b;
+    split_iter_free(&it);
+    return k;
+}
+
+TEST(ascii_fast_path_splits_like_pcre2) {
+    /* pieces chosen to hit every branch: contractions in all cases, runs of each
+       class, \r\n, digits up to and past 3, non-ASCII letters/digits/spaces next
+       to ASCII, invalid bytes */
+    static const char *pieces[] = {"'s", "'S", "'t", "'re", "'RE", "'Ve", "'ll", "'LL", "'d", "'m", "'x", "'", "''",
+                                   "\xc5\xbf", "a", "Zz", "9", "12", "1234", " ", "  ", "\t", "\n", "\r\n", "\r",
+                                   "\x0b", "\x0c", "\x1c", "\x1f", ".", "!!", "-", "\xc2\x85", "\xc2\xa0", "\xc3\xa9",
+                                   "\xd9\xa3", "\xe3\x80\x80", "\xef\xbb\xbf", "\xe1\xa0\x8e", "\xff", "\xc3",
+                                   "\x80", "\xf0\x9f\x98\x80", "\x00", "\x7f"};
+    int32_t patterns[] = {TFC_SPLIT_GPT2, TFC_SPLIT_CL100K};
+    uint8_t text[400];
+    size_t e1[400], e2[400];
+    for (int p = 0; p < 2; p++) {
+        tfc_splitter sp;
+        CHECK_OK(splitter_init("test", &sp, patterns[p]));
+        int bad = 0;
+        for (int rep = 0; rep < 20000; rep++) {
+            size_t n = 0;
+            int count = 1 + (int)(rnd() % 12);
+            for (int k = 0; k < count; k++) {
+                const char *piece = pieces[rnd() % (sizeof pieces / sizeof *pieces)];
+                size_t l = strlen(piece);
+                if (l == 0) l = 1; /* "\x00" */
+                if (n + l > sizeof text) break;
+                memcpy(text + n, piece, l);
+                n += l;
+            }
+            size_t k1 = split_all(&sp, text, n, 0, e1), k2 = split_all(&sp, text, n, 1, e2);
+            if ((k1 != k2 || memcmp(e1, e2, k1 * sizeof *e1) != 0) && bad++ < 3) {
+                char hex[1300];
+                size_t h = 0;
+                for (size_t i = 0; i < n && h + 4 < sizeof hex; i++) h += (size_t)snprintf(hex + h, sizeof hex - h, "%02x", text[i]);
+                TFC_FAIL_AT("pattern %d: fast path and PCRE2 split %s differently (%zu vs %zu chunks)", (int)patterns[p],
+                            hex, k1, k2);
+            }
+        }
+        CHECK(bad == 0);
+        splitter_free(&sp);
+    }
 }

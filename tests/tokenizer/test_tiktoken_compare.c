@@ -192,7 +192,7 @@ int main(int argc, char **argv) {
     printf("vocab sizes: gpt2 %d, gpt2 (encoder.json) %d, cl100k_base %d\n", (int)v1, (int)v2, (int)v3);
     if (v1 != 50257 || v2 != 50257 || v3 != 100277) failures++;
 
-    snprintf(a, sizeof a, "%s/tokenizer/cl100k_roundtrip.tfctok", cache);
+    snprintf(a, sizeof a, "%s.cl100k.tfctok", argv[2]); /* scratch, next to the expected ids */
     OK(tfc_tokenizer_save(cl100k, a));
     OK(tfc_tokenizer_load(a, &cl100k_back));
     remove(a);
