@@ -189,8 +189,10 @@ def test_backward_with_explicit_seed():
     y = x * x
     with pytest.raises(ValueError):
         y.backward(retain_graph=True)  # non-scalar without a seed
-    y.backward([1.0, 0.5])
+    y.backward([1.0, 0.5], retain_graph=True)
     assert x.grad.tolist() == [2.0, 2.0]
+    y.backward(grad=tfcore.tensor([1.0, 1.0]))
+    assert x.grad.tolist() == [4.0, 6.0]
 
 
 def test_each_thread_has_its_own_graph():

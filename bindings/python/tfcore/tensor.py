@@ -266,10 +266,15 @@ class Tensor:
     def zero_grad(self, set_to_none=True):
         check(lib.tfc_tensor_zero_grad(self._h, 1 if set_to_none else 0))
 
-    def backward(self, gradient=None, retain_graph=False):
-        """Accumulate d(self)/d(leaf) into every leaf's .grad. gradient is the
-        seed (needed when self has more than one element). The thread's graph
-        is cleared afterwards unless retain_graph=True (see tfcore.autograd)."""
+    def backward(self, gradient=None, retain_graph=False, grad=None):
+        """Accumulate d(self)/d(leaf) into every leaf's .grad. gradient (or
+        grad=) is the seed, needed when self has more than one element. The
+        thread's graph is cleared afterwards unless retain_graph=True (see
+        tfcore.autograd)."""
+        if grad is not None:
+            if gradient is not None:
+                raise TypeError("tfcore: backward: pass gradient or grad, not both")
+            gradient = grad
         if gradient is not None and not isinstance(gradient, Tensor):
             gradient = tensor(gradient, dtype=self.dtype)
         _ag.backward(self, gradient, retain_graph)
