@@ -151,3 +151,20 @@ def test_gpt2_files_give_gpt2_ids():
         r = subprocess.run(["node", "-e", js, GPT2_DIR, text], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         assert tok.encode(text) == __import__("json").loads(r.stdout)
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(GPT2_DIR, "encoder.json")),
+                    reason="GPT-2 tokenizer files not fetched (scripts/fetch-tokenizer-data.sh)")
+def test_tiktoken_file_of_gpt2_encodes_the_same(tmp_path):
+    import base64
+    tok = tfcore.Tokenizer.from_gpt2(os.path.join(GPT2_DIR, "encoder.json"), os.path.join(GPT2_DIR, "vocab.bpe"))
+    path = tmp_path / "gpt2.tiktoken"
+    with open(path, "w") as f:
+        for i in range(50256):
+            b, special = tok.token_bytes(i)
+            assert not special
+            f.write("%s %d\n" % (base64.b64encode(b).decode(), i))
+    tk = tfcore.Tokenizer.from_tiktoken(path, "gpt2", special_tokens={"<|endoftext|>": 50256})
+    text = corpus()[:3000].decode("utf-8", "replace") + "<|endoftext|> 123 don't"
+    assert tk.encode(text, special="allowed") == tok.encode(text, special="allowed")
+    assert tk.vocab_size == 50257
