@@ -120,6 +120,47 @@ pub struct DLManagedTensorVersioned {
 }
 
 #[repr(C)]
+pub struct tfc_gpt {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+#[repr(C)]
+pub struct tfc_gpt_cache {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tfc_gpt_config {
+    pub struct_size: u32,
+    pub n_layer: i32,
+    pub n_head: i32,
+    pub n_embd: i32,
+    pub block_size: i32,
+    pub vocab_size: i32,
+    pub bias: i32,
+    pub tie_weights: i32,
+    pub dtype: tfc_dtype,
+    pub ln_eps: f64,
+}
+
+pub type tfc_gpt_token_fn = Option<unsafe extern "C" fn(token: i32, ctx: *mut c_void) -> i32>;
+
+#[repr(C)]
+pub struct tfc_safetensors {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+#[repr(C)]
+pub struct tfc_token_file {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+#[repr(C)]
 pub struct tfc_optim {
     _private: [u8; 0],
     _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
@@ -298,6 +339,40 @@ extern "C" {
     pub fn tfc_tensor_to_dlpack_versioned(t: *const tfc_tensor, out: *mut *mut DLManagedTensorVersioned) -> tfc_status;
     pub fn tfc_tensor_from_dlpack(m: *mut DLManagedTensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_from_dlpack_versioned(m: *mut DLManagedTensorVersioned, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_gpt_config_preset(name: *const c_char, cfg: *mut tfc_gpt_config) -> tfc_status;
+    pub fn tfc_gpt_new(cfg: *const tfc_gpt_config, seed: u64, out: *mut *mut tfc_gpt) -> tfc_status;
+    pub fn tfc_gpt_release(m: *mut tfc_gpt);
+    pub fn tfc_gpt_get_config(m: *const tfc_gpt, cfg: *mut tfc_gpt_config) -> tfc_status;
+    pub fn tfc_gpt_params(m: *const tfc_gpt, n: *mut i32, names: *mut *const *const c_char, params: *mut *const *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_gpt_num_elements(m: *const tfc_gpt) -> i64;
+    pub fn tfc_gpt_forward(m: *mut tfc_gpt, g: *mut tfc_graph, idx: *const tfc_tensor, targets: *const tfc_tensor, logits: *mut *mut tfc_tensor, loss: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_gpt_cache_new(m: *const tfc_gpt, batch: i32, out: *mut *mut tfc_gpt_cache) -> tfc_status;
+    pub fn tfc_gpt_cache_reset(c: *mut tfc_gpt_cache) -> tfc_status;
+    pub fn tfc_gpt_cache_length(c: *const tfc_gpt_cache) -> i32;
+    pub fn tfc_gpt_cache_release(c: *mut tfc_gpt_cache);
+    pub fn tfc_gpt_forward_cached(m: *mut tfc_gpt, c: *mut tfc_gpt_cache, idx: *const tfc_tensor, logits: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_sample(logits: *const f32, n: i64, temperature: f64, top_k: i32, top_p: f64, seed: u64, offset: u64, token: *mut i32) -> tfc_status;
+    pub fn tfc_gpt_generate(m: *mut tfc_gpt, prompt: *const i32, n_prompt: i32, max_new: i32, temperature: f64, top_k: i32, top_p: f64, seed: u64, out: *mut i32, cap: i32, on_token: tfc_gpt_token_fn, ctx: *mut c_void) -> tfc_status;
+    pub fn tfc_safetensors_save(path: *const c_char, names: *const *const c_char, tensors: *const *mut tfc_tensor, n: i32, meta_keys: *const *const c_char, meta_values: *const *const c_char, n_meta: i32) -> tfc_status;
+    pub fn tfc_safetensors_load(path: *const c_char, out: *mut *mut tfc_safetensors) -> tfc_status;
+    pub fn tfc_safetensors_load_buffer(data: *const c_void, len: usize, out: *mut *mut tfc_safetensors) -> tfc_status;
+    pub fn tfc_safetensors_release(f: *mut tfc_safetensors);
+    pub fn tfc_safetensors_count(f: *const tfc_safetensors) -> i32;
+    pub fn tfc_safetensors_get(f: *const tfc_safetensors, i: i32, name: *mut *const c_char, tensor: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_safetensors_find(f: *const tfc_safetensors, name: *const c_char, tensor: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_safetensors_metadata_count(f: *const tfc_safetensors) -> i32;
+    pub fn tfc_safetensors_metadata_at(f: *const tfc_safetensors, i: i32, key: *mut *const c_char, value: *mut *const c_char) -> tfc_status;
+    pub fn tfc_safetensors_metadata(f: *const tfc_safetensors, key: *const c_char, value: *mut *const c_char) -> tfc_status;
+    pub fn tfc_token_file_write(path: *const c_char, ids: *const i32, n: i64, vocab_size: i32) -> tfc_status;
+    pub fn tfc_token_file_open(path: *const c_char, out: *mut *mut tfc_token_file) -> tfc_status;
+    pub fn tfc_token_file_close(f: *mut tfc_token_file);
+    pub fn tfc_token_file_count(f: *const tfc_token_file) -> i64;
+    pub fn tfc_token_file_vocab_size(f: *const tfc_token_file) -> i32;
+    pub fn tfc_token_file_read(f: *const tfc_token_file, start: i64, n: i64, ids: *mut i32) -> tfc_status;
+    pub fn tfc_token_file_batch(f: *const tfc_token_file, begin: i64, end: i64, B: i32, T: i32, seed: u64, step: u64, x: *mut *mut tfc_tensor, y: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_gpt_save(m: *const tfc_gpt, path: *const c_char, meta_keys: *const *const c_char, meta_values: *const *const c_char, n_meta: i32) -> tfc_status;
+    pub fn tfc_gpt_load(path: *const c_char, out: *mut *mut tfc_gpt) -> tfc_status;
+    pub fn tfc_gpt_load_into(m: *mut tfc_gpt, path: *const c_char) -> tfc_status;
     pub fn tfc_optim_options_default(kind: tfc_optim_kind, opts: *mut tfc_optim_options) -> tfc_status;
     pub fn tfc_optim_sgd(opts: *const tfc_optim_options, out: *mut *mut tfc_optim) -> tfc_status;
     pub fn tfc_optim_adam(opts: *const tfc_optim_options, out: *mut *mut tfc_optim) -> tfc_status;
