@@ -6,7 +6,7 @@
 # Builds the library and the `tfcore` CLI, then trains the char-tiny GPT
 # (4 layers, 4 heads, 128 dims, 0.8M parameters) on tinyshakespeare for a
 # few minutes and prints a sample. Knobs (environment):
-#   TFC_STEPS (250)  TFC_BATCH (8)  TFC_OUT (out/char-tiny)  TFCORE_DATA (corpus)
+#   TFC_STEPS (800)  TFC_BATCH (16)  TFC_OUT (out/char-tiny)  TFCORE_DATA (corpus)
 # Training continues where it stopped with:
 #   build/tools/tfcore train --out out/char-tiny --resume --steps 500
 set -euo pipefail
@@ -26,6 +26,11 @@ if [[ -z "$data" ]]; then
     [[ -f "$cand" ]] && { data="$cand"; break; }
   done
 fi
+if [[ -z "$data" && ! -d /usr/share/games/fortunes ]]; then
+  echo "train.sh: no tinyshakespeare.txt here; installing Debian's fortunes text as the corpus"
+  if [[ $(id -u) -eq 0 ]]; then apt-get install -y -q fortunes >/dev/null || true
+  else sudo apt-get install -y -q fortunes >/dev/null || true; fi
+fi
 if [[ -z "$data" && -d /usr/share/games/fortunes ]]; then
   data="$root/build/fortunes.txt"
   find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' -print0 |
@@ -42,7 +47,7 @@ export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 
 out="${TFC_OUT:-out/char-tiny}"
 echo "== training char-tiny on $data"
-build/tools/tfcore train --data "$data" --preset char-tiny --steps "${TFC_STEPS:-250}" --batch "${TFC_BATCH:-8}" \
+build/tools/tfcore train --data "$data" --preset char-tiny --steps "${TFC_STEPS:-800}" --batch "${TFC_BATCH:-16}" \
   --eval-every 50 --out "$out" --log-json "$out.jsonl" --force --sample-tokens 0
 
 echo "== sampling from $out"
