@@ -29,6 +29,7 @@
 
 #if TFC_HAVE_BLAS && defined(__linux__) && (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -56,10 +57,7 @@ static int good_enough(const char *cur, const char *want) {
     return 0;
 }
 
-static void copy_name(char *dst, const char *src) {
-    strncpy(dst, src ? src : "", 31);
-    dst[31] = 0;
-}
+static void copy_name(char *dst, const char *src) { snprintf(dst, 32, "%s", src ? src : ""); }
 
 __attribute__((constructor)) static void tfc_blas_choose_coretype(void) {
     char *(*corename)(void) = (char *(*)(void))dlsym(RTLD_DEFAULT, "openblas_get_corename");
