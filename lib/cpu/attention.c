@@ -21,8 +21,9 @@
  * and dq over query blocks in a second pass (P recomputed) — the same tile
  * arithmetic in the same order, so the result does not change.
  *
- * Inner loops work on 4 keys (or 4 query rows) at a time so one load of a
- * q/dout row feeds 4 FMAs, and vectorise along D.
+ * Scores are dots of a row with a key tile transposed on the stack (head
+ * dims up to ATT_DT_MAX), vectorised along the keys; the weighted sums of
+ * value/key/query rows work on 4 rows at a time and vectorise along D.
  */
 #ifndef TFC_T
 
@@ -30,6 +31,8 @@
 
 #define ATT_BQ 32 /* query rows per tile */
 #define ATT_BK 64 /* keys per tile */
+/* Head dims up to this use transposed key/value tiles on the stack. */
+#define ATT_DT_MAX 128
 
 #define TFC_TMPL_FILE "cpu/attention.c"
 #include "cpu/kernel_tmpl.h"
@@ -75,6 +78,30 @@ static void FN(att_dots)(int64_t n, T scale, const T *a, const T *rows, int64_t 
     for (j = 0; j < m; j++) out[j] *= scale;
 }
 
+/*
+ * The same dots against a key tile stored transposed, kt[e·ATT_BK + j] =
+ * key j's element e: the loop runs along keys, so every q element feeds
+ * ATT_BK/8 vector FMAs with no horizontal sums. Columns j >= m of kt are
+ * zero (att_transpose fills them); out[j] is written for j < m.
+ */
+static void FN(att_transpose)(int64_t n, const T *rows, int64_t stride, int64_t m, T *restrict kt) {
+    for (int64_t e = 0; e < n; e++) {
+        T *ke = kt + e * ATT_BK;
+        for (int64_t j = 0; j < m; j++) ke[j] = rows[j * stride + e];
+        for (int64_t j = m; j < ATT_BK; j++) ke[j] = 0;
+    }
+}
+
+static void FN(att_dots_t)(int64_t n, T scale, const T *a, const T *restrict kt, int64_t m, T *out) {
+    T acc[ATT_BK];
+    for (int64_t j = 0; j < ATT_BK; j++) acc[j] = 0;
+    for (int64_t e = 0; e < n; e++) {
+        const T ae = a[e], *ke = kt + e * ATT_BK;
+        for (int64_t j = 0; j < ATT_BK; j++) acc[j] += ae * ke[j];
+    }
+    for (int64_t j = 0; j < m; j++) out[j] = scale * acc[j];
+}
+
 /* y += Σ_{j<m} w[j] · rows[j], rows `stride` apart (w[j] may be 0). */
 static void FN(att_axpys)(int64_t n, const T *w, const T *rows, int64_t stride, int64_t m, T *restrict y) {
     int64_t j = 0;
@@ -97,7 +124,11 @@ static inline int64_t FN(att_visible)(const tfc_attn_problem *p, int64_t i) {
     return e < 0 ? 0 : e > p->S ? p->S : e;
 }
 
-/* Forward for query rows [i0, i0 + nq) of head (b, h). */
+/*
+ * Forward for query rows [i0, i0 + nq) of head (b, h): key tiles outer,
+ * rows inner, so a tile is transposed once for the whole block; each row
+ * keeps its running max and sum in m[r], l[r] and its output in out.
+ */
 static void FN(att_forward_block)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq) {
     const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h;
     const T *q = (const T *)p->q.data + b * p->q.sb + h * p->q.sh;
@@ -106,36 +137,52 @@ static void FN(att_forward_block)(const tfc_attn_problem *p, int64_t b, int64_t 
     T *out = (T *)p->out_w + (bh * p->Tq) * Dv;
     T *lse = p->lse_w ? (T *)p->lse_w + bh * p->Tq : NULL;
     const T scale = (T)p->scale;
-    T s[ATT_BK];
-    for (int64_t i = i0; i < i0 + nq; i++) {
-        const T *qi = q + i * p->q.sr;
-        T *oi = out + i * Dv;
+    const int use_t = D <= ATT_DT_MAX;
+    T s[ATT_BK], m[ATT_BQ], kt[ATT_DT_MAX * ATT_BK];
+    ACC l[ATT_BQ];
+    for (int64_t r = 0; r < nq; r++) {
+        T *oi = out + (i0 + r) * Dv;
         for (int64_t e = 0; e < Dv; e++) oi[e] = 0;
-        const int64_t vis = FN(att_visible)(p, i);
-        T m = -INFINITY;
-        ACC l = 0;
-        for (int64_t j0 = 0; j0 < vis; j0 += ATT_BK) {
-            const int64_t nk = vis - j0 < ATT_BK ? vis - j0 : ATT_BK;
-            FN(att_dots)(D, scale, qi, k + j0 * p->k.sr, p->k.sr, nk, s);
-            T mt = m;
-            for (int64_t j = 0; j < nk; j++) mt = s[j] > mt ? s[j] : mt;
-            const T corr = EXP(m - mt); /* 0 on the first tile (m = −∞) */
+        m[r] = -INFINITY;
+        l[r] = 0;
+    }
+    const int64_t vis_max = FN(att_visible)(p, i0 + nq - 1); /* the last row sees the most keys */
+    for (int64_t j0 = 0; j0 < vis_max; j0 += ATT_BK) {
+        const int64_t nk = vis_max - j0 < ATT_BK ? vis_max - j0 : ATT_BK;
+        if (use_t) FN(att_transpose)(D, k + j0 * p->k.sr, p->k.sr, nk, kt);
+        for (int64_t r = 0; r < nq; r++) {
+            const int64_t i = i0 + r;
+            int64_t vis = FN(att_visible)(p, i) - j0;
+            if (vis <= 0) continue;
+            if (vis > nk) vis = nk;
+            const T *qi = q + i * p->q.sr;
+            T *oi = out + i * Dv;
+            if (use_t) FN(att_dots_t)(D, scale, qi, kt, vis, s);
+            else FN(att_dots)(D, scale, qi, k + j0 * p->k.sr, p->k.sr, vis, s);
+            T mt = m[r];
+            for (int64_t j = 0; j < vis; j++) mt = s[j] > mt ? s[j] : mt;
+            const T corr = EXP(m[r] - mt); /* 0 on the first tile (m = −∞) */
             ACC ls = 0;
-            for (int64_t j = 0; j < nk; j++) {
+            for (int64_t j = 0; j < vis; j++) {
                 s[j] = EXP(s[j] - mt);
                 ls += s[j];
             }
-            l = l * corr + ls;
+            l[r] = l[r] * corr + ls;
             if (corr != 1)
                 for (int64_t e = 0; e < Dv; e++) oi[e] *= corr;
-            FN(att_axpys)(Dv, s, v + j0 * p->v.sr, p->v.sr, nk, oi);
-            m = mt;
+            FN(att_axpys)(Dv, s, v + j0 * p->v.sr, p->v.sr, vis, oi);
+            m[r] = mt;
         }
-        if (vis > 0) {
-            const T inv = (T)(1.0 / l);
+    }
+    for (int64_t r = 0; r < nq; r++) {
+        const int64_t i = i0 + r;
+        const int vis = FN(att_visible)(p, i) > 0;
+        T *oi = out + i * Dv;
+        if (vis) {
+            const T inv = (T)(1.0 / l[r]);
             for (int64_t e = 0; e < Dv; e++) oi[e] *= inv;
         }
-        if (lse) lse[i] = vis > 0 ? (T)((ACC)m + log(l)) : (T)-INFINITY;
+        if (lse) lse[i] = vis ? (T)((ACC)m[r] + log(l[r])) : (T)-INFINITY;
     }
 }
 
@@ -171,7 +218,12 @@ static void FN(att_backward_tile)(const tfc_attn_problem *p, int64_t b, int64_t 
     T *dv = p->dv ? (T *)p->dv + (bh * p->S + j0) * Dv : NULL;
     const T scale = (T)p->scale;
     const int need_ds = (want_dq && dq) || (want_dkv && dk);
-    T P[ATT_BQ][ATT_BK], dS[ATT_BQ][ATT_BK];
+    const int use_t = D <= ATT_DT_MAX && Dv <= ATT_DT_MAX;
+    T P[ATT_BQ][ATT_BK], dS[ATT_BQ][ATT_BK], kt[ATT_DT_MAX * ATT_BK], vt[ATT_DT_MAX * ATT_BK];
+    if (use_t) {
+        FN(att_transpose)(D, k, p->k.sr, nk, kt);
+        if (need_ds) FN(att_transpose)(Dv, v, p->v.sr, nk, vt);
+    }
 
     for (int64_t r = 0; r < nq; r++) {
         const int64_t i = i0 + r;
@@ -181,12 +233,14 @@ static void FN(att_backward_tile)(const tfc_attn_problem *p, int64_t b, int64_t 
         if (L == -INFINITY) vis = 0;
         for (int64_t j = vis; j < nk; j++) P[r][j] = dS[r][j] = 0;
         if (vis == 0) continue;
-        FN(att_dots)(D, scale, q + i * p->q.sr, k, p->k.sr, vis, P[r]);
+        if (use_t) FN(att_dots_t)(D, scale, q + i * p->q.sr, kt, vis, P[r]);
+        else FN(att_dots)(D, scale, q + i * p->q.sr, k, p->k.sr, vis, P[r]);
         for (int64_t j = 0; j < vis; j++) P[r][j] = EXP(P[r][j] - L);
         if (!need_ds) continue;
         const T *goi = go + i * p->dout.sr;
         const T Di = FN(att_dot)(Dv, goi, o + i * p->out.sr);
-        FN(att_dots)(Dv, 1, goi, v, p->v.sr, vis, dS[r]);
+        if (use_t) FN(att_dots_t)(Dv, 1, goi, vt, vis, dS[r]);
+        else FN(att_dots)(Dv, 1, goi, v, p->v.sr, vis, dS[r]);
         for (int64_t j = 0; j < vis; j++) dS[r][j] = P[r][j] * (dS[r][j] - Di);
     }
 
