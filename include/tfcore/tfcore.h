@@ -11,5 +11,7 @@
 #include "tfcore/ops.h"
 #include "tfcore/kernels.h"
 #include "tfcore/dlpack.h"
+#include "tfcore/optim.h"
+#include "tfcore/tokenizer.h"
 
 #endif

@@ -40,6 +40,11 @@ void tfc_iter_init(tfc_iter *it, const tfc_sview *const *views, int32_t nviews) 
 
 void tfc_iter_seek(const tfc_iter *it, int64_t start, int64_t *idx, int64_t *off) {
     for (int32_t v = 0; v < it->nviews; v++) off[v] = 0;
+    /* An empty range has a zero-sized dim: nothing to seek (and no dividing by it). */
+    if (it->numel == 0) {
+        for (int32_t d = 0; d < it->ndim; d++) idx[d] = 0;
+        return;
+    }
     for (int32_t d = it->ndim - 1; d >= 0; d--) {
         idx[d] = start % it->shape[d];
         start /= it->shape[d];

@@ -70,7 +70,8 @@ tfc_status tfc_device_alloc(tfc_device_type dev, int32_t index, size_t nbytes, v
     if (dev == TFC_DEVICE_CUDA) {
         const tfc_cuda_api *c = tfc_cuda();
         if (!c) return TFC_ERR_DEVICE;
-        return c->alloc(index, nbytes, out);
+        tfc_status s = c->alloc(index, nbytes, out);
+        return s == TFC_OK ? s : tfc_err(s, "cuda:%d: allocating %zu bytes: %s", (int)index, nbytes, c->last_error());
     }
     return bad_device(dev);
 }
@@ -87,7 +88,9 @@ tfc_status tfc_device_memset0(tfc_device_type dev, int32_t index, void *p, size_
     }
     if (dev == TFC_DEVICE_CUDA) {
         const tfc_cuda_api *c = tfc_cuda();
-        return c ? c->memset0(index, p, nbytes) : TFC_ERR_DEVICE;
+        if (!c) return TFC_ERR_DEVICE;
+        tfc_status s = c->memset0(index, p, nbytes);
+        return s == TFC_OK ? s : tfc_err(s, "cuda:%d: memset: %s", (int)index, c->last_error());
     }
     return bad_device(dev);
 }
@@ -100,10 +103,14 @@ tfc_status tfc_device_memcpy(tfc_device_type dst_dev, int32_t dst_index, void *d
     }
     const tfc_cuda_api *c = tfc_cuda();
     if (!c) return TFC_ERR_DEVICE;
-    if (dst_dev == TFC_DEVICE_CUDA && src_dev == TFC_DEVICE_CPU) return c->memcpy(dst_index, dst, src, nbytes, 0);
-    if (dst_dev == TFC_DEVICE_CPU && src_dev == TFC_DEVICE_CUDA) return c->memcpy(src_index, dst, src, nbytes, 1);
-    if (dst_dev == TFC_DEVICE_CUDA && src_dev == TFC_DEVICE_CUDA && dst_index == src_index)
-        return c->memcpy(dst_index, dst, src, nbytes, 2);
+    int32_t dev = -1, kind = -1;
+    if (dst_dev == TFC_DEVICE_CUDA && src_dev == TFC_DEVICE_CPU) dev = dst_index, kind = 0;
+    else if (dst_dev == TFC_DEVICE_CPU && src_dev == TFC_DEVICE_CUDA) dev = src_index, kind = 1;
+    else if (dst_dev == TFC_DEVICE_CUDA && src_dev == TFC_DEVICE_CUDA && dst_index == src_index) dev = dst_index, kind = 2;
+    if (kind >= 0) {
+        tfc_status s = c->memcpy(dev, dst, src, nbytes, kind);
+        return s == TFC_OK ? s : tfc_err(s, "cuda:%d: copying %zu bytes: %s", (int)dev, nbytes, c->last_error());
+    }
     return tfc_err(TFC_ERR_UNSUPPORTED, "copy between CUDA devices %d and %d is not supported", (int)src_index,
                    (int)dst_index);
 }

@@ -1,0 +1,242 @@
+/*
+ * GPU benchmarks for the CUDA module, printed as ratios:
+ *  - bf16 GEMM through the module's matmul vs a bare cuBLASLt call of the
+ *    same shape (8192^3 and GPT-2 124M training shapes, B*T = 16384);
+ *  - attention forward + backward, B=8, H=12, T=1024, d=64, causal, bf16,
+ *    in TFLOP/s by the causal FLOP formula (forward 4 B H T^2 d / 2,
+ *    backward 2.5x the forward), and as a fraction of the dense bf16 peak
+ *    (TFC_PEAK_TFLOPS, default 989 for H100/H200 SXM).
+ * Usage: cuda_bench <path to libtfcore-cuda.so>. Times are wall-clock over
+ * repeated calls between stream syncs (both paths timed the same way).
+ */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "device/cuda_api.h"
+
+static const tfc_cuda_api *A;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#define DIE(...)                                                                                       \
+    do {                                                                                               \
+        fprintf(stderr, __VA_ARGS__);                                                                  \
+        fprintf(stderr, "\n");                                                                         \
+        exit(1);                                                                                       \
+    } while (0)
+#define CU(x)                                                                                          \
+    do {                                                                                               \
+        cudaError_t e_ = (x);                                                                          \
+        if (e_ != cudaSuccess) DIE("%s: %s", #x, cudaGetErrorString(e_));                              \
+    } while (0)
+#define LT(x)                                                                                          \
+    do {                                                                                               \
+        cublasStatus_t s_ = (x);                                                                       \
+        if (s_ != CUBLAS_STATUS_SUCCESS) DIE("%s: %s", #x, cublasLtGetStatusString(s_));               \
+    } while (0)
+#define TF(x)                                                                                          \
+    do {                                                                                               \
+        tfc_status s_ = (x);                                                                           \
+        if (s_ != TFC_OK) DIE("%s: %s", #x, A->last_error());                                          \
+    } while (0)
+
+/* Module buffer of n bf16 values uniform in [-1, 1) (the bare path draws the same range). */
+static void *module_rand(size_t n, uint64_t seed) {
+    void *p;
+    TF(A->alloc(0, n * 2, &p));
+    TF(A->random_uniform(0, TFC_DTYPE_BF16, p, n, seed, 0, -1.0, 1.0));
+    return p;
+}
+
+/* Seconds per call of ours(): warm up, then repeat until ~0.5 s has passed. */
+static double time_module(void (*fn)(void *), void *arg) {
+    for (int i = 0; i < 3; i++) fn(arg);
+    TF(A->synchronize(0));
+    int iters = 0;
+    double t0 = now(), t;
+    do {
+        for (int i = 0; i < 5; i++) fn(arg);
+        iters += 5;
+        TF(A->synchronize(0));
+        t = now() - t0;
+    } while (t < 0.5 && iters < 2000);
+    return t / iters;
+}
+
+typedef struct gemm_case {
+    const char *name;
+    int64_t M, N, K;
+    int trans_b;
+} gemm_case;
+
+static tfc_cuda_matmul_desc g_desc;
+static void run_ours(void *arg) {
+    (void)arg;
+    TF(A->matmul(0, &g_desc));
+}
+
+/* n bf16 values of roughly unit size, uploaded in one copy. */
+static void fill_host_random(void *dev_ptr, size_t n) {
+    uint16_t *h = malloc(n * 2);
+    if (!h) DIE("out of host memory");
+    uint32_t s = 12345;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        float f = (float)(s >> 8) / 16777216.0f * 2.0f - 1.0f;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        h[i] = (uint16_t)(u >> 16);
+    }
+    CU(cudaMemcpy(dev_ptr, h, n * 2, cudaMemcpyHostToDevice));
+    free(h);
+}
+
+/* A bare cuBLASLt bf16 GEMM of the same row-major shape, its own stream and buffers. */
+static double time_bare(const gemm_case *g, void *ws, size_t ws_size, cublasLtHandle_t lt, cudaStream_t st) {
+    void *a, *b, *c;
+    CU(cudaMalloc(&a, (size_t)g->M * g->K * 2));
+    CU(cudaMalloc(&b, (size_t)g->K * g->N * 2));
+    CU(cudaMalloc(&c, (size_t)g->M * g->N * 2));
+    /*
+     * Our own random data (the module's buffers belong to its statically
+     * linked runtime; this path stays independent of it).
+     */
+    fill_host_random(a, (size_t)g->M * g->K);
+    fill_host_random(b, (size_t)g->K * g->N);
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    /* Row-major C = A B as column-major C^T = B^T A^T. */
+    if (g->trans_b) LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, g->K, g->N, g->K));
+    else LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, g->N, g->K, g->N));
+    LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, g->K, g->M, g->K));
+    LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, g->N, g->M, g->N));
+    cublasLtMatmulPreference_t pref;
+    LT(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t wsb = ws_size;
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    LT(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &res, &found));
+    if (!found) DIE("bare cuBLASLt: no algorithm for %s", g->name);
+    float alpha = 1.0f, beta = 0.0f;
+    for (int i = 0; i < 3; i++)
+        LT(cublasLtMatmul(lt, op, &alpha, b, la, a, lb, &beta, c, lc, c, lc, &res.algo, ws, ws_size, st));
+    CU(cudaStreamSynchronize(st));
+    int iters = 0;
+    double t0 = now(), t;
+    do {
+        for (int i = 0; i < 5; i++)
+            LT(cublasLtMatmul(lt, op, &alpha, b, la, a, lb, &beta, c, lc, c, lc, &res.algo, ws, ws_size, st));
+        iters += 5;
+        CU(cudaStreamSynchronize(st));
+        t = now() - t0;
+    } while (t < 0.5 && iters < 2000);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(op);
+    CU(cudaFree(a));
+    CU(cudaFree(b));
+    CU(cudaFree(c));
+    return t / iters;
+}
+
+typedef struct attn_bufs {
+    void *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+    float *lse;
+    size_t B, H, T, D;
+} attn_bufs;
+
+static void run_attn_fwd(void *arg) {
+    attn_bufs *a = arg;
+    TF(A->attention_forward(0, TFC_DTYPE_BF16, a->q, a->k, a->v, a->o, a->lse, a->B, a->H, a->T, a->T, a->D, a->D,
+                            0.125f, 1));
+}
+static void run_attn_fwd_bwd(void *arg) {
+    attn_bufs *a = arg;
+    run_attn_fwd(arg);
+    TF(A->attention_backward(0, TFC_DTYPE_BF16, a->dout, a->q, a->k, a->v, a->o, a->lse, a->dq, a->dk, a->dv, a->B,
+                             a->H, a->T, a->T, a->D, a->D, 0.125f, 1, 0));
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) DIE("usage: %s <path to libtfcore-cuda.so>", argv[0]);
+    void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!h) DIE("cannot load %s: %s", argv[1], dlerror());
+    tfc_cuda_module_get_fn get = (tfc_cuda_module_get_fn)dlsym(h, "tfc_cuda_module_get");
+    A = get ? get(TFC_CUDA_API_VERSION) : NULL;
+    if (!A) DIE("%s does not offer API version %d", argv[1], TFC_CUDA_API_VERSION);
+    if (A->device_count() <= 0) {
+        printf("no CUDA device: %s\n", A->last_error());
+        return 77;
+    }
+    const char *peak_env = getenv("TFC_PEAK_TFLOPS");
+    double peak = peak_env ? atof(peak_env) : 989.0;
+    printf("device: %s; dense bf16 peak taken as %.0f TFLOP/s\n", A->describe(), peak);
+
+    const gemm_case cases[] = {
+        {"square 8192^3", 8192, 8192, 8192, 0},
+        {"gpt2 qkv   16384x768 @ 768x2304", 16384, 2304, 768, 0},
+        {"gpt2 fc    16384x768 @ 768x3072", 16384, 3072, 768, 0},
+        {"gpt2 proj  16384x3072 @ 3072x768", 16384, 768, 3072, 0},
+        {"gpt2 lm    16384x768 @ (50304x768)^T", 16384, 50304, 768, 1},
+    };
+    cublasLtHandle_t lt;
+    cudaStream_t st;
+    void *ws;
+    size_t ws_size = (size_t)32 << 20;
+    LT(cublasLtCreate(&lt));
+    CU(cudaStreamCreate(&st));
+    CU(cudaMalloc(&ws, ws_size));
+    printf("\n%-40s %10s %10s %8s\n", "GEMM (bf16, f32 accumulate)", "ours TF/s", "bare TF/s", "ratio");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const gemm_case *g = &cases[i];
+        void *a = module_rand((size_t)g->M * g->K, 1 + i), *b = module_rand((size_t)g->K * g->N, 100 + i), *c;
+        TF(A->alloc(0, (size_t)g->M * g->N * 2, &c));
+        tfc_cuda_matmul_desc d = {sizeof d, TFC_DTYPE_BF16, g->M, g->N, g->K, 1, 0, g->trans_b, a, b, c, NULL,
+                                  0, 0, 0, 1.0f, 0.0f, TFC_CUDA_EPI_NONE};
+        g_desc = d;
+        double ours = time_module(run_ours, NULL);
+        TF(A->synchronize(0));
+        double bare = time_bare(g, ws, ws_size, lt, st);
+        double flop = 2.0 * (double)g->M * (double)g->N * (double)g->K;
+        printf("%-40s %10.1f %10.1f %8.3f\n", g->name, flop / ours / 1e12, flop / bare / 1e12, bare / ours);
+        A->free(0, a), A->free(0, b), A->free(0, c);
+        TF(A->synchronize(0));
+    }
+    CU(cudaFree(ws));
+    CU(cudaStreamDestroy(st));
+    cublasLtDestroy(lt);
+
+    attn_bufs ab = {0};
+    ab.B = 8, ab.H = 12, ab.T = 1024, ab.D = 64;
+    size_t n = ab.B * ab.H * ab.T * ab.D;
+    ab.q = module_rand(n, 7), ab.k = module_rand(n, 8), ab.v = module_rand(n, 9), ab.dout = module_rand(n, 10);
+    TF(A->alloc(0, n * 2, &ab.o));
+    TF(A->alloc(0, n * 2, &ab.dq));
+    TF(A->alloc(0, n * 2, &ab.dk));
+    TF(A->alloc(0, n * 2, &ab.dv));
+    TF(A->alloc(0, ab.B * ab.H * ab.T * 4, (void **)&ab.lse));
+    double fwd_flop = 4.0 * ab.B * ab.H * (double)ab.T * ab.T * ab.D / 2.0;
+    double tf = time_module(run_attn_fwd, &ab), tfb = time_module(run_attn_fwd_bwd, &ab);
+    printf("\nattention B=8 H=12 T=1024 d=64 causal bf16 (causal FLOP count)\n");
+    printf("  forward:          %8.3f ms %8.1f TFLOP/s (%.1f%% of peak)\n", tf * 1e3, fwd_flop / tf / 1e12,
+           100.0 * fwd_flop / tf / 1e12 / peak);
+    printf("  forward+backward: %8.3f ms %8.1f TFLOP/s (%.1f%% of peak; target >= 50%%)\n", tfb * 1e3,
+           3.5 * fwd_flop / tfb / 1e12, 100.0 * 3.5 * fwd_flop / tfb / 1e12 / peak);
+    A->free(0, ab.q), A->free(0, ab.k), A->free(0, ab.v), A->free(0, ab.dout), A->free(0, ab.o);
+    A->free(0, ab.dq), A->free(0, ab.dk), A->free(0, ab.dv), A->free(0, ab.lse);
+    TF(A->synchronize(0));
+    return 0;
+}

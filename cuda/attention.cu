@@ -1,0 +1,314 @@
+/*
+ * Scaled dot-product attention, forward and backward, FlashAttention-2
+ * style: K/V (or Q/dO) tiles are staged in shared memory, the softmax is
+ * computed online (running max m and running sum l per query row, the
+ * output rescaled when m grows), and only the log-sum-exp per row is
+ * saved, never the [T, S] score matrix.
+ *
+ * Shapes (contiguous): q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv],
+ * out [B,H,T,Dv], lse [B,H,T] f32.
+ *   s_ij = scale q_i.k_j, visible iff !causal or j <= i + (S - T)
+ *   lse_i = log sum_{visible j} exp(s_ij),  P_ij = exp(s_ij - lse_i)
+ *   out_i = sum_j P_ij v_j            (rows seeing no key: out 0, lse -inf)
+ * Backward, with Delta_i = dout_i . out_i:
+ *   dP_ij = dout_i . v_j,  dS_ij = P_ij (dP_ij - Delta_i)
+ *   dq_i = scale sum_j dS_ij k_j,  dk_j = scale sum_i dS_ij q_i,
+ *   dv_j = sum_i P_ij dout_i
+ * The backward recomputes P from lse in two kernels, one parallel over
+ * query rows (dq) and one over key rows (dk, dv), so every gradient is
+ * written by exactly one thread: deterministic, no atomics.
+ *
+ * This is the portable f32-accumulate version: one thread per query (or
+ * key) row, scalar FMAs against tiles broadcast from shared memory; it is
+ * correct for every T, S, D, Dv <= 128 but does not use tensor cores.
+ * DM (64 or 128) is the compile-time bound on D and Dv.
+ */
+#include "common.cuh"
+#include "entries.h"
+
+#define ROWS 64 /* query rows (forward, dq) or key rows (dk/dv) per block: one per thread */
+
+/* Stage rows [r0, r0+R) of x [n, d] into tile [R][DM] as f32, zero-padded. */
+template <class T, int R, int DM>
+__device__ __forceinline__ void load_tile(float *tile, const T *x, int r0, int n, int d) {
+    for (int idx = threadIdx.x; idx < R * DM; idx += blockDim.x) {
+        int r = idx / DM, c = idx % DM;
+        tile[idx] = (r0 + r < n && c < d) ? tfcu_load(x, (size_t)(r0 + r) * d + c) : 0.0f;
+    }
+}
+
+/* Last key index (exclusive) any of query rows [q0, q0 + ROWS) can see. */
+__device__ __forceinline__ int key_end(int q0, int T_, int S, bool causal) {
+    if (!causal) return S;
+    int last_q = min(q0 + ROWS, T_) - 1;
+    return max(0, min(S, last_q + (S - T_) + 1));
+}
+
+template <class T, int DM, int BK>
+__global__ void __launch_bounds__(ROWS) attn_fwd_kernel(const T *q, const T *k, const T *v, T *out, float *lse, int T_,
+                                                        int S, int D, int Dv, float scale, bool causal) {
+    __shared__ float ks[BK * DM], vs[BK * DM];
+    size_t bh = blockIdx.y;
+    int q0 = blockIdx.x * ROWS, i = q0 + threadIdx.x;
+    bool row_ok = i < T_;
+    const T *kb = k + bh * S * D, *vb = v + bh * S * Dv;
+    /* Scores in log2 units so the exponentials are exp2. */
+    const float sl2 = scale * 1.4426950408889634f;
+    float qr[DM], o[DM];
+#pragma unroll
+    for (int d = 0; d < DM; d++) {
+        qr[d] = (row_ok && d < D) ? tfcu_load(q, (bh * T_ + i) * D + d) * sl2 : 0.0f;
+        o[d] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    int last_visible = causal ? i + (S - T_) : S - 1;
+    int kend = key_end(q0, T_, S, causal);
+    for (int j0 = 0; j0 < kend; j0 += BK) {
+        load_tile<T, BK, DM>(ks, kb, j0, S, D);
+        load_tile<T, BK, DM>(vs, vb, j0, S, Dv);
+        __syncthreads();
+        /* Per-key online softmax: rescale o only when the running max grows. */
+#pragma unroll 1
+        for (int jj = 0; jj < BK; jj++) {
+            int j = j0 + jj;
+            if (!row_ok || j >= S || j > last_visible) continue;
+            float s = 0.0f;
+#pragma unroll
+            for (int d = 0; d < DM; d++) s += qr[d] * ks[jj * DM + d];
+            if (s > m) {
+                float corr = exp2f(m - s); /* 0 for the first visible key */
+                l *= corr;
+#pragma unroll
+                for (int d = 0; d < DM; d++) o[d] *= corr;
+                m = s;
+            }
+            float p = exp2f(s - m);
+            l += p;
+#pragma unroll
+            for (int d = 0; d < DM; d++) o[d] += p * vs[jj * DM + d];
+        }
+        __syncthreads();
+    }
+    if (!row_ok) return;
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int d = 0; d < DM; d++)
+        if (d < Dv) out[(bh * T_ + i) * Dv + d] = tfcu_from_f<T>(o[d] * inv);
+    lse[bh * T_ + i] = l > 0.0f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
+}
+
+/* delta[r] = dout_r . out_r over Dv, one warp per row. */
+template <class T>
+__global__ void attn_delta_kernel(const T *dout, const T *out, float *delta, size_t rows, int Dv) {
+    int lane = threadIdx.x & 31;
+    size_t warps = (size_t)gridDim.x * (blockDim.x >> 5);
+    for (size_t r = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
+        float s = 0.0f;
+        for (int d = lane; d < Dv; d += 32) s += tfcu_load(dout, r * Dv + d) * tfcu_load(out, r * Dv + d);
+        s = tfcu_warp_sum(s);
+        if (lane == 0) delta[r] = s;
+    }
+}
+
+template <class T, int DM, int BK>
+__global__ void __launch_bounds__(ROWS)
+    attn_bwd_dq_kernel(const T *dout, const T *q, const T *k, const T *v, const float *lse, const float *delta, T *dq,
+                       int T_, int S, int D, int Dv, float scale, bool causal, bool acc) {
+    __shared__ float ks[BK * DM], vs[BK * DM];
+    size_t bh = blockIdx.y;
+    int q0 = blockIdx.x * ROWS, i = q0 + threadIdx.x;
+    bool row_ok = i < T_;
+    const T *kb = k + bh * S * D, *vb = v + bh * S * Dv;
+    float qr[DM], dor[DM], dqa[DM];
+#pragma unroll
+    for (int d = 0; d < DM; d++) {
+        qr[d] = (row_ok && d < D) ? tfcu_load(q, (bh * T_ + i) * D + d) : 0.0f;
+        dor[d] = (row_ok && d < Dv) ? tfcu_load(dout, (bh * T_ + i) * Dv + d) : 0.0f;
+        dqa[d] = 0.0f;
+    }
+    float L = row_ok ? lse[bh * T_ + i] : -INFINITY, Di = row_ok ? delta[bh * T_ + i] : 0.0f;
+    bool live = row_ok && L != -INFINITY;
+    int last_visible = causal ? i + (S - T_) : S - 1;
+    int kend = key_end(q0, T_, S, causal);
+    for (int j0 = 0; j0 < kend; j0 += BK) {
+        load_tile<T, BK, DM>(ks, kb, j0, S, D);
+        load_tile<T, BK, DM>(vs, vb, j0, S, Dv);
+        __syncthreads();
+#pragma unroll 1
+        for (int jj = 0; jj < BK; jj++) {
+            int j = j0 + jj;
+            if (!live || j >= S || j > last_visible) continue;
+            float s = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int d = 0; d < DM; d++) s += qr[d] * ks[jj * DM + d];
+#pragma unroll
+            for (int d = 0; d < DM; d++) dp += dor[d] * vs[jj * DM + d];
+            float p = expf(scale * s - L), ds = p * (dp - Di);
+#pragma unroll
+            for (int d = 0; d < DM; d++) dqa[d] += ds * ks[jj * DM + d];
+        }
+        __syncthreads();
+    }
+    if (!row_ok) return;
+#pragma unroll
+    for (int d = 0; d < DM; d++)
+        if (d < D) tfcu_store_grad(dq, (bh * T_ + i) * D + d, scale * dqa[d], acc);
+}
+
+template <class T, int DM, int BQ>
+__global__ void __launch_bounds__(ROWS)
+    attn_bwd_dkdv_kernel(const T *dout, const T *q, const T *k, const T *v, const float *lse, const float *delta,
+                         T *dk, T *dv, int T_, int S, int D, int Dv, float scale, bool causal, bool acc) {
+    __shared__ float qs[BQ * DM], dos[BQ * DM], Ls[BQ], Ds[BQ];
+    size_t bh = blockIdx.y;
+    int k0 = blockIdx.x * ROWS, j = k0 + threadIdx.x;
+    bool key_ok = j < S;
+    const T *qb = q + bh * T_ * D, *dob = dout + bh * T_ * Dv;
+    float kr[DM], vr[DM], dka[DM], dva[DM];
+#pragma unroll
+    for (int d = 0; d < DM; d++) {
+        kr[d] = (key_ok && d < D) ? tfcu_load(k, (bh * S + j) * D + d) : 0.0f;
+        vr[d] = (key_ok && d < Dv) ? tfcu_load(v, (bh * S + j) * Dv + d) : 0.0f;
+        dka[d] = dva[d] = 0.0f;
+    }
+    /* Query i sees key j iff j <= i + (S - T): the block's first key is seen from i = k0 - (S - T) on. */
+    int qstart = causal ? max(0, k0 - (S - T_)) : 0;
+    for (int i0 = qstart; i0 < T_; i0 += BQ) {
+        load_tile<T, BQ, DM>(qs, qb, i0, T_, D);
+        load_tile<T, BQ, DM>(dos, dob, i0, T_, Dv);
+        for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
+            bool in = i0 + r < T_;
+            Ls[r] = in ? lse[bh * T_ + i0 + r] : -INFINITY;
+            Ds[r] = in ? delta[bh * T_ + i0 + r] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll 1
+        for (int ii = 0; ii < BQ; ii++) {
+            int i = i0 + ii;
+            if (!key_ok || i >= T_ || Ls[ii] == -INFINITY || (causal && j > i + (S - T_))) continue;
+            float s = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int d = 0; d < DM; d++) s += qs[ii * DM + d] * kr[d];
+#pragma unroll
+            for (int d = 0; d < DM; d++) dp += dos[ii * DM + d] * vr[d];
+            float p = expf(scale * s - Ls[ii]), ds = p * (dp - Ds[ii]);
+#pragma unroll
+            for (int d = 0; d < DM; d++) {
+                dva[d] += p * dos[ii * DM + d];
+                dka[d] += ds * qs[ii * DM + d];
+            }
+        }
+        __syncthreads();
+    }
+    if (!key_ok) return;
+#pragma unroll
+    for (int d = 0; d < DM; d++) {
+        if (dk && d < D) tfcu_store_grad(dk, (bh * S + j) * D + d, scale * dka[d], acc);
+        if (dv && d < Dv) tfcu_store_grad(dv, (bh * S + j) * Dv + d, dva[d], acc);
+    }
+}
+
+static tfc_status check_shape(const char *fn, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv) {
+    if (D == 0 || Dv == 0 || D > 128 || Dv > 128)
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: head dims D %zu, Dv %zu must be in 1..128 on CUDA", fn, D, Dv);
+    if (B * H > 65535 || T > (size_t)INT32_MAX / 2 || S > (size_t)INT32_MAX / 2)
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: B*H %zu must be <= 65535 and T %zu, S %zu < 2^30 on CUDA", fn,
+                        B * H, T, S);
+    return TFC_OK;
+}
+
+tfc_status tfcu_attention_forward(int32_t device, int32_t dtype, const void *q, const void *k, const void *v,
+                                  void *out, float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv,
+                                  float scale, int32_t causal) {
+    const char *fn = "tfc_cuda_attention_forward";
+    tfcu_ctx *c;
+    TFCU_TRY(check_shape(fn, B, H, T, S, D, Dv));
+    if (!B || !H || !T) return TFC_OK;
+    TFCU_NOT_NULL(fn, q);
+    TFCU_NOT_NULL(fn, out);
+    TFCU_NOT_NULL(fn, lse);
+    if (S) {
+        TFCU_NOT_NULL(fn, k);
+        TFCU_NOT_NULL(fn, v);
+    }
+    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
+    dim3 grid((unsigned)((T + ROWS - 1) / ROWS), (unsigned)(B * H));
+    return tfcu_dispatch_float(fn, dtype, [&](auto t) {
+        typedef decltype(t) TT;
+        if (D <= 64 && Dv <= 64)
+            attn_fwd_kernel<TT, 64, 32><<<grid, ROWS, 0, c->stream>>>((const TT *)q, (const TT *)k, (const TT *)v,
+                                                                      (TT *)out, lse, (int)T, (int)S, (int)D, (int)Dv,
+                                                                      scale, causal != 0);
+        else
+            attn_fwd_kernel<TT, 128, 16><<<grid, ROWS, 0, c->stream>>>((const TT *)q, (const TT *)k, (const TT *)v,
+                                                                       (TT *)out, lse, (int)T, (int)S, (int)D, (int)Dv,
+                                                                       scale, causal != 0);
+        return TFCU_LAUNCHED(fn, "attn_fwd_kernel");
+    });
+}
+
+tfc_status tfcu_attention_backward(int32_t device, int32_t dtype, const void *dout, const void *q, const void *k,
+                                   const void *v, const void *out, const float *lse, void *dq, void *dk, void *dv,
+                                   size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
+                                   int32_t causal, uint32_t flags) {
+    const char *fn = "tfc_cuda_attention_backward";
+    tfcu_ctx *c;
+    TFCU_TRY(check_shape(fn, B, H, T, S, D, Dv));
+    if (!B || !H) return TFC_OK;
+    bool acc = (flags & TFC_GRAD_ACCUMULATE) != 0;
+    if (!T || !S) {
+        /* No (query, key) pair: the gradients are zero. */
+        TFCU_TRY(tfcu_ctx_get(device, fn, &c));
+        if (acc) return TFC_OK;
+        size_t es = dtype == TFC_DTYPE_F32 ? 4 : 2;
+        if (dq && T) TFCU_TRY(tfcu_memset0(device, dq, B * H * T * D * es));
+        if (dk && S) TFCU_TRY(tfcu_memset0(device, dk, B * H * S * D * es));
+        if (dv && S) TFCU_TRY(tfcu_memset0(device, dv, B * H * S * Dv * es));
+        return TFC_OK;
+    }
+    TFCU_NOT_NULL(fn, dout);
+    TFCU_NOT_NULL(fn, q);
+    TFCU_NOT_NULL(fn, k);
+    TFCU_NOT_NULL(fn, v);
+    TFCU_NOT_NULL(fn, out);
+    TFCU_NOT_NULL(fn, lse);
+    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
+    return tfcu_dispatch_float(fn, dtype, [&](auto t) -> tfc_status {
+        typedef decltype(t) TT;
+        if (!dq && !dk && !dv) return TFC_OK;
+        size_t rows = B * H * T;
+        float *delta;
+        TFCU_TRY(tfcu_scratch(c, fn, rows * sizeof(float), (void **)&delta));
+        size_t db = (rows + 7) / 8;
+        attn_delta_kernel<TT><<<(unsigned)(db < 65535u * 16 ? db : 65535u * 16), 256, 0, c->stream>>>(
+            (const TT *)dout, (const TT *)out, delta, rows, (int)Dv);
+        tfc_status s = TFCU_LAUNCHED(fn, "attn_delta_kernel");
+        bool small = D <= 64 && Dv <= 64;
+        if (s == TFC_OK && dq) {
+            dim3 grid((unsigned)((T + ROWS - 1) / ROWS), (unsigned)(B * H));
+            if (small)
+                attn_bwd_dq_kernel<TT, 64, 32><<<grid, ROWS, 0, c->stream>>>(
+                    (const TT *)dout, (const TT *)q, (const TT *)k, (const TT *)v, lse, delta, (TT *)dq, (int)T, (int)S,
+                    (int)D, (int)Dv, scale, causal != 0, acc);
+            else
+                attn_bwd_dq_kernel<TT, 128, 16><<<grid, ROWS, 0, c->stream>>>(
+                    (const TT *)dout, (const TT *)q, (const TT *)k, (const TT *)v, lse, delta, (TT *)dq, (int)T, (int)S,
+                    (int)D, (int)Dv, scale, causal != 0, acc);
+            s = TFCU_LAUNCHED(fn, "attn_bwd_dq_kernel");
+        }
+        if (s == TFC_OK && (dk || dv)) {
+            dim3 grid((unsigned)((S + ROWS - 1) / ROWS), (unsigned)(B * H));
+            if (small)
+                attn_bwd_dkdv_kernel<TT, 64, 32><<<grid, ROWS, 0, c->stream>>>(
+                    (const TT *)dout, (const TT *)q, (const TT *)k, (const TT *)v, lse, delta, (TT *)dk, (TT *)dv,
+                    (int)T, (int)S, (int)D, (int)Dv, scale, causal != 0, acc);
+            else
+                attn_bwd_dkdv_kernel<TT, 128, 16><<<grid, ROWS, 0, c->stream>>>(
+                    (const TT *)dout, (const TT *)q, (const TT *)k, (const TT *)v, lse, delta, (TT *)dk, (TT *)dv,
+                    (int)T, (int)S, (int)D, (int)Dv, scale, causal != 0, acc);
+            s = TFCU_LAUNCHED(fn, "attn_bwd_dkdv_kernel");
+        }
+        tfcu_scratch_free(c, delta);
+        return s;
+    });
+}

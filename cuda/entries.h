@@ -1,0 +1,70 @@
+/*
+ * The module's table entries (see lib/device/cuda_api.h for what each
+ * does); module.cu puts them in the table.
+ */
+#ifndef TFCU_ENTRIES_H
+#define TFCU_ENTRIES_H
+
+#include "device/cuda_api.h"
+
+const char *tfcu_describe(void);
+int32_t tfcu_device_count(void);
+const char *tfcu_last_error(void);
+tfc_status tfcu_alloc(int32_t device, size_t nbytes, void **out);
+void tfcu_free(int32_t device, void *p);
+tfc_status tfcu_memset0(int32_t device, void *p, size_t nbytes);
+tfc_status tfcu_memcpy(int32_t device, void *dst, const void *src, size_t nbytes, int32_t kind);
+tfc_status tfcu_synchronize(int32_t device);
+
+tfc_status tfcu_fill(int32_t device, int32_t dtype, void *x, size_t n, double value);
+tfc_status tfcu_cast(int32_t device, int32_t src_dtype, const void *src, int32_t dst_dtype, void *dst, size_t n);
+tfc_status tfcu_binary(int32_t device, int32_t op, int32_t dtype, const void *a, const void *b, void *out, size_t n);
+tfc_status tfcu_binary_strided(int32_t device, int32_t op, int32_t dtype, const void *a, const void *b, void *out,
+                               const tfc_cuda_strided *layout);
+tfc_status tfcu_binary_scalar(int32_t device, int32_t op, int32_t dtype, const void *a, double s, void *out,
+                              size_t n);
+tfc_status tfcu_unary(int32_t device, int32_t op, int32_t dtype, const void *x, void *y, size_t n);
+tfc_status tfcu_unary_backward(int32_t device, int32_t op, int32_t dtype, const void *dy, const void *x, void *dx,
+                               size_t n, uint32_t flags);
+tfc_status tfcu_reduce(int32_t device, int32_t op, int32_t dtype, const void *x, void *out, size_t outer, size_t n,
+                       size_t inner);
+tfc_status tfcu_softmax_forward(int32_t device, int32_t dtype, int32_t log, const void *x, void *y, size_t outer,
+                                size_t n, size_t inner);
+tfc_status tfcu_softmax_backward(int32_t device, int32_t dtype, int32_t log, const void *dy, const void *y, void *dx,
+                                 size_t outer, size_t n, size_t inner, uint32_t flags);
+tfc_status tfcu_layernorm_forward(int32_t device, int32_t dtype, const void *x, const void *w, const void *b,
+                                  float eps, void *y, float *mean, float *rstd, size_t rows, size_t C);
+tfc_status tfcu_layernorm_backward(int32_t device, int32_t dtype, const void *dy, const void *x, const void *w,
+                                   const float *mean, const float *rstd, void *dx, void *dw, void *db, size_t rows,
+                                   size_t C, uint32_t flags);
+tfc_status tfcu_cross_entropy_forward(int32_t device, int32_t dtype, const void *logits, int32_t target_dtype,
+                                      const void *targets, int64_t ignore_index, size_t N, size_t C, float *loss,
+                                      float *lse);
+tfc_status tfcu_cross_entropy_backward(int32_t device, int32_t dtype, const float *dloss, const void *logits,
+                                       int32_t target_dtype, const void *targets, int64_t ignore_index,
+                                       const float *lse, void *dlogits, size_t N, size_t C, uint32_t flags);
+tfc_status tfcu_embedding_forward(int32_t device, int32_t dtype, const void *weight, int32_t id_dtype, const void *ids,
+                                  void *out, size_t N, size_t V, size_t C);
+tfc_status tfcu_embedding_backward(int32_t device, int32_t dtype, const void *dout, int32_t id_dtype, const void *ids,
+                                   void *dweight, size_t N, size_t V, size_t C, uint32_t flags);
+tfc_status tfcu_matmul(int32_t device, const tfc_cuda_matmul_desc *desc);
+tfc_status tfcu_attention_forward(int32_t device, int32_t dtype, const void *q, const void *k, const void *v,
+                                  void *out, float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv,
+                                  float scale, int32_t causal);
+tfc_status tfcu_attention_backward(int32_t device, int32_t dtype, const void *dout, const void *q, const void *k,
+                                   const void *v, const void *out, const float *lse, void *dq, void *dk, void *dv,
+                                   size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
+                                   int32_t causal, uint32_t flags);
+tfc_status tfcu_grad_norm(int32_t device, int32_t dtype, const void *const *grads, const size_t *numel, int32_t count,
+                          float max_norm, float *norm, float *clip_scale);
+tfc_status tfcu_adamw(int32_t device, const tfc_cuda_adamw_desc *desc);
+tfc_status tfcu_random_uniform(int32_t device, int32_t dtype, void *x, size_t n, uint64_t seed, uint64_t offset,
+                               double lo, double hi);
+tfc_status tfcu_random_normal(int32_t device, int32_t dtype, void *x, size_t n, uint64_t seed, uint64_t offset,
+                              double mean, double std);
+tfc_status tfcu_dropout(int32_t device, int32_t dtype, const void *x, void *out, size_t n, float p, uint64_t seed,
+                        uint64_t offset);
+tfc_status tfcu_copy_strided(int32_t device, int32_t dtype, const void *src, void *dst,
+                             const tfc_cuda_strided *layout);
+
+#endif

@@ -1,0 +1,254 @@
+/*
+ * Batched row-major GEMM through cuBLASLt (see tfc_cuda_matmul_desc):
+ *   C_i = epilogue(alpha op(A_i) op(B_i) + beta C_i),  C_i [M, N]
+ * cuBLASLt is column-major, and a row-major [R, C] matrix is the same bytes
+ * as a column-major [C, R] one, so we ask for C^T = op(B)^T op(A)^T: the
+ * operands swap places, transposes stay flags, nothing is copied.
+ * bf16 runs with f32 accumulation (CUBLAS_COMPUTE_32F); f32 runs in full
+ * f32 (no TF32) so results match the CPU closely. The bias [N] becomes a
+ * per-row bias of the column-major C^T, which is what cuBLASLt offers.
+ * Where cuBLASLt finds no algorithm for an epilogue, the plain GEMM runs and
+ * bias/GELU are applied by a small kernel.
+ * Chosen algorithms are cached by shape, so repeated shapes (every training
+ * step) skip the heuristic query.
+ */
+#include <cublasLt.h>
+
+#include <mutex>
+
+#include "common.cuh"
+#include "entries.h"
+
+#define WORKSPACE_BYTES ((size_t)32 << 20)
+
+static std::mutex g_lt_mu;
+
+static tfc_status lt_check(cublasStatus_t st, const char *fn, const char *what) {
+    if (st == CUBLAS_STATUS_SUCCESS) return TFC_OK;
+    return tfcu_err(st == CUBLAS_STATUS_ALLOC_FAILED ? TFC_ERR_OOM : TFC_ERR_DEVICE, "%s: %s: %s (%s)", fn, what,
+                    cublasLtGetStatusString(st), cublasLtGetStatusName(st));
+}
+
+/* The cuBLASLt handle and its workspace, created on the first matmul of a device. */
+static tfc_status lt_init(tfcu_ctx *c, const char *fn) {
+    std::lock_guard<std::mutex> lock(g_lt_mu);
+    if (c->lt) return TFC_OK;
+    cublasLtHandle_t h;
+    TFCU_TRY(lt_check(cublasLtCreate(&h), fn, "cublasLtCreate"));
+    /* Plain cudaMalloc once per device: the workspace lives as long as the process. */
+    tfc_status s = tfcu_cuda(cudaMalloc(&c->workspace, WORKSPACE_BYTES), fn, "cudaMalloc (cuBLASLt workspace)");
+    if (s != TFC_OK) {
+        cublasLtDestroy(h);
+        return s;
+    }
+    c->workspace_size = WORKSPACE_BYTES;
+    c->lt = h;
+    return TFC_OK;
+}
+
+/* Largest power of two (<= 256) dividing the address: cuBLASLt's alignment preference. */
+static uint32_t alignment(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    uint32_t al = 256;
+    while (al > 1 && (a % al)) al >>= 1;
+    return al;
+}
+
+typedef struct plan_key {
+    int32_t dtype, trans_a, trans_b, epilogue, beta_nonzero, device;
+    int64_t M, N, K, batch, stride_a, stride_b, stride_c;
+    uint32_t align_a, align_b, align_c, align_bias;
+} plan_key;
+
+typedef struct plan_entry {
+    int used;
+    plan_key key;
+    cublasLtMatmulAlgo_t algo;
+} plan_entry;
+
+#define PLAN_CACHE 128
+static plan_entry g_plans[PLAN_CACHE];
+static unsigned g_plan_next;
+
+static bool plan_lookup(const plan_key *k, cublasLtMatmulAlgo_t *algo) {
+    std::lock_guard<std::mutex> lock(g_lt_mu);
+    for (int i = 0; i < PLAN_CACHE; i++)
+        if (g_plans[i].used && !memcmp(&g_plans[i].key, k, sizeof *k)) {
+            *algo = g_plans[i].algo;
+            return true;
+        }
+    return false;
+}
+
+static void plan_store(const plan_key *k, const cublasLtMatmulAlgo_t *algo) {
+    std::lock_guard<std::mutex> lock(g_lt_mu);
+    plan_entry *e = &g_plans[g_plan_next++ % PLAN_CACHE];
+    e->used = 1;
+    e->key = *k;
+    e->algo = *algo;
+}
+
+/*
+ * c[r, n] = gelu?(scale c[r, n] + bias[n]): the fallback epilogue (scale 1)
+ * and the K = 0 case (scale beta; beta 0 never reads C, as in BLAS).
+ */
+template <class T>
+__global__ void bias_gelu_kernel(T *c, float scale, const T *bias, size_t total, size_t N, bool gelu) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        float v = scale == 0.0f ? 0.0f : scale * tfcu_load(c, i);
+        if (bias) v += tfcu_load(bias, i % N);
+        c[i] = tfcu_from_f<T>(gelu ? tfcu_gelu(v) : v);
+    }
+}
+
+/* Descriptors for one call; destroyed by the destructor on every path. */
+struct lt_descs {
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    ~lt_descs() {
+        if (pref) cublasLtMatmulPreferenceDestroy(pref);
+        if (c) cublasLtMatrixLayoutDestroy(c);
+        if (b) cublasLtMatrixLayoutDestroy(b);
+        if (a) cublasLtMatrixLayoutDestroy(a);
+        if (op) cublasLtMatmulDescDestroy(op);
+    }
+};
+
+static tfc_status make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint64_t rows, uint64_t cols, int64_t ld,
+                              int64_t batch, int64_t stride, const char *fn) {
+    TFCU_TRY(lt_check(cublasLtMatrixLayoutCreate(l, t, rows, cols, ld), fn, "cublasLtMatrixLayoutCreate"));
+    if (batch > 1) {
+        int32_t bc = (int32_t)batch;
+        TFCU_TRY(lt_check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc), fn,
+                          "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)"));
+        TFCU_TRY(lt_check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                           sizeof stride),
+                          fn, "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)"));
+    }
+    return TFC_OK;
+}
+
+/* Run the GEMM with the given cuBLASLt epilogue; *no_algo set when the heuristic finds none. */
+static tfc_status run_gemm(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, cublasLtEpilogue_t epi, bool *no_algo,
+                           const char *fn) {
+    cudaDataType_t t = d->dtype == TFC_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    lt_descs L;
+    TFCU_TRY(lt_check(cublasLtMatmulDescCreate(&L.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), fn, "cublasLtMatmulDescCreate"));
+    /* Column-major view: Lt-A = our B, Lt-B = our A, Lt-C = C^T [N, M]. */
+    cublasOperation_t ta = d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = d->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), fn,
+                      "cublasLtMatmulDescSetAttribute(TRANSA)"));
+    TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), fn,
+                      "cublasLtMatmulDescSetAttribute(TRANSB)"));
+    TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), fn,
+                      "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
+    if (epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_BIAS) {
+        TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d->bias,
+                                                         sizeof d->bias),
+                          fn, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
+        TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t), fn,
+                          "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)"));
+    }
+    if (d->trans_b)
+        TFCU_TRY(make_layout(&L.a, t, (uint64_t)d->K, (uint64_t)d->N, d->K, d->batch, d->stride_b, fn));
+    else
+        TFCU_TRY(make_layout(&L.a, t, (uint64_t)d->N, (uint64_t)d->K, d->N, d->batch, d->stride_b, fn));
+    if (d->trans_a)
+        TFCU_TRY(make_layout(&L.b, t, (uint64_t)d->M, (uint64_t)d->K, d->M, d->batch, d->stride_a, fn));
+    else
+        TFCU_TRY(make_layout(&L.b, t, (uint64_t)d->K, (uint64_t)d->M, d->K, d->batch, d->stride_a, fn));
+    TFCU_TRY(make_layout(&L.c, t, (uint64_t)d->N, (uint64_t)d->M, d->N, d->batch, d->stride_c, fn));
+
+    plan_key key;
+    memset(&key, 0, sizeof key); /* padding must compare equal */
+    key.dtype = d->dtype, key.trans_a = d->trans_a, key.trans_b = d->trans_b, key.epilogue = (int32_t)epi;
+    key.beta_nonzero = d->beta != 0.0f, key.device = c->device;
+    key.M = d->M, key.N = d->N, key.K = d->K, key.batch = d->batch;
+    key.stride_a = d->stride_a, key.stride_b = d->stride_b, key.stride_c = d->stride_c;
+    key.align_a = alignment(d->a), key.align_b = alignment(d->b), key.align_c = alignment(d->c);
+    key.align_bias = d->bias ? alignment(d->bias) : 256;
+    cublasLtMatmulAlgo_t algo;
+    if (!plan_lookup(&key, &algo)) {
+        TFCU_TRY(lt_check(cublasLtMatmulPreferenceCreate(&L.pref), fn, "cublasLtMatmulPreferenceCreate"));
+        uint64_t ws = c->workspace_size;
+        TFCU_TRY(lt_check(cublasLtMatmulPreferenceSetAttribute(L.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                               sizeof ws),
+                          fn, "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)"));
+        /* Lt-A is our B and Lt-B our A. */
+        const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+        const uint32_t al_val[4] = {key.align_b, key.align_a, key.align_c, key.align_c};
+        for (int i = 0; i < 4; i++)
+            TFCU_TRY(lt_check(cublasLtMatmulPreferenceSetAttribute(L.pref, al_attr[i], &al_val[i], sizeof al_val[i]), fn,
+                              "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)"));
+        cublasLtMatmulHeuristicResult_t res;
+        int found = 0;
+        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->lt, L.op, L.a, L.b, L.c, L.c, L.pref, 1, &res, &found);
+        if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) {
+            *no_algo = true;
+            return TFC_OK;
+        }
+        TFCU_TRY(lt_check(st, fn, "cublasLtMatmulAlgoGetHeuristic"));
+        algo = res.algo;
+        plan_store(&key, &algo);
+    }
+    *no_algo = false;
+    return lt_check(cublasLtMatmul(c->lt, L.op, &d->alpha, d->b, L.a, d->a, L.b, &d->beta, d->c, L.c, d->c, L.c, &algo,
+                                   c->workspace, c->workspace_size, c->stream),
+                    fn, "cublasLtMatmul");
+}
+
+/* bias_gelu_kernel over every batch item (C_i at c + i*stride_c). */
+static tfc_status apply_epilogue(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, float scale, bool bias, bool gelu,
+                                 const char *fn) {
+    return tfcu_dispatch_float(fn, d->dtype, [&](auto tt) -> tfc_status {
+        typedef decltype(tt) T;
+        size_t total = (size_t)d->M * (size_t)d->N;
+        for (int64_t i = 0; i < (d->stride_c ? d->batch : 1); i++) {
+            bias_gelu_kernel<T><<<tfcu_blocks(c, total, 256), 256, 0, c->stream>>>(
+                (T *)d->c + i * d->stride_c, scale, bias ? (const T *)d->bias : NULL, total, (size_t)d->N, gelu);
+            TFCU_TRY(TFCU_LAUNCHED(fn, "bias_gelu_kernel"));
+        }
+        return TFC_OK;
+    });
+}
+
+tfc_status tfcu_matmul(int32_t device, const tfc_cuda_matmul_desc *d) {
+    const char *fn = "tfc_cuda_matmul";
+    tfcu_ctx *c;
+    TFCU_NOT_NULL(fn, d);
+    if (d->struct_size < sizeof(tfc_cuda_matmul_desc))
+        return tfcu_err(TFC_ERR_VERSION, "%s: desc->struct_size %u is smaller than %zu", fn, d->struct_size,
+                        sizeof(tfc_cuda_matmul_desc));
+    if (d->dtype != TFC_DTYPE_F32 && d->dtype != TFC_DTYPE_BF16)
+        return tfcu_err(TFC_ERR_DTYPE, "%s: dtype %s is not supported on CUDA (f32 or bf16)", fn,
+                        tfcu_dtype_name(d->dtype));
+    if (d->M < 0 || d->N < 0 || d->K < 0 || d->batch < 0 || d->batch > INT32_MAX)
+        return tfcu_err(TFC_ERR_SHAPE, "%s: M %lld, N %lld, K %lld, batch %lld must be >= 0 (batch < 2^31)", fn,
+                        (long long)d->M, (long long)d->N, (long long)d->K, (long long)d->batch);
+    if (d->epilogue < TFC_CUDA_EPI_NONE || d->epilogue > TFC_CUDA_EPI_BIAS_GELU)
+        return tfcu_err(TFC_ERR_INVALID_ARG, "%s: epilogue %d is not one of 0..3", fn, (int)d->epilogue);
+    bool want_bias = d->epilogue == TFC_CUDA_EPI_BIAS || d->epilogue == TFC_CUDA_EPI_BIAS_GELU;
+    bool want_gelu = d->epilogue == TFC_CUDA_EPI_GELU || d->epilogue == TFC_CUDA_EPI_BIAS_GELU;
+    if (want_bias) TFCU_NOT_NULL(fn, d->bias);
+    if (!d->M || !d->N || !d->batch) return TFC_OK;
+    TFCU_NOT_NULL(fn, d->c);
+    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
+    if (!d->K) return apply_epilogue(c, d, d->beta, want_bias, want_gelu, fn);
+    TFCU_NOT_NULL(fn, d->a);
+    TFCU_NOT_NULL(fn, d->b);
+    TFCU_TRY(lt_init(c, fn));
+    cublasLtEpilogue_t epi = want_bias ? (want_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                       : (want_gelu ? CUBLASLT_EPILOGUE_GELU : CUBLASLT_EPILOGUE_DEFAULT);
+    bool no_algo = false;
+    TFCU_TRY(run_gemm(c, d, epi, &no_algo, fn));
+    if (!no_algo) return TFC_OK;
+    if (epi != CUBLASLT_EPILOGUE_DEFAULT) TFCU_TRY(run_gemm(c, d, CUBLASLT_EPILOGUE_DEFAULT, &no_algo, fn));
+    if (no_algo)
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: cuBLASLt has no algorithm for M %lld, N %lld, K %lld, dtype %s", fn,
+                        (long long)d->M, (long long)d->N, (long long)d->K, tfcu_dtype_name(d->dtype));
+    if (epi == CUBLASLT_EPILOGUE_DEFAULT) return TFC_OK;
+    return apply_epilogue(c, d, 1.0f, want_bias, want_gelu, fn);
+}

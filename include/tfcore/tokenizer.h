@@ -1,0 +1,218 @@
+/*
+ * tfcore/tokenizer.h — byte-level BPE tokenizer: train, encode, decode,
+ * GPT-2 / tiktoken / own file formats. Guide: docs/TOKENIZER.md.
+ *
+ * A tokenizer maps any byte string to token ids and back exactly. Text is
+ * first split into chunks by a pre-tokenizer pattern (none, GPT-2's, or
+ * cl100k's), then each chunk starts as one token per byte and adjacent
+ * tokens are merged, lowest merge rank first (leftmost among equal ranks),
+ * until no adjacent pair has a merge. Special tokens (e.g.
+ * "<|endoftext|>") have fixed ids and are only recognised when the caller
+ * asks for it (see tfc_special_mode).
+ *
+ * The patterns follow tiktoken's: \s in them means the Unicode White_Space
+ * property (as in the Rust and Python regex engines): U+0085 is
+ * whitespace; U+FEFF, U+180E and U+001C..U+001F are not. Letters and
+ * numbers (\p{L}, \p{N}) come from PCRE2's Unicode tables.
+ *
+ * Thread-safety: a tokenizer that is no longer being modified (trained,
+ * loaded, special tokens added) may be used by any number of threads at
+ * once: encode, encode_batch, decode, token_bytes, vocab_size and save only
+ * read it. Train and add_special modify it and must not run concurrently
+ * with any other call on the same tokenizer.
+ *
+ * Memory: arrays the library returns (ids, bytes, offsets) are freed with
+ * tfc_free(). Pointers returned as "borrowed" stay valid until the
+ * tokenizer is modified or released.
+ */
+#ifndef TFCORE_TOKENIZER_H
+#define TFCORE_TOKENIZER_H
+
+#include "tfcore/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tfc_tokenizer tfc_tokenizer;
+
+/* Pre-tokenizer split patterns. Values are part of the ABI. */
+typedef enum tfc_split_pattern {
+    TFC_SPLIT_NONE = 0,   /* the whole text is one chunk */
+    TFC_SPLIT_GPT2 = 1,   /* GPT-2 / r50k / p50k pattern */
+    TFC_SPLIT_CL100K = 2, /* GPT-4 cl100k_base pattern */
+    TFC_SPLIT_FORCE_INT32 = 0x7fffffff
+} tfc_split_pattern;
+
+/* How encode treats text equal to a registered special token. */
+typedef enum tfc_special_mode {
+    TFC_SPECIAL_AS_TEXT = 0,    /* encoded as ordinary text (tiktoken encode_ordinary) */
+    TFC_SPECIAL_ALLOWED = 1,    /* mapped to the special token's id (allowed_special="all") */
+    TFC_SPECIAL_DISALLOWED = 2, /* its appearance is an error (TFC_ERR_INVALID_ARG) */
+    TFC_SPECIAL_FORCE_INT32 = 0x7fffffff
+} tfc_special_mode;
+
+/*
+ * A new untrained tokenizer with the 256 byte tokens (id b is byte b) and
+ * no merges, splitting text with `pattern` (a tfc_split_pattern).
+ * Errors: NULL out, unknown pattern (TFC_ERR_INVALID_ARG), TFC_ERR_OOM.
+ * Release with tfc_tokenizer_release().
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_new(int32_t pattern, tfc_tokenizer **out);
+
+/* Free a tokenizer. NULL is accepted. Not concurrently with other calls on it. */
+TFC_API void tfc_tokenizer_release(tfc_tokenizer *tok);
+
+/*
+ * Train merges on len bytes of text (any bytes; NUL and invalid UTF-8 are
+ * fine) until the tokenizer has vocab_size ordinary tokens (256 byte tokens
+ * + vocab_size - 256 merges; id of merge k is 256 + k). The text is split
+ * with the tokenizer's pattern; pairs never cross chunk boundaries. Each
+ * step merges the most frequent adjacent pair; ties go to the pair with
+ * the smallest (left id, right id). Stops early when no pair is left.
+ * Only a fresh tokenizer (from tfc_tokenizer_new, no merges) can be
+ * trained; special tokens already added must have ids >= vocab_size.
+ * Errors: NULL tok / NULL text with len > 0, vocab_size < 256 or above
+ * 2^30, already trained, special id collision (TFC_ERR_INVALID_ARG),
+ * TFC_ERR_OOM. On error the tokenizer is unchanged.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_train(tfc_tokenizer *tok, const char *text, size_t len,
+                                                     int32_t vocab_size);
+
+/*
+ * As tfc_tokenizer_train, over the contents of n_paths files, each split
+ * on its own and streamed in 1 MiB blocks so the files never need to fit
+ * in memory at once (only their distinct chunks and counts do). Blocks are
+ * cut only where the split is provably the same as on the whole file
+ * (after a lone "\n" between printable ASCII and a letter), so one file
+ * gives the same merges as tfc_tokenizer_train on its bytes. With
+ * TFC_SPLIT_NONE each file is one chunk and is read whole. Errors: as
+ * train, plus unreadable files (TFC_ERR_IO, naming the path).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_train_files(tfc_tokenizer *tok, const char *const *paths,
+                                                           int32_t n_paths, int32_t vocab_size);
+
+/*
+ * Register special token `text` (NUL-terminated, non-empty, at most 256
+ * bytes) with a fixed id in [0, 2^30). The id must not be an ordinary
+ * token's and neither id nor text may already be a special token's.
+ * Errors: TFC_ERR_INVALID_ARG naming the conflict, TFC_ERR_OOM.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_add_special(tfc_tokenizer *tok, const char *text, int32_t id);
+
+/*
+ * Encode len bytes of text (any bytes) to ids. *ids is a new array of *n_ids
+ * ids (freed with tfc_free; may be NULL when *n_ids is 0).
+ * special_mode is a tfc_special_mode; with TFC_SPECIAL_ALLOWED the leftmost
+ * special token found is taken (the longest one when several start there).
+ * Errors: NULL arguments, unknown mode, a special token's text in
+ * TFC_SPECIAL_DISALLOWED mode (TFC_ERR_INVALID_ARG, naming the token and
+ * its byte offset), TFC_ERR_OOM. Thread-safe (see top of file).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_encode(const tfc_tokenizer *tok, const char *text, size_t len,
+                                                      int32_t special_mode, int32_t **ids, size_t *n_ids);
+
+/*
+ * Encode n_texts texts (texts[i] of lens[i] bytes) on n_threads threads
+ * (<= 0: one per CPU core). The ids of text i are
+ * (*ids)[(*offsets)[i] .. (*offsets)[i+1]); *offsets has n_texts + 1
+ * entries. Both arrays are new (tfc_free). Results equal encoding each
+ * text alone. Errors: as tfc_tokenizer_encode (the first failing text is
+ * named); TFC_ERR_INVALID_ARG for NULL texts[i] with lens[i] > 0.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_encode_batch(const tfc_tokenizer *tok, const char *const *texts,
+                                                            const size_t *lens, size_t n_texts,
+                                                            int32_t special_mode, int32_t n_threads,
+                                                            int32_t **ids, size_t **offsets);
+
+/*
+ * Decode ids to the exact bytes they stand for (special tokens give their
+ * text). *bytes is a new array of *len bytes plus a terminating NUL (not
+ * counted), freed with tfc_free. Errors: NULL arguments (ids may be NULL
+ * when n_ids is 0), an id that is not a token (TFC_ERR_INVALID_ARG naming
+ * its index and value), TFC_ERR_OOM. Thread-safe.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_decode(const tfc_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                                                      char **bytes, size_t *len);
+
+/*
+ * As tfc_tokenizer_decode, but the result is always valid UTF-8: every
+ * maximal ill-formed subsequence is replaced with U+FFFD (the Unicode
+ * "maximal subpart" practice, as Python's errors="replace").
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_decode_utf8(const tfc_tokenizer *tok, const int32_t *ids,
+                                                           size_t n_ids, char **text, size_t *len);
+
+/*
+ * One more than the largest token id (ordinary or special), like tiktoken's
+ * n_vocab. Some ids below it may be unused (cl100k has gaps).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_vocab_size(const tfc_tokenizer *tok, int32_t *out);
+
+/*
+ * The bytes of token id (borrowed, not NUL-terminated) and whether it is a
+ * special token (*is_special 1, else 0; is_special may be NULL).
+ * Errors: NULL arguments, id out of range or unused (TFC_ERR_INVALID_ARG).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_token_bytes(const tfc_tokenizer *tok, int32_t id,
+                                                           const char **bytes, size_t *len,
+                                                           int32_t *is_special);
+
+/* Number of merge rules (pairs that merge into a token). */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_n_merges(const tfc_tokenizer *tok, int32_t *out);
+
+/*
+ * Merge rule i in rank order (i in [0, n_merges)): adjacent tokens left and
+ * right merge into token id, with priority *rank (lower merges first).
+ * For a trained tokenizer merge i is the i-th merge learned, rank 256 + i.
+ * Errors: NULL arguments, i out of range (TFC_ERR_INVALID_ARG).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_get_merge(const tfc_tokenizer *tok, int32_t i, int32_t *left,
+                                                         int32_t *right, int32_t *id, int32_t *rank);
+
+/*
+ * Load GPT-2's encoder.json (token string -> id, in GPT-2's byte-to-unicode
+ * alphabet) and vocab.bpe (merges, one "left right" per line, rank = line
+ * order). Entries of encoder.json that are neither a byte nor produced by a
+ * merge (e.g. "<|endoftext|>") become special tokens. The tokenizer uses
+ * the GPT-2 split pattern. Errors: unreadable files (TFC_ERR_IO),
+ * malformed JSON, unknown characters, duplicate ids or merges, a merge
+ * naming an unknown token or producing a token not in encoder.json, a
+ * missing byte token (TFC_ERR_FORMAT naming file and line), TFC_ERR_OOM.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const char *vocab_bpe_path,
+                                                         tfc_tokenizer **out);
+
+/*
+ * Load a tiktoken rank file ("<base64 token> <rank>" per line; gpt2,
+ * r50k_base, p50k_base, cl100k_base ...) with split pattern `pattern`.
+ * Rank is the token id; tokens merge with tiktoken's rule (two adjacent
+ * parts merge when their concatenation is a token, lowest rank first).
+ * Special tokens are added afterwards with tfc_tokenizer_add_special.
+ * Errors: TFC_ERR_IO, malformed lines, bad base64, duplicate ranks or
+ * tokens, ranks >= 2^30, a missing byte token (TFC_ERR_FORMAT naming the
+ * line), unknown pattern (TFC_ERR_INVALID_ARG), TFC_ERR_OOM.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern,
+                                                             tfc_tokenizer **out);
+
+/*
+ * Save to our own versioned text format (docs/TOKENIZER.md), which
+ * tfc_tokenizer_load reads back to a tokenizer that encodes and decodes
+ * identically. The file is written to path + ".tmp" and renamed.
+ * Errors: NULL arguments, TFC_ERR_IO.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_save(const tfc_tokenizer *tok, const char *path);
+
+/*
+ * Load a file written by tfc_tokenizer_save. Errors: TFC_ERR_IO,
+ * TFC_ERR_VERSION (a newer format version), TFC_ERR_FORMAT (malformed or
+ * inconsistent content, naming the line), TFC_ERR_OOM.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_load(const char *path, tfc_tokenizer **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TFCORE_TOKENIZER_H */

