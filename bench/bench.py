@@ -343,7 +343,7 @@ def sec_micro(a, res):
         rows.append([k[0], k[1], "%.3f (%dt)" % (r["ms"], r["threads"]), rate,
                      "%.3f (%dt, %s)" % (t["ms"], t["threads"], t["coretype"]) if t else "-",
                      "%.2f" % (t["ms"] / r["ms"]) if t else "-"])
-    table("Fused kernels, fwd+bwd, median ms (threads, PyTorch's OpenBLAS kernels)",
+    table("Fused kernels, median ms (threads; for PyTorch also its OpenBLAS kernels)",
           ["bench", "case", "ours ms", "ours rate", "PyTorch 1.13 ms", "speed-up vs PyTorch (x)"], rows)
 
 
