@@ -30,9 +30,11 @@
  *    (tfc_set_num_threads). Results do not depend on the thread count.
  *    Calls on different output tensors may run concurrently from several
  *    threads; writing a tensor another call reads is a data race.
- *  - f32 kernels use AVX2/FMA when the CPU has them, chosen at run time,
- *    and a fast polynomial exp/erf with ~1e-7 relative error; f64 kernels
- *    use libm.
+ *  - f32 kernels use AVX2/FMA when the CPU has them (chosen at run time,
+ *    with a portable fallback) and vectorised polynomial exp (~1 ulp; 0
+ *    below about −87.5 instead of a subnormal) and erfc (< 5e-6 relative
+ *    for |x| < 6, < 1.5e-5 up to 9); f64 kernels use libm. The AVX2 and
+ *    portable f32 paths may differ in the last bits (summation widths, FMA).
  */
 #ifndef TFCORE_KERNELS_H
 #define TFCORE_KERNELS_H
@@ -163,7 +165,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_embedding_backward(const tfc_tensor *dout, 
  * (but the backward needs it). Keys are processed in tiles with an online
  * softmax: extra memory is O(tile), never a [T,S] matrix. q, k and v are
  * read through their strides when their last dim has stride 1 (e.g. a
- * [B,T,H,D] buffer permuted to [B,H,T,D]). Parallel over B·H and query blocks.
+ * [B,T,H,D] buffer permuted to [B,H,T,D]; also stride 0 over heads for
+ * shared keys). Parallel over B·H and blocks of 32 queries.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_attention_forward(const tfc_tensor *q, const tfc_tensor *k,
                                                        const tfc_tensor *v, int32_t causal, double scale,
@@ -176,7 +179,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_attention_forward(const tfc_tensor *q, cons
  *   Di = Σ_e dout[i,e]·out[i,e],  dP = dout · vᵀ,  dS = P ⊙ (dP − Di)
  *   dq = scale · dS · k,   dk = scale · dSᵀ · q,   dv = Pᵀ · dout
  * dq [B,H,T,D], dk [B,H,S,D], dv [B,H,S,Dv] may each be NULL. Extra memory
- * O(tile). Parallel over B·H.
+ * O(tile). Parallel over B·H; with fewer heads than threads, over blocks of
+ * keys (dk, dv) and then of queries (dq), recomputing P once more — same
+ * result bits either way.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_attention_backward(const tfc_tensor *dout, const tfc_tensor *q,
                                                         const tfc_tensor *k, const tfc_tensor *v,

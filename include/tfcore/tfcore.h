@@ -11,6 +11,8 @@
 #include "tfcore/ops.h"
 #include "tfcore/kernels.h"
 #include "tfcore/dlpack.h"
+#include "tfcore/gpt.h"
+#include "tfcore/io.h"
 #include "tfcore/optim.h"
 #include "tfcore/tokenizer.h"
 

@@ -21,9 +21,13 @@
  * and dq over query blocks in a second pass (P recomputed) — the same tile
  * arithmetic in the same order, so the result does not change.
  *
- * Scores are dots of a row with a key tile transposed on the stack (head
- * dims up to ATT_DT_MAX), vectorised along the keys; the weighted sums of
- * value/key/query rows work on 4 rows at a time and vectorise along D.
+ * With BLAS, each tile's products are small single-threaded GEMMs (see
+ * att_forward_block_blas). Without it, scores are dots of a row with a key
+ * tile transposed on the stack (head dims up to ATT_DT_MAX), vectorised
+ * along the keys, or — larger head dims — dot products 4 keys at a time
+ * (one load of the q/dout row feeds 4 FMAs); the row updates take 8 rows
+ * at a time (one load/store of the updated row per 8 FMAs) and vectorise
+ * along D.
  */
 #ifndef TFC_T
 
@@ -33,6 +37,10 @@
 #include "tfc_config.h"
 #if TFC_HAVE_BLAS
 #include <cblas.h>
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h> /* used by the AVX2 instance only */
 #endif
 
 #define ATT_BQ 32 /* query rows per tile */
@@ -49,6 +57,35 @@ void tfc_cpu_attention_backward(const tfc_attn_problem *p) { TFC_DISPATCH(p->dty
 
 #else /* TFC_T */
 
+#if T_IS_F32 && defined(__AVX2__) && defined(__FMA__)
+/*
+ * out[0..3] = a · b0..b3 over n elements — AVX2 instance. As the portable
+ * version below, but the four 8-lane sums are folded together with two
+ * rounds of hadd instead of four separate horizontal reductions, which
+ * cost as much as the dot products themselves at D = 64.
+ */
+static inline void FN(att_dot4)(int64_t n, const float *a, const float *b0, const float *b1, const float *b2,
+                                const float *b3, float *out) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+    int64_t e = 0;
+    for (; e + 8 <= n; e += 8) {
+        const __m256 x = _mm256_loadu_ps(a + e);
+        s0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b0 + e), s0);
+        s1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b1 + e), s1);
+        s2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b2 + e), s2);
+        s3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b3 + e), s3);
+    }
+    /* hadd(hadd(s0,s1), hadd(s2,s3)) = [Σs0..Σs3 over lanes 0-3 | the same over lanes 4-7] */
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+    for (; e < n; e++) {
+        out[0] += a[e] * b0[e];
+        out[1] += a[e] * b1[e];
+        out[2] += a[e] * b2[e];
+        out[3] += a[e] * b3[e];
+    }
+}
+#else
 /* out[0..3] = a · b0..b3 over n elements. */
 static inline void FN(att_dot4)(int64_t n, const T *a, const T *b0, const T *b1, const T *b2, const T *b3,
                                 T *out) {
@@ -65,6 +102,7 @@ static inline void FN(att_dot4)(int64_t n, const T *a, const T *b0, const T *b1,
     out[2] = s2;
     out[3] = s3;
 }
+#endif
 
 static inline T FN(att_dot)(int64_t n, const T *a, const T *b) {
     T s = 0;
@@ -108,9 +146,18 @@ static void FN(att_dots_t)(int64_t n, T scale, const T *a, const T *restrict kt,
     for (int64_t j = 0; j < m; j++) out[j] = scale * acc[j];
 }
 
-/* y += Σ_{j<m} w[j] · rows[j], rows `stride` apart (w[j] may be 0). */
+/* y += Σ_{j<m} w[j] · rows[j], rows `stride` apart (w[j] may be 0); 8 rows per pass over y. */
 static void FN(att_axpys)(int64_t n, const T *w, const T *rows, int64_t stride, int64_t m, T *restrict y) {
     int64_t j = 0;
+    for (; j + 8 <= m; j += 8) {
+        const T *r0 = rows + j * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
+        const T *r4 = r3 + stride, *r5 = r4 + stride, *r6 = r5 + stride, *r7 = r6 + stride;
+        T w0 = w[j], w1 = w[j + 1], w2 = w[j + 2], w3 = w[j + 3];
+        T w4 = w[j + 4], w5 = w[j + 5], w6 = w[j + 6], w7 = w[j + 7];
+        for (int64_t e = 0; e < n; e++)
+            y[e] += (w0 * r0[e] + w1 * r1[e] + w2 * r2[e] + w3 * r3[e]) +
+                    (w4 * r4[e] + w5 * r5[e] + w6 * r6[e] + w7 * r7[e]);
+    }
     for (; j + 4 <= m; j += 4) {
         const T *r0 = rows + j * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
         T w0 = w[j], w1 = w[j + 1], w2 = w[j + 2], w3 = w[j + 3];
@@ -166,9 +213,11 @@ static void FN(att_forward_block)(const tfc_attn_problem *p, int64_t b, int64_t 
             if (use_t) FN(att_dots_t)(D, scale, qi, kt, vis, s);
             else FN(att_dots)(D, scale, qi, k + j0 * p->k.sr, p->k.sr, vis, s);
             T mt = m[r];
+            SIMD_MAX(mt)
             for (int64_t j = 0; j < vis; j++) mt = s[j] > mt ? s[j] : mt;
             const T corr = EXP(m[r] - mt); /* 0 on the first tile (m = −∞) */
-            ACC ls = 0;
+            T ls = 0;
+            SIMD_SUM(ls)
             for (int64_t j = 0; j < vis; j++) {
                 s[j] = EXP(s[j] - mt);
                 ls += s[j];
@@ -244,9 +293,11 @@ static void FN(att_forward_block_blas)(const tfc_attn_problem *p, int64_t b, int
             for (int64_t j = vis; j < nk; j++) sr[j] = 0;
             if (vis == 0) continue;
             T mt = m[r];
+            SIMD_MAX(mt)
             for (int64_t j = 0; j < vis; j++) mt = sr[j] > mt ? sr[j] : mt;
             const T corr = EXP(m[r] - mt);
-            ACC ls = 0;
+            T ls = 0;
+            SIMD_SUM(ls)
             for (int64_t j = 0; j < vis; j++) {
                 sr[j] = EXP(sr[j] - mt);
                 ls += sr[j];

@@ -8,7 +8,8 @@
  * A row is valid when t_r != ignore_index (targets were range-checked by the
  * caller). The backward is one fused pass per row: softmax, minus the
  * one-hot, times the scale — the [n, c] probabilities are never stored.
- * The loss sums rows in f64 in CE_BLOCKS blocks whose boundaries depend only
+ * The forward reads each row once (chunked online log-sum-exp, see
+ * row_lse). The loss sums rows in f64 in CE_BLOCKS blocks whose boundaries depend only
  * on n, then adds the blocks in order: the same loss for any thread count.
  */
 #ifndef TFC_T
@@ -17,6 +18,8 @@
 
 /* Most row blocks of the loss sum (their partial sums live on the stack). */
 #define CE_BLOCKS 256
+/* Values per chunk of a row's log-sum-exp (8 KB of f32: stays in L1). */
+#define CE_CHUNK 2048
 
 #define TFC_TMPL_FILE "cpu/cross_entropy.c"
 #include "cpu/kernel_tmpl.h"
@@ -35,15 +38,31 @@ void tfc_cpu_cross_entropy_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int6
 
 #else /* TFC_T */
 
-/* log Σ exp(x) of one row of c values, shifted by the row's max. */
+/*
+ * log Σ exp(x) of one row of c values in one pass over memory: per chunk of
+ * CE_CHUNK values (in L1 after the max), m_k = max and s_k = Σ exp(x − m_k),
+ * merged into the running (m, s) by rescaling the one with the smaller max.
+ */
 static ACC FN(row_lse)(int64_t c, const T *x) {
-    T m = -INFINITY;
-    SIMD_MAX(m)
-    for (int64_t j = 0; j < c; j++) m = x[j] > m ? x[j] : m;
-    ACC s = 0;
-    SIMD_SUM(s)
-    for (int64_t j = 0; j < c; j++) s += EXP(x[j] - m);
-    return (ACC)m + log(s);
+    ACC m = -INFINITY, s = 0;
+    for (int64_t j0 = 0; j0 < c; j0 += CE_CHUNK) {
+        const T *xc = x + j0;
+        const int64_t n = c - j0 < CE_CHUNK ? c - j0 : CE_CHUNK;
+        T cm = -INFINITY;
+        SIMD_MAX(cm)
+        for (int64_t j = 0; j < n; j++) cm = xc[j] > cm ? xc[j] : cm;
+        if (cm == -INFINITY) continue; /* all −∞: adds nothing */
+        ACC cs = 0;
+        SIMD_SUM(cs)
+        for (int64_t j = 0; j < n; j++) cs += EXP(xc[j] - cm);
+        if (cm > m) {
+            s = s * exp(m - (ACC)cm) + cs;
+            m = cm;
+        } else {
+            s += cs * exp((ACC)cm - m);
+        }
+    }
+    return m + log(s);
 }
 
 static void FN(cross_entropy_forward)(tfc_dtype idt, int64_t n, int64_t c, const T *x, const void *targets,

@@ -9,14 +9,31 @@
  * which includes the file again for each of:
  *   f64         T = double, FN(x) = x_f64        libm math (gradchecks)
  *   f32         T = float,  FN(x) = x_f32        portable, built for the baseline ISA
- *   f32 AVX2    T = float,  FN(x) = x_f32_avx2   x86 only: built for AVX2+FMA with
- *                                                 floating-point contraction (fma)
+ *   f32 AVX2    T = float,  FN(x) = x_f32_avx2   x86 only: built for AVX2+FMA
  * Inside, the code uses T, ACC (double: accumulators of sums), FN(),
  * EXP/LOG/SQRT and T_IS_F32. TFC_DISPATCH(dtype, name, args...) then calls
  * the instance for the dtype and the CPU (avx2 only when the CPU has it).
  */
 #ifndef TFC_CPU_KERNEL_TMPL_H
 #define TFC_CPU_KERNEL_TMPL_H
+
+/*
+ * For every function of a kernel file, vmath.h's inline helpers included
+ * (they must inline into the AVX2 instance, which needs equal options):
+ *  - no-trapping-math: FP exceptions are never unmasked here, and without
+ *    it GCC will not if-convert a select next to a multiply ("could trap"),
+ *    so loops calling tfc_vexpf would not vectorise;
+ *  - fp-contract=fast: a*b+c may become one FMA (ISO C mode turns this
+ *    off); only the AVX2 instance has FMA instructions to use;
+ *  - no-thread-jumps: jump threading clones the code after tfc_vexpf's
+ *    clamps for the clamped value, folds it to constants like
+ *    1/(1 + e^88) = 6e-39, and the vectorised loop then multiplies every
+ *    element by that subnormal before blending it away: a microcode assist
+ *    per vector, 6-8x slower (measured on the tanh-GELU loop).
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math", "fp-contract=fast", "no-thread-jumps")
+#endif
 
 #include <math.h>
 
@@ -93,7 +110,6 @@
 #else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
-#pragma GCC optimize("fp-contract=fast")
 #include TFC_TMPL_FILE
 #pragma GCC pop_options
 #endif

@@ -9,22 +9,31 @@
 #ifndef TFC_CPU_VMATH_H
 #define TFC_CPU_VMATH_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 /*
  * exp(x) for float. Cephes' method: n = round(x·log2 e), r = x − n·ln 2
  * (ln 2 split in two for exactness), exp(r) by a degree-7 polynomial on
- * |r| <= ln2/2, times 2ⁿ. Relative error ~1 ulp on [-87.3, 88]; 0 below
- * -87.33 (where the true value is subnormal), exp(88) above 88 (inputs of
- * the kernels are max-shifted, so <= 0), NaN stays NaN.
+ * |r| <= ln2/2, times 2ⁿ. Relative error ~1 ulp on [-87.3, 88]; x is
+ * clamped to [-88, 88], and at n = -127 the scale 2ⁿ is built as 0, so
+ * exp(x < ~-87.5) is 0 (the true value is subnormal) and exp(x > 88) is
+ * exp(88) (the kernels' inputs are max-shifted, so <= 0). NaN stays NaN.
+ *
+ * Written for the vectoriser: the clamps are selects of values every path
+ * needs, n is rounded by adding 1.5·2²³ (whose low mantissa bits then hold
+ * n, read back through the bits — no float-to-int conversion), and there
+ * is no branch a compiler could turn into control flow around a possibly
+ * trapping multiply (which would stop it vectorising the caller's loop).
  */
 static inline float tfc_vexpf(float x) {
-    float xc = x > 88.0f ? 88.0f : x;
-    xc = xc < -87.0f ? -87.0f : xc;
-    xc = xc == xc ? xc : 0.0f; /* keep the float->int conversion defined for NaN */
-    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
+    x = isgreater(x, 88.0f) ? 88.0f : x;
+    x = isless(x, -88.0f) ? -88.0f : x;
+    const float round_magic = 12582912.0f; /* 1.5·2²³, bits 0x4B400000 */
+    float nm = x * 1.44269504088896341f + round_magic;
+    float n = nm - round_magic;
+    float r = x - n * 0.693359375f - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
@@ -32,22 +41,24 @@ static inline float tfc_vexpf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23; /* 2^n, n in [-126, 127] */
+    uint32_t bits;
+    memcpy(&bits, &nm, sizeof bits);
+    bits = (bits - 0x4B400000u + 127u) << 23; /* 2^n for n in [-127, 127]; n = -127 gives 0 */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    float res = p * scale;
-    res = x < -87.33f ? 0.0f : res;
-    return x == x ? res : x;
+    return p * scale;
 }
 
 /*
- * erfc(x) for float, with relative error ~1e-6 everywhere (Numerical
+ * erfc(x) for float: relative error < 5e-6 for |x| < 6 and < 1.5e-5 out to
+ * x = 9 (where f32 rounding of x² inside the exp dominates), by Numerical
  * Recipes' erfcc: a Chebyshev fit of erfc(z)·exp(z²) in t = 1/(1 + z/2),
- * fractional error < 1.2e-7 in exact arithmetic). Relative accuracy in the
- * tail matters for GELU at negative x, where x·Φ(x) is tiny.
+ * fractional error < 1.2e-7 in exact arithmetic. Relative accuracy in the
+ * tail matters for GELU at negative x, where x·Φ(x) is tiny. erfc(−z) =
+ * 2 − erfc(z) is applied arithmetically (no branch, see tfc_vexpf).
  */
 static inline float tfc_verfcf(float x) {
-    float z = x < 0.0f ? -x : x;
+    float z = fabsf(x);
     float t = 1.0f / (1.0f + 0.5f * z);
     float p = 0.17087277f;
     p = p * t - 0.82215223f;
@@ -60,7 +71,8 @@ static inline float tfc_verfcf(float x) {
     p = p * t + 1.00002368f;
     p = p * t - 1.26551223f;
     float ans = t * tfc_vexpf(p - z * z);
-    return x >= 0.0f ? ans : 2.0f - ans;
+    float neg = isless(x, 0.0f) ? 1.0f : 0.0f;
+    return ans + neg * (2.0f - 2.0f * ans);
 }
 
 #endif

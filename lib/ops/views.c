@@ -141,7 +141,7 @@ static int view_strides(const tfc_tensor *x, const int64_t *shape, int32_t ndim,
 }
 
 TFC_API tfc_status tfc_view(tfc_graph *g, const tfc_tensor *x, const int64_t *dims, int32_t ndim, tfc_tensor **out) {
-    const char *fn = "tfc_sview";
+    const char *fn = "tfc_view";
     TFC_TRY(check_x(fn, x, out));
     int64_t shape[TFC_MAX_DIMS], strides[TFC_MAX_DIMS];
     TFC_TRY(infer_shape(fn, x, dims, ndim, shape));

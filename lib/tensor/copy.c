@@ -1,4 +1,5 @@
 /* Moving data in and out of tensors: copies, fills, casts across devices. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/dtype.h"
@@ -183,6 +184,13 @@ TFC_API tfc_status tfc_tensor_to_device(const tfc_tensor *t, tfc_device_type dev
     TFC_TRY(tfc_make_contiguous(t, &src));
     tfc_tensor *r;
     tfc_status s = tfc_tensor_new(t->shape, t->ndim, t->dtype, device, device_index, &r);
+    if (s != TFC_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", tfc_last_error());
+        tfc_tensor_release(src);
+        return tfc_err(s, "%s: %s %s to %s:%d: %s", fn, tfc_dtype_name(t->dtype), SHAPE(t),
+                       device == TFC_DEVICE_CUDA ? "cuda" : "cpu", (int)device_index, why);
+    }
     if (s == TFC_OK) {
         s = tfc_device_memcpy(device, device_index, tfc_data(r), src->storage->device, src->storage->device_index,
                               tfc_data(src), (size_t)tfc_numel(t) * tfc_dtype_size(t->dtype));

@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+"""Learning for real: char-tiny trained by our CLI and by an equivalent
+PyTorch 1.13 model with the same recipe, on tinyshakespeare.
+
+Recipe (both): char-level vocabulary (the sorted distinct bytes of the
+file), first 90% train / last 10% val, batch 16 x block 128, AdamW lr 1e-3,
+betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on 2-D weights only, linear
+warmup over 100 steps ((s+1)/(warmup+1)) then cosine to 1e-4 at the last
+step, gradient clipping at 1.0, GPT-2 init (normal 0.02, residual
+projections 0.02/sqrt(2 n_layer)), tied LM head. Different random streams
+(init and batches), same statistics.
+
+Val loss = mean cross-entropy over all non-overlapping windows of 128+1
+tokens of the val split (our side: `tfcore eval` on the val text).
+
+Run:  /usr/bin/python3 bench/learning_curve.py [--steps 2000] [--tfcore build/tools/tfcore]
+Prints both curves (every --every steps: train loss averaged over the last
+interval, and a sampled val loss) and the final val losses; exit status 1
+when ours ends more than 0.03 nats/char above PyTorch's.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def find_data():
+    for p in (os.environ.get("TFCORE_DATA"), os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"),
+              "/work/shared/data/tinyshakespeare.txt"):
+        if p and os.path.isfile(p):
+            return p
+    sys.exit("learning_curve.py: tinyshakespeare.txt not found (set TFCORE_DATA)")
+
+
+class Block(nn.Module):
+    def __init__(self, C, H):
+        super().__init__()
+        self.H = H
+        self.ln_1 = nn.LayerNorm(C)
+        self.c_attn = nn.Linear(C, 3 * C)
+        self.attn_proj = nn.Linear(C, C)
+        self.ln_2 = nn.LayerNorm(C)
+        self.c_fc = nn.Linear(C, 4 * C)
+        self.mlp_proj = nn.Linear(4 * C, C)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.H, C // self.H).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.H)
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.attn_proj(y)
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, V, block, L=4, H=4, C=128):
+        super().__init__()
+        self.wte = nn.Embedding(V, C)
+        self.wpe = nn.Embedding(block, C)
+        self.h = nn.ModuleList(Block(C, H) for _ in range(L))
+        self.ln_f = nn.LayerNorm(C)
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * L) if name.endswith("proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
+            elif name.endswith("bias") or ".bias" in name:
+                nn.init.zeros_(p)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for b in self.h:
+            x = b(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def lr_at(s, steps, lr=1e-3, min_lr=1e-4, warmup=100):
+    if s < warmup:
+        return lr * (s + 1) / (warmup + 1)
+    r = (s - warmup) / (steps - warmup)
+    return min_lr + 0.5 * (1 + math.cos(math.pi * r)) * (lr - min_lr)
+
+
+def full_val_loss(model, val, T=128):
+    n = (len(val) - 1) // T
+    x = val[: n * T].view(n, T)
+    y = val[1 : n * T + 1].view(n, T)
+    tot = 0.0
+    with torch.no_grad():
+        for i in range(0, n, 64):
+            tot += model(x[i : i + 64], y[i : i + 64]).item() * x[i : i + 64].shape[0]
+    return tot / n
+
+
+def train_torch(data, steps, every, seed):
+    torch.manual_seed(seed)
+    chars = sorted(set(data))
+    ids = torch.tensor([chars.index(c) for c in data], dtype=torch.long)
+    n_val = len(ids) // 10
+    train, val = ids[: len(ids) - n_val], ids[len(ids) - n_val :]
+    model = GPT(len(chars), 128)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    other = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+    g = torch.Generator().manual_seed(seed)
+    curve, t0, acc = [], time.time(), []
+    for s in range(steps):
+        for grp in opt.param_groups:
+            grp["lr"] = lr_at(s, steps)
+        off = torch.randint(0, len(train) - 129, (16,), generator=g)
+        x = torch.stack([train[o : o + 128] for o in off])
+        y = torch.stack([train[o + 1 : o + 129] for o in off])
+        loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        acc.append(loss.item())
+        if (s + 1) % every == 0 or s + 1 == steps:
+            curve.append((s + 1, sum(acc) / len(acc)))
+            acc = []
+    wall = time.time() - t0
+    return curve, full_val_loss(model, val), wall
+
+
+def train_ours(tfcore, data_path, data, steps, every, seed, work):
+    out = os.path.join(work, "ours")
+    log = os.path.join(work, "ours.jsonl")
+    t0 = time.time()
+    subprocess.run([tfcore, "train", "--data", data_path, "--preset", "char-tiny", "--steps", str(steps),
+                    "--batch", "16", "--lr", "1e-3", "--min-lr", "1e-4", "--warmup", "100", "--weight-decay", "0.1",
+                    "--clip", "1.0", "--seed", str(seed), "--eval-every", str(every), "--eval-batches", "4",
+                    "--out", out, "--log-json", log, "--force", "--sample-tokens", "0"],
+                   check=True, stdout=subprocess.DEVNULL)
+    wall = time.time() - t0
+    rows = [json.loads(l) for l in open(log)]
+    curve, acc = [], []
+    for r in rows:
+        acc.append(r["loss"])
+        if r["step"] % every == 0 or r["step"] == steps:
+            curve.append((r["step"], sum(acc) / len(acc)))
+            acc = []
+    val_text = os.path.join(work, "val.txt")
+    raw = open(data_path, "rb").read()
+    with open(val_text, "wb") as f:
+        f.write(raw[len(raw) - len(raw) // 10 :])
+    res = subprocess.run([tfcore, "eval", "--ckpt", out, "--data", val_text], check=True, capture_output=True,
+                         text=True).stdout
+    val = float(res.split("loss ")[1].split()[0])
+    return curve, val, wall
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--every", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tfcore", default=os.path.join(ROOT, "build", "tools", "tfcore"))
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    data_path = find_data()
+    data = open(data_path, "rb").read().decode("latin-1")
+    with tempfile.TemporaryDirectory() as work:
+        ours, our_val, our_wall = train_ours(a.tfcore, data_path, data, a.steps, a.every, a.seed, work)
+    theirs, torch_val, torch_wall = train_torch(data, a.steps, a.every, a.seed)
+    print(f"{'step':>6} {'tfcore train':>13} {'torch train':>12}")
+    for (s, l), (_, lt) in zip(ours, theirs):
+        print(f"{s:6d} {l:13.4f} {lt:12.4f}")
+    diff = our_val - torch_val
+    print(f"final val loss (all non-overlapping windows): tfcore {our_val:.4f}, torch {torch_val:.4f}, "
+          f"difference {diff:+.4f} nats/char")
+    print(f"wall time: tfcore {our_wall:.0f}s, torch {torch_wall:.0f}s ({a.steps} steps, {a.threads} threads)")
+    ok = diff <= 0.03
+    print("PASS: within 0.03 nats/char" if ok else "FAIL: more than 0.03 nats/char worse than torch")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

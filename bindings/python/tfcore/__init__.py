@@ -1,0 +1,56 @@
+"""tfcore: Python binding of libtfcore (cffi, ABI mode).
+
+    import tfcore
+    x = tfcore.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    loss = (x @ x).relu().sum()
+    loss.backward()
+    print(x.grad.numpy())
+
+The library is found through $TFCORE_LIBRARY, next to this package, in a
+meson build dir of the source checkout (build/lib), through pkg-config, or
+on the dynamic loader's path. See docs/PYTHON.md.
+"""
+from ._dtype import (bfloat16, bool_, dtype, float16, float32, float64, int32, int64, uint8)
+from ._lib import (DtypeError, Error, InvalidArgumentError, OutOfMemoryError, ShapeError, TfcIOError,
+                   TfcRuntimeError, ffi, lib, library_path)
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .tensor import (Device, Tensor, arange, as_tensor, device, empty, from_numpy, full, full_like, manual_seed,
+                     ones, ones_like, rand, randn, tensor, zeros, zeros_like)
+from .functional import (argmax, argmin, attention, cat, chunk, concat, cross_entropy, dropout, embedding, exp,
+                         flatten, gelu, layer_norm, linear, log, log_softmax, masked_fill, matmul, max, mean,
+                         min, permute, relu, reshape, rsqrt, scaled_dot_product_attention, sigmoid, softmax,
+                         split, sqrt, squeeze, stack, std, sum, tanh, topk, transpose, unsqueeze, var, where)
+from .dlpack import from_dlpack
+from . import autograd, functional, kernels, optim  # noqa: F401
+from .tokenizer import Tokenizer
+from .gpt import GPT, GPTConfig
+from .io import TokenFile, load_safetensors, save_safetensors
+from . import io  # noqa: F401
+
+bool = bool_  # tfcore.bool, like torch.bool  # noqa: A001
+
+__version__ = ffi.string(lib.tfc_version_string()).decode()
+
+
+def version():
+    """libtfcore's version string, e.g. '1.0.0'."""
+    return __version__
+
+
+def build_info():
+    """How libtfcore was built (backends, BLAS, OpenMP, CUDA architectures)."""
+    return ffi.string(lib.tfc_build_info()).decode()
+
+
+def set_num_threads(n):
+    """CPU threads kernels use (process-wide); n <= 0 restores the default."""
+    from ._lib import check
+    check(lib.tfc_set_num_threads(int(n)))
+
+
+def get_num_threads():
+    return int(lib.tfc_get_num_threads())
+
+
+def cuda_is_available():
+    return lib.tfc_cuda_available() != 0  # (the name bool is tfcore.bool here)

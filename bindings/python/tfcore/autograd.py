@@ -1,0 +1,108 @@
+"""The implicit autograd tape: one tfc_graph per Python thread.
+
+Ops record on the calling thread's graph when grad mode is on and one of
+their inputs requires grad; Tensor.backward() runs tfc_graph_backward on it
+and then clears it (tfc_graph_clear) unless retain_graph=True. Clearing
+frees the saved activations of EVERY node recorded on this thread so far,
+not only those behind the loss: compute one loss at a time, or pass
+retain_graph=True to all but the last backward. Work that never calls
+backward (evaluation) belongs under `with tfcore.no_grad():`, otherwise the
+tape keeps its activations until the next backward or clear_graph().
+"""
+import contextlib
+import threading
+
+from ._lib import check, ffi, lib
+
+_local = threading.local()
+
+
+def _state():
+    st = _local.__dict__
+    if "enabled" not in st:
+        st["enabled"] = True
+        st["graph"] = None
+    return st
+
+
+def graph():
+    """This thread's tfc_graph* (created on first use)."""
+    st = _state()
+    g = st["graph"]
+    if g is None:
+        out = ffi.new("tfc_graph **")
+        check(lib.tfc_graph_new(out))
+        g = ffi.gc(out[0], lib.tfc_graph_release)
+        st["graph"] = g
+    return g
+
+
+def is_grad_enabled():
+    """True when ops on this thread record for backward (no no_grad active)."""
+    return _state()["enabled"]
+
+
+def set_grad_enabled(mode):
+    """Turn recording on this thread on or off (returns nothing)."""
+    _state()["enabled"] = bool(mode)
+
+
+class _GradMode(contextlib.ContextDecorator):
+    def __init__(self, mode):
+        self.mode = mode
+        self.prev = []
+
+    def __enter__(self):
+        self.prev.append(is_grad_enabled())
+        set_grad_enabled(self.mode)
+        return self
+
+    def __exit__(self, *exc):
+        set_grad_enabled(self.prev.pop())
+        return False
+
+
+def no_grad():
+    """Context manager / decorator: nothing inside records for backward (torch.no_grad)."""
+    return _GradMode(False)
+
+
+def enable_grad():
+    """Context manager / decorator turning recording back on inside a no_grad block."""
+    return _GradMode(True)
+
+
+def graph_for(*tensors):
+    """The graph an op on these inputs should record on, or NULL (record nothing)."""
+    if not _state()["enabled"]:
+        return ffi.NULL
+    for t in tensors:
+        if t is not None and lib.tfc_tensor_requires_grad(t._h):
+            return graph()
+    return ffi.NULL
+
+
+def num_nodes():
+    """Number of nodes currently recorded on this thread's graph."""
+    g = _state()["graph"]
+    return 0 if g is None else int(lib.tfc_graph_num_nodes(g))
+
+
+def clear_graph():
+    """Free everything recorded on this thread's graph (what backward does
+    after it ran, unless retain_graph=True)."""
+    g = _state()["graph"]
+    if g is not None:
+        check(lib.tfc_graph_clear(g))
+
+
+def backward(tensor, grad=None, retain_graph=False):
+    """d(tensor)/d(leaves) accumulated into the leaves' .grad; see Tensor.backward."""
+    if not lib.tfc_tensor_requires_grad(tensor._h):
+        raise RuntimeError("tfcore: backward: the tensor does not require grad and was not produced "
+                           "by a recorded op (set requires_grad=True on a leaf, outside no_grad)")
+    g = graph()
+    seed = ffi.NULL if grad is None else grad._h
+    check(lib.tfc_graph_backward(g, tensor._h, seed))
+    if not retain_graph:
+        check(lib.tfc_graph_clear(g))

@@ -1,0 +1,196 @@
+"""tfcore.GPT: the GPT-2 model of include/tfcore/gpt.h.
+
+    model = tfcore.GPT(tfcore.GPTConfig.preset("char-tiny", vocab_size=65))
+    logits, loss = model(idx, targets)          # idx, targets [B, T] int
+    loss.backward(); opt.step()                 # opt over model.parameters()
+    model.generate([1, 2, 3], 50, temperature=0.8, top_k=40)
+    model.save("ckpt.safetensors"); m2 = tfcore.GPT.load("ckpt.safetensors")
+
+Parameter names are Hugging Face GPT-2's (transformer.h.0.attn.c_attn.weight,
+...); block Linear weights are stored [in, out] (HF's Conv1D layout).
+"""
+import os
+
+from . import _dtype
+from . import autograd as _ag
+from ._dtype import as_dtype
+from ._lib import check, ffi, lib
+from .tensor import Tensor, _wrap, tensor
+
+_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "bias", "tie_weights", "dtype", "ln_eps")
+
+
+class GPTConfig:
+    """Hyper-parameters: n_layer, n_head, n_embd, block_size, vocab_size,
+    bias (True), tie_weights (True), dtype (float32 or float64), ln_eps (1e-5).
+    Defaults are the char-tiny preset with vocab 256."""
+
+    def __init__(self, **kwargs):
+        c = self._defaults()
+        for k, v in kwargs.items():
+            if k not in _FIELDS:
+                raise TypeError("tfcore.GPTConfig: unknown field %r (fields: %s)" % (k, ", ".join(_FIELDS)))
+            setattr(c, k, v if k != "dtype" else as_dtype(v).code)
+        self._c = c
+
+    @staticmethod
+    def _defaults():
+        c = ffi.new("tfc_gpt_config *")
+        c.struct_size = ffi.sizeof("tfc_gpt_config")
+        check(lib.tfc_gpt_config_preset(b"char-tiny", c))
+        c.vocab_size, c.bias, c.tie_weights, c.dtype, c.ln_eps = 256, 1, 1, lib.TFC_DTYPE_F32, 1e-5
+        return c
+
+    @classmethod
+    def preset(cls, name, **overrides):
+        """'char-tiny', 'char-small', 'gpt2-mini' or 'gpt2', with fields overridden."""
+        cfg = cls()
+        check(lib.tfc_gpt_config_preset(name.encode(), cfg._c))
+        for k, v in overrides.items():
+            setattr(cfg, k, v)
+        return cfg
+
+    def __getattr__(self, k):
+        if k in _FIELDS:
+            v = getattr(self._c, k)
+            if k == "dtype":
+                return _dtype.BY_CODE[int(v)]
+            return bool(v) if k in ("bias", "tie_weights") else v
+        raise AttributeError(k)
+
+    def __setattr__(self, k, v):
+        if k == "_c":
+            object.__setattr__(self, k, v)
+        elif k in _FIELDS:
+            setattr(self._c, k, as_dtype(v).code if k == "dtype" else (int(v) if k != "ln_eps" else float(v)))
+        else:
+            raise AttributeError("tfcore.GPTConfig has no field %r" % (k,))
+
+    def to_dict(self):
+        return {k: getattr(self, k) for k in _FIELDS}
+
+    def __repr__(self):
+        return "GPTConfig(%s)" % ", ".join("%s=%r" % kv for kv in self.to_dict().items())
+
+
+def _ids(x):
+    if isinstance(x, Tensor):
+        return x
+    return tensor(x, dtype=_dtype.int64)
+
+
+class GPT:
+    """A GPT-2 style model. GPT(config=None, seed=0, **fields): config is a
+    GPTConfig, a preset name, or None (fields given as keywords)."""
+
+    def __init__(self, config=None, seed=0, **fields):
+        if config is None:
+            config = GPTConfig(**fields)
+        elif isinstance(config, str):
+            config = GPTConfig.preset(config, **fields)
+        elif fields:
+            raise TypeError("tfcore.GPT: pass a config or fields, not both")
+        out = ffi.new("tfc_gpt **")
+        check(lib.tfc_gpt_new(config._c, int(seed), out))
+        self._adopt(out[0])
+
+    def _adopt(self, ptr):
+        self._h = ffi.gc(ptr, lib.tfc_gpt_release)
+        n = ffi.new("int32_t *")
+        names = ffi.new("char ***")
+        params = ffi.new("tfc_tensor ***")
+        check(lib.tfc_gpt_params(self._h, n, ffi.cast("const char *const **", names),
+                                 ffi.cast("tfc_tensor *const **", params)))
+        self._params = [(ffi.string(names[0][i]).decode(), _wrap(lib.tfc_tensor_retain(params[0][i])))
+                        for i in range(n[0])]
+
+    @classmethod
+    def load(cls, path):
+        """A model built from a file written by save() (config from its metadata)."""
+        out = ffi.new("tfc_gpt **")
+        check(lib.tfc_gpt_load(os.fsencode(os.fspath(path)), out))
+        m = cls.__new__(cls)
+        m._adopt(out[0])
+        return m
+
+    def load_weights(self, path):
+        """Copy the weights of a saved file of the same config into this model."""
+        check(lib.tfc_gpt_load_into(self._h, os.fsencode(os.fspath(path))))
+
+    def save(self, path, metadata=None):
+        """Safetensors file with Hugging Face names and the config in the metadata."""
+        meta = dict(metadata or {})
+        keep = [ffi.new("char[]", str(s).encode()) for s in list(meta) + list(meta.values())]
+        n = len(meta)
+        keys = ffi.new("char *[]", keep[:n]) if n else ffi.NULL
+        vals = ffi.new("char *[]", keep[n:]) if n else ffi.NULL
+        check(lib.tfc_gpt_save(self._h, os.fsencode(os.fspath(path)), keys, vals, n))
+
+    @property
+    def config(self):
+        cfg = GPTConfig()
+        check(lib.tfc_gpt_get_config(self._h, cfg._c))
+        return cfg
+
+    def named_parameters(self):
+        """[(Hugging Face name, Tensor)] in the model's fixed order (tied weights once)."""
+        return list(self._params)
+
+    def parameters(self):
+        return [p for _, p in self._params]
+
+    def state_dict(self):
+        return dict(self._params)
+
+    def num_parameters(self):
+        return int(lib.tfc_gpt_num_elements(self._h))
+
+    def forward(self, idx, targets=None):
+        """(logits [B, T, vocab], loss or None) for token ids idx [B, T]; the
+        loss is the mean cross-entropy against targets [B, T]. Recorded for
+        backward unless under no_grad."""
+        idx = _ids(idx)
+        tg = ffi.NULL if targets is None else _ids(targets)._h
+        g = _ag.graph() if _ag.is_grad_enabled() else ffi.NULL
+        logits = ffi.new("tfc_tensor **")
+        loss = ffi.new("tfc_tensor **")
+        check(lib.tfc_gpt_forward(self._h, g, idx._h, tg, logits, loss if targets is not None else ffi.NULL))
+        return _wrap(logits[0]), (_wrap(loss[0]) if targets is not None else None)
+
+    __call__ = forward
+
+    def generate(self, prompt, max_new_tokens, temperature=1.0, top_k=0, top_p=1.0, seed=0, callback=None):
+        """max_new_tokens ids after prompt (a list of ids), with a KV cache.
+        temperature 0 is greedy; top_k 0 and top_p 1 keep every token. The
+        same seed gives the same tokens. callback(token) returning True stops."""
+        prompt = [int(i) for i in (prompt.tolist() if isinstance(prompt, Tensor) else prompt)]
+        out = ffi.new("int32_t[]", max(int(max_new_tokens), 1))
+        got = []
+
+        def on_token(token, ctx):
+            got.append(token)
+            try:
+                return 1 if callback is not None and callback(token) else 0
+            except Exception:  # an error in the callback stops generation
+                return 1
+        cb = ffi.callback("tfc_gpt_token_fn", on_token)
+        status = lib.tfc_gpt_generate(self._h, ffi.new("int32_t[]", prompt), len(prompt), int(max_new_tokens),
+                                      float(temperature), int(top_k), float(top_p), int(seed), out,
+                                      int(max_new_tokens), cb, ffi.NULL)
+        if status == lib.TFC_ERR_CANCELLED:
+            return got
+        check(status)
+        return list(ffi.unpack(out, int(max_new_tokens)))
+
+    def __repr__(self):
+        return "GPT(%r, %d parameters)" % (self.config, self.num_parameters())
+
+
+def sample(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, offset=0):
+    """One token id drawn from a 1-D float32 logits vector (tfc_sample's rules)."""
+    import numpy as np
+    arr = np.ascontiguousarray(logits.numpy() if isinstance(logits, Tensor) else logits, dtype=np.float32)
+    out = ffi.new("int32_t *")
+    check(lib.tfc_sample(ffi.cast("const float *", arr.ctypes.data), arr.size, float(temperature), int(top_k),
+                         float(top_p), int(seed), int(offset), out))
+    return int(out[0])

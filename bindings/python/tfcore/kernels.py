@@ -1,0 +1,184 @@
+"""Explicit forward/backward entry points (include/tfcore/kernels.h): the
+fused kernels on caller-owned tensors, with no graph at all — the door
+another framework with its own autograd uses.
+
+Every output argument takes a Tensor (written in place: contiguous, exact
+shape and dtype), None (the default: allocated here and returned) or False
+(not computed; None is returned in its place). accumulate=True makes the
+gradient outputs += their result (TFC_GRAD_ACCUMULATE); outputs allocated
+here then start at zero. Shapes: see each function and kernels.h.
+"""
+import math
+
+from ._lib import check, ffi, lib
+from .tensor import Tensor, _call, _i64, tensor
+
+_GELU = {"none": lib.TFC_GELU_ERF, "tanh": lib.TFC_GELU_TANH}
+
+
+def _out(arg, shape, like, accumulate=False):
+    """(Tensor or None, handle or NULL) for an output argument."""
+    if arg is False:
+        return None, ffi.NULL
+    if arg is None:
+        fn = lib.tfc_tensor_zeros if accumulate else lib.tfc_tensor_empty
+        arg = _call(fn, _i64(shape), len(shape), like.dtype.code)
+    elif not isinstance(arg, Tensor):
+        raise TypeError("tfcore.kernels: an output must be a Tensor, None or False, got %s" % type(arg).__name__)
+    return arg, arg._h
+
+
+def _opt(t):
+    return ffi.NULL if t is None else t._h
+
+
+def _flags(accumulate):
+    return lib.TFC_GRAD_ACCUMULATE if accumulate else 0
+
+
+def _gelu_mode(approximate):
+    if approximate not in _GELU:
+        raise ValueError("tfcore.kernels: approximate must be 'none' or 'tanh', got %r" % (approximate,))
+    return _GELU[approximate]
+
+
+def _rows(x):
+    n = 1
+    for d in x.shape[:-1]:
+        n *= d
+    return (n,)
+
+
+# ---- LayerNorm ------------------------------------------------------------------
+
+
+def layernorm_forward(x, weight=None, bias=None, eps=1e-5, y=None, mean=None, rstd=None):
+    """LayerNorm over the last dim of x [..., C]. Returns (y, mean [N], rstd [N])."""
+    y, hy = _out(y, x.shape, x)
+    mean, hm = _out(mean, _rows(x), x)
+    rstd, hr = _out(rstd, _rows(x), x)
+    check(lib.tfc_layernorm_forward(x._h, _opt(weight), _opt(bias), float(eps), hy, hm, hr))
+    return y, mean, rstd
+
+
+def layernorm_backward(dy, x, weight, mean, rstd, dx=None, dweight=None, dbias=None, accumulate=False):
+    """Gradients of layernorm_forward. Returns (dx, dweight, dbias); dweight
+    is None when weight is None."""
+    C = x.shape[-1:]
+    dx, hdx = _out(dx, x.shape, x, accumulate)
+    dweight, hdw = _out(False if weight is None else dweight, C, x, accumulate)
+    dbias, hdb = _out(dbias, C, x, accumulate)
+    check(lib.tfc_layernorm_backward(dy._h, x._h, _opt(weight), mean._h, rstd._h, hdx, hdw, hdb,
+                                     _flags(accumulate)))
+    return dx, dweight, dbias
+
+
+# ---- softmax --------------------------------------------------------------------
+
+
+def softmax_forward(x, dim=-1, log=False, y=None):
+    """softmax (or log_softmax with log=True) of x along dim."""
+    y, hy = _out(y, x.shape, x)
+    check(lib.tfc_softmax_forward(x._h, int(dim), 1 if log else 0, hy))
+    return y
+
+
+def softmax_backward(dy, y, dim=-1, log=False, dx=None, accumulate=False):
+    """Gradient of softmax_forward from its output y."""
+    dx, hdx = _out(dx, y.shape, y, accumulate)
+    check(lib.tfc_softmax_backward(dy._h, y._h, int(dim), 1 if log else 0, hdx, _flags(accumulate)))
+    return dx
+
+
+# ---- cross-entropy ----------------------------------------------------------------
+
+
+def cross_entropy_forward(logits, targets, ignore_index=-100, loss=None, lse=None):
+    """Mean cross-entropy of logits [N, C] against targets [N]. Returns (loss (0-d), lse [N])."""
+    loss, hl = _out(loss, (), logits)
+    lse, hlse = _out(lse, logits.shape[:1], logits)
+    check(lib.tfc_cross_entropy_forward(logits._h, targets._h, int(ignore_index), hl, hlse))
+    return loss, lse
+
+
+def cross_entropy_backward(dloss, logits, targets, lse=None, ignore_index=-100, dlogits=None, accumulate=False):
+    """dlogits [N, C]; dloss is a one-element tensor or a number; lse None recomputes it."""
+    if not isinstance(dloss, Tensor):
+        dloss = tensor(float(dloss), dtype=logits.dtype)
+    dlogits, hd = _out(dlogits, logits.shape, logits, accumulate)
+    check(lib.tfc_cross_entropy_backward(dloss._h, logits._h, targets._h, _opt(lse), int(ignore_index), hd,
+                                         _flags(accumulate)))
+    return dlogits
+
+
+# ---- embedding --------------------------------------------------------------------
+
+
+def embedding_forward(table, ids, out=None):
+    """out[p..., :] = table[ids[p...], :] for table [V, C]."""
+    out, ho = _out(out, tuple(ids.shape) + tuple(table.shape[-1:]), table)
+    check(lib.tfc_embedding_forward(table._h, ids._h, ho))
+    return out
+
+
+def embedding_backward(dout, ids, dtable=None, num_embeddings=None, accumulate=False):
+    """Scatter-add of dout [ids.shape..., C] into dtable [V, C]; pass dtable
+    or num_embeddings (V)."""
+    if dtable is None:
+        if num_embeddings is None:
+            raise ValueError("tfcore.kernels.embedding_backward: pass dtable or num_embeddings")
+        dtable, hd = _out(None, (int(num_embeddings), dout.shape[-1]), dout, accumulate)
+    else:
+        hd = dtable._h
+    check(lib.tfc_embedding_backward(dout._h, ids._h, hd, _flags(accumulate)))
+    return dtable
+
+
+# ---- attention --------------------------------------------------------------------
+
+
+def _scale(q, scale):
+    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+
+
+def attention_forward(q, k, v, causal=True, scale=None, out=None, lse=None):
+    """Flash-style attention, q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv]. Returns
+    (out [B,H,T,Dv], lse [B,H,T]); scale defaults to 1/sqrt(D)."""
+    out, ho = _out(out, tuple(q.shape[:-1]) + tuple(v.shape[-1:]), q)
+    lse, hl = _out(lse, tuple(q.shape[:-1]), q)
+    check(lib.tfc_attention_forward(q._h, k._h, v._h, 1 if causal else 0, _scale(q, scale), ho, hl))
+    return out, lse
+
+
+def attention_backward(dout, q, k, v, out, lse, causal=True, scale=None, dq=None, dk=None, dv=None,
+                       accumulate=False):
+    """Gradients of attention_forward from its out and lse. Returns (dq, dk, dv)."""
+    dq, hq = _out(dq, q.shape, q, accumulate)
+    dk, hk = _out(dk, k.shape, q, accumulate)
+    dv, hv = _out(dv, v.shape, q, accumulate)
+    check(lib.tfc_attention_backward(dout._h, q._h, k._h, v._h, out._h, lse._h, 1 if causal else 0,
+                                     _scale(q, scale), hq, hk, hv, _flags(accumulate)))
+    return dq, dk, dv
+
+
+# ---- GELU, matmul -----------------------------------------------------------------
+
+
+def gelu_forward(x, approximate="none", y=None):
+    y, hy = _out(y, x.shape, x)
+    check(lib.tfc_gelu_forward(x._h, _gelu_mode(approximate), hy))
+    return y
+
+
+def gelu_backward(dy, x, approximate="none", dx=None, accumulate=False):
+    dx, hdx = _out(dx, x.shape, x, accumulate)
+    check(lib.tfc_gelu_backward(dy._h, x._h, _gelu_mode(approximate), hdx, _flags(accumulate)))
+    return dx
+
+
+def matmul_backward(dout, a, b, da=None, db=None, accumulate=False):
+    """da = dout · bᵀ, db = aᵀ · dout (summed over broadcast batch dims). Returns (da, db)."""
+    da, ha = _out(da, a.shape, a, accumulate)
+    db, hb = _out(db, b.shape, b, accumulate)
+    check(lib.tfc_matmul_backward(dout._h, a._h, b._h, ha, hb, _flags(accumulate)))
+    return da, db

@@ -1,0 +1,181 @@
+/*
+ * tfcore/gpt.h — a GPT-2 style transformer: construction, forward with
+ * loss, named parameters, incremental decoding with a KV cache, sampling.
+ * Guide: docs/MODEL.md.
+ *
+ * Architecture (GPT-2): token embedding wte [V,C] + learned position
+ * embedding wpe [block,C]; n_layer pre-LN blocks
+ *     x = x + attn(ln_1(x))      causal multi-head self-attention
+ *     x = x + mlp(ln_2(x))       C -> 4C, GELU (tanh form), 4C -> C
+ * then ln_f and the LM head logits = ln_f(x) · wteᵀ (tied), or with its
+ * own lm_head.weight [V,C] when untied.
+ *
+ * Parameter names and layouts are Hugging Face GPT-2's
+ * (transformer.wte.weight, transformer.h.0.attn.c_attn.weight, ...). The
+ * Linear layers inside blocks store their weight as [in, out] (HF's
+ * Conv1D layout, y = x · W + b), so weights travel to and from
+ * transformers' GPT2LMHeadModel without transposing. lm_head.weight is
+ * [V, C] like HF's nn.Linear.
+ *
+ * Thread-safety: a model may be read (forward without a graph, generate
+ * with distinct caches) from several threads; training steps that write
+ * its parameters must not run concurrently with anything else on it.
+ */
+#ifndef TFCORE_GPT_H
+#define TFCORE_GPT_H
+
+#include "tfcore/core.h"
+#include "tfcore/graph.h"
+#include "tfcore/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tfc_gpt tfc_gpt;
+typedef struct tfc_gpt_cache tfc_gpt_cache;
+
+/*
+ * Model hyper-parameters. Set struct_size = sizeof(tfc_gpt_config) (the
+ * INIT macro does): fields added later go at the end.
+ */
+typedef struct tfc_gpt_config {
+    uint32_t struct_size;
+    int32_t n_layer;    /* transformer blocks, >= 1 */
+    int32_t n_head;     /* attention heads; must divide n_embd */
+    int32_t n_embd;     /* model width C */
+    int32_t block_size; /* longest context (rows of wpe) */
+    int32_t vocab_size; /* rows of wte */
+    int32_t bias;       /* 1: Linear and LayerNorm layers have biases (GPT-2), 0: none */
+    int32_t tie_weights;/* 1: LM head is wte (GPT-2), 0: its own lm_head.weight */
+    tfc_dtype dtype;    /* parameter dtype: TFC_DTYPE_F32 or TFC_DTYPE_F64 */
+    double ln_eps;      /* LayerNorm epsilon, 1e-5 in GPT-2 */
+} tfc_gpt_config;
+
+/* Defaults: the char-tiny preset with a 256-token vocabulary. */
+#define TFC_GPT_CONFIG_INIT                                                                          \
+    { (uint32_t)sizeof(tfc_gpt_config), 4, 4, 128, 128, 256, 1, 1, TFC_DTYPE_F32, 1e-5 }
+
+/*
+ * Fill *cfg with a named preset (cfg->struct_size must be set):
+ *   "char-tiny"  4 layers, 4 heads, 128 dims, block 128   (vocab left as in *cfg)
+ *   "char-small" 6 layers, 6 heads, 384 dims, block 256   (vocab left as in *cfg)
+ *   "gpt2-mini"  4 layers, 4 heads, 256 dims, block 128, vocab 50257
+ *   "gpt2"      12 layers, 12 heads, 768 dims, block 1024, vocab 50257
+ * Other fields are left as they are. Errors: NULL arguments,
+ * unknown name (TFC_ERR_INVALID_ARG listing the known ones).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_config_preset(const char *name, tfc_gpt_config *cfg);
+
+/*
+ * Build a model with GPT-2 initialisation from the Philox stream `seed`:
+ * every weight matrix and embedding ~ normal(0, 0.02), the residual output
+ * projections (attn.c_proj, mlp.c_proj) ~ normal(0, 0.02/sqrt(2·n_layer)),
+ * biases 0, LayerNorm weight 1 / bias 0. Each parameter draws from its own
+ * offset, so the values depend only on (config, seed). Every parameter
+ * requires grad. Errors: NULL arguments, struct_size too small
+ * (TFC_ERR_VERSION), non-positive sizes, n_embd % n_head != 0, bad dtype
+ * (TFC_ERR_INVALID_ARG naming the field), TFC_ERR_OOM.
+ * Release with tfc_gpt_release.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt **out);
+
+/* Free the model; tensors the caller still holds stay valid. NULL is accepted. */
+TFC_API void tfc_gpt_release(tfc_gpt *m);
+
+/* Copy the model's config into *cfg (cfg->struct_size must be set; copies that many bytes at most). */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_get_config(const tfc_gpt *m, tfc_gpt_config *cfg);
+
+/*
+ * The parameters in a fixed order with their Hugging Face names:
+ * *names[i] and *params[i] for i < *n. Both arrays and their contents are
+ * borrowed: valid while the model lives (retain a tensor to keep it
+ * longer). With tied weights there is no lm_head.weight entry.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_params(const tfc_gpt *m, int32_t *n, const char *const **names,
+                                                tfc_tensor *const **params);
+
+/* Total number of parameter elements (tied weights counted once). */
+TFC_API int64_t tfc_gpt_num_elements(const tfc_gpt *m);
+
+/*
+ * Forward pass. idx [B, T] token ids (i32 or i64, each in [0, vocab),
+ * 1 <= T <= block_size). *logits (may be NULL: not wanted) receives
+ * [B, T, vocab] of the model's dtype. With targets [B, T] (same rules;
+ * NULL = no loss), *loss receives the mean cross-entropy over all B·T
+ * positions as a scalar. Ops are recorded on g (NULL = no graph, nothing
+ * recorded). Errors: NULL m/idx, wrong shapes or dtypes, ids out of range
+ * (TFC_ERR_SHAPE / TFC_ERR_DTYPE / TFC_ERR_INVALID_ARG), targets with
+ * loss == NULL, TFC_ERR_OOM. On error nothing is written.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx,
+                                                 const tfc_tensor *targets, tfc_tensor **logits,
+                                                 tfc_tensor **loss);
+
+/*
+ * A key/value cache for incremental decoding of `batch` sequences: holds
+ * keys and values of every layer for up to block_size positions.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_cache_new(const tfc_gpt *m, int32_t batch, tfc_gpt_cache **out);
+/* Forget the cached positions (length back to 0). */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_cache_reset(tfc_gpt_cache *c);
+/* Number of positions currently cached (0 for NULL). */
+TFC_API int32_t tfc_gpt_cache_length(const tfc_gpt_cache *c);
+/* Free a cache. NULL is accepted. */
+TFC_API void tfc_gpt_cache_release(tfc_gpt_cache *c);
+
+/*
+ * Incremental forward, no graph: idx [batch, T] are the tokens at
+ * positions len .. len+T-1 after the len already cached; their keys and
+ * values are appended and only these T positions are computed (the prefix
+ * is never recomputed). *logits receives [batch, T, vocab]. The logits equal
+ * those of tfc_gpt_forward on the whole sequence. Errors: as forward, a
+ * cache of another model or batch size, len + T > block_size
+ * (TFC_ERR_INVALID_ARG; the cache is unchanged).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_forward_cached(tfc_gpt *m, tfc_gpt_cache *c, const tfc_tensor *idx,
+                                                        tfc_tensor **logits);
+
+/*
+ * Draw one token from a logits vector of n entries (f32 host memory):
+ *  - temperature == 0: greedy (the first maximum), no randomness;
+ *  - else logits / temperature, then top_k (> 0: keep the k largest; 0 =
+ *    all), then top_p (in (0, 1]: keep the smallest set of most probable
+ *    tokens whose probability mass reaches p, including the token that
+ *    crosses it; 1 = all), renormalise, and draw with the uniform number
+ *    from the Philox stream (seed, offset) — the same inputs give the same
+ *    token. Ties in ordering go to the lower id.
+ * Errors: NULL arguments, n < 1, negative or non-finite temperature,
+ * top_k < 0, top_p outside (0, 1], non-finite logits (TFC_ERR_INVALID_ARG),
+ * TFC_ERR_OOM. Thread-safe.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_sample(const float *logits, int64_t n, double temperature, int32_t top_k,
+                                            double top_p, uint64_t seed, uint64_t offset, int32_t *token);
+
+/*
+ * Called with each generated token; return non-zero to stop generation
+ * (tfc_gpt_generate then returns TFC_ERR_CANCELLED, with the tokens so far
+ * in out).
+ */
+typedef int32_t (*tfc_gpt_token_fn)(int32_t token, void *ctx);
+
+/*
+ * Generate max_new tokens after the n_prompt prompt tokens (n_prompt >= 1),
+ * one sequence, with a KV cache: the prompt is run once, then each new
+ * token is one T=1 step. Token i is drawn with tfc_sample(..., seed, i).
+ * When the context reaches block_size the cache is rebuilt from the last
+ * block_size/2 tokens (the model cannot see further back anyway).
+ * out receives the new tokens (cap >= max_new); on_token (may be NULL) sees
+ * each as it comes. Errors: as tfc_sample and forward, cap < max_new,
+ * TFC_ERR_CANCELLED.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *prompt, int32_t n_prompt,
+                                                  int32_t max_new, double temperature, int32_t top_k,
+                                                  double top_p, uint64_t seed, int32_t *out, int32_t cap,
+                                                  tfc_gpt_token_fn on_token, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TFCORE_GPT_H */

@@ -1,0 +1,160 @@
+/*
+ * tfcore/io.h — files: safetensors read/write, token files for training
+ * data, GPT checkpoints. Guide: docs/MODEL.md.
+ *
+ * Thread-safety: distinct handles may be used from distinct threads; a
+ * loaded safetensors file or an open token file is read-only and may be
+ * read from several threads at once.
+ */
+#ifndef TFCORE_IO_H
+#define TFCORE_IO_H
+
+#include "tfcore/core.h"
+#include "tfcore/gpt.h"
+#include "tfcore/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- safetensors ------------------------------------------------------------ */
+
+/*
+ * Write n tensors (any strides, CPU or CUDA; dtypes f32 f64 bf16 f16 i32
+ * i64 u8 bool) under names[i] plus n_meta metadata pairs ("__metadata__",
+ * strings) to a safetensors file: 8-byte little-endian header length, the
+ * JSON header (padded with spaces to a multiple of 8 bytes), then the data.
+ * Tensors are laid out sorted by dtype alignment (largest first) then name,
+ * as the reference implementation does, so every tensor is aligned.
+ * The file is written to a temporary file in the same directory, fsync'd
+ * and renamed over path: a crash leaves either the old or the new file.
+ * Errors: NULL arguments, empty or duplicate names, the name
+ * "__metadata__", NUL-free strings only (TFC_ERR_INVALID_ARG),
+ * TFC_ERR_IO naming the path, TFC_ERR_OOM.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_safetensors_save(const char *path, const char *const *names,
+                                                      tfc_tensor *const *tensors, int32_t n,
+                                                      const char *const *meta_keys,
+                                                      const char *const *meta_values, int32_t n_meta);
+
+/* A parsed safetensors file: its tensors (in file order) and metadata. */
+typedef struct tfc_safetensors tfc_safetensors;
+
+/*
+ * Read and validate a whole safetensors file: header length within the
+ * file and at most 100,000,000 bytes, well-formed JSON, known dtypes,
+ * non-negative shapes, data_offsets that match dtype size × shape, do not
+ * overlap and tile the data section exactly, no duplicate names, string
+ * metadata. Any violation is TFC_ERR_FORMAT naming what and where;
+ * unreadable files TFC_ERR_IO. Release with tfc_safetensors_release.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_safetensors_load(const char *path, tfc_safetensors **out);
+/* As tfc_safetensors_load from len bytes in memory (copied; data may be freed after). */
+TFC_API TFC_NODISCARD tfc_status tfc_safetensors_load_buffer(const void *data, size_t len, tfc_safetensors **out);
+/* Free a loaded file; tensors handed out stay valid. NULL is accepted. */
+TFC_API void tfc_safetensors_release(tfc_safetensors *f);
+/* Number of tensors (0 for NULL). */
+TFC_API int32_t tfc_safetensors_count(const tfc_safetensors *f);
+/*
+ * Tensor i (file order = order of data_offsets): *name is borrowed (valid
+ * while f lives), *tensor a new reference to a CPU tensor (either may be
+ * NULL = not wanted). Errors: NULL f, i out of range (TFC_ERR_INVALID_ARG).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_safetensors_get(const tfc_safetensors *f, int32_t i, const char **name,
+                                                     tfc_tensor **tensor);
+/* The tensor called name (new reference). Missing: TFC_ERR_INVALID_ARG naming it. */
+TFC_API TFC_NODISCARD tfc_status tfc_safetensors_find(const tfc_safetensors *f, const char *name,
+                                                      tfc_tensor **tensor);
+/* Number of metadata pairs (0 for NULL). */
+TFC_API int32_t tfc_safetensors_metadata_count(const tfc_safetensors *f);
+/* Metadata pair i (both borrowed). Errors: NULL arguments, i out of range. */
+TFC_API TFC_NODISCARD tfc_status tfc_safetensors_metadata_at(const tfc_safetensors *f, int32_t i, const char **key,
+                                                             const char **value);
+/* Value of metadata key (borrowed), or *value = NULL when absent (still TFC_OK). */
+TFC_API TFC_NODISCARD tfc_status tfc_safetensors_metadata(const tfc_safetensors *f, const char *key,
+                                                          const char **value);
+
+/* ---- token files ----------------------------------------------------------------- */
+
+/*
+ * Token file layout (little-endian): 32-byte header
+ *   char magic[8] = "TFCTOKS\0"; u32 version = 1; u32 width (2 or 4 bytes
+ *   per token); u64 count; u32 vocab_size; u32 reserved = 0
+ * then count tokens of `width` bytes. width is 2 when vocab_size <= 65536.
+ */
+
+/*
+ * Write n token ids (each in [0, vocab_size)) to path atomically (temp
+ * file, fsync, rename). Errors: NULL arguments, vocab_size < 1, an id out
+ * of range (TFC_ERR_INVALID_ARG naming its index), TFC_ERR_IO.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_token_file_write(const char *path, const int32_t *ids, int64_t n,
+                                                      int32_t vocab_size);
+
+/* An open, memory-mapped token file. */
+typedef struct tfc_token_file tfc_token_file;
+
+/*
+ * Map a token file read-only. Errors: TFC_ERR_IO, TFC_ERR_FORMAT (bad
+ * magic, width, size not matching count, an id >= vocab_size is checked
+ * lazily by reads), TFC_ERR_VERSION (newer version).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_token_file_open(const char *path, tfc_token_file **out);
+/* Unmap and free. NULL is accepted. */
+TFC_API void tfc_token_file_close(tfc_token_file *f);
+/* Number of tokens (0 for NULL). */
+TFC_API int64_t tfc_token_file_count(const tfc_token_file *f);
+/* The vocabulary size recorded in the header (0 for NULL). */
+TFC_API int32_t tfc_token_file_vocab_size(const tfc_token_file *f);
+/* Copy tokens [start, start + n) into ids. Errors: range outside the file, an id >= vocab (TFC_ERR_FORMAT). */
+TFC_API TFC_NODISCARD tfc_status tfc_token_file_read(const tfc_token_file *f, int64_t start, int64_t n,
+                                                     int32_t *ids);
+
+/*
+ * A random training batch from tokens [begin, end): B windows of T+1
+ * tokens starting at offsets drawn uniformly from [begin, end - T - 1]
+ * with the Philox stream (seed, counter = step·B + b); x [B,T] i32 is the
+ * window's first T tokens, y [B,T] i32 the next T (x shifted by one).
+ * The same (seed, step) always gives the same batch. Errors: NULL
+ * arguments, B < 1, T < 1, a range that is not inside the file or holds
+ * fewer than T + 1 tokens (TFC_ERR_INVALID_ARG naming both), TFC_ERR_OOM.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_token_file_batch(const tfc_token_file *f, int64_t begin, int64_t end,
+                                                      int32_t B, int32_t T, uint64_t seed, uint64_t step,
+                                                      tfc_tensor **x, tfc_tensor **y);
+
+/* ---- GPT weights ------------------------------------------------------------------ */
+
+/*
+ * Save the model's parameters to a safetensors file under their Hugging
+ * Face names (layouts as in gpt.h), with the config in the metadata
+ * (keys "tfc.n_layer", "tfc.n_head", "tfc.n_embd", "tfc.block_size",
+ * "tfc.vocab_size", "tfc.bias", "tfc.tie_weights", "tfc.ln_eps",
+ * "tfc.dtype", plus "format" = "pt" that transformers expects) and
+ * n_meta extra pairs of the caller. With tied weights lm_head.weight is not
+ * stored (transformers re-ties it). Atomic as tfc_safetensors_save.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *const *meta_keys,
+                                              const char *const *meta_values, int32_t n_meta);
+
+/*
+ * Build a model from a file written by tfc_gpt_save (config from the
+ * metadata, every parameter present with the right shape; f32/f64/bf16/f16
+ * values are converted to the config dtype). Errors: TFC_ERR_IO,
+ * TFC_ERR_FORMAT naming the missing key, tensor or shape mismatch.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_load(const char *path, tfc_gpt **out);
+
+/*
+ * Copy the parameters stored in a file written by tfc_gpt_save into an
+ * existing model of the same config. Errors: a config that differs
+ * (TFC_ERR_INVALID_ARG naming the field and both values; nothing copied),
+ * as tfc_gpt_load otherwise.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TFCORE_IO_H */

@@ -1,0 +1,647 @@
+/*
+ * safetensors (https://github.com/huggingface/safetensors), the format
+ * Hugging Face checkpoints use:
+ *
+ *   u64 LE  N                  header length
+ *   N bytes JSON               {"name": {"dtype": "F32", "shape": [2,3],
+ *                                        "data_offsets": [begin, end]}, ...,
+ *                               "__metadata__": {"key": "value", ...}}
+ *   data                       tensors, row-major little-endian, at
+ *                               data + begin .. data + end
+ *
+ * The reader trusts nothing: header length within the file (and at most
+ * 100 MB, the reference limit), strict JSON (only the shapes above), known
+ * dtypes, end - begin == numel · dtype size, and the offsets must tile the
+ * data section exactly (sorted, contiguous, no overlap, no gap, no tail).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "tfcore/io.h"
+#include "tfcore/ops.h"
+
+#define ST_MAX_HEADER 100000000ull
+
+/* ---- dtype names ----------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    tfc_dtype dtype;
+} st_dtypes[] = {
+    {"F64", TFC_DTYPE_F64}, {"I64", TFC_DTYPE_I64}, {"F32", TFC_DTYPE_F32},   {"I32", TFC_DTYPE_I32},
+    {"BF16", TFC_DTYPE_BF16}, {"F16", TFC_DTYPE_F16}, {"U8", TFC_DTYPE_U8}, {"BOOL", TFC_DTYPE_BOOL},
+};
+
+static const char *st_name_of(tfc_dtype d) {
+    for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
+        if (st_dtypes[i].dtype == d) return st_dtypes[i].name;
+    return NULL;
+}
+
+static int st_dtype_of(const char *name, tfc_dtype *d) {
+    for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
+        if (strcmp(st_dtypes[i].name, name) == 0) {
+            *d = st_dtypes[i].dtype;
+            return 1;
+        }
+    return 0;
+}
+
+/* ---- writing ----------------------------------------------------------------------- */
+
+typedef struct strbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} strbuf;
+
+static void sb_put(strbuf *b, const char *s, size_t len) {
+    if (b->oom) return;
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + len + 1) cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = 0;
+}
+static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+/* A JSON string literal: quotes, backslash and control characters escaped. */
+static void sb_json_string(strbuf *b, const char *s) {
+    sb_put(b, "\"", 1);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        char esc[8];
+        if (*c == '"' || *c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*c;
+            sb_put(b, esc, 2);
+        } else if (*c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", *c);
+            sb_put(b, esc, 6);
+        } else {
+            sb_put(b, (const char *)c, 1);
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+typedef struct st_entry {
+    const char *name;
+    tfc_tensor *t;
+    size_t align, nbytes;
+} st_entry;
+
+/* Largest alignment first, then by name: every tensor starts aligned to its element size. */
+static int by_align_then_name(const void *a, const void *b) {
+    const st_entry *x = a, *y = b;
+    if (x->align != y->align) return x->align < y->align ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const st_entry *)a)->name, ((const st_entry *)b)->name);
+}
+
+TFC_API tfc_status tfc_safetensors_save(const char *path, const char *const *names, tfc_tensor *const *tensors,
+                                        int32_t n, const char *const *meta_keys, const char *const *meta_values,
+                                        int32_t n_meta) {
+    const char *fn = "tfc_safetensors_save";
+    TFC_CHECK_NOT_NULL(fn, path);
+    if (n < 0 || n_meta < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %d, n_meta is %d", fn, n, n_meta);
+    if (n > 0 && (!names || !tensors)) return tfc_err(TFC_ERR_INVALID_ARG, "%s: names or tensors is NULL", fn);
+    if (n_meta > 0 && (!meta_keys || !meta_values))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: meta_keys or meta_values is NULL", fn);
+    for (int32_t i = 0; i < n_meta; i++)
+        if (!meta_keys[i] || !meta_values[i])
+            return tfc_err(TFC_ERR_INVALID_ARG, "%s: metadata pair %d has a NULL key or value", fn, i);
+    st_entry *e = calloc((size_t)n + 1, sizeof *e);
+    if (!e) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    tfc_status s = TFC_OK;
+    for (int32_t i = 0; i < n && s == TFC_OK; i++) {
+        if (!names[i] || !names[i][0]) s = tfc_err(TFC_ERR_INVALID_ARG, "%s: names[%d] is NULL or empty", fn, i);
+        else if (strcmp(names[i], "__metadata__") == 0)
+            s = tfc_err(TFC_ERR_INVALID_ARG, "%s: names[%d] is the reserved name __metadata__", fn, i);
+        else if (!tensors[i]) s = tfc_err(TFC_ERR_INVALID_ARG, "%s: tensors[%d] ('%s') is NULL", fn, i, names[i]);
+        else if (!st_name_of(tfc_tensor_dtype(tensors[i])))
+            s = tfc_err(TFC_ERR_DTYPE, "%s: tensors[%d] ('%s') has dtype %s, not storable", fn, i, names[i],
+                        tfc_dtype_name(tfc_tensor_dtype(tensors[i])));
+        if (s != TFC_OK) break;
+        e[i].name = names[i];
+        e[i].t = tensors[i];
+        e[i].align = tfc_dtype_size(tfc_tensor_dtype(tensors[i]));
+        e[i].nbytes = (size_t)tfc_tensor_numel(tensors[i]) * e[i].align;
+    }
+    if (s == TFC_OK && n > 1) {
+        qsort(e, (size_t)n, sizeof *e, by_name);
+        for (int32_t i = 1; i < n && s == TFC_OK; i++)
+            if (strcmp(e[i - 1].name, e[i].name) == 0)
+                s = tfc_err(TFC_ERR_INVALID_ARG, "%s: the name '%s' appears twice", fn, e[i].name);
+        qsort(e, (size_t)n, sizeof *e, by_align_then_name);
+    }
+    strbuf h = {0};
+    size_t off = 0;
+    if (s == TFC_OK) {
+        sb_str(&h, "{");
+        if (n_meta > 0) {
+            sb_str(&h, "\"__metadata__\":{");
+            for (int32_t i = 0; i < n_meta; i++) {
+                if (i) sb_str(&h, ",");
+                sb_json_string(&h, meta_keys[i]);
+                sb_str(&h, ":");
+                sb_json_string(&h, meta_values[i]);
+            }
+            sb_str(&h, "}");
+        }
+        for (int32_t i = 0; i < n; i++) {
+            char num[64];
+            if (i || n_meta > 0) sb_str(&h, ",");
+            sb_json_string(&h, e[i].name);
+            sb_str(&h, ":{\"dtype\":\"");
+            sb_str(&h, st_name_of(tfc_tensor_dtype(e[i].t)));
+            sb_str(&h, "\",\"shape\":[");
+            int32_t nd = tfc_tensor_ndim(e[i].t);
+            for (int32_t d = 0; d < nd; d++) {
+                snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)tfc_tensor_dim(e[i].t, d));
+                sb_str(&h, num);
+            }
+            snprintf(num, sizeof num, "],\"data_offsets\":[%zu,%zu]}", off, off + e[i].nbytes);
+            sb_str(&h, num);
+            off += e[i].nbytes;
+        }
+        sb_str(&h, "}");
+        while (!h.oom && h.n % 8) sb_str(&h, " ");
+        if (h.oom) s = tfc_err(TFC_ERR_OOM, "%s: out of memory for the header", fn);
+    }
+    tfc_atomic_file af = {0};
+    if (s == TFC_OK) s = tfc_atomic_open(fn, path, &af);
+    if (s == TFC_OK) {
+        unsigned char len8[8];
+        for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+        s = tfc_atomic_write(fn, &af, len8, 8);
+        if (s == TFC_OK) s = tfc_atomic_write(fn, &af, h.p, h.n);
+        for (int32_t i = 0; i < n && s == TFC_OK; i++) {
+            if (!e[i].nbytes) continue;
+            void *buf = malloc(e[i].nbytes);
+            if (!buf) s = tfc_err(TFC_ERR_OOM, "%s: out of memory copying '%s'", fn, e[i].name);
+            if (s == TFC_OK) s = tfc_tensor_copy_to_host(e[i].t, buf, e[i].nbytes);
+            if (s == TFC_OK) s = tfc_atomic_write(fn, &af, buf, e[i].nbytes);
+            free(buf);
+        }
+        if (s == TFC_OK) s = tfc_atomic_commit(fn, &af);
+        else tfc_atomic_abort(&af);
+    }
+    free(h.p);
+    free(e);
+    return s;
+}
+
+/* ---- reading: a strict parser for the header's JSON ------------------------------------ */
+
+typedef struct st_tensor {
+    char *name;
+    tfc_dtype dtype;
+    int32_t ndim;
+    int64_t dims[TFC_MAX_DIMS];
+    uint64_t begin, end;
+    tfc_tensor *t;
+} st_tensor;
+
+struct tfc_safetensors {
+    st_tensor *tensors;
+    int32_t n, cap;
+    char **meta; /* 2 * n_meta strings: key, value, ... */
+    int32_t n_meta, meta_cap;
+};
+
+typedef struct parser {
+    const char *p, *end, *start;
+    const char *fn;
+} parser;
+
+static tfc_status perr(parser *ps, const char *what) {
+    return tfc_err(TFC_ERR_FORMAT, "%s: malformed safetensors header at byte %lld: %s", ps->fn,
+                   (long long)(ps->p - ps->start), what);
+}
+
+static void skip_ws(parser *ps) {
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')) ps->p++;
+}
+
+static int accept(parser *ps, char c) {
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == c) {
+        ps->p++;
+        return 1;
+    }
+    return 0;
+}
+
+static void put_utf8(strbuf *b, uint32_t cp) {
+    char u[4];
+    size_t n;
+    if (cp < 0x80) { u[0] = (char)cp; n = 1; }
+    else if (cp < 0x800) { u[0] = (char)(0xC0 | cp >> 6); u[1] = (char)(0x80 | (cp & 63)); n = 2; }
+    else if (cp < 0x10000) { u[0] = (char)(0xE0 | cp >> 12); u[1] = (char)(0x80 | (cp >> 6 & 63)); u[2] = (char)(0x80 | (cp & 63)); n = 3; }
+    else { u[0] = (char)(0xF0 | cp >> 18); u[1] = (char)(0x80 | (cp >> 12 & 63)); u[2] = (char)(0x80 | (cp >> 6 & 63)); u[3] = (char)(0x80 | (cp & 63)); n = 4; }
+    sb_put(b, u, n);
+}
+
+static int hex4(const char *p, uint32_t *v) {
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return 0;
+        *v = *v * 16 + (uint32_t)d;
+    }
+    return 1;
+}
+
+/* A JSON string into a new NUL-terminated buffer (*out, owned). Embedded NULs are refused. */
+static tfc_status parse_string(parser *ps, char **out) {
+    if (!accept(ps, '"')) return perr(ps, "expected a string");
+    strbuf b = {0};
+    sb_put(&b, "", 0);
+    for (;;) {
+        if (ps->p >= ps->end) {
+            free(b.p);
+            return perr(ps, "unterminated string");
+        }
+        unsigned char c = (unsigned char)*ps->p++;
+        if (c == '"') break;
+        if (c < 0x20) {
+            free(b.p);
+            return perr(ps, "control character in a string");
+        }
+        if (c != '\\') {
+            sb_put(&b, (const char *)&c, 1);
+            continue;
+        }
+        if (ps->p >= ps->end) break;
+        char e = *ps->p++;
+        const char *simple = strchr("\"\\/bfnrt", e);
+        if (e && simple) {
+            static const char map[] = "\"\\/\b\f\n\r\t";
+            sb_put(&b, &map[simple - "\"\\/bfnrt"], 1);
+            continue;
+        }
+        uint32_t cp, lo;
+        if (e != 'u' || ps->end - ps->p < 4 || !hex4(ps->p, &cp)) {
+            free(b.p);
+            return perr(ps, "bad escape in a string");
+        }
+        ps->p += 4;
+        if (cp >= 0xD800 && cp < 0xDC00) {
+            if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u' || !hex4(ps->p + 2, &lo) || lo < 0xDC00 ||
+                lo > 0xDFFF) {
+                free(b.p);
+                return perr(ps, "unpaired surrogate in a string");
+            }
+            ps->p += 6;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        } else if (cp >= 0xDC00 && cp < 0xE000) {
+            free(b.p);
+            return perr(ps, "unpaired surrogate in a string");
+        }
+        if (cp == 0) {
+            free(b.p);
+            return perr(ps, "NUL character in a string");
+        }
+        put_utf8(&b, cp);
+    }
+    if (b.oom) {
+        free(b.p);
+        return tfc_err(TFC_ERR_OOM, "%s: out of memory", ps->fn);
+    }
+    *out = b.p;
+    return TFC_OK;
+}
+
+/* A non-negative integer below 2^63. */
+static tfc_status parse_uint(parser *ps, uint64_t *v) {
+    skip_ws(ps);
+    if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9') return perr(ps, "expected a non-negative integer");
+    if (*ps->p == '0' && ps->p + 1 < ps->end && ps->p[1] >= '0' && ps->p[1] <= '9')
+        return perr(ps, "leading zero in a number");
+    uint64_t x = 0;
+    while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9') {
+        if (x > (UINT64_C(1) << 62) / 5) return perr(ps, "integer too large");
+        x = x * 10 + (uint64_t)(*ps->p++ - '0');
+    }
+    if (ps->p < ps->end && (*ps->p == '.' || *ps->p == 'e' || *ps->p == 'E')) return perr(ps, "expected an integer");
+    *v = x;
+    return TFC_OK;
+}
+
+static tfc_status parse_uint_array(parser *ps, uint64_t *v, int32_t cap, int32_t *n, const char *what) {
+    if (!accept(ps, '[')) return perr(ps, what);
+    *n = 0;
+    if (accept(ps, ']')) return TFC_OK;
+    do {
+        if (*n == cap) return perr(ps, "array too long");
+        TFC_TRY(parse_uint(ps, &v[(*n)++]));
+    } while (accept(ps, ','));
+    if (!accept(ps, ']')) return perr(ps, "expected ']'");
+    return TFC_OK;
+}
+
+static tfc_status parse_metadata(parser *ps, tfc_safetensors *f) {
+    if (f->n_meta || f->meta) return perr(ps, "__metadata__ appears twice");
+    if (!accept(ps, '{')) return perr(ps, "__metadata__ must be an object of strings");
+    if (accept(ps, '}')) return TFC_OK;
+    do {
+        char *k = NULL, *v = NULL;
+        TFC_TRY(parse_string(ps, &k));
+        tfc_status s = accept(ps, ':') ? parse_string(ps, &v) : perr(ps, "expected ':'");
+        if (s == TFC_OK && f->n_meta == f->meta_cap) {
+            int32_t cap = f->meta_cap ? 2 * f->meta_cap : 8;
+            char **nm = realloc(f->meta, (size_t)cap * 2 * sizeof *nm);
+            if (!nm) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", ps->fn);
+            else {
+                f->meta = nm;
+                f->meta_cap = cap;
+            }
+        }
+        if (s != TFC_OK) {
+            free(k);
+            free(v);
+            return s == TFC_ERR_FORMAT ? perr(ps, "__metadata__ values must be strings") : s;
+        }
+        f->meta[2 * f->n_meta] = k;
+        f->meta[2 * f->n_meta + 1] = v;
+        f->n_meta++;
+    } while (accept(ps, ','));
+    if (!accept(ps, '}')) return perr(ps, "expected '}' after __metadata__");
+    return TFC_OK;
+}
+
+static tfc_status parse_tensor_info(parser *ps, st_tensor *t) {
+    if (!accept(ps, '{')) return perr(ps, "a tensor entry must be an object");
+    int have_dtype = 0, have_shape = 0, have_off = 0;
+    do {
+        char *key = NULL;
+        TFC_TRY(parse_string(ps, &key));
+        tfc_status s = accept(ps, ':') ? TFC_OK : perr(ps, "expected ':'");
+        if (s == TFC_OK && strcmp(key, "dtype") == 0 && !have_dtype) {
+            char *dt = NULL;
+            s = parse_string(ps, &dt);
+            if (s == TFC_OK && !st_dtype_of(dt, &t->dtype))
+                s = tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' has unknown or unsupported dtype '%s'", ps->fn, t->name,
+                            dt);
+            free(dt);
+            have_dtype = 1;
+        } else if (s == TFC_OK && strcmp(key, "shape") == 0 && !have_shape) {
+            uint64_t d[TFC_MAX_DIMS];
+            s = parse_uint_array(ps, d, TFC_MAX_DIMS, &t->ndim, "shape must be an array of integers");
+            for (int32_t i = 0; s == TFC_OK && i < t->ndim; i++) t->dims[i] = (int64_t)d[i];
+            have_shape = 1;
+        } else if (s == TFC_OK && strcmp(key, "data_offsets") == 0 && !have_off) {
+            uint64_t o[2];
+            int32_t no = 0;
+            s = parse_uint_array(ps, o, 2, &no, "data_offsets must be [begin, end]");
+            if (s == TFC_OK && no != 2) s = perr(ps, "data_offsets must have two entries");
+            t->begin = o[0];
+            t->end = o[1];
+            have_off = 1;
+        } else if (s == TFC_OK) {
+            s = tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' has an unknown or repeated key '%s'", ps->fn, t->name, key);
+        }
+        free(key);
+        TFC_TRY(s);
+    } while (accept(ps, ','));
+    if (!accept(ps, '}')) return perr(ps, "expected '}' after a tensor entry");
+    if (!have_dtype || !have_shape || !have_off)
+        return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' lacks %s", ps->fn, t->name,
+                       !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
+    return TFC_OK;
+}
+
+static int by_begin(const void *a, const void *b) {
+    const st_tensor *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+static int by_tensor_name(const void *a, const void *b) {
+    return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name);
+}
+
+TFC_API void tfc_safetensors_release(tfc_safetensors *f) {
+    if (!f) return;
+    for (int32_t i = 0; i < f->n; i++) {
+        free(f->tensors[i].name);
+        tfc_tensor_release(f->tensors[i].t);
+    }
+    for (int32_t i = 0; i < 2 * f->n_meta; i++) free(f->meta[i]);
+    free(f->tensors);
+    free(f->meta);
+    free(f);
+}
+
+static tfc_status parse_file(const char *fn, const unsigned char *buf, size_t len, tfc_safetensors *f) {
+    if (len < 8)
+        return tfc_err(TFC_ERR_FORMAT, "%s: %zu bytes is too short for a safetensors file (8-byte header length)",
+                       fn, len);
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++) hlen |= (uint64_t)buf[i] << (8 * i);
+    if (hlen > ST_MAX_HEADER)
+        return tfc_err(TFC_ERR_FORMAT, "%s: header length %llu exceeds the limit of %llu bytes", fn,
+                       (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
+    if (hlen > len - 8)
+        return tfc_err(TFC_ERR_FORMAT, "%s: header length %llu runs past the end of the %zu-byte file", fn,
+                       (unsigned long long)hlen, len);
+    parser ps = {(const char *)buf + 8, (const char *)buf + 8 + hlen, (const char *)buf + 8, fn};
+    if (!accept(&ps, '{')) return perr(&ps, "the header must be a JSON object");
+    if (!accept(&ps, '}')) {
+        do {
+            char *name = NULL;
+            TFC_TRY(parse_string(&ps, &name));
+            tfc_status s = accept(&ps, ':') ? TFC_OK : perr(&ps, "expected ':'");
+            if (s == TFC_OK && strcmp(name, "__metadata__") == 0) {
+                free(name);
+                TFC_TRY(parse_metadata(&ps, f));
+                continue;
+            }
+            if (s == TFC_OK && f->n == f->cap) {
+                int32_t cap = f->cap ? 2 * f->cap : 16;
+                st_tensor *nt = realloc(f->tensors, (size_t)cap * sizeof *nt);
+                if (!nt) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+                else {
+                    f->tensors = nt;
+                    f->cap = cap;
+                }
+            }
+            if (s != TFC_OK) {
+                free(name);
+                return s;
+            }
+            st_tensor *t = &f->tensors[f->n++];
+            memset(t, 0, sizeof *t);
+            t->name = name;
+            TFC_TRY(parse_tensor_info(&ps, t));
+        } while (accept(&ps, ','));
+        if (!accept(&ps, '}')) return perr(&ps, "expected '}' at the end of the header");
+    }
+    skip_ws(&ps);
+    if (ps.p != ps.end) return perr(&ps, "trailing bytes after the JSON object");
+    if (f->n > 1) {
+        qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_tensor_name);
+        for (int32_t i = 1; i < f->n; i++)
+            if (strcmp(f->tensors[i - 1].name, f->tensors[i].name) == 0)
+                return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' appears twice", fn, f->tensors[i].name);
+    }
+    if (f->n > 1) qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_begin);
+    const uint64_t data_len = len - 8 - hlen;
+    const unsigned char *data = buf + 8 + hlen;
+    uint64_t expect = 0;
+    for (int32_t i = 0; i < f->n; i++) {
+        st_tensor *t = &f->tensors[i];
+        uint64_t numel = 1, esize = tfc_dtype_size(t->dtype);
+        for (int32_t d = 0; d < t->ndim; d++) {
+            uint64_t dim = (uint64_t)t->dims[d];
+            if (dim && numel > (UINT64_MAX / esize) / dim)
+                return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' shape %s overflows", fn, t->name,
+                               tfc_fmt_dims(t->dims, t->ndim));
+            numel *= dim;
+        }
+        if (t->end < t->begin)
+            return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' data_offsets [%llu, %llu] end before they begin", fn,
+                           t->name, (unsigned long long)t->begin, (unsigned long long)t->end);
+        if (t->end - t->begin != numel * esize)
+            return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' is %s %s (%llu bytes) but data_offsets [%llu, %llu] hold %llu",
+                           fn, t->name, st_name_of(t->dtype), tfc_fmt_dims(t->dims, t->ndim),
+                           (unsigned long long)(numel * esize), (unsigned long long)t->begin,
+                           (unsigned long long)t->end, (unsigned long long)(t->end - t->begin));
+        if (t->begin != expect)
+            return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' data_offsets begin at %llu, expected %llu (%s)", fn, t->name,
+                           (unsigned long long)t->begin, (unsigned long long)expect,
+                           t->begin < expect ? "overlaps the previous tensor" : "gap before it");
+        if (t->end > data_len)
+            return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' data_offsets end at %llu, past the %llu data bytes", fn,
+                           t->name, (unsigned long long)t->end, (unsigned long long)data_len);
+        expect = t->end;
+    }
+    if (expect != data_len)
+        return tfc_err(TFC_ERR_FORMAT, "%s: %llu data bytes but the tensors cover %llu", fn,
+                       (unsigned long long)data_len, (unsigned long long)expect);
+    for (int32_t i = 0; i < f->n; i++) {
+        st_tensor *t = &f->tensors[i];
+        TFC_TRY(tfc_tensor_from_data(data + t->begin, t->dims, t->ndim, t->dtype, &t->t));
+    }
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_safetensors_load_buffer(const void *data, size_t len, tfc_safetensors **out) {
+    const char *fn = "tfc_safetensors_load_buffer";
+    TFC_CHECK_NOT_NULL(fn, out);
+    if (!data && len) return tfc_err(TFC_ERR_INVALID_ARG, "%s: data is NULL", fn);
+    tfc_safetensors *f = calloc(1, sizeof *f);
+    if (!f) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    tfc_status s = parse_file(fn, data, len, f);
+    if (s != TFC_OK) {
+        tfc_safetensors_release(f);
+        return s;
+    }
+    *out = f;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_safetensors_load(const char *path, tfc_safetensors **out) {
+    const char *fn = "tfc_safetensors_load";
+    TFC_CHECK_NOT_NULL(fn, path);
+    TFC_CHECK_NOT_NULL(fn, out);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return tfc_err(TFC_ERR_IO, "%s: cannot open '%s': %s", fn, path, strerror(errno));
+    unsigned char *buf = NULL;
+    long size = -1;
+    if (fseek(fp, 0, SEEK_END) == 0) size = ftell(fp);
+    if (size < 0 || fseek(fp, 0, SEEK_SET) != 0) {
+        fclose(fp);
+        return tfc_err(TFC_ERR_IO, "%s: cannot read '%s'", fn, path);
+    }
+    buf = malloc((size_t)size + 1);
+    if (!buf) {
+        fclose(fp);
+        return tfc_err(TFC_ERR_OOM, "%s: out of memory for '%s' (%ld bytes)", fn, path, size);
+    }
+    size_t got = fread(buf, 1, (size_t)size, fp);
+    fclose(fp);
+    if (got != (size_t)size) {
+        free(buf);
+        return tfc_err(TFC_ERR_IO, "%s: short read of '%s'", fn, path);
+    }
+    tfc_safetensors *f = calloc(1, sizeof *f);
+    tfc_status s = f ? parse_file(fn, buf, (size_t)size, f) : tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    free(buf);
+    if (s != TFC_OK) {
+        tfc_safetensors_release(f);
+        /* name the file in the message (copied: tfc_err rewrites the buffer) */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", tfc_last_error());
+        return tfc_err(s, "%s ('%s')", msg, path);
+    }
+    *out = f;
+    return TFC_OK;
+}
+
+TFC_API int32_t tfc_safetensors_count(const tfc_safetensors *f) { return f ? f->n : 0; }
+
+TFC_API tfc_status tfc_safetensors_get(const tfc_safetensors *f, int32_t i, const char **name, tfc_tensor **tensor) {
+    const char *fn = "tfc_safetensors_get";
+    TFC_CHECK_NOT_NULL(fn, f);
+    if (i < 0 || i >= f->n) return tfc_err(TFC_ERR_INVALID_ARG, "%s: i is %d, the file has %d tensors", fn, i, f->n);
+    if (name) *name = f->tensors[i].name;
+    if (tensor) *tensor = tfc_tensor_retain(f->tensors[i].t);
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_safetensors_find(const tfc_safetensors *f, const char *name, tfc_tensor **tensor) {
+    const char *fn = "tfc_safetensors_find";
+    TFC_CHECK_NOT_NULL(fn, f);
+    TFC_CHECK_NOT_NULL(fn, name);
+    TFC_CHECK_NOT_NULL(fn, tensor);
+    for (int32_t i = 0; i < f->n; i++)
+        if (strcmp(f->tensors[i].name, name) == 0) {
+            *tensor = tfc_tensor_retain(f->tensors[i].t);
+            return TFC_OK;
+        }
+    return tfc_err(TFC_ERR_INVALID_ARG, "%s: no tensor named '%s'", fn, name);
+}
+
+TFC_API int32_t tfc_safetensors_metadata_count(const tfc_safetensors *f) { return f ? f->n_meta : 0; }
+
+TFC_API tfc_status tfc_safetensors_metadata_at(const tfc_safetensors *f, int32_t i, const char **key,
+                                               const char **value) {
+    const char *fn = "tfc_safetensors_metadata_at";
+    TFC_CHECK_NOT_NULL(fn, f);
+    TFC_CHECK_NOT_NULL(fn, key);
+    TFC_CHECK_NOT_NULL(fn, value);
+    if (i < 0 || i >= f->n_meta)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: i is %d, the file has %d metadata pairs", fn, i, f->n_meta);
+    *key = f->meta[2 * i];
+    *value = f->meta[2 * i + 1];
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_safetensors_metadata(const tfc_safetensors *f, const char *key, const char **value) {
+    const char *fn = "tfc_safetensors_metadata";
+    TFC_CHECK_NOT_NULL(fn, f);
+    TFC_CHECK_NOT_NULL(fn, key);
+    TFC_CHECK_NOT_NULL(fn, value);
+    *value = NULL;
+    for (int32_t i = 0; i < f->n_meta; i++)
+        if (strcmp(f->meta[2 * i], key) == 0) *value = f->meta[2 * i + 1];
+    return TFC_OK;
+}

@@ -1,0 +1,430 @@
+/*
+ * GPT-2: presets, construction with GPT-2 initialisation, named
+ * parameters, and the forward pass written as a composition of the
+ * library's public ops (so autograd gives every gradient).
+ *
+ * Shapes: B batch, T positions, C = n_embd, H heads, D = C/H, V vocab.
+ * The residual stream is kept as a [B·T, C] matrix so every Linear layer is
+ * one GEMM.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "model/gpt_impl.h"
+
+/* ---- presets ---------------------------------------------------------------- */
+
+typedef struct gpt_preset {
+    const char *name;
+    int32_t n_layer, n_head, n_embd, block_size, vocab_size; /* vocab 0: keep the caller's */
+} gpt_preset;
+
+static const gpt_preset presets[] = {
+    {"char-tiny", 4, 4, 128, 128, 0},
+    {"char-small", 6, 6, 384, 256, 0},
+    {"gpt2-mini", 4, 4, 256, 128, 50257},
+    {"gpt2", 12, 12, 768, 1024, 50257},
+};
+
+TFC_API tfc_status tfc_gpt_config_preset(const char *name, tfc_gpt_config *cfg) {
+    const char *fn = "tfc_gpt_config_preset";
+    TFC_CHECK_NOT_NULL(fn, name);
+    TFC_CHECK_NOT_NULL(fn, cfg);
+    if (cfg->struct_size < sizeof(tfc_gpt_config))
+        return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size is %u, need %zu", fn, cfg->struct_size,
+                       sizeof(tfc_gpt_config));
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        const gpt_preset *p = &presets[i];
+        if (strcmp(p->name, name) != 0) continue;
+        cfg->n_layer = p->n_layer;
+        cfg->n_head = p->n_head;
+        cfg->n_embd = p->n_embd;
+        cfg->block_size = p->block_size;
+        if (p->vocab_size) cfg->vocab_size = p->vocab_size;
+        return TFC_OK;
+    }
+    return tfc_err(TFC_ERR_INVALID_ARG,
+                   "%s: unknown preset '%s' (known: char-tiny, char-small, gpt2-mini, gpt2)", fn, name);
+}
+
+static tfc_status check_config(const char *fn, const tfc_gpt_config *c) {
+    if (c->struct_size < sizeof(tfc_gpt_config))
+        return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size is %u, need %zu", fn, c->struct_size,
+                       sizeof(tfc_gpt_config));
+    struct { const char *name; int32_t v; } f[] = {{"n_layer", c->n_layer},     {"n_head", c->n_head},
+                                                   {"n_embd", c->n_embd},       {"block_size", c->block_size},
+                                                   {"vocab_size", c->vocab_size}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].v < 1) return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->%s is %d, must be >= 1", fn, f[i].name, f[i].v);
+    if (c->n_embd % c->n_head)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->n_embd %d is not a multiple of cfg->n_head %d", fn,
+                       c->n_embd, c->n_head);
+    if (c->dtype != TFC_DTYPE_F32 && c->dtype != TFC_DTYPE_F64)
+        return tfc_err(TFC_ERR_DTYPE, "%s: cfg->dtype is %s, need f32 or f64", fn, tfc_dtype_name(c->dtype));
+    if (c->bias != 0 && c->bias != 1)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->bias is %d, need 0 or 1", fn, c->bias);
+    if (c->tie_weights != 0 && c->tie_weights != 1)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->tie_weights is %d, need 0 or 1", fn, c->tie_weights);
+    if (!(c->ln_eps > 0) || !isfinite(c->ln_eps))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->ln_eps is %g, must be > 0", fn, c->ln_eps);
+    return TFC_OK;
+}
+
+/* ---- construction -------------------------------------------------------------- */
+
+enum init_kind { INIT_NORMAL, INIT_RESIDUAL, INIT_ZERO, INIT_ONE };
+
+typedef struct builder {
+    tfc_gpt *m;
+    uint64_t seed, offset; /* next unused Philox counter */
+    double std, residual_std;
+} builder;
+
+/* Append one parameter named `name` of shape dims, initialised by kind, to the model's list. */
+static tfc_status add_param(builder *b, const char *name, const int64_t *dims, int32_t ndim, enum init_kind kind,
+                            tfc_tensor **slot) {
+    tfc_gpt *m = b->m;
+    tfc_tensor *t = NULL;
+    TFC_TRY(tfc_tensor_empty(dims, ndim, m->cfg.dtype, &t));
+    tfc_status s = TFC_OK;
+    int64_t n = tfc_tensor_numel(t);
+    switch (kind) {
+    case INIT_NORMAL:
+    case INIT_RESIDUAL:
+        s = tfc_tensor_fill_normal(t, 0.0, kind == INIT_NORMAL ? b->std : b->residual_std, b->seed, b->offset);
+        b->offset += (uint64_t)(n + 3) / 4;
+        break;
+    case INIT_ZERO: s = tfc_tensor_fill(t, 0.0); break;
+    case INIT_ONE: s = tfc_tensor_fill(t, 1.0); break;
+    }
+    if (s == TFC_OK) s = tfc_tensor_set_requires_grad(t, 1);
+    char *copy = s == TFC_OK ? strdup(name) : NULL;
+    if (s == TFC_OK && !copy) s = tfc_err(TFC_ERR_OOM, "tfc_gpt_new: out of memory");
+    if (s != TFC_OK) {
+        tfc_tensor_release(t);
+        return s;
+    }
+    m->names[m->n_params] = copy;
+    m->params[m->n_params++] = t;
+    *slot = t;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt **out) {
+    const char *fn = "tfc_gpt_new";
+    TFC_CHECK_NOT_NULL(fn, cfg);
+    TFC_CHECK_NOT_NULL(fn, out);
+    TFC_TRY(check_config(fn, cfg));
+    tfc_gpt *m = calloc(1, sizeof *m);
+    if (!m) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    m->cfg = *cfg;
+    m->cfg.struct_size = sizeof(tfc_gpt_config);
+    const tfc_gpt_config *c = &m->cfg;
+    int32_t max_params = 2 + 12 * c->n_layer + 3;
+    m->blocks = calloc((size_t)c->n_layer, sizeof *m->blocks);
+    m->names = calloc((size_t)max_params, sizeof *m->names);
+    m->params = calloc((size_t)max_params, sizeof *m->params);
+    if (!m->blocks || !m->names || !m->params) {
+        tfc_gpt_release(m);
+        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    }
+    builder b = {m, seed, 0, 0.02, 0.02 / sqrt(2.0 * c->n_layer)};
+    int64_t C = c->n_embd, V = c->vocab_size;
+    int64_t d_wte[2] = {V, C}, d_wpe[2] = {c->block_size, C}, d_c[1] = {C}, d_3c[1] = {3 * C},
+            d_4c[1] = {4 * C}, d_attn[2] = {C, 3 * C}, d_cc[2] = {C, C}, d_fc[2] = {C, 4 * C},
+            d_proj[2] = {4 * C, C};
+    char name[96];
+    tfc_status s = add_param(&b, "transformer.wte.weight", d_wte, 2, INIT_NORMAL, &m->wte);
+    if (s == TFC_OK) s = add_param(&b, "transformer.wpe.weight", d_wpe, 2, INIT_NORMAL, &m->wpe);
+#define P(suffix, dims, nd, kind, slot)                                                                      \
+    do {                                                                                                     \
+        if (s != TFC_OK) break;                                                                              \
+        snprintf(name, sizeof name, "transformer.h.%d.%s", (int)l, suffix);                                 \
+        s = add_param(&b, name, dims, nd, kind, slot);                                                      \
+    } while (0)
+    for (int32_t l = 0; l < c->n_layer && s == TFC_OK; l++) {
+        gpt_block *bl = &m->blocks[l];
+        P("ln_1.weight", d_c, 1, INIT_ONE, &bl->ln1_w);
+        if (c->bias) P("ln_1.bias", d_c, 1, INIT_ZERO, &bl->ln1_b);
+        P("attn.c_attn.weight", d_attn, 2, INIT_NORMAL, &bl->attn_w);
+        if (c->bias) P("attn.c_attn.bias", d_3c, 1, INIT_ZERO, &bl->attn_b);
+        P("attn.c_proj.weight", d_cc, 2, INIT_RESIDUAL, &bl->attn_proj_w);
+        if (c->bias) P("attn.c_proj.bias", d_c, 1, INIT_ZERO, &bl->attn_proj_b);
+        P("ln_2.weight", d_c, 1, INIT_ONE, &bl->ln2_w);
+        if (c->bias) P("ln_2.bias", d_c, 1, INIT_ZERO, &bl->ln2_b);
+        P("mlp.c_fc.weight", d_fc, 2, INIT_NORMAL, &bl->fc_w);
+        if (c->bias) P("mlp.c_fc.bias", d_4c, 1, INIT_ZERO, &bl->fc_b);
+        P("mlp.c_proj.weight", d_proj, 2, INIT_RESIDUAL, &bl->mlp_proj_w);
+        if (c->bias) P("mlp.c_proj.bias", d_c, 1, INIT_ZERO, &bl->mlp_proj_b);
+    }
+#undef P
+    if (s == TFC_OK) s = add_param(&b, "transformer.ln_f.weight", d_c, 1, INIT_ONE, &m->lnf_w);
+    if (s == TFC_OK && c->bias) s = add_param(&b, "transformer.ln_f.bias", d_c, 1, INIT_ZERO, &m->lnf_b);
+    if (s == TFC_OK && !c->tie_weights) s = add_param(&b, "lm_head.weight", d_wte, 2, INIT_NORMAL, &m->lm_head);
+    if (s != TFC_OK) {
+        tfc_gpt_release(m);
+        return s;
+    }
+    *out = m;
+    return TFC_OK;
+}
+
+TFC_API void tfc_gpt_release(tfc_gpt *m) {
+    if (!m) return;
+    for (int32_t i = 0; i < m->n_params; i++) {
+        free(m->names[i]);
+        tfc_tensor_release(m->params[i]);
+    }
+    free(m->names);
+    free(m->params);
+    free(m->blocks);
+    free(m);
+}
+
+TFC_API tfc_status tfc_gpt_get_config(const tfc_gpt *m, tfc_gpt_config *cfg) {
+    const char *fn = "tfc_gpt_get_config";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, cfg);
+    uint32_t size = cfg->struct_size;
+    if (size < offsetof(tfc_gpt_config, n_layer) + sizeof(int32_t))
+        return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size %u is too small", fn, size);
+    if (size > sizeof(tfc_gpt_config)) size = sizeof(tfc_gpt_config);
+    memcpy(cfg, &m->cfg, size);
+    cfg->struct_size = size;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_params(const tfc_gpt *m, int32_t *n, const char *const **names,
+                                  tfc_tensor *const **params) {
+    const char *fn = "tfc_gpt_params";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, n);
+    TFC_CHECK_NOT_NULL(fn, names);
+    TFC_CHECK_NOT_NULL(fn, params);
+    *n = m->n_params;
+    *names = (const char *const *)m->names;
+    *params = m->params;
+    return TFC_OK;
+}
+
+TFC_API int64_t tfc_gpt_num_elements(const tfc_gpt *m) {
+    if (!m) return 0;
+    int64_t n = 0;
+    for (int32_t i = 0; i < m->n_params; i++) n += tfc_tensor_numel(m->params[i]);
+    return n;
+}
+
+/* ---- forward ------------------------------------------------------------------- */
+
+/*
+ * Temporaries of one forward pass. Every op result is pushed here and
+ * released at the end; the graph keeps what backward needs alive.
+ */
+typedef struct scope {
+    tfc_tensor **t;
+    int32_t n, cap;
+} scope;
+
+static tfc_status keep(scope *sc, tfc_tensor *t) {
+    if (sc->n == sc->cap) {
+        int32_t cap = sc->cap ? 2 * sc->cap : 64;
+        tfc_tensor **nt = realloc(sc->t, (size_t)cap * sizeof *nt);
+        if (!nt) {
+            tfc_tensor_release(t);
+            return tfc_err(TFC_ERR_OOM, "tfc_gpt_forward: out of memory");
+        }
+        sc->t = nt;
+        sc->cap = cap;
+    }
+    sc->t[sc->n++] = t;
+    return TFC_OK;
+}
+
+static void scope_free(scope *sc) {
+    for (int32_t i = 0; i < sc->n; i++) tfc_tensor_release(sc->t[i]);
+    free(sc->t);
+}
+
+/* Run an op that writes its result to &r (r may also be an input: it is only written on success), and push r onto the scope. */
+#define OP(r, call)                                                                                          \
+    do {                                                                                                     \
+        s = (call);                                                                                          \
+        if (s == TFC_OK) s = keep(&sc, r);                                                                   \
+        if (s != TFC_OK) goto done;                                                                          \
+    } while (0)
+
+/* y = x · w (+ b): x [N, in], w [in, out] (Conv1D layout), b [out] or NULL. */
+static tfc_status linear(tfc_graph *g, scope *scp, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *b,
+                         tfc_tensor **y) {
+    tfc_tensor *xw = NULL, *r = NULL;
+    TFC_TRY(tfc_matmul(g, x, w, &xw));
+    TFC_TRY(keep(scp, xw));
+    if (!b) {
+        *y = xw;
+        return TFC_OK;
+    }
+    TFC_TRY(tfc_add(g, xw, b, &r));
+    TFC_TRY(keep(scp, r));
+    *y = r;
+    return TFC_OK;
+}
+
+/*
+ * Causal self-attention on h [B·T, C] at positions start .. start+T-1:
+ * qkv = h · W_attn + b; q, k, v [B,H,T,D]; keys/values appended to the
+ * cache (if any) and attention taken over all S = start+T positions;
+ * y = concat_heads(softmax(q kᵀ/√D + causal) v) · W_proj + b.
+ */
+static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gpt_block *bl, tfc_gpt_cache *cache,
+                                  int32_t layer, int64_t B, int64_t T, int64_t start, const tfc_tensor *h,
+                                  tfc_tensor **y) {
+    const int64_t C = m->cfg.n_embd, H = m->cfg.n_head, D = C / H;
+    tfc_tensor *qkv, *parts[3] = {NULL, NULL, NULL}, *heads[3];
+    TFC_TRY(linear(g, scp, h, bl->attn_w, bl->attn_b, &qkv));
+    int64_t sizes[3] = {C, C, C};
+    TFC_TRY(tfc_split(g, qkv, sizes, 3, 1, parts));
+    tfc_status s = TFC_OK;
+    for (int i = 0; i < 3; i++)
+        if (s == TFC_OK) s = keep(scp, parts[i]);
+        else tfc_tensor_release(parts[i]);
+    TFC_TRY(s);
+    const int64_t bthd[4] = {B, T, H, D};
+    const int32_t to_heads[4] = {0, 2, 1, 3};
+    for (int i = 0; i < 3; i++) {
+        tfc_tensor *v4;
+        TFC_TRY(tfc_view(g, parts[i], bthd, 4, &v4));
+        TFC_TRY(keep(scp, v4));
+        TFC_TRY(tfc_permute(g, v4, to_heads, 4, &heads[i]));
+        TFC_TRY(keep(scp, heads[i]));
+    }
+    const tfc_tensor *k = heads[1], *v = heads[2];
+    if (cache) {
+        tfc_tensor *kv[2] = {cache->k[layer], cache->v[layer]};
+        for (int i = 0; i < 2; i++) {
+            tfc_tensor *dst, *all;
+            TFC_TRY(tfc_narrow(NULL, kv[i], 2, start, T, &dst));
+            s = tfc_tensor_copy_from(dst, heads[1 + i]);
+            tfc_tensor_release(dst);
+            TFC_TRY(s);
+            TFC_TRY(tfc_narrow(NULL, kv[i], 2, 0, start + T, &all));
+            TFC_TRY(keep(scp, all));
+            if (i == 0) k = all;
+            else v = all;
+        }
+    }
+    tfc_tensor *att, *att_t, *att2;
+    TFC_TRY(tfc_attention(g, heads[0], k, v, 1, 1.0 / sqrt((double)D), &att));
+    TFC_TRY(keep(scp, att));
+    TFC_TRY(tfc_permute(g, att, to_heads, 4, &att_t)); /* [B,T,H,D] */
+    TFC_TRY(keep(scp, att_t));
+    const int64_t btc[2] = {B * T, C};
+    TFC_TRY(tfc_reshape(g, att_t, btc, 2, &att2));
+    TFC_TRY(keep(scp, att2));
+    return linear(g, scp, att2, bl->attn_proj_w, bl->attn_proj_b, y);
+}
+
+/* The MLP: y = gelu_tanh(h · W_fc + b_fc) · W_proj + b_proj, h [B·T, C]. */
+static tfc_status mlp_block(tfc_graph *g, scope *scp, const gpt_block *bl, const tfc_tensor *h, tfc_tensor **y) {
+    tfc_tensor *f, *a;
+    TFC_TRY(linear(g, scp, h, bl->fc_w, bl->fc_b, &f));
+    TFC_TRY(tfc_gelu(g, f, TFC_GELU_TANH, &a));
+    TFC_TRY(keep(scp, a));
+    return linear(g, scp, a, bl->mlp_proj_w, bl->mlp_proj_b, y);
+}
+
+static tfc_status check_ids(const char *fn, const char *arg, const tfc_tensor *t) {
+    if (tfc_tensor_ndim(t) != 2) {
+        int64_t d[TFC_MAX_DIMS];
+        int32_t nd = tfc_tensor_ndim(t);
+        if (tfc_tensor_shape(t, d, TFC_MAX_DIMS) != TFC_OK) nd = 0;
+        return tfc_err(TFC_ERR_SHAPE, "%s: %s is %s, need [B, T]", fn, arg, tfc_fmt_dims(d, nd));
+    }
+    tfc_dtype dt = tfc_tensor_dtype(t);
+    if (dt != TFC_DTYPE_I32 && dt != TFC_DTYPE_I64)
+        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s, need i32 or i64", fn, arg, tfc_dtype_name(dt));
+    return TFC_OK;
+}
+
+tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache, const char *fn,
+                       tfc_tensor **logits) {
+    TFC_TRY(check_ids(fn, "idx", idx));
+    const tfc_gpt_config *c = &m->cfg;
+    const int64_t B = tfc_tensor_dim(idx, 0), T = tfc_tensor_dim(idx, 1), C = c->n_embd;
+    const int64_t start = cache ? cache->len : 0;
+    if (T < 1 || B < 1)
+        return tfc_err(TFC_ERR_SHAPE, "%s: idx is [%lld,%lld], need B >= 1 and T >= 1", fn, (long long)B,
+                       (long long)T);
+    if (start + T > c->block_size)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: %lld positions (%lld cached + %lld new) exceed block_size %d", fn,
+                       (long long)(start + T), (long long)start, (long long)T, c->block_size);
+    if (cache && B != cache->batch)
+        return tfc_err(TFC_ERR_SHAPE, "%s: idx has batch %lld but the cache holds %d sequences", fn, (long long)B,
+                       cache->batch);
+    scope sc = {0};
+    tfc_status s = TFC_OK;
+    tfc_tensor *pos, *pe, *te, *x, *h, *y, *out = NULL;
+    OP(pos, tfc_tensor_arange((double)start, (double)(start + T), 1.0, TFC_DTYPE_I64, &pos));
+    OP(pe, tfc_embedding(g, m->wpe, pos, &pe));   /* [T, C] */
+    OP(te, tfc_embedding(g, m->wte, idx, &te));   /* [B, T, C] */
+    OP(x, tfc_add(g, te, pe, &x));
+    const int64_t btc[2] = {B * T, C};
+    OP(x, tfc_view(g, x, btc, 2, &x));
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        const gpt_block *bl = &m->blocks[l];
+        OP(h, tfc_layernorm(g, x, bl->ln1_w, bl->ln1_b, c->ln_eps, &h));
+        if ((s = attention_block(m, g, &sc, bl, cache, l, B, T, start, h, &y)) != TFC_OK) goto done;
+        OP(x, tfc_add(g, x, y, &x));
+        OP(h, tfc_layernorm(g, x, bl->ln2_w, bl->ln2_b, c->ln_eps, &h));
+        if ((s = mlp_block(g, &sc, bl, h, &y)) != TFC_OK) goto done;
+        OP(x, tfc_add(g, x, y, &x));
+    }
+    OP(h, tfc_layernorm(g, x, m->lnf_w, m->lnf_b, c->ln_eps, &h));
+    tfc_tensor *head_t;
+    OP(head_t, tfc_transpose(g, m->lm_head ? m->lm_head : m->wte, 0, 1, &head_t)); /* [C, V] */
+    tfc_tensor *lg;
+    OP(lg, tfc_matmul(g, h, head_t, &lg)); /* [B·T, V] */
+    const int64_t btv[3] = {B, T, c->vocab_size};
+    s = tfc_view(g, lg, btv, 3, &out);
+done:
+    scope_free(&sc);
+    if (s == TFC_OK) *logits = out;
+    return s;
+}
+
+TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, const tfc_tensor *targets,
+                                   tfc_tensor **logits, tfc_tensor **loss) {
+    const char *fn = "tfc_gpt_forward";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, idx);
+    if (targets && !loss) return tfc_err(TFC_ERR_INVALID_ARG, "%s: targets given but loss is NULL", fn);
+    if (!logits && !targets) return tfc_err(TFC_ERR_INVALID_ARG, "%s: neither logits nor targets/loss asked for", fn);
+    if (targets) {
+        TFC_TRY(check_ids(fn, "targets", targets));
+        if (tfc_tensor_dim(targets, 0) != tfc_tensor_dim(idx, 0) || tfc_tensor_dim(targets, 1) != tfc_tensor_dim(idx, 1))
+            return tfc_err(TFC_ERR_SHAPE, "%s: targets is [%lld,%lld] but idx is [%lld,%lld]", fn,
+                           (long long)tfc_tensor_dim(targets, 0), (long long)tfc_tensor_dim(targets, 1),
+                           (long long)tfc_tensor_dim(idx, 0), (long long)tfc_tensor_dim(idx, 1));
+    }
+    tfc_tensor *lg = NULL, *flat = NULL, *tflat = NULL, *l = NULL;
+    TFC_TRY(tfc_gpt_run(m, g, idx, NULL, fn, &lg));
+    tfc_status s = TFC_OK;
+    if (targets) {
+        const int64_t nv[2] = {-1, m->cfg.vocab_size}, n1[1] = {-1};
+        s = tfc_reshape(g, lg, nv, 2, &flat);
+        if (s == TFC_OK) s = tfc_reshape(NULL, targets, n1, 1, &tflat);
+        if (s == TFC_OK) s = tfc_cross_entropy(g, flat, tflat, -1, &l);
+        tfc_tensor_release(flat);
+        tfc_tensor_release(tflat);
+        if (s != TFC_OK) {
+            tfc_tensor_release(lg);
+            return s;
+        }
+        *loss = l;
+    }
+    if (logits) *logits = lg;
+    else tfc_tensor_release(lg);
+    return TFC_OK;
+}

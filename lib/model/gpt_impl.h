@@ -1,0 +1,45 @@
+/*
+ * The GPT model's private layout, shared by gpt.c (construction, forward)
+ * and gpt_cache.c (incremental decoding). Built on the public API only.
+ */
+#ifndef TFC_MODEL_GPT_IMPL_H
+#define TFC_MODEL_GPT_IMPL_H
+
+#include "tfcore/gpt.h"
+#include "tfcore/ops.h"
+
+/* One transformer block's parameters; the biases are NULL when cfg.bias == 0. */
+typedef struct gpt_block {
+    tfc_tensor *ln1_w, *ln1_b;
+    tfc_tensor *attn_w, *attn_b;     /* c_attn: [C, 3C] (in, out) */
+    tfc_tensor *attn_proj_w, *attn_proj_b; /* c_proj: [C, C] */
+    tfc_tensor *ln2_w, *ln2_b;
+    tfc_tensor *fc_w, *fc_b;         /* c_fc: [C, 4C] */
+    tfc_tensor *mlp_proj_w, *mlp_proj_b; /* c_proj: [4C, C] */
+} gpt_block;
+
+struct tfc_gpt {
+    tfc_gpt_config cfg;
+    tfc_tensor *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head NULL when tied */
+    gpt_block *blocks;
+    int32_t n_params;
+    char **names;         /* n_params owned strings */
+    tfc_tensor **params;  /* n_params borrowed pointers into the fields above */
+};
+
+/* Keys and values per layer: [batch, n_head, block_size, head_dim], valid up to len. */
+struct tfc_gpt_cache {
+    const tfc_gpt *model;
+    int32_t batch, len;
+    tfc_tensor **k, **v; /* n_layer each */
+};
+
+/*
+ * The shared forward: embeds idx [B,T] at positions start .. start+T-1,
+ * runs the blocks (appending keys/values to cache when it is not NULL,
+ * attending over the cached prefix too) and returns logits [B,T,V].
+ */
+tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache,
+                       const char *fn, tfc_tensor **logits);
+
+#endif

@@ -1,0 +1,169 @@
+/*
+ * GPT weights as safetensors: Hugging Face names and layouts (see gpt.h),
+ * the config in the metadata so a file is self-describing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "tfcore/io.h"
+#include "tfcore/ops.h"
+
+enum { N_CFG = 10 };
+
+/* The config as metadata strings; bufs must hold N_CFG entries of 32 bytes. */
+static void config_to_meta(const tfc_gpt_config *c, const char **keys, char bufs[][32]) {
+    static const char *k[N_CFG] = {"format",  "tfc.n_layer",     "tfc.n_head", "tfc.n_embd",   "tfc.block_size",
+                                   "tfc.vocab_size", "tfc.bias", "tfc.tie_weights", "tfc.ln_eps", "tfc.dtype"};
+    snprintf(bufs[0], 32, "pt");
+    snprintf(bufs[1], 32, "%d", c->n_layer);
+    snprintf(bufs[2], 32, "%d", c->n_head);
+    snprintf(bufs[3], 32, "%d", c->n_embd);
+    snprintf(bufs[4], 32, "%d", c->block_size);
+    snprintf(bufs[5], 32, "%d", c->vocab_size);
+    snprintf(bufs[6], 32, "%d", c->bias);
+    snprintf(bufs[7], 32, "%d", c->tie_weights);
+    snprintf(bufs[8], 32, "%.17g", c->ln_eps);
+    snprintf(bufs[9], 32, "%s", tfc_dtype_name(c->dtype));
+    for (int i = 0; i < N_CFG; i++) keys[i] = k[i];
+}
+
+TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *const *meta_keys,
+                                const char *const *meta_values, int32_t n_meta) {
+    const char *fn = "tfc_gpt_save";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, path);
+    if (n_meta < 0 || (n_meta > 0 && (!meta_keys || !meta_values)))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: n_meta is %d with keys %p values %p", fn, n_meta,
+                       (const void *)meta_keys, (const void *)meta_values);
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    TFC_TRY(tfc_gpt_get_config(m, &c));
+    int32_t n;
+    const char *const *names;
+    tfc_tensor *const *params;
+    TFC_TRY(tfc_gpt_params(m, &n, &names, &params));
+    const char **keys = malloc(((size_t)n_meta + N_CFG) * sizeof *keys);
+    const char **vals = malloc(((size_t)n_meta + N_CFG) * sizeof *vals);
+    char bufs[N_CFG][32];
+    tfc_status s = TFC_OK;
+    if (!keys || !vals) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (s == TFC_OK) {
+        config_to_meta(&c, keys, bufs);
+        for (int i = 0; i < N_CFG; i++) vals[i] = bufs[i];
+        for (int32_t i = 0; i < n_meta; i++) {
+            keys[N_CFG + i] = meta_keys[i];
+            vals[N_CFG + i] = meta_values[i];
+        }
+        s = tfc_safetensors_save(path, names, params, n, keys, vals, N_CFG + n_meta);
+    }
+    free(keys);
+    free(vals);
+    return s;
+}
+
+static tfc_status meta_int(const char *fn, const char *path, const tfc_safetensors *f, const char *key, int32_t *v) {
+    const char *s = NULL;
+    TFC_TRY(tfc_safetensors_metadata(f, key, &s));
+    char *end = NULL;
+    long x = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || *end || x < INT32_MIN || x > INT32_MAX)
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' lacks a valid integer metadata entry '%s'", fn, path, key);
+    *v = (int32_t)x;
+    return TFC_OK;
+}
+
+static tfc_status read_config(const char *fn, const char *path, const tfc_safetensors *f, tfc_gpt_config *c) {
+    TFC_TRY(meta_int(fn, path, f, "tfc.n_layer", &c->n_layer));
+    TFC_TRY(meta_int(fn, path, f, "tfc.n_head", &c->n_head));
+    TFC_TRY(meta_int(fn, path, f, "tfc.n_embd", &c->n_embd));
+    TFC_TRY(meta_int(fn, path, f, "tfc.block_size", &c->block_size));
+    TFC_TRY(meta_int(fn, path, f, "tfc.vocab_size", &c->vocab_size));
+    TFC_TRY(meta_int(fn, path, f, "tfc.bias", &c->bias));
+    TFC_TRY(meta_int(fn, path, f, "tfc.tie_weights", &c->tie_weights));
+    const char *eps = NULL, *dt = NULL;
+    TFC_TRY(tfc_safetensors_metadata(f, "tfc.ln_eps", &eps));
+    TFC_TRY(tfc_safetensors_metadata(f, "tfc.dtype", &dt));
+    char *end = NULL;
+    if (!eps || !(c->ln_eps = strtod(eps, &end), end && !*end))
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' lacks a valid metadata entry 'tfc.ln_eps'", fn, path);
+    if (dt && strcmp(dt, "f64") == 0) c->dtype = TFC_DTYPE_F64;
+    else if (dt && strcmp(dt, "f32") == 0) c->dtype = TFC_DTYPE_F32;
+    else return tfc_err(TFC_ERR_FORMAT, "%s: '%s' lacks a valid metadata entry 'tfc.dtype'", fn, path);
+    return TFC_OK;
+}
+
+/* Copy every parameter of m from f, converting dtype; shapes must match. Nothing is written unless all match. */
+static tfc_status copy_params(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f) {
+    int32_t n;
+    const char *const *names;
+    tfc_tensor *const *params;
+    TFC_TRY(tfc_gpt_params(m, &n, &names, &params));
+    tfc_tensor **src = calloc((size_t)n + 1, sizeof *src);
+    if (!src) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    tfc_status s = TFC_OK;
+    for (int32_t i = 0; i < n && s == TFC_OK; i++) {
+        s = tfc_safetensors_find(f, names[i], &src[i]);
+        if (s != TFC_OK) {
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has no tensor '%s'", fn, path, names[i]);
+            break;
+        }
+        int64_t a[TFC_MAX_DIMS], b[TFC_MAX_DIMS];
+        int32_t na = tfc_tensor_ndim(src[i]), nb = tfc_tensor_ndim(params[i]);
+        if (tfc_tensor_shape(src[i], a, TFC_MAX_DIMS) != TFC_OK || tfc_tensor_shape(params[i], b, TFC_MAX_DIMS) != TFC_OK ||
+            na != nb || memcmp(a, b, (size_t)na * sizeof a[0]) != 0)
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds %s as %s, the model needs %s", fn, path, names[i],
+                        tfc_fmt_dims(a, na), tfc_fmt_dims(b, nb));
+        tfc_dtype dt = tfc_tensor_dtype(src[i]);
+        if (s == TFC_OK && dt != TFC_DTYPE_F32 && dt != TFC_DTYPE_F64 && dt != TFC_DTYPE_BF16 && dt != TFC_DTYPE_F16)
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds %s as %s, need a float dtype", fn, path, names[i],
+                        tfc_dtype_name(dt));
+    }
+    for (int32_t i = 0; i < n && s == TFC_OK; i++) s = tfc_tensor_copy_from(params[i], src[i]);
+    for (int32_t i = 0; i < n; i++) tfc_tensor_release(src[i]);
+    free(src);
+    return s;
+}
+
+TFC_API tfc_status tfc_gpt_load(const char *path, tfc_gpt **out) {
+    const char *fn = "tfc_gpt_load";
+    TFC_CHECK_NOT_NULL(fn, path);
+    TFC_CHECK_NOT_NULL(fn, out);
+    tfc_safetensors *f;
+    TFC_TRY(tfc_safetensors_load(path, &f));
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    tfc_gpt *m = NULL;
+    tfc_status s = read_config(fn, path, f, &c);
+    if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
+    if (s == TFC_OK) s = copy_params(fn, path, m, f);
+    tfc_safetensors_release(f);
+    if (s != TFC_OK) {
+        tfc_gpt_release(m);
+        return s;
+    }
+    *out = m;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path) {
+    const char *fn = "tfc_gpt_load_into";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, path);
+    tfc_gpt_config mine = TFC_GPT_CONFIG_INIT, theirs = TFC_GPT_CONFIG_INIT;
+    TFC_TRY(tfc_gpt_get_config(m, &mine));
+    tfc_safetensors *f;
+    TFC_TRY(tfc_safetensors_load(path, &f));
+    tfc_status s = read_config(fn, path, f, &theirs);
+    struct { const char *name; int32_t a, b; } cmp[] = {
+        {"n_layer", mine.n_layer, theirs.n_layer},    {"n_head", mine.n_head, theirs.n_head},
+        {"n_embd", mine.n_embd, theirs.n_embd},       {"block_size", mine.block_size, theirs.block_size},
+        {"vocab_size", mine.vocab_size, theirs.vocab_size}, {"bias", mine.bias, theirs.bias},
+        {"tie_weights", mine.tie_weights, theirs.tie_weights}};
+    for (size_t i = 0; s == TFC_OK && i < sizeof cmp / sizeof cmp[0]; i++)
+        if (cmp[i].a != cmp[i].b)
+            s = tfc_err(TFC_ERR_INVALID_ARG, "%s: '%s' has %s %d but the model has %d", fn, path, cmp[i].name, cmp[i].b,
+                        cmp[i].a);
+    if (s == TFC_OK) s = copy_params(fn, path, m, f);
+    tfc_safetensors_release(f);
+    return s;
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# CLI tests: every error path a person can hit (one line on stderr, non-zero
+# exit, nothing overwritten), a bit-exact resume (3 steps + save + resume +
+# 3 steps == 6 steps straight), sampling, eval and the tokenizer commands.
+#   test_cli.sh <path to tfcore> <source root>
+set -u
+tfcore="$1"
+src="$2"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+fails=0
+checks=0
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_fail EXIT_CODE 'message fragment' cmd...
+expect_fail() {
+    local want="$1" frag="$2"
+    shift 2
+    checks=$((checks + 1))
+    "$@" >"$work/out" 2>"$work/err"
+    local rc=$?
+    local lines
+    lines=$(wc -l <"$work/err")
+    if [ "$rc" != "$want" ]; then fail "$* -> exit $rc, wanted $want ($(cat "$work/err"))"; return; fi
+    if ! grep -qF -- "$frag" "$work/err"; then fail "$*: stderr '$(cat "$work/err")' lacks '$frag'"; return; fi
+    if [ "$lines" != 1 ]; then fail "$*: $lines lines on stderr, wanted one"; fi
+}
+
+# A real English corpus that is always present: the project's own docs.
+cat "$src"/README.md "$src"/docs/*.md > "$work/corpus.txt"
+head -c 500 "$work/corpus.txt" > "$work/tiny.txt"
+fast=(--batch 2 --eval-batches 1 --sample-tokens 0)
+
+expect_fail 2 "unknown command 'bogus'" "$tfcore" bogus
+expect_fail 2 "cannot read the data file '$work/missing.txt'" "$tfcore" train --data "$work/missing.txt"
+expect_fail 2 "too small" "$tfcore" train --data "$work/tiny.txt" --out "$work/o_tiny"
+[ -e "$work/o_tiny" ] && fail "a failed run created its output directory"
+expect_fail 2 "unknown preset 'gpt5'" "$tfcore" train --data "$work/corpus.txt" --preset gpt5 --out "$work/o_bad"
+expect_fail 2 "--steps needs an integer" "$tfcore" train --data "$work/corpus.txt" --steps abc
+expect_fail 2 "--steps needs an integer" "$tfcore" train --data "$work/corpus.txt" --steps 0
+expect_fail 2 "--lr needs a number" "$tfcore" train --data "$work/corpus.txt" --lr -1
+expect_fail 2 "--batch needs an integer" "$tfcore" train --data "$work/corpus.txt" --batch 1.5
+expect_fail 2 "unknown flag --bogus" "$tfcore" train --bogus 1
+expect_fail 2 "--tokenizer must be char, bpe:VOCAB or gpt2:DIR" "$tfcore" train --data "$work/corpus.txt" --tokenizer words
+expect_fail 2 "--resume: no checkpoint" "$tfcore" train --data "$work/corpus.txt" --resume --out "$work/none"
+
+# 6 steps straight vs 3 + resume + 3: identical losses, bit for bit
+checks=$((checks + 1))
+"$tfcore" train --data "$work/corpus.txt" --steps 6 --warmup 2 "${fast[@]}" --out "$work/straight" \
+    --log-json "$work/straight.jsonl" >"$work/log1" 2>&1 || fail "straight run: $(cat "$work/log1")"
+"$tfcore" train --data "$work/corpus.txt" --steps 6 --warmup 2 "${fast[@]}" --out "$work/resumed" \
+    --log-json "$work/resumed.jsonl" --stop-after 3 >"$work/log2" 2>&1 || fail "first half: $(cat "$work/log2")"
+"$tfcore" train --data "$work/corpus.txt" --steps 6 --warmup 2 "${fast[@]}" --out "$work/resumed" \
+    --log-json "$work/resumed.jsonl" --resume >"$work/log3" 2>&1 || fail "resume: $(cat "$work/log3")"
+losses() { sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/p' "$1"; }
+if [ "$(losses "$work/straight.jsonl")" != "$(losses "$work/resumed.jsonl")" ] || [ "$(losses "$work/straight.jsonl" | wc -l)" != 6 ]; then
+    fail "resume is not bit-exact:"; paste <(losses "$work/straight.jsonl") <(losses "$work/resumed.jsonl")
+fi
+for f in model.safetensors optimizer.safetensors config.json loss.csv loss.svg; do
+    checks=$((checks + 1))
+    [ -s "$work/straight/$f" ] || fail "train did not write $f"
+done
+checks=$((checks + 1))
+grep -q '"val_loss"' "$work/straight.jsonl" || fail "no val_loss in the JSON log"
+cmp -s "$work/straight/model.safetensors" "$work/resumed/model.safetensors" || fail "final weights differ after resume"
+
+# a checkpoint of another config is refused and left as it was
+sum_before=$(md5sum < "$work/straight/model.safetensors")
+expect_fail 2 "holds a checkpoint of another config" "$tfcore" train --data "$work/corpus.txt" --preset char-small --out "$work/straight" --resume
+expect_fail 2 "holds a checkpoint of another config" "$tfcore" train --data "$work/corpus.txt" --preset char-small --out "$work/straight"
+expect_fail 2 "nothing to do" "$tfcore" train --data "$work/corpus.txt" --steps 6 --out "$work/straight" --resume
+checks=$((checks + 1))
+[ "$sum_before" = "$(md5sum < "$work/straight/model.safetensors")" ] || fail "a refused run changed the checkpoint"
+
+# sampling: reproducible with a seed, greedy works, errors are clear
+checks=$((checks + 1))
+a=$("$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 20 --seed 3 --top-k 10 --top-p 0.9)
+b=$("$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 20 --seed 3 --top-k 10 --top-p 0.9)
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "seeded sampling differs: '$a' vs '$b'"
+checks=$((checks + 1))
+"$tfcore" sample --ckpt "$work/straight" --max-new-tokens 5 --temperature 0 >/dev/null || fail "greedy sampling failed"
+expect_fail 2 "no checkpoint in '$work/none'" "$tfcore" sample --ckpt "$work/none"
+expect_fail 2 "--top-p must be in (0, 1]" "$tfcore" sample --ckpt "$work/straight" --top-p 0
+expect_fail 2 "--temperature needs a number" "$tfcore" sample --ckpt "$work/straight" --temperature -1
+expect_fail 2 "--ckpt DIR is required" "$tfcore" sample
+printf '\x01\x02' > "$work/odd.txt"
+expect_fail 2 "is not in the model's" "$tfcore" sample --ckpt "$work/straight" --prompt "$(cat "$work/odd.txt")"
+
+# eval over non-overlapping windows
+checks=$((checks + 1))
+"$tfcore" eval --ckpt "$work/straight" --data "$work/corpus.txt" | grep -q "nats/token" || fail "eval printed no loss"
+expect_fail 2 "--ckpt DIR and --data FILE are required" "$tfcore" eval --ckpt "$work/straight"
+
+# the checkpoint read by an independent PyTorch GPT-2 (HF layout) gives the same loss
+if /usr/bin/python3 -c "import torch, numpy" 2>/dev/null; then
+    checks=$((checks + 1))
+    head -c 3000 "$work/corpus.txt" > "$work/small.txt"
+    ours=$("$tfcore" eval --ckpt "$work/straight" --data "$work/small.txt" | sed 's/.*loss \([0-9.]*\) nats.*/\1/')
+    ref=$(/usr/bin/python3 "$(dirname "$0")/torch_reference.py" "$work/straight" "$work/small.txt")
+    [ -n "$ours" ] && awk -v a="$ours" -v b="$ref" 'BEGIN { exit !(a - b < 2e-4 && b - a < 2e-4) }' || fail "tfcore eval loss '$ours' != PyTorch reading the checkpoint '$ref'"
+else
+    echo "skip: PyTorch check (no torch in /usr/bin/python3)"
+fi
+
+# tokenizer: decode(encode(text)) == text
+checks=$((checks + 1))
+"$tfcore" tokenizer train --data "$work/corpus.txt" --vocab 300 --out "$work/tok.tfctok" >/dev/null || fail "tokenizer train"
+ids=$("$tfcore" tokenizer encode --tokenizer "$work/tok.tfctok" --text "Hello, tokenizer world!")
+# shellcheck disable=SC2086
+back=$("$tfcore" tokenizer decode --tokenizer "$work/tok.tfctok" $ids)
+[ "$back" = "Hello, tokenizer world!" ] || fail "tokenizer round trip gave '$back' from '$ids'"
+expect_fail 2 "unknown subcommand 'split'" "$tfcore" tokenizer split
+expect_fail 2 "train needs --data FILE --vocab N --out FILE" "$tfcore" tokenizer train --data "$work/corpus.txt"
+
+echo "$checks checks, $fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,91 @@
+/*
+ * The `tfcore` command line tool: shared pieces of its subcommands. Built
+ * on the public API only (tfcore/tfcore.h).
+ */
+#ifndef TFCORE_TOOLS_CLI_H
+#define TFCORE_TOOLS_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tfcore/tfcore.h"
+
+/* Exit codes: 0 ok, 1 runtime failure, 2 bad usage (flags, values, missing files). */
+enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+/* Print "tfcore <cmd>: error: <msg>" on one line to stderr; returns code. */
+int cli_error(int code, const char *cmd, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* As cli_error with tfc_last_error() appended after ": ". */
+int cli_lib_error(const char *cmd, const char *what);
+
+/* ---- flags ------------------------------------------------------------------ */
+
+/*
+ * A tiny long-option parser: flags are "--name value" or "--name=value";
+ * booleans are "--name". cli_next returns 1 with *name and *value set (value
+ * NULL for a flag given without one), 0 at the end, -1 on a stray argument.
+ */
+typedef struct cli_args {
+    int argc, i;
+    char **argv;
+    char *inline_value;
+} cli_args;
+int cli_next(cli_args *a, const char **name, const char **value, int takes_value);
+/* Parse an integer in [lo, hi] / a double in [lo, hi]; 0 on failure (message printed). */
+int cli_int(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+int cli_double(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
+
+/* ---- vocabularies: characters (bytes) or a BPE tokenizer ---------------------- */
+
+typedef struct vocab {
+    int kind;            /* VOCAB_CHAR or VOCAB_BPE */
+    int32_t size;        /* token count */
+    unsigned char chars[256]; /* VOCAB_CHAR: token id -> byte */
+    int16_t index[256];  /* VOCAB_CHAR: byte -> token id, -1 when absent */
+    tfc_tokenizer *bpe;  /* VOCAB_BPE */
+} vocab;
+enum { VOCAB_CHAR = 1, VOCAB_BPE = 2 };
+
+/* The sorted distinct bytes of text become the vocabulary. */
+void vocab_chars_from_text(vocab *v, const char *text, size_t len);
+/* Encode len bytes to a new array (free()); a byte outside a char vocab is an error naming its offset. */
+int vocab_encode(const char *cmd, const vocab *v, const char *text, size_t len, int32_t **ids, size_t *n);
+/* Bytes of token id (for streaming output). */
+int vocab_token_bytes(const vocab *v, int32_t id, const char **bytes, size_t *len);
+/* Store in / restore from checkpoint metadata ("tfc.vocab" = "char:<hex bytes>" or "bpe"). */
+int vocab_to_meta(const vocab *v, char **value);
+int vocab_from_meta(const char *cmd, const char *value, const char *bpe_path, vocab *v);
+void vocab_free(vocab *v);
+
+/* ---- files ------------------------------------------------------------------ */
+
+/* Read a whole file into a new NUL-terminated buffer (free()). */
+int read_file(const char *path, char **data, size_t *len);
+/* mkdir -p; 0 on success. */
+int ensure_dir(const char *path);
+/* dir + "/" + name in a static ring of buffers. */
+const char *path_join(const char *dir, const char *name);
+
+/* ---- training output ------------------------------------------------------------ */
+
+/* Loss history for the CSV and the SVG plot. */
+typedef struct loss_log {
+    int64_t n, cap;
+    int64_t *step;
+    double *loss, *val, *lr; /* val NAN when not evaluated at that step */
+} loss_log;
+void loss_log_add(loss_log *l, int64_t step, double loss, double val, double lr);
+void loss_log_free(loss_log *l);
+/* Write step,loss,val_loss,lr rows; 0 on success. */
+int loss_log_write_csv(const loss_log *l, const char *path);
+/* Write an SVG line chart of train (and val) loss against step; 0 on success. */
+int loss_log_write_svg(const loss_log *l, const char *path, const char *title);
+
+/* ---- subcommands ----------------------------------------------------------------- */
+
+int cmd_train(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_tokenizer(int argc, char **argv);
+
+#endif

@@ -1,0 +1,218 @@
+/* Error reporting, flag parsing and file helpers of the tfcore CLI. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+int cli_error(int code, const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tfcore %s: error: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
+}
+
+int cli_lib_error(const char *cmd, const char *what) {
+    return cli_error(EXIT_RUNTIME, cmd, "%s: %s", what, tfc_last_error());
+}
+
+int cli_next(cli_args *a, const char **name, const char **value, int takes_value) {
+    (void)takes_value;
+    if (a->i >= a->argc) return 0;
+    char *arg = a->argv[a->i++];
+    if (strncmp(arg, "--", 2) != 0 || !arg[2]) {
+        *name = arg;
+        return -1;
+    }
+    static char buf[128];
+    char *eq = strchr(arg, '=');
+    if (eq) {
+        size_t n = (size_t)(eq - arg - 2);
+        if (n >= sizeof buf) n = sizeof buf - 1;
+        memcpy(buf, arg + 2, n);
+        buf[n] = 0;
+        *name = buf;
+        *value = eq + 1;
+        return 1;
+    }
+    *name = arg + 2;
+    *value = NULL;
+    /* the value is the next argument unless it is another flag */
+    if (a->i < a->argc && !(strncmp(a->argv[a->i], "--", 2) == 0 && a->argv[a->i][2])) *value = a->argv[a->i++];
+    return 1;
+}
+
+int cli_int(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < lo || v > hi) {
+        cli_error(EXIT_USAGE, cmd, "--%s needs an integer in [%lld, %lld], got '%s'", flag, (long long)lo,
+                  (long long)hi, s ? s : "(nothing)");
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_double(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out) {
+    char *end = NULL;
+    double v = s ? strtod(s, &end) : NAN;
+    if (!s || !*s || *end || !(v >= lo && v <= hi)) {
+        cli_error(EXIT_USAGE, cmd, "--%s needs a number in [%g, %g], got '%s'", flag, lo, hi, s ? s : "(nothing)");
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int read_file(const char *path, char **data, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    for (;;) {
+        if (!b) break;
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        cap *= 2;
+        char *nb = realloc(b, cap + 1);
+        if (!nb) {
+            free(b);
+            b = NULL;
+        }
+        b = nb;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!b || err) {
+        free(b);
+        return -1;
+    }
+    b[n] = 0;
+    *data = b;
+    *len = n;
+    return 0;
+}
+
+int ensure_dir(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0) return S_ISDIR(st.st_mode) ? 0 : -1;
+    /* create the parents first (mkdir -p) */
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = 0;
+        if (ensure_dir(parent) != 0) return -1;
+    }
+    return mkdir(path, 0777) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+const char *path_join(const char *dir, const char *name) {
+    static char bufs[8][4096];
+    static int k;
+    char *b = bufs[k++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s", dir, name);
+    return b;
+}
+
+/* ---- vocabularies -------------------------------------------------------------------- */
+
+void vocab_chars_from_text(vocab *v, const char *text, size_t len) {
+    int seen[256] = {0};
+    for (size_t i = 0; i < len; i++) seen[(unsigned char)text[i]] = 1;
+    memset(v, 0, sizeof *v);
+    v->kind = VOCAB_CHAR;
+    for (int b = 0; b < 256; b++) {
+        v->index[b] = -1;
+        if (seen[b]) {
+            v->index[b] = (int16_t)v->size;
+            v->chars[v->size++] = (unsigned char)b;
+        }
+    }
+}
+
+int vocab_encode(const char *cmd, const vocab *v, const char *text, size_t len, int32_t **ids, size_t *n) {
+    if (v->kind == VOCAB_BPE) {
+        if (tfc_tokenizer_encode(v->bpe, text, len, TFC_SPECIAL_AS_TEXT, ids, n) != TFC_OK)
+            return cli_lib_error(cmd, "encoding the text");
+        /* the ids are the library's memory (tfc_free): copy them so every caller just free()s */
+        int32_t *c = malloc((*n ? *n : 1) * sizeof *c);
+        if (!c) return cli_error(EXIT_RUNTIME, cmd, "out of memory");
+        memcpy(c, *ids, *n * sizeof *c);
+        tfc_free(*ids);
+        *ids = c;
+        return 0;
+    }
+    int32_t *out = malloc((len ? len : 1) * sizeof *out);
+    if (!out) return cli_error(EXIT_RUNTIME, cmd, "out of memory");
+    for (size_t i = 0; i < len; i++) {
+        int id = v->index[(unsigned char)text[i]];
+        if (id < 0) {
+            free(out);
+            return cli_error(EXIT_USAGE, cmd, "byte 0x%02x at offset %zu is not in the model's %d-character vocabulary",
+                             (unsigned char)text[i], i, v->size);
+        }
+        out[i] = id;
+    }
+    *ids = out;
+    *n = len;
+    return 0;
+}
+
+int vocab_token_bytes(const vocab *v, int32_t id, const char **bytes, size_t *len) {
+    if (v->kind == VOCAB_BPE) return tfc_tokenizer_token_bytes(v->bpe, id, bytes, len, NULL) == TFC_OK ? 0 : -1;
+    if (id < 0 || id >= v->size) return -1;
+    *bytes = (const char *)&v->chars[id];
+    *len = 1;
+    return 0;
+}
+
+int vocab_to_meta(const vocab *v, char **value) {
+    char *s = malloc(8 + 2 * 256 + 1);
+    if (!s) return -1;
+    if (v->kind == VOCAB_BPE) {
+        strcpy(s, "bpe");
+    } else {
+        strcpy(s, "char:");
+        for (int i = 0; i < v->size; i++) sprintf(s + 5 + 2 * i, "%02x", v->chars[i]);
+        s[5 + 2 * v->size] = 0;
+    }
+    *value = s;
+    return 0;
+}
+
+int vocab_from_meta(const char *cmd, const char *value, const char *bpe_path, vocab *v) {
+    memset(v, 0, sizeof *v);
+    if (!value) return cli_error(EXIT_USAGE, cmd, "the checkpoint names no vocabulary (metadata 'tfc.vocab')");
+    if (strcmp(value, "bpe") == 0) {
+        v->kind = VOCAB_BPE;
+        if (tfc_tokenizer_load(bpe_path, &v->bpe) != TFC_OK) return cli_lib_error(cmd, "loading the tokenizer");
+        if (tfc_tokenizer_vocab_size(v->bpe, &v->size) != TFC_OK) return cli_lib_error(cmd, "tokenizer");
+        return 0;
+    }
+    if (strncmp(value, "char:", 5) != 0 || strlen(value + 5) % 2 || strlen(value + 5) > 512)
+        return cli_error(EXIT_USAGE, cmd, "the checkpoint's vocabulary entry is malformed");
+    v->kind = VOCAB_CHAR;
+    for (int b = 0; b < 256; b++) v->index[b] = -1;
+    for (const char *p = value + 5; *p; p += 2) {
+        unsigned x;
+        if (sscanf(p, "%2x", &x) != 1) return cli_error(EXIT_USAGE, cmd, "the checkpoint's vocabulary entry is malformed");
+        v->index[x] = (int16_t)v->size;
+        v->chars[v->size++] = (unsigned char)x;
+    }
+    return 0;
+}
+
+void vocab_free(vocab *v) {
+    tfc_tokenizer_release(v->bpe);
+    v->bpe = NULL;
+}

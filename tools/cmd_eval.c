@@ -1,0 +1,83 @@
+/*
+ * tfcore eval: the mean cross-entropy of a checkpoint on a text file, over
+ * every non-overlapping window of block_size + 1 tokens (the benchmark's
+ * definition of val loss), in nats per token.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "cli.h"
+
+static const char *CMD = "eval";
+
+int cmd_eval(int argc, char **argv) {
+    const char *ckpt = NULL, *data = NULL;
+    int64_t batch = 16;
+    cli_args a = {argc, 0, argv, NULL};
+    const char *name, *val;
+    int r;
+    while ((r = cli_next(&a, &name, &val, 1)) != 0) {
+        if (r < 0) return cli_error(EXIT_USAGE, CMD, "unexpected argument '%s'", name);
+        if (strcmp(name, "help") == 0) {
+            printf("usage: tfcore eval --ckpt DIR --data FILE [--batch B (16)]\n");
+            return 0;
+        }
+        if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
+        if (strcmp(name, "ckpt") == 0) ckpt = val;
+        else if (strcmp(name, "data") == 0) data = val;
+        else if (strcmp(name, "batch") == 0) { if (!cli_int(CMD, name, val, 1, 65536, &batch)) return EXIT_USAGE; }
+        else return cli_error(EXIT_USAGE, CMD, "unknown flag --%s (see tfcore eval --help)", name);
+    }
+    if (!ckpt || !data) return cli_error(EXIT_USAGE, CMD, "--ckpt DIR and --data FILE are required");
+    char *text = NULL;
+    size_t len = 0;
+    if (read_file(data, &text, &len) != 0) return cli_error(EXIT_USAGE, CMD, "cannot read the data file '%s'", data);
+    tfc_gpt *m = NULL;
+    vocab v;
+    int rc = ckpt_load_model(CMD, ckpt, &m, &v);
+    if (rc) {
+        free(text);
+        return rc;
+    }
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    if (tfc_gpt_get_config(m, &c) != TFC_OK) rc = cli_lib_error(CMD, "config");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    rc = vocab_encode(CMD, &v, text, len, &ids, &n);
+    const int64_t T = c.block_size, windows = rc ? 0 : ((int64_t)n - 1) / T;
+    if (!rc && windows < 1)
+        rc = cli_error(EXIT_USAGE, CMD, "'%s' has %zu tokens, fewer than one block of %lld+1", data, n, (long long)T);
+    double sum = 0;
+    for (int64_t w0 = 0; !rc && w0 < windows; w0 += batch) {
+        int64_t B = windows - w0 < batch ? windows - w0 : batch;
+        const int64_t dims[2] = {B, T};
+        int32_t *xs = malloc((size_t)(B * T) * sizeof *xs), *ys = malloc((size_t)(B * T) * sizeof *ys);
+        for (int64_t b = 0; xs && ys && b < B; b++)
+            for (int64_t t = 0; t < T; t++) {
+                xs[b * T + t] = ids[(w0 + b) * T + t];
+                ys[b * T + t] = ids[(w0 + b) * T + t + 1];
+            }
+        tfc_tensor *x = NULL, *y = NULL, *loss = NULL;
+        double l = NAN;
+        if (!xs || !ys || tfc_tensor_from_data(xs, dims, 2, TFC_DTYPE_I32, &x) != TFC_OK ||
+            tfc_tensor_from_data(ys, dims, 2, TFC_DTYPE_I32, &y) != TFC_OK ||
+            tfc_gpt_forward(m, NULL, x, y, NULL, &loss) != TFC_OK || tfc_tensor_item(loss, &l) != TFC_OK)
+            rc = cli_lib_error(CMD, "forward");
+        sum += l * (double)B;
+        free(xs);
+        free(ys);
+        tfc_tensor_release(x);
+        tfc_tensor_release(y);
+        tfc_tensor_release(loss);
+    }
+    if (!rc)
+        printf("eval: %s: loss %.4f nats/token (perplexity %.2f) over %lld windows of %lld tokens (%zu tokens)\n", data,
+               sum / (double)windows, exp(sum / (double)windows), (long long)windows, (long long)T, n);
+    free(ids);
+    free(text);
+    vocab_free(&v);
+    tfc_gpt_release(m);
+    return rc;
+}

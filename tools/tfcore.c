@@ -1,0 +1,36 @@
+/* tfcore: train, sample from and evaluate GPT models; train and use BPE tokenizers. */
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: tfcore <command> [flags]   (libtfcore %s)\n"
+               "  train      train a GPT on a text file (no flags: char-tiny on tinyshakespeare)\n"
+               "  sample     generate text from a checkpoint\n"
+               "  eval       loss of a checkpoint on a text file\n"
+               "  tokenizer  train | encode | decode with a BPE tokenizer\n"
+               "Run `tfcore <command> --help` for its flags.\n",
+            tfc_version_string());
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
+    if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
+    if (strcmp(cmd, "tokenizer") == 0) return cmd_tokenizer(argc - 2, argv + 2);
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("tfcore %s\n", tfc_version_string());
+        return 0;
+    }
+    fprintf(stderr, "tfcore: error: unknown command '%s' (train, sample, eval, tokenizer; see tfcore --help)\n", cmd);
+    return EXIT_USAGE;
+}
