@@ -371,19 +371,26 @@ def sec_train(a, res, peak):
     if not os.path.exists(exe):
         print("\n## Training step: skipped (train_bench not built: needs include/tfcore/gpt.h and optim.h)")
         return
-    threads = sorted({1, NPROC}) if not a.quick else [NPROC]
+    threads = sorted({1, NPROC})
     rows, verdicts = [], []
+    envs = torch_envs()[-1:] if a.quick else torch_envs()
     for preset in a.presets.split(","):
         B, T, V = PRESETS[preset]
-        ours = []
+        ours, theirs = [], []
+        # Interleaved: before every PyTorch run, one of ours with the same
+        # thread count, so both sides sample the same load on a shared machine.
         for nt in threads:
-            r = run_lines([exe, "train", preset, str(B), str(T), str(a.steps), str(V)],
-                          {"OMP_NUM_THREADS": str(nt), "OPENBLAS_NUM_THREADS": str(nt)})[0]
-            r["threads"] = nt
-            ours.append(r)
-        theirs = []
-        for nt in threads:
-            theirs += torch_runs("train", [nt], a.budget, a.quick, ["--preset", preset, "--steps", str(a.steps)])
+            for env in envs:
+                r = run_lines([exe, "train", preset, str(B), str(T), str(a.steps), str(V)],
+                              {"OMP_NUM_THREADS": str(nt), "OPENBLAS_NUM_THREADS": str(nt)})[0]
+                r["threads"] = nt
+                ours.append(r)
+                cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "train", "--threads", str(nt),
+                       "--preset", preset, "--steps", str(a.steps)]
+                try:
+                    theirs += run_lines(cmd, env)
+                except Exception as e:
+                    print("  (torch train %s %s failed: %s)" % (preset, env, str(e)[:300]))
         res.setdefault("train", []).extend(ours)
         res.setdefault("train_torch", []).extend(theirs)
         o = max(ours, key=lambda r: r["tokens_per_s"])
@@ -406,7 +413,8 @@ def sec_train(a, res, peak):
             print("  %s: ours %.0f tok/s (fwd %.0f, bwd %.0f, clip %.1f, AdamW %.1f ms), PyTorch %.0f tok/s"
                   % (preset, o["tokens_per_s"], o["fwd_ms"], o["bwd_ms"], o["clip_ms"], o["opt_ms"],
                      t["tokens_per_s"]))
-    table("Training step (fwd + CE + bwd + clip 1.0 + AdamW), fp32, median of %d steps after 2 warm-up" % a.steps,
+    table("Training step (fwd + CE + bwd + clip 1.0 + AdamW), fp32, median of %d steps after 2 warm-up; "
+          "best of %d interleaved runs per side" % (a.steps, len(threads) * len(envs)),
           ["preset", "BxT", "ours tok/s", "ours GFLOP/s", "% of AVX2 peak", "ours peak RSS MiB",
            "PyTorch tok/s", "PyTorch RSS MiB", "ours/PyTorch", "ours/llm.c", "RSS ours/PyTorch",
            "OS allocs after step 2"], rows)
