@@ -293,7 +293,10 @@ def best_by(rows, key):
 
 
 def sec_peak(a, res):
-    rows = run_lines([os.path.join(a.build, "bench", "fma_peak"), str(NPROC)])
+    # Best of three runs: in a VM, time the hypervisor steals from a vCPU
+    # still counts as the thread's CPU time, so a single run can read low.
+    runs = [run_lines([os.path.join(a.build, "bench", "fma_peak"), str(NPROC)]) for _ in range(3)]
+    rows = [max((r[i] for r in runs), key=lambda x: x["gflops"]) for i in range(len(runs[0]))]
     res["peak"] = rows
     table("Measured fp32 FMA peak (%d threads)" % NPROC, ["ISA", "GFLOP/s (CPU time)", "GFLOP/s (wall, shared machine)"],
           [[r["isa"], "%.1f" % r["gflops"], "%.1f" % r["gflops_wall"]] for r in rows])
