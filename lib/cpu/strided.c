@@ -79,12 +79,41 @@ static void copy_row(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, 
     }
 }
 
+/*
+ * A 2-D copy whose source runs along the other dimension (a transpose):
+ * walked in TILE×TILE blocks so both sides stay in cache, instead of rows
+ * that touch a new cache line of the source at every element.
+ */
+#define TILE 32
+static int copy_transposed(const tfc_iter *it, const tfc_sview *dst, const tfc_sview *src, size_t es) {
+    if (it->ndim != 2 || es != 4 || dst->dtype != src->dtype) return 0;
+    const int64_t rows = it->shape[0], cols = it->shape[1];
+    const int64_t d0 = it->strides[0][0], d1 = it->strides[0][1], s0 = it->strides[1][0], s1 = it->strides[1][1];
+    if (d1 != 1 || s0 != 1 || s1 < TILE || rows < TILE || cols < TILE) return 0;
+    const int64_t nbr = (rows + TILE - 1) / TILE;
+    TFC_PARALLEL_RANGE(nbr, 1, lo, hi) {
+        for (int64_t br = lo; br < hi; br++) {
+            const int64_t r0 = br * TILE, r1 = r0 + TILE < rows ? r0 + TILE : rows;
+            for (int64_t c0 = 0; c0 < cols; c0 += TILE) {
+                const int64_t c1 = c0 + TILE < cols ? c0 + TILE : cols;
+                for (int64_t c = c0; c < c1; c++) {
+                    const uint32_t *sp = (const uint32_t *)src->data + c * s1;
+                    for (int64_t r = r0; r < r1; r++) ((uint32_t *)dst->data)[r * d0 + c] = sp[r];
+                }
+            }
+        }
+    }
+    return 1;
+}
+#undef TILE
+
 void tfc_cpu_copy(const tfc_sview *dst, const tfc_sview *src) {
     const tfc_sview *views[2] = {dst, src};
     tfc_iter it;
     tfc_iter_init(&it, views, 2);
     size_t es = tfc_dtype_size(dst->dtype);
     int same = dst->dtype == src->dtype;
+    if (it.numel > 0 && copy_transposed(&it, dst, src, es)) return;
     int32_t last = it.ndim - 1;
     int64_t row = it.shape[last], rows = it.numel / (row > 0 ? row : 1);
     int64_t dstr = it.strides[0][last], sstr = it.strides[1][last];
