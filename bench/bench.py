@@ -432,7 +432,7 @@ def main():
     p.add_argument("--presets", default="char-tiny,char-small,gpt2-mini")
     p.add_argument("--steps", type=int, default=5, help="timed training steps per run (after 2 warm-up)")
     p.add_argument("--budget", type=float, default=1.0, help="seconds of repetitions per micro case")
-    p.add_argument("--quick", action="store_true", help="one thread setting and one OpenBLAS family for PyTorch")
+    p.add_argument("--quick", action="store_true", help="PyTorch with one OpenBLAS kernel family (the last: SkylakeX on AVX-512) instead of all")
     p.add_argument("--json", help="also write every raw figure to this file")
     p.add_argument("--torch-worker", dest="mode", help=argparse.SUPPRESS)
     p.add_argument("--threads", default=str(NPROC), help=argparse.SUPPRESS)
