@@ -393,8 +393,10 @@ int cmd_train(int argc, char **argv) {
             char bar[32];
             for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
             bar[width] = 0;
-            printf("\r[%s] step %lld/%lld  loss %.4f  val %s%.4f  %.0f tok/s  ETA %s   ", bar, (long long)done,
-                   (long long)end_step, l, isnan(last_val) ? "-" : "", isnan(last_val) ? 0.0 : last_val, tps, eta);
+            char vs[32] = "-";
+            if (!isnan(last_val)) snprintf(vs, sizeof vs, "%.4f", last_val);
+            printf("\r[%s] step %lld/%lld  loss %.4f  val %s  %.0f tok/s  ETA %s   ", bar, (long long)done,
+                   (long long)end_step, l, vs, tps, eta);
             if (eval) printf("\n");
             fflush(stdout);
         } else if (eval || done % 10 == 0 || done == start + 1) {

@@ -101,9 +101,9 @@ TFC_API int64_t tfc_gpt_num_elements(const tfc_gpt *m);
 /*
  * Forward pass. idx [B, T] token ids (i32 or i64, each in [0, vocab),
  * 1 <= T <= block_size). *logits (may be NULL: not wanted) receives
- * [B, T, vocab] of the model's dtype. With targets [B, T] (same rules;
- * NULL = no loss), *loss receives the mean cross-entropy over all B·T
- * positions as a scalar. Ops are recorded on g (NULL = no graph, nothing
+ * [B, T, vocab] of the model's dtype. With targets [B, T] (same rules,
+ * except that a target of -1 marks a position to skip; NULL = no loss),
+ * *loss receives the mean cross-entropy over the B·T positions as a scalar. Ops are recorded on g (NULL = no graph, nothing
  * recorded). Errors: NULL m/idx, wrong shapes or dtypes, ids out of range
  * (TFC_ERR_SHAPE / TFC_ERR_DTYPE / TFC_ERR_INVALID_ARG), targets with
  * loss == NULL, TFC_ERR_OOM. On error nothing is written.
