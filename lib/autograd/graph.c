@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "autograd/profile.h"
 #include "core/error.h"
 #include "cpu/elementwise.h"
 
@@ -242,8 +243,11 @@ TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, cons
     top = 0;
     stack[top++] = root;
     tfc_tensor *grad_in_small[16];
+    int prof = tfc_profile_enabled();
+    if (prof) tfc_profile_backward_pass(1);
     while (top > 0 && st == TFC_OK) {
         tfc_node *n = stack[--top];
+        double t_node = prof ? tfc_profile_now() : 0;
         tfc_tensor **grad_in = n->n_in <= 16 ? grad_in_small : calloc((size_t)n->n_in, sizeof *grad_in);
         if (!grad_in) { st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn); break; }
         for (int32_t i = 0; i < n->n_in; i++) grad_in[i] = NULL;
@@ -275,7 +279,9 @@ TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, cons
             }
         }
         if (grad_in != grad_in_small) free(grad_in);
+        if (prof) tfc_profile_backward(n->name, tfc_profile_now() - t_node);
     }
+    if (prof) tfc_profile_backward_pass(0);
     /* On failure, drop in-flight gradients so nothing lingers. */
     for (int64_t i = 0; i < nall; i++)
         for (int32_t o = 0; o < all[i]->n_out; o++) {

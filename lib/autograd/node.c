@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
+#include "autograd/profile.h"
 #include "core/error.h"
 
 int tfc_should_record(const tfc_graph *g, const tfc_tensor *const *ts, int32_t k) {
@@ -46,6 +47,7 @@ tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward
     n->in = in;
     n->grad_acc = acc;
     n->retained = ret;
+    if (tfc_profile_enabled()) tfc_profile_forward(name);
     tfc_status s = graph_push(g, n);
     if (s != TFC_OK) {
         atomic_store(&n->refcount, 1);

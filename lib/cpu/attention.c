@@ -21,13 +21,23 @@
  * and dq over query blocks in a second pass (P recomputed) — the same tile
  * arithmetic in the same order, so the result does not change.
  *
- * Dot products take 4 keys at a time (one load of the q/dout row feeds 4
- * FMAs) and the row updates 8 rows at a time (one load/store of the
- * updated row per 8 FMAs); all vectorise along D.
+ * With BLAS, each tile's products are small single-threaded GEMMs (see
+ * att_forward_block_blas). Without it, scores are dots of a row with a key
+ * tile transposed on the stack (head dims up to ATT_DT_MAX), vectorised
+ * along the keys, or — larger head dims — dot products 4 keys at a time
+ * (one load of the q/dout row feeds 4 FMAs); the row updates take 8 rows
+ * at a time (one load/store of the updated row per 8 FMAs) and vectorise
+ * along D.
  */
 #ifndef TFC_T
 
+#include <limits.h>
+
 #include "cpu/kernels.h"
+#include "tfc_config.h"
+#if TFC_HAVE_BLAS
+#include <cblas.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h> /* used by the AVX2 instance only */
@@ -35,6 +45,8 @@
 
 #define ATT_BQ 32 /* query rows per tile */
 #define ATT_BK 64 /* keys per tile */
+/* Head dims up to this use transposed key/value tiles on the stack. */
+#define ATT_DT_MAX 128
 
 #define TFC_TMPL_FILE "cpu/attention.c"
 #include "cpu/kernel_tmpl.h"
@@ -110,6 +122,30 @@ static void FN(att_dots)(int64_t n, T scale, const T *a, const T *rows, int64_t 
     for (j = 0; j < m; j++) out[j] *= scale;
 }
 
+/*
+ * The same dots against a key tile stored transposed, kt[e·ATT_BK + j] =
+ * key j's element e: the loop runs along keys, so every q element feeds
+ * ATT_BK/8 vector FMAs with no horizontal sums. Columns j >= m of kt are
+ * zero (att_transpose fills them); out[j] is written for j < m.
+ */
+static void FN(att_transpose)(int64_t n, const T *rows, int64_t stride, int64_t m, T *restrict kt) {
+    for (int64_t e = 0; e < n; e++) {
+        T *ke = kt + e * ATT_BK;
+        for (int64_t j = 0; j < m; j++) ke[j] = rows[j * stride + e];
+        for (int64_t j = m; j < ATT_BK; j++) ke[j] = 0;
+    }
+}
+
+static void FN(att_dots_t)(int64_t n, T scale, const T *a, const T *restrict kt, int64_t m, T *out) {
+    T acc[ATT_BK];
+    for (int64_t j = 0; j < ATT_BK; j++) acc[j] = 0;
+    for (int64_t e = 0; e < n; e++) {
+        const T ae = a[e], *ke = kt + e * ATT_BK;
+        for (int64_t j = 0; j < ATT_BK; j++) acc[j] += ae * ke[j];
+    }
+    for (int64_t j = 0; j < m; j++) out[j] = scale * acc[j];
+}
+
 /* y += Σ_{j<m} w[j] · rows[j], rows `stride` apart (w[j] may be 0); 8 rows per pass over y. */
 static void FN(att_axpys)(int64_t n, const T *w, const T *rows, int64_t stride, int64_t m, T *restrict y) {
     int64_t j = 0;
@@ -141,7 +177,11 @@ static inline int64_t FN(att_visible)(const tfc_attn_problem *p, int64_t i) {
     return e < 0 ? 0 : e > p->S ? p->S : e;
 }
 
-/* Forward for query rows [i0, i0 + nq) of head (b, h). */
+/*
+ * Forward for query rows [i0, i0 + nq) of head (b, h): key tiles outer,
+ * rows inner, so a tile is transposed once for the whole block; each row
+ * keeps its running max and sum in m[r], l[r] and its output in out.
+ */
 static void FN(att_forward_block)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq) {
     const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h;
     const T *q = (const T *)p->q.data + b * p->q.sb + h * p->q.sh;
@@ -150,48 +190,199 @@ static void FN(att_forward_block)(const tfc_attn_problem *p, int64_t b, int64_t 
     T *out = (T *)p->out_w + (bh * p->Tq) * Dv;
     T *lse = p->lse_w ? (T *)p->lse_w + bh * p->Tq : NULL;
     const T scale = (T)p->scale;
-    T s[ATT_BK];
-    for (int64_t i = i0; i < i0 + nq; i++) {
-        const T *qi = q + i * p->q.sr;
-        T *oi = out + i * Dv;
+    const int use_t = D <= ATT_DT_MAX;
+    T s[ATT_BK], m[ATT_BQ], kt[ATT_DT_MAX * ATT_BK];
+    ACC l[ATT_BQ];
+    for (int64_t r = 0; r < nq; r++) {
+        T *oi = out + (i0 + r) * Dv;
         for (int64_t e = 0; e < Dv; e++) oi[e] = 0;
-        const int64_t vis = FN(att_visible)(p, i);
-        T m = -INFINITY;
-        ACC l = 0;
-        for (int64_t j0 = 0; j0 < vis; j0 += ATT_BK) {
-            const int64_t nk = vis - j0 < ATT_BK ? vis - j0 : ATT_BK;
-            FN(att_dots)(D, scale, qi, k + j0 * p->k.sr, p->k.sr, nk, s);
-            T mt = m;
+        m[r] = -INFINITY;
+        l[r] = 0;
+    }
+    const int64_t vis_max = FN(att_visible)(p, i0 + nq - 1); /* the last row sees the most keys */
+    for (int64_t j0 = 0; j0 < vis_max; j0 += ATT_BK) {
+        const int64_t nk = vis_max - j0 < ATT_BK ? vis_max - j0 : ATT_BK;
+        if (use_t) FN(att_transpose)(D, k + j0 * p->k.sr, p->k.sr, nk, kt);
+        for (int64_t r = 0; r < nq; r++) {
+            const int64_t i = i0 + r;
+            int64_t vis = FN(att_visible)(p, i) - j0;
+            if (vis <= 0) continue;
+            if (vis > nk) vis = nk;
+            const T *qi = q + i * p->q.sr;
+            T *oi = out + i * Dv;
+            if (use_t) FN(att_dots_t)(D, scale, qi, kt, vis, s);
+            else FN(att_dots)(D, scale, qi, k + j0 * p->k.sr, p->k.sr, vis, s);
+            T mt = m[r];
             SIMD_MAX(mt)
-            for (int64_t j = 0; j < nk; j++) mt = s[j] > mt ? s[j] : mt;
-            const T corr = EXP(m - mt); /* 0 on the first tile (m = −∞) */
+            for (int64_t j = 0; j < vis; j++) mt = s[j] > mt ? s[j] : mt;
+            const T corr = EXP(m[r] - mt); /* 0 on the first tile (m = −∞) */
             T ls = 0;
             SIMD_SUM(ls)
-            for (int64_t j = 0; j < nk; j++) {
+            for (int64_t j = 0; j < vis; j++) {
                 s[j] = EXP(s[j] - mt);
                 ls += s[j];
             }
-            l = l * corr + ls;
+            l[r] = l[r] * corr + ls;
             if (corr != 1)
                 for (int64_t e = 0; e < Dv; e++) oi[e] *= corr;
-            FN(att_axpys)(Dv, s, v + j0 * p->v.sr, p->v.sr, nk, oi);
-            m = mt;
+            FN(att_axpys)(Dv, s, v + j0 * p->v.sr, p->v.sr, vis, oi);
+            m[r] = mt;
         }
-        if (vis > 0) {
-            const T inv = (T)(1.0 / l);
+    }
+    for (int64_t r = 0; r < nq; r++) {
+        const int64_t i = i0 + r;
+        const int vis = FN(att_visible)(p, i) > 0;
+        T *oi = out + i * Dv;
+        if (vis) {
+            const T inv = (T)(1.0 / l[r]);
             for (int64_t e = 0; e < Dv; e++) oi[e] *= inv;
         }
-        if (lse) lse[i] = vis > 0 ? (T)((ACC)m + log(l)) : (T)-INFINITY;
+        if (lse) lse[i] = vis ? (T)((ACC)m[r] + log(l[r])) : (T)-INFINITY;
     }
 }
+
+
+#if TFC_HAVE_BLAS
+/*
+ * With BLAS, a tile's products are small GEMMs (at most ATT_BQ × ATT_BK ×
+ * D: below OpenBLAS's threading threshold, so each runs on the calling
+ * thread, safe inside our parallel loop):
+ *   forward   S = scale · Q_blk · K_tileᵀ,   O_blk = c ⊙ O_blk + P · V_tile
+ *   backward  P = exp(scale · Q Kᵀ − lse),  dP = dO · Vᵀ,  dq += scale · dS · K,
+ *             dk += scale · dSᵀ · Q,  dv += Pᵀ · dO
+ * The per-row softmax bookkeeping is the same as the loop version's.
+ */
+#if T_IS_F32
+#define ATT_GEMM cblas_sgemm
+#else
+#define ATT_GEMM cblas_dgemm
+#endif
+
+/* BLAS needs leading dimensions >= the row length and ints. */
+static int FN(att_blas_ok)(const tfc_attn_problem *p) {
+    const tfc_attn_operand *ops[5] = {&p->q, &p->k, &p->v, &p->out, &p->dout};
+    const int64_t widths[5] = {p->D, p->D, p->Dv, p->Dv, p->Dv};
+    for (int i = 0; i < 5; i++)
+        if (ops[i]->data && (ops[i]->sr < widths[i] || ops[i]->sr > INT_MAX)) return 0;
+    return p->D <= INT_MAX && p->Dv <= INT_MAX;
+}
+
+static void FN(att_forward_block_blas)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq) {
+    const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h;
+    const T *q = (const T *)p->q.data + b * p->q.sb + h * p->q.sh + i0 * p->q.sr;
+    const T *k = (const T *)p->k.data + b * p->k.sb + h * p->k.sh;
+    const T *v = (const T *)p->v.data + b * p->v.sb + h * p->v.sh;
+    T *out = (T *)p->out_w + (bh * p->Tq + i0) * Dv;
+    T *lse = p->lse_w ? (T *)p->lse_w + bh * p->Tq : NULL;
+    T S[ATT_BQ * ATT_BK], m[ATT_BQ];
+    ACC l[ATT_BQ];
+    for (int64_t r = 0; r < nq; r++) {
+        for (int64_t e = 0; e < Dv; e++) out[r * Dv + e] = 0;
+        m[r] = -INFINITY;
+        l[r] = 0;
+    }
+    const int64_t vis_max = FN(att_visible)(p, i0 + nq - 1);
+    for (int64_t j0 = 0; j0 < vis_max; j0 += ATT_BK) {
+        const int64_t nk = vis_max - j0 < ATT_BK ? vis_max - j0 : ATT_BK;
+        ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)D, (T)p->scale, q, (int)p->q.sr,
+                 k + j0 * p->k.sr, (int)p->k.sr, 0, S, ATT_BK);
+        for (int64_t r = 0; r < nq; r++) {
+            T *sr = S + r * ATT_BK;
+            int64_t vis = FN(att_visible)(p, i0 + r) - j0;
+            vis = vis < 0 ? 0 : vis > nk ? nk : vis;
+            for (int64_t j = vis; j < nk; j++) sr[j] = 0;
+            if (vis == 0) continue;
+            T mt = m[r];
+            SIMD_MAX(mt)
+            for (int64_t j = 0; j < vis; j++) mt = sr[j] > mt ? sr[j] : mt;
+            const T corr = EXP(m[r] - mt);
+            T ls = 0;
+            SIMD_SUM(ls)
+            for (int64_t j = 0; j < vis; j++) {
+                sr[j] = EXP(sr[j] - mt);
+                ls += sr[j];
+            }
+            l[r] = l[r] * corr + ls;
+            if (corr != 1)
+                for (int64_t e = 0; e < Dv; e++) out[r * Dv + e] *= corr;
+            m[r] = mt;
+        }
+        ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Dv, (int)nk, 1, S, ATT_BK,
+                 v + j0 * p->v.sr, (int)p->v.sr, 1, out, (int)Dv);
+    }
+    for (int64_t r = 0; r < nq; r++) {
+        const int vis = FN(att_visible)(p, i0 + r) > 0;
+        if (vis) {
+            const T inv = (T)(1.0 / l[r]);
+            for (int64_t e = 0; e < Dv; e++) out[r * Dv + e] *= inv;
+        }
+        if (lse) lse[i0 + r] = vis ? (T)((ACC)m[r] + log(l[r])) : (T)-INFINITY;
+    }
+}
+
+static void FN(att_backward_tile_blas)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq,
+                                       int64_t j0, int64_t nk, int want_dq, int want_dkv) {
+    const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h;
+    const T *q = (const T *)p->q.data + b * p->q.sb + h * p->q.sh + i0 * p->q.sr;
+    const T *k = (const T *)p->k.data + b * p->k.sb + h * p->k.sh + j0 * p->k.sr;
+    const T *v = (const T *)p->v.data + b * p->v.sb + h * p->v.sh + j0 * p->v.sr;
+    const T *o = (const T *)p->out.data + b * p->out.sb + h * p->out.sh;
+    const T *go = (const T *)p->dout.data + b * p->dout.sb + h * p->dout.sh;
+    const T *lse = (const T *)p->lse + bh * p->Tq;
+    T *dq = p->dq ? (T *)p->dq + (bh * p->Tq + i0) * D : NULL;
+    T *dk = p->dk ? (T *)p->dk + (bh * p->S + j0) * D : NULL;
+    T *dv = p->dv ? (T *)p->dv + (bh * p->S + j0) * Dv : NULL;
+    const T scale = (T)p->scale;
+    const int need_ds = (want_dq && dq) || (want_dkv && dk);
+    T P[ATT_BQ * ATT_BK], dS[ATT_BQ * ATT_BK];
+    ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)D, scale, q, (int)p->q.sr, k,
+             (int)p->k.sr, 0, P, ATT_BK);
+    if (need_ds)
+        ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Dv, 1, go + i0 * p->dout.sr,
+                 (int)p->dout.sr, v, (int)p->v.sr, 0, dS, ATT_BK);
+    for (int64_t r = 0; r < nq; r++) {
+        const int64_t i = i0 + r;
+        T *pr = P + r * ATT_BK, *dr = dS + r * ATT_BK;
+        int64_t vis = FN(att_visible)(p, i) - j0;
+        vis = vis < 0 ? 0 : vis > nk ? nk : vis;
+        const T L = lse[i];
+        if (L == -INFINITY) vis = 0;
+        for (int64_t j = vis; j < nk; j++) pr[j] = dr[j] = 0;
+        if (vis == 0) continue;
+        for (int64_t j = 0; j < vis; j++) pr[j] = EXP(pr[j] - L);
+        if (!need_ds) continue;
+        const T Di = FN(att_dot)(Dv, go + i * p->dout.sr, o + i * p->out.sr);
+        for (int64_t j = 0; j < vis; j++) dr[j] = pr[j] * (dr[j] - Di);
+    }
+    if (want_dq && dq)
+        ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)D, (int)nk, scale, dS, ATT_BK, k,
+                 (int)p->k.sr, 1, dq, (int)D);
+    if (want_dkv && dv)
+        ATT_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Dv, (int)nq, 1, P, ATT_BK,
+                 go + i0 * p->dout.sr, (int)p->dout.sr, 1, dv, (int)Dv);
+    if (want_dkv && dk)
+        ATT_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)D, (int)nq, scale, dS, ATT_BK, q,
+                 (int)p->q.sr, 1, dk, (int)D);
+}
+#undef ATT_GEMM
+#endif
 
 static void FN(attention_forward)(const tfc_attn_problem *p) {
     const int64_t nqb = (p->Tq + ATT_BQ - 1) / ATT_BQ;
     const int64_t work = p->S * (p->D + p->Dv) * ATT_BQ; /* per item, roughly */
+#if TFC_HAVE_BLAS
+    const int use_blas = FN(att_blas_ok)(p);
+#endif
     TFC_PARALLEL_RANGE(p->B * p->H * nqb, work >= 16384 ? 1 : 16384 / (work + 1), lo, hi) {
         for (int64_t w = lo; w < hi; w++) {
             const int64_t bh = w / nqb, i0 = (w % nqb) * ATT_BQ;
             const int64_t nq = p->Tq - i0 < ATT_BQ ? p->Tq - i0 : ATT_BQ;
+#if TFC_HAVE_BLAS
+            if (use_blas) {
+                FN(att_forward_block_blas)(p, bh / p->H, bh % p->H, i0, nq);
+                continue;
+            }
+#endif
             FN(att_forward_block)(p, bh / p->H, bh % p->H, i0, nq);
         }
     }
@@ -217,7 +408,12 @@ static void FN(att_backward_tile)(const tfc_attn_problem *p, int64_t b, int64_t 
     T *dv = p->dv ? (T *)p->dv + (bh * p->S + j0) * Dv : NULL;
     const T scale = (T)p->scale;
     const int need_ds = (want_dq && dq) || (want_dkv && dk);
-    T P[ATT_BQ][ATT_BK], dS[ATT_BQ][ATT_BK];
+    const int use_t = D <= ATT_DT_MAX && Dv <= ATT_DT_MAX;
+    T P[ATT_BQ][ATT_BK], dS[ATT_BQ][ATT_BK], kt[ATT_DT_MAX * ATT_BK], vt[ATT_DT_MAX * ATT_BK];
+    if (use_t) {
+        FN(att_transpose)(D, k, p->k.sr, nk, kt);
+        if (need_ds) FN(att_transpose)(Dv, v, p->v.sr, nk, vt);
+    }
 
     for (int64_t r = 0; r < nq; r++) {
         const int64_t i = i0 + r;
@@ -227,12 +423,14 @@ static void FN(att_backward_tile)(const tfc_attn_problem *p, int64_t b, int64_t 
         if (L == -INFINITY) vis = 0;
         for (int64_t j = vis; j < nk; j++) P[r][j] = dS[r][j] = 0;
         if (vis == 0) continue;
-        FN(att_dots)(D, scale, q + i * p->q.sr, k, p->k.sr, vis, P[r]);
+        if (use_t) FN(att_dots_t)(D, scale, q + i * p->q.sr, kt, vis, P[r]);
+        else FN(att_dots)(D, scale, q + i * p->q.sr, k, p->k.sr, vis, P[r]);
         for (int64_t j = 0; j < vis; j++) P[r][j] = EXP(P[r][j] - L);
         if (!need_ds) continue;
         const T *goi = go + i * p->dout.sr;
         const T Di = FN(att_dot)(Dv, goi, o + i * p->out.sr);
-        FN(att_dots)(Dv, 1, goi, v, p->v.sr, vis, dS[r]);
+        if (use_t) FN(att_dots_t)(Dv, 1, goi, vt, vis, dS[r]);
+        else FN(att_dots)(Dv, 1, goi, v, p->v.sr, vis, dS[r]);
         for (int64_t j = 0; j < vis; j++) dS[r][j] = P[r][j] * (dS[r][j] - Di);
     }
 
@@ -256,6 +454,18 @@ static void FN(att_backward_tile)(const tfc_attn_problem *p, int64_t b, int64_t 
     }
 }
 
+/* The BLAS tile when the operands allow it, else the loop tile. */
+static void FN(att_backward_tile_any)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq,
+                                      int64_t j0, int64_t nk, int want_dq, int want_dkv) {
+#if TFC_HAVE_BLAS
+    if (FN(att_blas_ok)(p)) {
+        FN(att_backward_tile_blas)(p, b, h, i0, nq, j0, nk, want_dq, want_dkv);
+        return;
+    }
+#endif
+    FN(att_backward_tile)(p, b, h, i0, nq, j0, nk, want_dq, want_dkv);
+}
+
 /* First query row that sees key j (rows before it skip the key's tile). */
 static inline int64_t FN(att_first_query)(const tfc_attn_problem *p, int64_t j) {
     if (!p->causal) return 0;
@@ -268,7 +478,7 @@ static void FN(att_backward_keys)(const tfc_attn_problem *p, int64_t b, int64_t 
                                   int want_dq) {
     for (int64_t i0 = FN(att_first_query)(p, j0) / ATT_BQ * ATT_BQ; i0 < p->Tq; i0 += ATT_BQ) {
         const int64_t nq = p->Tq - i0 < ATT_BQ ? p->Tq - i0 : ATT_BQ;
-        FN(att_backward_tile)(p, b, h, i0, nq, j0, nk, want_dq, 1);
+        FN(att_backward_tile_any)(p, b, h, i0, nq, j0, nk, want_dq, 1);
     }
 }
 
@@ -277,7 +487,7 @@ static void FN(att_backward_queries)(const tfc_attn_problem *p, int64_t b, int64
     for (int64_t j0 = 0; j0 < p->S; j0 += ATT_BK) {
         if (FN(att_first_query)(p, j0) >= i0 + nq) break;
         const int64_t nk = p->S - j0 < ATT_BK ? p->S - j0 : ATT_BK;
-        FN(att_backward_tile)(p, b, h, i0, nq, j0, nk, 1, 0);
+        FN(att_backward_tile_any)(p, b, h, i0, nq, j0, nk, 1, 0);
     }
 }
 

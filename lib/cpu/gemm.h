@@ -17,4 +17,8 @@ void tfc_cpu_gemm(tfc_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t 
 void tfc_cpu_gemm_blocked(tfc_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                           const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 
+/* OpenBLAS's kernel family before (before != 0) and after the load-time
+ * choice in blas_coretype.c; "" without a DYNAMIC_ARCH OpenBLAS. */
+const char *tfc_cpu_blas_coretype(int before);
+
 #endif

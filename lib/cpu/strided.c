@@ -52,21 +52,84 @@ void tfc_iter_seek(const tfc_iter *it, int64_t start, int64_t *idx, int64_t *off
     }
 }
 
+/*
+ * Copy and fill walk rows of the innermost merged dimension: the offsets of
+ * a row come from tfc_iter_seek (a few divisions per row, not per element),
+ * and the row itself is one memcpy when both sides are dense, or a typed
+ * strided loop — never a per-element call.
+ */
+#define STRIDED_ROW_COPY(T, d, ds, s, ss, n)                                   \
+    do {                                                                       \
+        T *d_ = (T *)(d);                                                      \
+        const T *s_ = (const T *)(s);                                          \
+        for (int64_t j_ = 0; j_ < (n); j_++) d_[j_ * (ds)] = s_[j_ * (ss)];    \
+    } while (0)
+
+static void copy_row(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, size_t es) {
+    if (ds == 1 && ss == 1) {
+        memcpy(d, s, (size_t)n * es);
+        return;
+    }
+    switch (es) {
+    case 8: STRIDED_ROW_COPY(uint64_t, d, ds, s, ss, n); break;
+    case 4: STRIDED_ROW_COPY(uint32_t, d, ds, s, ss, n); break;
+    case 2: STRIDED_ROW_COPY(uint16_t, d, ds, s, ss, n); break;
+    default:
+        for (int64_t j = 0; j < n; j++) memcpy(d + j * ds * (int64_t)es, s + j * ss * (int64_t)es, es);
+    }
+}
+
+/*
+ * A 2-D copy whose source runs along the other dimension (a transpose):
+ * walked in TILE×TILE blocks so both sides stay in cache, instead of rows
+ * that touch a new cache line of the source at every element.
+ */
+#define TILE 32
+static int copy_transposed(const tfc_iter *it, const tfc_sview *dst, const tfc_sview *src, size_t es) {
+    if (it->ndim != 2 || es != 4 || dst->dtype != src->dtype) return 0;
+    const int64_t rows = it->shape[0], cols = it->shape[1];
+    const int64_t d0 = it->strides[0][0], d1 = it->strides[0][1], s0 = it->strides[1][0], s1 = it->strides[1][1];
+    if (d1 != 1 || s0 != 1 || s1 < TILE || rows < TILE || cols < TILE) return 0;
+    const int64_t nbr = (rows + TILE - 1) / TILE;
+    TFC_PARALLEL_RANGE(nbr, 1, lo, hi) {
+        for (int64_t br = lo; br < hi; br++) {
+            const int64_t r0 = br * TILE, r1 = r0 + TILE < rows ? r0 + TILE : rows;
+            for (int64_t c0 = 0; c0 < cols; c0 += TILE) {
+                const int64_t c1 = c0 + TILE < cols ? c0 + TILE : cols;
+                for (int64_t c = c0; c < c1; c++) {
+                    const uint32_t *sp = (const uint32_t *)src->data + c * s1;
+                    for (int64_t r = r0; r < r1; r++) ((uint32_t *)dst->data)[r * d0 + c] = sp[r];
+                }
+            }
+        }
+    }
+    return 1;
+}
+#undef TILE
+
 void tfc_cpu_copy(const tfc_sview *dst, const tfc_sview *src) {
     const tfc_sview *views[2] = {dst, src};
     tfc_iter it;
     tfc_iter_init(&it, views, 2);
     size_t es = tfc_dtype_size(dst->dtype);
     int same = dst->dtype == src->dtype;
-    TFC_PARALLEL_RANGE(it.numel, 1 << 15, lo, hi) {
+    if (it.numel > 0 && copy_transposed(&it, dst, src, es)) return;
+    int32_t last = it.ndim - 1;
+    int64_t row = it.shape[last], rows = it.numel / (row > 0 ? row : 1);
+    int64_t dstr = it.strides[0][last], sstr = it.strides[1][last];
+    if (it.numel == 0) return;
+    TFC_PARALLEL_RANGE(rows, row >= (1 << 15) ? 1 : (1 << 15) / row, lo, hi) {
         int64_t idx[TFC_MAX_DIMS], off[4];
-        tfc_iter_seek(&it, lo, idx, off);
-        for (int64_t i = lo; i < hi; i++) {
-            if (same)
-                memcpy(dst->data + off[0] * (int64_t)es, src->data + off[1] * (int64_t)es, es);
-            else
-                tfc_scalar_store(dst->data, dst->dtype, off[0], tfc_scalar_load(src->data, src->dtype, off[1]));
-            tfc_iter_next(&it, idx, off);
+        for (int64_t r = lo; r < hi; r++) {
+            tfc_iter_seek(&it, r * row, idx, off);
+            if (same) {
+                copy_row(dst->data + off[0] * (int64_t)es, dstr, src->data + off[1] * (int64_t)tfc_dtype_size(src->dtype),
+                         sstr, row, es);
+            } else {
+                for (int64_t j = 0; j < row; j++)
+                    tfc_scalar_store(dst->data, dst->dtype, off[0] + j * dstr,
+                                     tfc_scalar_load(src->data, src->dtype, off[1] + j * sstr));
+            }
         }
     }
 }
@@ -78,12 +141,25 @@ void tfc_cpu_fill(const tfc_sview *dst, double value) {
     size_t es = tfc_dtype_size(dst->dtype);
     unsigned char pattern[8];
     tfc_scalar_store(pattern, dst->dtype, 0, value);
-    TFC_PARALLEL_RANGE(it.numel, 1 << 16, lo, hi) {
+    int32_t last = it.ndim - 1;
+    int64_t row = it.shape[last], rows = it.numel / (row > 0 ? row : 1), str = it.strides[0][last];
+    if (it.numel == 0) return;
+    int zero = 1;
+    for (size_t b = 0; b < es; b++) zero &= pattern[b] == 0;
+    TFC_PARALLEL_RANGE(rows, row >= (1 << 16) ? 1 : (1 << 16) / row, lo, hi) {
         int64_t idx[TFC_MAX_DIMS], off[4];
-        tfc_iter_seek(&it, lo, idx, off);
-        for (int64_t i = lo; i < hi; i++) {
-            memcpy(dst->data + off[0] * (int64_t)es, pattern, es);
-            tfc_iter_next(&it, idx, off);
+        for (int64_t r = lo; r < hi; r++) {
+            tfc_iter_seek(&it, r * row, idx, off);
+            char *d = dst->data + off[0] * (int64_t)es;
+            if (zero && str == 1) {
+                memset(d, 0, (size_t)row * es);
+            } else if (es == 4) {
+                uint32_t v;
+                memcpy(&v, pattern, 4);
+                for (int64_t j = 0; j < row; j++) ((uint32_t *)d)[j * str] = v;
+            } else {
+                for (int64_t j = 0; j < row; j++) memcpy(d + j * str * (int64_t)es, pattern, es);
+            }
         }
     }
 }

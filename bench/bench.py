@@ -1,0 +1,466 @@
+#!/usr/bin/python3
+"""libtfcore's CPU benchmark suite: ours and PyTorch side by side, in one run.
+
+    /usr/bin/python3 bench/bench.py [--build build] [--only peak,gemm,micro,adamw,train]
+                                    [--quick] [--json results.json]
+
+Run from the source tree after `ninja -C build` (docs/PERFORMANCE.md). It
+prints, per section, our figure, the reference's, their ratio, and whether
+issue #8's target is met:
+
+  peak   the fp32 FMA peak, measured (bench/fma_peak.c, AVX2 and AVX-512)
+  gemm   tfc_matmul vs a bare cblas_sgemm on the same buffers and the same
+         OpenBLAS kernels, plus bare OpenBLAS with its own default kernels
+  micro  fused kernels (attention, LayerNorm, GELU, cross-entropy) vs
+         PyTorch 1.13 eager fwd+bwd, the composition a 1.13 user writes
+  adamw  one AdamW step over 10M parameters (1 tensor, 100 tensors)
+  train  a full training step (fwd + CE + bwd + clip 1.0 + AdamW) for the
+         char-tiny, char-small and gpt2-mini presets vs an equivalent
+         PyTorch GPT-2: tokens/s, GFLOP/s, % of peak, peak RSS
+
+Both sides get their best thread setting (1 or all cores). PyTorch also
+runs with OPENBLAS_CORETYPE=Haswell and (on AVX-512 CPUs) SkylakeX — the
+kernel family libtfcore selects — and the best of all is the reference.
+Every figure is a median over repetitions. Nothing here runs in CI.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NPROC = os.cpu_count() or 1
+LLMC_TOKS = {"char-tiny": 2500.0, "char-small": 230.0, "gpt2-mini": 134.0}
+# Batch x context per preset: B*T = 2048 rows for the char models (T = block
+# size), 1024 for gpt2-mini (its LM head is then the (1024, 50257) CE case).
+PRESETS = {"char-tiny": (16, 128, 65), "char-small": (8, 256, 65), "gpt2-mini": (8, 128, 50257)}
+
+
+# ---------------------------------------------------------------- utilities
+
+def run_lines(cmd, env=None, timeout=1800):
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, p.stderr[-2000:]))
+    return [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+
+
+def machine_line():
+    model = "?"
+    try:
+        for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            if l.startswith("Model name:"):
+                model = l.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    load = os.getloadavg()
+    return "%s, %d cores, load average %.1f/%.1f/%.1f at start" % (model, NPROC, *load)
+
+
+def timeit(fn, budget, min_reps=3):
+    fn()
+    ts = []
+    end = time.perf_counter() + budget
+    while len(ts) < min_reps or (time.perf_counter() < end and len(ts) < 200):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(ts), 1e3 * min(ts), len(ts)
+
+
+def peak_rss_mib():
+    with open("/proc/self/status") as f:
+        for l in f:
+            if l.startswith("VmHWM:"):
+                return int(l.split()[1]) / 1024
+    return 0.0
+
+
+def table(title, header, rows):
+    print("\n## " + title)
+    w = [max(len(str(x)) for x in col) for col in zip(header, *rows)] if rows else [len(h) for h in header]
+    print("| " + " | ".join(str(h).ljust(n) for h, n in zip(header, w)) + " |")
+    print("|" + "|".join("-" * (n + 2) for n in w) + "|")
+    for r in rows:
+        print("| " + " | ".join(str(x).ljust(n) for x, n in zip(r, w)) + " |")
+    sys.stdout.flush()
+
+
+def verdict(ok):
+    return "pass" if ok else "FALL SHORT"
+
+
+# ------------------------------------------------------- the PyTorch worker
+
+def torch_worker(args):
+    import torch
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    out = []
+    if args.mode == "micro":
+        for nt in args.threads:
+            torch.set_num_threads(nt)
+            out += torch_micro(torch, F, nt, args.budget)
+    elif args.mode == "adamw":
+        for nt in args.threads:
+            torch.set_num_threads(nt)
+            out += torch_adamw(torch, nt, args.budget)
+    elif args.mode == "train":
+        torch.set_num_threads(args.threads[0])
+        out += torch_train(torch, F, args.preset, args.steps, args.threads[0])
+    for r in out:
+        r["coretype"] = os.environ.get("OPENBLAS_CORETYPE", "default")
+        print(json.dumps(r))
+
+
+def torch_micro(torch, F, nt, budget):
+    res = []
+
+    def rec(bench, case, fn):
+        ms, mn, n = timeit(fn, budget)
+        res.append({"bench": bench, "case": case, "ms": ms, "ms_min": mn, "reps": n, "threads": nt})
+
+    B, H, T, D = 8, 6, 256, 64
+    q, k, v = (torch.randn(B, H, T, D, requires_grad=True) for _ in range(3))
+    dout = torch.randn(B, H, T, D)
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+
+    def attn():
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+        att = att.masked_fill(mask, float("-inf"))
+        return torch.softmax(att, dim=-1) @ v
+
+    def attn_fb():
+        attn().backward(dout)
+        q.grad = k.grad = v.grad = None
+
+    case = "B=8 H=6 T=256 d=64 causal"
+    rec("attention_fwd", case, attn)
+    rec("attention_fwd_bwd", case, attn_fb)
+
+    x = torch.randn(2048, 384, requires_grad=True)
+    w = torch.randn(384, requires_grad=True)
+    b = torch.randn(384, requires_grad=True)
+    dy = torch.randn(2048, 384)
+
+    def ln():
+        F.layer_norm(x, (384,), w, b, 1e-5).backward(dy)
+        x.grad = w.grad = b.grad = None
+
+    rec("layernorm_fwd_bwd", "(2048, 384)", ln)
+
+    g = torch.randn(2048, 1536, requires_grad=True)
+    dg = torch.randn(2048, 1536)
+
+    def gelu():
+        F.gelu(g, approximate="tanh").backward(dg)
+        g.grad = None
+
+    rec("gelu_fwd_bwd", "(2048, 1536) tanh", gelu)
+
+    for n, c in ((2048, 65), (1024, 50257)):
+        logits = torch.randn(n, c, requires_grad=True)
+        tgt = torch.tensor([(j * 7919) % c for j in range(n)])
+
+        def ce():
+            F.cross_entropy(logits, tgt).backward()
+            logits.grad = None
+
+        rec("cross_entropy_fwd_bwd", "(%d, %d)" % (n, c), ce)
+    return res
+
+
+def torch_adamw(torch, nt, budget):
+    res = []
+    numel = 10_000_000
+    for ntens in (1, 100):
+        params = [torch.randn(numel // ntens + (i < numel % ntens), requires_grad=True) for i in range(ntens)]
+        for p in params:
+            p.grad = torch.randn_like(p)
+        for foreach in (False, True):
+            opt = torch.optim.AdamW(params, lr=1e-3, foreach=foreach)
+            ms, mn, n = timeit(opt.step, budget)
+            res.append({"bench": "adamw", "case": "%d params in %d tensors" % (numel, ntens), "ms": ms,
+                        "ms_min": mn, "reps": n, "threads": nt, "foreach": foreach})
+    return res
+
+
+def torch_train(torch, F, preset, steps, nt):
+    import torch.nn as nn
+    B, T, V = PRESETS[preset]
+    L, H, C, block = {"char-tiny": (4, 4, 128, 128), "char-small": (6, 6, 384, 256),
+                      "gpt2-mini": (4, 4, 256, 128)}[preset]
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+        def forward(self, x, mask):
+            b, t, c = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+            q, k, v = (z.view(b, t, H, C // H).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
+            att = torch.softmax(att.masked_fill(mask[:t, :t], float("-inf")), dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+            x = x + self.c_proj(y)
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(block, C)
+            self.h = nn.ModuleList(Block() for _ in range(L))
+            self.ln_f = nn.LayerNorm(C)
+            self.register_buffer("mask", torch.triu(torch.ones(block, block, dtype=torch.bool), 1))
+            for p in self.parameters():
+                if p.dim() >= 2:
+                    nn.init.normal_(p, 0.0, 0.02)
+
+        def forward(self, idx):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            for blk in self.h:
+                x = blk(x, self.mask)
+            return F.linear(self.ln_f(x), self.wte.weight)  # tied LM head
+
+    model = GPT()
+    params = list(model.parameters())
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95))
+    g = torch.Generator().manual_seed(0)
+    data = torch.randint(0, V, (B, T + 1), generator=g)
+    x, y = data[:, :T], data[:, 1:]
+    times = []
+    for s in range(steps + 2):
+        t0 = time.perf_counter()
+        loss = F.cross_entropy(model(x).view(-1, V), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if s >= 2:
+            times.append(time.perf_counter() - t0)
+    step = statistics.median(times)
+    n = sum(p.numel() for p in params)
+    return [{"bench": "train", "preset": preset, "B": B, "T": T, "params": n, "steps": steps,
+             "step_ms": 1e3 * step, "tokens_per_s": B * T / step, "peak_rss_mib": peak_rss_mib(), "threads": nt,
+             "loss_last": float(loss)}]
+
+
+# ------------------------------------------------------------ the sections
+
+def torch_envs():
+    envs = [{}, {"OPENBLAS_CORETYPE": "Haswell"}]
+    if "avx512f" in open("/proc/cpuinfo").read():
+        envs.append({"OPENBLAS_CORETYPE": "SkylakeX"})
+    return envs
+
+
+def torch_runs(mode, threads, budget, quick, extra=()):
+    """All PyTorch configurations of one mode: a subprocess per OpenBLAS kernel family."""
+    out = []
+    envs = torch_envs()
+    if quick:
+        envs = envs[-1:]
+    for env in envs:
+        cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", mode, "--budget", str(budget),
+               "--threads", ",".join(map(str, threads)), *extra]
+        try:
+            out += run_lines(cmd, env)
+        except Exception as e:  # a missing torch must not hide our own figures
+            print("  (torch %s %s failed: %s)" % (mode, env, str(e)[:300]))
+    return out
+
+
+def best_by(rows, key):
+    best = {}
+    for r in rows:
+        k = key(r)
+        if k not in best or r["ms"] < best[k]["ms"]:
+            best[k] = r
+    return best
+
+
+def sec_peak(a, res):
+    # Best of three runs: in a VM, time the hypervisor steals from a vCPU
+    # still counts as the thread's CPU time, so a single run can read low.
+    runs = [run_lines([os.path.join(a.build, "bench", "fma_peak"), str(NPROC)]) for _ in range(3)]
+    rows = [max((r[i] for r in runs), key=lambda x: x["gflops"]) for i in range(len(runs[0]))]
+    res["peak"] = rows
+    table("Measured fp32 FMA peak (%d threads)" % NPROC, ["ISA", "GFLOP/s (CPU time)", "GFLOP/s (wall, shared machine)"],
+          [[r["isa"], "%.1f" % r["gflops"], "%.1f" % r["gflops_wall"]] for r in rows])
+    return next((r["gflops"] for r in rows if r["isa"] == "avx2"), None)
+
+
+def sec_gemm(a, res):
+    exe = os.path.join(a.build, "bench", "tfc_bench")
+    ours = run_lines([exe, "gemm", str(a.budget)])
+    dflt = run_lines([exe, "gemm", str(a.budget / 2)], {"TFC_BLAS_CORETYPE": "keep"})
+    res["gemm"], res["gemm_openblas_default"] = ours, dflt
+    info, dinfo = ours[0], dflt[0]
+    dmap = {r["case"]: r for r in dflt[1:]}
+    rows = []
+    for r in ours[1:]:
+        ratio = r["bare_ms"] / r["ms"]
+        d = dmap.get(r["case"])
+        rows.append([r["case"], "%.1f" % r["gflops"], "%.1f" % r["bare_gflops"], "%.2f" % ratio,
+                     verdict(ratio >= 0.95), "%.1f" % d["bare_gflops"] if d else "-",
+                     "%.1f" % (d["bare_ms"] / r["ms"]) if d else "-"])
+    table("GEMM, fp32, %d threads: tfc_matmul vs bare cblas_sgemm (OpenBLAS kernels: ours %s, default %s)"
+          % (info["threads"], info["coretype"], dinfo["coretype"]),
+          ["shape", "ours GFLOP/s", "bare GFLOP/s", "ours/bare", "target >=0.95",
+           "bare, OpenBLAS default kernels", "ours vs default (x)"], rows)
+
+
+def ours_runs(args_list, a, threads):
+    out = []
+    for nt in threads:
+        for r in run_lines(args_list, {"OMP_NUM_THREADS": str(nt), "OPENBLAS_NUM_THREADS": str(nt)}):
+            r["threads"] = nt
+            out.append(r)
+    return out
+
+
+def sec_micro(a, res):
+    threads = sorted({1, NPROC})
+    ours = ours_runs([os.path.join(a.build, "bench", "tfc_bench"), "micro", str(a.budget)], a, threads)
+    theirs = torch_runs("micro", threads, a.budget, a.quick)
+    res["micro"], res["micro_torch"] = ours, theirs
+    bo = best_by(ours, lambda r: (r["bench"], r["case"]))
+    bt = best_by(theirs, lambda r: (r["bench"], r["case"]))
+    rows = []
+    for k, r in bo.items():
+        t = bt.get(k)
+        rate = ("%.1f GFLOP/s" % (r["gflops"])) if r.get("gflops") else ("%.1f GB/s" % r["gbs"])
+        rows.append([k[0], k[1], "%.3f (%dt)" % (r["ms"], r["threads"]), rate,
+                     "%.3f (%dt, %s)" % (t["ms"], t["threads"], t["coretype"]) if t else "-",
+                     "%.2f" % (t["ms"] / r["ms"]) if t else "-"])
+    table("Fused kernels, median ms (threads; for PyTorch also its OpenBLAS kernels)",
+          ["bench", "case", "ours ms", "ours rate", "PyTorch 1.13 ms", "speed-up vs PyTorch (x)"], rows)
+
+
+def sec_adamw(a, res):
+    exe = os.path.join(a.build, "bench", "train_bench")
+    if not os.path.exists(exe):
+        print("\n## AdamW: skipped (train_bench not built: needs include/tfcore/optim.h and gpt.h)")
+        return
+    threads = sorted({1, NPROC})
+    ours = []
+    for ntens in (1, 100):
+        ours += ours_runs([exe, "adamw", str(ntens), "10000000"], a, threads)
+    theirs = torch_runs("adamw", threads, a.budget, a.quick)
+    res["adamw"], res["adamw_torch"] = ours, theirs
+    bo, bt = best_by(ours, lambda r: r["case"]), best_by(theirs, lambda r: r["case"])
+    rows = [[k, "%.2f (%dt)" % (r["ms"], r["threads"]), "%.1f" % r["gbs"],
+             "%.2f (%dt, foreach=%s)" % (bt[k]["ms"], bt[k]["threads"], bt[k]["foreach"]) if k in bt else "-",
+             "%.2f" % (bt[k]["ms"] / r["ms"]) if k in bt else "-"] for k, r in bo.items()]
+    table("AdamW step, median ms", ["case", "ours ms", "ours GB/s", "PyTorch 1.13 ms", "speed-up vs PyTorch (x)"],
+          rows)
+
+
+def sec_train(a, res, peak):
+    exe = os.path.join(a.build, "bench", "train_bench")
+    if not os.path.exists(exe):
+        print("\n## Training step: skipped (train_bench not built: needs include/tfcore/gpt.h and optim.h)")
+        return
+    threads = sorted({1, NPROC})
+    rows, verdicts = [], []
+    envs = torch_envs()[-1:] if a.quick else torch_envs()
+    for preset in a.presets.split(","):
+        B, T, V = PRESETS[preset]
+        ours, theirs = [], []
+        # Interleaved: before every PyTorch run, one of ours with the same
+        # thread count, so both sides sample the same load on a shared machine.
+        for nt in threads:
+            for env in envs:
+                r = run_lines([exe, "train", preset, str(B), str(T), str(a.steps), str(V)],
+                              {"OMP_NUM_THREADS": str(nt), "OPENBLAS_NUM_THREADS": str(nt)})[0]
+                r["threads"] = nt
+                ours.append(r)
+                cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "train", "--threads", str(nt),
+                       "--preset", preset, "--steps", str(a.steps)]
+                try:
+                    theirs += run_lines(cmd, env)
+                except Exception as e:
+                    print("  (torch train %s %s failed: %s)" % (preset, env, str(e)[:300]))
+        res.setdefault("train", []).extend(ours)
+        res.setdefault("train_torch", []).extend(theirs)
+        o = max(ours, key=lambda r: r["tokens_per_s"])
+        t = max(theirs, key=lambda r: r["tokens_per_s"]) if theirs else None
+        L, C = o["n_layer"], o["n_embd"]
+        flop_tok = 6 * o["params"] + 12 * L * C * T
+        gf = flop_tok * o["tokens_per_s"] / 1e9
+        ratio = o["tokens_per_s"] / t["tokens_per_s"] if t else float("nan")
+        rss = o["peak_rss_mib"] / t["peak_rss_mib"] if t else float("nan")
+        llmc = o["tokens_per_s"] / LLMC_TOKS[preset]
+        rows.append([preset, "%dx%d" % (B, T), "%.0f (%dt)" % (o["tokens_per_s"], o["threads"]),
+                     "%.1f" % gf, "%.0f%%" % (100 * gf / peak) if peak else "-",
+                     "%.0f" % o["peak_rss_mib"],
+                     "%.0f (%dt, %s)" % (t["tokens_per_s"], t["threads"], t["coretype"]) if t else "-",
+                     "%.0f" % t["peak_rss_mib"] if t else "-", "%.2f" % ratio, "%.2f" % llmc, "%.2f" % rss,
+                     str(o["os_allocs_after_step2"])])
+        verdicts.append([preset, verdict(ratio >= 1.5), verdict(llmc >= 5), verdict(rss <= 0.6),
+                         verdict(o["os_allocs_after_step2"] == 0)])
+        if t:
+            print("  %s: ours %.0f tok/s (fwd %.0f, bwd %.0f, clip %.1f, AdamW %.1f ms), PyTorch %.0f tok/s"
+                  % (preset, o["tokens_per_s"], o["fwd_ms"], o["bwd_ms"], o["clip_ms"], o["opt_ms"],
+                     t["tokens_per_s"]))
+    table("Training step (fwd + CE + bwd + clip 1.0 + AdamW), fp32, median of %d steps after 2 warm-up; "
+          "best of %d interleaved runs per side" % (a.steps, len(threads) * len(envs)),
+          ["preset", "BxT", "ours tok/s", "ours GFLOP/s", "% of AVX2 peak", "ours peak RSS MiB",
+           "PyTorch tok/s", "PyTorch RSS MiB", "ours/PyTorch", "ours/llm.c", "RSS ours/PyTorch",
+           "OS allocs after step 2"], rows)
+    table("Training targets (issue #8)", ["preset", ">=1.5x PyTorch", ">=5x llm.c", "RSS <=0.6x", "0 OS allocs"],
+          verdicts)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--only", default="peak,gemm,micro,adamw,train")
+    p.add_argument("--presets", default="char-tiny,char-small,gpt2-mini")
+    p.add_argument("--steps", type=int, default=5, help="timed training steps per run (after 2 warm-up)")
+    p.add_argument("--budget", type=float, default=1.0, help="seconds of repetitions per micro case")
+    p.add_argument("--quick", action="store_true", help="PyTorch with one OpenBLAS kernel family (the last: SkylakeX on AVX-512) instead of all")
+    p.add_argument("--json", help="also write every raw figure to this file")
+    p.add_argument("--torch-worker", dest="mode", help=argparse.SUPPRESS)
+    p.add_argument("--threads", default=str(NPROC), help=argparse.SUPPRESS)
+    p.add_argument("--preset", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.mode:
+        a.threads = [int(x) for x in a.threads.split(",")]
+        return torch_worker(a)
+    if not os.path.exists(os.path.join(a.build, "bench", "tfc_bench")):
+        sys.exit("bench.py: %s/bench/tfc_bench not found: build first (meson setup build && ninja -C build)" % a.build)
+    only = set(a.only.split(","))
+    res = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "machine": machine_line()}
+    print("# libtfcore CPU benchmarks\n%s\n%s\ncommand: %s" % (res["date"], res["machine"], " ".join(sys.argv)))
+    peak = sec_peak(a, res) if "peak" in only else None
+    if "gemm" in only:
+        sec_gemm(a, res)
+    if "micro" in only:
+        sec_micro(a, res)
+    if "adamw" in only:
+        sec_adamw(a, res)
+    if "train" in only:
+        sec_train(a, res, peak)
+    res["load_at_end"] = os.getloadavg()
+    print("\nload average at end: %.1f/%.1f/%.1f" % res["load_at_end"])
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

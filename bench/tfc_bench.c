@@ -1,0 +1,261 @@
+/*
+ * Our side of the benchmark suite (bench/bench.py runs it and pairs every
+ * line with PyTorch). Each case prints one JSON line:
+ *   {"bench": name, "case": shape text, "ms": median, "ms_min": best, ...}
+ *
+ *   tfc_bench gemm    tfc_matmul (and its backward shapes) vs a bare
+ *                     cblas_sgemm on the same buffers, interleaved rep by rep
+ *   tfc_bench micro   fused kernels through their public explicit doors
+ *
+ * Timing: warm-up, then reps until a time budget (at least min_reps),
+ * median reported. The machine may be shared: medians, never means.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tfcore/tfcore.h"
+
+#define MAX_REPS 200
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void ok(tfc_status s, const char *what) {
+    if (s != TFC_OK) {
+        fprintf(stderr, "tfc_bench: %s failed: %s (%s)\n", what, tfc_status_name(s), tfc_last_error());
+        exit(1);
+    }
+}
+#define OK(expr) ok((expr), #expr)
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    double t[MAX_REPS];
+    int n;
+} samples;
+
+static double median(samples *s) {
+    qsort(s->t, (size_t)s->n, sizeof(double), cmp_double);
+    return s->n ? 1e3 * s->t[s->n / 2] : 0;
+}
+static double best(samples *s) {
+    qsort(s->t, (size_t)s->n, sizeof(double), cmp_double);
+    return s->n ? 1e3 * s->t[0] : 0;
+}
+
+static double g_budget = 1.0; /* seconds per case */
+
+static tfc_tensor *randn(const int64_t *dims, int32_t nd, uint64_t seed) {
+    tfc_tensor *t;
+    OK(tfc_tensor_randn(dims, nd, TFC_DTYPE_F32, seed, 0, &t));
+    return t;
+}
+static tfc_tensor *empty(const int64_t *dims, int32_t nd) {
+    tfc_tensor *t;
+    OK(tfc_tensor_empty(dims, nd, TFC_DTYPE_F32, &t));
+    return t;
+}
+static float *fp(const tfc_tensor *t) { return (float *)tfc_tensor_data(t); }
+
+/* ---- GEMM ----------------------------------------------------------------- */
+
+typedef struct {
+    const char *what;
+    int m, n, k, ta, tb;
+} gemm_case;
+
+/* out = op(A) op(B) with A stored [k,m] when ta, B stored [n,k] when tb. */
+static void bench_gemm(const gemm_case *c) {
+    int64_t ad[2] = {c->ta ? c->k : c->m, c->ta ? c->m : c->k};
+    int64_t bd[2] = {c->tb ? c->n : c->k, c->tb ? c->k : c->n};
+    int64_t cd[2] = {c->m, c->n};
+    tfc_tensor *a = randn(ad, 2, 1), *b = randn(bd, 2, 2), *cc = empty(cd, 2);
+    tfc_tensor *av = a, *bv = b;
+    if (c->ta) OK(tfc_transpose(NULL, a, 0, 1, &av));
+    if (c->tb) OK(tfc_transpose(NULL, b, 0, 1, &bv));
+    samples ours = {.n = 0}, bare = {.n = 0};
+    double t_end = now() + g_budget;
+    for (int r = -1; r < MAX_REPS && (r < 3 || now() < t_end); r++) {
+        double t0 = now();
+        tfc_tensor *o;
+        OK(tfc_matmul(NULL, av, bv, &o));
+        double t1 = now();
+        tfc_tensor_release(o);
+        double t2 = now();
+        cblas_sgemm(CblasRowMajor, c->ta ? CblasTrans : CblasNoTrans, c->tb ? CblasTrans : CblasNoTrans, c->m, c->n,
+                    c->k, 1.0f, fp(a), (int)ad[1], fp(b), (int)bd[1], 0.0f, fp(cc), c->n);
+        double t3 = now();
+        if (r >= 0) {
+            ours.t[ours.n++] = t1 - t0;
+            bare.t[bare.n++] = t3 - t2;
+        }
+    }
+    double flop = 2.0 * c->m * c->n * c->k;
+    double mo = median(&ours), mb = median(&bare);
+    printf("{\"bench\":\"gemm\",\"case\":\"%s [%d,%d]%sx[%d,%d]%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"ta\":%d,\"tb\":%d,"
+           "\"ms\":%.4f,\"ms_min\":%.4f,\"bare_ms\":%.4f,\"bare_ms_min\":%.4f,\"gflops\":%.2f,\"bare_gflops\":%.2f,"
+           "\"reps\":%d}\n",
+           c->what, (int)ad[0], (int)ad[1], c->ta ? "T" : "", (int)bd[0], (int)bd[1], c->tb ? "T" : "", c->m, c->n,
+           c->k, c->ta, c->tb, mo, best(&ours), mb, best(&bare), flop / mo / 1e6, flop / mb / 1e6, ours.n);
+    fflush(stdout);
+    if (av != a) tfc_tensor_release(av);
+    if (bv != b) tfc_tensor_release(bv);
+    tfc_tensor_release(a);
+    tfc_tensor_release(b);
+    tfc_tensor_release(cc);
+}
+
+static void run_gemm(void) {
+    /* The model's GEMMs at B·T = 2048 rows (char-small: C=384) and the LM head. */
+    static const gemm_case cases[] = {
+        {"qkv fwd C=128", 2048, 384, 128, 0, 0},
+        {"qkv fwd C=384", 2048, 1152, 384, 0, 0},
+        {"mlp up fwd", 2048, 1536, 384, 0, 0},
+        {"mlp down fwd", 2048, 384, 1536, 0, 0},
+        {"mlp up dX", 2048, 384, 1536, 0, 1},
+        {"mlp up dW", 384, 1536, 2048, 1, 0},
+        {"mlp down dW", 1536, 384, 2048, 1, 0},
+        {"lm head fwd", 4096, 50257, 128, 0, 1},
+        {"lm head dX", 4096, 128, 50257, 0, 0},
+        {"lm head dW", 50257, 128, 4096, 1, 0},
+        {"square", 512, 512, 512, 0, 0},
+        {"square", 1024, 1024, 1024, 0, 0},
+        {"square", 2048, 2048, 2048, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) bench_gemm(&cases[i]);
+}
+
+/* ---- fused kernels ---------------------------------------------------------- */
+
+typedef void (*step_fn)(void *ctx);
+
+static void timeit(const char *bench, const char *cas, step_fn fn, void *ctx, double gbytes, double gflop) {
+    samples s = {.n = 0};
+    double t_end = now() + g_budget;
+    for (int r = -1; r < MAX_REPS && (r < 3 || now() < t_end); r++) {
+        double t0 = now();
+        fn(ctx);
+        if (r >= 0) s.t[s.n++] = now() - t0;
+    }
+    double ms = median(&s);
+    printf("{\"bench\":\"%s\",\"case\":\"%s\",\"ms\":%.4f,\"ms_min\":%.4f,\"gbs\":%.2f,\"gflops\":%.2f,\"reps\":%d}\n",
+           bench, cas, ms, best(&s), gbytes / ms * 1e3, gflop / ms * 1e3, s.n);
+    fflush(stdout);
+}
+
+typedef struct {
+    tfc_tensor *q, *k, *v, *out, *lse, *dout, *dq, *dk, *dv;
+    double scale;
+} attn_ctx;
+static void attn_fwd(void *p) {
+    attn_ctx *c = p;
+    OK(tfc_attention_forward(c->q, c->k, c->v, 1, c->scale, c->out, c->lse));
+}
+static void attn_fwd_bwd(void *p) {
+    attn_ctx *c = p;
+    attn_fwd(p);
+    OK(tfc_attention_backward(c->dout, c->q, c->k, c->v, c->out, c->lse, 1, c->scale, c->dq, c->dk, c->dv, 0));
+}
+
+typedef struct {
+    tfc_tensor *x, *w, *b, *y, *mean, *rstd, *dy, *dx, *dw, *db;
+} ln_ctx;
+static void ln_fwd_bwd(void *p) {
+    ln_ctx *c = p;
+    OK(tfc_layernorm_forward(c->x, c->w, c->b, 1e-5, c->y, c->mean, c->rstd));
+    OK(tfc_layernorm_backward(c->dy, c->x, c->w, c->mean, c->rstd, c->dx, c->dw, c->db, 0));
+}
+
+typedef struct {
+    tfc_tensor *x, *y, *dy, *dx;
+} gelu_ctx;
+static void gelu_fwd_bwd(void *p) {
+    gelu_ctx *c = p;
+    OK(tfc_gelu_forward(c->x, 1, c->y));
+    OK(tfc_gelu_backward(c->dy, c->x, 1, c->dx, 0));
+}
+
+typedef struct {
+    tfc_tensor *logits, *targets, *loss, *lse, *dloss, *dlogits;
+} ce_ctx;
+static void ce_fwd_bwd(void *p) {
+    ce_ctx *c = p;
+    OK(tfc_cross_entropy_forward(c->logits, c->targets, -100, c->loss, c->lse));
+    OK(tfc_cross_entropy_backward(c->dloss, c->logits, c->targets, c->lse, -100, c->dlogits, 0));
+}
+
+static void run_micro(void) {
+    {
+        int64_t B = 8, H = 6, T = 256, D = 64, d4[4] = {B, H, T, D}, d3[3] = {B, H, T};
+        attn_ctx c = {randn(d4, 4, 1), randn(d4, 4, 2), randn(d4, 4, 3), empty(d4, 4), empty(d3, 3),
+                      randn(d4, 4, 4), empty(d4, 4), empty(d4, 4), empty(d4, 4), 1.0 / sqrt((double)D)};
+        /* Useful (causal: half the score matrix) flops: fwd QKᵀ and PV, bwd four products. */
+        double f = 2.0 * B * H * T * T * D;
+        timeit("attention_fwd", "B=8 H=6 T=256 d=64 causal", attn_fwd, &c, 0, f / 1e9);
+        timeit("attention_fwd_bwd", "B=8 H=6 T=256 d=64 causal", attn_fwd_bwd, &c, 0, 3 * f / 1e9);
+        tfc_tensor *all[] = {c.q, c.k, c.v, c.out, c.lse, c.dout, c.dq, c.dk, c.dv};
+        for (size_t i = 0; i < 9; i++) tfc_tensor_release(all[i]);
+    }
+    {
+        int64_t d2[2] = {2048, 384}, d1[1] = {384}, dn[1] = {2048};
+        ln_ctx c = {randn(d2, 2, 1), randn(d1, 1, 2), randn(d1, 1, 3), empty(d2, 2), empty(dn, 1),
+                    empty(dn, 1),    randn(d2, 2, 4), empty(d2, 2),    empty(d1, 1), empty(d1, 1)};
+        /* x read twice (fwd, bwd), y and dx written, dy read. */
+        timeit("layernorm_fwd_bwd", "(2048, 384)", ln_fwd_bwd, &c, 5.0 * 2048 * 384 * 4 / 1e9, 0);
+        tfc_tensor *all[] = {c.x, c.w, c.b, c.y, c.mean, c.rstd, c.dy, c.dx, c.dw, c.db};
+        for (size_t i = 0; i < 10; i++) tfc_tensor_release(all[i]);
+    }
+    {
+        int64_t d2[2] = {2048, 1536};
+        gelu_ctx c = {randn(d2, 2, 1), empty(d2, 2), randn(d2, 2, 2), empty(d2, 2)};
+        timeit("gelu_fwd_bwd", "(2048, 1536) tanh", gelu_fwd_bwd, &c, 5.0 * 2048 * 1536 * 4 / 1e9, 0);
+        tfc_tensor *all[] = {c.x, c.y, c.dy, c.dx};
+        for (size_t i = 0; i < 4; i++) tfc_tensor_release(all[i]);
+    }
+    static const int64_t ce_shapes[2][2] = {{2048, 65}, {1024, 50257}};
+    for (int i = 0; i < 2; i++) {
+        int64_t n = ce_shapes[i][0], v = ce_shapes[i][1], d2[2] = {n, v}, dn[1] = {n};
+        int64_t *ids = malloc(sizeof(int64_t) * (size_t)n);
+        for (int64_t j = 0; j < n; j++) ids[j] = (j * 7919) % v;
+        ce_ctx c = {randn(d2, 2, 1), NULL, empty(NULL, 0), empty(dn, 1), NULL, empty(d2, 2)};
+        OK(tfc_tensor_from_data(ids, dn, 1, TFC_DTYPE_I64, &c.targets));
+        OK(tfc_tensor_full(NULL, 0, TFC_DTYPE_F32, 1.0, &c.dloss));
+        free(ids);
+        char cas[64];
+        snprintf(cas, sizeof cas, "(%lld, %lld)", (long long)n, (long long)v);
+        /* logits read by fwd and bwd, dlogits written. */
+        timeit("cross_entropy_fwd_bwd", cas, ce_fwd_bwd, &c, 3.0 * (double)(n * v) * 4 / 1e9, 0);
+        tfc_tensor *all[] = {c.logits, c.targets, c.loss, c.lse, c.dloss, c.dlogits};
+        for (size_t j = 0; j < 6; j++) tfc_tensor_release(all[j]);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: tfc_bench gemm|micro [seconds per case]\n");
+        return 2;
+    }
+    if (argc > 2) g_budget = atof(argv[2]);
+    if (!strcmp(argv[1], "gemm")) {
+        printf("{\"bench\":\"gemm_info\",\"coretype\":\"%s\",\"threads\":%d}\n", openblas_get_corename(),
+               tfc_get_num_threads());
+        run_gemm();
+    } else if (!strcmp(argv[1], "micro")) {
+        run_micro();
+    } else {
+        fprintf(stderr, "tfc_bench: unknown mode %s\n", argv[1]);
+        return 2;
+    }
+    return 0;
+}
