@@ -18,27 +18,9 @@
 #include <time.h>
 
 #include "tfcore/tfcore.h"
+#include "bench_util.h"
 
 #define MAX_REPS 200
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void ok(tfc_status s, const char *what) {
-    if (s != TFC_OK) {
-        fprintf(stderr, "tfc_bench: %s failed: %s (%s)\n", what, tfc_status_name(s), tfc_last_error());
-        exit(1);
-    }
-}
-#define OK(expr) ok((expr), #expr)
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 typedef struct {
     double t[MAX_REPS];

@@ -25,27 +25,10 @@
 #define HAVE_GPT 0
 #endif
 #include "tfcore/tfcore.h"
+#include "bench_util.h"
 
 #define MAX_STEPS 512
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void ok(tfc_status s, const char *what) {
-    if (s != TFC_OK) {
-        fprintf(stderr, "train_bench: %s failed: %s (%s)\n", what, tfc_status_name(s), tfc_last_error());
-        exit(1);
-    }
-}
-#define OK(expr) ok((expr), #expr)
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n ? v[n / 2] : 0;
