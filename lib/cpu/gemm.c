@@ -49,6 +49,60 @@ void tfc_cpu_gemm_blocked(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n,
         gemm_blocked_float(ta, tb, m, n, k, (float)alpha, a, lda, b, ldb, (float)beta, c, ldc);
 }
 
+#if TFC_HAVE_BLAS
+static void blas_gemm(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                      int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
+    enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    if (dtype == TFC_DTYPE_F64)
+        cblas_dgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    else
+        cblas_sgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb,
+                    (float)beta, c, (int)ldc);
+}
+
+/*
+ * Below this many multiply-adds (~0.5 MFLOP, tens of microseconds) waking a
+ * second thread costs more than it saves; OpenBLAS's own threshold is of the
+ * same order.
+ */
+#define GEMM_SPLIT_MIN_MNK (1 << 18)
+
+/*
+ * C = alpha op(A) op(B) + beta C split into independent blocks of C, one per
+ * OpenMP thread, each a single-threaded BLAS call (blas_threads.c explains
+ * why the BLAS itself runs one thread). The longer of M and N is split, in
+ * multiples of 64 so every block keeps whole register tiles; each thread
+ * packs the shared operand itself, O(K·min(M,N)) extra copying against
+ * O(M·N·K) arithmetic.
+ *   rows i0..i1 of C:    op(A) rows i0..i1 = ta ? A[:, i0..i1] : A[i0..i1, :]
+ *   columns j0..j1 of C: op(B) cols j0..j1 = tb ? B[j0..j1, :] : B[:, j0..j1]
+ */
+static void gemm_split(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
+                       const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
+    size_t es = dtype == TFC_DTYPE_F64 ? 8 : 4;
+    int split_rows = m >= n;
+    int64_t len = split_rows ? m : n, blocks = (len + 63) / 64;
+    int nth = tfc_threads_for(m * n * k / GEMM_SPLIT_MIN_MNK, 1);
+    if (nth > blocks) nth = (int)blocks;
+    if (nth <= 1) {
+        blas_gemm(dtype, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    TFC_PARALLEL_RANGE(blocks, blocks / nth, lo, hi) {
+        int64_t p0 = lo * 64, p1 = hi * 64 < len ? hi * 64 : len;
+        if (p1 > p0) {
+            if (split_rows)
+                blas_gemm(dtype, ta, tb, p1 - p0, n, k, alpha, (const char *)a + (size_t)(ta ? p0 : p0 * lda) * es,
+                          lda, b, ldb, beta, (char *)c + (size_t)(p0 * ldc) * es, ldc);
+            else
+                blas_gemm(dtype, ta, tb, m, p1 - p0, k, alpha, a, lda,
+                          (const char *)b + (size_t)(tb ? p0 * ldb : p0) * es, ldb, beta, (char *)c + (size_t)p0 * es,
+                          ldc);
+        }
+    }
+}
+#endif
+
 void tfc_cpu_gemm(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
                   int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
     if (m == 0 || n == 0) return;
@@ -60,12 +114,10 @@ void tfc_cpu_gemm(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t
         tfc_cpu_gemm_blocked(dtype, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-    if (dtype == TFC_DTYPE_F64)
-        cblas_dgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    if (tfc_cpu_blas_threads_owned())
+        gemm_split(dtype, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     else
-        cblas_sgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb,
-                    (float)beta, c, (int)ldc);
+        blas_gemm(dtype, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #else
     tfc_cpu_gemm_blocked(dtype, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #endif

@@ -21,4 +21,8 @@ void tfc_cpu_gemm_blocked(tfc_dtype dtype, int trans_a, int trans_b, int64_t m, 
  * choice in blas_coretype.c; "" without a DYNAMIC_ARCH OpenBLAS. */
 const char *tfc_cpu_blas_coretype(int before);
 
+/* 1 when libtfcore set OpenBLAS to one thread at load (blas_threads.c) and
+ * tfc_cpu_gemm splits large products over its own OpenMP threads. */
+int tfc_cpu_blas_threads_owned(void);
+
 #endif

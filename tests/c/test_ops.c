@@ -243,6 +243,38 @@ TEST(blocked_gemm_fallback_matches_naive) {
     for (int i = 0; i < 30; i++) CHECK_CLOSE(c[i], w[i], 1e-14);
 }
 
+TEST(gemm_split_over_threads_matches_naive) {
+    /* Products above the split threshold (2^18 multiply-adds) are cut into
+     * blocks of C, one BLAS call per thread (lib/cpu/gemm.c): rows when
+     * M >= N, columns otherwise. Odd sizes leave a ragged last block; every
+     * transpose combination moves the block's operand pointer differently;
+     * beta = 1 checks each block reads its own part of C. */
+    extern void tfc_cpu_gemm(tfc_dtype, int, int, int64_t, int64_t, int64_t, double, const void *, int64_t,
+                             const void *, int64_t, double, void *, int64_t);
+    const int64_t shapes[2][3] = {{301, 67, 97}, {45, 611, 83}}; /* m, n, k: row split, column split */
+    for (int sh = 0; sh < 2; sh++) {
+        int64_t m = shapes[sh][0], n = shapes[sh][1], k = shapes[sh][2];
+        double *a = malloc(sizeof(double) * m * k), *b = malloc(sizeof(double) * k * n),
+               *at = malloc(sizeof(double) * m * k), *bt = malloc(sizeof(double) * k * n),
+               *c = malloc(sizeof(double) * m * n), *w = malloc(sizeof(double) * m * n);
+        for (int64_t i = 0; i < m * k; i++) a[i] = sin(0.37 * i), at[(i % k) * m + i / k] = a[i];
+        for (int64_t i = 0; i < k * n; i++) b[i] = cos(0.11 * i), bt[(i % n) * k + i / n] = b[i];
+        naive_mm(a, b, w, m, n, k);
+        for (int threads = 1; threads <= 2; threads++) {
+            CHECK_OK(tfc_set_num_threads(threads));
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++) {
+                    for (int64_t i = 0; i < m * n; i++) c[i] = 0.5 * i;
+                    tfc_cpu_gemm(TFC_DTYPE_F64, ta, tb, m, n, k, 2.0, ta ? at : a, ta ? m : k, tb ? bt : b,
+                                 tb ? k : n, 1.0, c, n);
+                    for (int64_t i = 0; i < m * n; i++) CHECK_CLOSE(c[i], 2.0 * w[i] + 0.5 * i, 1e-12);
+                }
+        }
+        CHECK_OK(tfc_set_num_threads(0));
+        free(a), free(b), free(at), free(bt), free(c), free(w);
+    }
+}
+
 TEST(views_share_storage_and_read_right) {
     int64_t d[3] = {2, 3, 4};
     tfc_tensor *x = NULL, *t = NULL, *p = NULL, *s = NULL, *e = NULL, *v = NULL, *c = NULL;
