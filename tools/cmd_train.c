@@ -134,14 +134,9 @@ static int make_vocab(const train_opts *o, const char *text, size_t len, vocab *
             tfc_tokenizer_train(v->bpe, text, len, (int32_t)n) != TFC_OK)
             return cli_lib_error(CMD, "training the BPE tokenizer");
     } else if (strncmp(o->tokenizer, "gpt2:", 5) == 0) {
-        const char *dir = o->tokenizer + 5;
-        char enc[4096], bpe[4096];
-        snprintf(enc, sizeof enc, "%s/encoder.json", dir);
-        snprintf(bpe, sizeof bpe, "%s/vocab.bpe", dir);
-        if (!file_exists(enc) || !file_exists(bpe))
-            return cli_error(EXIT_USAGE, CMD, "--tokenizer gpt2:%s needs %s and %s", dir, enc, bpe);
+        int rc = load_gpt2_tokenizer(CMD, o->tokenizer + 5, &v->bpe);
+        if (rc) return rc;
         v->kind = VOCAB_BPE;
-        if (tfc_tokenizer_load_gpt2(enc, bpe, &v->bpe) != TFC_OK) return cli_lib_error(CMD, "loading the GPT-2 tokenizer");
     } else {
         return cli_error(EXIT_USAGE, CMD, "--tokenizer must be char, bpe:VOCAB or gpt2:DIR, got '%s'", o->tokenizer);
     }
