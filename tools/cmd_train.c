@@ -245,6 +245,29 @@ static int check_existing(const train_opts *o, const tfc_gpt_config *c, int64_t 
     return rc;
 }
 
+/*
+ * A resumed run's loss curve starts with the rows of the previous runs'
+ * loss.csv up to the checkpoint's step, so the CSV and SVG cover the whole
+ * run. A missing or damaged file costs only the history (a warning).
+ */
+static void load_history(const train_opts *o, int64_t start, loss_log *curve) {
+    char csv[4096];
+    snprintf(csv, sizeof csv, "%s", path_join(o->out, "loss.csv"));
+    int64_t bad = 0;
+    int r = loss_log_read_csv(curve, csv, start, &bad);
+    if (r == -1)
+        fprintf(stderr, "tfcore train: warning: cannot read %s; the loss curve will cover steps %lld.. only\n", csv,
+                (long long)start);
+    else if (r == -2)
+        fprintf(stderr,
+                "tfcore train: warning: %s line %lld is not a 'step,loss,val_loss,lr' row in step order; the loss "
+                "curve will cover steps %lld.. only\n",
+                csv, (long long)bad, (long long)start);
+    else if (curve->n == 0 || curve->step[curve->n - 1] != start)
+        fprintf(stderr, "tfcore train: warning: %s ends at step %lld, the checkpoint is at step %lld\n", csv,
+                curve->n ? (long long)curve->step[curve->n - 1] : 0LL, (long long)start);
+}
+
 int cmd_train(int argc, char **argv) {
     train_opts o;
     int rc = parse(argc, argv, &o);
@@ -346,6 +369,7 @@ int cmd_train(int argc, char **argv) {
             goto out_model;
         }
         if ((rc = ckpt_load_optim(CMD, o.out, opt)) != 0) goto out_model;
+        load_history(&o, start, &curve);
     }
     if (o.log_json && !(jl = fopen(o.log_json, o.resume ? "a" : "w"))) {
         rc = cli_error(EXIT_USAGE, CMD, "cannot write --log-json file '%s'", o.log_json);
@@ -450,7 +474,7 @@ int cmd_train(int argc, char **argv) {
     const char *csv = path_join(o.out, "loss.csv"), *svg = path_join(o.out, "loss.svg");
     char title[256];
     snprintf(title, sizeof title, "tfcore train: %s, %s, batch %d, steps %lld-%lld", o.preset, o.tokenizer, B,
-             (long long)start, (long long)end_step);
+             (long long)(curve.n ? curve.step[0] - 1 : start), (long long)end_step);
     if (loss_log_write_csv(&curve, csv) != 0 || loss_log_write_svg(&curve, svg, title) != 0)
         fprintf(stderr, "tfcore train: warning: could not write %s / %s\n", csv, svg);
     printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs\n",

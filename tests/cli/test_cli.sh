@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CLI tests: every error path a person can hit (one line on stderr, non-zero
 # exit, nothing overwritten), a bit-exact resume (3 steps + save + resume +
-# 3 steps == 6 steps straight), --profile,
+# 3 steps == 6 steps straight) whose loss.csv covers all 6 steps, --profile,
 # sampling, eval and the tokenizer commands.
 #   test_cli.sh <path to tfcore> <source root>
 set -u
@@ -58,6 +58,40 @@ losses() { sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/p' "$1"; }
 if [ "$(losses "$work/straight.jsonl")" != "$(losses "$work/resumed.jsonl")" ] || [ "$(losses "$work/straight.jsonl" | wc -l)" != 6 ]; then
     fail "resume is not bit-exact:"; paste <(losses "$work/straight.jsonl") <(losses "$work/resumed.jsonl")
 fi
+# the resumed run's loss.csv / loss.svg cover the whole run, not only the resumed steps
+checks=$((checks + 1))
+[ "$(cut -d, -f1 "$work/resumed/loss.csv" | tr '\n' ' ')" = "step 1 2 3 4 5 6 " ] ||
+    fail "resumed loss.csv steps: $(cut -d, -f1 "$work/resumed/loss.csv" | tr '\n' ' ')"
+checks=$((checks + 1))
+[ "$(cut -d, -f1,2 "$work/straight/loss.csv")" = "$(cut -d, -f1,2 "$work/resumed/loss.csv")" ] ||
+    fail "resumed loss.csv differs from the straight run's:"$'\n'"$(paste -d'|' "$work/straight/loss.csv" "$work/resumed/loss.csv")"
+checks=$((checks + 1))
+grep -q "steps 0-6" "$work/resumed/loss.svg" || fail "resumed loss.svg title does not cover steps 0-6"
+# a missing or damaged loss.csv costs the history only: one warning, the run goes on
+resume_with_csv() { # $1: what to do to loss.csv; $2: warning fragment; $3: steps wanted in the CSV
+    checks=$((checks + 1))
+    rm -rf "$work/rcsv"
+    "$tfcore" train --data "$work/corpus.txt" --steps 4 --warmup 1 "${fast[@]}" --out "$work/rcsv" --stop-after 2 \
+        >/dev/null 2>&1 || { fail "first half for the CSV check"; return; }
+    eval "$1"
+    "$tfcore" train --data "$work/corpus.txt" --steps 4 --warmup 1 "${fast[@]}" --out "$work/rcsv" --resume \
+        >/dev/null 2>"$work/err"
+    local rc=$? got
+    got=$(cut -d, -f1 "$work/rcsv/loss.csv" | tr '\n' ' ')
+    if [ "$rc" != 0 ]; then fail "resume after '$1': exit $rc ($(cat "$work/err"))"
+    elif ! grep -qF -- "$2" "$work/err" || [ "$(wc -l < "$work/err")" != 1 ]; then
+        fail "resume after '$1': stderr '$(cat "$work/err")' is not one line with '$2'"
+    elif [ "$got" != "$3" ]; then fail "resume after '$1': loss.csv steps '$got', wanted '$3'"
+    fi
+}
+resume_with_csv 'rm "$work/rcsv/loss.csv"' "warning: cannot read $work/rcsv/loss.csv" "step 3 4 "
+resume_with_csv 'printf "step,loss,val_loss,lr\n1,4.5,,0.001\nbogus\n" > "$work/rcsv/loss.csv"' \
+    "loss.csv line 3 is not a 'step,loss,val_loss,lr' row" "step 3 4 "
+resume_with_csv 'printf "step,loss,val_loss,lr\n2,4.5,,0.001\n1,4.4,,0.001\n" > "$work/rcsv/loss.csv"' \
+    "loss.csv line 3 is not" "step 3 4 "
+resume_with_csv 'printf "step,loss\n1,2\n" > "$work/rcsv/loss.csv"' "loss.csv line 1 is not" "step 3 4 "
+resume_with_csv 'sed -i \$d "$work/rcsv/loss.csv"' "loss.csv ends at step 1, the checkpoint is at step 2" "step 1 3 4 "
+
 # --profile: the per-op table of one step after the warm-up step, on stderr
 checks=$((checks + 1))
 "$tfcore" train --data "$work/corpus.txt" --steps 3 --warmup 1 "${fast[@]}" --out "$work/prof" --profile \
