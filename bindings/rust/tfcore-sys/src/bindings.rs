@@ -273,6 +273,10 @@ extern "C" {
     pub fn tfc_tensor_retain_grad(t: *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_detach(t: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_gradcheck(f: tfc_gradcheck_fn, inputs: *const *mut tfc_tensor, n: i32, ctx: *mut c_void, eps: f64, max_rel_err: *mut f64, worst_input: *mut i32, worst_index: *mut i64) -> tfc_status;
+    pub fn tfc_profile_enable(on: i32) -> tfc_status;
+    pub fn tfc_profile_is_enabled() -> i32;
+    pub fn tfc_profile_reset() -> tfc_status;
+    pub fn tfc_profile_report(out: *mut *mut c_char) -> tfc_status;
     pub fn tfc_add(g: *mut tfc_graph, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_sub(g: *mut tfc_graph, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_mul(g: *mut tfc_graph, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
