@@ -11,6 +11,9 @@
  * The forward reads each row once (chunked online log-sum-exp, see
  * row_lse). The loss sums rows in f64 in CE_BLOCKS blocks whose boundaries depend only
  * on n, then adds the blocks in order: the same loss for any thread count.
+ * cross_entropy_rows is the row pass of the fused linear + cross-entropy
+ * (lib/ops/linear_cross_entropy.c): per-row losses, and the gradient
+ * written over the logits in place.
  */
 #ifndef TFC_T
 

@@ -136,7 +136,9 @@ static tfc_status lce_pass(const tfc_tensor *h, const tfc_tensor *w, const void 
         tfc_cpu_cross_entropy_rows(dt, idt, nc, V, zp, (const char *)t + (size_t)r0 * tfc_dtype_size(idt),
                                    ignore_index, to_grad, nv ? 1.0 / (double)nv : 0.0, row_loss);
         for (int64_t r = 0; r < nc; r++) total += row_loss[r];
-        if (dh) tfc_cpu_gemm(dt, 0, tw, nc, C, V, 1.0, zp, V, wp, ldw, 0.0, (char *)tfc_data(dh) + (size_t)(r0 * C) * es, C);
+        if (dh)
+            tfc_cpu_gemm(dt, 0, tw, nc, C, V, 1.0, zp, V, wp, ldw, 0.0, (char *)tfc_data(dh) + (size_t)(r0 * C) * es,
+                         C);
         if (dw) tfc_cpu_gemm(dt, 1, th, V, C, nc, 1.0, zp, V, hc, ldh, r0 == 0 ? 0.0 : 1.0, tfc_data(dw), C);
     }
     if (s == TFC_OK && dw && N == 0) s = tfc_tensor_fill(dw, 0.0);

@@ -323,9 +323,9 @@ static tfc_status gc_fn(tfc_graph *g, tfc_tensor *const *in, int32_t n, tfc_tens
 static void gradcheck_case(int layout, double scale, int64_t chunk) {
     /* N = 7, C = 3, V = 5 after the views */
     tfc_tensor *in[2];
-    if (layout == 0) in[0] = rand_t(7, 3, TFC_DTYPE_F64, -1.5, 1.5, 41), in[1] = rand_t(5, 3, TFC_DTYPE_F64, -1.5, 1.5, 42);
-    else if (layout == 1) in[0] = rand_t(3, 7, TFC_DTYPE_F64, -1.5, 1.5, 43), in[1] = rand_t(3, 5, TFC_DTYPE_F64, -1.5, 1.5, 44);
-    else in[0] = rand_t(14, 6, TFC_DTYPE_F64, -1.5, 1.5, 45), in[1] = rand_t(5, 6, TFC_DTYPE_F64, -1.5, 1.5, 46);
+    const int64_t dims[3][4] = {{7, 3, 5, 3}, {3, 7, 3, 5}, {14, 6, 5, 6}}, *d = dims[layout];
+    in[0] = rand_t(d[0], d[1], TFC_DTYPE_F64, -1.5, 1.5, 41 + 2 * (uint64_t)layout);
+    in[1] = rand_t(d[2], d[3], TFC_DTYPE_F64, -1.5, 1.5, 42 + 2 * (uint64_t)layout);
     for (int i = 0; i < 2; i++) CHECK_OK(tfc_tensor_set_requires_grad(in[i], 1));
     int64_t prev = tfc_linear_cross_entropy_set_chunk_rows(chunk);
     gc_case c = {layout, scale};
@@ -335,7 +335,8 @@ static void gradcheck_case(int layout, double scale, int64_t chunk) {
     tfc_status s = tfc_gradcheck(gc_fn, in, 2, &c, 1e-6, &err, &wi, &wk);
     tfc_linear_cross_entropy_set_chunk_rows(prev);
     tfc_test_checks++;
-    if (s != TFC_OK) TFC_FAIL_AT("layout %d chunk %lld: gradcheck did not run: %s", layout, (long long)chunk, tfc_last_error());
+    if (s != TFC_OK)
+        TFC_FAIL_AT("layout %d chunk %lld: gradcheck did not run: %s", layout, (long long)chunk, tfc_last_error());
     else if (!(err < 1e-7))
         TFC_FAIL_AT("layout %d chunk %lld: max relative error %g at input %d element %lld", layout, (long long)chunk,
                     err, wi, (long long)wk);
@@ -415,7 +416,8 @@ TEST(bad_inputs_name_function_argument_shapes) {
     BAD(tfc_linear_cross_entropy(g, h, NULL, tg, -1, &out), TFC_ERR_INVALID_ARG, "w is NULL");
     BAD(tfc_linear_cross_entropy(g, h, w, NULL, -1, &out), TFC_ERR_INVALID_ARG, "targets is NULL");
     BAD(tfc_linear_cross_entropy(g, hi, w, tg, -1, &out), TFC_ERR_DTYPE, "h is i64 [4,3]");
-    BAD(tfc_linear_cross_entropy(g, h, w32, tg, -1, &out), TFC_ERR_DTYPE, "h is f64 [4,3], w is f32 [5,3]: dtypes differ");
+    BAD(tfc_linear_cross_entropy(g, h, w32, tg, -1, &out), TFC_ERR_DTYPE,
+        "h is f64 [4,3], w is f32 [5,3]: dtypes differ");
     BAD(tfc_linear_cross_entropy(g, h, w, tf, -1, &out), TFC_ERR_DTYPE, "targets is f64 [4,1]");
     BAD(tfc_linear_cross_entropy(g, h1, w, tg, -1, &out), TFC_ERR_SHAPE, "h is [3], must be [N, C]");
     BAD(tfc_linear_cross_entropy(g, h0, w0, tg, -1, &out), TFC_ERR_SHAPE, "h is [4,0], must be [N, C] with C >= 1");
