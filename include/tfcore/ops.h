@@ -127,7 +127,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tenso
  * of one dtype, C >= 1, V >= 1; targets holds N i32/i64 class ids (any
  * shape), each in [0, V) or equal to ignore_index. *loss receives a new
  * scalar of h's dtype.
- * Memory: rows go in chunks whose [rows, V] logits fit a few MiB; when g
+ * Memory: rows go in chunks (at least 256 rows, more while a chunk's
+ * [rows, V] logits stay under 8 MiB), one chunk buffer at a time; when g
  * records and h or w requires grad, the gradients are computed in the same
  * pass (dh [N, C], dW [V, C], only those needed) and kept on the graph until
  * it is cleared; backward scales them by the loss's gradient. Neither the
