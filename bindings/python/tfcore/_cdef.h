@@ -148,6 +148,7 @@ tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor *a, cons
 tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *bias, double eps, tfc_tensor **out);
 tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tfc_tensor *ids, tfc_tensor **out);
 tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **out);
+tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w, const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **loss);
 tfc_status tfc_attention(tfc_graph *g, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, int32_t causal, double scale, tfc_tensor **out);
 tfc_status tfc_dropout(tfc_graph *g, const tfc_tensor *x, double p, uint64_t seed, uint64_t offset, tfc_tensor **out);
 tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
