@@ -96,7 +96,7 @@ resume_with_csv 'sed -i \$d "$work/rcsv/loss.csv"' "loss.csv ends at step 1, the
 checks=$((checks + 1))
 "$tfcore" train --data "$work/corpus.txt" --steps 3 --warmup 1 "${fast[@]}" --out "$work/prof" --profile \
     >"$work/prof.out" 2>"$work/prof.err" || fail "--profile run: $(cat "$work/prof.err")"
-for want in "profile of step 2 " "backward passes: 1;" tfc_matmul tfc_attention tfc_layernorm tfc_cross_entropy \
+for want in "profile of step 2 " "backward passes: 1;" tfc_matmul tfc_attention tfc_layernorm tfc_linear_cross_entropy \
     "(between steps: clip, optimizer"; do
     checks=$((checks + 1))
     grep -qF -- "$want" "$work/prof.err" || fail "--profile output lacks '$want': $(cat "$work/prof.err")"
