@@ -57,18 +57,9 @@ static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
     for (int32_t d = 0; d + 1 < ex->ndim; d++) M *= ex->shape[d];
     tfc_tensor *dy2 = NULL, *t = NULL, *flat = NULL, *xt = NULL;
     TFC_TRY(tfc_reshape(NULL, dy, (int64_t[]){M, N}, 2, &dy2));
-    tfc_status s = TFC_OK;
-    if (tfc_node_needs_grad(n, 0)) {
-        const tfc_tensor *w = n->saved[n->params.i[1]];
-        s = new_flat(ex->shape, ex->ndim, dy->dtype, M, K, &t, &flat);
-        if (s == TFC_OK) s = tfc_transpose(NULL, w, 0, 1, &xt);
-        if (s == TFC_OK) s = gemm_or_zero(flat, dy2, xt);
-        if (s == TFC_OK) gin[0] = t;
-        else tfc_tensor_release(t);
-        tfc_tensor_release(flat);
-        tfc_tensor_release(xt);
-        t = flat = xt = NULL;
-    }
+    /* db, dw, then dx: dx is consumed next (by the op before this one) and
+     * is still in cache when written last. */
+    tfc_status s = n->n_in == 3 && tfc_node_needs_grad(n, 2) ? bias_grad(dy2, &gin[2]) : TFC_OK;
     if (s == TFC_OK && tfc_node_needs_grad(n, 1)) {
         const tfc_tensor *x = n->saved[n->params.i[0]];
         tfc_tensor *x2 = NULL;
@@ -80,8 +71,18 @@ static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
         else tfc_tensor_release(t);
         tfc_tensor_release(x2);
         tfc_tensor_release(xt);
+        t = xt = NULL;
     }
-    if (s == TFC_OK && n->n_in == 3 && tfc_node_needs_grad(n, 2)) s = bias_grad(dy2, &gin[2]);
+    if (s == TFC_OK && tfc_node_needs_grad(n, 0)) {
+        const tfc_tensor *w = n->saved[n->params.i[1]];
+        s = new_flat(ex->shape, ex->ndim, dy->dtype, M, K, &t, &flat);
+        if (s == TFC_OK) s = tfc_transpose(NULL, w, 0, 1, &xt);
+        if (s == TFC_OK) s = gemm_or_zero(flat, dy2, xt);
+        if (s == TFC_OK) gin[0] = t;
+        else tfc_tensor_release(t);
+        tfc_tensor_release(flat);
+        tfc_tensor_release(xt);
+    }
     tfc_tensor_release(dy2);
     return s;
 }
