@@ -104,6 +104,25 @@ TFC_API TFC_NODISCARD tfc_status tfc_matmul_backward(const tfc_tensor *dout, con
 
 /* ---- neural-network layers --------------------------------------------------- */
 
+/*
+ * Linear layer out[..., out] = x[..., in] · w + b, with w in the Conv1D
+ * layout [in, out] — GPT-2's, the TRANSPOSE of torch.nn.Linear's
+ * [out, in] weight — and b [out] or NULL. x's leading dims fold into one
+ * GEMM; the bias is written into the output before the GEMM accumulates
+ * onto it, so no separate add runs. Any strides (a transposed w goes to
+ * BLAS as a flag). Backward: dx = dy·wᵀ, dw = Σ xᵀ·dy over the leading
+ * dims, db = Σ dy over all but the last dim, each computed only when that
+ * input requires grad. Same results as tfc_matmul followed by tfc_add up to
+ * float rounding. x, w, b: f32 or f64, one dtype, CPU. *out is a new
+ * contiguous tensor owned by the caller. Errors: TFC_ERR_INVALID_ARG (NULL
+ * x/w/out), TFC_ERR_DTYPE (not f32/f64, or dtypes differ), TFC_ERR_SHAPE
+ * (w not 2-D, x's last dim ≠ w's rows, b not [out]), TFC_ERR_DEVICE (a
+ * CUDA tensor), TFC_ERR_UNSUPPORTED (w dims above 2^31). Thread-safety as
+ * for every op.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w,
+                                            const tfc_tensor *b, tfc_tensor **out);
+
 /* LayerNorm over the last dim: (x − mean)/√(var + eps) ⊙ weight + bias; weight/bias may be NULL. */
 TFC_API TFC_NODISCARD tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *weight,
                                                const tfc_tensor *bias, double eps, tfc_tensor **out);

@@ -78,6 +78,11 @@ void tfc_cpu_gelu_forward(tfc_dtype dt, int64_t n, int approximate, const void *
 void tfc_cpu_gelu_backward(tfc_dtype dt, int64_t n, int approximate, const void *dy, const void *x, void *dx,
                            int accumulate);
 
+/* Linear layer bias: y [rows, n] = b [n] broadcast into every row (the GEMM then adds x·w with beta = 1). */
+void tfc_cpu_bias_rows(tfc_dtype dt, int64_t rows, int64_t n, const void *b, void *y);
+/* db [n] (+)= Σ_r dy[r, :], dy [rows, n] with row stride ld; each column summed in row order. */
+void tfc_cpu_bias_grad(tfc_dtype dt, int64_t rows, int64_t n, const void *dy, int64_t ld, void *db, int accumulate);
+
 /* An attention operand [B, H, rows, cols]: element strides of b, h and row; cols has stride 1. */
 typedef struct tfc_attn_operand {
     const void *data;

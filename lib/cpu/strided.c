@@ -53,10 +53,11 @@ void tfc_iter_seek(const tfc_iter *it, int64_t start, int64_t *idx, int64_t *off
 }
 
 /*
- * Copy and fill walk rows of the innermost merged dimension: the offsets of
- * a row come from tfc_iter_seek (a few divisions per row, not per element),
- * and the row itself is one memcpy when both sides are dense, or a typed
- * strided loop — never a per-element call.
+ * Copy and fill walk rows of the innermost merged dimension: each thread
+ * seeks to its first row (a few divisions), then steps from row to row
+ * with a carry — with short rows (one head's 32 floats) divisions per row
+ * cost more than the copy. A row is one memcpy when both sides are dense,
+ * or a typed strided loop — never a per-element call.
  */
 #define STRIDED_ROW_COPY(T, d, ds, s, ss, n)                                   \
     do {                                                                       \
@@ -120,8 +121,8 @@ void tfc_cpu_copy(const tfc_sview *dst, const tfc_sview *src) {
     if (it.numel == 0) return;
     TFC_PARALLEL_RANGE(rows, row >= (1 << 15) ? 1 : (1 << 15) / row, lo, hi) {
         int64_t idx[TFC_MAX_DIMS], off[4];
-        for (int64_t r = lo; r < hi; r++) {
-            tfc_iter_seek(&it, r * row, idx, off);
+        if (lo < hi) tfc_iter_seek(&it, lo * row, idx, off);
+        for (int64_t r = lo; r < hi; r++, tfc_iter_next_row(&it, idx, off)) {
             if (same) {
                 copy_row(dst->data + off[0] * (int64_t)es, dstr, src->data + off[1] * (int64_t)tfc_dtype_size(src->dtype),
                          sstr, row, es);
@@ -148,8 +149,8 @@ void tfc_cpu_fill(const tfc_sview *dst, double value) {
     for (size_t b = 0; b < es; b++) zero &= pattern[b] == 0;
     TFC_PARALLEL_RANGE(rows, row >= (1 << 16) ? 1 : (1 << 16) / row, lo, hi) {
         int64_t idx[TFC_MAX_DIMS], off[4];
-        for (int64_t r = lo; r < hi; r++) {
-            tfc_iter_seek(&it, r * row, idx, off);
+        if (lo < hi) tfc_iter_seek(&it, lo * row, idx, off);
+        for (int64_t r = lo; r < hi; r++, tfc_iter_next_row(&it, idx, off)) {
             char *d = dst->data + off[0] * (int64_t)es;
             if (zero && str == 1) {
                 memset(d, 0, (size_t)row * es);

@@ -47,6 +47,18 @@ static inline void tfc_iter_next(const tfc_iter *it, int64_t *idx, int64_t *off)
     }
 }
 
+/* Advance to the start of the next row (idx[ndim-1] stays 0): a carry over
+ * the outer dims, no division — for loops that seek once, then walk rows. */
+static inline void tfc_iter_next_row(const tfc_iter *it, int64_t *idx, int64_t *off) {
+    for (int32_t d = it->ndim - 2; d >= 0; d--) {
+        idx[d]++;
+        for (int32_t v = 0; v < it->nviews; v++) off[v] += it->strides[v][d];
+        if (idx[d] < it->shape[d]) return;
+        for (int32_t v = 0; v < it->nviews; v++) off[v] -= it->strides[v][d] * it->shape[d];
+        idx[d] = 0;
+    }
+}
+
 /* dst = src converted to dst's dtype; src must already have dst's shape
  * (broadcast dims as stride 0). */
 void tfc_cpu_copy(const tfc_sview *dst, const tfc_sview *src);

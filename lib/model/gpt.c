@@ -256,17 +256,11 @@ static void scope_free(scope *sc) {
         if (s != TFC_OK) goto done;                                                                          \
     } while (0)
 
-/* y = x · w (+ b): x [N, in], w [in, out] (Conv1D layout), b [out] or NULL. */
+/* y = x · w (+ b): x [N, in], w [in, out] (Conv1D layout), b [out] or NULL; one fused op. */
 static tfc_status linear(tfc_graph *g, scope *scp, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *b,
                          tfc_tensor **y) {
-    tfc_tensor *xw = NULL, *r = NULL;
-    TFC_TRY(tfc_matmul(g, x, w, &xw));
-    TFC_TRY(keep(scp, xw));
-    if (!b) {
-        *y = xw;
-        return TFC_OK;
-    }
-    TFC_TRY(tfc_add(g, xw, b, &r));
+    tfc_tensor *r = NULL;
+    TFC_TRY(tfc_linear(g, x, w, b, &r));
     TFC_TRY(keep(scp, r));
     *y = r;
     return TFC_OK;
@@ -282,24 +276,29 @@ static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gp
                                   int32_t layer, int64_t B, int64_t T, int64_t start, const tfc_tensor *h,
                                   tfc_tensor **y) {
     const int64_t C = m->cfg.n_embd, H = m->cfg.n_head, D = C / H;
-    tfc_tensor *qkv, *parts[3] = {NULL, NULL, NULL}, *heads[3];
+    tfc_tensor *qkv, *qkv5, *qkv_h, *parts[3] = {NULL, NULL, NULL}, *heads[3];
     TFC_TRY(linear(g, scp, h, bl->attn_w, bl->attn_b, &qkv));
-    int64_t sizes[3] = {C, C, C};
-    TFC_TRY(tfc_split(g, qkv, sizes, 3, 1, parts));
+    /* [B·T, 3C] → [B,T,3,H,D] → [3,B,H,T,D], split on the leading 3: q, k, v
+     * are strided views of qkv, and backward writes dq, dk, dv into one
+     * dqkv buffer already in qkv's layout (one copy, no zero fills, no adds). */
+    const int64_t bt3hd[5] = {B, T, 3, H, D};
+    const int32_t to_qkv_heads[5] = {2, 0, 3, 1, 4};
+    TFC_TRY(tfc_view(g, qkv, bt3hd, 5, &qkv5));
+    TFC_TRY(keep(scp, qkv5));
+    TFC_TRY(tfc_permute(g, qkv5, to_qkv_heads, 5, &qkv_h));
+    TFC_TRY(keep(scp, qkv_h));
+    const int64_t ones[3] = {1, 1, 1};
+    TFC_TRY(tfc_split(g, qkv_h, ones, 3, 0, parts));
     tfc_status s = TFC_OK;
     for (int i = 0; i < 3; i++)
         if (s == TFC_OK) s = keep(scp, parts[i]);
         else tfc_tensor_release(parts[i]);
     TFC_TRY(s);
-    const int64_t bthd[4] = {B, T, H, D};
-    const int32_t to_heads[4] = {0, 2, 1, 3};
     for (int i = 0; i < 3; i++) {
-        tfc_tensor *v4;
-        TFC_TRY(tfc_view(g, parts[i], bthd, 4, &v4));
-        TFC_TRY(keep(scp, v4));
-        TFC_TRY(tfc_permute(g, v4, to_heads, 4, &heads[i]));
+        TFC_TRY(tfc_squeeze(g, parts[i], 0, &heads[i])); /* [B,H,T,D] */
         TFC_TRY(keep(scp, heads[i]));
     }
+    const int32_t to_heads[4] = {0, 2, 1, 3};
     const tfc_tensor *k = heads[1], *v = heads[2];
     if (cache) {
         tfc_tensor *kv[2] = {cache->k[layer], cache->v[layer]};

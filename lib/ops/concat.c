@@ -1,9 +1,13 @@
 /*
  * concat(xs, dim): out = [x0; x1; ...] along dim, each piece copied into a
  * slice of out.  Backward: dxi = dy sliced back at xi's place.
- * split is n narrow() views, so its gradients flow through the views.
+ * split(x, sizes, dim): n views of x along dim, recorded as ONE node with n
+ * outputs.  Backward: dx = [dy0; dy1; ...] along dim, written once into one
+ * buffer (a part whose output got no gradient is zero-filled), laid out in
+ * x's memory order so the view/permute nodes behind a split stay copy-free.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops/op_util.h"
 
@@ -78,6 +82,76 @@ TFC_API tfc_status tfc_concat(tfc_graph *g, const tfc_tensor *const *xs, int32_t
     return TFC_OK;
 }
 
+/*
+ * Strides for a fresh buffer of x's shape in x's memory order when x is a
+ * dense permutation of its elements (no gaps, no overlap); else the
+ * row-major strides.
+ */
+static void dense_order_strides(const tfc_tensor *x, int64_t *strides) {
+    int32_t nd = x->ndim, order[TFC_MAX_DIMS], k = 0;
+    tfc_contiguous_strides(x->shape, nd, strides);
+    for (int32_t i = 0; i < nd; i++)
+        if (x->shape[i] != 1) order[k++] = i;
+    for (int32_t i = 1; i < k; i++) /* insertion sort, innermost (smallest stride) last */
+        for (int32_t j = i; j > 0 && x->strides[order[j - 1]] < x->strides[order[j]]; j--) {
+            int32_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    int64_t expect = 1;
+    for (int32_t j = k - 1; j >= 0; j--) {
+        if (x->strides[order[j]] != expect) return;
+        expect *= x->shape[order[j]];
+    }
+    for (int32_t j = 0; j < k; j++) strides[order[j]] = x->strides[order[j]];
+}
+
+/* params.i[0] = dim, params.i[1..] = dx's strides, saved[0] = the sizes (i64 [n_out]). */
+static tfc_status split_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
+    if (!tfc_node_needs_grad(n, 0)) return TFC_OK;
+    const tfc_edge *e = &n->in[0];
+    int32_t dim = (int32_t)n->params.i[0], any = 0;
+    tfc_dtype dt = e->dtype;
+    for (int32_t i = 0; i < n->n_out; i++) {
+        if (gout[i]) {
+            any = 1;
+            dt = gout[i]->dtype;
+        }
+    }
+    if (!any) return TFC_OK;
+    int64_t strides[TFC_MAX_DIMS], numel = 1;
+    for (int32_t d = 0; d < e->ndim; d++) numel *= e->shape[d];
+    memcpy(strides, n->params.i + 1, sizeof(int64_t) * (size_t)e->ndim);
+    tfc_tensor *buf = NULL, *dx = NULL;
+    TFC_TRY(tfc_tensor_new(&numel, 1, dt, TFC_DEVICE_CPU, 0, &buf));
+    tfc_status s = tfc_tensor_alias(buf, e->shape, strides, e->ndim, 0, &dx);
+    tfc_tensor_release(buf);
+    TFC_TRY(s);
+    int64_t start = 0;
+    for (int32_t i = 0; i < n->n_out && s == TFC_OK; i++) {
+        int64_t len = ((const int64_t *)tfc_data(n->saved[0]))[i];
+        tfc_tensor *part = NULL;
+        s = tfc_narrow(NULL, dx, dim, start, len, &part);
+        if (s == TFC_OK) {
+            tfc_sview pv = tfc_sview_of(part);
+            if (gout[i]) {
+                tfc_sview gv = tfc_sview_of(gout[i]);
+                tfc_cpu_copy(&pv, &gv);
+            } else {
+                tfc_cpu_fill(&pv, 0.0);
+            }
+        }
+        tfc_tensor_release(part);
+        start += len;
+    }
+    if (s != TFC_OK) {
+        tfc_tensor_release(dx);
+        return s;
+    }
+    gin[0] = dx;
+    return TFC_OK;
+}
+
 TFC_API tfc_status tfc_split(tfc_graph *g, const tfc_tensor *x, const int64_t *sizes, int32_t n, int32_t dim,
                              tfc_tensor **outs) {
     const char *fn = "tfc_split";
@@ -100,8 +174,23 @@ TFC_API tfc_status tfc_split(tfc_graph *g, const tfc_tensor *x, const int64_t *s
     int64_t start = 0;
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
-        s = tfc_narrow(g, x, d, start, sizes[i], &tmp[i]);
+        s = tfc_narrow(NULL, x, d, start, sizes[i], &tmp[i]);
         start += sizes[i];
+    }
+    if (s == TFC_OK && tfc_should_record(g, &x, 1)) {
+        tfc_node *node;
+        tfc_tensor *lens = NULL;
+        int64_t nn = n;
+        s = tfc_tensor_from_data(sizes, &nn, 1, TFC_DTYPE_I64, &lens);
+        if (s == TFC_OK) s = tfc_node_new(g, fn, split_backward, 1, n, &node);
+        if (s == TFC_OK) {
+            node->params.i[0] = d;
+            dense_order_strides(x, node->params.i + 1);
+            tfc_node_set_input(node, 0, x);
+            s = tfc_node_save(node, lens);
+            for (int32_t i = 0; i < n && s == TFC_OK; i++) tfc_node_attach_output(node, i, tmp[i]);
+        }
+        tfc_tensor_release(lens);
     }
     if (s != TFC_OK) {
         for (int32_t i = 0; i < n; i++) tfc_tensor_release(tmp[i]);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cpu/gemm.h"
+#include "ops/matmul_into.h"
 #include "ops/op_util.h"
 
 static int blas_ok(const tfc_tensor *t) {
@@ -21,12 +22,8 @@ static int blas_ok(const tfc_tensor *t) {
     return tfc_cpu_gemm_layout(t->shape[n - 2], t->shape[n - 1], t->strides[n - 2], t->strides[n - 1], &tr, &ld);
 }
 
-/*
- * out (contiguous, [batch..., M, N]) = a · b + beta · out, with a [.., M, K]
- * and b [.., K, N] whose batch dims broadcast to out's. Operands whose
- * last two dims BLAS cannot address are compacted first.
- */
-static tfc_status matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in, double beta) {
+/* Declared in ops/matmul_into.h. */
+tfc_status tfc_matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in, double beta) {
     tfc_tensor *a = NULL, *b = NULL;
     tfc_status s = blas_ok(a_in) ? (a = tfc_tensor_retain((tfc_tensor *)a_in), TFC_OK) : tfc_make_contiguous(a_in, &a);
     if (s == TFC_OK) s = blas_ok(b_in) ? (b = tfc_tensor_retain((tfc_tensor *)b_in), TFC_OK) : tfc_make_contiguous(b_in, &b);
@@ -143,7 +140,7 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
             memcpy(shape, dout->shape, sizeof(int64_t) * (size_t)nd);
             shape[nd - 1] = a->shape[a->ndim - 1];
             s = tfc_tensor_new(shape, nd, dout->dtype, TFC_DEVICE_CPU, 0, &full);
-            if (s == TFC_OK) s = matmul_into(full, dout, bt, 0.0);
+            if (s == TFC_OK) s = tfc_matmul_into(full, dout, bt, 0.0);
         }
         tfc_tensor_release(bt);
         if (s == TFC_OK) return tfc_sum_to_shape(full, a->shape, a->ndim, out);
@@ -162,7 +159,7 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
         if (s == TFC_OK) s = tfc_reshape(NULL, dout, (int64_t[]){rows, dout->shape[nd - 1]}, 2, &df);
         if (s == TFC_OK) s = tfc_transpose(NULL, af, 0, 1, &at);
         if (s == TFC_OK) s = tfc_tensor_new(b->shape, 2, dout->dtype, TFC_DEVICE_CPU, 0, &full);
-        if (s == TFC_OK) s = matmul_into(full, at, df, 0.0);
+        if (s == TFC_OK) s = tfc_matmul_into(full, at, df, 0.0);
         tfc_tensor_release(aexp);
         tfc_tensor_release(af);
         tfc_tensor_release(df);
@@ -178,7 +175,7 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
             memcpy(shape, dout->shape, sizeof(int64_t) * (size_t)nd);
             shape[nd - 2] = b->shape[b->ndim - 2];
             s = tfc_tensor_new(shape, nd, dout->dtype, TFC_DEVICE_CPU, 0, &full);
-            if (s == TFC_OK) s = matmul_into(full, at, dout, 0.0);
+            if (s == TFC_OK) s = tfc_matmul_into(full, at, dout, 0.0);
         }
         tfc_tensor_release(at);
         if (s == TFC_OK) return tfc_sum_to_shape(full, b->shape, b->ndim, out);
@@ -242,7 +239,7 @@ TFC_API tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a0, const tfc_tens
     if (s == TFC_OK) s = promote(fn, b0, 1, &b);
     if (s == TFC_OK) s = mm_plan(fn, a0, b0, a, b, &p);
     if (s == TFC_OK) s = tfc_tensor_new(p.out, p.nout, a0->dtype, TFC_DEVICE_CPU, 0, &r);
-    if (s == TFC_OK) s = matmul_into(r, a, b, 0.0);
+    if (s == TFC_OK) s = tfc_matmul_into(r, a, b, 0.0);
     if (s == TFC_OK) {
         int64_t strides[TFC_MAX_DIMS];
         tfc_contiguous_strides(p.final_shape, p.nfinal, strides);

@@ -96,7 +96,7 @@ resume_with_csv 'sed -i \$d "$work/rcsv/loss.csv"' "loss.csv ends at step 1, the
 checks=$((checks + 1))
 "$tfcore" train --data "$work/corpus.txt" --steps 3 --warmup 1 "${fast[@]}" --out "$work/prof" --profile \
     >"$work/prof.out" 2>"$work/prof.err" || fail "--profile run: $(cat "$work/prof.err")"
-for want in "profile of step 2 " "backward passes: 1;" tfc_matmul tfc_attention tfc_layernorm tfc_linear_cross_entropy \
+for want in "profile of step 2 " "backward passes: 1;" tfc_linear tfc_attention tfc_layernorm tfc_linear_cross_entropy \
     "(between steps: clip, optimizer"; do
     checks=$((checks + 1))
     grep -qF -- "$want" "$work/prof.err" || fail "--profile output lacks '$want': $(cat "$work/prof.err")"
@@ -114,7 +114,7 @@ checks=$((checks + 1))
 "$tfcore" train --data "$work/corpus.txt" --steps 4 --warmup 1 "${fast[@]}" --out "$work/prof2" --profile-steps 2 \
     >/dev/null 2>"$work/prof.err" || fail "--profile-steps run: $(cat "$work/prof.err")"
 grep -qF "profile of steps 2..3" "$work/prof.err" && grep -qF "backward passes: 2;" "$work/prof.err" &&
-    grep -q "^tfc_matmul " "$work/prof.err" || fail "--profile-steps 2: $(cat "$work/prof.err")"
+    grep -q "^tfc_linear " "$work/prof.err" || fail "--profile-steps 2: $(cat "$work/prof.err")"
 checks=$((checks + 1))
 "$tfcore" train --data "$work/corpus.txt" --steps 3 --warmup 1 "${fast[@]}" --out "$work/prof3" >/dev/null 2>"$work/prof.err"
 [ ! -s "$work/prof.err" ] || fail "train without --profile wrote to stderr: $(cat "$work/prof.err")"

@@ -107,6 +107,8 @@ LINALG = {
     "matmul_transposed": (lambda ns, a, b: a.T @ b.transpose(0, 1), [randn(7, 5), randn(3, 7)]),
     "matmul_sliced": (lambda ns, a, b: a[:, ::2] @ b[1:4], [randn(5, 6), randn(5, 3)]),
     "linear": (lambda ns, x, w, b: ns.linear(x, w, b), [randn(4, 5), randn(3, 5), randn(3)]),
+    "linear_batched": (lambda ns, x, w, b: ns.linear(x, w, b), [randn(2, 4, 5), randn(3, 5), randn(3)]),
+    "linear_no_bias": (lambda ns, x, w: ns.linear(x, w), [randn(2, 4, 5), randn(3, 5)]),
 }
 
 SELECT = {
@@ -117,6 +119,7 @@ SELECT = {
     "stack": (lambda ns, a, b: ns.stack([a, b], 1), [randn(2, 3), randn(2, 3)]),
     "split_size": (lambda ns, a: ns.split(a, 2, 1), [randn(3, 5)]),
     "split_sections": (lambda ns, a: ns.split(a, [1, 3, 1], 1), [randn(3, 5)]),
+    "split_of_transposed_one_part_used": (lambda ns, a: ns.split(a.T, [2, 1, 2], 1)[1], [randn(5, 3)]),
     "topk_largest": (lambda ns, a: ns.topk(a, 3, -1), [randn(4, 7)]),
     "topk_smallest_dim0": (lambda ns, a: ns.topk(a, 2, 0, largest=False), [randn(4, 7)]),
 }

@@ -145,6 +145,7 @@ tfc_status tfc_softmax(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_tenso
 tfc_status tfc_log_softmax(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_tensor **out);
 tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
 tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor *da, tfc_tensor *db, uint32_t flags);
+tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *b, tfc_tensor **out);
 tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *bias, double eps, tfc_tensor **out);
 tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tfc_tensor *ids, tfc_tensor **out);
 tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **out);

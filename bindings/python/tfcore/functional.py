@@ -158,9 +158,15 @@ def matmul(a, b):
 
 
 def linear(x, weight, bias=None):
-    """x · weightᵀ + bias with weight [out, in], as torch.nn.functional.linear."""
-    y = matmul(x, weight.transpose(0, 1))
-    return y if bias is None else y + bias
+    """x · weightᵀ + bias with weight [out, in], as torch.nn.functional.linear.
+
+    A 2-D weight goes to tfc_linear (which takes the [in, out] layout) as a
+    transposed view: one GEMM with the bias fused, no copy of the weight."""
+    if weight.ndim != 2 or x.ndim < 1 or (bias is not None and bias.ndim != 1):
+        y = matmul(x, weight.transpose(0, 1) if weight.ndim == 2 else weight)
+        return y if bias is None else y + bias
+    wt = weight.transpose(0, 1)
+    return _call(lib.tfc_linear, _ag.graph_for(x, wt, bias), x._h, wt._h, ffi.NULL if bias is None else bias._h)
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):

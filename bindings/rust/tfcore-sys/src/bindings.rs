@@ -305,6 +305,7 @@ extern "C" {
     pub fn tfc_log_softmax(g: *mut tfc_graph, x: *const tfc_tensor, dim: i32, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_matmul(g: *mut tfc_graph, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_matmul_backward(dout: *const tfc_tensor, a: *const tfc_tensor, b: *const tfc_tensor, da: *mut tfc_tensor, db: *mut tfc_tensor, flags: u32) -> tfc_status;
+    pub fn tfc_linear(g: *mut tfc_graph, x: *const tfc_tensor, w: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_layernorm(g: *mut tfc_graph, x: *const tfc_tensor, weight: *const tfc_tensor, bias: *const tfc_tensor, eps: f64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_embedding(g: *mut tfc_graph, table: *const tfc_tensor, ids: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_cross_entropy(g: *mut tfc_graph, logits: *const tfc_tensor, targets: *const tfc_tensor, ignore_index: i64, out: *mut *mut tfc_tensor) -> tfc_status;

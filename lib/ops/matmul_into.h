@@ -1,0 +1,15 @@
+/* The GEMM door of the ops layer, shared by matmul and linear. */
+#ifndef TFC_OPS_MATMUL_INTO_H
+#define TFC_OPS_MATMUL_INTO_H
+
+#include "tensor/tensor_impl.h"
+
+/*
+ * out (contiguous, [batch..., M, N]) = a · b + beta · out, with a [.., M, K]
+ * and b [.., K, N] (at least 2-D) whose batch dims broadcast to out's.
+ * Transposed operands go to BLAS as flags; operands whose last two dims
+ * BLAS cannot address are compacted first. No graph, no argument checks.
+ */
+tfc_status tfc_matmul_into(tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b, double beta);
+
+#endif
