@@ -44,6 +44,12 @@ tfc_status tfc_cuda_for(const char *fn, const tfc_tensor *t, const tfc_cuda_api 
     return TFC_OK;
 }
 
+tfc_status tfc_cuda_ready(const char *fn, const tfc_tensor *t) {
+    const tfc_cuda_api *api;
+    int32_t dev;
+    return tfc_is_cuda(t) ? tfc_cuda_for(fn, t, &api, &dev) : TFC_OK;
+}
+
 tfc_status tfc_cuda_done(const char *fn, const char *entry, const tfc_cuda_api *api, tfc_status s) {
     if (s == TFC_OK) return TFC_OK;
     return tfc_err(s, "%s: CUDA %s: %s", fn, entry, api->last_error());

@@ -35,6 +35,9 @@ tfc_status tfc_same_device(const char *fn, const tfc_tensor *const *ts, const ch
 /* The CUDA table and device index for CUDA tensor t; TFC_ERR_DEVICE (naming fn) when unavailable. */
 tfc_status tfc_cuda_for(const char *fn, const tfc_tensor *t, const tfc_cuda_api **api, int32_t *dev);
 
+/* TFC_OK when t is on the CPU or CUDA is usable; else as tfc_cuda_for (for ops composed from other ops). */
+tfc_status tfc_cuda_ready(const char *fn, const tfc_tensor *t);
+
 /* s from table entry `entry`: TFC_OK, or s with "fn: entry: <module message>". */
 tfc_status tfc_cuda_done(const char *fn, const char *entry, const tfc_cuda_api *api, tfc_status s);
 
