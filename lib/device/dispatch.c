@@ -234,6 +234,29 @@ tfc_status tfc_cuda_unary_new(const char *fn, int32_t op, const tfc_tensor *a, c
     return single_new(fn, 1, op, a, 0.0, shape, ndim, out);
 }
 
+tfc_status tfc_cuda_unary_bwd_new(const char *fn, int32_t op, const tfc_tensor *dy, const tfc_tensor *x,
+                                  const int64_t *shape, int32_t ndim, tfc_tensor **out) {
+    const tfc_cuda_api *api;
+    int32_t dev;
+    TFC_TRY(tfc_cuda_for(fn, dy, &api, &dev));
+    tfc_tensor *cdy = NULL, *cx = NULL, *r = NULL;
+    tfc_status s = broadcast_contiguous(fn, dy, shape, ndim, &cdy);
+    if (s == TFC_OK) s = broadcast_contiguous(fn, x, shape, ndim, &cx);
+    if (s == TFC_OK) s = tfc_tensor_new_like(cdy, cdy->dtype, &r);
+    size_t n = s == TFC_OK ? (size_t)tfc_numel(r) : 0;
+    if (s == TFC_OK && n > 0)
+        s = tfc_cuda_done(fn, "unary_backward", api,
+                          api->unary_backward(dev, op, cdy->dtype, tfc_data(cdy), tfc_data(cx), tfc_data(r), n, 0));
+    tfc_tensor_release(cdy);
+    tfc_tensor_release(cx);
+    if (s != TFC_OK) {
+        tfc_tensor_release(r);
+        return s;
+    }
+    *out = r;
+    return TFC_OK;
+}
+
 /* dst (contiguous) = dst OP src, or = src when op < 0. */
 static tfc_status into(const char *fn, int32_t op, tfc_tensor *dst, const tfc_tensor *src) {
     const tfc_cuda_api *api;

@@ -72,6 +72,9 @@ tfc_status tfc_cuda_scalar_new(const char *fn, int32_t op, const tfc_tensor *a, 
                                int32_t ndim, tfc_tensor **out);
 tfc_status tfc_cuda_unary_new(const char *fn, int32_t op, const tfc_tensor *a, const int64_t *shape, int32_t ndim,
                               tfc_tensor **out);
+/* dx = dy * f'(x) (unary_backward; op a TFC_CUDA unary op), both read at `shape`. */
+tfc_status tfc_cuda_unary_bwd_new(const char *fn, int32_t op, const tfc_tensor *dy, const tfc_tensor *x,
+                                  const int64_t *shape, int32_t ndim, tfc_tensor **out);
 /* dst (contiguous CUDA) += src (same shape, any strides). */
 tfc_status tfc_cuda_add_into(const char *fn, tfc_tensor *dst, const tfc_tensor *src);
 /* dst (contiguous CUDA) = src (same shape and dtype, any strides). */

@@ -145,7 +145,13 @@ static tfc_status cuda_map(tfc_map_op op, const int64_t *shape, int32_t ndim, co
         chain_bin(&ch, ACC, TFC_CUDA_DIV, b);
         chain_unary(&ch, ACC, TFC_CUDA_NEG);
         break;
-    default: return tfc_cuda_unimplemented("tfc_map", "this elementwise map (a ReLU backward or a masked select)");
+    case TFC_MAP_RELU_BWD: { /* dy * [x > 0]: the table's ReLU derivative, read from x */
+        tfc_tensor *r;
+        ch.s = tfc_cuda_unary_bwd_new(map_fn, TFC_CUDA_RELU, a, b, shape, ndim, &r);
+        if (ch.s == TFC_OK) ch.acc = r;
+        break;
+    }
+    default: return tfc_cuda_unimplemented("tfc_map", "this elementwise map (a masked select)");
     }
 #undef ACC
     if (ch.s != TFC_OK) {

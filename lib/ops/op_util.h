@@ -22,8 +22,8 @@ tfc_status tfc_norm_dim(const char *fn, int32_t dim, int32_t ndim, int32_t *out)
 /*
  * out = map(a, b, c; p) into a new tensor of `shape` (inputs broadcast), on
  * the inputs' device. On CUDA the maps are composed from the table's
- * binary/scalar/unary entries; the few without a composition (RELU_BWD,
- * MASK_SELECT) fail with "not implemented on CUDA".
+ * binary/scalar/unary/unary_backward entries; MASK_SELECT has no
+ * composition and fails with "not implemented on CUDA".
  */
 tfc_status tfc_map_new(tfc_map_op op, const int64_t *shape, int32_t ndim, tfc_dtype dtype, const tfc_tensor *a,
                        const tfc_tensor *b, const tfc_tensor *c, double p, tfc_tensor **out);
