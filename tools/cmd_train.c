@@ -24,6 +24,7 @@ typedef struct train_opts {
     const char *data, *tokenizer, *preset, *out, *log_json, *device, *dtype;
     int32_t cuda_index; /* -1: train on the CPU */
     int64_t steps, batch, seed, eval_every, eval_batches, warmup, stop_after, sample_tokens;
+    int64_t profile_steps; /* 0: no --profile */
     double lr, min_lr, weight_decay, clip;
     int resume, force, preset_given;
 } train_opts;
@@ -34,10 +35,12 @@ static void usage(FILE *f) {
             "                    [--steps N] [--batch B] [--lr LR] [--min-lr LR] [--warmup N] [--weight-decay WD]\n"
             "                    [--clip C] [--seed S] [--out DIR] [--resume] [--force] [--log-json FILE]\n"
             "                    [--eval-every K] [--eval-batches N] [--stop-after N] [--sample-tokens N]\n"
-            "                    [--device cpu|cuda|cuda:N] [--dtype f32|bf16]\n"
+            "                    [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N] [--dtype f32|bf16]\n"
             "Defaults: tinyshakespeare ($TFCORE_DATA or ../shared/data/tinyshakespeare.txt), char, char-tiny,\n"
             "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
             "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
+            "--profile prints a per-op time table (calls, forward/backward ms, %%, the clip + optimizer\n"
+            "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
             "--device cuda trains on the GPU (the model is initialised on the CPU, so a seed gives the same\n"
             "weights on either device); checkpoints are written from the device and the final sample runs on\n"
             "the CPU. --dtype bf16 (mixed precision) is not implemented yet.\n");
@@ -67,7 +70,7 @@ static const char *find_data(const char *given) {
 }
 
 static int parse(int argc, char **argv, train_opts *o) {
-    *o = (train_opts){NULL, "char", "char-tiny", "out", NULL, "cpu", "f32", -1, 2000, 16, 1337, 100, 10, -1, 0, 300,
+    *o = (train_opts){NULL, "char", "char-tiny", "out", NULL, "cpu", "f32", -1, 2000, 16, 1337, 100, 10, -1, 0, 300, 0,
                       1e-3, 1e-4, 0.1, 1.0, 0, 0, 0};
     cli_args a = {argc, 0, argv, NULL};
     const char *name, *val;
@@ -84,10 +87,11 @@ static int parse(int argc, char **argv, train_opts *o) {
         if (strcmp(name, "help") == 0) {
             usage(stdout);
             exit(0);
-        } else if (strcmp(name, "resume") == 0 || strcmp(name, "force") == 0) {
+        } else if (strcmp(name, "resume") == 0 || strcmp(name, "force") == 0 || strcmp(name, "profile") == 0) {
             if (val) return cli_error(EXIT_USAGE, CMD, "--%s takes no value", name);
             if (name[0] == 'r') o->resume = 1;
-            else o->force = 1;
+            else if (name[0] == 'f') o->force = 1;
+            else if (!o->profile_steps) o->profile_steps = 1;
         } else if (strcmp(name, "data") == 0) { NEED_VAL; o->data = val; }
         else if (strcmp(name, "tokenizer") == 0) { NEED_VAL; o->tokenizer = val; }
         else if (strcmp(name, "preset") == 0) { NEED_VAL; o->preset = val; o->preset_given = 1; }
@@ -103,6 +107,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         INT_FLAG("warmup", warmup, 0, 100000000)
         INT_FLAG("stop-after", stop_after, 1, 100000000)
         INT_FLAG("sample-tokens", sample_tokens, 0, 1000000)
+        INT_FLAG("profile-steps", profile_steps, 1, 100000000)
         DBL_FLAG("lr", lr, 0, 10)
         DBL_FLAG("min-lr", min_lr, 0, 10)
         DBL_FLAG("weight-decay", weight_decay, 0, 10)
@@ -150,14 +155,9 @@ static int make_vocab(const train_opts *o, const char *text, size_t len, vocab *
             tfc_tokenizer_train(v->bpe, text, len, (int32_t)n) != TFC_OK)
             return cli_lib_error(CMD, "training the BPE tokenizer");
     } else if (strncmp(o->tokenizer, "gpt2:", 5) == 0) {
-        const char *dir = o->tokenizer + 5;
-        char enc[4096], bpe[4096];
-        snprintf(enc, sizeof enc, "%s/encoder.json", dir);
-        snprintf(bpe, sizeof bpe, "%s/vocab.bpe", dir);
-        if (!file_exists(enc) || !file_exists(bpe))
-            return cli_error(EXIT_USAGE, CMD, "--tokenizer gpt2:%s needs %s and %s", dir, enc, bpe);
+        int rc = load_gpt2_tokenizer(CMD, o->tokenizer + 5, &v->bpe);
+        if (rc) return rc;
         v->kind = VOCAB_BPE;
-        if (tfc_tokenizer_load_gpt2(enc, bpe, &v->bpe) != TFC_OK) return cli_lib_error(CMD, "loading the GPT-2 tokenizer");
     } else {
         return cli_error(EXIT_USAGE, CMD, "--tokenizer must be char, bpe:VOCAB or gpt2:DIR, got '%s'", o->tokenizer);
     }
@@ -203,6 +203,24 @@ static int32_t print_token(int32_t tok, void *ctx) {
     return 0;
 }
 
+/* The per-op table of steps [begin, end) to stderr. */
+static tfc_status print_profile(int64_t begin, int64_t end) {
+    char *table = NULL;
+    tfc_status s = tfc_profile_report(&table);
+    if (s != TFC_OK) return s;
+    fflush(stdout);
+    if (end - begin == 1)
+        fprintf(stderr, "\ntfcore train: profile of step %lld (forward, backward, clip, optimizer):\n", (long long)end);
+    else
+        fprintf(stderr, "\ntfcore train: profile of steps %lld..%lld (forward, backward, clip, optimizer):\n",
+                (long long)begin + 1, (long long)end);
+    fputs(table, stderr);
+    fputc('\n', stderr);
+    fflush(stderr);
+    tfc_free(table);
+    return TFC_OK;
+}
+
 static int config_for(const train_opts *o, const vocab *v, tfc_gpt_config *c) {
     *c = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
     c->vocab_size = v->size;
@@ -246,6 +264,29 @@ static int check_existing(const train_opts *o, const tfc_gpt_config *c, int64_t 
     }
     tfc_safetensors_release(f);
     return rc;
+}
+
+/*
+ * A resumed run's loss curve starts with the rows of the previous runs'
+ * loss.csv up to the checkpoint's step, so the CSV and SVG cover the whole
+ * run. A missing or damaged file costs only the history (a warning).
+ */
+static void load_history(const train_opts *o, int64_t start, loss_log *curve) {
+    char csv[4096];
+    snprintf(csv, sizeof csv, "%s", path_join(o->out, "loss.csv"));
+    int64_t bad = 0;
+    int r = loss_log_read_csv(curve, csv, start, &bad);
+    if (r == -1)
+        fprintf(stderr, "tfcore train: warning: cannot read %s; the loss curve will cover steps %lld.. only\n", csv,
+                (long long)start);
+    else if (r == -2)
+        fprintf(stderr,
+                "tfcore train: warning: %s line %lld is not a 'step,loss,val_loss,lr' row in step order; the loss "
+                "curve will cover steps %lld.. only\n",
+                csv, (long long)bad, (long long)start);
+    else if (curve->n == 0 || curve->step[curve->n - 1] != start)
+        fprintf(stderr, "tfcore train: warning: %s ends at step %lld, the checkpoint is at step %lld\n", csv,
+                curve->n ? (long long)curve->step[curve->n - 1] : 0LL, (long long)start);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -357,6 +398,7 @@ int cmd_train(int argc, char **argv) {
             goto out_model;
         }
         if ((rc = ckpt_load_optim(CMD, o.out, opt)) != 0) goto out_model;
+        load_history(&o, start, &curve);
     }
     if (o.log_json && !(jl = fopen(o.log_json, o.resume ? "a" : "w"))) {
         rc = cli_error(EXIT_USAGE, CMD, "cannot write --log-json file '%s'", o.log_json);
@@ -377,6 +419,11 @@ int cmd_train(int argc, char **argv) {
            (long long)n_train, (long long)n_val, B, (long long)T, (long long)start, (long long)end_step,
            (long long)o.steps, o.out);
     fflush(stdout);
+    /* --profile: the steps after the first (warm-up: allocator, caches), or the only one */
+    const int64_t prof_begin = end_step - start >= 2 ? start + 1 : start;
+    const int64_t prof_end = o.profile_steps ? (prof_begin + o.profile_steps < end_step ? prof_begin + o.profile_steps
+                                                                                       : end_step)
+                                             : prof_begin;
     const double t0 = now_s();
     double last_val = NAN, tps = 0;
     for (int64_t step = start; step < end_step; step++) {
@@ -386,6 +433,10 @@ int cmd_train(int argc, char **argv) {
         tfc_status s = tfc_lr_cosine(step, o.lr, o.min_lr, o.warmup, o.steps, &lr);
         if (s == TFC_OK) s = tfc_optim_set_lr(opt, lr);
         if (s == TFC_OK) s = tfc_token_file_batch(tf, 0, n_train, B, (int32_t)T, (uint64_t)o.seed, (uint64_t)step, &x, &y);
+        /* profiled: forward, backward, clip and the optimizer step (not the batch, eval or logging) */
+        const int profiled = step >= prof_begin && step < prof_end;
+        if (s == TFC_OK && profiled && step == prof_begin) s = tfc_profile_reset();
+        if (s == TFC_OK && profiled) s = tfc_profile_enable(1);
         if (s == TFC_OK) s = tfc_gpt_forward(m, g, x, y, NULL, &loss);
         if (s == TFC_OK) s = tfc_graph_backward(g, loss, NULL);
         if (s == TFC_OK) s = tfc_tensor_item(loss, &l);
@@ -393,6 +444,8 @@ int cmd_train(int argc, char **argv) {
         if (s == TFC_OK) s = tfc_optim_clip_grad_norm(opt, o.clip, &norm);
         if (s == TFC_OK) s = tfc_optim_step(opt);
         if (s == TFC_OK) s = tfc_optim_zero_grad(opt, 1);
+        if (s == TFC_OK && profiled) s = tfc_profile_enable(0);
+        if (s == TFC_OK && profiled && step == prof_end - 1) s = print_profile(prof_begin, prof_end);
         tfc_tensor_release(x);
         tfc_tensor_release(y);
         tfc_tensor_release(loss);
@@ -451,7 +504,7 @@ int cmd_train(int argc, char **argv) {
     const char *csv = path_join(o.out, "loss.csv"), *svg = path_join(o.out, "loss.svg");
     char title[256];
     snprintf(title, sizeof title, "tfcore train: %s, %s, batch %d, steps %lld-%lld", o.preset, o.tokenizer, B,
-             (long long)start, (long long)end_step);
+             (long long)(curve.n ? curve.step[0] - 1 : start), (long long)end_step);
     if (loss_log_write_csv(&curve, csv) != 0 || loss_log_write_svg(&curve, svg, title) != 0)
         fprintf(stderr, "tfcore train: warning: could not write %s / %s\n", csv, svg);
     printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs\n",

@@ -1,6 +1,7 @@
 /* The loss curve of a training run, as CSV and as an SVG line chart any browser opens. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -42,6 +43,58 @@ int loss_log_write_csv(const loss_log *l, const char *path) {
         fprintf(f, ",%.6g\n", l->lr[i]);
     }
     return fclose(f) == 0 ? 0 : -1;
+}
+
+/* The number at *p, *p moved past it; with allow_empty an empty field (',' or end of line next) is NAN. */
+static int csv_double(const char **p, int allow_empty, double *out) {
+    const char *q = *p;
+    if ((*q == ',' || *q == '\n' || *q == '\r' || !*q) && allow_empty) {
+        *out = NAN;
+        return 1;
+    }
+    char *end = NULL;
+    *out = strtod(q, &end);
+    if (end == q) return 0;
+    *p = end;
+    return 1;
+}
+
+int loss_log_read_csv(loss_log *l, const char *path, int64_t upto, int64_t *bad_line) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[512];
+    int64_t n = 0, n0 = l->n, prev = 0;
+    int rc = 0;
+    *bad_line = 0;
+    while (fgets(line, sizeof line, f)) {
+        n++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') { rc = -2; break; } /* no row is this long */
+        if (n == 1) {
+            if (strncmp(line, "step,loss,val_loss,lr", 21) != 0 || (line[21] != '\n' && line[21] != '\r')) {
+                rc = -2;
+                break;
+            }
+            continue;
+        }
+        char *end = NULL;
+        long long step = strtoll(line, &end, 10);
+        const char *p = end;
+        double loss, val, lr;
+        if (end == line || *p++ != ',' || !csv_double(&p, 0, &loss) || *p++ != ',' || !csv_double(&p, 1, &val) ||
+            *p++ != ',' || !csv_double(&p, 0, &lr) || (*p != '\n' && *p != '\r' && *p != '\0') ||
+            step <= prev) {
+            rc = -2;
+            break;
+        }
+        prev = step;
+        if (step <= upto) loss_log_add(l, step, loss, val, lr);
+    }
+    if (!rc && ferror(f)) rc = -1;
+    if (rc == -2) *bad_line = n;
+    if (rc) l->n = n0; /* all or nothing: a half-read history would draw a misleading curve */
+    fclose(f);
+    return rc;
 }
 
 int loss_log_write_svg(const loss_log *l, const char *path, const char *title) {

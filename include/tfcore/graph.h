@@ -103,6 +103,42 @@ TFC_API TFC_NODISCARD tfc_status tfc_gradcheck(tfc_gradcheck_fn f, tfc_tensor *c
                                                void *ctx, double eps, double *max_rel_err,
                                                int32_t *worst_input, int64_t *worst_index);
 
+/* ---- per-op time profile ------------------------------------------------------ */
+
+/*
+ * A process-wide table of where graph work spends its time, per op name:
+ * calls, forward ms (the time since the previous recorded node: an op
+ * computes, then records, so only ops run on a recording graph are seen)
+ * and backward ms (each node's turn in tfc_graph_backward, gradient
+ * accumulation included). The time from the end of a backward pass to the
+ * next recorded node (gradient clipping, the optimizer step, the next
+ * batch) is the row "(between steps: clip, optimizer, data)"; turning the
+ * profile off closes that row, so enable → one training step → disable
+ * counts the step's optimizer work too. Setting the environment variable
+ * TFC_PROFILE=1 turns it on from the start and prints the table to stderr
+ * at exit.
+ *
+ * Thread-safety: the calls are thread-safe, but the table is meant for one
+ * thread driving graphs at a time; with several, forward times overlap
+ * and are approximate.
+ */
+/* Turn the profile on (1) or off (0); the table keeps its rows. Errors: on not 0/1 (TFC_ERR_INVALID_ARG). */
+TFC_API TFC_NODISCARD tfc_status tfc_profile_enable(int32_t on);
+/* 1 when the profile is recording (by tfc_profile_enable or TFC_PROFILE), else 0. */
+TFC_API int32_t tfc_profile_is_enabled(void);
+/* Forget every row and the count of backward passes. Never fails. */
+TFC_API TFC_NODISCARD tfc_status tfc_profile_reset(void);
+/*
+ * The table as text: a line "backward passes: N; calls and ms per pass",
+ * a header line (op, calls, fwd ms, bwd ms, total ms, %), one line per op
+ * sorted by total time, and a "total" line; every figure is divided by the
+ * number of backward passes (by 1 when there was none). An empty string
+ * when nothing was recorded since the start or the last reset. *out is a
+ * new string owned by the caller (free with tfc_free). Errors: NULL out
+ * (TFC_ERR_INVALID_ARG), TFC_ERR_OOM.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_profile_report(char **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -118,6 +118,36 @@ TFC_API TFC_NODISCARD tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *t
 TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, const tfc_tensor *targets,
                                                    int64_t ignore_index, tfc_tensor **out);
 /*
+ * An LM head and its loss in one op, never holding the logits:
+ *   loss = Σ_{r: t_r != ignore_index} (logsumexp_v z_rv − z_{r,t_r}) / n_valid,   z = h · wᵀ,
+ * the same value and gradients as tfc_cross_entropy(tfc_matmul(h, wᵀ),
+ * targets, ignore_index) (NaN, with zero gradients, when every row is
+ * ignored; N = 0 counts as that). h [N, C] and w [V, C] (nn.Linear /
+ * embedding layout; any strides, a transposed view included) are f32 or f64
+ * of one dtype, C >= 1, V >= 1; targets holds N i32/i64 class ids (any
+ * shape), each in [0, V) or equal to ignore_index. *loss receives a new
+ * scalar of h's dtype.
+ * Memory: rows go in chunks (at least 256 rows, more while a chunk's
+ * [rows, V] logits stay under 8 MiB), one chunk buffer at a time; when g
+ * records and h or w requires grad, the gradients are computed in the same
+ * pass (dh [N, C], dW [V, C], only those needed) and kept on the graph until
+ * it is cleared; backward scales them by the loss's gradient. Neither the
+ * [N, V] logits nor their gradient is ever allocated. On CUDA (h, w and
+ * targets all on one CUDA device, f32 or bf16) it is the unfused
+ * composition above (matmul, then the fused softmax + cross-entropy
+ * kernel), which does hold the logits and their gradient; the loss is f32.
+ * Errors: NULL arguments (TFC_ERR_INVALID_ARG), h/w not f32/f64 on the CPU
+ * (f32/bf16 on CUDA) or of different dtypes, tensors on different devices
+ * or CUDA unavailable (TFC_ERR_DEVICE), targets not i32/i64 (TFC_ERR_DTYPE), shapes as above
+ * (TFC_ERR_SHAPE), a target out of range (TFC_ERR_INVALID_ARG), dims above
+ * 2^31 (TFC_ERR_UNSUPPORTED), TFC_ERR_OOM; on error *loss is untouched and
+ * nothing is recorded. Thread-safety: as every op (distinct graphs may be
+ * used concurrently).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
+                                                          const tfc_tensor *targets, int64_t ignore_index,
+                                                          tfc_tensor **loss);
+/*
  * Scaled dot-product attention softmax(scale · q kᵀ + mask) v with
  * q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv] → [B,H,T,Dv]. causal masks key j
  * for query i when j > i + (S − T). Flash-style: saves only out and the

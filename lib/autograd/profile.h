@@ -1,14 +1,16 @@
 /*
- * Per-op time profile of graph work, on when the environment variable
- * TFC_PROFILE is set (to anything but "0") when the process first records
- * a node. Forward time of an op is the time since the previous node was
- * recorded (an op computes, then records), so forward calls made without a
- * graph are not seen; backward time is each node's turn in the engine,
- * gradient accumulation included. The gap between a backward and the next
- * recorded node (clipping, the optimizer step, the next batch) is its own
- * row. The table goes to stderr at exit, per backward pass (per training
- * step). Meant for one thread driving the graphs; the numbers are
- * approximate when several do.
+ * Per-op time profile of graph work (internal side; the public switch and
+ * report are tfc_profile_* in tfcore/graph.h). On when the environment
+ * variable TFC_PROFILE is set (to anything but "0") when the process first
+ * records a node, or after tfc_profile_enable(1). Forward time of an op is
+ * the time since the previous node was recorded (an op computes, then
+ * records), so forward calls made without a graph are not seen; backward
+ * time is each node's turn in the engine, gradient accumulation included.
+ * The gap between a backward and the next recorded node (clipping, the
+ * optimizer step, the next batch) is its own row. With TFC_PROFILE the
+ * table goes to stderr at exit, per backward pass (per training step).
+ * Meant for one thread driving the graphs; the numbers are approximate
+ * when several do.
  */
 #ifndef TFC_AUTOGRAD_PROFILE_H
 #define TFC_AUTOGRAD_PROFILE_H

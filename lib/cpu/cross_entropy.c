@@ -11,6 +11,9 @@
  * The forward reads each row once (chunked online log-sum-exp, see
  * row_lse). The loss sums rows in f64 in CE_BLOCKS blocks whose boundaries depend only
  * on n, then adds the blocks in order: the same loss for any thread count.
+ * cross_entropy_rows is the row pass of the fused linear + cross-entropy
+ * (lib/ops/linear_cross_entropy.c): per-row losses, and the gradient
+ * written over the logits in place.
  */
 #ifndef TFC_T
 
@@ -34,6 +37,11 @@ void tfc_cpu_cross_entropy_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int6
                                     int64_t ignore_index, void *dlogits, int accumulate) {
     TFC_DISPATCH(dt, cross_entropy_backward, idt, n, c, dloss, logits, targets, lse, ignore_index, dlogits,
                  accumulate);
+}
+
+void tfc_cpu_cross_entropy_rows(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, void *x, const void *targets,
+                                int64_t ignore_index, int to_grad, double scale, double *row_loss) {
+    TFC_DISPATCH(dt, cross_entropy_rows, idt, n, c, x, targets, ignore_index, to_grad, scale, row_loss);
 }
 
 #else /* TFC_T */
@@ -120,6 +128,37 @@ static void FN(cross_entropy_backward)(tfc_dtype idt, int64_t n, int64_t c, doub
             else
                 for (int64_t j = 0; j < c; j++) dr[j] = g * EXP(xr[j] - l);
             dr[t] -= g;
+        }
+    }
+}
+
+
+/*
+ * The rows of one chunk of the fused linear + cross-entropy: per-row losses
+ * (row_loss[r] = lse_r − x_{r,t_r}, 0 on ignored rows, kept apart so the
+ * caller sums them in a fixed order), then, with to_grad, x overwritten by
+ * its own gradient scale · (softmax − onehot): each row is read for its
+ * log-sum-exp and rewritten in the same place, with no second buffer.
+ */
+static void FN(cross_entropy_rows)(tfc_dtype idt, int64_t n, int64_t c, T *x, const void *targets,
+                                   int64_t ignore_index, int to_grad, double scale, double *row_loss) {
+    const T g = (T)scale;
+    TFC_PARALLEL_RANGE(n, TFC_GRAIN(c), lo, hi) {
+        for (int64_t r = lo; r < hi; r++) {
+            T *xr = x + r * c;
+            int64_t t = tfc_index_at(targets, idt, r);
+            if (t == ignore_index) {
+                row_loss[r] = 0;
+                if (to_grad)
+                    for (int64_t j = 0; j < c; j++) xr[j] = 0;
+                continue;
+            }
+            ACC l = FN(row_lse)(c, xr);
+            row_loss[r] = l - (ACC)xr[t];
+            if (!to_grad) continue;
+            const T lt = (T)l;
+            for (int64_t j = 0; j < c; j++) xr[j] = g * EXP(xr[j] - lt);
+            xr[t] -= g;
         }
     }
 }

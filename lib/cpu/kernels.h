@@ -58,6 +58,13 @@ void tfc_cpu_cross_entropy_forward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64
 void tfc_cpu_cross_entropy_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, double dloss,
                                     const void *logits, const void *targets, const void *lse,
                                     int64_t ignore_index, void *dlogits, int accumulate);
+/*
+ * One chunk of the fused linear + cross-entropy, in place on logits x [n, c]:
+ * row_loss[r] (n doubles) = lse_r − x_{r,t_r}, 0 on ignored rows; with
+ * to_grad, x becomes scale · (softmax(x) − onehot(t)), zero on ignored rows.
+ */
+void tfc_cpu_cross_entropy_rows(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, void *x, const void *targets,
+                                int64_t ignore_index, int to_grad, double scale, double *row_loss);
 
 /* out [n, c] = table [*, c] rows named by ids [n] (idt). */
 void tfc_cpu_embedding_forward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, const void *table,

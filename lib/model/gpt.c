@@ -431,8 +431,13 @@ static tfc_status check_ids(const char *fn, const char *arg, const tfc_tensor *t
     return TFC_OK;
 }
 
-tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache, const char *fn,
-                       tfc_tensor **logits) {
+/*
+ * Everything up to the LM head: embeds idx [B,T] at positions start ..
+ * start+T-1, runs the blocks (with the cache as in tfc_gpt_run) and returns
+ * the final LayerNorm's output [B·T, C] in *hidden.
+ */
+static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache, const char *fn,
+                            tfc_tensor **hidden) {
     TFC_TRY(check_ids(fn, "idx", idx));
     const tfc_gpt_config *c = &m->cfg;
     const int64_t B = tfc_tensor_dim(idx, 0), T = tfc_tensor_dim(idx, 1), C = c->n_embd;
@@ -468,16 +473,27 @@ tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_
         if ((s = mlp_block(g, &sc, bl, h, &y)) != TFC_OK) goto done;
         OP(x, tfc_add(g, x, y, &x));
     }
-    OP(h, tfc_layernorm(g, x, m->lnf_w, m->lnf_b, c->ln_eps, &h));
-    tfc_tensor *head_t;
-    OP(head_t, tfc_transpose(g, m->lm_head ? m->lm_head : m->wte, 0, 1, &head_t)); /* [C, V] */
-    tfc_tensor *lg;
-    OP(lg, tfc_matmul(g, h, head_t, &lg)); /* [B·T, V] */
-    const int64_t btv[3] = {B, T, c->vocab_size};
-    s = tfc_view(g, lg, btv, 3, &out);
+    s = tfc_layernorm(g, x, m->lnf_w, m->lnf_b, c->ln_eps, &out);
 done:
     scope_free(&sc);
-    if (s == TFC_OK) *logits = out;
+    if (s == TFC_OK) *hidden = out;
+    return s;
+}
+
+/* The LM head's weight [V, C]: wte when tied. */
+static const tfc_tensor *head_weight(const tfc_gpt *m) { return m->lm_head ? m->lm_head : m->wte; }
+
+tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache, const char *fn,
+                       tfc_tensor **logits) {
+    tfc_tensor *h, *head_t = NULL, *lg = NULL;
+    TFC_TRY(gpt_trunk(m, g, idx, cache, fn, &h));
+    const int64_t btv[3] = {tfc_tensor_dim(idx, 0), tfc_tensor_dim(idx, 1), m->cfg.vocab_size};
+    tfc_status s = tfc_transpose(g, head_weight(m), 0, 1, &head_t); /* [C, V] */
+    if (s == TFC_OK) s = tfc_matmul(g, h, head_t, &lg);             /* [B·T, V] */
+    if (s == TFC_OK) s = tfc_view(g, lg, btv, 3, logits);
+    tfc_tensor_release(h);
+    tfc_tensor_release(head_t);
+    tfc_tensor_release(lg);
     return s;
 }
 
@@ -496,6 +512,22 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
                            (long long)tfc_tensor_dim(idx, 0), (long long)tfc_tensor_dim(idx, 1));
     }
     tfc_tensor *lg = NULL, *flat = NULL, *tflat = NULL, *l = NULL;
+    if (!logits) {
+        /* Only the loss: the fused head never materialises the [B·T, V] logits. */
+        tfc_tensor *h;
+        const int64_t n1[1] = {-1};
+        TFC_TRY(gpt_trunk(m, g, idx, NULL, fn, &h));
+        tfc_tensor *tdev = NULL;
+        tfc_status s = on_model_device(m, fn, "targets", targets, &tdev);
+        if (s == TFC_OK) s = tfc_reshape(NULL, tdev, n1, 1, &tflat);
+        tfc_tensor_release(tdev);
+        if (s == TFC_OK) s = tfc_linear_cross_entropy(g, h, head_weight(m), tflat, -1, &l);
+        tfc_tensor_release(h);
+        tfc_tensor_release(tflat);
+        TFC_TRY(s);
+        *loss = l;
+        return TFC_OK;
+    }
     TFC_TRY(tfc_gpt_run(m, g, idx, NULL, fn, &lg));
     tfc_status s = TFC_OK;
     if (targets) {

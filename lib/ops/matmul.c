@@ -14,32 +14,11 @@
 #include "cpu/gemm.h"
 #include "ops/op_util.h"
 
-/* BLAS layout of a row-major matrix with strides (rs, cs), or 0 if none. */
-static int blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans, int64_t *ld) {
-    if (cs == 1 || cols == 1) {
-        int64_t l = rows == 1 ? (cols > rs ? cols : rs) : rs;
-        if (l >= (cols > 1 ? cols : 1)) {
-            *trans = 0;
-            *ld = l < 1 ? 1 : l;
-            return 1;
-        }
-    }
-    if (rs == 1 || rows == 1) {
-        int64_t l = cols == 1 ? (rows > cs ? rows : cs) : cs;
-        if (l >= (rows > 1 ? rows : 1)) {
-            *trans = 1;
-            *ld = l < 1 ? 1 : l;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static int blas_ok(const tfc_tensor *t) {
     int tr;
     int64_t ld;
     int32_t n = t->ndim;
-    return blas_layout(t->shape[n - 2], t->shape[n - 1], t->strides[n - 2], t->strides[n - 1], &tr, &ld);
+    return tfc_cpu_gemm_layout(t->shape[n - 2], t->shape[n - 1], t->strides[n - 2], t->strides[n - 1], &tr, &ld);
 }
 
 /*
@@ -62,8 +41,8 @@ static tfc_status matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc
     int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a->shape[a->ndim - 1];
     int ta, tb;
     int64_t lda, ldb;
-    blas_layout(M, K, a->strides[a->ndim - 2], a->strides[a->ndim - 1], &ta, &lda);
-    blas_layout(K, N, b->strides[b->ndim - 2], b->strides[b->ndim - 1], &tb, &ldb);
+    tfc_cpu_gemm_layout(M, K, a->strides[a->ndim - 2], a->strides[a->ndim - 1], &ta, &lda);
+    tfc_cpu_gemm_layout(K, N, b->strides[b->ndim - 2], b->strides[b->ndim - 1], &tb, &ldb);
     /* Batch strides of a and b broadcast to out's batch shape. */
     int64_t as[TFC_MAX_DIMS] = {0}, bs[TFC_MAX_DIMS] = {0}, batch = 1;
     for (int32_t d = 0; d < nb; d++) {

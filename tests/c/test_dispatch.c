@@ -65,6 +65,8 @@ TEST(mixed_devices_name_function_arguments_and_devices) {
     CHECK_ERR(tfc_cross_entropy_forward(a, ids, -1, loss, NULL), TFC_ERR_DEVICE,
               "tfc_cross_entropy_forward: logits lives on cpu but targets lives on cuda:0");
     CHECK_ERR(tfc_embedding(NULL, w, ids, &r), TFC_ERR_DEVICE, "table lives on cpu but ids lives on cuda:0");
+    CHECK_ERR(tfc_linear_cross_entropy(NULL, b, b, ids, -1, &r), TFC_ERR_DEVICE,
+              "tfc_linear_cross_entropy: h lives on cpu but targets lives on cuda:0");
     label_cuda(ids, 0);
 
     tfc_tensor *q = filled(dq, 4, TFC_DTYPE_F32, 0.5), *k = filled(dq, 4, TFC_DTYPE_F32, 0.5);

@@ -288,6 +288,56 @@ TEST(layernorm_strided_input_and_column_sums_thread_independent) {
     rel(w, dy, dw1, dw2, NULL, NULL);
 }
 
+TEST(layernorm_backward_many_row_chunks_matches_naive) {
+    /* n spans several of the one-pass backward's 64-row partial sums (the
+     * last one ragged); dx, dw, db against the formulas evaluated naively
+     * here in f64, and the same bits with 1 and 2 threads. */
+    seed(4);
+    int64_t n = 150, c = 37, dims[2] = {150, 37}, nc = 150 * 37;
+    double *xv = rand_vec(nc, -2, 2), *wv = rand_vec(c, 0.5, 2), *R = rand_vec(nc, -1, 1);
+    double *rx = calloc((size_t)nc, sizeof(double)), *rw = calloc((size_t)c, sizeof(double)),
+           *rb = calloc((size_t)c, sizeof(double));
+    for (int64_t r = 0; r < n; r++) {
+        const double *xr = xv + r * c, *dyr = R + r * c;
+        double mu = 0, var = 0, mg = 0, mgx = 0;
+        for (int64_t j = 0; j < c; j++) mu += xr[j] / c;
+        for (int64_t j = 0; j < c; j++) var += (xr[j] - mu) * (xr[j] - mu) / c;
+        double rstd = 1 / sqrt(var + 1e-5);
+        for (int64_t j = 0; j < c; j++) {
+            double xh = (xr[j] - mu) * rstd;
+            mg += dyr[j] * wv[j] / c;
+            mgx += dyr[j] * wv[j] * xh / c;
+            rw[j] += dyr[j] * xh;
+            rb[j] += dyr[j];
+        }
+        for (int64_t j = 0; j < c; j++)
+            rx[r * c + j] = rstd * (dyr[j] * wv[j] - mg - (xr[j] - mu) * rstd * mgx);
+    }
+    tfc_tensor *x = mk(TFC_DTYPE_F64, dims, 2, xv), *w = mk(TFC_DTYPE_F64, &c, 1, wv);
+    tfc_tensor *y = mk(TFC_DTYPE_F64, dims, 2, NULL), *m = mk(TFC_DTYPE_F64, &n, 1, NULL);
+    tfc_tensor *rs = mk(TFC_DTYPE_F64, &n, 1, NULL), *dy = mk(TFC_DTYPE_F64, dims, 2, R);
+    CHECK_OK(tfc_layernorm_forward(x, w, NULL, 1e-5, y, m, rs));
+    double *got[2][3];
+    int32_t nt = tfc_get_num_threads();
+    for (int t = 0; t < 2; t++) {
+        tfc_tensor *dx = mk(TFC_DTYPE_F64, dims, 2, NULL), *dw = mk(TFC_DTYPE_F64, &c, 1, NULL);
+        tfc_tensor *db = mk(TFC_DTYPE_F64, &c, 1, NULL);
+        CHECK_OK(tfc_set_num_threads(t + 1));
+        CHECK_OK(tfc_layernorm_backward(dy, x, w, m, rs, dx, dw, db, 0));
+        got[t][0] = rd(dx), got[t][1] = rd(dw), got[t][2] = rd(db);
+        rel(dx, dw, db, NULL, NULL, NULL);
+    }
+    CHECK_OK(tfc_set_num_threads(nt));
+    CHECK_ALLCLOSE(got[0][0], rx, nc, 1e-12, 1e-12);
+    CHECK_ALLCLOSE(got[0][1], rw, c, 1e-12, 1e-12);
+    CHECK_ALLCLOSE(got[0][2], rb, c, 1e-12, 1e-12);
+    CHECK(memcmp(got[0][1], got[1][1], sizeof(double) * c) == 0);
+    CHECK(memcmp(got[0][2], got[1][2], sizeof(double) * c) == 0);
+    for (int t = 0; t < 2; t++) free(got[t][0]), free(got[t][1]), free(got[t][2]);
+    free(xv), free(wv), free(R), free(rx), free(rw), free(rb);
+    rel(x, w, y, m, rs, dy);
+}
+
 TEST(layernorm_bad_arguments) {
     const char *fn = "tfc_layernorm_forward";
     (void)fn;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI tests: every error path a person can hit (one line on stderr, non-zero
 # exit, nothing overwritten), a bit-exact resume (3 steps + save + resume +
-# 3 steps == 6 steps straight), sampling, eval and the tokenizer commands.
+# 3 steps == 6 steps straight) whose loss.csv covers all 6 steps, --profile,
+# sampling, eval and the tokenizer commands.
 #   test_cli.sh <path to tfcore> <source root>
 set -u
 tfcore="$1"
@@ -70,6 +71,71 @@ losses() { sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/p' "$1"; }
 if [ "$(losses "$work/straight.jsonl")" != "$(losses "$work/resumed.jsonl")" ] || [ "$(losses "$work/straight.jsonl" | wc -l)" != 6 ]; then
     fail "resume is not bit-exact:"; paste <(losses "$work/straight.jsonl") <(losses "$work/resumed.jsonl")
 fi
+# the resumed run's loss.csv / loss.svg cover the whole run, not only the resumed steps
+checks=$((checks + 1))
+[ "$(cut -d, -f1 "$work/resumed/loss.csv" | tr '\n' ' ')" = "step 1 2 3 4 5 6 " ] ||
+    fail "resumed loss.csv steps: $(cut -d, -f1 "$work/resumed/loss.csv" | tr '\n' ' ')"
+checks=$((checks + 1))
+[ "$(cut -d, -f1,2 "$work/straight/loss.csv")" = "$(cut -d, -f1,2 "$work/resumed/loss.csv")" ] ||
+    fail "resumed loss.csv differs from the straight run's:"$'\n'"$(paste -d'|' "$work/straight/loss.csv" "$work/resumed/loss.csv")"
+checks=$((checks + 1))
+grep -q "steps 0-6" "$work/resumed/loss.svg" || fail "resumed loss.svg title does not cover steps 0-6"
+# a missing or damaged loss.csv costs the history only: one warning, the run goes on
+resume_with_csv() { # $1: what to do to loss.csv; $2: warning fragment; $3: steps wanted in the CSV
+    checks=$((checks + 1))
+    rm -rf "$work/rcsv"
+    "$tfcore" train --data "$work/corpus.txt" --steps 4 --warmup 1 "${fast[@]}" --out "$work/rcsv" --stop-after 2 \
+        >/dev/null 2>&1 || { fail "first half for the CSV check"; return; }
+    eval "$1"
+    "$tfcore" train --data "$work/corpus.txt" --steps 4 --warmup 1 "${fast[@]}" --out "$work/rcsv" --resume \
+        >/dev/null 2>"$work/err"
+    local rc=$? got
+    got=$(cut -d, -f1 "$work/rcsv/loss.csv" | tr '\n' ' ')
+    if [ "$rc" != 0 ]; then fail "resume after '$1': exit $rc ($(cat "$work/err"))"
+    elif ! grep -qF -- "$2" "$work/err" || [ "$(wc -l < "$work/err")" != 1 ]; then
+        fail "resume after '$1': stderr '$(cat "$work/err")' is not one line with '$2'"
+    elif [ "$got" != "$3" ]; then fail "resume after '$1': loss.csv steps '$got', wanted '$3'"
+    fi
+}
+resume_with_csv 'rm "$work/rcsv/loss.csv"' "warning: cannot read $work/rcsv/loss.csv" "step 3 4 "
+resume_with_csv 'printf "step,loss,val_loss,lr\n1,4.5,,0.001\nbogus\n" > "$work/rcsv/loss.csv"' \
+    "loss.csv line 3 is not a 'step,loss,val_loss,lr' row" "step 3 4 "
+resume_with_csv 'printf "step,loss,val_loss,lr\n2,4.5,,0.001\n1,4.4,,0.001\n" > "$work/rcsv/loss.csv"' \
+    "loss.csv line 3 is not" "step 3 4 "
+resume_with_csv 'printf "step,loss\n1,2\n" > "$work/rcsv/loss.csv"' "loss.csv line 1 is not" "step 3 4 "
+resume_with_csv 'sed -i \$d "$work/rcsv/loss.csv"' "loss.csv ends at step 1, the checkpoint is at step 2" "step 1 3 4 "
+
+# --profile: the per-op table of one step after the warm-up step, on stderr
+checks=$((checks + 1))
+"$tfcore" train --data "$work/corpus.txt" --steps 3 --warmup 1 "${fast[@]}" --out "$work/prof" --profile \
+    >"$work/prof.out" 2>"$work/prof.err" || fail "--profile run: $(cat "$work/prof.err")"
+for want in "profile of step 2 " "backward passes: 1;" tfc_matmul tfc_attention tfc_layernorm tfc_linear_cross_entropy \
+    "(between steps: clip, optimizer"; do
+    checks=$((checks + 1))
+    grep -qF -- "$want" "$work/prof.err" || fail "--profile output lacks '$want': $(cat "$work/prof.err")"
+done
+# every row: calls, fwd, bwd, total ms and % are numbers >= 0, total = fwd + bwd, the % add up to 100
+checks=$((checks + 1))
+awk '/^op +calls/ { t = 1; next } /^total/ { t = 0 }
+     t && NF >= 6 { n++; for (i = NF - 4; i <= NF; i++) if ($i !~ /^[0-9.]+$/) bad = bad " " $0;
+                    d = $(NF - 3) + $(NF - 2) - $(NF - 1); if (d > 0.002 || d < -0.002) bad = bad " sum:" $0; p += $NF }
+     END { if (n < 5 || bad != "" || p < 99.5 || p > 100.5) { print n, p, bad; exit 1 } }' "$work/prof.err" ||
+    fail "--profile rows are not well-formed: $(cat "$work/prof.err")"
+checks=$((checks + 1))
+grep -q "final: train loss" "$work/prof.out" || fail "training did not finish after --profile"
+checks=$((checks + 1))
+"$tfcore" train --data "$work/corpus.txt" --steps 4 --warmup 1 "${fast[@]}" --out "$work/prof2" --profile-steps 2 \
+    >/dev/null 2>"$work/prof.err" || fail "--profile-steps run: $(cat "$work/prof.err")"
+grep -qF "profile of steps 2..3" "$work/prof.err" && grep -qF "backward passes: 2;" "$work/prof.err" &&
+    grep -q "^tfc_matmul " "$work/prof.err" || fail "--profile-steps 2: $(cat "$work/prof.err")"
+checks=$((checks + 1))
+"$tfcore" train --data "$work/corpus.txt" --steps 3 --warmup 1 "${fast[@]}" --out "$work/prof3" >/dev/null 2>"$work/prof.err"
+[ ! -s "$work/prof.err" ] || fail "train without --profile wrote to stderr: $(cat "$work/prof.err")"
+expect_fail 2 "--profile takes no value" "$tfcore" train --data "$work/corpus.txt" --profile=yes
+expect_fail 2 "--profile-steps needs an integer in [1," "$tfcore" train --data "$work/corpus.txt" --profile-steps 0
+expect_fail 2 "--profile-steps needs an integer in [1," "$tfcore" train --data "$work/corpus.txt" --profile-steps x
+expect_fail 2 "--profile-steps needs an integer in [1, 100000000], got '(nothing)'" "$tfcore" train --data "$work/corpus.txt" --profile-steps
+
 for f in model.safetensors optimizer.safetensors config.json loss.csv loss.svg; do
     checks=$((checks + 1))
     [ -s "$work/straight/$f" ] || fail "train did not write $f"

@@ -334,6 +334,9 @@ UNARY(f_logsoftmax1, tfc_log_softmax(g, x[0], 1, o))
 static tfc_status f_ce(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
     return tfc_cross_entropy(g, x[0], x[1], -1, o);
 }
+static tfc_status f_lce(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_linear_cross_entropy(g, x[0], x[1], x[2], -1, o);
+}
 static tfc_status f_emb(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) { return tfc_embedding(g, x[0], x[1], o); }
 static tfc_status f_attn_causal(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
     return tfc_attention(g, x[0], x[1], x[2], 1, 0.25, o);
@@ -364,6 +367,12 @@ TEST(layers) {
     ((int64_t *)tfc_tensor_data(tg))[3] = -1; /* ignored rows */
     ((int64_t *)tfc_tensor_data(tg))[20] = -1;
     check_op("cross_entropy (ignore_index -1)", f_ce, (tfc_tensor *[]){logits, tg}, 2, 1, 1e-5);
+    /* the fused LM head + loss (CPU: chunked; CUDA: matmul + cross-entropy), h [37, 24], w [65, 24] */
+    const int64_t dlh[2] = {37, 24}, dlw[2] = {65, 24};
+    tfc_tensor *hh = rand_t(dlh, 2, -1, 1), *ww = rand_t(dlw, 2, -1, 1);
+    check_op("linear_cross_entropy", f_lce, (tfc_tensor *[]){hh, ww, tg}, 3, 3, 1e-5);
+    tfc_tensor_release(hh);
+    tfc_tensor_release(ww);
 
     const int64_t dt[2] = {65, 24}, di[2] = {4, 9};
     tfc_tensor *table = rand_t(dt, 2, -1, 1), *ids = ids_t(di, 2, TFC_DTYPE_I32, 0, 65);

@@ -65,6 +65,10 @@ class TorchNS:
     stack = staticmethod(torch.stack)
 
     @staticmethod
+    def linear_cross_entropy(h, w, target, ignore_index=-100):
+        return TF.cross_entropy(TF.linear(h, w), target, ignore_index=ignore_index)
+
+    @staticmethod
     def gelu(x, approximate="none"):
         return TF.gelu(x, approximate=approximate)
 

@@ -139,6 +139,11 @@ LAYERS = {
     "cross_entropy": (lambda ns, x, t: ns.cross_entropy(x, t), [randn(6, 5), rng.integers(0, 5, 6)]),
     "cross_entropy_ignore": (lambda ns, x, t: ns.cross_entropy(x, t, ignore_index=-1),
                              [randn(6, 5), np.array([0, -1, 4, 2, -1, 1])]),
+    "linear_cross_entropy": (lambda ns, h, w, t: ns.linear_cross_entropy(h, w, t),
+                             [randn(7, 4), randn(9, 4), rng.integers(0, 9, 7)]),
+    "linear_cross_entropy_ignore_transposed_w": (
+        lambda ns, h, wt, t: ns.linear_cross_entropy(h, wt.T, t, ignore_index=-1),
+        [randn(6, 3), randn(3, 5), np.array([0, -1, 4, 2, -1, 1])]),
     "attention_causal": (lambda ns, q, k, v: ns.attention(q, k, v, causal=True),
                          [randn(2, 3, 5, 4), randn(2, 3, 5, 4), randn(2, 3, 5, 4)]),
     "attention_full": (lambda ns, q, k, v: ns.attention(q, k, v, causal=False),
@@ -151,7 +156,8 @@ LAYERS = {
 }
 
 NEEDS = {"softmax": ["tfc_softmax"], "log_softmax": ["tfc_log_softmax"], "layer_norm": ["tfc_layernorm"],
-         "embedding": ["tfc_embedding"], "cross_entropy": ["tfc_cross_entropy"], "attention": ["tfc_attention"]}
+         "embedding": ["tfc_embedding"], "cross_entropy": ["tfc_cross_entropy"], "attention": ["tfc_attention"],
+         "linear_cross_entropy": ["tfc_linear_cross_entropy"]}
 
 
 def _cases(table):

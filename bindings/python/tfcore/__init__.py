@@ -17,7 +17,7 @@ from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import (Device, Tensor, arange, as_tensor, device, empty, from_numpy, full, full_like, manual_seed,
                      ones, ones_like, rand, randn, tensor, zeros, zeros_like)
 from .functional import (argmax, argmin, attention, cat, chunk, concat, cross_entropy, dropout, embedding, exp,
-                         flatten, gelu, layer_norm, linear, log, log_softmax, masked_fill, matmul, max, mean,
+                         flatten, gelu, layer_norm, linear, linear_cross_entropy, log, log_softmax, masked_fill, matmul, max, mean,
                          min, permute, relu, reshape, rsqrt, scaled_dot_product_attention, sigmoid, softmax,
                          split, sqrt, squeeze, stack, std, sum, tanh, topk, transpose, unsqueeze, var, where)
 from .dlpack import from_dlpack

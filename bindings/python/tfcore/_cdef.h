@@ -113,6 +113,10 @@ tfc_status tfc_tensor_retain_grad(tfc_tensor *t);
 tfc_status tfc_tensor_detach(const tfc_tensor *t, tfc_tensor **out);
 typedef tfc_status (*tfc_gradcheck_fn)(tfc_graph *g, tfc_tensor *const *inputs, int32_t n, tfc_tensor **out, void *ctx);
 tfc_status tfc_gradcheck(tfc_gradcheck_fn f, tfc_tensor *const *inputs, int32_t n, void *ctx, double eps, double *max_rel_err, int32_t *worst_input, int64_t *worst_index);
+tfc_status tfc_profile_enable(int32_t on);
+int32_t tfc_profile_is_enabled(void);
+tfc_status tfc_profile_reset(void);
+tfc_status tfc_profile_report(char **out);
 tfc_status tfc_add(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
 tfc_status tfc_sub(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
 tfc_status tfc_mul(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
@@ -144,6 +148,7 @@ tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor *a, cons
 tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *bias, double eps, tfc_tensor **out);
 tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tfc_tensor *ids, tfc_tensor **out);
 tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **out);
+tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w, const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **loss);
 tfc_status tfc_attention(tfc_graph *g, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, int32_t causal, double scale, tfc_tensor **out);
 tfc_status tfc_dropout(tfc_graph *g, const tfc_tensor *x, double p, uint64_t seed, uint64_t offset, tfc_tensor **out);
 tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);

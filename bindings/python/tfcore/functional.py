@@ -186,6 +186,13 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean"):
     return _call(lib.tfc_cross_entropy, _ag.graph_for(input), input._h, target._h, int(ignore_index))
 
 
+def linear_cross_entropy(input, weight, target, ignore_index=-100):
+    """cross_entropy(linear(input, weight), target) for input [N, C], weight [V, C] (any strides), target [N],
+    computed in row chunks without the [N, V] logits (nor their gradient) ever existing."""
+    return _call(lib.tfc_linear_cross_entropy, _ag.graph_for(input, weight), input._h, weight._h, target._h,
+                 int(ignore_index))
+
+
 def attention(q, k, v, causal=True, scale=None):
     """softmax(scale · q kᵀ [+ causal mask]) v for q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv].
     scale defaults to 1/sqrt(D); the causal mask is bottom-right aligned."""

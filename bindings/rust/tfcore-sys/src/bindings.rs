@@ -273,6 +273,10 @@ extern "C" {
     pub fn tfc_tensor_retain_grad(t: *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_detach(t: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_gradcheck(f: tfc_gradcheck_fn, inputs: *const *mut tfc_tensor, n: i32, ctx: *mut c_void, eps: f64, max_rel_err: *mut f64, worst_input: *mut i32, worst_index: *mut i64) -> tfc_status;
+    pub fn tfc_profile_enable(on: i32) -> tfc_status;
+    pub fn tfc_profile_is_enabled() -> i32;
+    pub fn tfc_profile_reset() -> tfc_status;
+    pub fn tfc_profile_report(out: *mut *mut c_char) -> tfc_status;
     pub fn tfc_add(g: *mut tfc_graph, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_sub(g: *mut tfc_graph, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_mul(g: *mut tfc_graph, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
@@ -304,6 +308,7 @@ extern "C" {
     pub fn tfc_layernorm(g: *mut tfc_graph, x: *const tfc_tensor, weight: *const tfc_tensor, bias: *const tfc_tensor, eps: f64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_embedding(g: *mut tfc_graph, table: *const tfc_tensor, ids: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_cross_entropy(g: *mut tfc_graph, logits: *const tfc_tensor, targets: *const tfc_tensor, ignore_index: i64, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_linear_cross_entropy(g: *mut tfc_graph, h: *const tfc_tensor, w: *const tfc_tensor, targets: *const tfc_tensor, ignore_index: i64, loss: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_attention(g: *mut tfc_graph, q: *const tfc_tensor, k: *const tfc_tensor, v: *const tfc_tensor, causal: i32, scale: f64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_dropout(g: *mut tfc_graph, x: *const tfc_tensor, p: f64, seed: u64, offset: u64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_where(g: *mut tfc_graph, cond: *const tfc_tensor, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
