@@ -21,7 +21,8 @@
 static const char *CMD = "train";
 
 typedef struct train_opts {
-    const char *data, *tokenizer, *preset, *out, *log_json;
+    const char *data, *tokenizer, *preset, *out, *log_json, *device, *dtype;
+    int32_t cuda_index; /* -1: train on the CPU */
     int64_t steps, batch, seed, eval_every, eval_batches, warmup, stop_after, sample_tokens;
     int64_t profile_steps; /* 0: no --profile */
     double lr, min_lr, weight_decay, clip;
@@ -34,12 +35,15 @@ static void usage(FILE *f) {
             "                    [--steps N] [--batch B] [--lr LR] [--min-lr LR] [--warmup N] [--weight-decay WD]\n"
             "                    [--clip C] [--seed S] [--out DIR] [--resume] [--force] [--log-json FILE]\n"
             "                    [--eval-every K] [--eval-batches N] [--stop-after N] [--sample-tokens N]\n"
-            "                    [--profile] [--profile-steps N]\n"
+            "                    [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N] [--dtype f32|bf16]\n"
             "Defaults: tinyshakespeare ($TFCORE_DATA or ../shared/data/tinyshakespeare.txt), char, char-tiny,\n"
             "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
-            "seed 1337, out ./out, eval every 100 steps over 10 batches.\n"
+            "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
             "--profile prints a per-op time table (calls, forward/backward ms, %%, the clip + optimizer\n"
-            "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n");
+            "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
+            "--device cuda trains on the GPU (the model is initialised on the CPU, so a seed gives the same\n"
+            "weights on either device); checkpoints are written from the device and the final sample runs on\n"
+            "the CPU. --dtype bf16 (mixed precision) is not implemented yet.\n");
 }
 
 static double now_s(void) {
@@ -66,7 +70,7 @@ static const char *find_data(const char *given) {
 }
 
 static int parse(int argc, char **argv, train_opts *o) {
-    *o = (train_opts){NULL, "char", "char-tiny", "out", NULL, 2000, 16, 1337, 100, 10, -1, 0, 300, 0,
+    *o = (train_opts){NULL, "char", "char-tiny", "out", NULL, "cpu", "f32", -1, 2000, 16, 1337, 100, 10, -1, 0, 300, 0,
                       1e-3, 1e-4, 0.1, 1.0, 0, 0, 0};
     cli_args a = {argc, 0, argv, NULL};
     const char *name, *val;
@@ -93,6 +97,8 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (strcmp(name, "preset") == 0) { NEED_VAL; o->preset = val; o->preset_given = 1; }
         else if (strcmp(name, "out") == 0) { NEED_VAL; o->out = val; }
         else if (strcmp(name, "log-json") == 0) { NEED_VAL; o->log_json = val; }
+        else if (strcmp(name, "device") == 0) { NEED_VAL; o->device = val; }
+        else if (strcmp(name, "dtype") == 0) { NEED_VAL; o->dtype = val; }
         INT_FLAG("steps", steps, 1, 100000000)
         INT_FLAG("batch", batch, 1, 65536)
         INT_FLAG("seed", seed, 0, INT64_MAX)
@@ -111,6 +117,21 @@ static int parse(int argc, char **argv, train_opts *o) {
 #undef INT_FLAG
 #undef DBL_FLAG
     }
+    if (strcmp(o->device, "cpu") == 0) {
+        o->cuda_index = -1;
+    } else if (strcmp(o->device, "cuda") == 0) {
+        o->cuda_index = 0;
+    } else if (strncmp(o->device, "cuda:", 5) == 0) {
+        int64_t di;
+        if (!cli_int(CMD, "device cuda:", o->device + 5, 0, 1023, &di)) return EXIT_USAGE;
+        o->cuda_index = (int32_t)di;
+    } else {
+        return cli_error(EXIT_USAGE, CMD, "--device must be cpu, cuda or cuda:N, got '%s'", o->device);
+    }
+    if (strcmp(o->dtype, "bf16") == 0)
+        return cli_error(EXIT_USAGE, CMD, "--dtype bf16: bf16 training not implemented yet (use --dtype f32)");
+    if (strcmp(o->dtype, "f32") != 0)
+        return cli_error(EXIT_USAGE, CMD, "--dtype must be f32 or bf16, got '%s'", o->dtype);
     if (o->min_lr > o->lr) return cli_error(EXIT_USAGE, CMD, "--min-lr %g is above --lr %g", o->min_lr, o->lr);
     if (o->warmup < 0) o->warmup = o->steps >= 1000 ? 100 : o->steps / 10;
     if (o->warmup >= o->steps)
@@ -272,6 +293,9 @@ int cmd_train(int argc, char **argv) {
     train_opts o;
     int rc = parse(argc, argv, &o);
     if (rc) return rc;
+    /* Before anything is read or written: is the asked-for device there? */
+    if (o.cuda_index >= 0 && !tfc_cuda_available())
+        return cli_error(EXIT_RUNTIME, CMD, "--device %s: %s", o.device, tfc_last_error());
     const char *data_path = find_data(o.data);
     char *text = NULL;
     size_t len = 0;
@@ -340,6 +364,11 @@ int cmd_train(int argc, char **argv) {
         rc = cli_lib_error(CMD, "building the model");
         goto out_tf;
     }
+    /* The model moves before the optimizer is built on its parameters. */
+    if (o.cuda_index >= 0 && tfc_gpt_to_device(m, TFC_DEVICE_CUDA, o.cuda_index) != TFC_OK) {
+        rc = cli_lib_error(CMD, "moving the model to the GPU");
+        goto out_model;
+    }
     /* AdamW, weight decay on the 2-D weights only */
     int32_t np;
     const char *const *pnames;
@@ -385,6 +414,7 @@ int cmd_train(int argc, char **argv) {
     printf("tfcore train: %s, preset %s (%d layers, %d heads, %d dims, block %d, vocab %d), %lld parameters\n",
            data_path, o.preset, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.block_size, cfg.vocab_size,
            (long long)tfc_gpt_num_elements(m));
+    printf("device: %s, dtype %s\n", o.device, o.dtype);
     printf("data: %zu tokens (%lld train, %lld val); batch %d x %lld; steps %lld..%lld of %lld; out %s\n", n_ids,
            (long long)n_train, (long long)n_val, B, (long long)T, (long long)start, (long long)end_step,
            (long long)o.steps, o.out);
@@ -485,6 +515,12 @@ int cmd_train(int argc, char **argv) {
         int32_t prompt = 0;
         if (v.kind == VOCAB_CHAR && v.index['\n'] >= 0) prompt = v.index['\n'];
         int32_t *outt = malloc((size_t)o.sample_tokens * sizeof *outt);
+        /* Generation (KV cache, host sampling) runs on the CPU; the optimizer is not used after this. */
+        if (o.cuda_index >= 0 && tfc_gpt_to_device(m, TFC_DEVICE_CPU, 0) != TFC_OK) {
+            free(outt);
+            rc = cli_lib_error(CMD, "moving the model back to the CPU for sampling");
+            goto out_model;
+        }
         printf("--- sample (temperature 0.8, top-k 40) ---\n");
         fflush(stdout);
         if (!outt || tfc_gpt_generate(m, &prompt, 1, (int32_t)o.sample_tokens, 0.8, 40, 1.0, (uint64_t)o.seed, outt,

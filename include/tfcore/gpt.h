@@ -99,6 +99,22 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_params(const tfc_gpt *m, int32_t *n, co
 TFC_API int64_t tfc_gpt_num_elements(const tfc_gpt *m);
 
 /*
+ * Move every parameter of m to `device` (TFC_DEVICE_CPU, index 0, or
+ * TFC_DEVICE_CUDA, index device_index), keeping values and requires_grad.
+ * The model's previous parameter tensors are released and their gradients
+ * dropped: pointers from an earlier tfc_gpt_params and optimizers built
+ * on them no longer refer to the model, so move first, then build the
+ * optimizer. On CUDA, tfc_gpt_forward accepts idx/targets on the CPU
+ * (copied to the device each call) or on the model's device, and its
+ * logits and loss live on the device (the loss is f32); the KV cache and
+ * tfc_gpt_generate need the model on the CPU. Errors: NULL m
+ * (TFC_ERR_INVALID_ARG), an unknown device type or CUDA unavailable
+ * (TFC_ERR_DEVICE with the loader's reason), TFC_ERR_OOM; on error m is
+ * unchanged. Not thread-safe with any other use of m.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t device_index);
+
+/*
  * Forward pass. idx [B, T] token ids (i32 or i64, each in [0, vocab),
  * 1 <= T <= block_size). *logits (may be NULL: not wanted) receives
  * [B, T, vocab] of the model's dtype. With targets [B, T] (same rules,

@@ -151,9 +151,13 @@ TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tenso
  * records and h or w requires grad, the gradients are computed in the same
  * pass (dh [N, C], dW [V, C], only those needed) and kept on the graph until
  * it is cleared; backward scales them by the loss's gradient. Neither the
- * [N, V] logits nor their gradient is ever allocated.
- * Errors: NULL arguments (TFC_ERR_INVALID_ARG), h/w not f32/f64 on the CPU or
- * of different dtypes, targets not i32/i64 (TFC_ERR_DTYPE), shapes as above
+ * [N, V] logits nor their gradient is ever allocated. On CUDA (h, w and
+ * targets all on one CUDA device, f32 or bf16) it is the unfused
+ * composition above (matmul, then the fused softmax + cross-entropy
+ * kernel), which does hold the logits and their gradient; the loss is f32.
+ * Errors: NULL arguments (TFC_ERR_INVALID_ARG), h/w not f32/f64 on the CPU
+ * (f32/bf16 on CUDA) or of different dtypes, tensors on different devices
+ * or CUDA unavailable (TFC_ERR_DEVICE), targets not i32/i64 (TFC_ERR_DTYPE), shapes as above
  * (TFC_ERR_SHAPE), a target out of range (TFC_ERR_INVALID_ARG), dims above
  * 2^31 (TFC_ERR_UNSUPPORTED), TFC_ERR_OOM; on error *loss is untouched and
  * nothing is recorded. Thread-safety: as every op (distinct graphs may be

@@ -6,6 +6,7 @@
 #include "autograd/profile.h"
 #include "core/error.h"
 #include "cpu/elementwise.h"
+#include "device/dispatch.h"
 
 TFC_API tfc_status tfc_graph_new(tfc_graph **out) {
     TFC_CHECK_NOT_NULL("tfc_graph_new", out);
@@ -55,14 +56,29 @@ TFC_API int64_t tfc_graph_num_nodes(const tfc_graph *g) { return g ? g->n_nodes 
 
 /* May t be written in place without another handle or view seeing it? */
 static int owns_storage(const tfc_tensor *t) {
-    return atomic_load(&t->storage->refcount) == 1 && tfc_is_contiguous(t) &&
-           t->storage->device == TFC_DEVICE_CPU;
+    return atomic_load(&t->storage->refcount) == 1 && tfc_is_contiguous(t);
+}
+
+/* Both on the CPU, or both on the same CUDA device (then the in-place add runs there). */
+static int same_place(const tfc_tensor *a, const tfc_tensor *b) {
+    return a->storage->device == b->storage->device && a->storage->device_index == b->storage->device_index;
+}
+
+/* acc += g in place (acc contiguous, owned), on acc's device. */
+static tfc_status add_in_place(tfc_tensor *a, const tfc_tensor *g) {
+    if (tfc_is_cuda(a)) return tfc_cuda_add_into("tfc_graph_backward (gradient accumulation)", a, g);
+    tfc_sview av = tfc_sview_of(a), gv = tfc_sview_of(g);
+    tfc_cpu_map(TFC_MAP_ADD, &av, &av, &gv, NULL, 0.0, 0);
+    return TFC_OK;
 }
 
 /* dst = a + b as a new contiguous tensor. */
 static tfc_status add_new(const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out) {
-    if (a->storage->device != TFC_DEVICE_CPU || b->storage->device != TFC_DEVICE_CPU)
-        return tfc_err(TFC_ERR_UNSUPPORTED, "gradient accumulation on CUDA is not wired yet");
+    if (!same_place(a, b))
+        return tfc_err(TFC_ERR_DEVICE, "tfc_graph_backward: two gradients of one tensor live on different devices");
+    if (tfc_is_cuda(a))
+        return tfc_cuda_binary_new("tfc_graph_backward (gradient accumulation)", TFC_CUDA_ADD, a, b, a->shape,
+                                   a->ndim, out);
     tfc_tensor *r;
     TFC_TRY(tfc_tensor_new_like(a, a->dtype, &r));
     tfc_sview rv = tfc_sview_of(r), av = tfc_sview_of(a), bv = tfc_sview_of(b);
@@ -83,9 +99,8 @@ tfc_status tfc_grad_accumulate(tfc_tensor **acc, tfc_tensor *g) {
     }
     tfc_tensor *a = *acc;
     tfc_status s = TFC_OK;
-    if (atomic_load(&a->refcount) == 1 && owns_storage(a) && g->storage->device == TFC_DEVICE_CPU) {
-        tfc_sview av = tfc_sview_of(a), gv = tfc_sview_of(g);
-        tfc_cpu_map(TFC_MAP_ADD, &av, &av, &gv, NULL, 0.0, 0);
+    if (atomic_load(&a->refcount) == 1 && owns_storage(a) && same_place(a, g)) {
+        s = add_in_place(a, g);
     } else {
         tfc_tensor *sum;
         s = add_new(a, g, &sum);
@@ -122,10 +137,9 @@ static tfc_status accumulate_leaf(tfc_tensor *leaf, tfc_tensor *g) {
         return s;
     }
     tfc_tensor *a = leaf->grad;
-    if (owns_storage(a) && g->storage->device == TFC_DEVICE_CPU) {
-        tfc_sview av = tfc_sview_of(a), gv = tfc_sview_of(g);
-        tfc_cpu_map(TFC_MAP_ADD, &av, &av, &gv, NULL, 0.0, 0);
-        tfc_bump_version(a);
+    if (owns_storage(a) && same_place(a, g)) {
+        s = add_in_place(a, g);
+        if (s == TFC_OK) tfc_bump_version(a);
     } else {
         tfc_tensor *sum;
         s = add_new(a, g, &sum);

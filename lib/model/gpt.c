@@ -217,6 +217,89 @@ TFC_API int64_t tfc_gpt_num_elements(const tfc_gpt *m) {
     return n;
 }
 
+/* ---- device --------------------------------------------------------------------- */
+
+/* Every tensor slot of the model that may hold a parameter (NULL slots included). */
+static int32_t param_slots(tfc_gpt *m, tfc_tensor ***slots, int32_t cap) {
+    int32_t n = 0;
+#define S(field) do { if (n < cap) slots[n] = &(field); n++; } while (0)
+    S(m->wte); S(m->wpe); S(m->lnf_w); S(m->lnf_b); S(m->lm_head);
+    for (int32_t l = 0; l < m->cfg.n_layer; l++) {
+        gpt_block *b = &m->blocks[l];
+        S(b->ln1_w); S(b->ln1_b); S(b->attn_w); S(b->attn_b); S(b->attn_proj_w); S(b->attn_proj_b);
+        S(b->ln2_w); S(b->ln2_b); S(b->fc_w); S(b->fc_b); S(b->mlp_proj_w); S(b->mlp_proj_b);
+    }
+#undef S
+    return n;
+}
+
+TFC_API tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t device_index) {
+    const char *fn = "tfc_gpt_to_device";
+    TFC_CHECK_NOT_NULL(fn, m);
+    if (device != TFC_DEVICE_CPU && device != TFC_DEVICE_CUDA)
+        return tfc_err(TFC_ERR_DEVICE, "%s: device is %d, need TFC_DEVICE_CPU (%d) or TFC_DEVICE_CUDA (%d)", fn,
+                       (int)device, (int)TFC_DEVICE_CPU, (int)TFC_DEVICE_CUDA);
+    if (device == TFC_DEVICE_CUDA && device_index < 0)
+        return tfc_err(TFC_ERR_DEVICE, "%s: device_index is %d, must be >= 0", fn, (int)device_index);
+    int32_t nslots = 5 + 12 * m->cfg.n_layer;
+    tfc_tensor **moved = calloc((size_t)m->n_params, sizeof *moved);
+    tfc_tensor ***slots = calloc((size_t)nslots, sizeof *slots);
+    if (!moved || !slots) {
+        free(moved);
+        free(slots);
+        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    }
+    tfc_status s = TFC_OK;
+    for (int32_t i = 0; i < m->n_params && s == TFC_OK; i++) {
+        s = tfc_tensor_to_device(m->params[i], device, device == TFC_DEVICE_CPU ? 0 : device_index, &moved[i]);
+        if (s == TFC_OK && moved[i] == m->params[i]) { /* already there: a fresh leaf all the same */
+            tfc_tensor_release(moved[i]);
+            s = tfc_tensor_clone(m->params[i], &moved[i]);
+        }
+        if (s == TFC_OK) s = tfc_tensor_set_requires_grad(moved[i], 1);
+        if (s != TFC_OK) {
+            char why[600];
+            snprintf(why, sizeof why, "%s", tfc_last_error());
+            s = tfc_err(s, "%s: parameter %s: %s", fn, m->names[i], why);
+        }
+    }
+    if (s != TFC_OK) {
+        for (int32_t i = 0; i < m->n_params; i++) tfc_tensor_release(moved[i]);
+        free(moved);
+        free(slots);
+        return s;
+    }
+    param_slots(m, slots, nslots);
+    for (int32_t k = 0; k < nslots; k++)
+        for (int32_t i = 0; i < m->n_params; i++)
+            if (*slots[k] && *slots[k] == m->params[i]) {
+                *slots[k] = moved[i];
+                break;
+            }
+    for (int32_t i = 0; i < m->n_params; i++) {
+        tfc_tensor_release(m->params[i]);
+        m->params[i] = moved[i];
+    }
+    free(moved);
+    free(slots);
+    return TFC_OK;
+}
+
+/* t on the model's device: a new reference to t, or a copy of a CPU t (ids, targets, positions). */
+static tfc_status on_model_device(const tfc_gpt *m, const char *fn, const char *arg, const tfc_tensor *t,
+                                  tfc_tensor **out) {
+    tfc_device_type md = tfc_tensor_device_type(m->wte), td = tfc_tensor_device_type(t);
+    int32_t mi = tfc_tensor_device_index(m->wte), ti = tfc_tensor_device_index(t);
+    if (md == td && mi == ti) {
+        *out = tfc_tensor_retain((tfc_tensor *)t);
+        return TFC_OK;
+    }
+    if (td != TFC_DEVICE_CPU)
+        return tfc_err(TFC_ERR_DEVICE, "%s: %s lives on cuda:%d but the model on %s:%d; pass it on the CPU or the "
+                       "model's device", fn, arg, (int)ti, md == TFC_DEVICE_CPU ? "cpu" : "cuda", (int)mi);
+    return tfc_tensor_to_device(t, md, mi, out);
+}
+
 /* ---- forward ------------------------------------------------------------------- */
 
 /*
@@ -371,6 +454,10 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
     tfc_status s = TFC_OK;
     tfc_tensor *pos, *pe, *te, *x, *h, *y, *out = NULL;
     OP(pos, tfc_tensor_arange((double)start, (double)(start + T), 1.0, TFC_DTYPE_I64, &pos));
+    OP(pos, on_model_device(m, fn, "positions", pos, &pos));
+    tfc_tensor *idx_d;
+    OP(idx_d, on_model_device(m, fn, "idx", idx, &idx_d));
+    idx = idx_d;
     OP(pe, tfc_embedding(g, m->wpe, pos, &pe));   /* [T, C] */
     OP(te, tfc_embedding(g, m->wte, idx, &te));   /* [B, T, C] */
     OP(x, tfc_add(g, te, pe, &x));
@@ -429,7 +516,10 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
         tfc_tensor *h;
         const int64_t n1[1] = {-1};
         TFC_TRY(gpt_trunk(m, g, idx, NULL, fn, &h));
-        tfc_status s = tfc_reshape(NULL, targets, n1, 1, &tflat);
+        tfc_tensor *tdev = NULL;
+        tfc_status s = on_model_device(m, fn, "targets", targets, &tdev);
+        if (s == TFC_OK) s = tfc_reshape(NULL, tdev, n1, 1, &tflat);
+        tfc_tensor_release(tdev);
         if (s == TFC_OK) s = tfc_linear_cross_entropy(g, h, head_weight(m), tflat, -1, &l);
         tfc_tensor_release(h);
         tfc_tensor_release(tflat);
@@ -442,7 +532,10 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
     if (targets) {
         const int64_t nv[2] = {-1, m->cfg.vocab_size}, n1[1] = {-1};
         s = tfc_reshape(g, lg, nv, 2, &flat);
-        if (s == TFC_OK) s = tfc_reshape(NULL, targets, n1, 1, &tflat);
+        tfc_tensor *tdev = NULL;
+        if (s == TFC_OK) s = on_model_device(m, fn, "targets", targets, &tdev);
+        if (s == TFC_OK) s = tfc_reshape(NULL, tdev, n1, 1, &tflat);
+        tfc_tensor_release(tdev);
         if (s == TFC_OK) s = tfc_cross_entropy(g, flat, tflat, -1, &l);
         tfc_tensor_release(flat);
         tfc_tensor_release(tflat);

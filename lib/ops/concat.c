@@ -173,11 +173,15 @@ TFC_API tfc_status tfc_split(tfc_graph *g, const tfc_tensor *x, const int64_t *s
     if (!tmp) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     int64_t start = 0;
     tfc_status s = TFC_OK;
+    /* On CUDA each part records its own slice node: the one-node backward
+     * below writes into a strided dx with CPU kernels (the CUDA table copies
+     * only into contiguous buffers; lib/ops/views.c's slice backward copes). */
+    int per_part = tfc_is_cuda(x);
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
-        s = tfc_narrow(NULL, x, d, start, sizes[i], &tmp[i]);
+        s = tfc_narrow(per_part ? g : NULL, x, d, start, sizes[i], &tmp[i]);
         start += sizes[i];
     }
-    if (s == TFC_OK && tfc_should_record(g, &x, 1)) {
+    if (s == TFC_OK && !per_part && tfc_should_record(g, &x, 1)) {
         tfc_node *node;
         tfc_tensor *lens = NULL;
         int64_t nn = n;

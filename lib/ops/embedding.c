@@ -9,7 +9,7 @@ static tfc_status embedding_node_backward(tfc_node *n, tfc_tensor *const *gout, 
     tfc_tensor *dy = gout[0], *ids = n->saved[0], *dt;
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
     const tfc_edge *e = &n->in[0];
-    TFC_TRY(tfc_tensor_new(e->shape, e->ndim, dy->dtype, TFC_DEVICE_CPU, 0, &dt));
+    TFC_TRY(tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &dt));
     tfc_status s = tfc_embedding_backward(dy, ids, dt, 0);
     if (s != TFC_OK) {
         tfc_tensor_release(dt);
@@ -22,7 +22,7 @@ static tfc_status embedding_node_backward(tfc_node *n, tfc_tensor *const *gout, 
 TFC_API tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tfc_tensor *ids, tfc_tensor **out) {
     const char *fn = "tfc_embedding";
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_check_float(fn, "table", table));
+    TFC_TRY(tfc_check_float_dev(fn, "table", table));
     TFC_CHECK_NOT_NULL(fn, ids);
     if (table->ndim != 2) return tfc_err(TFC_ERR_SHAPE, "%s: table is %s; it must be [V, C]", fn, SHAPE(table));
     if (ids->ndim >= TFC_MAX_DIMS) return tfc_err(TFC_ERR_SHAPE, "%s: ids %s has too many dims", fn, SHAPE(ids));
@@ -30,7 +30,7 @@ TFC_API tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tf
     for (int32_t i = 0; i < ids->ndim; i++) shape[i] = ids->shape[i];
     shape[ids->ndim] = table->shape[1];
     tfc_tensor *y;
-    TFC_TRY(tfc_tensor_new(shape, ids->ndim + 1, table->dtype, TFC_DEVICE_CPU, 0, &y));
+    TFC_TRY(tfc_tensor_new_on(table, shape, ids->ndim + 1, table->dtype, &y));
     tfc_status s = tfc_embedding_forward(table, ids, y);
     if (s == TFC_OK && tfc_should_record(g, &table, 1)) {
         tfc_node *n;

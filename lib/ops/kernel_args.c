@@ -1,12 +1,20 @@
 /* Argument checks shared by the explicit kernel entry points. */
 #include "ops/kernel_args.h"
 
+#include "device/dispatch.h"
+
 static tfc_status on_cpu(const char *fn, const char *arg, const tfc_tensor *t) {
     if (!t) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, arg);
     return tfc_require_cpu(fn, arg, t);
 }
 
 tfc_status tfc_karg_float(const char *fn, const char *arg, const tfc_tensor *t) {
+    if (t && tfc_is_cuda(t)) {
+        if (t->dtype != TFC_DTYPE_F32 && t->dtype != TFC_DTYPE_BF16)
+            return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s on cuda:%d; CUDA kernels take f32 and bf16", fn, arg,
+                           tfc_dtype_name(t->dtype), SHAPE(t), (int)t->storage->device_index);
+        return TFC_OK;
+    }
     TFC_TRY(on_cpu(fn, arg, t));
     if (t->dtype != TFC_DTYPE_F32 && t->dtype != TFC_DTYPE_F64)
         return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; only f32 and f64 are supported", fn, arg,
@@ -15,7 +23,7 @@ tfc_status tfc_karg_float(const char *fn, const char *arg, const tfc_tensor *t) 
 }
 
 tfc_status tfc_karg_index(const char *fn, const char *arg, const tfc_tensor *t) {
-    TFC_TRY(on_cpu(fn, arg, t));
+    if (!(t && tfc_is_cuda(t))) TFC_TRY(on_cpu(fn, arg, t));
     if (t->dtype != TFC_DTYPE_I32 && t->dtype != TFC_DTYPE_I64)
         return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; indices must be i32 or i64", fn, arg,
                        tfc_dtype_name(t->dtype), SHAPE(t));
@@ -24,6 +32,9 @@ tfc_status tfc_karg_index(const char *fn, const char *arg, const tfc_tensor *t) 
 
 tfc_status tfc_karg_dtype_like(const char *fn, const char *arg, const tfc_tensor *t, const char *refname,
                                const tfc_tensor *ref) {
+    const tfc_tensor *ts[2] = {ref, t};
+    const char *names[2] = {refname, arg};
+    TFC_TRY(tfc_same_device(fn, ts, names, 2));
     if (t->dtype != ref->dtype)
         return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s, must be %s like %s %s", fn, arg, tfc_dtype_name(t->dtype),
                        SHAPE(t), tfc_dtype_name(ref->dtype), refname, SHAPE(ref));
@@ -54,7 +65,9 @@ tfc_status tfc_karg_float_like(const char *fn, const char *arg, const tfc_tensor
 
 tfc_status tfc_karg_output(const char *fn, const char *arg, const tfc_tensor *t, tfc_dtype dt, const int64_t *dims,
                            int32_t ndim, const char *refname, const tfc_tensor *ref) {
-    TFC_TRY(on_cpu(fn, arg, t));
+    const tfc_tensor *ts[2] = {ref, t};
+    const char *names[2] = {refname, arg};
+    TFC_TRY(tfc_same_device(fn, ts, names, 2));
     if (t->dtype != dt)
         return tfc_err(TFC_ERR_DTYPE, "%s: output %s is %s %s, must be %s (%s is %s %s)", fn, arg,
                        tfc_dtype_name(t->dtype), SHAPE(t), tfc_dtype_name(dt), refname, tfc_dtype_name(ref->dtype),

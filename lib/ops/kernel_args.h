@@ -7,13 +7,17 @@
 #define TFC_OPS_KERNEL_ARGS_H
 
 #include "core/error.h"
+#include "device/dispatch.h"
 #include "tensor/tensor_impl.h"
 
-/* A float input: not NULL, on the CPU, f32 or f64. */
+/*
+ * A float input: not NULL; f32 or f64 on the CPU, or f32 or bf16 on CUDA
+ * (every user of these checks dispatches to CUDA; see device/dispatch.h).
+ */
 tfc_status tfc_karg_float(const char *fn, const char *arg, const tfc_tensor *t);
-/* An index input: not NULL, on the CPU, i32 or i64. */
+/* An index input: not NULL, i32 or i64 (CPU or CUDA). */
 tfc_status tfc_karg_index(const char *fn, const char *arg, const tfc_tensor *t);
-/* t (already checked) has ref's dtype. */
+/* t (already checked) has ref's dtype and device. */
 tfc_status tfc_karg_dtype_like(const char *fn, const char *arg, const tfc_tensor *t, const char *refname,
                                const tfc_tensor *ref);
 /* t has shape dims; the message also shows ref's shape. */
@@ -22,7 +26,7 @@ tfc_status tfc_karg_shape(const char *fn, const char *arg, const tfc_tensor *t, 
 /* A float input of ref's dtype and shape dims: the three checks above. */
 tfc_status tfc_karg_float_like(const char *fn, const char *arg, const tfc_tensor *t, const int64_t *dims,
                                int32_t ndim, const char *refname, const tfc_tensor *ref);
-/* An output (non-NULL): on the CPU, dtype dt, shape dims, contiguous. */
+/* An output (non-NULL): on ref's device, dtype dt, shape dims, contiguous. */
 tfc_status tfc_karg_output(const char *fn, const char *arg, const tfc_tensor *t, tfc_dtype dt, const int64_t *dims,
                            int32_t ndim, const char *refname, const tfc_tensor *ref);
 /* flags has no bit but TFC_GRAD_ACCUMULATE. */

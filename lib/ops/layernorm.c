@@ -16,7 +16,7 @@ static tfc_status layernorm_node_backward(tfc_node *n, tfc_tensor *const *gout, 
     tfc_status s = TFC_OK;
     if (tfc_node_needs_grad(n, 0)) s = tfc_tensor_new_like(x, x->dtype, &g[0]);
     for (int32_t i = 1; i < 3 && s == TFC_OK; i++)
-        if (tfc_node_needs_grad(n, i)) s = tfc_tensor_new(&C, 1, x->dtype, TFC_DEVICE_CPU, 0, &g[i]);
+        if (tfc_node_needs_grad(n, i)) s = tfc_tensor_new_on(x, &C, 1, x->dtype, &g[i]);
     if (s == TFC_OK) s = tfc_layernorm_backward(dy, x, w, mean, rstd, g[0], g[1], g[2], 0);
     for (int32_t i = 0; i < 3; i++) {
         if (s == TFC_OK) gin[i] = g[i];
@@ -29,13 +29,14 @@ TFC_API tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_te
                                  double eps, tfc_tensor **out) {
     const char *fn = "tfc_layernorm";
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_check_float(fn, "x", x));
+    TFC_TRY(tfc_check_float_dev(fn, "x", x));
     if (x->ndim == 0) return tfc_err(TFC_ERR_SHAPE, "%s: x is a scalar; LayerNorm needs a last dim", fn);
     int64_t rows = tfc_numel(x) / (x->shape[x->ndim - 1] ? x->shape[x->ndim - 1] : 1);
     tfc_tensor *y = NULL, *mean = NULL, *rstd = NULL;
     tfc_status s = tfc_tensor_new_like(x, x->dtype, &y);
-    if (s == TFC_OK) s = tfc_tensor_new(&rows, 1, x->dtype, TFC_DEVICE_CPU, 0, &mean);
-    if (s == TFC_OK) s = tfc_tensor_new(&rows, 1, x->dtype, TFC_DEVICE_CPU, 0, &rstd);
+    tfc_dtype st = tfc_is_cuda(x) ? TFC_DTYPE_F32 : x->dtype; /* CUDA keeps f32 statistics */
+    if (s == TFC_OK) s = tfc_tensor_new_on(x, &rows, 1, st, &mean);
+    if (s == TFC_OK) s = tfc_tensor_new_on(x, &rows, 1, st, &rstd);
     if (s == TFC_OK) s = tfc_layernorm_forward(x, weight, bias, eps, y, mean, rstd);
     const tfc_tensor *ins[3] = {x, weight, bias};
     if (s == TFC_OK && tfc_should_record(g, ins, 3)) {

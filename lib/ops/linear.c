@@ -121,10 +121,32 @@ static tfc_status forward(tfc_tensor *out2, const tfc_tensor *x2, const tfc_tens
     return tfc_matmul_into(out2, x2, w, 1.0);
 }
 
+/* CUDA: matmul then add, each dispatched to the CUDA table and recorded on its own. */
+static tfc_status linear_composed(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *b,
+                                  tfc_tensor **out) {
+    tfc_tensor *xw = NULL;
+    TFC_TRY(tfc_matmul(g, x, w, &xw));
+    if (!b) {
+        *out = xw;
+        return TFC_OK;
+    }
+    tfc_status s = tfc_add(g, xw, b, out);
+    tfc_tensor_release(xw);
+    return s;
+}
+
 TFC_API tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *b,
                               tfc_tensor **out) {
     const char *fn = "tfc_linear";
     TFC_CHECK_NOT_NULL(fn, out);
+    if (x && w && (tfc_is_cuda(x) || tfc_is_cuda(w) || (b && tfc_is_cuda(b)))) {
+        /* tfc_matmul checks devices and shapes with its own messages; check ours first. */
+        if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[0] ||
+            (b && (b->ndim != 1 || b->shape[0] != w->shape[1])))
+            return tfc_err(TFC_ERR_SHAPE, "%s: x is %s, w is %s, b is %s: need x [..., in], w [in, out], b [out]", fn,
+                           SHAPE(x), SHAPE(w), b ? SHAPE(b) : "NULL");
+        return linear_composed(g, x, w, b, out);
+    }
     TFC_TRY(check_args(fn, x, w, b));
     int64_t K = w->shape[0], N = w->shape[1], M = 1, oshape[TFC_MAX_DIMS];
     for (int32_t d = 0; d + 1 < x->ndim; d++) M *= oshape[d] = x->shape[d];

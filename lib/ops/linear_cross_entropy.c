@@ -73,9 +73,12 @@ static int blas_addressable(const tfc_tensor *x) {
 }
 
 static tfc_status check_args(const char *fn, const tfc_tensor *h, const tfc_tensor *w, const tfc_tensor *targets) {
-    TFC_TRY(tfc_check_float(fn, "h", h));
-    TFC_TRY(tfc_check_float(fn, "w", w));
+    TFC_TRY(tfc_check_float_dev(fn, "h", h));
+    TFC_TRY(tfc_check_float_dev(fn, "w", w));
     TFC_TRY(tfc_karg_index(fn, "targets", targets));
+    const tfc_tensor *ts[3] = {h, w, targets};
+    const char *names[3] = {"h", "w", "targets"};
+    TFC_TRY(tfc_same_device(fn, ts, names, 3));
     if (h->ndim != 2 || h->shape[1] < 1)
         return tfc_err(TFC_ERR_SHAPE, "%s: h is %s, must be [N, C] with C >= 1", fn, SHAPE(h));
     if (w->ndim != 2 || w->shape[0] < 1 || w->shape[1] != h->shape[1])
@@ -148,6 +151,24 @@ static tfc_status lce_pass(const tfc_tensor *h, const tfc_tensor *w, const void 
     return s;
 }
 
+/*
+ * On CUDA: the unfused composition z = h · wᵀ (cuBLASLt, wᵀ as a flag),
+ * then the fused softmax + cross-entropy entry, recorded as ordinary nodes.
+ * Same loss and gradients; it does materialise the [N, V] logits and their
+ * gradient (a chunked CUDA pass is future work).
+ */
+static tfc_status cuda_composed(const char *fn, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
+                                const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **loss) {
+    TFC_TRY(tfc_cuda_ready(fn, h));
+    tfc_tensor *wt = NULL, *z = NULL;
+    tfc_status s = tfc_transpose(g, w, 0, 1, &wt);
+    if (s == TFC_OK) s = tfc_matmul(g, h, wt, &z);
+    if (s == TFC_OK) s = tfc_cross_entropy(g, z, targets, ignore_index, loss);
+    tfc_tensor_release(wt);
+    tfc_tensor_release(z);
+    return s;
+}
+
 /* grad_in = g_loss · (dh, dW); the saved tensors themselves when g_loss is 1. */
 static tfc_status lce_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     if (!gout[0]) return TFC_OK;
@@ -167,6 +188,7 @@ TFC_API tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, c
     const char *fn = "tfc_linear_cross_entropy";
     TFC_CHECK_NOT_NULL(fn, loss);
     TFC_TRY(check_args(fn, h, w, targets));
+    if (tfc_is_cuda(h)) return cuda_composed(fn, g, h, w, targets, ignore_index, loss);
     const int64_t N = h->shape[0], C = h->shape[1], V = w->shape[0];
     const tfc_tensor *ins[2] = {h, w};
     const int record = tfc_should_record(g, ins, 2);

@@ -22,8 +22,11 @@ static int blas_ok(const tfc_tensor *t) {
     return tfc_cpu_gemm_layout(t->shape[n - 2], t->shape[n - 1], t->strides[n - 2], t->strides[n - 1], &tr, &ld);
 }
 
-/* Declared in ops/matmul_into.h. */
+static tfc_status cuda_matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in, double beta);
+
+/* Declared in ops/matmul_into.h; CUDA outputs go to cuda_matmul_into below. */
 tfc_status tfc_matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in, double beta) {
+    if (tfc_is_cuda(out)) return cuda_matmul_into(out, a_in, b_in, beta);
     tfc_tensor *a = NULL, *b = NULL;
     tfc_status s = blas_ok(a_in) ? (a = tfc_tensor_retain((tfc_tensor *)a_in), TFC_OK) : tfc_make_contiguous(a_in, &a);
     if (s == TFC_OK) s = blas_ok(b_in) ? (b = tfc_tensor_retain((tfc_tensor *)b_in), TFC_OK) : tfc_make_contiguous(b_in, &b);
@@ -74,6 +77,104 @@ tfc_status tfc_matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc_te
     return TFC_OK;
 }
 
+/*
+ * The CUDA form of matmul_into. cuBLASLt takes each operand's matrices
+ * contiguous (or contiguous transposed, as a flag) at one batch stride, so
+ * an operand whose last two dims are neither, or whose batch dims do not
+ * collapse to one stride, is compacted first (broadcast batch dims become
+ * stride 0 after expanding to out's batch shape).
+ */
+static int unit_matrix(const tfc_tensor *t, int64_t rows, int64_t cols, int *trans) {
+    int32_t n = t->ndim;
+    int64_t rs = t->strides[n - 2], cs = t->strides[n - 1];
+    if ((cs == 1 || cols == 1) && (rs == cols || rows == 1)) return *trans = 0, 1;
+    if ((rs == 1 || rows == 1) && (cs == rows || cols == 1)) return *trans = 1, 1;
+    return 0;
+}
+
+/* One stride for t's batch dims broadcast to out's batch shape, or 0 when none fits. */
+static int batch_stride(const tfc_tensor *t, const tfc_tensor *out, int64_t *stride) {
+    int32_t nb = out->ndim - 2, tb = t->ndim - 2;
+    int64_t st = -1, expect = -1;
+    for (int32_t d = nb - 1; d >= 0; d--) {
+        int32_t it = d - (nb - tb);
+        int64_t size = out->shape[d], ts = (it >= 0 && t->shape[it] != 1) ? t->strides[it] : 0;
+        if (size == 1) continue;
+        if (st < 0) {
+            st = ts;
+            expect = ts * size;
+        } else {
+            if (st == 0 ? ts != 0 : ts != expect) return 0;
+            expect = ts * size;
+        }
+    }
+    *stride = st < 0 ? 0 : st;
+    return 1;
+}
+
+/* t as cuBLASLt can read it for out: as is, compacted, or expanded to out's batch shape and compacted. */
+static tfc_status cuda_operand(const tfc_tensor *t, int64_t rows, int64_t cols, const tfc_tensor *out, tfc_tensor **res,
+                               int *trans, int64_t *stride) {
+    if (unit_matrix(t, rows, cols, trans) && batch_stride(t, out, stride)) {
+        *res = tfc_tensor_retain((tfc_tensor *)t);
+        return TFC_OK;
+    }
+    tfc_tensor *c;
+    *trans = 0;
+    if (t->ndim == out->ndim || batch_stride(t, out, stride)) {
+        TFC_TRY(tfc_make_contiguous(t, &c));
+        if (batch_stride(c, out, stride)) {
+            *res = c;
+            return TFC_OK;
+        }
+        tfc_tensor_release(c);
+    }
+    /* Mixed broadcast batch dims: materialise t at out's full batch shape. */
+    int64_t shape[TFC_MAX_DIMS], st[TFC_MAX_DIMS];
+    for (int32_t d = 0; d < out->ndim - 2; d++) shape[d] = out->shape[d];
+    shape[out->ndim - 2] = rows;
+    shape[out->ndim - 1] = cols;
+    tfc_broadcast_strides(t, shape, out->ndim, st);
+    TFC_TRY(tfc_cuda_gather("tfc_matmul", t, shape, st, out->ndim, &c));
+    *stride = rows * cols;
+    *res = c;
+    return TFC_OK;
+}
+
+static tfc_status cuda_matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in, double beta) {
+    const char *fn = "tfc_matmul";
+    const tfc_cuda_api *api;
+    int32_t dev;
+    TFC_TRY(tfc_cuda_for(fn, out, &api, &dev));
+    int32_t nd = out->ndim;
+    int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a_in->shape[a_in->ndim - 1], batch = 1;
+    for (int32_t d = 0; d < nd - 2; d++) batch *= out->shape[d];
+    int ta = 0, tb = 0;
+    int64_t sa = 0, sb = 0;
+    tfc_tensor *a = NULL, *b = NULL;
+    tfc_status s = cuda_operand(a_in, M, K, out, &a, &ta, &sa);
+    if (s == TFC_OK) s = cuda_operand(b_in, K, N, out, &b, &tb, &sb);
+    if (s == TFC_OK && batch * M * N > 0) {
+        tfc_cuda_matmul_desc d;
+        memset(&d, 0, sizeof d);
+        d.struct_size = sizeof d;
+        d.dtype = out->dtype;
+        d.M = M, d.N = N, d.K = K, d.batch = batch;
+        d.trans_a = ta, d.trans_b = tb;
+        d.a = tfc_data(a), d.b = tfc_data(b), d.c = tfc_data(out);
+        d.stride_a = sa, d.stride_b = sb, d.stride_c = M * N;
+        d.alpha = 1.0f, d.beta = (float)beta;
+        d.epilogue = TFC_CUDA_EPI_NONE;
+        /* b shared and a's batches back to back without a transpose: one [batch·M, K] GEMM. */
+        if (batch > 1 && sb == 0 && !ta && sa == M * K) d.M = batch * M, d.batch = 1, d.stride_a = d.stride_c = 0;
+        if (K == 0) s = beta == 0.0 ? tfc_cuda_fill(fn, out, 0.0) : TFC_OK;
+        else s = tfc_cuda_done(fn, "matmul", api, api->matmul(dev, &d));
+    }
+    tfc_tensor_release(a);
+    tfc_tensor_release(b);
+    return s;
+}
+
 /* Shapes of a matmul after 1-D promotion; fails with the DESIGN message. */
 typedef struct mm_shapes {
     int64_t out[TFC_MAX_DIMS]; /* batch + [M, N] */
@@ -121,8 +222,8 @@ static tfc_status mm_plan(const char *fn, const tfc_tensor *a0, const tfc_tensor
 }
 
 static tfc_status check_operands(const char *fn, const tfc_tensor *a, const tfc_tensor *b) {
-    TFC_TRY(tfc_check_float(fn, "a", a));
-    TFC_TRY(tfc_check_float(fn, "b", b));
+    TFC_TRY(tfc_check_float_dev(fn, "a", a));
+    TFC_TRY(tfc_check_float_dev(fn, "b", b));
     return tfc_check_same(fn, a, b);
 }
 
@@ -139,7 +240,7 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
             int64_t shape[TFC_MAX_DIMS];
             memcpy(shape, dout->shape, sizeof(int64_t) * (size_t)nd);
             shape[nd - 1] = a->shape[a->ndim - 1];
-            s = tfc_tensor_new(shape, nd, dout->dtype, TFC_DEVICE_CPU, 0, &full);
+            s = tfc_tensor_new_on(dout, shape, nd, dout->dtype, &full);
             if (s == TFC_OK) s = tfc_matmul_into(full, dout, bt, 0.0);
         }
         tfc_tensor_release(bt);
@@ -158,7 +259,7 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
         if (s == TFC_OK) s = tfc_reshape(NULL, aexp, (int64_t[]){rows, K}, 2, &af);
         if (s == TFC_OK) s = tfc_reshape(NULL, dout, (int64_t[]){rows, dout->shape[nd - 1]}, 2, &df);
         if (s == TFC_OK) s = tfc_transpose(NULL, af, 0, 1, &at);
-        if (s == TFC_OK) s = tfc_tensor_new(b->shape, 2, dout->dtype, TFC_DEVICE_CPU, 0, &full);
+        if (s == TFC_OK) s = tfc_tensor_new_on(dout, b->shape, 2, dout->dtype, &full);
         if (s == TFC_OK) s = tfc_matmul_into(full, at, df, 0.0);
         tfc_tensor_release(aexp);
         tfc_tensor_release(af);
@@ -174,7 +275,7 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
             int64_t shape[TFC_MAX_DIMS];
             memcpy(shape, dout->shape, sizeof(int64_t) * (size_t)nd);
             shape[nd - 2] = b->shape[b->ndim - 2];
-            s = tfc_tensor_new(shape, nd, dout->dtype, TFC_DEVICE_CPU, 0, &full);
+            s = tfc_tensor_new_on(dout, shape, nd, dout->dtype, &full);
             if (s == TFC_OK) s = tfc_matmul_into(full, at, dout, 0.0);
         }
         tfc_tensor_release(at);
@@ -238,7 +339,7 @@ TFC_API tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a0, const tfc_tens
     tfc_status s = promote(fn, a0, 0, &a);
     if (s == TFC_OK) s = promote(fn, b0, 1, &b);
     if (s == TFC_OK) s = mm_plan(fn, a0, b0, a, b, &p);
-    if (s == TFC_OK) s = tfc_tensor_new(p.out, p.nout, a0->dtype, TFC_DEVICE_CPU, 0, &r);
+    if (s == TFC_OK) s = tfc_tensor_new_on(a0, p.out, p.nout, a0->dtype, &r);
     if (s == TFC_OK) s = tfc_matmul_into(r, a, b, 0.0);
     if (s == TFC_OK) {
         int64_t strides[TFC_MAX_DIMS];
@@ -272,7 +373,9 @@ TFC_API tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a0, const tfc_tens
 /* dst = src (or dst += src with TFC_GRAD_ACCUMULATE), same shape. */
 static tfc_status store_grad(const char *fn, const char *arg, tfc_tensor *dst, tfc_tensor *src, uint32_t flags) {
     tfc_status s = TFC_OK;
-    if (flags & TFC_GRAD_ACCUMULATE) {
+    if ((flags & TFC_GRAD_ACCUMULATE) && tfc_is_cuda(dst)) {
+        s = tfc_cuda_add_into(fn, dst, src);
+    } else if (flags & TFC_GRAD_ACCUMULATE) {
         tfc_sview dv = tfc_sview_of(dst), sv = tfc_sview_of(src);
         tfc_cpu_map(TFC_MAP_ADD, &dv, &dv, &sv, NULL, 0.0, 0);
         tfc_bump_version(dst);
@@ -287,7 +390,7 @@ static tfc_status store_grad(const char *fn, const char *arg, tfc_tensor *dst, t
 
 static tfc_status check_grad_buf(const char *fn, const char *arg, const tfc_tensor *buf, const tfc_tensor *like) {
     if (!buf) return TFC_OK;
-    TFC_TRY(tfc_check_float(fn, arg, buf));
+    TFC_TRY(tfc_check_float_dev(fn, arg, buf));
     if (buf->dtype != like->dtype)
         return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s, expected %s", fn, arg, tfc_dtype_name(buf->dtype),
                        tfc_dtype_name(like->dtype));
@@ -301,9 +404,14 @@ TFC_API tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor 
                                        tfc_tensor *da, tfc_tensor *db, uint32_t flags) {
     const char *fn = "tfc_matmul_backward";
     TFC_TRY(check_operands(fn, a, b));
-    TFC_TRY(tfc_check_float(fn, "dout", dout));
+    TFC_TRY(tfc_check_float_dev(fn, "dout", dout));
     TFC_TRY(check_grad_buf(fn, "da", da, a));
     TFC_TRY(check_grad_buf(fn, "db", db, b));
+    {
+        const tfc_tensor *ts[5] = {a, b, dout, da, db};
+        const char *names[5] = {"a", "b", "dout", "da", "db"};
+        TFC_TRY(tfc_same_device(fn, ts, names, 5));
+    }
     if (flags & ~TFC_GRAD_ACCUMULATE) return tfc_err(TFC_ERR_INVALID_ARG, "%s: unknown flags 0x%x", fn, flags);
     tfc_tensor *ga = NULL, *gb = NULL;
     TFC_TRY(matmul_grads(fn, dout, a, b, da ? &ga : NULL, db ? &gb : NULL));

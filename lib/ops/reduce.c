@@ -122,13 +122,99 @@ static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
     return s;
 }
 
+/*
+ * sum/mean on CUDA: x made contiguous, then each maximal run of adjacent
+ * reduced dims is one `reduce` call over [outer, n, inner], last run first
+ * (so the earlier dims' layout is unchanged); mean scales at the end.
+ */
+static tfc_status cuda_reduce(const char *fn, red_kind k, const tfc_tensor *x, const reduce_plan *p, tfc_tensor **out) {
+    if (k != R_SUM && k != R_MEAN) return tfc_cuda_unimplemented(fn, "this reduction (only sum and mean are)");
+    const tfc_cuda_api *api;
+    int32_t dev;
+    TFC_TRY(tfc_cuda_for(fn, x, &api, &dev));
+    tfc_tensor *cur;
+    TFC_TRY(tfc_make_contiguous(x, &cur));
+    int64_t shape[TFC_MAX_DIMS];
+    int32_t nd = x->ndim;
+    for (int32_t i = 0; i < nd; i++) shape[i] = x->shape[i];
+    tfc_status s = TFC_OK;
+    for (int32_t hi = nd - 1; hi >= 0 && s == TFC_OK; hi--) {
+        if (!p->red[hi]) continue;
+        int32_t lo = hi;
+        while (lo > 0 && p->red[lo - 1]) lo--;
+        int64_t outer = 1, n = 1, inner = 1;
+        for (int32_t i = 0; i < nd; i++) {
+            if (i < lo) outer *= shape[i];
+            else if (i <= hi) n *= shape[i];
+            else inner *= shape[i];
+        }
+        int64_t nshape[TFC_MAX_DIMS];
+        int32_t nn = 0;
+        for (int32_t i = 0; i < nd; i++)
+            nshape[nn++] = (i >= lo && i <= hi) ? 1 : shape[i];
+        tfc_tensor *r;
+        s = tfc_tensor_new_on(x, nshape, nn, x->dtype, &r);
+        if (s == TFC_OK && outer * inner > 0) {
+            if (n == 0) s = tfc_cuda_fill(fn, r, 0.0);
+            else
+                s = tfc_cuda_done(fn, "reduce", api,
+                                  api->reduce(dev, TFC_CUDA_SUM, x->dtype, tfc_data(cur), tfc_data(r), (size_t)outer,
+                                              (size_t)n, (size_t)inner));
+        }
+        tfc_tensor_release(cur);
+        cur = s == TFC_OK ? r : NULL;
+        if (s != TFC_OK) tfc_tensor_release(r);
+        for (int32_t i = lo; i <= hi; i++) shape[i] = 1;
+        hi = lo;
+    }
+    if (s == TFC_OK && k == R_MEAN) {
+        tfc_tensor *m;
+        s = tfc_cuda_scalar_new(fn, TFC_CUDA_MUL, cur, 1.0 / (double)p->n, cur->shape, cur->ndim, &m);
+        tfc_tensor_release(cur);
+        cur = s == TFC_OK ? m : NULL;
+    }
+    if (s == TFC_OK) { /* the kept-dims shape asked for (a view of the contiguous result) */
+        int64_t st[TFC_MAX_DIMS];
+        tfc_contiguous_strides(p->out_shape, p->out_ndim, st);
+        tfc_tensor *v;
+        s = tfc_tensor_alias(cur, p->out_shape, st, p->out_ndim, cur->offset, &v);
+        tfc_tensor_release(cur);
+        cur = s == TFC_OK ? v : NULL;
+    }
+    if (s != TFC_OK) return s;
+    *out = cur;
+    return TFC_OK;
+}
+
 static tfc_status reduce(red_kind k, tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims,
                          int32_t keepdim, double correction, tfc_tensor **out) {
     const char *fn = red_names[k];
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_check_float(fn, "x", x));
+    TFC_TRY(tfc_check_float_dev(fn, "x", x));
     reduce_plan p;
     TFC_TRY(plan_reduce(fn, x, dims, ndims, keepdim, &p));
+    if (tfc_is_cuda(x)) {
+        tfc_tensor *r;
+        TFC_TRY(cuda_reduce(fn, k, x, &p, &r));
+        tfc_status s = TFC_OK;
+        if (tfc_should_record(g, &x, 1)) {
+            tfc_node *n;
+            s = tfc_node_new(g, fn, reduce_backward, 1, 1, &n);
+            if (s == TFC_OK) {
+                n->params.i[0] = k;
+                n->params.i[1] = p.n;
+                for (int32_t i = 0; i < x->ndim; i++) n->params.i[2 + i] = p.keep_shape[i];
+                tfc_node_set_input(n, 0, x);
+                tfc_node_attach_output(n, 0, r);
+            }
+        }
+        if (s != TFC_OK) {
+            tfc_tensor_release(r);
+            return s;
+        }
+        *out = r;
+        return TFC_OK;
+    }
     if ((k == R_MAX || k == R_MIN) && p.n == 0)
         return tfc_err(TFC_ERR_SHAPE, "%s: x %s: cannot take max/min over an empty dim", fn, SHAPE(x));
     /* For a reduction over zero dims (e.g. dims of a scalar) n = 1. */

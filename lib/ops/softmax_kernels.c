@@ -35,6 +35,18 @@ TFC_API tfc_status tfc_softmax_forward(const tfc_tensor *x, int32_t dim, int32_t
     tfc_tensor *tx;
     const tfc_tensor *ux;
     TFC_TRY(tfc_karg_contiguous(x, &tx, &ux));
+    if (tfc_is_cuda(x)) {
+        const tfc_cuda_api *api;
+        int32_t dev;
+        tfc_status s = tfc_cuda_for(fn, x, &api, &dev);
+        if (s == TFC_OK && tfc_numel(x) > 0)
+            s = tfc_cuda_done(fn, "softmax_forward", api,
+                              api->softmax_forward(dev, x->dtype, log, tfc_data(ux), tfc_data(y), (size_t)outer,
+                                                   (size_t)d, (size_t)inner));
+        if (s == TFC_OK) tfc_bump_version(y);
+        tfc_tensor_release(tx);
+        return s;
+    }
     if (tfc_numel(x) > 0) tfc_cpu_softmax_forward(x->dtype, outer, d, inner, log, tfc_data(ux), tfc_data(y));
     tfc_bump_version(y);
     tfc_tensor_release(tx);
@@ -58,7 +70,16 @@ TFC_API tfc_status tfc_softmax_backward(const tfc_tensor *dy, const tfc_tensor *
     const tfc_tensor *udy, *uy;
     tfc_status s = tfc_karg_contiguous(dy, &tdy, &udy);
     if (s == TFC_OK) s = tfc_karg_contiguous(y, &ty, &uy);
-    if (s == TFC_OK) {
+    if (s == TFC_OK && tfc_is_cuda(y)) {
+        const tfc_cuda_api *api;
+        int32_t dev;
+        s = tfc_cuda_for(fn, y, &api, &dev);
+        if (s == TFC_OK && tfc_numel(y) > 0)
+            s = tfc_cuda_done(fn, "softmax_backward", api,
+                              api->softmax_backward(dev, y->dtype, log, tfc_data(udy), tfc_data(uy), tfc_data(dx),
+                                                    (size_t)outer, (size_t)d, (size_t)inner, flags));
+        if (s == TFC_OK) tfc_bump_version(dx);
+    } else if (s == TFC_OK) {
         if (tfc_numel(y) > 0)
             tfc_cpu_softmax_backward(y->dtype, outer, d, inner, log, tfc_data(udy), tfc_data(uy), tfc_data(dx),
                                      (flags & TFC_GRAD_ACCUMULATE) != 0);

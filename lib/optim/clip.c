@@ -9,16 +9,22 @@
 #include <stdlib.h>
 
 #include "core/error.h"
-#include "optim/optim_impl.h"
+#include "device/dispatch.h"
+#include "optim/cuda_step.h"
 
 static tfc_status clip(const char *fn, tfc_tensor *const *params, int64_t n, double max_norm, double *total_norm) {
     if (n > 0 && !params) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params is NULL with n = %lld", fn, (long long)n);
     if (!(max_norm > 0))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: max_norm is %g: must be > 0 (+INFINITY only measures)", fn,
                        max_norm);
+    int on_cuda = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!params[i]) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%lld] is NULL", fn, (long long)i);
+        on_cuda |= params[i]->grad && tfc_is_cuda(params[i]->grad);
+    }
+    if (on_cuda) return tfc_clip_cuda(fn, params, n, max_norm, total_norm);
     for (int64_t i = 0; i < n; i++) {
         const tfc_tensor *p = params[i];
-        if (!p) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%lld] is NULL", fn, (long long)i);
         const tfc_tensor *g = p->grad;
         if (!g) continue;
         if ((g->dtype != TFC_DTYPE_F32 && g->dtype != TFC_DTYPE_F64) || g->storage->device != TFC_DEVICE_CPU ||

@@ -70,9 +70,7 @@ static tfc_status check_param(const char *fn, const tfc_optim *o, tfc_tensor *co
     if (p->dtype != TFC_DTYPE_F32 && p->dtype != TFC_DTYPE_F64)
         return tfc_err(TFC_ERR_DTYPE, "%s: params[%d] %s is %s: the optimizers take f32 or f64 parameters",
                        fn, (int)i, SHAPE(p), tfc_dtype_name(p->dtype));
-    if (p->storage->device != TFC_DEVICE_CPU)
-        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: params[%d] %s is not on the CPU: CUDA parameters are not "
-                       "supported by the optimizers yet", fn, (int)i, SHAPE(p));
+    /* CUDA parameters are accepted; tfc_optim_step checks what the device path supports. */
     if (!tfc_is_contiguous(p))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%d] %s is not contiguous: the fused update needs "
                        "each parameter in one block of memory", fn, (int)i, SHAPE(p));

@@ -8,7 +8,7 @@
 #include <math.h>
 
 #include "core/error.h"
-#include "optim/optim_impl.h"
+#include "optim/cuda_step.h"
 
 /* A gradient the fused pass can read as one block of param's dtype. */
 static tfc_status check_grad(const char *fn, int64_t k, const tfc_tensor *p, const tfc_tensor *g) {
@@ -30,6 +30,10 @@ static tfc_status check_grad(const char *fn, int64_t k, const tfc_tensor *p, con
 TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
     const char *fn = "tfc_optim_step";
     TFC_CHECK_NOT_NULL(fn, opt);
+    for (int64_t k = 0; k < opt->n_params; k++) {
+        const tfc_tensor *pg[2] = {opt->params[k].p, opt->params[k].p->grad};
+        if (pg[1] && tfc_optim_any_cuda(pg, 2)) return tfc_optim_step_cuda(fn, opt);
+    }
     /* 1. Check every gradient and allocate missing state before writing anything. */
     TFC_TRY(tfc_optim_reserve_segs(fn, opt, opt->n_params));
     for (int64_t k = 0; k < opt->n_params; k++) {

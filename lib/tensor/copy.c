@@ -4,13 +4,13 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "device/device.h"
+#include "device/dispatch.h"
 #include "tensor/tensor_impl.h"
 
 tfc_status tfc_require_cpu(const char *fn, const char *arg, const tfc_tensor *t) {
     if (t->storage->device != TFC_DEVICE_CPU)
-        return tfc_err(TFC_ERR_DEVICE, "%s: %s lives on cuda:%d; this operation needs a CPU tensor here", fn, arg,
-                       (int)t->storage->device_index);
+        return tfc_err(TFC_ERR_DEVICE, "%s: %s lives on cuda:%d; %s is not implemented on CUDA (it needs CPU "
+                       "tensors)", fn, arg, (int)t->storage->device_index, fn);
     return TFC_OK;
 }
 
@@ -19,6 +19,7 @@ tfc_status tfc_make_contiguous(const tfc_tensor *t, tfc_tensor **out) {
         *out = tfc_tensor_retain((tfc_tensor *)t);
         return TFC_OK;
     }
+    if (tfc_is_cuda(t)) return tfc_cuda_clone("tfc_contiguous", t, out);
     TFC_TRY(tfc_require_cpu("tfc_contiguous", "x", t));
     tfc_tensor *r;
     TFC_TRY(tfc_tensor_new_like(t, t->dtype, &r));
@@ -95,6 +96,13 @@ TFC_API tfc_status tfc_tensor_copy_from(tfc_tensor *dst, const tfc_tensor *src) 
         if (src->shape[i] != ds && src->shape[i] != 1)
             return tfc_err(TFC_ERR_SHAPE, "%s: src %s does not broadcast to dst %s", fn, SHAPE(src), SHAPE(dst));
     }
+    if (tfc_is_cuda(dst) && tfc_is_cuda(src) && dst->storage->device_index == src->storage->device_index &&
+        dst->dtype == src->dtype && tfc_is_contiguous(dst) && dst->ndim == src->ndim &&
+        tfc_numel(dst) == tfc_numel(src) && dst->storage != src->storage) {
+        int same = 1;
+        for (int32_t i = 0; i < dst->ndim; i++) same &= dst->shape[i] == src->shape[i];
+        if (same) return tfc_cuda_copy_into(fn, dst, src); /* a strided view into a contiguous one, on the device */
+    }
     if (dst->storage->device != TFC_DEVICE_CPU || src->storage->device != TFC_DEVICE_CPU) {
         /* Cross-device: same shape, dtype and contiguous on both sides. */
         if (src->dtype != dst->dtype || tfc_numel(src) != tfc_numel(dst) || !tfc_is_contiguous(src) ||
@@ -124,10 +132,7 @@ TFC_API tfc_status tfc_tensor_copy_from(tfc_tensor *dst, const tfc_tensor *src) 
 TFC_API tfc_status tfc_tensor_fill(tfc_tensor *t, double value) {
     TFC_CHECK_NOT_NULL("tfc_tensor_fill", t);
     if (t->storage->device != TFC_DEVICE_CPU) {
-        if (value != 0.0 || !tfc_is_contiguous(t))
-            return tfc_err(TFC_ERR_UNSUPPORTED, "tfc_tensor_fill: CUDA tensors can only be zero-filled when contiguous");
-        TFC_TRY(tfc_device_memset0(t->storage->device, t->storage->device_index, tfc_data(t),
-                                   (size_t)tfc_numel(t) * tfc_dtype_size(t->dtype)));
+        TFC_TRY(tfc_cuda_fill("tfc_tensor_fill", t, value));
     } else {
         tfc_sview v = tfc_sview_of(t);
         tfc_cpu_fill(&v, value);
@@ -158,7 +163,8 @@ TFC_API tfc_status tfc_tensor_clone(const tfc_tensor *t, tfc_tensor **out) {
         tfc_cpu_copy(&dv, &sv);
         s = TFC_OK;
     } else {
-        s = tfc_tensor_copy_from(r, t);
+        tfc_tensor_release(r);
+        return tfc_cuda_clone("tfc_tensor_clone", t, out);
     }
     if (s != TFC_OK) {
         tfc_tensor_release(r);

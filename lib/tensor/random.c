@@ -2,6 +2,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "device/dispatch.h"
 #include "cpu/parallel.h"
 #include "tensor/tensor_impl.h"
 
@@ -17,6 +18,22 @@ static tfc_status fill_dist(const char *fn, tfc_tensor *t, dist_kind kind, doubl
         return tfc_err(TFC_ERR_DTYPE, "%s: t is %s, random fills need a float dtype", fn, tfc_dtype_name(t->dtype));
     if (!isfinite(a) || !isfinite(b))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: parameters %g and %g must be finite", fn, a, b);
+    if (tfc_is_cuda(t)) {
+        /* Same Philox streams on the device: element i of (seed, offset) is the CPU's element i. */
+        const tfc_cuda_api *api;
+        int32_t dev;
+        if (!tfc_is_contiguous(t)) return tfc_cuda_unimplemented(fn, "a random fill of a non-contiguous view");
+        TFC_TRY(tfc_cuda_for(fn, t, &api, &dev));
+        size_t n = (size_t)tfc_numel(t);
+        if (n == 0) return TFC_OK;
+        tfc_status s = kind == DIST_NORMAL
+                           ? tfc_cuda_done(fn, "random_normal", api,
+                                           api->random_normal(dev, t->dtype, tfc_data(t), n, seed, offset, a, b))
+                           : tfc_cuda_done(fn, "random_uniform", api,
+                                           api->random_uniform(dev, t->dtype, tfc_data(t), n, seed, offset, a, a + b));
+        if (s == TFC_OK) tfc_bump_version(t);
+        return s;
+    }
     TFC_TRY(tfc_require_cpu(fn, "t", t));
     tfc_sview v = tfc_sview_of(t);
     const tfc_sview *views[1] = {&v};

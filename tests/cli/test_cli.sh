@@ -45,6 +45,19 @@ expect_fail 2 "--batch needs an integer" "$tfcore" train --data "$work/corpus.tx
 expect_fail 2 "unknown flag --bogus" "$tfcore" train --bogus 1
 expect_fail 2 "--tokenizer must be char, bpe:VOCAB or gpt2:DIR" "$tfcore" train --data "$work/corpus.txt" --tokenizer words
 expect_fail 2 "--resume: no checkpoint" "$tfcore" train --data "$work/corpus.txt" --resume --out "$work/none"
+expect_fail 2 "--device must be cpu, cuda or cuda:N, got 'tpu'" "$tfcore" train --data "$work/corpus.txt" --device tpu
+expect_fail 2 "--device cuda: needs an integer" "$tfcore" train --data "$work/corpus.txt" --device cuda:x
+expect_fail 2 "--dtype bf16: bf16 training not implemented yet" "$tfcore" train --data "$work/corpus.txt" --dtype bf16
+expect_fail 2 "--dtype must be f32 or bf16, got 'f16'" "$tfcore" train --data "$work/corpus.txt" --dtype f16
+# --device cuda: trains where a GPU is usable; elsewhere one clean line with the loader's reason, nothing written.
+if "$tfcore" train --data "$work/corpus.txt" --device cuda --steps 2 --batch 2 --eval-every 1 --eval-batches 1 \
+    --sample-tokens 0 --out "$work/o_cuda" >"$work/cuda.log" 2>&1; then
+    echo "(a CUDA device is present: --device cuda trained 2 steps)"
+else
+    expect_fail 1 "tfcore train: error: --device cuda: CUDA unavailable: " "$tfcore" train --data "$work/corpus.txt" \
+        --device cuda --out "$work/o_cuda"
+    [ -e "$work/o_cuda" ] && fail "a --device cuda run without a GPU created its output directory"
+fi
 
 # 6 steps straight vs 3 + resume + 3: identical losses, bit for bit
 checks=$((checks + 1))

@@ -240,6 +240,7 @@ void tfc_gpt_release(tfc_gpt *m);
 tfc_status tfc_gpt_get_config(const tfc_gpt *m, tfc_gpt_config *cfg);
 tfc_status tfc_gpt_params(const tfc_gpt *m, int32_t *n, const char *const **names, tfc_tensor *const **params);
 int64_t tfc_gpt_num_elements(const tfc_gpt *m);
+tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t device_index);
 tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, const tfc_tensor *targets, tfc_tensor **logits, tfc_tensor **loss);
 tfc_status tfc_gpt_cache_new(const tfc_gpt *m, int32_t batch, tfc_gpt_cache **out);
 tfc_status tfc_gpt_cache_reset(tfc_gpt_cache *c);

@@ -1,0 +1,248 @@
+/*
+ * Device dispatch of the ops layer, the parts that run without a GPU:
+ *   - mixing devices in one call is TFC_ERR_DEVICE naming the function,
+ *     both arguments and both devices, decided before any device work;
+ *   - without a usable CUDA device every CUDA path fails cleanly with the
+ *     loader's reason (skipped where a GPU is present: there the device
+ *     check exercises the real paths);
+ *   - ops without a CUDA path say "not implemented on CUDA";
+ *   - tfc_gpt_to_device: argument errors, a failed move leaves the model
+ *     untouched, and a CPU -> CPU move keeps every value and the loss.
+ * "CUDA tensors" here are CPU tensors whose storage is labelled CUDA for the
+ * duration of one call that must fail before touching memory (the label
+ * is restored before release); no kernel, real or imitated, runs on them.
+ */
+#include <math.h>
+
+#include "tfc_test.h"
+
+#include "tensor/tensor_impl.h"
+
+TFC_TEST_MAIN
+
+static void label_cuda(tfc_tensor *t, int on) {
+    t->storage->device = on ? TFC_DEVICE_CUDA : TFC_DEVICE_CPU;
+    t->storage->device_index = 0;
+}
+
+static tfc_tensor *filled(const int64_t *d, int nd, tfc_dtype dt, double v) {
+    tfc_tensor *t = NULL;
+    CHECK_OK(tfc_tensor_full(d, nd, dt, v, &t));
+    return t;
+}
+
+TEST(mixed_devices_name_function_arguments_and_devices) {
+    const int64_t d23[2] = {2, 3}, d32[2] = {3, 2}, d3[1] = {3}, d2[1] = {2}, dq[4] = {1, 1, 2, 4};
+    tfc_tensor *a = filled(d23, 2, TFC_DTYPE_F32, 1), *b = filled(d23, 2, TFC_DTYPE_F32, 2);
+    tfc_tensor *w = filled(d32, 2, TFC_DTYPE_F32, 1), *r = NULL, *sentinel = (tfc_tensor *)&r;
+    label_cuda(a, 1);
+    r = sentinel;
+    CHECK_ERR(tfc_add(NULL, a, b, &r), TFC_ERR_DEVICE, "tfc_add: a lives on cuda:0 but b lives on cpu");
+    CHECK(r == sentinel); /* out-param untouched */
+    CHECK_ERR(tfc_mul(NULL, b, a, &r), TFC_ERR_DEVICE, "tfc_mul: a lives on cpu but b lives on cuda:0");
+    CHECK_ERR(tfc_matmul(NULL, w, a, &r), TFC_ERR_DEVICE, "tfc_matmul: a lives on cpu but b lives on cuda:0");
+    /* tfc_linear on CUDA is matmul + add: the device check is matmul's */
+    CHECK_ERR(tfc_linear(NULL, a, w, NULL, &r), TFC_ERR_DEVICE, "tfc_matmul: a lives on cuda:0 but b lives on cpu");
+    CHECK_ERR(tfc_linear(NULL, a, w, a, &r), TFC_ERR_SHAPE, "tfc_linear: x is [2,3], w is [3,2], b is [2,3]");
+    CHECK(r == sentinel);
+    label_cuda(a, 0);
+
+    /* kernel entries: inputs against the first input, outputs against their reference */
+    tfc_tensor *gamma = filled(d3, 1, TFC_DTYPE_F32, 1), *y = filled(d23, 2, TFC_DTYPE_F32, 0);
+    label_cuda(gamma, 1);
+    CHECK_ERR(tfc_layernorm_forward(a, gamma, NULL, 1e-5, y, NULL, NULL), TFC_ERR_DEVICE,
+              "tfc_layernorm_forward: x lives on cpu but weight lives on cuda:0");
+    label_cuda(gamma, 0);
+    label_cuda(y, 1);
+    CHECK_ERR(tfc_gelu_forward(a, 1, y), TFC_ERR_DEVICE, "tfc_gelu_forward: x lives on cpu but y lives on cuda:0");
+    CHECK_ERR(tfc_softmax_forward(a, -1, 0, y), TFC_ERR_DEVICE, "y lives on cuda:0");
+    label_cuda(y, 0);
+
+    tfc_tensor *ids = NULL, *loss = NULL;
+    int32_t idv[2] = {0, 1};
+    CHECK_OK(tfc_tensor_from_data(idv, d2, 1, TFC_DTYPE_I32, &ids));
+    CHECK_OK(tfc_tensor_zeros(NULL, 0, TFC_DTYPE_F32, &loss));
+    tfc_tensor *emb = filled(d23, 2, TFC_DTYPE_F32, 0);
+    label_cuda(ids, 1);
+    CHECK_ERR(tfc_embedding_forward(w, ids, emb), TFC_ERR_DEVICE,
+              "tfc_embedding_forward: table lives on cpu but ids lives on cuda:0");
+    CHECK_ERR(tfc_cross_entropy_forward(a, ids, -1, loss, NULL), TFC_ERR_DEVICE,
+              "tfc_cross_entropy_forward: logits lives on cpu but targets lives on cuda:0");
+    CHECK_ERR(tfc_embedding(NULL, w, ids, &r), TFC_ERR_DEVICE, "table lives on cpu but ids lives on cuda:0");
+    CHECK_ERR(tfc_linear_cross_entropy(NULL, b, b, ids, -1, &r), TFC_ERR_DEVICE,
+              "tfc_linear_cross_entropy: h lives on cpu but targets lives on cuda:0");
+    label_cuda(ids, 0);
+
+    tfc_tensor *q = filled(dq, 4, TFC_DTYPE_F32, 0.5), *k = filled(dq, 4, TFC_DTYPE_F32, 0.5);
+    tfc_tensor *o = filled(dq, 4, TFC_DTYPE_F32, 0);
+    label_cuda(k, 1);
+    CHECK_ERR(tfc_attention_forward(q, k, q, 1, 0.5, o, NULL), TFC_ERR_DEVICE,
+              "tfc_attention_forward: q lives on cpu but k lives on cuda:0");
+    CHECK_ERR(tfc_attention(NULL, q, k, q, 1, 0.5, &r), TFC_ERR_DEVICE, "q lives on cpu but k lives on cuda:0");
+    label_cuda(k, 0);
+
+    /* matmul's explicit backward: a gradient buffer on another device */
+    tfc_tensor *dout = filled(d32, 2, TFC_DTYPE_F32, 1), *dm = filled(d32, 2, TFC_DTYPE_F32, 0);
+    tfc_tensor *sq = filled((int64_t[]){3, 3}, 2, TFC_DTYPE_F32, 1);
+    label_cuda(dm, 1);
+    CHECK_ERR(tfc_matmul_backward(dout, sq, w, NULL, dm, 0), TFC_ERR_DEVICE,
+              "tfc_matmul_backward: a lives on cpu but db lives on cuda:0");
+    label_cuda(dm, 0);
+
+    tfc_tensor *all[] = {a, b, w, gamma, y, ids, loss, emb, q, k, o, dout, dm, sq};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tfc_tensor_release(all[i]);
+}
+
+/* A leaf with a gradient of `v` everywhere. */
+static tfc_tensor *param_with_grad(const int64_t *d, int nd, double v) {
+    tfc_tensor *p = filled(d, nd, TFC_DTYPE_F32, 1), *g = filled(d, nd, TFC_DTYPE_F32, v);
+    CHECK_OK(tfc_tensor_set_requires_grad(p, 1));
+    CHECK_OK(tfc_tensor_set_grad(p, g));
+    tfc_tensor_release(g);
+    return p;
+}
+
+TEST(optimizer_and_clipping_refuse_mixed_devices) {
+    const int64_t d[1] = {4};
+    tfc_tensor *p0 = param_with_grad(d, 1, 0.5), *p1 = param_with_grad(d, 1, 0.25);
+    tfc_tensor *ps[2] = {p0, p1};
+    double norm = -1;
+    label_cuda(p1->grad, 1);
+    CHECK_ERR(tfc_clip_grad_norm(ps, 2, 1.0, &norm), TFC_ERR_DEVICE,
+              "tfc_clip_grad_norm: the first gradient lives on cpu but a later gradient lives on cuda:0");
+    CHECK(norm == -1);
+    tfc_optim_options oo = TFC_ADAMW_OPTIONS_INIT;
+    tfc_optim *opt = NULL;
+    CHECK_OK(tfc_optim_adamw(&oo, &opt));
+    CHECK_OK(tfc_optim_add_params(opt, ps, 2, NULL));
+    CHECK_ERR(tfc_optim_step(opt), TFC_ERR_DEVICE, "its grad lives on cuda:0");
+    int64_t steps = -1;
+    CHECK_OK(tfc_optim_step_count(opt, &steps));
+    CHECK(steps == 0);
+    label_cuda(p1->grad, 0);
+    tfc_optim_release(opt);
+
+    /* SGD has no CUDA path: refused before any device work. */
+    label_cuda(p0, 1);
+    label_cuda(p0->grad, 1);
+    tfc_optim_options so = TFC_SGD_OPTIONS_INIT;
+    so.lr = 0.1;
+    CHECK_OK(tfc_optim_sgd(&so, &opt));
+    CHECK_OK(tfc_optim_add_params(opt, &p0, 1, NULL));
+    CHECK_ERR(tfc_optim_step(opt), TFC_ERR_DEVICE, "tfc_optim_step: SGD is not implemented on CUDA");
+    label_cuda(p0->grad, 0);
+    label_cuda(p0, 0);
+    tfc_optim_release(opt);
+    tfc_tensor_release(p0);
+    tfc_tensor_release(p1);
+}
+
+TEST(ops_without_a_cuda_path_say_so) {
+    const int64_t d[2] = {2, 3};
+    tfc_tensor *x = filled(d, 2, TFC_DTYPE_F32, 1), *r = NULL, *parts[2] = {NULL, NULL};
+    int32_t dim1 = 1;
+    label_cuda(x, 1);
+    CHECK_ERR(tfc_max(NULL, x, &dim1, 1, 0, &r), TFC_ERR_DEVICE, "tfc_max: this reduction (only sum and mean are) is "
+              "not implemented on CUDA");
+    CHECK_ERR(tfc_argmax(x, 1, 0, &r), TFC_ERR_DEVICE, "tfc_argmax: x lives on cuda:0; tfc_argmax is not implemented on CUDA");
+    const tfc_tensor *xs[2] = {x, x};
+    CHECK_ERR(tfc_concat(NULL, xs, 2, 0, &r), TFC_ERR_DEVICE, "not implemented on CUDA");
+    (void)parts;
+    label_cuda(x, 0);
+    tfc_tensor_release(x);
+}
+
+TEST(without_a_device_cuda_paths_fail_with_the_loaders_reason) {
+    if (tfc_cuda_available()) {
+        printf("  (a CUDA device is present: the device check covers these paths)\n");
+        return;
+    }
+    const int64_t d[2] = {2, 3};
+    tfc_tensor *a = filled(d, 2, TFC_DTYPE_F32, 1), *b = filled(d, 2, TFC_DTYPE_F32, 2), *r = NULL;
+    tfc_tensor *t = NULL;
+    CHECK_ERR(tfc_tensor_to_device(a, TFC_DEVICE_CUDA, 0, &t), TFC_ERR_DEVICE, "CUDA unavailable");
+    CHECK(t == NULL);
+    label_cuda(a, 1);
+    label_cuda(b, 1);
+    CHECK_ERR(tfc_add(NULL, a, b, &r), TFC_ERR_DEVICE, "tfc_add: CUDA unavailable");
+    CHECK_ERR(tfc_neg(NULL, a, &r), TFC_ERR_DEVICE, "tfc_neg: CUDA unavailable");
+    int32_t dim1 = 1;
+    CHECK_ERR(tfc_sum(NULL, a, &dim1, 1, 0, &r), TFC_ERR_DEVICE, "tfc_sum: CUDA unavailable");
+    CHECK_ERR(tfc_gelu_forward(a, 1, b), TFC_ERR_DEVICE, "tfc_gelu_forward: CUDA unavailable");
+    CHECK_ERR(tfc_tensor_fill(a, 2.0), TFC_ERR_DEVICE, "tfc_tensor_fill: CUDA unavailable");
+    CHECK_ERR(tfc_tensor_fill_normal(a, 0, 1, 1, 0), TFC_ERR_DEVICE, "tfc_tensor_fill_normal: CUDA unavailable");
+    CHECK(r == NULL);
+    label_cuda(a, 0);
+    label_cuda(b, 0);
+    tfc_tensor_release(a);
+    tfc_tensor_release(b);
+}
+
+static tfc_gpt *tiny_gpt(void) {
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    c.n_layer = 1;
+    c.n_head = 2;
+    c.n_embd = 8;
+    c.vocab_size = 11;
+    c.block_size = 6;
+    tfc_gpt *m = NULL;
+    CHECK_OK(tfc_gpt_new(&c, 7, &m));
+    return m;
+}
+
+static double gpt_loss(tfc_gpt *m, const tfc_tensor *idx, const tfc_tensor *tg) {
+    tfc_tensor *loss = NULL;
+    double l = NAN;
+    CHECK_OK(tfc_gpt_forward(m, NULL, idx, tg, NULL, &loss));
+    if (loss) CHECK_OK(tfc_tensor_item(loss, &l));
+    tfc_tensor_release(loss);
+    return l;
+}
+
+TEST(gpt_to_device) {
+    tfc_gpt *m = tiny_gpt();
+    const int64_t d[2] = {2, 3};
+    int32_t iv[6] = {1, 2, 3, 4, 5, 6}, tv[6] = {2, 3, 4, 5, 6, 7};
+    tfc_tensor *idx = NULL, *tg = NULL;
+    CHECK_OK(tfc_tensor_from_data(iv, d, 2, TFC_DTYPE_I32, &idx));
+    CHECK_OK(tfc_tensor_from_data(tv, d, 2, TFC_DTYPE_I32, &tg));
+    double before = gpt_loss(m, idx, tg);
+    int32_t n;
+    const char *const *names;
+    tfc_tensor *const *ps;
+    CHECK_OK(tfc_gpt_params(m, &n, &names, &ps));
+    tfc_tensor *wte0 = ps[0];
+    float w0[11 * 8];
+    CHECK_OK(tfc_tensor_copy_to_host(wte0, w0, sizeof w0));
+
+    CHECK_ERR(tfc_gpt_to_device(NULL, TFC_DEVICE_CPU, 0), TFC_ERR_INVALID_ARG, "tfc_gpt_to_device: m is NULL");
+    CHECK_ERR(tfc_gpt_to_device(m, (tfc_device_type)7, 0), TFC_ERR_DEVICE, "tfc_gpt_to_device: device is 7");
+    CHECK_ERR(tfc_gpt_to_device(m, TFC_DEVICE_CUDA, -1), TFC_ERR_DEVICE, "device_index is -1");
+    if (!tfc_cuda_available()) {
+        CHECK_ERR(tfc_gpt_to_device(m, TFC_DEVICE_CUDA, 0), TFC_ERR_DEVICE,
+                  "tfc_gpt_to_device: parameter transformer.wte.weight: tfc_tensor_to_device");
+        CHECK_ERR(tfc_gpt_to_device(m, TFC_DEVICE_CUDA, 0), TFC_ERR_DEVICE, "CUDA unavailable");
+        CHECK_OK(tfc_gpt_params(m, &n, &names, &ps));
+        CHECK(ps[0] == wte0); /* unchanged on error */
+    }
+
+    /* A CPU -> CPU move gives fresh leaves with the same values. */
+    CHECK_OK(tfc_gpt_to_device(m, TFC_DEVICE_CPU, 0));
+    CHECK_OK(tfc_gpt_params(m, &n, &names, &ps));
+    CHECK(ps[0] != wte0);
+    float w1[11 * 8];
+    CHECK_OK(tfc_tensor_copy_to_host(ps[0], w1, sizeof w1));
+    CHECK(memcmp(w0, w1, sizeof w0) == 0);
+    for (int32_t i = 0; i < n; i++) CHECK(tfc_tensor_requires_grad(ps[i]));
+    CHECK(gpt_loss(m, idx, tg) == before);
+
+    /* ids on another device than the model are refused by name */
+    label_cuda(idx, 1);
+    tfc_tensor *loss = NULL;
+    CHECK_ERR(tfc_gpt_forward(m, NULL, idx, tg, NULL, &loss), TFC_ERR_DEVICE,
+              "tfc_gpt_forward: idx lives on cuda:0 but the model on cpu:0");
+    label_cuda(idx, 0);
+    tfc_tensor_release(idx);
+    tfc_tensor_release(tg);
+    tfc_gpt_release(m);
+}

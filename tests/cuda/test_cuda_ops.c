@@ -1,0 +1,585 @@
+/*
+ * The public ops on CUDA tensors against the same ops on the CPU: every op
+ * the ops layer dispatches to the CUDA table, forward and backward through
+ * a graph, on the same random f32 inputs. Each check runs the op twice
+ * (CPU inputs; their copies on cuda:0), seeds backward with the same random
+ * gradient, and compares the output and every input gradient with
+ *   err = max|cuda - cpu| / max(max|cpu|, 1e-30)      (norm-relative, f32)
+ * against a tolerance stated at the call: f32 on both sides, so only the
+ * order of additions differs (cuBLASLt in full f32, no TF32).
+ * Also: the GPT forward/backward (loss and every parameter gradient),
+ * AdamW and clip_grad_norm against the CPU, casts, fills, Philox fills,
+ * and the error paths that need a real device (mixing devices, ops without
+ * a CUDA path). Without a CUDA device it prints the reason and exits 77.
+ */
+#include <math.h>
+
+#include "tfc_test.h"
+
+#include "core/error.h"
+
+#define main tfc_test_main_
+TFC_TEST_MAIN
+#undef main
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(double lo, double hi) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return lo + (hi - lo) * (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static tfc_tensor *rand_t(const int64_t *d, int nd, double lo, double hi) {
+    tfc_tensor *t = NULL;
+    CHECK_OK(tfc_tensor_empty(d, nd, TFC_DTYPE_F32, &t));
+    float *p = tfc_tensor_data(t);
+    for (int64_t i = 0; i < tfc_tensor_numel(t); i++) p[i] = (float)urand(lo, hi);
+    return t;
+}
+
+static tfc_tensor *ids_t(const int64_t *d, int nd, tfc_dtype dt, int64_t lo, int64_t hi) {
+    tfc_tensor *t = NULL;
+    CHECK_OK(tfc_tensor_empty(d, nd, dt, &t));
+    for (int64_t i = 0; i < tfc_tensor_numel(t); i++) {
+        int64_t v = lo + (int64_t)urand(0, (double)(hi - lo));
+        if (dt == TFC_DTYPE_I32) ((int32_t *)tfc_tensor_data(t))[i] = (int32_t)v;
+        else ((int64_t *)tfc_tensor_data(t))[i] = v;
+    }
+    return t;
+}
+
+static tfc_tensor *cuda_copy(const tfc_tensor *t) {
+    tfc_tensor *r = NULL;
+    CHECK_OK(tfc_tensor_to_device(t, TFC_DEVICE_CUDA, 0, &r));
+    return r;
+}
+
+/* Any float tensor (any device, any strides) as n doubles, malloc'd. */
+static double *host_values(const tfc_tensor *t, int64_t *n) {
+    tfc_tensor *c = NULL, *h = NULL;
+    CHECK_OK(tfc_contiguous(NULL, t, &c));
+    CHECK_OK(tfc_tensor_to_device(c, TFC_DEVICE_CPU, 0, &h));
+    *n = tfc_tensor_numel(h);
+    double *v = malloc((size_t)(*n > 0 ? *n : 1) * sizeof *v);
+    for (int64_t i = 0; h && i < *n; i++) {
+        switch (tfc_tensor_dtype(h)) {
+        case TFC_DTYPE_F32: v[i] = ((const float *)tfc_tensor_data(h))[i]; break;
+        case TFC_DTYPE_F64: v[i] = ((const double *)tfc_tensor_data(h))[i]; break;
+        default: v[i] = NAN;
+        }
+    }
+    tfc_tensor_release(c);
+    tfc_tensor_release(h);
+    return v;
+}
+
+/* Compare two tensors (shape and values); prints the error either way. */
+static void close_to(const char *what, const tfc_tensor *got, const tfc_tensor *want, double tol) {
+    tfc_test_checks++;
+    if (!got || !want) {
+        TFC_FAIL_AT("%s: missing tensor (got %p, want %p)", what, (const void *)got, (const void *)want);
+        return;
+    }
+    int64_t dg[TFC_MAX_DIMS], dw[TFC_MAX_DIMS];
+    int32_t ng = tfc_tensor_ndim(got), nw = tfc_tensor_ndim(want);
+    CHECK_OK(tfc_tensor_shape(got, dg, TFC_MAX_DIMS));
+    CHECK_OK(tfc_tensor_shape(want, dw, TFC_MAX_DIMS));
+    if (ng != nw || memcmp(dg, dw, sizeof(int64_t) * (size_t)ng) != 0) {
+        TFC_FAIL_AT("%s: shape %s, want %s", what, tfc_fmt_dims(dg, ng), tfc_fmt_dims(dw, nw));
+        return;
+    }
+    int64_t n, n2;
+    double *g = host_values(got, &n), *w = host_values(want, &n2), maxw = 0, maxd = 0;
+    int64_t worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(g[i] - w[i]);
+        if (!(d <= maxd)) maxd = d, worst = i; /* NaN counts as worst */
+        if (fabs(w[i]) > maxw) maxw = fabs(w[i]);
+    }
+    double err = maxd / (maxw > 1e-30 ? maxw : 1e-30);
+    if (!(err <= tol))
+        TFC_FAIL_AT("%s: err %.3g > tol %.1g (element %lld: cuda %.9g, cpu %.9g)", what, err, tol, (long long)worst,
+                    n ? g[worst] : 0.0, n ? w[worst] : 0.0);
+    else printf("  %-44s err %.2e (tol %.0e)\n", what, err, tol);
+    free(g);
+    free(w);
+}
+
+typedef tfc_status (*op_fn)(tfc_graph *g, tfc_tensor *const *in, tfc_tensor **out);
+
+/*
+ * out = f(in) on both devices; backward with one random seed; compare out
+ * and the gradient of every float input flagged in grad_mask.
+ */
+static void check_op(const char *name, op_fn f, tfc_tensor *const *in, int n, unsigned grad_mask, double tol) {
+    tfc_tensor *cin[8] = {NULL}, *out[2] = {NULL}, *seed[2] = {NULL};
+    tfc_graph *g[2] = {NULL, NULL};
+    for (int i = 0; i < n; i++) {
+        cin[i] = cuda_copy(in[i]);
+        if (grad_mask & (1u << i)) {
+            CHECK_OK(tfc_tensor_set_requires_grad(in[i], 1));
+            CHECK_OK(tfc_tensor_set_requires_grad(cin[i], 1));
+        }
+    }
+    for (int dev = 0; dev < 2; dev++) {
+        CHECK_OK(tfc_graph_new(&g[dev]));
+        tfc_status s = f(g[dev], dev ? cin : in, &out[dev]);
+        if (s != TFC_OK) {
+            TFC_FAIL_AT("%s on %s: %s", name, dev ? "cuda" : "cpu", tfc_last_error());
+            goto done;
+        }
+    }
+    char what[160];
+    snprintf(what, sizeof what, "%s: out", name);
+    close_to(what, out[1], out[0], tol);
+    if (grad_mask) {
+        int64_t d[TFC_MAX_DIMS];
+        CHECK_OK(tfc_tensor_shape(out[0], d, TFC_MAX_DIMS));
+        seed[0] = rand_t(d, tfc_tensor_ndim(out[0]), -1, 1);
+        seed[1] = cuda_copy(seed[0]);
+        for (int dev = 0; dev < 2; dev++) {
+            tfc_status s = tfc_graph_backward(g[dev], out[dev], seed[dev]);
+            if (s != TFC_OK) {
+                TFC_FAIL_AT("%s backward on %s: %s", name, dev ? "cuda" : "cpu", tfc_last_error());
+                goto done;
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            if (!(grad_mask & (1u << i))) continue;
+            tfc_tensor *gc = NULL, *gg = NULL;
+            CHECK_OK(tfc_tensor_grad(in[i], &gc));
+            CHECK_OK(tfc_tensor_grad(cin[i], &gg));
+            snprintf(what, sizeof what, "%s: grad of input %d", name, i);
+            close_to(what, gg, gc, tol);
+            tfc_tensor_release(gc);
+            tfc_tensor_release(gg);
+        }
+    }
+done:
+    /* The CPU inputs are shared by later checks: leave them as they came, whatever failed. */
+    for (int i = 0; i < n; i++)
+        if (grad_mask & (1u << i)) {
+            CHECK_OK(tfc_tensor_zero_grad(in[i], 1));
+            CHECK_OK(tfc_tensor_set_requires_grad(in[i], 0));
+        }
+    for (int i = 0; i < n; i++) tfc_tensor_release(cin[i]);
+    for (int dev = 0; dev < 2; dev++) {
+        tfc_tensor_release(out[dev]);
+        tfc_tensor_release(seed[dev]);
+        tfc_graph_release(g[dev]);
+    }
+}
+
+static void release_all(tfc_tensor **t, int n) {
+    for (int i = 0; i < n; i++) tfc_tensor_release(t[i]);
+}
+
+/* ---- elementwise ------------------------------------------------------------------ */
+
+static tfc_status f_add(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) { return tfc_add(g, x[0], x[1], o); }
+static tfc_status f_sub(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) { return tfc_sub(g, x[0], x[1], o); }
+static tfc_status f_mul(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) { return tfc_mul(g, x[0], x[1], o); }
+static tfc_status f_div(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) { return tfc_div(g, x[0], x[1], o); }
+
+TEST(broadcast_arithmetic) {
+    const int64_t d456[3] = {4, 5, 6}, d6[1] = {6}, d51[2] = {5, 1}, d416[3] = {4, 1, 6};
+    tfc_tensor *t[6] = {rand_t(d456, 3, -2, 2), rand_t(d6, 1, -2, 2), rand_t(d51, 2, -2, 2),
+                        rand_t(d416, 3, -2, 2), rand_t(d456, 3, 0.5, 2), rand_t(d456, 3, -2, 2)};
+    check_op("add [4,5,6] + [6]", f_add, (tfc_tensor *[]){t[0], t[1]}, 2, 3, 1e-6);
+    check_op("sub [4,5,6] - [5,1]", f_sub, (tfc_tensor *[]){t[0], t[2]}, 2, 3, 1e-6);
+    check_op("mul [4,1,6] * [4,5,6]", f_mul, (tfc_tensor *[]){t[3], t[0]}, 2, 3, 1e-6);
+    check_op("div [4,5,6] / [4,5,6]", f_div, (tfc_tensor *[]){t[5], t[4]}, 2, 3, 1e-6);
+    check_op("div [4,5,6] / [6] (db summed)", f_div, (tfc_tensor *[]){t[0], t[1]}, 2, 1, 1e-6);
+    release_all(t, 6);
+}
+
+#define UNARY(fname, call)                                                                     \
+    static tfc_status fname(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) { return call; }
+UNARY(f_neg, tfc_neg(g, x[0], o))
+UNARY(f_exp, tfc_exp(g, x[0], o))
+UNARY(f_log, tfc_log(g, x[0], o))
+UNARY(f_sqrt, tfc_sqrt(g, x[0], o))
+UNARY(f_rsqrt, tfc_rsqrt(g, x[0], o))
+UNARY(f_tanh, tfc_tanh(g, x[0], o))
+UNARY(f_sigmoid, tfc_sigmoid(g, x[0], o))
+UNARY(f_relu, tfc_relu(g, x[0], o))
+UNARY(f_adds, tfc_add_scalar(g, x[0], 0.75, o))
+UNARY(f_muls, tfc_mul_scalar(g, x[0], -1.5, o))
+UNARY(f_rsubs, tfc_rsub_scalar(g, x[0], 2.0, o))
+UNARY(f_rdivs, tfc_rdiv_scalar(g, x[0], 3.0, o))
+UNARY(f_pows, tfc_pow_scalar(g, x[0], 2.5, o))
+UNARY(f_gelu, tfc_gelu(g, x[0], TFC_GELU_TANH, o))
+
+TEST(unary_and_scalar_maps) {
+    const int64_t d[2] = {33, 17};
+    tfc_tensor *s = rand_t(d, 2, -3, 3), *p = rand_t(d, 2, 0.2, 3);
+    /* transcendental functions: CUDA's f32 expf/logf/tanhf are within 2 ulp */
+    check_op("neg", f_neg, &s, 1, 1, 1e-6);
+    check_op("exp", f_exp, &s, 1, 1, 1e-5);
+    check_op("log", f_log, &p, 1, 1, 1e-5);
+    check_op("sqrt", f_sqrt, &p, 1, 1, 1e-5);
+    check_op("rsqrt", f_rsqrt, &p, 1, 1, 1e-5);
+    check_op("tanh", f_tanh, &s, 1, 1, 1e-5);
+    check_op("sigmoid", f_sigmoid, &s, 1, 1, 1e-5);
+    check_op("relu", f_relu, &s, 1, 1, 1e-6);
+    check_op("add_scalar", f_adds, &s, 1, 1, 1e-6);
+    check_op("mul_scalar", f_muls, &s, 1, 1, 1e-6);
+    check_op("rsub_scalar", f_rsubs, &s, 1, 1, 1e-6);
+    check_op("rdiv_scalar", f_rdivs, &p, 1, 1, 1e-5);
+    check_op("pow_scalar", f_pows, &p, 1, 1, 1e-5);
+    check_op("gelu (tanh)", f_gelu, &s, 1, 1, 1e-5);
+    tfc_tensor_release(s);
+    tfc_tensor_release(p);
+}
+
+/* ---- reductions, views --------------------------------------------------------------- */
+
+UNARY(f_sum02, tfc_sum(g, x[0], (int32_t[]){0, 2}, 2, 0, o))
+UNARY(f_mean1k, tfc_mean(g, x[0], (int32_t[]){1}, 1, 1, o))
+UNARY(f_sumall, tfc_sum(g, x[0], NULL, 0, 0, o))
+UNARY(f_sum12, tfc_sum(g, x[0], (int32_t[]){1, 2}, 2, 0, o))
+
+static tfc_status f_perm_contig(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    tfc_tensor *p = NULL;
+    TFC_TRY(tfc_permute(g, x[0], (int32_t[]){2, 0, 1}, 3, &p));
+    tfc_status s = tfc_contiguous(g, p, o);
+    tfc_tensor_release(p);
+    return s;
+}
+
+/* split along dim 1 (backward writes each part into its slice), then recombine by products */
+static tfc_status f_split(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    tfc_tensor *parts[3] = {NULL, NULL, NULL}, *t = NULL;
+    TFC_TRY(tfc_split(g, x[0], (int64_t[]){2, 3, 1}, 3, 1, parts));
+    tfc_tensor *n1 = NULL, *e = NULL;
+    tfc_status s = tfc_mul_scalar(g, parts[1], 2.0, &t);
+    if (s == TFC_OK) s = tfc_narrow(g, x[0], 1, 0, 3, &n1);
+    if (s == TFC_OK) s = tfc_add(g, t, n1, &e); /* [4,3,5]: slice 1..4 twice + slice 0..3 */
+    if (s == TFC_OK) s = tfc_mul(g, e, parts[2], o); /* times the last slice, broadcast */
+    for (int i = 0; i < 3; i++) tfc_tensor_release(parts[i]);
+    tfc_tensor_release(t);
+    tfc_tensor_release(n1);
+    tfc_tensor_release(e);
+    return s;
+}
+
+static tfc_status f_expand_reshape(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    tfc_tensor *e = NULL, *tr = NULL;
+    TFC_TRY(tfc_expand(g, x[0], (int64_t[]){3, 4, 5}, 3, &e)); /* x [4,1] */
+    tfc_status s = tfc_transpose(g, e, 0, 2, &tr);             /* [5,4,3], not contiguous */
+    if (s == TFC_OK) s = tfc_reshape(g, tr, (int64_t[]){20, 3}, 2, o); /* needs a copy */
+    tfc_tensor_release(e);
+    tfc_tensor_release(tr);
+    return s;
+}
+
+TEST(reductions_and_views) {
+    const int64_t d[3] = {4, 6, 5}, d41[2] = {4, 1};
+    tfc_tensor *x = rand_t(d, 3, -2, 2), *c = rand_t(d41, 2, -2, 2);
+    check_op("sum dims {0,2}", f_sum02, &x, 1, 1, 1e-5);
+    check_op("sum dims {1,2} (one run)", f_sum12, &x, 1, 1, 1e-5);
+    check_op("mean dim 1 keepdim", f_mean1k, &x, 1, 1, 1e-5);
+    check_op("sum all", f_sumall, &x, 1, 1, 1e-5);
+    check_op("permute + contiguous", f_perm_contig, &x, 1, 1, 0.0);
+    check_op("split / narrow (slice backward)", f_split, &x, 1, 1, 1e-6);
+    check_op("expand + transpose + reshape", f_expand_reshape, &c, 1, 1, 1e-6);
+    tfc_tensor_release(x);
+    tfc_tensor_release(c);
+}
+
+/* ---- matmul ------------------------------------------------------------------------ */
+
+static tfc_status f_mm(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) { return tfc_matmul(g, x[0], x[1], o); }
+static tfc_status f_mm_at(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    tfc_tensor *at = NULL;
+    TFC_TRY(tfc_transpose(g, x[0], 0, 1, &at));
+    tfc_status s = tfc_matmul(g, at, x[1], o);
+    tfc_tensor_release(at);
+    return s;
+}
+static tfc_status f_mm_bt(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) { /* the LM head: h · wteᵀ */
+    tfc_tensor *bt = NULL;
+    TFC_TRY(tfc_transpose(g, x[1], 0, 1, &bt));
+    tfc_status s = tfc_matmul(g, x[0], bt, o);
+    tfc_tensor_release(bt);
+    return s;
+}
+
+TEST(matmul_forms) {
+    tfc_tensor *a2 = rand_t((int64_t[]){24, 40}, 2, -1, 1), *b2 = rand_t((int64_t[]){40, 12}, 2, -1, 1);
+    tfc_tensor *a3 = rand_t((int64_t[]){3, 24, 40}, 3, -1, 1), *b3 = rand_t((int64_t[]){3, 40, 12}, 3, -1, 1);
+    tfc_tensor *a4 = rand_t((int64_t[]){2, 1, 5, 8}, 4, -1, 1), *b4 = rand_t((int64_t[]){1, 3, 8, 6}, 4, -1, 1);
+    tfc_tensor *at = rand_t((int64_t[]){40, 24}, 2, -1, 1), *w = rand_t((int64_t[]){30, 40}, 2, -1, 1);
+    tfc_tensor *v = rand_t((int64_t[]){40}, 1, -1, 1);
+    check_op("matmul [24,40]@[40,12]", f_mm, (tfc_tensor *[]){a2, b2}, 2, 3, 1e-5);
+    check_op("matmul [3,24,40]@[40,12] (folded)", f_mm, (tfc_tensor *[]){a3, b2}, 2, 3, 1e-5);
+    check_op("matmul [3,24,40]@[3,40,12] (batched)", f_mm, (tfc_tensor *[]){a3, b3}, 2, 3, 1e-5);
+    check_op("matmul [2,1,5,8]@[1,3,8,6] (broadcast)", f_mm, (tfc_tensor *[]){a4, b4}, 2, 3, 1e-5);
+    check_op("matmul aT@b (trans_a)", f_mm_at, (tfc_tensor *[]){at, b2}, 2, 3, 1e-5);
+    check_op("matmul a@wT (trans_b, LM head)", f_mm_bt, (tfc_tensor *[]){a2, w}, 2, 3, 1e-5);
+    check_op("matmul [40]@[40,12] (vector)", f_mm, (tfc_tensor *[]){v, b2}, 2, 3, 1e-5);
+    tfc_tensor *all[] = {a2, b2, a3, b3, a4, b4, at, w, v};
+    release_all(all, 9);
+}
+
+/* ---- layers ------------------------------------------------------------------------ */
+
+static tfc_status f_ln(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_layernorm(g, x[0], x[1], x[2], 1e-5, o);
+}
+static tfc_status f_ln_nobias(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_layernorm(g, x[0], x[1], NULL, 1e-5, o);
+}
+UNARY(f_softmax, tfc_softmax(g, x[0], -1, o))
+UNARY(f_logsoftmax1, tfc_log_softmax(g, x[0], 1, o))
+static tfc_status f_ce(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_cross_entropy(g, x[0], x[1], -1, o);
+}
+static tfc_status f_lce(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_linear_cross_entropy(g, x[0], x[1], x[2], -1, o);
+}
+static tfc_status f_emb(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) { return tfc_embedding(g, x[0], x[1], o); }
+static tfc_status f_attn_causal(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_attention(g, x[0], x[1], x[2], 1, 0.25, o);
+}
+static tfc_status f_attn_full(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_attention(g, x[0], x[1], x[2], 0, 0.3, o);
+}
+/* attention on head-split views, as in a GPT block: q, k, v permuted from [B,T,H,D] */
+static tfc_status f_attn_views(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    tfc_tensor *h[3] = {NULL, NULL, NULL};
+    tfc_status s = TFC_OK;
+    for (int i = 0; i < 3 && s == TFC_OK; i++) s = tfc_permute(g, x[i], (int32_t[]){0, 2, 1, 3}, 4, &h[i]);
+    if (s == TFC_OK) s = tfc_attention(g, h[0], h[1], h[2], 1, 0.25, o);
+    for (int i = 0; i < 3; i++) tfc_tensor_release(h[i]);
+    return s;
+}
+
+TEST(layers) {
+    const int64_t dx[3] = {3, 7, 48}, dc[1] = {48};
+    tfc_tensor *x = rand_t(dx, 3, -3, 3), *w = rand_t(dc, 1, 0.5, 1.5), *b = rand_t(dc, 1, -0.5, 0.5);
+    check_op("layernorm (weight, bias)", f_ln, (tfc_tensor *[]){x, w, b}, 3, 7, 1e-5);
+    check_op("layernorm (no bias)", f_ln_nobias, (tfc_tensor *[]){x, w}, 2, 3, 1e-5);
+    check_op("softmax dim -1", f_softmax, &x, 1, 1, 1e-5);
+    check_op("log_softmax dim 1", f_logsoftmax1, &x, 1, 1, 1e-5);
+
+    const int64_t dl[2] = {37, 65}, dn[1] = {37};
+    tfc_tensor *logits = rand_t(dl, 2, -4, 4), *tg = ids_t(dn, 1, TFC_DTYPE_I64, 0, 65);
+    ((int64_t *)tfc_tensor_data(tg))[3] = -1; /* ignored rows */
+    ((int64_t *)tfc_tensor_data(tg))[20] = -1;
+    check_op("cross_entropy (ignore_index -1)", f_ce, (tfc_tensor *[]){logits, tg}, 2, 1, 1e-5);
+    /* the fused LM head + loss (CPU: chunked; CUDA: matmul + cross-entropy), h [37, 24], w [65, 24] */
+    const int64_t dlh[2] = {37, 24}, dlw[2] = {65, 24};
+    tfc_tensor *hh = rand_t(dlh, 2, -1, 1), *ww = rand_t(dlw, 2, -1, 1);
+    check_op("linear_cross_entropy", f_lce, (tfc_tensor *[]){hh, ww, tg}, 3, 3, 1e-5);
+    tfc_tensor_release(hh);
+    tfc_tensor_release(ww);
+
+    const int64_t dt[2] = {65, 24}, di[2] = {4, 9};
+    tfc_tensor *table = rand_t(dt, 2, -1, 1), *ids = ids_t(di, 2, TFC_DTYPE_I32, 0, 65);
+    ((int32_t *)tfc_tensor_data(ids))[5] = ((int32_t *)tfc_tensor_data(ids))[6]; /* a repeated id */
+    check_op("embedding (i32 ids, repeats)", f_emb, (tfc_tensor *[]){table, ids}, 2, 1, 1e-6);
+
+    const int64_t dq[4] = {2, 3, 7, 16}, dk[4] = {2, 3, 11, 16}, dv[4] = {2, 3, 11, 8};
+    tfc_tensor *q = rand_t(dq, 4, -1, 1), *k = rand_t(dq, 4, -1, 1), *v = rand_t(dq, 4, -1, 1);
+    tfc_tensor *k2 = rand_t(dk, 4, -1, 1), *v2 = rand_t(dv, 4, -1, 1);
+    check_op("attention causal [2,3,7,16]", f_attn_causal, (tfc_tensor *[]){q, k, v}, 3, 7, 1e-4);
+    check_op("attention full T=7 S=11 Dv=8", f_attn_full, (tfc_tensor *[]){q, k2, v2}, 3, 7, 1e-4);
+    const int64_t dh[4] = {2, 7, 3, 16};
+    tfc_tensor *qh = rand_t(dh, 4, -1, 1), *kh = rand_t(dh, 4, -1, 1), *vh = rand_t(dh, 4, -1, 1);
+    check_op("attention on permuted views", f_attn_views, (tfc_tensor *[]){qh, kh, vh}, 3, 7, 1e-4);
+    tfc_tensor *all[] = {x, w, b, logits, tg, table, ids, q, k, v, k2, v2, qh, kh, vh};
+    release_all(all, 15);
+}
+
+/* ---- tensors: casts, fills ----------------------------------------------------------- */
+
+TEST(casts_and_fills) {
+    const int64_t d[2] = {9, 13};
+    tfc_tensor *x = rand_t(d, 2, -3, 3), *cx = cuda_copy(x), *hb = NULL, *hf = NULL, *cb = NULL, *cf = NULL;
+    CHECK_OK(tfc_cast(NULL, x, TFC_DTYPE_BF16, &hb));
+    CHECK_OK(tfc_cast(NULL, hb, TFC_DTYPE_F32, &hf));
+    CHECK_OK(tfc_cast(NULL, cx, TFC_DTYPE_BF16, &cb));
+    CHECK_OK(tfc_cast(NULL, cb, TFC_DTYPE_F32, &cf));
+    close_to("cast f32 -> bf16 -> f32 (both round to nearest even)", cf, hf, 0.0);
+    tfc_tensor *hn = NULL, *cn = NULL, *hc = NULL;
+    CHECK_OK(tfc_tensor_empty(d, 2, TFC_DTYPE_F32, &hn));
+    CHECK_OK(tfc_tensor_fill_normal(hn, 0.5, 2.0, 1234, 77));
+    cn = cuda_copy(hn);
+    CHECK_OK(tfc_tensor_fill(cn, 0.0));
+    CHECK_OK(tfc_tensor_fill_normal(cn, 0.5, 2.0, 1234, 77));
+    close_to("fill_normal (Philox, same stream as the CPU)", cn, hn, 1e-6);
+    CHECK_OK(tfc_tensor_fill(cn, -2.5));
+    CHECK_OK(tfc_tensor_fill(hn, -2.5));
+    close_to("fill -2.5", cn, hn, 0.0);
+    CHECK_OK(tfc_tensor_clone(cx, &hc));
+    close_to("clone", hc, x, 0.0);
+    double item = 0;
+    tfc_tensor *one = NULL, *cone = NULL;
+    CHECK_OK(tfc_tensor_full(NULL, 0, TFC_DTYPE_F32, 3.25, &one));
+    cone = cuda_copy(one);
+    CHECK_OK(tfc_tensor_item(cone, &item));
+    CHECK(item == 3.25);
+    tfc_tensor *all[] = {x, cx, hb, hf, cb, cf, hn, cn, hc, one, cone};
+    release_all(all, 11);
+}
+
+/* ---- errors that need a device --------------------------------------------------------- */
+
+TEST(errors_on_real_cuda_tensors) {
+    const int64_t d[2] = {2, 3};
+    tfc_tensor *a = rand_t(d, 2, -1, 1), *ca = cuda_copy(a), *r = NULL;
+    CHECK_ERR(tfc_add(NULL, ca, a, &r), TFC_ERR_DEVICE, "tfc_add: a lives on cuda:0 but b lives on cpu");
+    CHECK_ERR(tfc_max(NULL, ca, (int32_t[]){1}, 1, 0, &r), TFC_ERR_DEVICE, "not implemented on CUDA");
+    CHECK_ERR(tfc_gelu(NULL, ca, TFC_GELU_ERF, &r), TFC_ERR_DEVICE, "the erf form of GELU");
+    CHECK(r == NULL);
+    tfc_tensor_release(a);
+    tfc_tensor_release(ca);
+}
+
+/* ---- GPT, optimizer ---------------------------------------------------------------------- */
+
+static tfc_gpt *gpt(void) {
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_embd = 64;
+    c.vocab_size = 65;
+    c.block_size = 32;
+    tfc_gpt *m = NULL;
+    CHECK_OK(tfc_gpt_new(&c, 1234, &m));
+    return m;
+}
+
+TEST(gpt_forward_backward_and_adamw_match_the_cpu) {
+    tfc_gpt *m[2] = {gpt(), gpt()};
+    CHECK_OK(tfc_gpt_to_device(m[1], TFC_DEVICE_CUDA, 0));
+    const int64_t d[2] = {4, 32};
+    tfc_tensor *idx = ids_t(d, 2, TFC_DTYPE_I32, 0, 65), *tg = ids_t(d, 2, TFC_DTYPE_I64, 0, 65);
+    tfc_tensor *loss[2] = {NULL, NULL};
+    tfc_graph *g[2] = {NULL, NULL};
+    tfc_optim *opt[2] = {NULL, NULL};
+    double norm[2] = {0, 0};
+    int32_t n[2];
+    const char *const *names[2];
+    tfc_tensor *const *ps[2];
+    for (int dev = 0; dev < 2; dev++) {
+        CHECK_OK(tfc_gpt_params(m[dev], &n[dev], &names[dev], &ps[dev]));
+        tfc_optim_options oo = TFC_ADAMW_OPTIONS_INIT;
+        oo.lr = 1e-3;
+        oo.weight_decay = 0.1;
+        CHECK_OK(tfc_optim_adamw(&oo, &opt[dev]));
+        CHECK_OK(tfc_optim_add_params(opt[dev], ps[dev], n[dev], NULL));
+        CHECK_OK(tfc_graph_new(&g[dev]));
+    }
+    for (int step = 0; step < 3; step++) {
+        for (int dev = 0; dev < 2; dev++) {
+            tfc_tensor_release(loss[dev]);
+            loss[dev] = NULL;
+            if (tfc_gpt_forward(m[dev], g[dev], idx, tg, NULL, &loss[dev]) != TFC_OK ||
+                tfc_graph_backward(g[dev], loss[dev], NULL) != TFC_OK) {
+                TFC_FAIL_AT("GPT step %d on %s: %s", step, dev ? "cuda" : "cpu", tfc_last_error());
+                goto done;
+            }
+            CHECK_OK(tfc_graph_clear(g[dev]));
+        }
+        char what[160];
+        snprintf(what, sizeof what, "GPT step %d: loss", step);
+        close_to(what, loss[1], loss[0], step == 0 ? 1e-5 : 1e-3);
+        if (step == 0) /* every parameter gradient, from identical weights */
+            for (int32_t i = 0; i < n[0]; i++) {
+                tfc_tensor *gc = NULL, *gg = NULL;
+                CHECK_OK(tfc_tensor_grad(ps[0][i], &gc));
+                CHECK_OK(tfc_tensor_grad(ps[1][i], &gg));
+                snprintf(what, sizeof what, "GPT grad %s", names[0][i]);
+                close_to(what, gg, gc, 1e-4);
+                tfc_tensor_release(gc);
+                tfc_tensor_release(gg);
+            }
+        for (int dev = 0; dev < 2; dev++) {
+            CHECK_OK(tfc_optim_clip_grad_norm(opt[dev], 0.5, &norm[dev]));
+            CHECK_OK(tfc_optim_step(opt[dev]));
+            CHECK_OK(tfc_optim_zero_grad(opt[dev], 1));
+        }
+        tfc_test_checks++;
+        if (!(fabs(norm[1] - norm[0]) <= 1e-4 * norm[0]))
+            TFC_FAIL_AT("GPT step %d: grad norm cuda %.9g, cpu %.9g", step, norm[1], norm[0]);
+        else printf("  GPT step %d: grad norm cuda %.7g cpu %.7g\n", step, norm[1], norm[0]);
+    }
+    /*
+     * The weights after the steps are not compared element by element: where a
+     * gradient is as small as the summation-order noise, AdamW's normalised
+     * update can take either sign (up to 2·lr apart). The losses of steps 1
+     * and 2 and the given-gradient AdamW test below cover the update.
+     */
+done:
+    for (int dev = 0; dev < 2; dev++) {
+        tfc_tensor_release(loss[dev]);
+        tfc_graph_release(g[dev]);
+        tfc_optim_release(opt[dev]);
+        tfc_gpt_release(m[dev]);
+    }
+    tfc_tensor_release(idx);
+    tfc_tensor_release(tg);
+}
+
+/* AdamW on identical given gradients: only the update arithmetic differs. */
+TEST(adamw_and_clip_on_given_gradients) {
+    const int64_t d1[2] = {37, 29}, d2[1] = {1000};
+    tfc_tensor *hp[2] = {rand_t(d1, 2, -1, 1), rand_t(d2, 1, -1, 1)}, *cp[2], *hg[2], *cg[2];
+    for (int i = 0; i < 2; i++) {
+        cp[i] = cuda_copy(hp[i]);
+        CHECK_OK(tfc_tensor_set_requires_grad(hp[i], 1));
+        CHECK_OK(tfc_tensor_set_requires_grad(cp[i], 1));
+    }
+    tfc_optim *ho = NULL, *co = NULL;
+    tfc_optim_options oo = TFC_ADAMW_OPTIONS_INIT;
+    oo.lr = 0.01;
+    oo.weight_decay = 0.05;
+    CHECK_OK(tfc_optim_adamw(&oo, &ho));
+    CHECK_OK(tfc_optim_adamw(&oo, &co));
+    CHECK_OK(tfc_optim_add_params(ho, hp, 2, NULL));
+    CHECK_OK(tfc_optim_add_params(co, cp, 2, NULL));
+    for (int step = 0; step < 4; step++) {
+        for (int i = 0; i < 2; i++) {
+            int64_t dd[1] = {tfc_tensor_numel(hp[i])};
+            hg[i] = rand_t(dd, 1, -2, 2);
+            tfc_tensor *hv = NULL;
+            int64_t sh[TFC_MAX_DIMS];
+            CHECK_OK(tfc_tensor_shape(hp[i], sh, TFC_MAX_DIMS));
+            CHECK_OK(tfc_reshape(NULL, hg[i], sh, tfc_tensor_ndim(hp[i]), &hv));
+            cg[i] = cuda_copy(hv);
+            CHECK_OK(tfc_tensor_set_grad(hp[i], hv));
+            CHECK_OK(tfc_tensor_set_grad(cp[i], cg[i]));
+            tfc_tensor_release(hv);
+        }
+        double hn = 0, cn = 0;
+        CHECK_OK(tfc_optim_clip_grad_norm(ho, 20.0, &hn));
+        CHECK_OK(tfc_optim_clip_grad_norm(co, 20.0, &cn));
+        tfc_test_checks++;
+        if (!(fabs(hn - cn) <= 1e-5 * hn)) TFC_FAIL_AT("clip: norm cuda %.9g, cpu %.9g", cn, hn);
+        CHECK_OK(tfc_optim_step(ho));
+        CHECK_OK(tfc_optim_step(co));
+        release_all(hg, 2);
+        release_all(cg, 2);
+    }
+    close_to("AdamW x4 (clipped) param 0", cp[0], hp[0], 1e-5);
+    close_to("AdamW x4 (clipped) param 1", cp[1], hp[1], 1e-5);
+    tfc_optim_release(ho);
+    tfc_optim_release(co);
+    release_all(hp, 2);
+    release_all(cp, 2);
+}
+
+int main(int argc, char **argv) {
+    if (!tfc_cuda_available()) {
+        const char *why = tfc_last_error();
+        const char *tail = strstr(why, "no CUDA device");
+        if (tail) {
+            printf("%s\n", tail);
+            return 77;
+        }
+        printf("FAIL: %s\n", why);
+        return 1;
+    }
+    return tfc_test_main_(argc, argv);
+}
