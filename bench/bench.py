@@ -315,7 +315,9 @@ def sec_peak(a, res):
     res["peak"] = rows
     table("Measured fp32 FMA peak (%d threads)" % NPROC, ["ISA", "GFLOP/s (CPU time)", "GFLOP/s (wall, shared machine)"],
           [[r["isa"], "%.1f" % r["gflops"], "%.1f" % r["gflops_wall"]] for r in rows])
-    return next((r["gflops"] for r in rows if r["isa"] == "avx2"), None)
+    # AVX2 is the issue's denominator; the SkylakeX GEMM kernels run AVX-512,
+    # so the training table shows both (AVX2 % can pass 100).
+    return {r["isa"]: r["gflops"] for r in rows}
 
 
 def sec_gemm(a, res):
@@ -422,7 +424,8 @@ def sec_train(a, res, peak):
         rss = o["peak_rss_mib"] / t["peak_rss_mib"] if t else float("nan")
         llmc = o["tokens_per_s"] / LLMC_TOKS[preset]
         rows.append([preset, "%dx%d" % (B, T), "%.0f (%dt)" % (o["tokens_per_s"], o["threads"]),
-                     "%.1f" % gf, "%.0f%%" % (100 * gf / peak) if peak else "-",
+                     "%.1f" % gf, "%.0f%%" % (100 * gf / peak["avx2"]) if peak and peak.get("avx2") else "-",
+                     "%.0f%%" % (100 * gf / peak["avx512"]) if peak and peak.get("avx512") else "-",
                      "%.0f" % o["peak_rss_mib"],
                      "%.0f (%s)" % (t["tokens_per_s"], torch_cfg(t)) if t else "-",
                      "%.0f" % t["peak_rss_mib"] if t else "-", "%.2f" % ratio, "%.2f" % llmc, "%.2f" % rss,
@@ -435,7 +438,7 @@ def sec_train(a, res, peak):
                      t["tokens_per_s"]))
     table("Training step (fwd + CE + bwd + clip 1.0 + AdamW), fp32, median of %d steps after 2 warm-up; "
           "best of %d interleaved runs per side" % (a.steps, len(threads) * len(envs)),
-          ["preset", "BxT", "ours tok/s", "ours GFLOP/s", "% of AVX2 peak", "ours peak RSS MiB",
+          ["preset", "BxT", "ours tok/s", "ours GFLOP/s", "% of AVX2 peak", "% of AVX-512 peak", "ours peak RSS MiB",
            "PyTorch tok/s", "PyTorch RSS MiB", "ours/PyTorch", "ours/llm.c", "RSS ours/PyTorch",
            "OS allocs after step 2"], rows)
     table("Training targets (issue #8)", ["preset", ">=1.5x PyTorch", ">=5x llm.c", "RSS <=0.6x", "0 OS allocs"],

@@ -60,7 +60,7 @@ typedef struct {
 /* out = op(A) op(B) with A stored [k,m] when ta, B stored [n,k] when tb. */
 static int g_blas_owned; /* libtfcore runs OpenBLAS single-threaded */
 #define GEMM_BLOCK 4
-#define GEMM_QUIET_S 0.25
+#define GEMM_QUIET_S 0.15
 
 static void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -77,33 +77,37 @@ static void bench_gemm(const gemm_case *c) {
     if (c->tb) OK(tfc_transpose(NULL, b, 0, 1, &bv));
     samples ours = {.n = 0}, bare = {.n = 0};
     /*
-     * Blocks of GEMM_BLOCK reps per side, alternating, so both sides sample
-     * the same machine. The bare call gets OpenBLAS's own threading over all
-     * our threads (libtfcore set OpenBLAS to one thread at load and splits
-     * GEMMs itself, lib/cpu/blas_threads.c). OpenBLAS's workers spin for a
-     * while after a call and would steal a core from ours, so each switch
-     * back to ours first waits GEMM_QUIET_S for them to sleep.
+     * Blocks of GEMM_BLOCK reps per side, the sides alternating and taking
+     * turns to go first, so both sample the same machine and neither always
+     * runs right after an idle pause. The bare call gets OpenBLAS's own
+     * threading over all our threads (libtfcore set OpenBLAS to one thread
+     * at load and splits GEMMs itself, lib/cpu/blas_threads.c). OpenBLAS's
+     * workers, and OpenMP's, spin for a while after their work and would
+     * steal a core from the other side, so each block starts after a pause
+     * of GEMM_QUIET_S, then one untimed warm-up rep.
      */
     double t_end = now() + g_budget;
-    for (int blk = 0; ours.n + GEMM_BLOCK <= MAX_REPS && (blk < 2 || now() < t_end); blk++) {
-        sleep_s(GEMM_QUIET_S);
-        for (int r = -1; r < GEMM_BLOCK; r++) { /* r = -1: a warm-up rep per block */
-            double t0 = now();
-            tfc_tensor *o;
-            OK(tfc_matmul(NULL, av, bv, &o));
-            double t1 = now();
-            tfc_tensor_release(o);
-            if (r >= 0) ours.t[ours.n++] = t1 - t0;
+    for (int blk = 0; ours.n + GEMM_BLOCK <= MAX_REPS && (blk < 4 || now() < t_end); blk++) {
+        for (int turn = 0; turn < 2; turn++) {
+            int bare_side = (turn + blk) % 2;
+            sleep_s(GEMM_QUIET_S);
+            if (bare_side) openblas_set_num_threads(tfc_get_num_threads());
+            for (int r = -1; r < GEMM_BLOCK; r++) {
+                double t0 = now();
+                if (bare_side) {
+                    cblas_sgemm(CblasRowMajor, c->ta ? CblasTrans : CblasNoTrans, c->tb ? CblasTrans : CblasNoTrans,
+                                c->m, c->n, c->k, 1.0f, fp(a), (int)ad[1], fp(b), (int)bd[1], 0.0f, fp(cc), c->n);
+                } else {
+                    tfc_tensor *o;
+                    OK(tfc_matmul(NULL, av, bv, &o));
+                    tfc_tensor_release(o);
+                }
+                double t1 = now();
+                samples *sm = bare_side ? &bare : &ours;
+                if (r >= 0) sm->t[sm->n++] = t1 - t0;
+            }
+            if (bare_side && g_blas_owned) openblas_set_num_threads(1);
         }
-        openblas_set_num_threads(tfc_get_num_threads());
-        for (int r = -1; r < GEMM_BLOCK; r++) {
-            double t2 = now();
-            cblas_sgemm(CblasRowMajor, c->ta ? CblasTrans : CblasNoTrans, c->tb ? CblasTrans : CblasNoTrans, c->m,
-                        c->n, c->k, 1.0f, fp(a), (int)ad[1], fp(b), (int)bd[1], 0.0f, fp(cc), c->n);
-            double t3 = now();
-            if (r >= 0) bare.t[bare.n++] = t3 - t2;
-        }
-        if (g_blas_owned) openblas_set_num_threads(1);
     }
     double flop = 2.0 * c->m * c->n * c->k;
     double mo = median(&ours), mb = median(&bare);
