@@ -68,21 +68,28 @@ static void FN(layernorm_forward)(int64_t n, int64_t c, const T *x, const T *w, 
     }
 }
 
+/* mean(g) and mean(g · x̂) of one row, g = dy · w (the dx formula's row terms). */
+static inline void FN(layernorm_row_means)(int64_t c, const T *restrict dyr, const T *restrict xr,
+                                           const T *restrict w, T m, T rs, T *mg, T *mgx) {
+    ACC sg = 0, sgx = 0;
+    SIMD_SUM(sg, sgx)
+    for (int64_t j = 0; j < c; j++) {
+        T g = w ? dyr[j] * w[j] : dyr[j];
+        sg += g;
+        sgx += g * ((xr[j] - m) * rs);
+    }
+    *mg = (T)(sg / (ACC)c);
+    *mgx = (T)(sgx / (ACC)c);
+}
+
 /* dx for rows [lo, hi). */
 static void FN(layernorm_dx_rows)(int64_t lo, int64_t hi, int64_t c, const T *dy, const T *x, const T *w,
                                   const T *mean, const T *rstd, T *dx, int accumulate) {
     for (int64_t r = lo; r < hi; r++) {
         const T *xr = x + r * c, *dyr = dy + r * c;
         T *dxr = dx + r * c;
-        T m = mean[r], rs = rstd[r];
-        ACC sg = 0, sgx = 0;
-        SIMD_SUM(sg, sgx)
-        for (int64_t j = 0; j < c; j++) {
-            T g = w ? dyr[j] * w[j] : dyr[j];
-            sg += g;
-            sgx += g * ((xr[j] - m) * rs);
-        }
-        T mg = (T)(sg / (ACC)c), mgx = (T)(sgx / (ACC)c);
+        T m = mean[r], rs = rstd[r], mg, mgx;
+        FN(layernorm_row_means)(c, dyr, xr, w, m, rs, &mg, &mgx);
         for (int64_t j = 0; j < c; j++) {
             T g = w ? dyr[j] * w[j] : dyr[j];
             T v = rs * (g - mg - (xr[j] - m) * rs * mgx);
@@ -123,14 +130,8 @@ static void FN(layernorm_dwdb_columns)(int64_t n, int64_t c, const T *dy, const 
 static inline void FN(layernorm_bwd_row)(int64_t c, const T *restrict dyr, const T *restrict xr, const T *restrict w,
                                          T m, T rs, T *restrict dxr, T *restrict pw, T *restrict pb,
                                          int accumulate) {
-    ACC sg = 0, sgx = 0;
-    SIMD_SUM(sg, sgx)
-    for (int64_t j = 0; j < c; j++) {
-        T g = w ? dyr[j] * w[j] : dyr[j];
-        sg += g;
-        sgx += g * ((xr[j] - m) * rs);
-    }
-    T mg = (T)(sg / (ACC)c), mgx = (T)(sgx / (ACC)c);
+    T mg, mgx;
+    FN(layernorm_row_means)(c, dyr, xr, w, m, rs, &mg, &mgx);
     if (accumulate)
         for (int64_t j = 0; j < c; j++) {
             T xh = (xr[j] - m) * rs, g = w ? dyr[j] * w[j] : dyr[j];

@@ -101,16 +101,7 @@ tfc_status tfc_optim_step_cuda(const char *fn, tfc_optim *opt) {
     }
     free(params), free(m), free(v), free(grads), free(numel), free(wd), free(done);
     TFC_TRY(s);
-    for (int64_t k = 0; k < opt->n_params; k++) {
-        tfc_optim_slot *pp = &opt->params[k];
-        if (!pp->p->grad) continue;
-        pp->has_state = 1;
-        pp->step++;
-        tfc_bump_version(pp->p);
-        for (int32_t j = 0; j < TFC_OPTIM_MAX_BUFS; j++)
-            if (pp->buf[j]) tfc_bump_version(pp->buf[j]);
-    }
-    opt->step++;
+    tfc_optim_commit(opt);
     return TFC_OK;
 }
 

@@ -55,4 +55,9 @@ tfc_status tfc_optim_reserve_segs(const char *fn, tfc_optim *o, int64_t n);
 /* A hyperparameter check shared by constructors, groups and setters: finite and >= 0. */
 tfc_status tfc_optim_check_nonneg(const char *fn, const char *what, double v);
 
+/* After a step's kernels ran (CPU or CUDA): every parameter with a gradient
+ * now has state and one more step, and the in-place writes to it and its
+ * buffers are visible to autograd's version counters; opt->step advances. */
+void tfc_optim_commit(tfc_optim *opt);
+
 #endif

@@ -10,6 +10,20 @@
 #include "core/error.h"
 #include "optim/cuda_step.h"
 
+/* Declared in optim_impl.h. */
+void tfc_optim_commit(tfc_optim *opt) {
+    for (int64_t k = 0; k < opt->n_params; k++) {
+        tfc_optim_slot *pp = &opt->params[k];
+        if (!pp->p->grad) continue;
+        pp->has_state = 1;
+        pp->step++;
+        tfc_bump_version(pp->p);
+        for (int32_t j = 0; j < TFC_OPTIM_MAX_BUFS; j++)
+            if (pp->buf[j]) tfc_bump_version(pp->buf[j]);
+    }
+    opt->step++;
+}
+
 /* A gradient the fused pass can read as one block of param's dtype. */
 static tfc_status check_grad(const char *fn, int64_t k, const tfc_tensor *p, const tfc_tensor *g) {
     if (g->dtype != p->dtype || tfc_numel(g) != tfc_numel(p))
@@ -80,15 +94,6 @@ TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
     if (adam) tfc_cpu_adam_step(&h, opt->segs, nseg);
     else tfc_cpu_sgd_step(&h, opt->segs, nseg);
     /* 4. Commit: state exists now, counts advance, in-place writes are visible to autograd. */
-    for (int64_t k = 0; k < opt->n_params; k++) {
-        tfc_optim_slot *pp = &opt->params[k];
-        if (!pp->p->grad) continue;
-        pp->has_state = 1;
-        pp->step++;
-        tfc_bump_version(pp->p);
-        for (int32_t j = 0; j < TFC_OPTIM_MAX_BUFS; j++)
-            if (pp->buf[j]) tfc_bump_version(pp->buf[j]);
-    }
-    opt->step++;
+    tfc_optim_commit(opt);
     return TFC_OK;
 }
