@@ -6,7 +6,7 @@
 # Builds the library and the `tfcore` CLI, then trains the char-tiny GPT
 # (4 layers, 4 heads, 128 dims, 0.8M parameters) on tinyshakespeare for a
 # few minutes and prints a sample. Knobs (environment):
-#   TFC_STEPS (800)  TFC_BATCH (16)  TFC_OUT (out/char-tiny)  TFCORE_DATA (corpus)
+#   TFC_STEPS (2000)  TFC_BATCH (16)  TFC_OUT (out/char-tiny)  TFCORE_DATA (corpus)
 # Training continues where it stopped with:
 #   build/tools/tfcore train --out out/char-tiny --resume --steps 500
 set -euo pipefail
@@ -41,14 +41,10 @@ if [[ -z "$data" ]]; then
   exit 2
 fi
 
-# Two cores: OpenMP threads in our kernels plus OpenBLAS's own threads
-# oversubscribe them; one BLAS thread is faster here.
-export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
-
 out="${TFC_OUT:-out/char-tiny}"
 echo "== training char-tiny on $data"
-build/tools/tfcore train --data "$data" --preset char-tiny --steps "${TFC_STEPS:-800}" --batch "${TFC_BATCH:-16}" \
-  --eval-every 50 --out "$out" --log-json "$out.jsonl" --force --sample-tokens 0
+build/tools/tfcore train --data "$data" --preset char-tiny --steps "${TFC_STEPS:-2000}" --batch "${TFC_BATCH:-16}" \
+  --eval-every 100 --out "$out" --log-json "$out.jsonl" --force --sample-tokens 0
 
 echo "== sampling from $out"
 build/tools/tfcore sample --ckpt "$out" --prompt "ROMEO:" --max-new-tokens 300 --temperature 0.8 --top-k 40 --seed 7
