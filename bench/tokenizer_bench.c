@@ -131,10 +131,11 @@ int main(int argc, char **argv) {
             int32_t *ids;
             size_t n_ids;
             int name_len = (int)(eq - argv[a]);
-            double enc = bench_encode(t, text, n, 3, &ids, &n_ids);
+            double enc = bench_encode(t, text, n, 10, &ids, &n_ids);
             printf("RESULT %s.%.*s.tokens %zu\n", names[e], name_len, argv[a], n_ids);
             printf("RESULT %s.%.*s.encode_1t %.2f\n", names[e], name_len, argv[a], enc);
-            printf("RESULT %s.%.*s.encode_all %.2f\n", names[e], name_len, argv[a], bench_batch(t, text, n, 3, 0));
+            printf("RESULT %s.%.*s.encode_all %.2f\n", names[e], name_len, argv[a], bench_batch(t, text, n, 10, 0));
+            printf("RESULT %s.%.*s.encode_batch_1t %.2f\n", names[e], name_len, argv[a], bench_batch(t, text, n, 10, 1));
             printf("RESULT %s.%.*s.decode %.2f\n", names[e], name_len, argv[a], bench_decode(t, ids, n_ids, 5));
             tfc_free(ids);
             free(text);

@@ -241,7 +241,12 @@ static void *batch_worker(void *arg) {
     for (;;) {
         size_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
         if (i >= b->n_texts) break;
-        tfc_status s = encode_text(fn, b->t, &st, (const uint8_t *)b->texts[i], b->lens[i], b->mode, &b->results[i]);
+        /* Into a vector of this worker's own: results[i] and results[i+1]
+         * share a cache line, and encode_text bumps the count per token, so
+         * writing b->results[i] directly made the workers false-share. */
+        ids_vec out = {0};
+        tfc_status s = encode_text(fn, b->t, &st, (const uint8_t *)b->texts[i], b->lens[i], b->mode, &out);
+        b->results[i] = out;
         if (s != TFC_OK) {
             pthread_mutex_lock(&b->lock);
             if (i < b->failed_at) {
