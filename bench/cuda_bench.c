@@ -6,8 +6,10 @@
  *    in TFLOP/s by the causal FLOP formula (forward 4 B H T^2 d / 2,
  *    backward 2.5x the forward), and as a fraction of the dense bf16 peak
  *    (TFC_PEAK_TFLOPS, default 989 for H100/H200 SXM).
- * Usage: cuda_bench <path to libtfcore-cuda.so>. Times are wall-clock over
- * repeated calls between stream syncs (both paths timed the same way).
+ * Usage: cuda_bench <path to libtfcore-cuda.so>. Ours runs through the
+ * module's backend table (lib/backend/backend.h), as libtfcore calls it.
+ * Times are wall-clock over repeated calls between stream syncs (both
+ * paths timed the same way).
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -17,9 +19,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "device/cuda_api.h"
+#include "backend/backend.h"
 
-static const tfc_cuda_api *A;
+static const tfc_backend *A;
 
 static double now(void) {
     struct timespec ts;
@@ -53,7 +55,9 @@ static double now(void) {
 static void *module_rand(size_t n, uint64_t seed) {
     void *p;
     TF(A->alloc(0, n * 2, &p));
-    TF(A->random_uniform(0, TFC_DTYPE_BF16, p, n, seed, 0, -1.0, 1.0));
+    tfc_random_problem r = {.device = 0, .kind = TFC_RANDOM_UNIFORM, .a = -1.0, .b = 2.0, .seed = seed};
+    r.dst = (tfc_sview){.data = p, .dtype = TFC_DTYPE_BF16, .ndim = 1, .shape = {(int64_t)n}, .strides = {1}};
+    TF(A->random(&r));
     return p;
 }
 
@@ -78,10 +82,10 @@ typedef struct gemm_case {
     int trans_b;
 } gemm_case;
 
-static tfc_cuda_matmul_desc g_desc;
+static tfc_gemm_problem g_gemm;
 static void run_ours(void *arg) {
     (void)arg;
-    TF(A->matmul(0, &g_desc));
+    TF(A->gemm(&g_gemm));
 }
 
 /* n bf16 values of roughly unit size, uploaded in one copy. */
@@ -158,25 +162,39 @@ typedef struct attn_bufs {
     size_t B, H, T, D;
 } attn_bufs;
 
+/* The attention problem of a's contiguous [B, H, T, D] buffers. */
+static tfc_attn_problem attn_problem(const attn_bufs *a) {
+    int64_t sr = (int64_t)a->D, sh = (int64_t)(a->T * a->D), sb = (int64_t)(a->H * a->T * a->D);
+    tfc_attn_problem p = {.device = 0, .dtype = TFC_DTYPE_BF16, .B = (int64_t)a->B, .H = (int64_t)a->H,
+                          .Tq = (int64_t)a->T, .S = (int64_t)a->T, .D = (int64_t)a->D, .Dv = (int64_t)a->D,
+                          .causal = 1, .scale = 0.125};
+    p.q = (tfc_attn_operand){a->q, sb, sh, sr};
+    p.k = (tfc_attn_operand){a->k, sb, sh, sr};
+    p.v = (tfc_attn_operand){a->v, sb, sh, sr};
+    p.out = (tfc_attn_operand){a->o, sb, sh, sr};
+    p.dout = (tfc_attn_operand){a->dout, sb, sh, sr};
+    p.out_w = a->o, p.lse_w = a->lse, p.lse = a->lse;
+    p.dq = a->dq, p.dk = a->dk, p.dv = a->dv;
+    return p;
+}
+
 static void run_attn_fwd(void *arg) {
-    attn_bufs *a = arg;
-    TF(A->attention_forward(0, TFC_DTYPE_BF16, a->q, a->k, a->v, a->o, a->lse, a->B, a->H, a->T, a->T, a->D, a->D,
-                            0.125f, 1));
+    tfc_attn_problem p = attn_problem(arg);
+    TF(A->attention_forward(&p));
 }
 static void run_attn_fwd_bwd(void *arg) {
-    attn_bufs *a = arg;
     run_attn_fwd(arg);
-    TF(A->attention_backward(0, TFC_DTYPE_BF16, a->dout, a->q, a->k, a->v, a->o, a->lse, a->dq, a->dk, a->dv, a->B,
-                             a->H, a->T, a->T, a->D, a->D, 0.125f, 1, 0));
+    tfc_attn_problem p = attn_problem(arg);
+    TF(A->attention_backward(&p));
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) DIE("usage: %s <path to libtfcore-cuda.so>", argv[0]);
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!h) DIE("cannot load %s: %s", argv[1], dlerror());
-    tfc_cuda_module_get_fn get = (tfc_cuda_module_get_fn)dlsym(h, "tfc_cuda_module_get");
-    A = get ? get(TFC_CUDA_API_VERSION) : NULL;
-    if (!A) DIE("%s does not offer API version %d", argv[1], TFC_CUDA_API_VERSION);
+    tfc_backend_module_get_fn get = (tfc_backend_module_get_fn)dlsym(h, "tfc_backend_module_get");
+    A = get ? get(TFC_BACKEND_ABI) : NULL;
+    if (!A) DIE("%s does not offer backend ABI version %d", argv[1], TFC_BACKEND_ABI);
     if (A->device_count() <= 0) {
         printf("no CUDA device: %s\n", A->last_error());
         return 77;
@@ -204,15 +222,16 @@ int main(int argc, char **argv) {
         const gemm_case *g = &cases[i];
         void *a = module_rand((size_t)g->M * g->K, 1 + i), *b = module_rand((size_t)g->K * g->N, 100 + i), *c;
         TF(A->alloc(0, (size_t)g->M * g->N * 2, &c));
-        tfc_cuda_matmul_desc d = {sizeof d, TFC_DTYPE_BF16, g->M, g->N, g->K, 1, 0, g->trans_b, a, b, c, NULL,
-                                  0, 0, 0, 1.0f, 0.0f, TFC_CUDA_EPI_NONE};
-        g_desc = d;
+        tfc_gemm_problem d = {.device = 0, .dtype = TFC_DTYPE_BF16, .trans_b = g->trans_b, .M = g->M, .N = g->N,
+                              .K = g->K, .batch = 1, .alpha = 1.0, .beta = 0.0, .a = a, .b = b, .c = c,
+                              .lda = g->K, .ldb = g->trans_b ? g->K : g->N, .ldc = g->N};
+        g_gemm = d;
         double ours = time_module(run_ours, NULL);
         TF(A->synchronize(0));
         double bare = time_bare(g, ws, ws_size, lt, st);
         double flop = 2.0 * (double)g->M * (double)g->N * (double)g->K;
         printf("%-40s %10.1f %10.1f %8.3f\n", g->name, flop / ours / 1e12, flop / bare / 1e12, bare / ours);
-        A->free(0, a), A->free(0, b), A->free(0, c);
+        A->free(0, a, 0), A->free(0, b, 0), A->free(0, c, 0);
         TF(A->synchronize(0));
     }
     CU(cudaFree(ws));
@@ -235,8 +254,8 @@ int main(int argc, char **argv) {
            100.0 * fwd_flop / tf / 1e12 / peak);
     printf("  forward+backward: %8.3f ms %8.1f TFLOP/s (%.1f%% of peak; target >= 50%%)\n", tfb * 1e3,
            3.5 * fwd_flop / tfb / 1e12, 100.0 * 3.5 * fwd_flop / tfb / 1e12 / peak);
-    A->free(0, ab.q), A->free(0, ab.k), A->free(0, ab.v), A->free(0, ab.dout), A->free(0, ab.o);
-    A->free(0, ab.dq), A->free(0, ab.dk), A->free(0, ab.dv), A->free(0, ab.lse);
+    void *bufs[] = {ab.q, ab.k, ab.v, ab.dout, ab.o, ab.dq, ab.dk, ab.dv, ab.lse};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) A->free(0, bufs[i], 0);
     TF(A->synchronize(0));
     return 0;
 }

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device/cuda_api.h"
+#include "cuda_types.h"
 
 typedef __nv_bfloat16 bf16;
 

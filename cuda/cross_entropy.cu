@@ -109,7 +109,12 @@ tfc_status tfcu_cross_entropy_forward(int32_t device, int32_t dtype, const void 
         typedef decltype(t) T;
         return tfcu_dispatch_index(fn, target_dtype, [&](auto it) -> tfc_status {
             typedef decltype(it) I;
-            if (!N) return tfcu_fill(device, TFC_DTYPE_F32, loss, 1, NAN);
+            if (!N) {
+                tfc_fill_problem f = {};
+                f.device = device, f.value = NAN;
+                f.dst.data = (char *)loss, f.dst.dtype = TFC_DTYPE_F32, f.dst.ndim = 0;
+                return tfcu_fill(&f);
+            }
             char *scratch;
             TFCU_TRY(tfcu_scratch(c, fn, N * sizeof(float) + 8, (void **)&scratch));
             unsigned long long *bad = (unsigned long long *)scratch, bad_host = ~0ull;

@@ -1,11 +1,13 @@
 /*
- * The module's table entries (see lib/device/cuda_api.h for what each
- * does); module.cu puts them in the table.
+ * The module's kernels and memory functions. module.cu adapts them to the
+ * backend table's entries (lib/backend/backend.h, which states what each
+ * computes); the kernels that take the table's problem structs directly
+ * are listed last.
  */
 #ifndef TFCU_ENTRIES_H
 #define TFCU_ENTRIES_H
 
-#include "device/cuda_api.h"
+#include "cuda_types.h"
 
 const char *tfcu_describe(void);
 int32_t tfcu_device_count(void);
@@ -16,18 +18,6 @@ tfc_status tfcu_memset0(int32_t device, void *p, size_t nbytes);
 tfc_status tfcu_memcpy(int32_t device, void *dst, const void *src, size_t nbytes, int32_t kind);
 tfc_status tfcu_synchronize(int32_t device);
 
-tfc_status tfcu_fill(int32_t device, int32_t dtype, void *x, size_t n, double value);
-tfc_status tfcu_cast(int32_t device, int32_t src_dtype, const void *src, int32_t dst_dtype, void *dst, size_t n);
-tfc_status tfcu_binary(int32_t device, int32_t op, int32_t dtype, const void *a, const void *b, void *out, size_t n);
-tfc_status tfcu_binary_strided(int32_t device, int32_t op, int32_t dtype, const void *a, const void *b, void *out,
-                               const tfc_cuda_strided *layout);
-tfc_status tfcu_binary_scalar(int32_t device, int32_t op, int32_t dtype, const void *a, double s, void *out,
-                              size_t n);
-tfc_status tfcu_unary(int32_t device, int32_t op, int32_t dtype, const void *x, void *y, size_t n);
-tfc_status tfcu_unary_backward(int32_t device, int32_t op, int32_t dtype, const void *dy, const void *x, void *dx,
-                               size_t n, uint32_t flags);
-tfc_status tfcu_reduce(int32_t device, int32_t op, int32_t dtype, const void *x, void *out, size_t outer, size_t n,
-                       size_t inner);
 tfc_status tfcu_softmax_forward(int32_t device, int32_t dtype, int32_t log, const void *x, void *y, size_t outer,
                                 size_t n, size_t inner);
 tfc_status tfcu_softmax_backward(int32_t device, int32_t dtype, int32_t log, const void *dy, const void *y, void *dx,
@@ -64,7 +54,15 @@ tfc_status tfcu_random_normal(int32_t device, int32_t dtype, void *x, size_t n, 
                               double mean, double std);
 tfc_status tfcu_dropout(int32_t device, int32_t dtype, const void *x, void *out, size_t n, float p, uint64_t seed,
                         uint64_t offset);
-tfc_status tfcu_copy_strided(int32_t device, int32_t dtype, const void *src, void *dst,
-                             const tfc_cuda_strided *layout);
+
+/* Entries that take the table's problems as they are. */
+tfc_status tfcu_map(const tfc_map_problem *p);
+tfc_status tfcu_copy(const tfc_copy_problem *p);
+tfc_status tfcu_fill(const tfc_fill_problem *p);
+tfc_status tfcu_reduce(const tfc_reduce_problem *p);
+tfc_status tfcu_gelu_forward(const tfc_gelu_problem *p);
+tfc_status tfcu_gelu_backward(const tfc_gelu_problem *p);
+/* out[o] (+)= scale · Σ over the reduced trailing dims of `in` (see reduce.cu). */
+tfc_status tfcu_sum(int32_t device, const tfc_sview *in, int32_t nkeep, void *out, double scale, bool accumulate);
 
 #endif

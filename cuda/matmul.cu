@@ -56,7 +56,7 @@ static uint32_t alignment(const void *p) {
 
 typedef struct plan_key {
     int32_t dtype, trans_a, trans_b, epilogue, beta_nonzero, device;
-    int64_t M, N, K, batch, stride_a, stride_b, stride_c;
+    int64_t M, N, K, batch, stride_a, stride_b, stride_c, lda, ldb, ldc;
     uint32_t align_a, align_b, align_c, align_bias;
 } plan_key;
 
@@ -150,15 +150,19 @@ static tfc_status run_gemm(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, cublasLtE
         TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t), fn,
                           "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)"));
     }
+    /* A row-major matrix of row stride ld is a column-major one of leading dimension ld. */
+    const int64_t lda = d->lda ? d->lda : (d->trans_a ? d->M : d->K);
+    const int64_t ldb = d->ldb ? d->ldb : (d->trans_b ? d->K : d->N);
+    const int64_t ldc = d->ldc ? d->ldc : d->N;
     if (d->trans_b)
-        TFCU_TRY(make_layout(&L.a, t, (uint64_t)d->K, (uint64_t)d->N, d->K, d->batch, d->stride_b, fn));
+        TFCU_TRY(make_layout(&L.a, t, (uint64_t)d->K, (uint64_t)d->N, ldb, d->batch, d->stride_b, fn));
     else
-        TFCU_TRY(make_layout(&L.a, t, (uint64_t)d->N, (uint64_t)d->K, d->N, d->batch, d->stride_b, fn));
+        TFCU_TRY(make_layout(&L.a, t, (uint64_t)d->N, (uint64_t)d->K, ldb, d->batch, d->stride_b, fn));
     if (d->trans_a)
-        TFCU_TRY(make_layout(&L.b, t, (uint64_t)d->M, (uint64_t)d->K, d->M, d->batch, d->stride_a, fn));
+        TFCU_TRY(make_layout(&L.b, t, (uint64_t)d->M, (uint64_t)d->K, lda, d->batch, d->stride_a, fn));
     else
-        TFCU_TRY(make_layout(&L.b, t, (uint64_t)d->K, (uint64_t)d->M, d->K, d->batch, d->stride_a, fn));
-    TFCU_TRY(make_layout(&L.c, t, (uint64_t)d->N, (uint64_t)d->M, d->N, d->batch, d->stride_c, fn));
+        TFCU_TRY(make_layout(&L.b, t, (uint64_t)d->K, (uint64_t)d->M, lda, d->batch, d->stride_a, fn));
+    TFCU_TRY(make_layout(&L.c, t, (uint64_t)d->N, (uint64_t)d->M, ldc, d->batch, d->stride_c, fn));
 
     plan_key key;
     memset(&key, 0, sizeof key); /* padding must compare equal */
@@ -166,6 +170,7 @@ static tfc_status run_gemm(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, cublasLtE
     key.beta_nonzero = d->beta != 0.0f, key.device = c->device;
     key.M = d->M, key.N = d->N, key.K = d->K, key.batch = d->batch;
     key.stride_a = d->stride_a, key.stride_b = d->stride_b, key.stride_c = d->stride_c;
+    key.lda = lda, key.ldb = ldb, key.ldc = ldc;
     key.align_a = alignment(d->a), key.align_b = alignment(d->b), key.align_c = alignment(d->c);
     key.align_bias = d->bias ? alignment(d->bias) : 256;
     cublasLtMatmulAlgo_t algo;
@@ -206,6 +211,9 @@ static tfc_status apply_epilogue(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, flo
     return tfcu_dispatch_float(fn, d->dtype, [&](auto tt) -> tfc_status {
         typedef decltype(tt) T;
         size_t total = (size_t)d->M * (size_t)d->N;
+        if (d->ldc && d->ldc != d->N)
+            return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: the epilogue pass needs a contiguous C (ldc %lld, N %lld)", fn,
+                            (long long)d->ldc, (long long)d->N);
         for (int64_t i = 0; i < (d->stride_c ? d->batch : 1); i++) {
             bias_gelu_kernel<T><<<tfcu_blocks(c, total, 256), 256, 0, c->stream>>>(
                 (T *)d->c + i * d->stride_c, scale, bias ? (const T *)d->bias : NULL, total, (size_t)d->N, gelu);

@@ -1,50 +1,383 @@
 /*
- * The module's single export: the function table libtfcore asks for with
- * dlopen/dlsym. Everything else in libtfcore-cuda.so is hidden (compiled
- * with -fvisibility=hidden and linked with a version script).
+ * The module's single export: the CUDA backend table libtfcore asks for
+ * with dlopen/dlsym (tfc_backend_module_get). Each entry adapts a problem
+ * of lib/backend/backend.h to this module's kernels; what the kernels do
+ * not cover (operands they need contiguous, a missing LayerNorm weight) is
+ * prepared here with stream-ordered scratch memory, and what CUDA does not
+ * offer at all is refused with TFC_ERR_UNSUPPORTED saying so. Everything
+ * else in libtfcore-cuda.so is hidden (-fvisibility=hidden, version script).
  */
+#include <math.h>
+#include <stdlib.h>
+
+#include <vector>
+
 #include "common.cuh"
 #include "entries.h"
 
-static const tfc_cuda_api g_api = {
-    sizeof(tfc_cuda_api),
-    TFC_CUDA_API_VERSION,
-    tfcu_describe,
-    tfcu_device_count,
-    tfcu_last_error,
-    tfcu_alloc,
-    tfcu_free,
-    tfcu_memset0,
-    tfcu_memcpy,
-    tfcu_synchronize,
-    tfcu_fill,
-    tfcu_cast,
-    tfcu_binary,
-    tfcu_binary_strided,
-    tfcu_binary_scalar,
-    tfcu_unary,
-    tfcu_unary_backward,
-    tfcu_reduce,
-    tfcu_softmax_forward,
-    tfcu_softmax_backward,
-    tfcu_layernorm_forward,
-    tfcu_layernorm_backward,
-    tfcu_cross_entropy_forward,
-    tfcu_cross_entropy_backward,
-    tfcu_embedding_forward,
-    tfcu_embedding_backward,
-    tfcu_matmul,
-    tfcu_attention_forward,
-    tfcu_attention_backward,
-    tfcu_grad_norm,
-    tfcu_adamw,
-    tfcu_random_uniform,
-    tfcu_random_normal,
-    tfcu_dropout,
-    tfcu_copy_strided,
+/* ---- memory ---- */
+
+static void cu_free(int32_t device, void *p, size_t nbytes) {
+    (void)nbytes;
+    tfcu_free(device, p);
+}
+
+static tfc_status cu_memcpy(int32_t device, void *dst, const void *src, size_t nbytes, tfc_memcpy_kind kind) {
+    return tfcu_memcpy(device, dst, src, nbytes, (int32_t)kind);
+}
+
+/* ---- scratch: stream-ordered device buffers released with the object ---- */
+
+struct scratch {
+    tfcu_ctx *c = NULL;
+    std::vector<void *> bufs;
+    ~scratch() {
+        for (void *p : bufs) tfcu_scratch_free(c, p);
+    }
+    tfc_status get(const char *fn, size_t nbytes, void **out) {
+        TFCU_TRY(tfcu_scratch(c, fn, nbytes ? nbytes : 1, out));
+        bufs.push_back(*out);
+        return TFC_OK;
+    }
 };
 
-/* The table for api_version, or NULL when this module speaks another version. */
-extern "C" __attribute__((visibility("default"))) const tfc_cuda_api *tfc_cuda_module_get(uint32_t api_version) {
-    return api_version == TFC_CUDA_API_VERSION ? &g_api : NULL;
+static size_t float_size(int32_t dt) { return dt == TFC_DTYPE_BF16 ? 2 : 4; }
+
+/* A contiguous view of n elements at data. */
+static tfc_sview flat_view(void *data, int32_t dtype, int64_t n) {
+    tfc_sview v = {};
+    v.data = (char *)data;
+    v.dtype = (tfc_dtype)dtype;
+    v.ndim = 1;
+    v.shape[0] = n;
+    v.strides[0] = 1;
+    return v;
+}
+
+/* n elements of value v in scratch memory (a stand-in weight of ones). */
+static tfc_status scratch_filled(scratch &s, const char *fn, int32_t device, int32_t dtype, int64_t n, double v,
+                                 void **out) {
+    TFCU_TRY(s.get(fn, (size_t)n * float_size(dtype), out));
+    tfc_fill_problem f = {device, flat_view(*out, dtype, n), v};
+    return tfcu_fill(&f);
+}
+
+/* ---- data movement, maps ---- */
+
+static tfc_status cu_random(const tfc_random_problem *p) {
+    if (!tfc_sview_is_contiguous(&p->dst))
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "random: a random fill of a non-contiguous view");
+    size_t n = (size_t)tfc_sview_numel(&p->dst);
+    if (p->kind == TFC_RANDOM_NORMAL)
+        return tfcu_random_normal(p->device, p->dst.dtype, p->dst.data, n, p->seed, p->offset, p->a, p->b);
+    return tfcu_random_uniform(p->device, p->dst.dtype, p->dst.data, n, p->seed, p->offset, p->a, p->a + p->b);
+}
+
+/* ---- products ---- */
+
+static tfc_status cu_gemm(const tfc_gemm_problem *p) {
+    tfc_cuda_matmul_desc d = {};
+    d.struct_size = sizeof d;
+    d.dtype = p->dtype;
+    d.M = p->M, d.N = p->N, d.K = p->K, d.batch = p->batch;
+    d.trans_a = p->trans_a, d.trans_b = p->trans_b;
+    d.a = p->a, d.b = p->b, d.c = p->c;
+    d.stride_a = p->stride_a, d.stride_b = p->stride_b, d.stride_c = p->stride_c;
+    d.lda = p->lda, d.ldb = p->ldb, d.ldc = p->ldc;
+    d.alpha = (float)p->alpha, d.beta = (float)p->beta;
+    d.epilogue = TFC_CUDA_EPI_NONE;
+    return tfcu_matmul(p->device, &d);
+}
+
+/* y [rows, n] = b broadcast into every row: a copy whose source rows all have stride 0. */
+static tfc_status cu_bias_rows(const tfc_bias_problem *p) {
+    tfc_copy_problem c = {};
+    c.device = p->device;
+    c.dst = flat_view(p->y, p->dtype, 0);
+    c.dst.ndim = 2, c.dst.shape[0] = p->rows, c.dst.shape[1] = p->n, c.dst.strides[0] = p->ld, c.dst.strides[1] = 1;
+    c.src = c.dst;
+    c.src.data = (char *)p->b, c.src.strides[0] = 0;
+    return tfcu_copy(&c);
+}
+
+/* db [n] (+)= column sums of dy [rows, n] (row stride ld): a sum with the columns kept. */
+static tfc_status cu_bias_grad(const tfc_bias_problem *p) {
+    tfc_sview in = flat_view((void *)p->dy, p->dtype, 0);
+    in.ndim = 2, in.shape[0] = p->n, in.shape[1] = p->rows, in.strides[0] = 1, in.strides[1] = p->ld;
+    return tfcu_sum(p->device, &in, 1, p->db, 1.0, p->accumulate != 0);
+}
+
+/* ---- fused kernels ---- */
+
+static tfc_status cu_layernorm_forward(const tfc_layernorm_problem *p) {
+    const char *fn = "layernorm_forward";
+    if (!p->rows) return TFC_OK;
+    scratch s;
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
+    const void *w = p->weight;
+    void *mean = p->mean, *rstd = p->rstd, *ones;
+    if (!w) {
+        TFCU_TRY(scratch_filled(s, fn, p->device, p->dtype, p->cols, 1.0, &ones));
+        w = ones;
+    }
+    if (!mean) TFCU_TRY(s.get(fn, (size_t)p->rows * 4, &mean));
+    if (!rstd) TFCU_TRY(s.get(fn, (size_t)p->rows * 4, &rstd));
+    return tfcu_layernorm_forward(p->device, p->dtype, p->x, w, p->bias, (float)p->eps, p->y, (float *)mean,
+                                  (float *)rstd, (size_t)p->rows, (size_t)p->cols);
+}
+
+static tfc_status cu_layernorm_backward(const tfc_layernorm_problem *p) {
+    const char *fn = "layernorm_backward";
+    if (!p->rows) return TFC_OK;
+    scratch s;
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
+    const void *w = p->weight;
+    void *ones;
+    if (!w) {
+        TFCU_TRY(scratch_filled(s, fn, p->device, p->dtype, p->cols, 1.0, &ones));
+        w = ones;
+    }
+    return tfcu_layernorm_backward(p->device, p->dtype, p->dy, p->x, w, (const float *)p->mean,
+                                   (const float *)p->rstd, p->dx, p->dweight, p->dbias, (size_t)p->rows,
+                                   (size_t)p->cols, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+}
+
+static tfc_status cu_softmax_forward(const tfc_softmax_problem *p) {
+    if (p->outer * p->d * p->inner == 0) return TFC_OK;
+    return tfcu_softmax_forward(p->device, p->dtype, p->log, p->x, p->y, (size_t)p->outer, (size_t)p->d,
+                                (size_t)p->inner);
+}
+
+static tfc_status cu_softmax_backward(const tfc_softmax_problem *p) {
+    if (p->outer * p->d * p->inner == 0) return TFC_OK;
+    return tfcu_softmax_backward(p->device, p->dtype, p->log, p->dy, p->y_in, p->dx, (size_t)p->outer,
+                                 (size_t)p->d, (size_t)p->inner, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+}
+
+static tfc_status cu_cross_entropy_forward(const tfc_cross_entropy_problem *p) {
+    return tfcu_cross_entropy_forward(p->device, p->dtype, p->logits, p->index_dtype, p->targets, p->ignore_index,
+                                      (size_t)p->n, (size_t)p->c, (float *)p->loss, (float *)p->lse);
+}
+
+static tfc_status cu_cross_entropy_backward(const tfc_cross_entropy_problem *p) {
+    if (!p->lse_in) return tfcu_err(TFC_ERR_UNSUPPORTED, "the backward needs the forward's lse on CUDA");
+    return tfcu_cross_entropy_backward(p->device, p->dtype, (const float *)p->dloss, p->logits, p->index_dtype,
+                                       p->targets, p->ignore_index, (const float *)p->lse_in, p->dlogits,
+                                       (size_t)p->n, (size_t)p->c, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+}
+
+static tfc_status cu_embedding_forward(const tfc_embedding_problem *p) {
+    if (!p->n) return TFC_OK;
+    return tfcu_embedding_forward(p->device, p->dtype, p->table, p->index_dtype, p->ids, p->out, (size_t)p->n,
+                                  (size_t)p->v, (size_t)p->c);
+}
+
+static tfc_status cu_embedding_backward(const tfc_embedding_problem *p) {
+    return tfcu_embedding_backward(p->device, p->dtype, p->dout, p->index_dtype, p->ids, p->dtable, (size_t)p->n,
+                                   (size_t)p->v, (size_t)p->c, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+}
+
+/* An attention operand as the kernels read it: contiguous [B, H, rows, cols], compacted into scratch if not. */
+static tfc_status attn_contiguous(scratch &s, const char *fn, const tfc_attn_problem *p, const tfc_attn_operand &o,
+                                  int64_t rows, int64_t cols, const void **out) {
+    *out = o.data;
+    if (o.sr == cols && o.sh == rows * cols && o.sb == p->H * rows * cols) return TFC_OK;
+    void *buf;
+    TFCU_TRY(s.get(fn, (size_t)(p->B * p->H * rows * cols) * float_size(p->dtype), &buf));
+    tfc_copy_problem c = {};
+    c.device = p->device;
+    c.dst = flat_view(buf, p->dtype, 0);
+    c.dst.ndim = 4;
+    const int64_t shape[4] = {p->B, p->H, rows, cols}, src_st[4] = {o.sb, o.sh, o.sr, 1};
+    int64_t st = 1;
+    for (int d = 3; d >= 0; d--) c.dst.shape[d] = shape[d], c.dst.strides[d] = st, st *= shape[d];
+    c.src = c.dst;
+    c.src.data = (char *)o.data;
+    for (int d = 0; d < 4; d++) c.src.strides[d] = src_st[d];
+    TFCU_TRY(tfcu_copy(&c));
+    *out = buf;
+    return TFC_OK;
+}
+
+static tfc_status cu_attention_forward(const tfc_attn_problem *p) {
+    const char *fn = "attention_forward";
+    if (p->B * p->H * p->Tq == 0) return TFC_OK;
+    scratch s;
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
+    const void *q, *k, *v;
+    void *lse = p->lse_w;
+    TFCU_TRY(attn_contiguous(s, fn, p, p->q, p->Tq, p->D, &q));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->k, p->S, p->D, &k));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->v, p->S, p->Dv, &v));
+    if (!lse) TFCU_TRY(s.get(fn, (size_t)(p->B * p->H * p->Tq) * 4, &lse));
+    return tfcu_attention_forward(p->device, p->dtype, q, k, v, p->out_w, (float *)lse, (size_t)p->B, (size_t)p->H,
+                                  (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (size_t)p->Dv, (float)p->scale,
+                                  p->causal);
+}
+
+static tfc_status cu_attention_backward(const tfc_attn_problem *p) {
+    const char *fn = "attention_backward";
+    if (p->B * p->H * (p->Tq + p->S) == 0) return TFC_OK;
+    scratch s;
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
+    const void *q, *k, *v, *out, *dout;
+    TFCU_TRY(attn_contiguous(s, fn, p, p->q, p->Tq, p->D, &q));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->k, p->S, p->D, &k));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->v, p->S, p->Dv, &v));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->out, p->Tq, p->Dv, &out));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->dout, p->Tq, p->Dv, &dout));
+    return tfcu_attention_backward(p->device, p->dtype, dout, q, k, v, out, (const float *)p->lse, p->dq, p->dk,
+                                   p->dv, (size_t)p->B, (size_t)p->H, (size_t)p->Tq, (size_t)p->S, (size_t)p->D,
+                                   (size_t)p->Dv, (float)p->scale, p->causal,
+                                   p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+}
+
+static tfc_status cu_dropout(const tfc_dropout_problem *p) {
+    if (!p->n) return TFC_OK;
+    return tfcu_dropout(p->device, p->dtype, p->x, p->out, (size_t)p->n, (float)p->p, p->seed, p->offset);
+}
+
+/* ---- optimizers ---- */
+
+/*
+ * PyTorch's AdamW through the fused multi-tensor kernel: one launch per
+ * distinct (lr, step), since parameters skipped on earlier steps have their
+ * own counts. Adam without weight decay is the same rule.
+ */
+static tfc_status cu_optim_step(const tfc_optim_problem *p) {
+    bool wd = false;
+    for (int64_t i = 0; i < p->nseg; i++) wd |= p->segs[i].weight_decay != 0.0;
+    if (p->rule != TFC_OPTIM_RULE_ADAM || (!p->decoupled && wd))
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "%s runs on the CPU only; CUDA has AdamW (and Adam without weight decay)",
+                        p->rule == TFC_OPTIM_RULE_SGD ? "SGD" : "Adam with (coupled) weight decay");
+    if (p->amsgrad || p->maximize)
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "AdamW with %s runs on the CPU only", p->amsgrad ? "amsgrad" : "maximize");
+    for (int64_t i = 0; i < p->nseg; i++)
+        if (p->segs[i].dtype != TFC_DTYPE_F32)
+            return tfcu_err(TFC_ERR_DTYPE, "the CUDA AdamW takes f32 master weights and grads, parameter %lld is %s",
+                            (long long)i, tfcu_dtype_name(p->segs[i].dtype));
+    size_t n = (size_t)p->nseg;
+    std::vector<float *> params(n), m(n), v(n);
+    std::vector<const void *> grads(n);
+    std::vector<size_t> numel(n);
+    std::vector<float> decay(n);
+    std::vector<char> done(n, 0);
+    for (size_t first = 0; first < n; first++) {
+        if (done[first]) continue;
+        const tfc_optim_seg *f = &p->segs[first];
+        int32_t count = 0;
+        for (size_t k = first; k < n; k++) {
+            const tfc_optim_seg *g = &p->segs[k];
+            if (done[k] || g->step != f->step || g->lr != f->lr) continue;
+            done[k] = 1;
+            params[count] = (float *)g->param;
+            grads[count] = g->grad;
+            m[count] = (float *)g->buf[0];
+            v[count] = (float *)g->buf[1];
+            numel[count] = (size_t)g->n;
+            decay[count] = (float)g->weight_decay;
+            count++;
+        }
+        tfc_cuda_adamw_desc d = {};
+        d.struct_size = sizeof d, d.count = count, d.grad_dtype = TFC_DTYPE_F32;
+        d.params = params.data(), d.grads = grads.data(), d.m = m.data(), d.v = v.data();
+        d.numel = numel.data(), d.weight_decay = decay.data();
+        d.lr = (float)f->lr, d.beta1 = (float)p->beta1, d.beta2 = (float)p->beta2, d.eps = (float)p->eps;
+        d.step = f->step;
+        TFCU_TRY(tfcu_adamw(p->device, &d));
+    }
+    return TFC_OK;
+}
+
+/* The norm in f32 on the device, then one stream sync: the host needs it to decide whether to scale. */
+static tfc_status cu_grad_norm(const tfc_grad_norm_problem *p) {
+    const char *fn = "grad_norm";
+    *p->overflow = 0;
+    if (!p->nseg) {
+        *p->norm = 0;
+        return TFC_OK;
+    }
+    int32_t dt = p->segs[0].dtype;
+    std::vector<const void *> ptrs((size_t)p->nseg);
+    std::vector<size_t> numel((size_t)p->nseg);
+    for (int64_t i = 0; i < p->nseg; i++) {
+        if (p->segs[i].dtype != dt)
+            return tfcu_err(TFC_ERR_UNSUPPORTED, "clipping on CUDA needs gradients of one dtype (%s and %s)",
+                            tfcu_dtype_name(dt), tfcu_dtype_name(p->segs[i].dtype));
+        ptrs[(size_t)i] = p->segs[i].grad;
+        numel[(size_t)i] = (size_t)p->segs[i].n;
+    }
+    if (p->nseg > INT32_MAX) return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: %lld gradients", fn, (long long)p->nseg);
+    scratch s;
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
+    void *norm_dev;
+    TFCU_TRY(s.get(fn, 4, &norm_dev));
+    TFCU_TRY(tfcu_grad_norm(p->device, dt, ptrs.data(), numel.data(), (int32_t)p->nseg, INFINITY, (float *)norm_dev,
+                            NULL));
+    float norm = 0;
+    TFCU_TRY(tfcu_memcpy(p->device, &norm, norm_dev, sizeof norm, TFC_MEMCPY_D2H));
+    *p->norm = norm;
+    return TFC_OK;
+}
+
+static tfc_status cu_grad_scale(const tfc_grad_norm_problem *p) {
+    for (int64_t i = 0; i < p->nseg; i++) {
+        const tfc_optim_seg *g = &p->segs[i];
+        tfc_sview v = flat_view((void *)g->grad, g->dtype, g->n);
+        tfc_map_problem m = {};
+        m.device = p->device, m.op = TFC_MAP_MUL_S, m.out = &v, m.a = &v, m.p = p->c;
+        TFCU_TRY(tfcu_map(&m));
+    }
+    return TFC_OK;
+}
+
+static tfc_backend make_table(void) {
+    tfc_backend b = {};
+    b.struct_size = sizeof(tfc_backend);
+    b.abi_version = TFC_BACKEND_ABI;
+    b.name = "cuda";
+    b.float_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_BF16);
+    b.stats_f32 = 1;
+    b.describe = tfcu_describe;
+    b.device_count = tfcu_device_count;
+    b.last_error = tfcu_last_error;
+    b.alloc = tfcu_alloc;
+    b.free = cu_free;
+    b.memset0 = tfcu_memset0;
+    b.memcpy = cu_memcpy;
+    b.synchronize = tfcu_synchronize;
+    b.copy = tfcu_copy;
+    b.fill = tfcu_fill;
+    b.random = cu_random;
+    b.map = tfcu_map;
+    b.reduce = tfcu_reduce;
+    b.reduce_scatter = NULL; /* max/min backward: CPU only */
+    b.gemm = cu_gemm;
+    b.bias_rows = cu_bias_rows;
+    b.bias_grad = cu_bias_grad;
+    b.layernorm_forward = cu_layernorm_forward;
+    b.layernorm_backward = cu_layernorm_backward;
+    b.softmax_forward = cu_softmax_forward;
+    b.softmax_backward = cu_softmax_backward;
+    b.cross_entropy_forward = cu_cross_entropy_forward;
+    b.cross_entropy_backward = cu_cross_entropy_backward;
+    b.cross_entropy_rows = NULL; /* the fused LM head composes matmul + cross_entropy instead */
+    b.embedding_forward = cu_embedding_forward;
+    b.embedding_backward = cu_embedding_backward;
+    b.gelu_forward = tfcu_gelu_forward;
+    b.gelu_backward = tfcu_gelu_backward;
+    b.attention_forward = cu_attention_forward;
+    b.attention_backward = cu_attention_backward;
+    b.dropout = cu_dropout;
+    b.optim_step = cu_optim_step;
+    b.grad_norm = cu_grad_norm;
+    b.grad_scale = cu_grad_scale;
+    return b;
+}
+
+static const tfc_backend g_table = make_table();
+
+/* The table for abi_version, or NULL when this module speaks another version. */
+extern "C" __attribute__((visibility("default"))) const tfc_backend *tfc_backend_module_get(uint32_t abi_version) {
+    return abi_version == TFC_BACKEND_ABI ? &g_table : NULL;
 }

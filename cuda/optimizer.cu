@@ -6,7 +6,7 @@
  * per call) lets each block find its tensor by binary search.
  *   norm = sqrt(sum_t sum_i g_ti^2)    (per-chunk partial sums, then one
  *   block adds the partials in chunk order: deterministic)
- *   AdamW: see tfc_cuda_adamw_desc in lib/device/cuda_api.h.
+ *   AdamW: see tfc_cuda_adamw_desc in cuda/cuda_types.h.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,64 +1,66 @@
 /*
- * Reductions over the middle dim of x [outer, n, inner] into out
- * [outer, inner]: sum, mean (sum / n), max. f32 accumulation in a fixed
- * order, so results are deterministic.
- *   inner == 1 (reduce the last dim): one block per row, block reduction.
- *   inner  > 1: one thread per output, walking k with coalesced loads
- *   across neighbouring outputs.
- * n == 0 gives sum 0, mean NaN (0/0), max -inf.
+ * Sums over the trailing dims of a strided view in = [kept..., reduced...]
+ * (the backend's reduce entry; the other reductions are the CPU's only):
+ *   out[o] (+)= scale · Σ_k in[o, k]        o over the kept dims, contiguous
+ * f32 accumulation in a fixed order (deterministic); n = 0 gives 0.
+ *   few outputs: one block per output, a block reduction over k;
+ *   many outputs: one thread per output walking k — neighbouring threads
+ *   read neighbouring kept elements, coalesced when the kept dims are the
+ *   inner ones (a bias gradient: columns kept, rows reduced).
  */
 #include "common.cuh"
 #include "entries.h"
+#include "strided.cuh"
 
-__device__ __forceinline__ float reduce_init(int op) { return op == TFC_CUDA_RMAX ? -INFINITY : 0.0f; }
-__device__ __forceinline__ float reduce_step(int op, float acc, float x) {
-    return op == TFC_CUDA_RMAX ? fmaxf(acc, x) : acc + x;
-}
-__device__ __forceinline__ float reduce_final(int op, float acc, size_t n) {
-    return op == TFC_CUDA_MEAN ? acc / (float)n : acc;
-}
-
-template <class T> __global__ void reduce_rows_kernel(int op, const T *x, T *out, size_t rows, size_t n) {
+template <class T>
+__global__ void sum_block_kernel(tfc_sview in, int32_t nkeep, T *out, int64_t nout, int64_t n, float scale,
+                                 bool accumulate) {
     __shared__ float shared[32];
-    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const T *row = x + r * n;
-        float acc = reduce_init(op);
-        for (size_t k = threadIdx.x; k < n; k += blockDim.x) acc = reduce_step(op, acc, tfcu_load(row, k));
-        acc = op == TFC_CUDA_RMAX ? tfcu_block_reduce<true>(acc, shared) : tfcu_block_reduce<false>(acc, shared);
-        if (threadIdx.x == 0) out[r] = tfcu_from_f<T>(reduce_final(op, acc, n));
+    for (int64_t o = blockIdx.x; o < nout; o += gridDim.x) {
+        const int64_t base = tfcu_offset_dims(in, 0, nkeep, o);
+        float acc = 0.0f;
+        for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
+            acc += tfcu_load((const T *)in.data, (size_t)(base + tfcu_offset_dims(in, nkeep, in.ndim, k)));
+        acc = tfcu_block_reduce<false>(acc, shared);
+        if (threadIdx.x == 0) out[o] = tfcu_from_f<T>(scale * acc + (accumulate ? tfcu_load(out, o) : 0.0f));
     }
 }
 
-template <class T> __global__ void reduce_mid_kernel(int op, const T *x, T *out, size_t outer, size_t n, size_t inner) {
-    size_t total = outer * inner;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t o = i / inner, j = i % inner;
-        const T *base = x + o * n * inner + j;
-        float acc = reduce_init(op);
-        for (size_t k = 0; k < n; k++) acc = reduce_step(op, acc, tfcu_load(base, k * inner));
-        out[i] = tfcu_from_f<T>(reduce_final(op, acc, n));
+template <class T>
+__global__ void sum_thread_kernel(tfc_sview in, int32_t nkeep, T *out, int64_t nout, int64_t n, float scale,
+                                  bool accumulate) {
+    TFCU_GRID_STRIDE(o, nout) {
+        const int64_t base = tfcu_offset_dims(in, 0, nkeep, o);
+        float acc = 0.0f;
+        for (int64_t k = 0; k < n; k++)
+            acc += tfcu_load((const T *)in.data, (size_t)(base + tfcu_offset_dims(in, nkeep, in.ndim, k)));
+        out[o] = tfcu_from_f<T>(scale * acc + (accumulate ? tfcu_load(out, o) : 0.0f));
     }
 }
 
-tfc_status tfcu_reduce(int32_t device, int32_t op, int32_t dtype, const void *x, void *out, size_t outer, size_t n,
-                       size_t inner) {
-    const char *fn = "tfc_cuda_reduce";
+tfc_status tfcu_sum(int32_t device, const tfc_sview *in, int32_t nkeep, void *out, double scale, bool accumulate) {
+    const char *fn = "reduce";
     tfcu_ctx *c;
-    if (op < 0 || op >= TFC_CUDA_REDUCE_COUNT)
-        return tfcu_err(TFC_ERR_INVALID_ARG, "%s: op %d is not sum, mean or max", fn, (int)op);
-    if (!outer || !inner) return TFC_OK;
-    TFCU_NOT_NULL(fn, out);
-    if (n) TFCU_NOT_NULL(fn, x);
+    int64_t nout = 1, n = 1;
+    for (int32_t d = 0; d < in->ndim; d++) (d < nkeep ? nout : n) *= in->shape[d];
+    if (!nout) return TFC_OK;
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));
-    return tfcu_dispatch_float(fn, dtype, [&](auto t) {
+    return tfcu_dispatch_float(fn, in->dtype, [&](auto t) {
         typedef decltype(t) T;
-        if (inner == 1) {
-            unsigned blocks = outer < 65535u * 16 ? (unsigned)outer : 65535u * 16;
-            reduce_rows_kernel<T><<<blocks, 256, 0, c->stream>>>(op, (const T *)x, (T *)out, outer, n);
-            return TFCU_LAUNCHED(fn, "reduce_rows_kernel");
+        if (nout < (int64_t)c->sm_count * 64) {
+            sum_block_kernel<T><<<(unsigned)nout, 256, 0, c->stream>>>(*in, nkeep, (T *)out, nout, n, (float)scale,
+                                                                         accumulate);
+            return TFCU_LAUNCHED(fn, "sum_block_kernel");
         }
-        reduce_mid_kernel<T><<<tfcu_blocks(c, outer * inner, 256), 256, 0, c->stream>>>(op, (const T *)x, (T *)out,
-                                                                                        outer, n, inner);
-        return TFCU_LAUNCHED(fn, "reduce_mid_kernel");
+        sum_thread_kernel<T><<<tfcu_blocks(c, (size_t)nout, 256), 256, 0, c->stream>>>(*in, nkeep, (T *)out, nout, n,
+                                                                                      (float)scale, accumulate);
+        return TFCU_LAUNCHED(fn, "sum_thread_kernel");
     });
+}
+
+tfc_status tfcu_reduce(const tfc_reduce_problem *p) {
+    if (p->op != TFC_REDUCE_SUM)
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "reduce: only sums and means run on CUDA (max, min, arg and var are "
+                        "CPU-only)");
+    return tfcu_sum(p->device, &p->in, p->nkeep, p->out, p->scale, false);
 }

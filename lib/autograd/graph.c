@@ -5,8 +5,7 @@
 #include "autograd/node.h"
 #include "autograd/profile.h"
 #include "core/error.h"
-#include "cpu/elementwise.h"
-#include "device/dispatch.h"
+#include "tensor/dispatch.h"
 
 TFC_API tfc_status tfc_graph_new(tfc_graph **out) {
     TFC_CHECK_NOT_NULL("tfc_graph_new", out);
@@ -59,30 +58,29 @@ static int owns_storage(const tfc_tensor *t) {
     return atomic_load(&t->storage->refcount) == 1 && tfc_is_contiguous(t);
 }
 
-/* Both on the CPU, or both on the same CUDA device (then the in-place add runs there). */
+/* Both on one device (then the in-place add runs there). */
 static int same_place(const tfc_tensor *a, const tfc_tensor *b) {
     return a->storage->device == b->storage->device && a->storage->device_index == b->storage->device_index;
 }
 
+static const char *const accumulate_fn = "tfc_graph_backward (gradient accumulation)";
+
 /* acc += g in place (acc contiguous, owned), on acc's device. */
 static tfc_status add_in_place(tfc_tensor *a, const tfc_tensor *g) {
-    if (tfc_is_cuda(a)) return tfc_cuda_add_into("tfc_graph_backward (gradient accumulation)", a, g);
-    tfc_sview av = tfc_sview_of(a), gv = tfc_sview_of(g);
-    tfc_cpu_map(TFC_MAP_ADD, &av, &av, &gv, NULL, 0.0, 0);
-    return TFC_OK;
+    return tfc_tensor_map(accumulate_fn, TFC_MAP_ADD, a, a, g, NULL, 0.0, 0);
 }
 
 /* dst = a + b as a new contiguous tensor. */
 static tfc_status add_new(const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out) {
     if (!same_place(a, b))
         return tfc_err(TFC_ERR_DEVICE, "tfc_graph_backward: two gradients of one tensor live on different devices");
-    if (tfc_is_cuda(a))
-        return tfc_cuda_binary_new("tfc_graph_backward (gradient accumulation)", TFC_CUDA_ADD, a, b, a->shape,
-                                   a->ndim, out);
     tfc_tensor *r;
     TFC_TRY(tfc_tensor_new_like(a, a->dtype, &r));
-    tfc_sview rv = tfc_sview_of(r), av = tfc_sview_of(a), bv = tfc_sview_of(b);
-    tfc_cpu_map(TFC_MAP_ADD, &rv, &av, &bv, NULL, 0.0, 0);
+    tfc_status s = tfc_tensor_map(accumulate_fn, TFC_MAP_ADD, r, a, b, NULL, 0.0, 0);
+    if (s != TFC_OK) {
+        tfc_tensor_release(r);
+        return s;
+    }
     *out = r;
     return TFC_OK;
 }

@@ -7,7 +7,7 @@
  */
 #ifndef TFC_T
 
-#include "cpu/elementwise.h"
+#include "cpu/kernels.h"
 
 #define TFC_TMPL_FILE "cpu/elementwise.c"
 #include "cpu/kernel_tmpl.h"

@@ -8,26 +8,6 @@
 #include <cblas.h>
 #endif
 
-int tfc_cpu_gemm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans, int64_t *ld) {
-    if (cs == 1 || cols == 1) {
-        int64_t l = rows == 1 ? (cols > rs ? cols : rs) : rs;
-        if (l >= (cols > 1 ? cols : 1)) {
-            *trans = 0;
-            *ld = l < 1 ? 1 : l;
-            return 1;
-        }
-    }
-    if (rs == 1 || rows == 1) {
-        int64_t l = cols == 1 ? (rows > cs ? rows : cs) : cs;
-        if (l >= (rows > 1 ? rows : 1)) {
-            *trans = 1;
-            *ld = l < 1 ? 1 : l;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /*
  * Blocked kernel: C[i,j] = beta C[i,j] + alpha Σ_p A(i,p) B(p,j), rows of C
  * split across threads, K and N blocked so a panel of B stays in cache.

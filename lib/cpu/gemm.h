@@ -13,14 +13,6 @@
 void tfc_cpu_gemm(tfc_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                   const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 
-/*
- * How BLAS addresses a row-major rows × cols matrix whose element strides
- * are (rs, cs): rows contiguous → *trans = 0, *ld = rs; columns contiguous
- * (a transposed view) → *trans = 1, *ld = cs. Returns 0 (outputs untouched)
- * when neither holds and the operand must be compacted first.
- */
-int tfc_cpu_gemm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans, int64_t *ld);
-
 /* The portable kernel, also used when BLAS is off (exposed for tests). */
 void tfc_cpu_gemm_blocked(tfc_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                           const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);

@@ -1,6 +1,7 @@
 /*
- * Raw CPU kernels of the transformer's fused ops (the public, validating
- * wrappers are in lib/ops/<op>_kernels.c; formulas in include/tfcore/kernels.h).
+ * The CPU kernels behind the backend table's entries (lib/cpu/cpu_backend.c
+ * puts them in the table; formulas in lib/backend/backend.h and
+ * include/tfcore/kernels.h).
  *
  * Conventions: dt is TFC_DTYPE_F32 or TFC_DTYPE_F64 and applies to every
  * float pointer; index pointers (ids, targets) are i32 or i64 as idt says.
@@ -17,7 +18,8 @@
 
 #include <stdint.h>
 
-#include "tfcore/core.h"
+#include "backend/backend.h"
+#include "cpu/strided.h"
 
 /* 1 when the AVX2+FMA f32 instances may run: the CPU has both and
  * tfc_cpu_avx2_disabled is 0. */
@@ -25,10 +27,6 @@ int tfc_cpu_use_avx2(void);
 /* Set non-zero (tests, benchmarks) to force the portable f32 kernels. */
 extern int tfc_cpu_avx2_disabled;
 
-/* Element i of an i32 or i64 index buffer. */
-static inline int64_t tfc_index_at(const void *ids, tfc_dtype idt, int64_t i) {
-    return idt == TFC_DTYPE_I32 ? (int64_t)((const int32_t *)ids)[i] : ((const int64_t *)ids)[i];
-}
 /*
  * Position of the first index outside [0, limit) — skipping those equal to
  * ignore_index when skip_ignore — or -1 when all are valid.
@@ -83,31 +81,25 @@ void tfc_cpu_bias_rows(tfc_dtype dt, int64_t rows, int64_t n, const void *b, voi
 /* db [n] (+)= Σ_r dy[r, :], dy [rows, n] with row stride ld; each column summed in row order. */
 void tfc_cpu_bias_grad(tfc_dtype dt, int64_t rows, int64_t n, const void *dy, int64_t ld, void *db, int accumulate);
 
-/* An attention operand [B, H, rows, cols]: element strides of b, h and row; cols has stride 1. */
-typedef struct tfc_attn_operand {
-    const void *data;
-    int64_t sb, sh, sr;
-} tfc_attn_operand;
-
-/*
- * Attention problem: q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv], out/dout
- * [B,H,T,Dv] as strided operands; lse [B,H,T] and the written outputs
- * contiguous. Forward writes out_w (required) and lse_w (or NULL) from q, k,
- * v. Backward reads dout, q, k, v, out, lse and writes dq, dk, dv (each or NULL).
- */
-typedef struct tfc_attn_problem {
-    tfc_dtype dtype;
-    int64_t B, H, Tq, S, D, Dv; /* Tq: query rows (T in the docs) */
-    int causal;
-    double scale;
-    tfc_attn_operand q, k, v, out, dout;
-    const void *lse;
-    void *out_w, *lse_w;
-    void *dq, *dk, *dv;
-    int accumulate;
-} tfc_attn_problem;
-
+/* Attention (tfc_attn_problem in backend/backend.h): flash-style, O(T) extra memory. */
 void tfc_cpu_attention_forward(const tfc_attn_problem *p);
 void tfc_cpu_attention_backward(const tfc_attn_problem *p);
+
+/*
+ * out = f(a, b, c; p) for a map of backend/map_ops.h, or out += f(...) when
+ * accumulate. All float views share out's dtype (f32 or f64) except c of
+ * MASK_SELECT, which may be bool/u8. Unused inputs may be NULL.
+ */
+void tfc_cpu_map(tfc_map_op op, const tfc_sview *out, const tfc_sview *a, const tfc_sview *b, const tfc_sview *c,
+                 double p, int accumulate);
+
+/* dst's elements in row-major order = a + b · r_i, r_i the Philox uniform/normal at index i. */
+void tfc_cpu_random(tfc_random_kind kind, const tfc_sview *dst, double a, double b, uint64_t seed, uint64_t offset);
+
+/* Inverted dropout of n elements (tfc_dropout_problem). */
+void tfc_cpu_dropout(tfc_dtype dt, int64_t n, double p, uint64_t seed, uint64_t offset, const void *x, void *out);
+
+/* The CPU's backend table. */
+extern const tfc_backend tfc_cpu_backend;
 
 #endif

@@ -44,7 +44,7 @@ static int64_t seg_find(const tfc_optim_seg *segs, int64_t nseg, int64_t i) {
                          once_ = a < b;                                                           \
                  once_; once_ = 0)
 
-void tfc_cpu_sgd_step(const tfc_optim_hyper *h, const tfc_optim_seg *segs, int64_t nseg) {
+void tfc_cpu_sgd_step(const tfc_optim_problem *h, const tfc_optim_seg *segs, int64_t nseg) {
     int64_t total = seg_total(segs, nseg);
     if (total == 0) return;
     TFC_PARALLEL_RANGE(total, OPTIM_GRAIN, lo, hi) {
@@ -54,7 +54,7 @@ void tfc_cpu_sgd_step(const tfc_optim_hyper *h, const tfc_optim_seg *segs, int64
     }
 }
 
-void tfc_cpu_adam_step(const tfc_optim_hyper *h, const tfc_optim_seg *segs, int64_t nseg) {
+void tfc_cpu_adam_step(const tfc_optim_problem *h, const tfc_optim_seg *segs, int64_t nseg) {
     int64_t total = seg_total(segs, nseg);
     if (total == 0) return;
     TFC_PARALLEL_RANGE(total, OPTIM_GRAIN, lo, hi) {
@@ -111,7 +111,7 @@ void tfc_cpu_grad_scale(const tfc_optim_seg *segs, int64_t nseg, double c) {
 
 #else /* TFC_T: the per-element bodies, once per element type */
 
-static void FN(sgd_piece)(const tfc_optim_hyper *h, const tfc_optim_seg *s, int64_t lo, int64_t hi) {
+static void FN(sgd_piece)(const tfc_optim_problem *h, const tfc_optim_seg *s, int64_t lo, int64_t hi) {
     T *restrict p = (T *)s->param;
     const T *restrict g = (const T *)s->grad;
     T *restrict b = (T *)s->buf[0];
@@ -132,7 +132,7 @@ static void FN(sgd_piece)(const tfc_optim_hyper *h, const tfc_optim_seg *s, int6
     }
 }
 
-static void FN(adam_piece)(const tfc_optim_hyper *h, const tfc_optim_seg *s, int64_t lo, int64_t hi) {
+static void FN(adam_piece)(const tfc_optim_problem *h, const tfc_optim_seg *s, int64_t lo, int64_t hi) {
     T *restrict p = (T *)s->param;
     const T *restrict g = (const T *)s->grad;
     T *restrict m = (T *)s->buf[0];

@@ -11,31 +11,9 @@
 
 #include <stdint.h>
 
-#include "tfcore/core.h"
+#include "backend/backend.h"
 
-/* One parameter in the fused range: all arrays contiguous, same dtype. */
-typedef struct tfc_optim_seg {
-    void *param;
-    const void *grad;
-    void *buf[3];    /* SGD: momentum_buffer; Adam: exp_avg, exp_avg_sq, max_exp_avg_sq */
-    int64_t n;       /* elements (> 0) */
-    int64_t start;   /* index of element 0 in the fused range: start of the previous + its n */
-    tfc_dtype dtype; /* f32 or f64 */
-    int32_t first;   /* SGD: the momentum buffer is new this step (buf = d, as torch) */
-    double lr, weight_decay;
-    double step_size; /* Adam: lr / (1 − β1^t) with t this parameter's step */
-    double bc2_sqrt;  /* Adam: √(1 − β2^t) */
-} tfc_optim_seg;
-
-/* Hyperparameters shared by all segments of one step. */
-typedef struct tfc_optim_hyper {
-    double momentum, dampening; /* SGD */
-    double beta1, beta2, eps;   /* Adam */
-    int32_t nesterov;           /* SGD */
-    int32_t amsgrad;            /* Adam */
-    int32_t decoupled;          /* Adam: AdamW's p ← p·(1 − lr·wd) instead of L2 */
-    int32_t maximize;           /* d = −g */
-} tfc_optim_hyper;
+/* Segments (tfc_optim_seg) and hyperparameters (tfc_optim_problem, whose segs/nseg these ignore) are the backend table's. */
 
 /*
  * SGD, per element, in the order torch 1.13's _single_tensor_sgd rounds:
@@ -43,7 +21,7 @@ typedef struct tfc_optim_hyper {
  *   if momentum: b = first ? d : b·μ + (1 − dampening)·d;  d = nesterov ? d + μ·b : b
  *   p = p + (−lr)·d
  */
-void tfc_cpu_sgd_step(const tfc_optim_hyper *h, const tfc_optim_seg *segs, int64_t nseg);
+void tfc_cpu_sgd_step(const tfc_optim_problem *h, const tfc_optim_seg *segs, int64_t nseg);
 
 /*
  * Adam / AdamW, per element, in the order torch 1.13's _single_tensor_adam(w) rounds:
@@ -53,7 +31,7 @@ void tfc_cpu_sgd_step(const tfc_optim_hyper *h, const tfc_optim_seg *segs, int64
  *   p = p + ((−step_size)·m) / (√v̂ / bc2_sqrt + eps)
  * which is p − lr·m̂/(√v̂ₜ + eps) with m̂ = m/(1 − β1ᵗ), v̂ₜ = v̂/(1 − β2ᵗ).
  */
-void tfc_cpu_adam_step(const tfc_optim_hyper *h, const tfc_optim_seg *segs, int64_t nseg);
+void tfc_cpu_adam_step(const tfc_optim_problem *h, const tfc_optim_seg *segs, int64_t nseg);
 
 /*
  * *out = Σ (scale·g)² over every segment's grad, in f64. The range is cut

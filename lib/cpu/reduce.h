@@ -6,16 +6,8 @@
 #ifndef TFC_CPU_REDUCE_H
 #define TFC_CPU_REDUCE_H
 
+#include "backend/backend.h"
 #include "cpu/strided.h"
-
-typedef enum tfc_reduce_op {
-    TFC_REDUCE_SUM,    /* out = scale * Σ x          (mean: scale = 1/n) */
-    TFC_REDUCE_MAX,    /* out = max x                                    */
-    TFC_REDUCE_MIN,    /* out = min x                                    */
-    TFC_REDUCE_ARGMAX, /* out (i64) = first index of max, row-major over the reduced dims */
-    TFC_REDUCE_ARGMIN,
-    TFC_REDUCE_VAR     /* out = Σ (x − mean)² / (n − correction), correction = scale */
-} tfc_reduce_op;
 
 /* in: f32/f64 view; out: in's dtype (i64 for arg ops), numel(kept) elements. */
 void tfc_cpu_reduce(tfc_reduce_op op, const tfc_sview *in, int32_t nkeep, void *out, double scale);

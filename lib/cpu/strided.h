@@ -1,21 +1,13 @@
 /*
- * Raw strided views for CPU kernels: the backend layer knows nothing of
- * tensors, refcounts or graphs — only memory, shapes and strides.
+ * Walking raw strided views (backend/view.h) on the CPU: the iterator every
+ * strided CPU kernel uses, and the strided copy and fill.
  */
 #ifndef TFC_CPU_STRIDED_H
 #define TFC_CPU_STRIDED_H
 
 #include <stdint.h>
 
-#include "tfcore/core.h"
-
-typedef struct tfc_sview {
-    char *data; /* address of element 0 */
-    tfc_dtype dtype;
-    int32_t ndim;
-    int64_t shape[TFC_MAX_DIMS];
-    int64_t strides[TFC_MAX_DIMS]; /* elements */
-} tfc_sview;
+#include "backend/view.h"
 
 /*
  * Up to 4 views of one shape walked together. Dimensions that are

@@ -1,116 +1,87 @@
-/* Memory on CPU or CUDA, and the lazy loading of the CUDA module. */
+/* Devices → backend tables, and memory of any device through them. */
 #include "device/device.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
-#include <pthread.h>
-#include <string.h>
 
-#include "core/alloc.h"
 #include "core/error.h"
-#include "tfc_config.h"
+#include "cpu/kernels.h"
 
-static pthread_once_t g_cuda_once = PTHREAD_ONCE_INIT;
-static const tfc_cuda_api *g_cuda;
-static char g_cuda_why[512];
+static const tfc_backend *g_override_cuda;
 
-static void load_cuda_module(void) {
-#if !TFC_HAVE_CUDA_MODULE
-    snprintf(g_cuda_why, sizeof g_cuda_why, "this libtfcore was built without the CUDA module (-Dcuda=disabled or no nvcc)");
-#else
-    /* Next to libtfcore.so first, then the loader's search path. */
-    char path[4096] = TFC_CUDA_MODULE_NAME;
-    Dl_info info;
-    if (dladdr((void *)&load_cuda_module, &info) && info.dli_fname) {
-        const char *slash = strrchr(info.dli_fname, '/');
-        if (slash && (size_t)(slash - info.dli_fname) + 1 + sizeof TFC_CUDA_MODULE_NAME < sizeof path)
-            snprintf(path, sizeof path, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname,
-                     TFC_CUDA_MODULE_NAME);
-    }
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) h = dlopen(TFC_CUDA_MODULE_NAME, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(g_cuda_why, sizeof g_cuda_why, "cannot load the CUDA module: %s", dlerror());
-        return;
-    }
-    tfc_cuda_module_get_fn get = (tfc_cuda_module_get_fn)dlsym(h, "tfc_cuda_module_get");
-    const tfc_cuda_api *api = get ? get(TFC_CUDA_API_VERSION) : NULL;
-    if (!api || api->api_version != TFC_CUDA_API_VERSION) {
-        snprintf(g_cuda_why, sizeof g_cuda_why, "the CUDA module %s does not offer API version %d", path,
-                 TFC_CUDA_API_VERSION);
-        return;
-    }
-    if (api->device_count() <= 0) {
-        snprintf(g_cuda_why, sizeof g_cuda_why, "no CUDA device: %s", api->last_error());
-        return;
-    }
-    g_cuda = api;
-#endif
+void tfc_device_override_backend(tfc_device_type dev, const tfc_backend *b) {
+    if (dev == TFC_DEVICE_CUDA) g_override_cuda = b;
 }
 
-const tfc_cuda_api *tfc_cuda(void) {
-    pthread_once(&g_cuda_once, load_cuda_module);
-    if (!g_cuda) tfc_err(TFC_ERR_DEVICE, "CUDA unavailable: %s", g_cuda_why);
-    return g_cuda;
+const char *tfc_device_name(tfc_device_type dev, int32_t index, char *buf, size_t cap) {
+    if (dev == TFC_DEVICE_CPU) snprintf(buf, cap, "cpu");
+    else if (dev == TFC_DEVICE_CUDA) snprintf(buf, cap, "cuda:%d", (int)index);
+    else snprintf(buf, cap, "device %d:%d", (int)dev, (int)index);
+    return buf;
 }
 
-TFC_API int32_t tfc_cuda_available(void) { return tfc_cuda() != NULL; }
+tfc_status tfc_backend_of(tfc_device_type dev, int32_t index, const tfc_backend **out) {
+    if (dev == TFC_DEVICE_CUDA && g_override_cuda) {
+        *out = g_override_cuda;
+        return TFC_OK;
+    }
+    if (dev == TFC_DEVICE_CPU) {
+        *out = &tfc_cpu_backend;
+        return TFC_OK;
+    }
+    if (dev != TFC_DEVICE_CUDA) return tfc_err(TFC_ERR_DEVICE, "unknown device type %d", (int)dev);
+    const tfc_backend *b = tfc_cuda_module();
+    if (!b) return TFC_ERR_DEVICE;
+    int32_t n = b->device_count();
+    if (index < 0 || index >= n)
+        return tfc_err(TFC_ERR_DEVICE, "cuda:%d does not exist (%d CUDA device%s)", (int)index, (int)n,
+                       n == 1 ? "" : "s");
+    *out = b;
+    return TFC_OK;
+}
 
-static tfc_status bad_device(tfc_device_type dev) {
-    return tfc_err(TFC_ERR_DEVICE, "unknown device type %d", (int)dev);
+/* A failed memory entry of a module: its message, prefixed with the device. */
+static tfc_status mem_failed(const tfc_backend *b, tfc_device_type dev, int32_t index, const char *what,
+                             tfc_status s) {
+    if (s == TFC_OK || b == &tfc_cpu_backend) return s;
+    char name[32], msg[700];
+    snprintf(msg, sizeof msg, "%s", b->last_error());
+    return tfc_err(s, "%s: %s: %s", tfc_device_name(dev, index, name, sizeof name), what, msg);
 }
 
 tfc_status tfc_device_alloc(tfc_device_type dev, int32_t index, size_t nbytes, void **out) {
-    if (dev == TFC_DEVICE_CPU) {
-        void *p = tfc_host_alloc(nbytes);
-        if (!p) return tfc_err(TFC_ERR_OOM, "out of memory allocating %zu bytes", nbytes);
-        *out = p;
-        return TFC_OK;
-    }
-    if (dev == TFC_DEVICE_CUDA) {
-        const tfc_cuda_api *c = tfc_cuda();
-        if (!c) return TFC_ERR_DEVICE;
-        tfc_status s = c->alloc(index, nbytes, out);
-        return s == TFC_OK ? s : tfc_err(s, "cuda:%d: allocating %zu bytes: %s", (int)index, nbytes, c->last_error());
-    }
-    return bad_device(dev);
+    const tfc_backend *b;
+    TFC_TRY(tfc_backend_of(dev, index, &b));
+    char what[64];
+    snprintf(what, sizeof what, "allocating %zu bytes", nbytes);
+    return mem_failed(b, dev, index, what, b->alloc(index, nbytes, out));
 }
 
 void tfc_device_free(tfc_device_type dev, int32_t index, void *p, size_t nbytes) {
-    if (dev == TFC_DEVICE_CPU) tfc_host_free(p, nbytes);
-    else if (dev == TFC_DEVICE_CUDA && g_cuda) g_cuda->free(index, p);
+    const tfc_backend *b;
+    /* Memory exists only where a backend allocated it, so the lookup cannot fail here. */
+    if (tfc_backend_of(dev, index, &b) == TFC_OK) b->free(index, p, nbytes);
 }
 
 tfc_status tfc_device_memset0(tfc_device_type dev, int32_t index, void *p, size_t nbytes) {
-    if (dev == TFC_DEVICE_CPU) {
-        memset(p, 0, nbytes);
-        return TFC_OK;
-    }
-    if (dev == TFC_DEVICE_CUDA) {
-        const tfc_cuda_api *c = tfc_cuda();
-        if (!c) return TFC_ERR_DEVICE;
-        tfc_status s = c->memset0(index, p, nbytes);
-        return s == TFC_OK ? s : tfc_err(s, "cuda:%d: memset: %s", (int)index, c->last_error());
-    }
-    return bad_device(dev);
+    const tfc_backend *b;
+    TFC_TRY(tfc_backend_of(dev, index, &b));
+    return mem_failed(b, dev, index, "memset", b->memset0(index, p, nbytes));
 }
 
 tfc_status tfc_device_memcpy(tfc_device_type dst_dev, int32_t dst_index, void *dst, tfc_device_type src_dev,
                              int32_t src_index, const void *src, size_t nbytes) {
-    if (dst_dev == TFC_DEVICE_CPU && src_dev == TFC_DEVICE_CPU) {
-        memmove(dst, src, nbytes);
-        return TFC_OK;
-    }
-    const tfc_cuda_api *c = tfc_cuda();
-    if (!c) return TFC_ERR_DEVICE;
-    int32_t dev = -1, kind = -1;
-    if (dst_dev == TFC_DEVICE_CUDA && src_dev == TFC_DEVICE_CPU) dev = dst_index, kind = 0;
-    else if (dst_dev == TFC_DEVICE_CPU && src_dev == TFC_DEVICE_CUDA) dev = src_index, kind = 1;
-    else if (dst_dev == TFC_DEVICE_CUDA && src_dev == TFC_DEVICE_CUDA && dst_index == src_index) dev = dst_index, kind = 2;
-    if (kind >= 0) {
-        tfc_status s = c->memcpy(dev, dst, src, nbytes, kind);
-        return s == TFC_OK ? s : tfc_err(s, "cuda:%d: copying %zu bytes: %s", (int)dev, nbytes, c->last_error());
-    }
-    return tfc_err(TFC_ERR_UNSUPPORTED, "copy between CUDA devices %d and %d is not supported", (int)src_index,
-                   (int)dst_index);
+    /* The device side does the copy: host↔device, or within one device. */
+    tfc_device_type dev = dst_dev;
+    int32_t index = dst_index;
+    tfc_memcpy_kind kind = TFC_MEMCPY_D2D;
+    if (dst_dev == TFC_DEVICE_CPU && src_dev != TFC_DEVICE_CPU) dev = src_dev, index = src_index, kind = TFC_MEMCPY_D2H;
+    else if (dst_dev != TFC_DEVICE_CPU && src_dev == TFC_DEVICE_CPU) kind = TFC_MEMCPY_H2D;
+    else if (dst_dev != src_dev || dst_index != src_index)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "copy between %s devices %d and %d is not supported",
+                       dst_dev == TFC_DEVICE_CUDA ? "CUDA" : "different", (int)src_index, (int)dst_index);
+    const tfc_backend *b;
+    TFC_TRY(tfc_backend_of(dev, index, &b));
+    char what[64];
+    snprintf(what, sizeof what, "copying %zu bytes", nbytes);
+    return mem_failed(b, dev, index, what, b->memcpy(index, dst, src, nbytes, kind));
 }

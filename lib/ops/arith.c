@@ -41,10 +41,9 @@ static tfc_status binary_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
 static tfc_status binary(bin_kind k, tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out) {
     const char *fn = bin_names[k];
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_check_float_dev(fn, "a", a));
-    TFC_TRY(tfc_check_float_dev(fn, "b", b));
+    TFC_TRY(tfc_check_float(fn, "a", a));
+    TFC_TRY(tfc_check_float(fn, "b", b));
     TFC_TRY(tfc_check_same(fn, a, b));
-    TFC_TRY(tfc_cuda_ready(fn, a));
     int64_t shape[TFC_MAX_DIMS];
     int32_t nd;
     TFC_TRY(tfc_broadcast_shape(fn, a, b, shape, &nd));

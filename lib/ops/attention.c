@@ -29,15 +29,15 @@ TFC_API tfc_status tfc_attention(tfc_graph *g, const tfc_tensor *q, const tfc_te
                                  int32_t causal, double scale, tfc_tensor **out) {
     const char *fn = "tfc_attention";
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_check_float_dev(fn, "q", q));
-    TFC_TRY(tfc_check_float_dev(fn, "k", k));
-    TFC_TRY(tfc_check_float_dev(fn, "v", v));
+    TFC_TRY(tfc_check_float(fn, "q", q));
+    TFC_TRY(tfc_check_float(fn, "k", k));
+    TFC_TRY(tfc_check_float(fn, "v", v));
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
         return tfc_err(TFC_ERR_SHAPE, "%s: q %s, k %s, v %s must be 4-d [B,H,T,D]", fn, SHAPE(q), SHAPE(k), SHAPE(v));
     int64_t oshape[4] = {q->shape[0], q->shape[1], q->shape[2], v->shape[3]};
     tfc_tensor *o = NULL, *lse = NULL;
     tfc_status s = tfc_tensor_new_on(q, oshape, 4, q->dtype, &o);
-    if (s == TFC_OK) s = tfc_tensor_new_on(q, oshape, 3, tfc_is_cuda(q) ? TFC_DTYPE_F32 : q->dtype, &lse);
+    if (s == TFC_OK) s = tfc_tensor_new_on(q, oshape, 3, tfc_tensor_stats_dtype(q), &lse);
     if (s == TFC_OK) s = tfc_attention_forward(q, k, v, causal, scale, o, lse);
     const tfc_tensor *ins[3] = {q, k, v};
     if (s == TFC_OK && tfc_should_record(g, ins, 3)) {

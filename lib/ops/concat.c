@@ -6,6 +6,7 @@
  * buffer (a part whose output got no gradient is zero-filled), laid out in
  * x's memory order so the view/permute nodes behind a split stay copy-free.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +32,11 @@ TFC_API tfc_status tfc_concat(tfc_graph *g, const tfc_tensor *const *xs, int32_t
     if (n < 1) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %d, need at least one tensor", fn, (int)n);
     for (int32_t i = 0; i < n; i++) {
         if (!xs[i]) return tfc_err(TFC_ERR_INVALID_ARG, "%s: xs[%d] is NULL", fn, (int)i);
-        TFC_TRY(tfc_require_cpu(fn, "xs[i]", xs[i]));
+        char arg[32];
+        snprintf(arg, sizeof arg, "xs[%d]", (int)i);
+        const tfc_tensor *ts[2] = {xs[0], xs[i]};
+        const char *names[2] = {"xs[0]", arg};
+        TFC_TRY(tfc_same_device(fn, ts, names, 2));
     }
     const tfc_tensor *x0 = xs[0];
     int32_t d;
@@ -52,15 +57,14 @@ TFC_API tfc_status tfc_concat(tfc_graph *g, const tfc_tensor *const *xs, int32_t
     }
     shape[d] = total;
     tfc_tensor *r;
-    TFC_TRY(tfc_tensor_new(shape, x0->ndim, x0->dtype, TFC_DEVICE_CPU, 0, &r));
+    TFC_TRY(tfc_tensor_new_on(x0, shape, x0->ndim, x0->dtype, &r));
     int64_t start = 0;
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
         tfc_tensor *part;
         s = tfc_narrow(NULL, r, d, start, xs[i]->shape[d], &part);
         if (s == TFC_OK) {
-            tfc_sview pv = tfc_sview_of(part), xv = tfc_sview_of(xs[i]);
-            tfc_cpu_copy(&pv, &xv);
+            s = tfc_tensor_copy_view(fn, part, xs[i]);
             tfc_tensor_release(part);
         }
         start += xs[i]->shape[d];
@@ -110,20 +114,15 @@ static void dense_order_strides(const tfc_tensor *x, int64_t *strides) {
 static tfc_status split_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     if (!tfc_node_needs_grad(n, 0)) return TFC_OK;
     const tfc_edge *e = &n->in[0];
-    int32_t dim = (int32_t)n->params.i[0], any = 0;
-    tfc_dtype dt = e->dtype;
-    for (int32_t i = 0; i < n->n_out; i++) {
-        if (gout[i]) {
-            any = 1;
-            dt = gout[i]->dtype;
-        }
-    }
-    if (!any) return TFC_OK;
+    int32_t dim = (int32_t)n->params.i[0];
+    const tfc_tensor *ref = NULL; /* a gradient: dx takes its dtype and device */
+    for (int32_t i = 0; i < n->n_out && !ref; i++) ref = gout[i];
+    if (!ref) return TFC_OK;
     int64_t strides[TFC_MAX_DIMS], numel = 1;
     for (int32_t d = 0; d < e->ndim; d++) numel *= e->shape[d];
     memcpy(strides, n->params.i + 1, sizeof(int64_t) * (size_t)e->ndim);
     tfc_tensor *buf = NULL, *dx = NULL;
-    TFC_TRY(tfc_tensor_new(&numel, 1, dt, TFC_DEVICE_CPU, 0, &buf));
+    TFC_TRY(tfc_tensor_new_on(ref, &numel, 1, ref->dtype, &buf));
     tfc_status s = tfc_tensor_alias(buf, e->shape, strides, e->ndim, 0, &dx);
     tfc_tensor_release(buf);
     TFC_TRY(s);
@@ -132,15 +131,7 @@ static tfc_status split_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tenso
         int64_t len = ((const int64_t *)tfc_data(n->saved[0]))[i];
         tfc_tensor *part = NULL;
         s = tfc_narrow(NULL, dx, dim, start, len, &part);
-        if (s == TFC_OK) {
-            tfc_sview pv = tfc_sview_of(part);
-            if (gout[i]) {
-                tfc_sview gv = tfc_sview_of(gout[i]);
-                tfc_cpu_copy(&pv, &gv);
-            } else {
-                tfc_cpu_fill(&pv, 0.0);
-            }
-        }
+        if (s == TFC_OK) s = gout[i] ? tfc_tensor_copy_view("tfc_split (backward)", part, gout[i]) : tfc_tensor_fill(part, 0.0);
         tfc_tensor_release(part);
         start += len;
     }
@@ -173,15 +164,11 @@ TFC_API tfc_status tfc_split(tfc_graph *g, const tfc_tensor *x, const int64_t *s
     if (!tmp) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     int64_t start = 0;
     tfc_status s = TFC_OK;
-    /* On CUDA each part records its own slice node: the one-node backward
-     * below writes into a strided dx with CPU kernels (the CUDA table copies
-     * only into contiguous buffers; lib/ops/views.c's slice backward copes). */
-    int per_part = tfc_is_cuda(x);
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
-        s = tfc_narrow(per_part ? g : NULL, x, d, start, sizes[i], &tmp[i]);
+        s = tfc_narrow(NULL, x, d, start, sizes[i], &tmp[i]);
         start += sizes[i];
     }
-    if (s == TFC_OK && !per_part && tfc_should_record(g, &x, 1)) {
+    if (s == TFC_OK && tfc_should_record(g, &x, 1)) {
         tfc_node *node;
         tfc_tensor *lens = NULL;
         int64_t nn = n;

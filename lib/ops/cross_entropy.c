@@ -22,7 +22,7 @@ TFC_API tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, con
                                      int64_t ignore_index, tfc_tensor **out) {
     const char *fn = "tfc_cross_entropy";
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_check_float_dev(fn, "logits", logits));
+    TFC_TRY(tfc_check_float(fn, "logits", logits));
     TFC_CHECK_NOT_NULL(fn, targets);
     if (logits->ndim < 1) return tfc_err(TFC_ERR_SHAPE, "%s: logits is a scalar; need [N, C]", fn);
     int64_t C = logits->shape[logits->ndim - 1], N = C ? tfc_numel(logits) / C : 0;
@@ -32,7 +32,7 @@ TFC_API tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, con
     tfc_tensor *l2 = NULL, *t1 = NULL, *loss = NULL, *lse = NULL;
     tfc_status s = tfc_reshape(NULL, logits, (int64_t[]){N, C}, 2, &l2);
     if (s == TFC_OK) s = tfc_reshape(NULL, targets, &N, 1, &t1);
-    tfc_dtype ldt = tfc_is_cuda(logits) ? TFC_DTYPE_F32 : logits->dtype; /* f32 loss and lse on CUDA */
+    tfc_dtype ldt = tfc_tensor_stats_dtype(logits);
     if (s == TFC_OK) s = tfc_tensor_new_on(logits, NULL, 0, ldt, &loss);
     if (s == TFC_OK) s = tfc_tensor_new_on(logits, &N, 1, ldt, &lse);
     if (s == TFC_OK) s = tfc_cross_entropy_forward(l2, t1, ignore_index, loss, lse);

@@ -3,37 +3,35 @@
  * uniform of the Philox stream (seed, offset) in row-major order of x.
  * Backward regenerates the same mask: dx = dy ⊙ m / (1 − p).
  */
-#include "core/rng.h"
-#include "cpu/parallel.h"
 #include "ops/op_util.h"
+#include "ops/operands.h"
 
-/* The scaled mask m / (1 − p) as a tensor of x's shape and dtype. */
-static tfc_status make_mask(const int64_t *shape, int32_t ndim, tfc_dtype dt, double p, uint64_t seed,
-                            uint64_t offset, tfc_tensor **out) {
-    tfc_tensor *m;
-    TFC_TRY(tfc_tensor_new(shape, ndim, dt, TFC_DEVICE_CPU, 0, &m));
-    int64_t n = tfc_numel(m);
-    double keep = 1.0 / (1.0 - p);
-    void *data = tfc_data(m);
-    TFC_PARALLEL_RANGE(n, 1 << 14, lo, hi) {
-        for (int64_t i = lo; i < hi; i++) {
-            double v = tfc_rng_uniform(seed, offset, (uint64_t)i) >= p ? keep : 0.0;
-            if (dt == TFC_DTYPE_F64) ((double *)data)[i] = v;
-            else ((float *)data)[i] = (float)v;
-        }
+/* out = dropout(x) through the backend's entry: x's mask (seed, offset), scaled by 1 / (1 − p). */
+static tfc_status run_dropout(const char *fn, const tfc_tensor *x, double p, uint64_t seed, uint64_t offset,
+                              tfc_tensor **out) {
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(fn, x, &be));
+    tfc_tensor *r;
+    TFC_TRY(tfc_tensor_new_like(x, x->dtype, &r));
+    tfc_dropout_problem pr = {.device = tfc_device_index(x), .dtype = x->dtype, .n = tfc_numel(x), .p = p,
+                              .seed = seed, .offset = offset, .out = tfc_data(r)};
+    tfc_operands o = {0};
+    tfc_status s = tfc_operand(&o, x, &pr.x);
+    if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, be, dropout, &pr);
+    tfc_operands_release(&o);
+    if (s != TFC_OK) {
+        tfc_tensor_release(r);
+        return s;
     }
-    *out = m;
+    *out = r;
     return TFC_OK;
 }
 
 static tfc_status dropout_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
-    tfc_tensor *dy = gout[0], *m;
+    tfc_tensor *dy = gout[0];
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
-    TFC_TRY(make_mask(dy->shape, dy->ndim, dy->dtype, n->params.f[0], (uint64_t)n->params.i[0],
-                      (uint64_t)n->params.i[1], &m));
-    tfc_status s = tfc_mul(NULL, dy, m, &gin[0]);
-    tfc_tensor_release(m);
-    return s;
+    return run_dropout("tfc_dropout (backward)", dy, n->params.f[0], (uint64_t)n->params.i[0],
+                       (uint64_t)n->params.i[1], &gin[0]);
 }
 
 TFC_API tfc_status tfc_dropout(tfc_graph *g, const tfc_tensor *x, double p, uint64_t seed, uint64_t offset,
@@ -42,11 +40,9 @@ TFC_API tfc_status tfc_dropout(tfc_graph *g, const tfc_tensor *x, double p, uint
     TFC_CHECK_NOT_NULL(fn, out);
     TFC_TRY(tfc_check_float(fn, "x", x));
     if (!(p >= 0.0 && p < 1.0)) return tfc_err(TFC_ERR_INVALID_ARG, "%s: p is %g, must be in [0, 1)", fn, p);
-    tfc_tensor *m, *r;
-    TFC_TRY(make_mask(x->shape, x->ndim, x->dtype, p, seed, offset, &m));
-    tfc_status s = tfc_mul(NULL, x, m, &r);
-    tfc_tensor_release(m);
-    TFC_TRY(s);
+    tfc_tensor *r;
+    TFC_TRY(run_dropout(fn, x, p, seed, offset, &r));
+    tfc_status s = TFC_OK;
     if (tfc_should_record(g, &x, 1)) {
         tfc_node *n;
         s = tfc_node_new(g, fn, dropout_backward, 1, 1, &n);

@@ -22,7 +22,7 @@ static tfc_status embedding_node_backward(tfc_node *n, tfc_tensor *const *gout, 
 TFC_API tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tfc_tensor *ids, tfc_tensor **out) {
     const char *fn = "tfc_embedding";
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_check_float_dev(fn, "table", table));
+    TFC_TRY(tfc_check_float(fn, "table", table));
     TFC_CHECK_NOT_NULL(fn, ids);
     if (table->ndim != 2) return tfc_err(TFC_ERR_SHAPE, "%s: table is %s; it must be [V, C]", fn, SHAPE(table));
     if (ids->ndim >= TFC_MAX_DIMS) return tfc_err(TFC_ERR_SHAPE, "%s: ids %s has too many dims", fn, SHAPE(ids));

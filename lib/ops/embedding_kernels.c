@@ -1,6 +1,5 @@
-/* tfc_embedding_forward / tfc_embedding_backward: checks, then lib/cpu/embedding.c. */
-#include "cpu/kernels.h"
-#include "ops/kernel_args.h"
+/* tfc_embedding_forward / tfc_embedding_backward: checks, then the backend's embedding entries. */
+#include "ops/operands.h"
 
 /* The lookup's shape: ids.shape + [c]. */
 static tfc_status lookup_shape(const char *fn, const tfc_tensor *ids, int64_t c, int64_t *dims, int32_t *ndim) {
@@ -10,14 +9,6 @@ static tfc_status lookup_shape(const char *fn, const tfc_tensor *ids, int64_t c,
     for (int32_t i = 0; i < ids->ndim; i++) dims[i] = ids->shape[i];
     dims[ids->ndim] = c;
     *ndim = ids->ndim + 1;
-    return TFC_OK;
-}
-
-static tfc_status check_ids(const char *fn, const tfc_tensor *ids, const void *data, int64_t v) {
-    int64_t bad = tfc_cpu_first_bad_index(data, ids->dtype, tfc_numel(ids), v, 0, 0);
-    if (bad >= 0)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: ids %s at flat position %lld is %lld, outside [0, %lld)", fn,
-                       SHAPE(ids), (long long)bad, (long long)tfc_index_at(data, ids->dtype, bad), (long long)v);
     return TFC_OK;
 }
 
@@ -39,33 +30,17 @@ TFC_API tfc_status tfc_embedding_forward(const tfc_tensor *table, const tfc_tens
     const tfc_tensor *all[] = {out, table, ids};
     const char *names[] = {"out", "table", "ids"};
     TFC_TRY(tfc_karg_disjoint(fn, all, names, 1, 3));
-    tfc_tensor *tt, *ti = NULL;
-    const tfc_tensor *ut, *ui;
-    tfc_status s = tfc_karg_contiguous(table, &tt, &ut);
-    if (s == TFC_OK) s = tfc_karg_contiguous(ids, &ti, &ui);
-    if (s == TFC_OK && tfc_is_cuda(table)) {
-        /* The entry checks the ids on the device (one stream sync). */
-        const tfc_cuda_api *api;
-        int32_t dev;
-        s = tfc_cuda_for(fn, table, &api, &dev);
-        if (s == TFC_OK && tfc_numel(ids) > 0)
-            s = tfc_cuda_done(fn, "embedding_forward", api,
-                              api->embedding_forward(dev, table->dtype, tfc_data(ut), ids->dtype, tfc_data(ui),
-                                                     tfc_data(out), (size_t)tfc_numel(ids), (size_t)table->shape[0],
-                                                     (size_t)table->shape[1]));
-        if (s == TFC_OK) tfc_bump_version(out);
-        tfc_tensor_release(tt);
-        tfc_tensor_release(ti);
-        return s;
-    }
-    if (s == TFC_OK) s = check_ids(fn, ids, tfc_data(ui), table->shape[0]);
-    if (s == TFC_OK) {
-        tfc_cpu_embedding_forward(table->dtype, ids->dtype, tfc_numel(ids), table->shape[1], tfc_data(ut),
-                                  tfc_data(ui), tfc_data(out));
-        tfc_bump_version(out);
-    }
-    tfc_tensor_release(tt);
-    tfc_tensor_release(ti);
+    const tfc_backend *b;
+    TFC_TRY(tfc_tensor_backend(fn, table, &b));
+    tfc_embedding_problem p = {.device = tfc_device_index(table), .dtype = table->dtype, .index_dtype = ids->dtype,
+                               .n = tfc_numel(ids), .v = table->shape[0], .c = table->shape[1],
+                               .ids_shape = ids->shape, .ids_ndim = ids->ndim, .out = tfc_data(out)};
+    tfc_operands o = {0};
+    tfc_status s = tfc_operand(&o, table, &p.table);
+    if (s == TFC_OK) s = tfc_operand(&o, ids, &p.ids);
+    if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, embedding_forward, &p);
+    if (s == TFC_OK) tfc_written(out, NULL, NULL);
+    tfc_operands_release(&o);
     return s;
 }
 
@@ -92,31 +67,17 @@ TFC_API tfc_status tfc_embedding_backward(const tfc_tensor *dout, const tfc_tens
     const tfc_tensor *all[] = {dtable, dout, ids};
     const char *names[] = {"dtable", "dout", "ids"};
     TFC_TRY(tfc_karg_disjoint(fn, all, names, 1, 3));
-    tfc_tensor *td, *ti = NULL;
-    const tfc_tensor *ud, *ui;
-    tfc_status s = tfc_karg_contiguous(dout, &td, &ud);
-    if (s == TFC_OK) s = tfc_karg_contiguous(ids, &ti, &ui);
-    if (s == TFC_OK && tfc_is_cuda(dtable)) {
-        const tfc_cuda_api *api;
-        int32_t dev;
-        s = tfc_cuda_for(fn, dtable, &api, &dev);
-        if (s == TFC_OK)
-            s = tfc_cuda_done(fn, "embedding_backward", api,
-                              api->embedding_backward(dev, dtable->dtype, tfc_data(ud), ids->dtype, tfc_data(ui),
-                                                      tfc_data(dtable), (size_t)tfc_numel(ids),
-                                                      (size_t)dtable->shape[0], (size_t)dtable->shape[1], flags));
-        if (s == TFC_OK) tfc_bump_version(dtable);
-        tfc_tensor_release(td);
-        tfc_tensor_release(ti);
-        return s;
-    }
-    if (s == TFC_OK) s = check_ids(fn, ids, tfc_data(ui), dtable->shape[0]);
-    if (s == TFC_OK) {
-        tfc_cpu_embedding_backward(dtable->dtype, ids->dtype, tfc_numel(ids), dtable->shape[0], dtable->shape[1],
-                                   tfc_data(ud), tfc_data(ui), tfc_data(dtable), (flags & TFC_GRAD_ACCUMULATE) != 0);
-        tfc_bump_version(dtable);
-    }
-    tfc_tensor_release(td);
-    tfc_tensor_release(ti);
+    const tfc_backend *b;
+    TFC_TRY(tfc_tensor_backend(fn, dtable, &b));
+    tfc_embedding_problem p = {.device = tfc_device_index(dtable), .dtype = dtable->dtype, .index_dtype = ids->dtype,
+                               .n = tfc_numel(ids), .v = dtable->shape[0], .c = dtable->shape[1],
+                               .ids_shape = ids->shape, .ids_ndim = ids->ndim, .dtable = tfc_data(dtable),
+                               .accumulate = (flags & TFC_GRAD_ACCUMULATE) != 0};
+    tfc_operands o = {0};
+    tfc_status s = tfc_operand(&o, dout, &p.dout);
+    if (s == TFC_OK) s = tfc_operand(&o, ids, &p.ids);
+    if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, embedding_backward, &p);
+    if (s == TFC_OK) tfc_written(dtable, NULL, NULL);
+    tfc_operands_release(&o);
     return s;
 }

@@ -18,7 +18,7 @@ static tfc_status gelu_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_t
 TFC_API tfc_status tfc_gelu(tfc_graph *g, const tfc_tensor *x, int32_t approximate, tfc_tensor **out) {
     const char *fn = "tfc_gelu";
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_check_float_dev(fn, "x", x));
+    TFC_TRY(tfc_check_float(fn, "x", x));
     if (approximate != TFC_GELU_ERF && approximate != TFC_GELU_TANH)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: approximate is %d, must be TFC_GELU_ERF (0) or TFC_GELU_TANH (1)", fn,
                        (int)approximate);

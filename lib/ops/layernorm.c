@@ -29,12 +29,12 @@ TFC_API tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_te
                                  double eps, tfc_tensor **out) {
     const char *fn = "tfc_layernorm";
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_check_float_dev(fn, "x", x));
+    TFC_TRY(tfc_check_float(fn, "x", x));
     if (x->ndim == 0) return tfc_err(TFC_ERR_SHAPE, "%s: x is a scalar; LayerNorm needs a last dim", fn);
     int64_t rows = tfc_numel(x) / (x->shape[x->ndim - 1] ? x->shape[x->ndim - 1] : 1);
     tfc_tensor *y = NULL, *mean = NULL, *rstd = NULL;
     tfc_status s = tfc_tensor_new_like(x, x->dtype, &y);
-    tfc_dtype st = tfc_is_cuda(x) ? TFC_DTYPE_F32 : x->dtype; /* CUDA keeps f32 statistics */
+    tfc_dtype st = tfc_tensor_stats_dtype(x);
     if (s == TFC_OK) s = tfc_tensor_new_on(x, &rows, 1, st, &mean);
     if (s == TFC_OK) s = tfc_tensor_new_on(x, &rows, 1, st, &rstd);
     if (s == TFC_OK) s = tfc_layernorm_forward(x, weight, bias, eps, y, mean, rstd);

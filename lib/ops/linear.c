@@ -9,9 +9,9 @@
  */
 #include <limits.h>
 
-#include "cpu/kernels.h"
 #include "ops/matmul_into.h"
 #include "ops/op_util.h"
+#include "ops/operands.h"
 
 /* out = a · b, or zeros when the inner dimension is empty. */
 static tfc_status gemm_or_zero(tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b) {
@@ -20,10 +20,10 @@ static tfc_status gemm_or_zero(tfc_tensor *out, const tfc_tensor *a, const tfc_t
     return tfc_matmul_into(out, a, b, 0.0);
 }
 
-/* A fresh contiguous tensor of `shape` and its [rows, cols] alias. */
-static tfc_status new_flat(const int64_t *shape, int32_t ndim, tfc_dtype dt, int64_t rows, int64_t cols,
-                           tfc_tensor **t, tfc_tensor **flat) {
-    TFC_TRY(tfc_tensor_new(shape, ndim, dt, TFC_DEVICE_CPU, 0, t));
+/* A fresh contiguous tensor of `shape` on like's device, and its [rows, cols] alias. */
+static tfc_status new_flat(const tfc_tensor *like, const int64_t *shape, int32_t ndim, tfc_dtype dt, int64_t rows,
+                           int64_t cols, tfc_tensor **t, tfc_tensor **flat) {
+    TFC_TRY(tfc_tensor_new_on(like, shape, ndim, dt, t));
     tfc_status s = tfc_tensor_alias(*t, (int64_t[]){rows, cols}, (int64_t[]){cols, 1}, 2, 0, flat);
     if (s != TFC_OK) {
         tfc_tensor_release(*t);
@@ -34,16 +34,21 @@ static tfc_status new_flat(const int64_t *shape, int32_t ndim, tfc_dtype dt, int
 
 /* db = column sums of dy2 [rows, N], read with unit column stride. */
 static tfc_status bias_grad(const tfc_tensor *dy2, tfc_tensor **db) {
+    const char *fn = "tfc_linear (backward)";
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(fn, dy2, &be));
     int64_t rows = dy2->shape[0], N = dy2->shape[1];
     tfc_tensor *d = NULL, *r = NULL;
     if (N > 1 && dy2->strides[1] != 1) TFC_TRY(tfc_make_contiguous(dy2, &d));
     else d = tfc_tensor_retain((tfc_tensor *)dy2);
-    tfc_status s = tfc_tensor_new(&N, 1, dy2->dtype, TFC_DEVICE_CPU, 0, &r);
+    tfc_status s = tfc_tensor_new_on(dy2, &N, 1, dy2->dtype, &r);
     if (s == TFC_OK) {
-        int64_t ld = rows > 1 ? d->strides[0] : N;
-        tfc_cpu_bias_grad(d->dtype, rows, N, tfc_data(d), ld, tfc_data(r), 0);
-        *db = r;
+        tfc_bias_problem p = {.device = tfc_device_index(d), .dtype = d->dtype, .rows = rows, .n = N,
+                              .ld = rows > 1 ? d->strides[0] : N, .dy = tfc_data(d), .db = tfc_data(r)};
+        s = TFC_BACKEND_RUN(fn, be, bias_grad, &p);
     }
+    if (s == TFC_OK) *db = r;
+    else tfc_tensor_release(r);
     tfc_tensor_release(d);
     return s;
 }
@@ -65,7 +70,7 @@ static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
         tfc_tensor *x2 = NULL;
         s = tfc_reshape(NULL, x, (int64_t[]){M, K}, 2, &x2);
         if (s == TFC_OK) s = tfc_transpose(NULL, x2, 0, 1, &xt);
-        if (s == TFC_OK) s = tfc_tensor_new(ew->shape, 2, dy->dtype, TFC_DEVICE_CPU, 0, &t);
+        if (s == TFC_OK) s = tfc_tensor_new_on(dy, ew->shape, 2, dy->dtype, &t);
         if (s == TFC_OK) s = gemm_or_zero(t, xt, dy2);
         if (s == TFC_OK) gin[1] = t;
         else tfc_tensor_release(t);
@@ -75,7 +80,7 @@ static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
     }
     if (s == TFC_OK && tfc_node_needs_grad(n, 0)) {
         const tfc_tensor *w = n->saved[n->params.i[1]];
-        s = new_flat(ex->shape, ex->ndim, dy->dtype, M, K, &t, &flat);
+        s = new_flat(dy, ex->shape, ex->ndim, dy->dtype, M, K, &t, &flat);
         if (s == TFC_OK) s = tfc_transpose(NULL, w, 0, 1, &xt);
         if (s == TFC_OK) s = gemm_or_zero(flat, dy2, xt);
         if (s == TFC_OK) gin[0] = t;
@@ -91,6 +96,11 @@ static tfc_status check_args(const char *fn, const tfc_tensor *x, const tfc_tens
     TFC_TRY(tfc_check_float(fn, "x", x));
     TFC_TRY(tfc_check_float(fn, "w", w));
     if (b) TFC_TRY(tfc_check_float(fn, "b", b));
+    {
+        const tfc_tensor *ts[3] = {x, w, b};
+        const char *names[3] = {"x", "w", "b"};
+        TFC_TRY(tfc_same_device(fn, ts, names, 3));
+    }
     if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
         return tfc_err(TFC_ERR_DTYPE, "%s: x is %s, w is %s%s%s: dtypes differ", fn, tfc_dtype_name(x->dtype),
                        tfc_dtype_name(w->dtype), b ? ", b is " : "", b ? tfc_dtype_name(b->dtype) : "");
@@ -109,51 +119,34 @@ static tfc_status check_args(const char *fn, const tfc_tensor *x, const tfc_tens
 
 /* out2 [M, N] = bias rows (or nothing) + x2 · w. */
 static tfc_status forward(tfc_tensor *out2, const tfc_tensor *x2, const tfc_tensor *w, const tfc_tensor *b) {
+    const char *fn = "tfc_linear";
     int64_t M = out2->shape[0], N = out2->shape[1];
     if (M * N == 0) return TFC_OK;
     if (!b) return gemm_or_zero(out2, x2, w);
-    tfc_tensor *bc = NULL;
-    if (N > 1 && b->strides[0] != 1) TFC_TRY(tfc_make_contiguous(b, &bc));
-    else bc = tfc_tensor_retain((tfc_tensor *)b);
-    tfc_cpu_bias_rows(out2->dtype, M, N, tfc_data(bc), tfc_data(out2));
-    tfc_tensor_release(bc);
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(fn, out2, &be));
+    tfc_bias_problem p = {.device = tfc_device_index(out2), .dtype = out2->dtype, .rows = M, .n = N, .ld = N,
+                          .y = tfc_data(out2)};
+    tfc_operands o = {0};
+    tfc_status s = tfc_operand(&o, b, &p.b);
+    if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, be, bias_rows, &p);
+    tfc_operands_release(&o);
+    TFC_TRY(s);
     if (x2->shape[1] == 0) return TFC_OK;
     return tfc_matmul_into(out2, x2, w, 1.0);
-}
-
-/* CUDA: matmul then add, each dispatched to the CUDA table and recorded on its own. */
-static tfc_status linear_composed(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *b,
-                                  tfc_tensor **out) {
-    tfc_tensor *xw = NULL;
-    TFC_TRY(tfc_matmul(g, x, w, &xw));
-    if (!b) {
-        *out = xw;
-        return TFC_OK;
-    }
-    tfc_status s = tfc_add(g, xw, b, out);
-    tfc_tensor_release(xw);
-    return s;
 }
 
 TFC_API tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *b,
                               tfc_tensor **out) {
     const char *fn = "tfc_linear";
     TFC_CHECK_NOT_NULL(fn, out);
-    if (x && w && (tfc_is_cuda(x) || tfc_is_cuda(w) || (b && tfc_is_cuda(b)))) {
-        /* tfc_matmul checks devices and shapes with its own messages; check ours first. */
-        if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[0] ||
-            (b && (b->ndim != 1 || b->shape[0] != w->shape[1])))
-            return tfc_err(TFC_ERR_SHAPE, "%s: x is %s, w is %s, b is %s: need x [..., in], w [in, out], b [out]", fn,
-                           SHAPE(x), SHAPE(w), b ? SHAPE(b) : "NULL");
-        return linear_composed(g, x, w, b, out);
-    }
     TFC_TRY(check_args(fn, x, w, b));
     int64_t K = w->shape[0], N = w->shape[1], M = 1, oshape[TFC_MAX_DIMS];
     for (int32_t d = 0; d + 1 < x->ndim; d++) M *= oshape[d] = x->shape[d];
     oshape[x->ndim - 1] = N;
     tfc_tensor *x2 = NULL, *r = NULL, *r2 = NULL;
     tfc_status s = tfc_reshape(NULL, x, (int64_t[]){M, K}, 2, &x2);
-    if (s == TFC_OK) s = new_flat(oshape, x->ndim, x->dtype, M, N, &r, &r2);
+    if (s == TFC_OK) s = new_flat(x, oshape, x->ndim, x->dtype, M, N, &r, &r2);
     if (s == TFC_OK) s = forward(r2, x2, w, b);
     tfc_tensor_release(x2);
     tfc_tensor_release(r2);

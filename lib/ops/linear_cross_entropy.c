@@ -7,7 +7,7 @@
  * gradient ever existing. Rows go in chunks of R; for each chunk
  *
  *   z_c  = h_c · wᵀ                                    [R, V], one reused buffer
- *   loss += Σ_r lse(z_c,r) − z_c,r,t_r                  (lib/cpu/cross_entropy.c)
+ *   loss += Σ_r lse(z_c,r) − z_c,r,t_r                  (the cross_entropy_rows entry)
  *
  * and, when backward will want a gradient, in the same pass:
  *
@@ -27,11 +27,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "cpu/gemm.h"
-#include "cpu/kernels.h"
-#include "ops/kernel_args.h"
 #include "ops/linear_cross_entropy.h"
 #include "ops/op_util.h"
+#include "ops/operands.h"
 
 /*
  * Rows per chunk: at least LCE_MIN_ROWS, more while the chunk's logits stay
@@ -68,13 +66,13 @@ static int64_t chunk_rows(int64_t n, int64_t v, size_t es) {
 static int blas_addressable(const tfc_tensor *x) {
     int tr;
     int64_t ld;
-    return tfc_cpu_gemm_layout(x->shape[0], x->shape[1], x->strides[0], x->strides[1], &tr, &ld) &&
-           tfc_cpu_gemm_layout(x->shape[1], x->shape[0], x->strides[1], x->strides[0], &tr, &ld);
+    return tfc_gemm_layout(x->shape[0], x->shape[1], x->strides[0], x->strides[1], &tr, &ld) &&
+           tfc_gemm_layout(x->shape[1], x->shape[0], x->strides[1], x->strides[0], &tr, &ld);
 }
 
 static tfc_status check_args(const char *fn, const tfc_tensor *h, const tfc_tensor *w, const tfc_tensor *targets) {
-    TFC_TRY(tfc_check_float_dev(fn, "h", h));
-    TFC_TRY(tfc_check_float_dev(fn, "w", w));
+    TFC_TRY(tfc_check_float(fn, "h", h));
+    TFC_TRY(tfc_check_float(fn, "w", w));
     TFC_TRY(tfc_karg_index(fn, "targets", targets));
     const tfc_tensor *ts[3] = {h, w, targets};
     const char *names[3] = {"h", "w", "targets"};
@@ -96,34 +94,37 @@ static tfc_status check_args(const char *fn, const tfc_tensor *h, const tfc_tens
     return TFC_OK;
 }
 
-/* The chunked pass of the header comment; dh / dw NULL when not wanted. */
-static tfc_status lce_pass(const tfc_tensor *h, const tfc_tensor *w, const void *t, tfc_dtype idt,
-                           int64_t ignore_index, tfc_tensor *loss, tfc_tensor *dh, tfc_tensor *dw) {
+/*
+ * The chunked pass of the header comment; dh / dw NULL when not wanted.
+ * The backend's gemm entry runs the three GEMMs, its cross_entropy_rows
+ * entry the loss rows and ∂loss/∂z; t holds nv valid targets.
+ */
+static tfc_status lce_pass(const tfc_backend *be, const tfc_tensor *h, const tfc_tensor *w, const void *t,
+                           tfc_dtype idt, int64_t nv, int64_t ignore_index, tfc_tensor *loss, tfc_tensor *dh,
+                           tfc_tensor *dw) {
+    const char *fn = "tfc_linear_cross_entropy";
     const tfc_dtype dt = h->dtype;
     const size_t es = tfc_dtype_size(dt);
     const int64_t N = h->shape[0], C = h->shape[1], V = w->shape[0];
-    int64_t nv = 0;
-    for (int64_t r = 0; r < N; r++) nv += tfc_index_at(t, idt, r) != ignore_index;
-    const int to_grad = dh || dw;
     /* w as the right operand of z = h · wᵀ ([C, V]) and of dh = z · w ([V, C]). */
     int twt, tw;
     int64_t ldwt, ldw;
-    if (!tfc_cpu_gemm_layout(C, V, w->strides[1], w->strides[0], &twt, &ldwt) ||
-        !tfc_cpu_gemm_layout(V, C, w->strides[0], w->strides[1], &tw, &ldw))
-        return tfc_err(TFC_ERR_INTERNAL, "tfc_linear_cross_entropy: w %s is not a BLAS operand", SHAPE(w));
+    if (!tfc_gemm_layout(C, V, w->strides[1], w->strides[0], &twt, &ldwt) ||
+        !tfc_gemm_layout(V, C, w->strides[0], w->strides[1], &tw, &ldw))
+        return tfc_err(TFC_ERR_INTERNAL, "%s: w %s is not a GEMM operand", fn, SHAPE(w));
     const int64_t R = chunk_rows(N, V, es);
     tfc_tensor *z = NULL;
     double *row_loss = NULL;
     if (N > 0) {
-        TFC_TRY(tfc_tensor_new((int64_t[]){R, V}, 2, dt, TFC_DEVICE_CPU, 0, &z));
+        TFC_TRY(tfc_tensor_new_on(h, (int64_t[]){R, V}, 2, dt, &z));
         row_loss = malloc(sizeof(double) * (size_t)R);
         if (!row_loss) {
             tfc_tensor_release(z);
-            return tfc_err(TFC_ERR_OOM, "tfc_linear_cross_entropy: out of memory for %lld row losses", (long long)R);
+            return tfc_err(TFC_ERR_OOM, "%s: out of memory for %lld row losses", fn, (long long)R);
         }
     }
-    const char *hp = tfc_data(h), *wp = tfc_data(w);
-    char *zp = N > 0 ? tfc_data(z) : NULL;
+    const tfc_gemm_problem base = {.device = tfc_device_index(h), .dtype = dt, .batch = 1, .alpha = 1.0};
+    const char *hp = tfc_data(h);
     double total = 0;
     tfc_status s = TFC_OK;
     for (int64_t r0 = 0; r0 < N && s == TFC_OK; r0 += R) {
@@ -131,35 +132,49 @@ static tfc_status lce_pass(const tfc_tensor *h, const tfc_tensor *w, const void 
         const char *hc = hp + (size_t)(r0 * h->strides[0]) * es;
         int th;
         int64_t ldh;
-        if (!tfc_cpu_gemm_layout(nc, C, h->strides[0], h->strides[1], &th, &ldh)) {
-            s = tfc_err(TFC_ERR_INTERNAL, "tfc_linear_cross_entropy: h %s is not a BLAS operand", SHAPE(h));
+        if (!tfc_gemm_layout(nc, C, h->strides[0], h->strides[1], &th, &ldh)) {
+            s = tfc_err(TFC_ERR_INTERNAL, "%s: h %s is not a GEMM operand", fn, SHAPE(h));
             break;
         }
-        tfc_cpu_gemm(dt, th, twt, nc, V, C, 1.0, hc, ldh, wp, ldwt, 0.0, zp, V);
-        tfc_cpu_cross_entropy_rows(dt, idt, nc, V, zp, (const char *)t + (size_t)r0 * tfc_dtype_size(idt),
-                                   ignore_index, to_grad, nv ? 1.0 / (double)nv : 0.0, row_loss);
-        for (int64_t r = 0; r < nc; r++) total += row_loss[r];
-        if (dh)
-            tfc_cpu_gemm(dt, 0, tw, nc, C, V, 1.0, zp, V, wp, ldw, 0.0, (char *)tfc_data(dh) + (size_t)(r0 * C) * es,
-                         C);
-        if (dw) tfc_cpu_gemm(dt, 1, th, V, C, nc, 1.0, zp, V, hc, ldh, r0 == 0 ? 0.0 : 1.0, tfc_data(dw), C);
+        tfc_gemm_problem zc = base; /* z_c = h_c · wᵀ */
+        zc.trans_a = th, zc.trans_b = twt, zc.M = nc, zc.N = V, zc.K = C;
+        zc.a = hc, zc.lda = ldh, zc.b = tfc_data(w), zc.ldb = ldwt, zc.c = tfc_data(z), zc.ldc = V;
+        s = TFC_BACKEND_RUN(fn, be, gemm, &zc);
+        tfc_ce_rows_problem rows = {.device = base.device, .dtype = dt, .index_dtype = idt, .n = nc, .c = V,
+                                    .ignore_index = ignore_index, .x = tfc_data(z),
+                                    .targets = (const char *)t + (size_t)r0 * tfc_dtype_size(idt),
+                                    .to_grad = dh || dw, .scale = nv ? 1.0 / (double)nv : 0.0, .row_loss = row_loss};
+        if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, be, cross_entropy_rows, &rows);
+        for (int64_t r = 0; r < nc && s == TFC_OK; r++) total += row_loss[r];
+        if (s == TFC_OK && dh) { /* dh_c = z_c · w */
+            tfc_gemm_problem g = base;
+            g.trans_b = tw, g.M = nc, g.N = C, g.K = V;
+            g.a = tfc_data(z), g.lda = V, g.b = tfc_data(w), g.ldb = ldw;
+            g.c = (char *)tfc_data(dh) + (size_t)(r0 * C) * es, g.ldc = C;
+            s = TFC_BACKEND_RUN(fn, be, gemm, &g);
+        }
+        if (s == TFC_OK && dw) { /* dW (+)= z_cᵀ · h_c */
+            tfc_gemm_problem g = base;
+            g.trans_a = 1, g.trans_b = th, g.M = V, g.N = C, g.K = nc, g.beta = r0 == 0 ? 0.0 : 1.0;
+            g.a = tfc_data(z), g.lda = V, g.b = hc, g.ldb = ldh, g.c = tfc_data(dw), g.ldc = C;
+            s = TFC_BACKEND_RUN(fn, be, gemm, &g);
+        }
     }
     if (s == TFC_OK && dw && N == 0) s = tfc_tensor_fill(dw, 0.0);
-    if (s == TFC_OK) tfc_scalar_store(tfc_data(loss), dt, 0, nv ? total / (double)nv : (double)NAN);
+    if (s == TFC_OK) s = tfc_tensor_fill(loss, nv ? total / (double)nv : (double)NAN);
     free(row_loss);
     tfc_tensor_release(z);
     return s;
 }
 
 /*
- * On CUDA: the unfused composition z = h · wᵀ (cuBLASLt, wᵀ as a flag),
- * then the fused softmax + cross-entropy entry, recorded as ordinary nodes.
- * Same loss and gradients; it does materialise the [N, V] logits and their
- * gradient (a chunked CUDA pass is future work).
+ * For a backend without the fused row entry (CUDA): the unfused composition
+ * z = h · wᵀ (wᵀ as a flag), then the fused softmax + cross-entropy op,
+ * recorded as ordinary nodes. Same loss and gradients; it does materialise
+ * the [N, V] logits and their gradient.
  */
-static tfc_status cuda_composed(const char *fn, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
-                                const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **loss) {
-    TFC_TRY(tfc_cuda_ready(fn, h));
+static tfc_status composed(tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w, const tfc_tensor *targets,
+                           int64_t ignore_index, tfc_tensor **loss) {
     tfc_tensor *wt = NULL, *z = NULL;
     tfc_status s = tfc_transpose(g, w, 0, 1, &wt);
     if (s == TFC_OK) s = tfc_matmul(g, h, wt, &z);
@@ -167,6 +182,21 @@ static tfc_status cuda_composed(const char *fn, tfc_graph *g, const tfc_tensor *
     tfc_tensor_release(wt);
     tfc_tensor_release(z);
     return s;
+}
+
+/* Count the valid targets, checking each is in [0, V) or ignore_index (host memory: the fused path's backends). */
+static tfc_status count_targets(const char *fn, const void *t, tfc_dtype idt, int64_t n, int64_t V,
+                                int64_t ignore_index, int64_t *nv) {
+    *nv = 0;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t id = tfc_index_at(t, idt, r);
+        if (id == ignore_index) continue;
+        if (id < 0 || id >= V)
+            return tfc_err(TFC_ERR_INVALID_ARG, "%s: targets[%lld] is %lld, outside [0, %lld) and not ignore_index %lld",
+                           fn, (long long)r, (long long)id, (long long)V, (long long)ignore_index);
+        ++*nv;
+    }
+    return TFC_OK;
 }
 
 /* grad_in = g_loss · (dh, dW); the saved tensors themselves when g_loss is 1. */
@@ -188,27 +218,26 @@ TFC_API tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, c
     const char *fn = "tfc_linear_cross_entropy";
     TFC_CHECK_NOT_NULL(fn, loss);
     TFC_TRY(check_args(fn, h, w, targets));
-    if (tfc_is_cuda(h)) return cuda_composed(fn, g, h, w, targets, ignore_index, loss);
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(fn, h, &be));
+    if (!be->cross_entropy_rows) return composed(g, h, w, targets, ignore_index, loss);
     const int64_t N = h->shape[0], C = h->shape[1], V = w->shape[0];
     const tfc_tensor *ins[2] = {h, w};
     const int record = tfc_should_record(g, ins, 2);
     const int need_dh = record && h->requires_grad, need_dw = record && w->requires_grad;
-    tfc_tensor *ht = NULL, *wt = NULL, *tt = NULL, *out = NULL, *dh = NULL, *dw = NULL;
-    const tfc_tensor *hu = h, *wu = w, *tu = NULL;
-    tfc_status s = tfc_karg_contiguous(targets, &tt, &tu);
-    if (s == TFC_OK) {
-        int64_t bad = tfc_cpu_first_bad_index(tfc_data(tu), tu->dtype, N, V, 1, ignore_index);
-        if (bad >= 0)
-            s = tfc_err(TFC_ERR_INVALID_ARG, "%s: targets[%lld] is %lld, outside [0, %lld) and not ignore_index %lld",
-                        fn, (long long)bad, (long long)tfc_index_at(tfc_data(tu), tu->dtype, bad), (long long)V,
-                        (long long)ignore_index);
-    }
+    tfc_tensor *ht = NULL, *wt = NULL, *out = NULL, *dh = NULL, *dw = NULL;
+    const tfc_tensor *hu = h, *wu = w;
+    const void *tp;
+    int64_t nv = 0;
+    tfc_operands o = {0};
+    tfc_status s = tfc_operand(&o, targets, &tp);
+    if (s == TFC_OK) s = count_targets(fn, tp, targets->dtype, N, V, ignore_index, &nv);
     if (s == TFC_OK && !blas_addressable(h)) s = tfc_make_contiguous(h, &ht), hu = ht;
     if (s == TFC_OK && !blas_addressable(w)) s = tfc_make_contiguous(w, &wt), wu = wt;
-    if (s == TFC_OK) s = tfc_tensor_new(NULL, 0, h->dtype, TFC_DEVICE_CPU, 0, &out);
-    if (s == TFC_OK && need_dh) s = tfc_tensor_new((int64_t[]){N, C}, 2, h->dtype, TFC_DEVICE_CPU, 0, &dh);
-    if (s == TFC_OK && need_dw) s = tfc_tensor_new((int64_t[]){V, C}, 2, h->dtype, TFC_DEVICE_CPU, 0, &dw);
-    if (s == TFC_OK) s = lce_pass(hu, wu, tfc_data(tu), tu->dtype, ignore_index, out, dh, dw);
+    if (s == TFC_OK) s = tfc_tensor_new_on(h, NULL, 0, h->dtype, &out);
+    if (s == TFC_OK && need_dh) s = tfc_tensor_new_on(h, (int64_t[]){N, C}, 2, h->dtype, &dh);
+    if (s == TFC_OK && need_dw) s = tfc_tensor_new_on(h, (int64_t[]){V, C}, 2, h->dtype, &dw);
+    if (s == TFC_OK) s = lce_pass(be, hu, wu, tp, targets->dtype, nv, ignore_index, out, dh, dw);
     if (s == TFC_OK && record) {
         tfc_node *n;
         s = tfc_node_new(g, fn, lce_node_backward, 2, 1, &n);
@@ -221,9 +250,9 @@ TFC_API tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, c
             if (s == TFC_OK) tfc_node_attach_output(n, 0, out);
         }
     }
+    tfc_operands_release(&o);
     tfc_tensor_release(ht);
     tfc_tensor_release(wt);
-    tfc_tensor_release(tt);
     tfc_tensor_release(dh);
     tfc_tensor_release(dw);
     if (s != TFC_OK) {

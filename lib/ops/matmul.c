@@ -11,35 +11,63 @@
 #include <limits.h>
 #include <string.h>
 
-#include "cpu/gemm.h"
 #include "ops/matmul_into.h"
 #include "ops/op_util.h"
 
-static int blas_ok(const tfc_tensor *t) {
+/* 1 when the GEMM can address t's last two dims as they are (rows or columns contiguous). */
+static int gemm_ok(const tfc_tensor *t) {
     int tr;
     int64_t ld;
     int32_t n = t->ndim;
-    return tfc_cpu_gemm_layout(t->shape[n - 2], t->shape[n - 1], t->strides[n - 2], t->strides[n - 1], &tr, &ld);
+    return tfc_gemm_layout(t->shape[n - 2], t->shape[n - 1], t->strides[n - 2], t->strides[n - 1], &tr, &ld);
 }
 
-static tfc_status cuda_matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in, double beta);
+/*
+ * The batch dims of out that one gemm call covers: the innermost run of
+ * dims over which a, b and out each advance by one stride per item (dims
+ * [*first, nb)). The dims before it are looped over.
+ */
+static int64_t batch_run(const tfc_tensor *out, const int64_t *as, const int64_t *bs, int32_t nb, int32_t *first,
+                         int64_t *sa, int64_t *sb) {
+    int64_t count = 1;
+    *first = nb, *sa = 0, *sb = 0;
+    for (int32_t d = nb - 1; d >= 0; d--) {
+        int64_t size = out->shape[d];
+        if (size == 1) {
+            *first = d;
+            continue;
+        }
+        if (count == 1) {
+            *sa = as[d], *sb = bs[d];
+        } else if (as[d] != *sa * count || bs[d] != *sb * count) {
+            break;
+        }
+        count *= size;
+        *first = d;
+    }
+    return count;
+}
 
-/* Declared in ops/matmul_into.h; CUDA outputs go to cuda_matmul_into below. */
+/* Declared in ops/matmul_into.h. */
 tfc_status tfc_matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in, double beta) {
-    if (tfc_is_cuda(out)) return cuda_matmul_into(out, a_in, b_in, beta);
+    const char *fn = "tfc_matmul";
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(fn, out, &be));
     tfc_tensor *a = NULL, *b = NULL;
-    tfc_status s = blas_ok(a_in) ? (a = tfc_tensor_retain((tfc_tensor *)a_in), TFC_OK) : tfc_make_contiguous(a_in, &a);
-    if (s == TFC_OK) s = blas_ok(b_in) ? (b = tfc_tensor_retain((tfc_tensor *)b_in), TFC_OK) : tfc_make_contiguous(b_in, &b);
+    tfc_status s = gemm_ok(a_in) ? (a = tfc_tensor_retain((tfc_tensor *)a_in), TFC_OK) : tfc_make_contiguous(a_in, &a);
+    if (s == TFC_OK) s = gemm_ok(b_in) ? (b = tfc_tensor_retain((tfc_tensor *)b_in), TFC_OK) : tfc_make_contiguous(b_in, &b);
     if (s != TFC_OK) {
         tfc_tensor_release(a);
         return s;
     }
     int32_t nd = out->ndim, nb = nd - 2;
     int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a->shape[a->ndim - 1];
+    tfc_gemm_problem p = {.device = tfc_device_index(out), .dtype = out->dtype, .M = M, .N = N, .K = K,
+                          .batch = 1, .alpha = 1.0, .beta = beta, .ldc = N, .stride_c = M * N};
     int ta, tb;
-    int64_t lda, ldb;
-    tfc_cpu_gemm_layout(M, K, a->strides[a->ndim - 2], a->strides[a->ndim - 1], &ta, &lda);
-    tfc_cpu_gemm_layout(K, N, b->strides[b->ndim - 2], b->strides[b->ndim - 1], &tb, &ldb);
+    tfc_gemm_layout(M, K, a->strides[a->ndim - 2], a->strides[a->ndim - 1], &ta, &p.lda);
+    tfc_gemm_layout(K, N, b->strides[b->ndim - 2], b->strides[b->ndim - 1], &tb, &p.ldb);
+    p.trans_a = ta, p.trans_b = tb;
     /* Batch strides of a and b broadcast to out's batch shape. */
     int64_t as[TFC_MAX_DIMS] = {0}, bs[TFC_MAX_DIMS] = {0}, batch = 1;
     for (int32_t d = 0; d < nb; d++) {
@@ -48,127 +76,33 @@ tfc_status tfc_matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc_te
         bs[d] = (db >= 0 && b->shape[db] != 1) ? b->strides[db] : 0;
         batch *= out->shape[d];
     }
-    size_t es = tfc_dtype_size(out->dtype);
+    const size_t es = tfc_dtype_size(out->dtype);
     char *pa = tfc_data(a), *pb = tfc_data(b), *pc = tfc_data(out);
-    /* Fold the batch into M when b is shared and a's rows run on across batches. */
+    /* Fold the batch into M when b is shared and a's rows run on across batches: one tall GEMM. */
     int fold = !ta && batch > 1;
-    int64_t expect = M * lda;
+    int64_t expect = M * p.lda;
     for (int32_t d = nb - 1; d >= 0 && fold; d--) {
         if (bs[d] != 0 || (out->shape[d] > 1 && as[d] != expect)) fold = 0;
         expect *= out->shape[d];
     }
-    if (fold || batch == 1) {
-        tfc_cpu_gemm(out->dtype, ta, tb, M * batch, N, K, 1.0, pa, lda, pb, ldb, beta, pc, N);
+    if (fold || batch <= 1) {
+        p.M = fold ? M * batch : M;
+        p.a = pa, p.b = pb, p.c = pc;
+        s = batch == 0 ? TFC_OK : TFC_BACKEND_RUN(fn, be, gemm, &p);
     } else {
-        for (int64_t i = 0; i < batch; i++) {
-            int64_t oa = 0, ob = 0, rem = i;
-            for (int32_t d = nb - 1; d >= 0; d--) {
+        int32_t first;
+        p.batch = batch_run(out, as, bs, nb, &first, &p.stride_a, &p.stride_b);
+        for (int64_t i = 0; i < batch / p.batch && s == TFC_OK; i++) {
+            int64_t oa = 0, ob = 0, oc = i * p.batch * M * N, rem = i;
+            for (int32_t d = first - 1; d >= 0; d--) {
                 int64_t idx = rem % out->shape[d];
                 rem /= out->shape[d];
                 oa += idx * as[d];
                 ob += idx * bs[d];
             }
-            tfc_cpu_gemm(out->dtype, ta, tb, M, N, K, 1.0, pa + oa * (int64_t)es, lda, pb + ob * (int64_t)es, ldb,
-                         beta, pc + i * M * N * (int64_t)es, N);
+            p.a = pa + oa * (int64_t)es, p.b = pb + ob * (int64_t)es, p.c = pc + oc * (int64_t)es;
+            s = TFC_BACKEND_RUN(fn, be, gemm, &p);
         }
-    }
-    tfc_tensor_release(a);
-    tfc_tensor_release(b);
-    return TFC_OK;
-}
-
-/*
- * The CUDA form of matmul_into. cuBLASLt takes each operand's matrices
- * contiguous (or contiguous transposed, as a flag) at one batch stride, so
- * an operand whose last two dims are neither, or whose batch dims do not
- * collapse to one stride, is compacted first (broadcast batch dims become
- * stride 0 after expanding to out's batch shape).
- */
-static int unit_matrix(const tfc_tensor *t, int64_t rows, int64_t cols, int *trans) {
-    int32_t n = t->ndim;
-    int64_t rs = t->strides[n - 2], cs = t->strides[n - 1];
-    if ((cs == 1 || cols == 1) && (rs == cols || rows == 1)) return *trans = 0, 1;
-    if ((rs == 1 || rows == 1) && (cs == rows || cols == 1)) return *trans = 1, 1;
-    return 0;
-}
-
-/* One stride for t's batch dims broadcast to out's batch shape, or 0 when none fits. */
-static int batch_stride(const tfc_tensor *t, const tfc_tensor *out, int64_t *stride) {
-    int32_t nb = out->ndim - 2, tb = t->ndim - 2;
-    int64_t st = -1, expect = -1;
-    for (int32_t d = nb - 1; d >= 0; d--) {
-        int32_t it = d - (nb - tb);
-        int64_t size = out->shape[d], ts = (it >= 0 && t->shape[it] != 1) ? t->strides[it] : 0;
-        if (size == 1) continue;
-        if (st < 0) {
-            st = ts;
-            expect = ts * size;
-        } else {
-            if (st == 0 ? ts != 0 : ts != expect) return 0;
-            expect = ts * size;
-        }
-    }
-    *stride = st < 0 ? 0 : st;
-    return 1;
-}
-
-/* t as cuBLASLt can read it for out: as is, compacted, or expanded to out's batch shape and compacted. */
-static tfc_status cuda_operand(const tfc_tensor *t, int64_t rows, int64_t cols, const tfc_tensor *out, tfc_tensor **res,
-                               int *trans, int64_t *stride) {
-    if (unit_matrix(t, rows, cols, trans) && batch_stride(t, out, stride)) {
-        *res = tfc_tensor_retain((tfc_tensor *)t);
-        return TFC_OK;
-    }
-    tfc_tensor *c;
-    *trans = 0;
-    if (t->ndim == out->ndim || batch_stride(t, out, stride)) {
-        TFC_TRY(tfc_make_contiguous(t, &c));
-        if (batch_stride(c, out, stride)) {
-            *res = c;
-            return TFC_OK;
-        }
-        tfc_tensor_release(c);
-    }
-    /* Mixed broadcast batch dims: materialise t at out's full batch shape. */
-    int64_t shape[TFC_MAX_DIMS], st[TFC_MAX_DIMS];
-    for (int32_t d = 0; d < out->ndim - 2; d++) shape[d] = out->shape[d];
-    shape[out->ndim - 2] = rows;
-    shape[out->ndim - 1] = cols;
-    tfc_broadcast_strides(t, shape, out->ndim, st);
-    TFC_TRY(tfc_cuda_gather("tfc_matmul", t, shape, st, out->ndim, &c));
-    *stride = rows * cols;
-    *res = c;
-    return TFC_OK;
-}
-
-static tfc_status cuda_matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in, double beta) {
-    const char *fn = "tfc_matmul";
-    const tfc_cuda_api *api;
-    int32_t dev;
-    TFC_TRY(tfc_cuda_for(fn, out, &api, &dev));
-    int32_t nd = out->ndim;
-    int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a_in->shape[a_in->ndim - 1], batch = 1;
-    for (int32_t d = 0; d < nd - 2; d++) batch *= out->shape[d];
-    int ta = 0, tb = 0;
-    int64_t sa = 0, sb = 0;
-    tfc_tensor *a = NULL, *b = NULL;
-    tfc_status s = cuda_operand(a_in, M, K, out, &a, &ta, &sa);
-    if (s == TFC_OK) s = cuda_operand(b_in, K, N, out, &b, &tb, &sb);
-    if (s == TFC_OK && batch * M * N > 0) {
-        tfc_cuda_matmul_desc d;
-        memset(&d, 0, sizeof d);
-        d.struct_size = sizeof d;
-        d.dtype = out->dtype;
-        d.M = M, d.N = N, d.K = K, d.batch = batch;
-        d.trans_a = ta, d.trans_b = tb;
-        d.a = tfc_data(a), d.b = tfc_data(b), d.c = tfc_data(out);
-        d.stride_a = sa, d.stride_b = sb, d.stride_c = M * N;
-        d.alpha = 1.0f, d.beta = (float)beta;
-        d.epilogue = TFC_CUDA_EPI_NONE;
-        /* b shared and a's batches back to back without a transpose: one [batch·M, K] GEMM. */
-        if (batch > 1 && sb == 0 && !ta && sa == M * K) d.M = batch * M, d.batch = 1, d.stride_a = d.stride_c = 0;
-        if (K == 0) s = beta == 0.0 ? tfc_cuda_fill(fn, out, 0.0) : TFC_OK;
-        else s = tfc_cuda_done(fn, "matmul", api, api->matmul(dev, &d));
     }
     tfc_tensor_release(a);
     tfc_tensor_release(b);
@@ -222,8 +156,8 @@ static tfc_status mm_plan(const char *fn, const tfc_tensor *a0, const tfc_tensor
 }
 
 static tfc_status check_operands(const char *fn, const tfc_tensor *a, const tfc_tensor *b) {
-    TFC_TRY(tfc_check_float_dev(fn, "a", a));
-    TFC_TRY(tfc_check_float_dev(fn, "b", b));
+    TFC_TRY(tfc_check_float(fn, "a", a));
+    TFC_TRY(tfc_check_float(fn, "b", b));
     return tfc_check_same(fn, a, b);
 }
 
@@ -370,27 +304,22 @@ TFC_API tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a0, const tfc_tens
     return TFC_OK;
 }
 
-/* dst = src (or dst += src with TFC_GRAD_ACCUMULATE), same shape. */
-static tfc_status store_grad(const char *fn, const char *arg, tfc_tensor *dst, tfc_tensor *src, uint32_t flags) {
-    tfc_status s = TFC_OK;
-    if ((flags & TFC_GRAD_ACCUMULATE) && tfc_is_cuda(dst)) {
-        s = tfc_cuda_add_into(fn, dst, src);
-    } else if (flags & TFC_GRAD_ACCUMULATE) {
-        tfc_sview dv = tfc_sview_of(dst), sv = tfc_sview_of(src);
-        tfc_cpu_map(TFC_MAP_ADD, &dv, &dv, &sv, NULL, 0.0, 0);
-        tfc_bump_version(dst);
+/* dst = src (or dst += src with TFC_GRAD_ACCUMULATE), same shape. Consumes src. */
+static tfc_status store_grad(const char *fn, tfc_tensor *dst, tfc_tensor *src, uint32_t flags) {
+    tfc_status s;
+    if (flags & TFC_GRAD_ACCUMULATE) {
+        s = tfc_tensor_map(fn, TFC_MAP_ADD, dst, dst, src, NULL, 0.0, 0);
+        if (s == TFC_OK) tfc_bump_version(dst);
     } else {
         s = tfc_tensor_copy_from(dst, src);
     }
-    (void)fn;
-    (void)arg;
     tfc_tensor_release(src);
     return s;
 }
 
 static tfc_status check_grad_buf(const char *fn, const char *arg, const tfc_tensor *buf, const tfc_tensor *like) {
     if (!buf) return TFC_OK;
-    TFC_TRY(tfc_check_float_dev(fn, arg, buf));
+    TFC_TRY(tfc_check_float(fn, arg, buf));
     if (buf->dtype != like->dtype)
         return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s, expected %s", fn, arg, tfc_dtype_name(buf->dtype),
                        tfc_dtype_name(like->dtype));
@@ -404,7 +333,7 @@ TFC_API tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor 
                                        tfc_tensor *da, tfc_tensor *db, uint32_t flags) {
     const char *fn = "tfc_matmul_backward";
     TFC_TRY(check_operands(fn, a, b));
-    TFC_TRY(tfc_check_float_dev(fn, "dout", dout));
+    TFC_TRY(tfc_check_float(fn, "dout", dout));
     TFC_TRY(check_grad_buf(fn, "da", da, a));
     TFC_TRY(check_grad_buf(fn, "db", db, b));
     {
@@ -416,9 +345,9 @@ TFC_API tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor 
     tfc_tensor *ga = NULL, *gb = NULL;
     TFC_TRY(matmul_grads(fn, dout, a, b, da ? &ga : NULL, db ? &gb : NULL));
     tfc_status s = TFC_OK;
-    if (da) s = store_grad(fn, "da", da, ga, flags);
+    if (da) s = store_grad(fn, da, ga, flags);
     else tfc_tensor_release(ga);
-    if (db && s == TFC_OK) s = store_grad(fn, "db", db, gb, flags);
+    if (db && s == TFC_OK) s = store_grad(fn, db, gb, flags);
     else tfc_tensor_release(gb);
     return s;
 }

@@ -4,12 +4,13 @@
  *   var:  dx = expand(dy) ⊙ 2 (x − mean) / (n − correction)
  *   max/min: dx = dy at the first extremal element, 0 elsewhere
  * The input is viewed with kept dims first and reduced dims last, so the
- * CPU kernel reduces trailing dims of a strided view; nothing is copied.
+ * backend's reduce entry reduces trailing dims of a strided view; nothing
+ * is copied.
  */
 #include <math.h>
 
-#include "cpu/reduce.h"
 #include "ops/op_util.h"
+#include "ops/operands.h"
 
 typedef struct reduce_plan {
     int32_t red[TFC_MAX_DIMS]; /* 1 when dim i is reduced */
@@ -61,6 +62,30 @@ static tfc_status plan_reduce(const char *fn, const tfc_tensor *x, const int32_t
 typedef enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_VAR } red_kind;
 static const char *const red_names[] = {"tfc_sum", "tfc_mean", "tfc_max", "tfc_min", "tfc_var"};
 
+/* The backend's reduce entry: out (contiguous over p's kept dims) = op over p's reduced dims. */
+static tfc_status run_reduce(const char *fn, const tfc_tensor *x, const reduce_plan *p, tfc_reduce_op op,
+                             tfc_tensor *out, double scale) {
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(fn, x, &be));
+    tfc_reduce_problem pr = {.device = tfc_device_index(x), .op = op, .in = p->perm, .nkeep = p->nkeep,
+                             .out = tfc_data(out), .scale = scale};
+    return TFC_BACKEND_RUN_DT(fn, be, reduce, &pr, x->dtype);
+}
+
+/* Backward of max/min: dx (zeroed, planned as p) gets dy at the saved positions. */
+static tfc_status scatter_max(tfc_tensor *dx, const reduce_plan *p, const tfc_tensor *pos, const tfc_tensor *dyk) {
+    const char *fn = "tfc_max/tfc_min (backward)";
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(fn, dx, &be));
+    tfc_scatter_problem pr = {.device = tfc_device_index(dx), .dst = p->perm, .nkeep = p->nkeep,
+                              .pos = (const int64_t *)tfc_data(pos)};
+    tfc_operands o = {0};
+    tfc_status s = tfc_operand(&o, dyk, &pr.dy);
+    if (s == TFC_OK) s = TFC_BACKEND_RUN_DT(fn, be, reduce_scatter, &pr, dx->dtype);
+    tfc_operands_release(&o);
+    return s;
+}
+
 static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     red_kind k = (red_kind)n->params.i[0];
     tfc_tensor *dy = gout[0];
@@ -91,7 +116,7 @@ static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
     } else {
         /* max/min: scatter dy to the saved positions. */
         tfc_tensor *pos = n->saved[0], *dx;
-        s = tfc_tensor_new(e->shape, e->ndim, dy->dtype, TFC_DEVICE_CPU, 0, &dx);
+        s = tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &dx);
         if (s == TFC_OK) {
             s = tfc_tensor_fill(dx, 0.0);
             reduce_plan p;
@@ -104,13 +129,7 @@ static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
                 } else {
                     s = plan_reduce("backward", dx, all, na, 0, &p);
                     if (s == TFC_OK) {
-                        tfc_tensor *dyc;
-                        s = tfc_make_contiguous(dyk, &dyc);
-                        if (s == TFC_OK) {
-                            tfc_sview dv = tfc_sview_of(dyc);
-                            tfc_cpu_reduce_scatter(&p.perm, p.nkeep, (const int64_t *)tfc_data(pos), &dv);
-                            tfc_tensor_release(dyc);
-                        }
+                        s = scatter_max(dx, &p, pos, dyk);
                     }
                 }
             }
@@ -122,119 +141,33 @@ static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
     return s;
 }
 
-/*
- * sum/mean on CUDA: x made contiguous, then each maximal run of adjacent
- * reduced dims is one `reduce` call over [outer, n, inner], last run first
- * (so the earlier dims' layout is unchanged); mean scales at the end.
- */
-static tfc_status cuda_reduce(const char *fn, red_kind k, const tfc_tensor *x, const reduce_plan *p, tfc_tensor **out) {
-    if (k != R_SUM && k != R_MEAN) return tfc_cuda_unimplemented(fn, "this reduction (only sum and mean are)");
-    const tfc_cuda_api *api;
-    int32_t dev;
-    TFC_TRY(tfc_cuda_for(fn, x, &api, &dev));
-    tfc_tensor *cur;
-    TFC_TRY(tfc_make_contiguous(x, &cur));
-    int64_t shape[TFC_MAX_DIMS];
-    int32_t nd = x->ndim;
-    for (int32_t i = 0; i < nd; i++) shape[i] = x->shape[i];
-    tfc_status s = TFC_OK;
-    for (int32_t hi = nd - 1; hi >= 0 && s == TFC_OK; hi--) {
-        if (!p->red[hi]) continue;
-        int32_t lo = hi;
-        while (lo > 0 && p->red[lo - 1]) lo--;
-        int64_t outer = 1, n = 1, inner = 1;
-        for (int32_t i = 0; i < nd; i++) {
-            if (i < lo) outer *= shape[i];
-            else if (i <= hi) n *= shape[i];
-            else inner *= shape[i];
-        }
-        int64_t nshape[TFC_MAX_DIMS];
-        int32_t nn = 0;
-        for (int32_t i = 0; i < nd; i++)
-            nshape[nn++] = (i >= lo && i <= hi) ? 1 : shape[i];
-        tfc_tensor *r;
-        s = tfc_tensor_new_on(x, nshape, nn, x->dtype, &r);
-        if (s == TFC_OK && outer * inner > 0) {
-            if (n == 0) s = tfc_cuda_fill(fn, r, 0.0);
-            else
-                s = tfc_cuda_done(fn, "reduce", api,
-                                  api->reduce(dev, TFC_CUDA_SUM, x->dtype, tfc_data(cur), tfc_data(r), (size_t)outer,
-                                              (size_t)n, (size_t)inner));
-        }
-        tfc_tensor_release(cur);
-        cur = s == TFC_OK ? r : NULL;
-        if (s != TFC_OK) tfc_tensor_release(r);
-        for (int32_t i = lo; i <= hi; i++) shape[i] = 1;
-        hi = lo;
-    }
-    if (s == TFC_OK && k == R_MEAN) {
-        tfc_tensor *m;
-        s = tfc_cuda_scalar_new(fn, TFC_CUDA_MUL, cur, 1.0 / (double)p->n, cur->shape, cur->ndim, &m);
-        tfc_tensor_release(cur);
-        cur = s == TFC_OK ? m : NULL;
-    }
-    if (s == TFC_OK) { /* the kept-dims shape asked for (a view of the contiguous result) */
-        int64_t st[TFC_MAX_DIMS];
-        tfc_contiguous_strides(p->out_shape, p->out_ndim, st);
-        tfc_tensor *v;
-        s = tfc_tensor_alias(cur, p->out_shape, st, p->out_ndim, cur->offset, &v);
-        tfc_tensor_release(cur);
-        cur = s == TFC_OK ? v : NULL;
-    }
-    if (s != TFC_OK) return s;
-    *out = cur;
-    return TFC_OK;
-}
-
 static tfc_status reduce(red_kind k, tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims,
                          int32_t keepdim, double correction, tfc_tensor **out) {
     const char *fn = red_names[k];
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_check_float_dev(fn, "x", x));
+    TFC_TRY(tfc_check_float(fn, "x", x));
     reduce_plan p;
     TFC_TRY(plan_reduce(fn, x, dims, ndims, keepdim, &p));
-    if (tfc_is_cuda(x)) {
-        tfc_tensor *r;
-        TFC_TRY(cuda_reduce(fn, k, x, &p, &r));
-        tfc_status s = TFC_OK;
-        if (tfc_should_record(g, &x, 1)) {
-            tfc_node *n;
-            s = tfc_node_new(g, fn, reduce_backward, 1, 1, &n);
-            if (s == TFC_OK) {
-                n->params.i[0] = k;
-                n->params.i[1] = p.n;
-                for (int32_t i = 0; i < x->ndim; i++) n->params.i[2 + i] = p.keep_shape[i];
-                tfc_node_set_input(n, 0, x);
-                tfc_node_attach_output(n, 0, r);
-            }
-        }
-        if (s != TFC_OK) {
-            tfc_tensor_release(r);
-            return s;
-        }
-        *out = r;
-        return TFC_OK;
-    }
     if ((k == R_MAX || k == R_MIN) && p.n == 0)
         return tfc_err(TFC_ERR_SHAPE, "%s: x %s: cannot take max/min over an empty dim", fn, SHAPE(x));
     /* For a reduction over zero dims (e.g. dims of a scalar) n = 1. */
     tfc_tensor *r, *pos = NULL;
-    TFC_TRY(tfc_tensor_new(p.out_shape, p.out_ndim, x->dtype, TFC_DEVICE_CPU, 0, &r));
+    TFC_TRY(tfc_tensor_new_on(x, p.out_shape, p.out_ndim, x->dtype, &r));
+    tfc_status s;
     switch (k) {
-    case R_SUM: tfc_cpu_reduce(TFC_REDUCE_SUM, &p.perm, p.nkeep, tfc_data(r), 1.0); break;
-    case R_MEAN: tfc_cpu_reduce(TFC_REDUCE_SUM, &p.perm, p.nkeep, tfc_data(r), 1.0 / (double)p.n); break;
-    case R_VAR: tfc_cpu_reduce(TFC_REDUCE_VAR, &p.perm, p.nkeep, tfc_data(r), correction); break;
-    default: {
-        tfc_status s = tfc_tensor_new(p.out_shape, p.out_ndim, TFC_DTYPE_I64, TFC_DEVICE_CPU, 0, &pos);
-        if (s != TFC_OK) {
-            tfc_tensor_release(r);
-            return s;
-        }
-        tfc_cpu_reduce(k == R_MAX ? TFC_REDUCE_ARGMAX : TFC_REDUCE_ARGMIN, &p.perm, p.nkeep, tfc_data(pos), 0.0);
-        tfc_cpu_reduce(k == R_MAX ? TFC_REDUCE_MAX : TFC_REDUCE_MIN, &p.perm, p.nkeep, tfc_data(r), 0.0);
+    case R_SUM: s = run_reduce(fn, x, &p, TFC_REDUCE_SUM, r, 1.0); break;
+    case R_MEAN: s = run_reduce(fn, x, &p, TFC_REDUCE_SUM, r, 1.0 / (double)p.n); break;
+    case R_VAR: s = run_reduce(fn, x, &p, TFC_REDUCE_VAR, r, correction); break;
+    default:
+        s = tfc_tensor_new_on(x, p.out_shape, p.out_ndim, TFC_DTYPE_I64, &pos);
+        if (s == TFC_OK) s = run_reduce(fn, x, &p, k == R_MAX ? TFC_REDUCE_ARGMAX : TFC_REDUCE_ARGMIN, pos, 0.0);
+        if (s == TFC_OK) s = run_reduce(fn, x, &p, k == R_MAX ? TFC_REDUCE_MAX : TFC_REDUCE_MIN, r, 0.0);
     }
+    if (s != TFC_OK) {
+        tfc_tensor_release(pos);
+        tfc_tensor_release(r);
+        return s;
     }
-    tfc_status s = TFC_OK;
     if (tfc_should_record(g, &x, 1)) {
         tfc_node *n;
         s = tfc_node_new(g, fn, reduce_backward, 1, 1, &n);
@@ -289,8 +222,37 @@ TFC_API tfc_status tfc_argmax(const tfc_tensor *x, int32_t dim, int32_t keepdim,
     TFC_TRY(plan_reduce(fn, x, &dim, 1, keepdim, &p));
     if (p.n == 0) return tfc_err(TFC_ERR_SHAPE, "%s: x %s has an empty dim %d", fn, SHAPE(x), (int)dim);
     tfc_tensor *r;
-    TFC_TRY(tfc_tensor_new(p.out_shape, p.out_ndim, TFC_DTYPE_I64, TFC_DEVICE_CPU, 0, &r));
-    tfc_cpu_reduce(TFC_REDUCE_ARGMAX, &p.perm, p.nkeep, tfc_data(r), 0.0);
+    TFC_TRY(tfc_tensor_new_on(x, p.out_shape, p.out_ndim, TFC_DTYPE_I64, &r));
+    tfc_status s = run_reduce(fn, x, &p, TFC_REDUCE_ARGMAX, r, 0.0);
+    if (s != TFC_OK) {
+        tfc_tensor_release(r);
+        return s;
+    }
+    *out = r;
+    return TFC_OK;
+}
+
+/* Declared in ops/op_util.h: the backward of broadcasting. */
+tfc_status tfc_sum_to_shape(tfc_tensor *grad, const int64_t *shape, int32_t ndim, tfc_tensor **out) {
+    int same = grad->ndim == ndim;
+    for (int32_t i = 0; same && i < ndim; i++) same = grad->shape[i] == shape[i];
+    if (same) {
+        *out = grad;
+        return TFC_OK;
+    }
+    /* Sum the leading extra dims and the dims where shape has 1. */
+    int32_t dims[TFC_MAX_DIMS], nd = 0, lead = grad->ndim - ndim;
+    for (int32_t i = 0; i < grad->ndim; i++) {
+        int32_t k = i - lead;
+        if (k < 0 || (shape[k] == 1 && grad->shape[i] != 1)) dims[nd++] = i;
+    }
+    tfc_tensor *summed, *r;
+    tfc_status s = tfc_sum(NULL, grad, dims, nd, 1, &summed);
+    tfc_tensor_release(grad);
+    TFC_TRY(s);
+    s = tfc_reshape(NULL, summed, shape, ndim, &r);
+    tfc_tensor_release(summed);
+    TFC_TRY(s);
     *out = r;
     return TFC_OK;
 }

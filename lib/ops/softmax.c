@@ -21,7 +21,7 @@ static tfc_status softmax_node_backward(tfc_node *n, tfc_tensor *const *gout, tf
 static tfc_status softmax_op(const char *fn, int32_t log, tfc_graph *g, const tfc_tensor *x, int32_t dim,
                              tfc_tensor **out) {
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_check_float_dev(fn, "x", x));
+    TFC_TRY(tfc_check_float(fn, "x", x));
     tfc_tensor *y;
     TFC_TRY(tfc_tensor_new_like(x, x->dtype, &y));
     tfc_status s = tfc_softmax_forward(x, dim, log, y);

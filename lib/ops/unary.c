@@ -50,8 +50,7 @@ static tfc_status unary_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tenso
 static tfc_status unary(int which, tfc_graph *g, const tfc_tensor *x, double p, tfc_tensor **out) {
     const unary_def *d = &defs[which];
     TFC_CHECK_NOT_NULL(d->name, out);
-    TFC_TRY(tfc_check_float_dev(d->name, "x", x));
-    TFC_TRY(tfc_cuda_ready(d->name, x));
+    TFC_TRY(tfc_check_float(d->name, "x", x));
     tfc_tensor *r;
     TFC_TRY(tfc_map_new(d->fwd, x->shape, x->ndim, x->dtype, x, NULL, NULL, p, &r));
     if (tfc_should_record(g, &x, 1)) {

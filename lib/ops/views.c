@@ -13,56 +13,6 @@
 
 typedef enum { V_RESHAPE, V_PERMUTE, V_SLICE, V_EXPAND, V_IDENTITY, V_CAST } view_kind;
 
-/*
- * Slice backward on CUDA, where the table has no strided write: with the
- * sliced dim d moved to the front, the slice [start, start+len) of a
- * contiguous [n_d, rest...] buffer P is one contiguous block. So P is
- * zeroed, dy (read through its strides in that order) is gathered into the
- * block, and dx is P gathered back in the input's order.
- */
-static tfc_status cuda_slice_backward(const tfc_edge *e, const tfc_tensor *dy, int32_t d, int64_t start,
-                                      int64_t step, tfc_tensor **out) {
-    const char *fn = "tfc_slice (backward)";
-    if (step != 1) return tfc_cuda_unimplemented(fn, "the backward of a slice with step > 1");
-    const tfc_cuda_api *api;
-    int32_t dev;
-    TFC_TRY(tfc_cuda_for(fn, dy, &api, &dev));
-    int32_t nd = e->ndim, order[TFC_MAX_DIMS], k = 0;
-    order[k++] = d;
-    for (int32_t i = 0; i < nd; i++)
-        if (i != d) order[k++] = i;
-    int64_t pshape[TFC_MAX_DIMS], pstr[TFC_MAX_DIMS], dshape[TFC_MAX_DIMS], dstr[TFC_MAX_DIMS];
-    for (int32_t i = 0; i < nd; i++) {
-        pshape[i] = e->shape[order[i]];
-        dshape[i] = dy->shape[order[i]];
-        dstr[i] = dy->strides[order[i]];
-    }
-    tfc_contiguous_strides(pshape, nd, pstr);
-    tfc_tensor *P = NULL, *dx = NULL;
-    tfc_status s = tfc_tensor_new_on(dy, pshape, nd, dy->dtype, &P);
-    if (s == TFC_OK) s = tfc_cuda_fill(fn, P, 0.0);
-    if (s == TFC_OK && tfc_numel(dy) > 0) {
-        tfc_cuda_strided l;
-        memset(&l, 0, sizeof l);
-        l.ndim = nd;
-        for (int32_t i = 0; i < nd; i++) {
-            l.shape[i] = dshape[i];
-            l.stride_a[i] = dstr[i];
-        }
-        char *block = (char *)tfc_data(P) + start * pstr[0] * (int64_t)tfc_dtype_size(dy->dtype);
-        s = tfc_cuda_done(fn, "copy_strided", api, api->copy_strided(dev, dy->dtype, tfc_data(dy), block, &l));
-    }
-    if (s == TFC_OK) {
-        int64_t back[TFC_MAX_DIMS]; /* P's strides in the input's dim order */
-        for (int32_t i = 0; i < nd; i++) back[order[i]] = pstr[i];
-        s = tfc_cuda_gather(fn, P, e->shape, back, nd, &dx);
-    }
-    tfc_tensor_release(P);
-    if (s != TFC_OK) return s;
-    *out = dx;
-    return TFC_OK;
-}
-
 static tfc_status view_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     const tfc_edge *e = &n->in[0];
     tfc_tensor *dy = gout[0];
@@ -76,9 +26,7 @@ static tfc_status view_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor
     }
     case V_SLICE: {
         tfc_tensor *dx, *part;
-        if (tfc_is_cuda(dy))
-            return cuda_slice_backward(e, dy, (int32_t)n->params.i[1], n->params.i[2], n->params.i[4], &gin[0]);
-        TFC_TRY(tfc_tensor_new(e->shape, e->ndim, dy->dtype, TFC_DEVICE_CPU, 0, &dx));
+        TFC_TRY(tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &dx));
         tfc_status s = tfc_tensor_fill(dx, 0.0);
         if (s == TFC_OK)
             s = tfc_slice(NULL, dx, (int32_t)n->params.i[1], n->params.i[2], n->params.i[3], n->params.i[4], &part);
@@ -393,17 +341,12 @@ TFC_API tfc_status tfc_cast(tfc_graph *g, const tfc_tensor *x, tfc_dtype dtype, 
     TFC_TRY(check_x(fn, x, out));
     if (!tfc_dtype_valid(dtype)) return tfc_err(TFC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
     tfc_tensor *r;
-    if (tfc_is_cuda(x)) {
-        int fl = dtype == TFC_DTYPE_F32 || dtype == TFC_DTYPE_BF16;
-        if (!fl || (x->dtype != TFC_DTYPE_F32 && x->dtype != TFC_DTYPE_BF16))
-            return tfc_cuda_unimplemented(fn, "a cast other than between f32 and bf16");
-        TFC_TRY(tfc_cuda_cast(fn, x, dtype, &r));
-        return finish(g, fn, V_CAST, x, r, NULL, 0, out);
-    }
-    TFC_TRY(tfc_require_cpu(fn, "x", x));
     TFC_TRY(tfc_tensor_new_like(x, dtype, &r));
-    tfc_sview rv = tfc_sview_of(r), xv = tfc_sview_of(x);
-    tfc_cpu_copy(&rv, &xv);
+    tfc_status s = tfc_tensor_copy_view(fn, r, x);
+    if (s != TFC_OK) {
+        tfc_tensor_release(r);
+        return s;
+    }
     if (!tfc_dtype_is_float(dtype)) { /* integer results carry no gradient */
         *out = r;
         return TFC_OK;

@@ -1,37 +1,48 @@
 /*
  * Gradient clipping by global L2 norm (torch.nn.utils.clip_grad_norm_):
  *   N = √(Σ over all grads of g²),  c = max_norm / (N + 1e-6),  g ← g·c when c < 1.
- * The sum is taken in f64 over fixed blocks (lib/cpu/optim_kernels.c) so the
- * norm is the same for every thread count; a NaN/Inf anywhere is reported
- * before any gradient is touched.
+ * The backend's grad_norm entry takes the norm (the CPU's in f64 over fixed
+ * blocks, so it is the same for every thread count), its grad_scale entry
+ * scales; a NaN/Inf anywhere is reported before any gradient is touched.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
-#include "device/dispatch.h"
-#include "optim/cuda_step.h"
+#include "optim/optim_impl.h"
+#include "tensor/dispatch.h"
 
 static tfc_status clip(const char *fn, tfc_tensor *const *params, int64_t n, double max_norm, double *total_norm) {
     if (n > 0 && !params) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params is NULL with n = %lld", fn, (long long)n);
     if (!(max_norm > 0))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: max_norm is %g: must be > 0 (+INFINITY only measures)", fn,
                        max_norm);
-    int on_cuda = 0;
+    const tfc_tensor *ref = NULL; /* the first gradient: the norm is taken on its device */
+    for (int64_t i = 0; i < n && !ref; i++) {
+        if (!params[i]) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%lld] is NULL", fn, (long long)i);
+        ref = params[i]->grad;
+    }
+    if (!ref) {
+        for (int64_t i = 0; i < n; i++)
+            if (!params[i]) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%lld] is NULL", fn, (long long)i);
+        if (total_norm) *total_norm = 0.0;
+        return TFC_OK;
+    }
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(fn, ref, &be));
     for (int64_t i = 0; i < n; i++) {
         if (!params[i]) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%lld] is NULL", fn, (long long)i);
-        on_cuda |= params[i]->grad && tfc_is_cuda(params[i]->grad);
-    }
-    if (on_cuda) return tfc_clip_cuda(fn, params, n, max_norm, total_norm);
-    for (int64_t i = 0; i < n; i++) {
-        const tfc_tensor *p = params[i];
-        const tfc_tensor *g = p->grad;
+        const tfc_tensor *g = params[i]->grad;
         if (!g) continue;
-        if ((g->dtype != TFC_DTYPE_F32 && g->dtype != TFC_DTYPE_F64) || g->storage->device != TFC_DEVICE_CPU ||
-            !tfc_is_contiguous(g))
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: the grad of params[%lld] is %s %s%s: clipping needs "
-                           "contiguous f32/f64 CPU gradients", fn, (long long)i, tfc_dtype_name(g->dtype),
-                           SHAPE(g), tfc_is_contiguous(g) ? "" : " (not contiguous)");
+        char gname[64];
+        snprintf(gname, sizeof gname, ref == g ? "the grad of params[%lld]" : "a later gradient", (long long)i);
+        TFC_TRY(tfc_optim_check_grad(fn, gname, g, "the first gradient", ref, NULL));
+        if (!tfc_backend_takes(be, g->dtype))
+            return tfc_err(TFC_ERR_INVALID_ARG, "%s: the grad of params[%lld] is %s %s: clipping on %s takes %s "
+                           "gradients", fn, (long long)i, tfc_dtype_name(g->dtype), SHAPE(g), be->name,
+                           tfc_backend_dtype_list(be, "or"));
     }
     tfc_optim_seg small[32];
     tfc_optim_seg *segs = n <= 32 ? small : malloc((size_t)n * sizeof *segs);
@@ -41,46 +52,27 @@ static tfc_status clip(const char *fn, tfc_tensor *const *params, int64_t n, dou
         tfc_tensor *g = params[i]->grad;
         if (!g || tfc_numel(g) == 0) continue;
         tfc_optim_seg *s = &segs[nseg++];
-        s->grad = tfc_data(g);
-        s->n = tfc_numel(g);
-        s->start = start;
+        *s = (tfc_optim_seg){.grad = tfc_data(g), .n = tfc_numel(g), .start = start, .dtype = g->dtype};
         start += s->n;
-        s->dtype = g->dtype;
     }
-    tfc_status st = TFC_OK;
-    double sumsq = 0, norm = 0;
-    if (tfc_cpu_grad_sumsq(segs, nseg, 1.0, &sumsq) != TFC_OK) {
-        st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-        goto done;
-    }
-    norm = sqrt(sumsq);
-    if (!isfinite(norm)) {
-        /* Either a NaN/Inf element, or f64 values past ~1e154 whose squares overflow: rescale those. */
-        double mx = tfc_cpu_grad_maxabs(segs, nseg);
-        if (!isfinite(mx)) {
-            st = tfc_err(TFC_ERR_NONFINITE, "%s: the gradients hold %s: total norm is not finite; gradients "
-                         "left unchanged", fn, isnan(mx) ? "NaN" : "Inf");
-            goto done;
-        }
-        if (tfc_cpu_grad_sumsq(segs, nseg, 1.0 / mx, &sumsq) != TFC_OK) {
-            st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-            goto done;
-        }
-        norm = mx * sqrt(sumsq);
-        if (!isfinite(norm)) {
-            st = tfc_err(TFC_ERR_NONFINITE, "%s: the total norm exceeds the f64 range; gradients left unchanged",
-                         fn);
-            goto done;
-        }
-    }
+    double norm = 0;
+    int32_t overflow = 0;
+    tfc_grad_norm_problem pr = {.device = tfc_device_index(ref), .segs = segs, .nseg = nseg, .norm = &norm,
+                                .overflow = &overflow};
+    tfc_status st = nseg ? TFC_BACKEND_RUN_DT(fn, be, grad_norm, &pr, ref->dtype) : TFC_OK;
+    if (st == TFC_OK && !isfinite(norm))
+        st = overflow ? tfc_err(TFC_ERR_NONFINITE, "%s: the total norm exceeds the %s range; gradients left unchanged",
+                                fn, tfc_dtype_name(ref->dtype))
+                      : tfc_err(TFC_ERR_NONFINITE, "%s: the gradients hold %s: total norm is not finite; gradients "
+                                "left unchanged", fn, isnan(norm) ? "NaN" : "Inf");
     double c = max_norm / (norm + 1e-6);
-    if (c < 1) {
-        tfc_cpu_grad_scale(segs, nseg, c);
-        for (int64_t i = 0; i < n; i++)
+    if (st == TFC_OK && c < 1) {
+        pr.c = c;
+        st = TFC_BACKEND_RUN_DT(fn, be, grad_scale, &pr, ref->dtype);
+        for (int64_t i = 0; i < n && st == TFC_OK; i++)
             if (params[i]->grad) tfc_bump_version(params[i]->grad);
     }
-    if (total_norm) *total_norm = norm;
-done:
+    if (st == TFC_OK && total_norm) *total_norm = norm;
     if (segs != small) free(segs);
     return st;
 }

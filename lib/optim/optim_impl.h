@@ -7,7 +7,7 @@
 #ifndef TFC_OPTIM_IMPL_H
 #define TFC_OPTIM_IMPL_H
 
-#include "cpu/optim_kernels.h"
+#include "backend/backend.h"
 #include "tensor/tensor_impl.h"
 #include "tfcore/optim.h"
 
@@ -54,6 +54,15 @@ tfc_status tfc_optim_alloc_state(const char *fn, tfc_optim *o, tfc_optim_slot *p
 tfc_status tfc_optim_reserve_segs(const char *fn, tfc_optim *o, int64_t n);
 /* A hyperparameter check shared by constructors, groups and setters: finite and >= 0. */
 tfc_status tfc_optim_check_nonneg(const char *fn, const char *what, double v);
+
+/*
+ * The gradient g of a parameter as a fused pass reads it: on ref's device
+ * (refname and gname name them for messages), contiguous, not sharing
+ * param's memory, and — when param is given — of param's dtype and size.
+ * The one check tfc_optim_step and clipping share (lib/optim/grads.c).
+ */
+tfc_status tfc_optim_check_grad(const char *fn, const char *gname, const tfc_tensor *g, const char *refname,
+                                const tfc_tensor *ref, const tfc_tensor *param);
 
 /* After a step's kernels ran (CPU or CUDA): every parameter with a gradient
  * now has state and one more step, and the in-place writes to it and its

@@ -267,19 +267,9 @@ TFC_API tfc_status tfc_optim_state_load(tfc_optim *opt, const char *const *names
             break;
         case E_PARAM_BUF: {
             tfc_optim_slot *pp = &opt->params[e->index];
-            tfc_tensor *dst = pp->buf[e->buf];
-            if (dst->storage->device != TFC_DEVICE_CPU) {
-                /* Parameters on CUDA: a host-to-device copy, the one step here that can fail (device errors). */
-                tfc_tensor *src = NULL;
-                st = tfc_tensor_clone(tensors[i], &src);
-                if (st == TFC_OK) st = tfc_tensor_copy_from(dst, src);
-                tfc_tensor_release(src);
-                if (st != TFC_OK) break;
-            } else {
-                tfc_sview dv = tfc_sview_of(dst), sv = tfc_sview_of(tensors[i]);
-                tfc_cpu_copy(&dv, &sv);
-            }
-            tfc_bump_version(dst);
+            /* On a CUDA parameter a host-to-device copy: the one step here that can fail (device errors). */
+            st = tfc_tensor_copy_from(pp->buf[e->buf], tensors[i]);
+            if (st != TFC_OK) break;
             pp->has_state = 1;
             break;
         }

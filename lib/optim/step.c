@@ -2,13 +2,18 @@
  * One optimizer step: the per-parameter bookkeeping of SGD and Adam(W)
  * (momentum buffer creation, each parameter's own step count and bias
  * corrections), then one fused kernel pass over all parameters with a
- * gradient. The per-element rules are in lib/cpu/optim_kernels.h; the
- * formulas with their PyTorch correspondences in docs/OPTIM.md.
+ * gradient, through the backend's optim_step entry. The per-element rules
+ * are in lib/cpu/optim_kernels.h; the formulas with their PyTorch
+ * correspondences in docs/OPTIM.md.
  */
 #include <math.h>
 
+#include <stdio.h>
+
+#include "core/dtype.h"
 #include "core/error.h"
-#include "optim/cuda_step.h"
+#include "optim/optim_impl.h"
+#include "tensor/dispatch.h"
 
 /* Declared in optim_impl.h. */
 void tfc_optim_commit(tfc_optim *opt) {
@@ -24,36 +29,33 @@ void tfc_optim_commit(tfc_optim *opt) {
     opt->step++;
 }
 
-/* A gradient the fused pass can read as one block of param's dtype. */
-static tfc_status check_grad(const char *fn, int64_t k, const tfc_tensor *p, const tfc_tensor *g) {
-    if (g->dtype != p->dtype || tfc_numel(g) != tfc_numel(p))
-        return tfc_err(TFC_ERR_INTERNAL, "%s: parameter %lld is %s %s but its grad is %s %s", fn, (long long)k,
-                       tfc_dtype_name(p->dtype), SHAPE(p), tfc_dtype_name(g->dtype), SHAPE(g));
-    if (g->storage->device != TFC_DEVICE_CPU)
-        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: the grad of parameter %lld %s is not on the CPU", fn,
-                       (long long)k, SHAPE(p));
-    if (!tfc_is_contiguous(g))
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: the grad of parameter %lld %s is not contiguous (set with "
-                       "tfc_tensor_set_grad?): the fused update reads it as one block", fn, (long long)k, SHAPE(p));
-    if (g->storage == p->storage)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: the grad of parameter %lld %s shares the parameter's memory",
-                       fn, (long long)k, SHAPE(p));
-    return TFC_OK;
-}
-
 TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
     const char *fn = "tfc_optim_step";
     TFC_CHECK_NOT_NULL(fn, opt);
-    for (int64_t k = 0; k < opt->n_params; k++) {
-        const tfc_tensor *pg[2] = {opt->params[k].p, opt->params[k].p->grad};
-        if (pg[1] && tfc_optim_any_cuda(pg, 2)) return tfc_optim_step_cuda(fn, opt);
-    }
     /* 1. Check every gradient and allocate missing state before writing anything. */
     TFC_TRY(tfc_optim_reserve_segs(fn, opt, opt->n_params));
+    const tfc_tensor *ref = NULL; /* the first parameter with a gradient: the step runs on its device */
+    for (int64_t k = 0; k < opt->n_params && !ref; k++)
+        if (opt->params[k].p->grad) ref = opt->params[k].p;
+    if (!ref) {
+        opt->step++;
+        return TFC_OK;
+    }
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(fn, ref, &be));
     for (int64_t k = 0; k < opt->n_params; k++) {
         tfc_optim_slot *pp = &opt->params[k];
         if (!pp->p->grad) continue;
-        TFC_TRY(check_grad(fn, k, pp->p, pp->p->grad));
+        char gname[64];
+        snprintf(gname, sizeof gname, "the grad of parameter %lld", (long long)k);
+        const tfc_tensor *ts[2] = {ref, pp->p};
+        const char *names[2] = {"the first parameter with a gradient", "a parameter"};
+        TFC_TRY(tfc_same_device(fn, ts, names, 2));
+        TFC_TRY(tfc_optim_check_grad(fn, gname, pp->p->grad, "the first parameter with a gradient", ref, pp->p));
+        if (!tfc_backend_takes(be, pp->p->dtype))
+            return tfc_err(TFC_ERR_DTYPE, "%s: parameter %lld is %s %s; the optimizer on %s takes %s", fn,
+                           (long long)k, tfc_dtype_name(pp->p->dtype), SHAPE(pp->p), be->name,
+                           tfc_backend_dtype_list(be, "or"));
         TFC_TRY(tfc_optim_alloc_state(fn, opt, pp));
     }
     /* 2. Lay the parameters with a gradient end to end, each with its own scalars. */
@@ -74,6 +76,7 @@ TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
         start += n;
         s->dtype = pp->p->dtype;
         s->first = !pp->has_state;
+        s->step = pp->step + 1;
         s->lr = g->lr;
         s->weight_decay = g->weight_decay;
         if (adam) {
@@ -86,13 +89,13 @@ TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
         }
     }
     /* 3. The fused pass. */
-    tfc_optim_hyper h = {
+    tfc_optim_problem pr = {
+        .device = tfc_device_index(ref), .rule = adam ? TFC_OPTIM_RULE_ADAM : TFC_OPTIM_RULE_SGD,
         .momentum = o->momentum, .dampening = o->dampening, .beta1 = o->beta1, .beta2 = o->beta2,
         .eps = o->eps, .nesterov = o->nesterov, .amsgrad = o->amsgrad,
-        .decoupled = opt->kind == TFC_OPTIM_ADAMW, .maximize = o->maximize,
+        .decoupled = opt->kind == TFC_OPTIM_ADAMW, .maximize = o->maximize, .segs = opt->segs, .nseg = nseg,
     };
-    if (adam) tfc_cpu_adam_step(&h, opt->segs, nseg);
-    else tfc_cpu_sgd_step(&h, opt->segs, nseg);
+    if (nseg > 0) TFC_TRY(TFC_BACKEND_RUN_DT(fn, be, optim_step, &pr, ref->dtype));
     /* 4. Commit: state exists now, counts advance, in-place writes are visible to autograd. */
     tfc_optim_commit(opt);
     return TFC_OK;

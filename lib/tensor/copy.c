@@ -4,7 +4,8 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "device/dispatch.h"
+#include "cpu/kernels.h"
+#include "tensor/dispatch.h"
 #include "tensor/tensor_impl.h"
 
 tfc_status tfc_require_cpu(const char *fn, const char *arg, const tfc_tensor *t) {
@@ -19,12 +20,13 @@ tfc_status tfc_make_contiguous(const tfc_tensor *t, tfc_tensor **out) {
         *out = tfc_tensor_retain((tfc_tensor *)t);
         return TFC_OK;
     }
-    if (tfc_is_cuda(t)) return tfc_cuda_clone("tfc_contiguous", t, out);
-    TFC_TRY(tfc_require_cpu("tfc_contiguous", "x", t));
     tfc_tensor *r;
     TFC_TRY(tfc_tensor_new_like(t, t->dtype, &r));
-    tfc_sview dv = tfc_sview_of(r), sv = tfc_sview_of(t);
-    tfc_cpu_copy(&dv, &sv);
+    tfc_status s = tfc_tensor_copy_view("tfc_contiguous", r, t);
+    if (s != TFC_OK) {
+        tfc_tensor_release(r);
+        return s;
+    }
     *out = r;
     return TFC_OK;
 }
@@ -39,22 +41,19 @@ TFC_API tfc_status tfc_tensor_copy_to_host(const tfc_tensor *t, void *dst, size_
                        tfc_dtype_name(t->dtype), SHAPE(t), need, nbytes);
     if (!need) return TFC_OK;
     if (t->storage->device != TFC_DEVICE_CPU) {
+        /* Compacted on the device first: one host transfer of exactly the elements. */
         tfc_tensor *c;
-        if (!tfc_is_contiguous(t))
-            return tfc_err(TFC_ERR_UNSUPPORTED, "%s: non-contiguous CUDA tensor: call tfc_contiguous first", fn);
-        c = (tfc_tensor *)t;
-        return tfc_device_memcpy(TFC_DEVICE_CPU, 0, dst, c->storage->device, c->storage->device_index, tfc_data(c),
-                                 need);
+        TFC_TRY(tfc_make_contiguous(t, &c));
+        tfc_status s = tfc_device_memcpy(TFC_DEVICE_CPU, 0, dst, c->storage->device, c->storage->device_index,
+                                         tfc_data(c), need);
+        tfc_tensor_release(c);
+        return s;
     }
-    if (tfc_is_contiguous(t)) {
-        memcpy(dst, tfc_data(t), need);
-        return TFC_OK;
-    }
-    tfc_sview dv = tfc_sview_of(t), sv = tfc_sview_of(t);
+    tfc_sview dv = tfc_sview_of(t);
     dv.data = dst;
     tfc_contiguous_strides(dv.shape, dv.ndim, dv.strides);
-    tfc_cpu_copy(&dv, &sv);
-    return TFC_OK;
+    tfc_copy_problem p = {.device = 0, .dst = dv, .src = tfc_sview_of(t)};
+    return TFC_BACKEND_RUN_DT(fn, &tfc_cpu_backend, copy, &p, t->dtype);
 }
 
 TFC_API tfc_status tfc_tensor_copy_from_host(tfc_tensor *t, const void *src, size_t nbytes) {
@@ -72,10 +71,11 @@ TFC_API tfc_status tfc_tensor_copy_from_host(tfc_tensor *t, const void *src, siz
         TFC_TRY(tfc_device_memcpy(t->storage->device, t->storage->device_index, tfc_data(t), TFC_DEVICE_CPU, 0, src,
                                   need));
     } else {
-        tfc_sview dv = tfc_sview_of(t), sv = tfc_sview_of(t);
+        tfc_sview sv = tfc_sview_of(t);
         sv.data = (char *)src;
         tfc_contiguous_strides(sv.shape, sv.ndim, sv.strides);
-        tfc_cpu_copy(&dv, &sv);
+        tfc_copy_problem p = {.device = 0, .dst = tfc_sview_of(t), .src = sv};
+        TFC_TRY(TFC_BACKEND_RUN_DT(fn, &tfc_cpu_backend, copy, &p, t->dtype));
     }
     tfc_bump_version(t);
     return TFC_OK;
@@ -96,47 +96,38 @@ TFC_API tfc_status tfc_tensor_copy_from(tfc_tensor *dst, const tfc_tensor *src) 
         if (src->shape[i] != ds && src->shape[i] != 1)
             return tfc_err(TFC_ERR_SHAPE, "%s: src %s does not broadcast to dst %s", fn, SHAPE(src), SHAPE(dst));
     }
-    if (tfc_is_cuda(dst) && tfc_is_cuda(src) && dst->storage->device_index == src->storage->device_index &&
-        dst->dtype == src->dtype && tfc_is_contiguous(dst) && dst->ndim == src->ndim &&
-        tfc_numel(dst) == tfc_numel(src) && dst->storage != src->storage) {
-        int same = 1;
-        for (int32_t i = 0; i < dst->ndim; i++) same &= dst->shape[i] == src->shape[i];
-        if (same) return tfc_cuda_copy_into(fn, dst, src); /* a strided view into a contiguous one, on the device */
-    }
-    if (dst->storage->device != TFC_DEVICE_CPU || src->storage->device != TFC_DEVICE_CPU) {
-        /* Cross-device: same shape, dtype and contiguous on both sides. */
-        if (src->dtype != dst->dtype || tfc_numel(src) != tfc_numel(dst) || !tfc_is_contiguous(src) ||
-            !tfc_is_contiguous(dst))
-            return tfc_err(TFC_ERR_UNSUPPORTED, "%s: copies involving CUDA need equal dtype, shape and contiguous "
-                           "tensors (dst %s %s, src %s %s)", fn, tfc_dtype_name(dst->dtype), SHAPE(dst),
+    if (dst->storage->device != src->storage->device || dst->storage->device_index != src->storage->device_index) {
+        /* Across devices: one transfer of equal layouts (src compacted on its own device first). */
+        if (src->dtype != dst->dtype || tfc_numel(src) != tfc_numel(dst) || !tfc_is_contiguous(dst))
+            return tfc_err(TFC_ERR_UNSUPPORTED, "%s: copies between devices need equal dtype and shape and a "
+                           "contiguous dst (dst %s %s, src %s %s)", fn, tfc_dtype_name(dst->dtype), SHAPE(dst),
                            tfc_dtype_name(src->dtype), SHAPE(src));
-        TFC_TRY(tfc_device_memcpy(dst->storage->device, dst->storage->device_index, tfc_data(dst), src->storage->device,
-                                  src->storage->device_index, tfc_data(src),
-                                  (size_t)tfc_numel(src) * tfc_dtype_size(src->dtype)));
+        tfc_tensor *c;
+        TFC_TRY(tfc_make_contiguous(src, &c));
+        tfc_status s = tfc_device_memcpy(dst->storage->device, dst->storage->device_index, tfc_data(dst),
+                                         c->storage->device, c->storage->device_index, tfc_data(c),
+                                         (size_t)tfc_numel(c) * tfc_dtype_size(c->dtype));
+        tfc_tensor_release(c);
+        TFC_TRY(s);
         tfc_bump_version(dst);
         return TFC_OK;
     }
     tfc_tensor *staged = NULL;
     if (may_overlap(dst, src)) TFC_TRY(tfc_tensor_clone(src, &staged));
-    const tfc_tensor *s = staged ? staged : src;
-    tfc_sview dv = tfc_sview_of(dst), sv = tfc_sview_of(s);
-    sv.ndim = dv.ndim;
-    tfc_broadcast_strides(s, dst->shape, dst->ndim, sv.strides);
-    for (int32_t i = 0; i < dv.ndim; i++) sv.shape[i] = dv.shape[i];
-    tfc_cpu_copy(&dv, &sv);
+    tfc_status s = tfc_tensor_copy_view(fn, dst, staged ? staged : src);
     tfc_tensor_release(staged);
+    TFC_TRY(s);
     tfc_bump_version(dst);
     return TFC_OK;
 }
 
 TFC_API tfc_status tfc_tensor_fill(tfc_tensor *t, double value) {
-    TFC_CHECK_NOT_NULL("tfc_tensor_fill", t);
-    if (t->storage->device != TFC_DEVICE_CPU) {
-        TFC_TRY(tfc_cuda_fill("tfc_tensor_fill", t, value));
-    } else {
-        tfc_sview v = tfc_sview_of(t);
-        tfc_cpu_fill(&v, value);
-    }
+    const char *fn = "tfc_tensor_fill";
+    TFC_CHECK_NOT_NULL(fn, t);
+    const tfc_backend *b;
+    TFC_TRY(tfc_tensor_backend(fn, t, &b));
+    tfc_fill_problem p = {.device = tfc_device_index(t), .dst = tfc_sview_of(t), .value = value};
+    TFC_TRY(TFC_BACKEND_RUN_DT(fn, b, fill, &p, t->dtype));
     tfc_bump_version(t);
     return TFC_OK;
 }
@@ -157,15 +148,7 @@ TFC_API tfc_status tfc_tensor_clone(const tfc_tensor *t, tfc_tensor **out) {
     TFC_CHECK_NOT_NULL("tfc_tensor_clone", out);
     tfc_tensor *r;
     TFC_TRY(tfc_tensor_new_like(t, t->dtype, &r));
-    tfc_status s;
-    if (t->storage->device == TFC_DEVICE_CPU) {
-        tfc_sview dv = tfc_sview_of(r), sv = tfc_sview_of(t);
-        tfc_cpu_copy(&dv, &sv);
-        s = TFC_OK;
-    } else {
-        tfc_tensor_release(r);
-        return tfc_cuda_clone("tfc_tensor_clone", t, out);
-    }
+    tfc_status s = tfc_tensor_copy_view("tfc_tensor_clone", r, t);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
         return s;

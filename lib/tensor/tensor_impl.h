@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "cpu/strided.h"
+#include "backend/view.h"
 #include "tfcore/tensor.h"
 
 struct tfc_node;

@@ -1,21 +1,29 @@
 /*
- * Device dispatch of the ops layer, the parts that run without a GPU:
+ * Device dispatch through the backend table, the parts that run without a
+ * GPU:
+ *   - the table alone decides where an op runs: with a stand-in table
+ *     serving device type CUDA (the CPU's entries, standin_backend.h), a
+ *     GPT trains on "cuda:0" exactly as on the CPU, bit for bit;
+ *   - a NULL entry is TFC_ERR_UNSUPPORTED naming op, device and dtype,
+ *     before anything is written;
  *   - mixing devices in one call is TFC_ERR_DEVICE naming the function,
  *     both arguments and both devices, decided before any device work;
  *   - without a usable CUDA device every CUDA path fails cleanly with the
  *     loader's reason (skipped where a GPU is present: there the device
  *     check exercises the real paths);
- *   - ops without a CUDA path say "not implemented on CUDA";
  *   - tfc_gpt_to_device: argument errors, a failed move leaves the model
  *     untouched, and a CPU -> CPU move keeps every value and the loss.
- * "CUDA tensors" here are CPU tensors whose storage is labelled CUDA for the
- * duration of one call that must fail before touching memory (the label
- * is restored before release); no kernel, real or imitated, runs on them.
+ * "CUDA tensors" in the mixed-device tests are CPU tensors whose storage is
+ * labelled CUDA for the duration of one call that must fail before touching
+ * memory (the label is restored before release).
  */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "tfc_test.h"
 
+#include "standin_backend.h"
 #include "tensor/tensor_impl.h"
 
 TFC_TEST_MAIN
@@ -35,15 +43,14 @@ TEST(mixed_devices_name_function_arguments_and_devices) {
     const int64_t d23[2] = {2, 3}, d32[2] = {3, 2}, d3[1] = {3}, d2[1] = {2}, dq[4] = {1, 1, 2, 4};
     tfc_tensor *a = filled(d23, 2, TFC_DTYPE_F32, 1), *b = filled(d23, 2, TFC_DTYPE_F32, 2);
     tfc_tensor *w = filled(d32, 2, TFC_DTYPE_F32, 1), *r = NULL, *sentinel = (tfc_tensor *)&r;
+    standin_install();
     label_cuda(a, 1);
     r = sentinel;
     CHECK_ERR(tfc_add(NULL, a, b, &r), TFC_ERR_DEVICE, "tfc_add: a lives on cuda:0 but b lives on cpu");
     CHECK(r == sentinel); /* out-param untouched */
     CHECK_ERR(tfc_mul(NULL, b, a, &r), TFC_ERR_DEVICE, "tfc_mul: a lives on cpu but b lives on cuda:0");
     CHECK_ERR(tfc_matmul(NULL, w, a, &r), TFC_ERR_DEVICE, "tfc_matmul: a lives on cpu but b lives on cuda:0");
-    /* tfc_linear on CUDA is matmul + add: the device check is matmul's */
-    CHECK_ERR(tfc_linear(NULL, a, w, NULL, &r), TFC_ERR_DEVICE, "tfc_matmul: a lives on cuda:0 but b lives on cpu");
-    CHECK_ERR(tfc_linear(NULL, a, w, a, &r), TFC_ERR_SHAPE, "tfc_linear: x is [2,3], w is [3,2], b is [2,3]");
+    CHECK_ERR(tfc_linear(NULL, a, w, NULL, &r), TFC_ERR_DEVICE, "tfc_linear: x lives on cuda:0 but w lives on cpu");
     CHECK(r == sentinel);
     label_cuda(a, 0);
 
@@ -91,6 +98,7 @@ TEST(mixed_devices_name_function_arguments_and_devices) {
 
     tfc_tensor *all[] = {a, b, w, gamma, y, ids, loss, emb, q, k, o, dout, dm, sq};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tfc_tensor_release(all[i]);
+    standin_remove();
 }
 
 /* A leaf with a gradient of `v` everywhere. */
@@ -107,6 +115,7 @@ TEST(optimizer_and_clipping_refuse_mixed_devices) {
     tfc_tensor *p0 = param_with_grad(d, 1, 0.5), *p1 = param_with_grad(d, 1, 0.25);
     tfc_tensor *ps[2] = {p0, p1};
     double norm = -1;
+    standin_install();
     label_cuda(p1->grad, 1);
     CHECK_ERR(tfc_clip_grad_norm(ps, 2, 1.0, &norm), TFC_ERR_DEVICE,
               "tfc_clip_grad_norm: the first gradient lives on cpu but a later gradient lives on cuda:0");
@@ -115,41 +124,76 @@ TEST(optimizer_and_clipping_refuse_mixed_devices) {
     tfc_optim *opt = NULL;
     CHECK_OK(tfc_optim_adamw(&oo, &opt));
     CHECK_OK(tfc_optim_add_params(opt, ps, 2, NULL));
-    CHECK_ERR(tfc_optim_step(opt), TFC_ERR_DEVICE, "its grad lives on cuda:0");
+    CHECK_ERR(tfc_optim_step(opt), TFC_ERR_DEVICE,
+              "tfc_optim_step: the first parameter with a gradient lives on cpu but the grad of parameter 1 lives on "
+              "cuda:0");
     int64_t steps = -1;
     CHECK_OK(tfc_optim_step_count(opt, &steps));
     CHECK(steps == 0);
     label_cuda(p1->grad, 0);
     tfc_optim_release(opt);
 
-    /* SGD has no CUDA path: refused before any device work. */
-    label_cuda(p0, 1);
-    label_cuda(p0->grad, 1);
-    tfc_optim_options so = TFC_SGD_OPTIONS_INIT;
-    so.lr = 0.1;
-    CHECK_OK(tfc_optim_sgd(&so, &opt));
-    CHECK_OK(tfc_optim_add_params(opt, &p0, 1, NULL));
-    CHECK_ERR(tfc_optim_step(opt), TFC_ERR_DEVICE, "tfc_optim_step: SGD is not implemented on CUDA");
-    label_cuda(p0->grad, 0);
-    label_cuda(p0, 0);
-    tfc_optim_release(opt);
     tfc_tensor_release(p0);
     tfc_tensor_release(p1);
+    standin_remove();
 }
 
-TEST(ops_without_a_cuda_path_say_so) {
-    const int64_t d[2] = {2, 3};
-    tfc_tensor *x = filled(d, 2, TFC_DTYPE_F32, 1), *r = NULL, *parts[2] = {NULL, NULL};
+/* Bytes of t (host memory: CPU or stand-in "cuda"). */
+static void host_bytes(const tfc_tensor *t, void *out, size_t n) { CHECK_OK(tfc_tensor_copy_to_host(t, out, n)); }
+
+TEST(a_missing_entry_is_unsupported_naming_op_device_and_dtype) {
+    tfc_backend *sb = standin_install();
+    sb->reduce = NULL;
+    sb->layernorm_forward = NULL;
+    sb->optim_step = NULL;
+    sb->gemm = NULL;
+    const int64_t d[2] = {2, 3}, d3[1] = {3};
+    tfc_tensor *x = NULL, *y = NULL, *r = NULL, *sentinel = (tfc_tensor *)&r;
+    CHECK_OK(tfc_tensor_full(d, 2, TFC_DTYPE_F32, 1.5, &x));
+    CHECK_OK(tfc_tensor_to_device(x, TFC_DEVICE_CUDA, 0, &y)); /* through the stand-in's memcpy */
+    CHECK(tfc_tensor_device_type(y) == TFC_DEVICE_CUDA);
     int32_t dim1 = 1;
-    label_cuda(x, 1);
-    CHECK_ERR(tfc_max(NULL, x, &dim1, 1, 0, &r), TFC_ERR_DEVICE, "tfc_max: this reduction (only sum and mean are) is "
-              "not implemented on CUDA");
-    CHECK_ERR(tfc_argmax(x, 1, 0, &r), TFC_ERR_DEVICE, "tfc_argmax: x lives on cuda:0; tfc_argmax is not implemented on CUDA");
-    const tfc_tensor *xs[2] = {x, x};
-    CHECK_ERR(tfc_concat(NULL, xs, 2, 0, &r), TFC_ERR_DEVICE, "not implemented on CUDA");
-    (void)parts;
-    label_cuda(x, 0);
-    tfc_tensor_release(x);
+    r = sentinel;
+    CHECK_ERR(tfc_sum(NULL, y, &dim1, 1, 0, &r), TFC_ERR_UNSUPPORTED, "tfc_sum: reduce is not implemented on cuda:0 for f32");
+    CHECK_ERR(tfc_argmax(y, 1, 0, &r), TFC_ERR_UNSUPPORTED, "tfc_argmax: reduce is not implemented on cuda:0 for f32");
+    tfc_tensor *yt = NULL;
+    CHECK_OK(tfc_transpose(NULL, y, 0, 1, &yt));
+    CHECK_ERR(tfc_matmul(NULL, y, yt, &r), TFC_ERR_UNSUPPORTED, "tfc_matmul: gemm is not implemented on cuda:0 for f32");
+    CHECK(r == sentinel);
+    /* An explicit door writes nothing when the entry is missing. */
+    tfc_tensor *out = NULL;
+    CHECK_OK(tfc_tensor_new_like(y, y->dtype, &out));
+    CHECK_OK(tfc_tensor_fill(out, 7.0));
+    CHECK_ERR(tfc_layernorm_forward(y, NULL, NULL, 1e-5, out, NULL, NULL), TFC_ERR_UNSUPPORTED,
+              "tfc_layernorm_forward: layernorm_forward is not implemented on cuda:0 for f32");
+    float v[6];
+    host_bytes(out, v, sizeof v);
+    for (int i = 0; i < 6; i++) CHECK(v[i] == 7.0f);
+    /* The optimizer: the step is refused before any state changes. */
+    tfc_tensor *p = NULL, *g = NULL;
+    CHECK_OK(tfc_tensor_full(d3, 1, TFC_DTYPE_F32, 1.0, &p));
+    tfc_tensor *pc = NULL, *gc = NULL;
+    CHECK_OK(tfc_tensor_full(d3, 1, TFC_DTYPE_F32, 0.5, &g));
+    CHECK_OK(tfc_tensor_to_device(p, TFC_DEVICE_CUDA, 0, &pc));
+    CHECK_OK(tfc_tensor_to_device(g, TFC_DEVICE_CUDA, 0, &gc));
+    CHECK_OK(tfc_tensor_set_requires_grad(pc, 1));
+    CHECK_OK(tfc_tensor_set_grad(pc, gc));
+    tfc_optim_options so = TFC_SGD_OPTIONS_INIT;
+    so.lr = 0.1;
+    tfc_optim *opt = NULL;
+    CHECK_OK(tfc_optim_sgd(&so, &opt));
+    CHECK_OK(tfc_optim_add_params(opt, &pc, 1, NULL));
+    CHECK_ERR(tfc_optim_step(opt), TFC_ERR_UNSUPPORTED, "tfc_optim_step: optim_step is not implemented on cuda:0 for f32");
+    int64_t steps = -1;
+    CHECK_OK(tfc_optim_step_count(opt, &steps));
+    CHECK(steps == 0);
+    float pv[3];
+    host_bytes(pc, pv, sizeof pv);
+    CHECK(pv[0] == 1.0f && pv[2] == 1.0f);
+    tfc_optim_release(opt);
+    tfc_tensor *all[] = {x, y, yt, out, p, g, pc, gc};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tfc_tensor_release(all[i]);
+    standin_remove();
 }
 
 TEST(without_a_device_cuda_paths_fail_with_the_loaders_reason) {
@@ -245,4 +289,73 @@ TEST(gpt_to_device) {
     tfc_tensor_release(idx);
     tfc_tensor_release(tg);
     tfc_gpt_release(m);
+}
+
+/* n AdamW steps (forward, backward, clip 1.0, step) of m; losses[i] per step. */
+static void train_steps(tfc_gpt *m, const tfc_tensor *idx, const tfc_tensor *tg, int n, double *losses) {
+    int32_t np;
+    const char *const *names;
+    tfc_tensor *const *ps;
+    CHECK_OK(tfc_gpt_params(m, &np, &names, &ps));
+    tfc_optim_options oo = TFC_ADAMW_OPTIONS_INIT;
+    oo.lr = 1e-2;
+    tfc_optim *opt = NULL;
+    CHECK_OK(tfc_optim_adamw(&oo, &opt));
+    CHECK_OK(tfc_optim_add_params(opt, ps, np, NULL));
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    for (int i = 0; i < n; i++) {
+        tfc_tensor *loss = NULL;
+        CHECK_OK(tfc_gpt_forward(m, g, idx, tg, NULL, &loss));
+        CHECK_OK(tfc_tensor_item(loss, &losses[i]));
+        CHECK_OK(tfc_graph_backward(g, loss, NULL));
+        double norm;
+        CHECK_OK(tfc_optim_clip_grad_norm(opt, 1.0, &norm));
+        CHECK_OK(tfc_optim_step(opt));
+        CHECK_OK(tfc_optim_zero_grad(opt, 1));
+        CHECK_OK(tfc_graph_clear(g));
+        tfc_tensor_release(loss);
+    }
+    tfc_graph_release(g);
+    tfc_optim_release(opt);
+}
+
+TEST(the_table_alone_decides_where_a_model_trains) {
+    const int64_t d[2] = {2, 6};
+    int32_t iv[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 1}, tv[12] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 1, 2};
+    tfc_tensor *idx = NULL, *tg = NULL;
+    CHECK_OK(tfc_tensor_from_data(iv, d, 2, TFC_DTYPE_I32, &idx));
+    CHECK_OK(tfc_tensor_from_data(tv, d, 2, TFC_DTYPE_I32, &tg));
+    double on_cpu[4], on_standin[4];
+    tfc_gpt *a = tiny_gpt();
+    train_steps(a, idx, tg, 4, on_cpu);
+
+    standin_install();
+    tfc_gpt *b = tiny_gpt();
+    CHECK_OK(tfc_gpt_to_device(b, TFC_DEVICE_CUDA, 0));
+    int32_t np;
+    const char *const *names;
+    tfc_tensor *const *pb, *const *pa;
+    CHECK_OK(tfc_gpt_params(b, &np, &names, &pb));
+    CHECK(tfc_tensor_device_type(pb[0]) == TFC_DEVICE_CUDA);
+    train_steps(b, idx, tg, 4, on_standin);
+    for (int i = 0; i < 4; i++) CHECK(on_cpu[i] == on_standin[i]);
+    CHECK(on_cpu[3] < on_cpu[0]);
+    /* Every parameter equal bit for bit after training. */
+    CHECK_OK(tfc_gpt_params(a, &np, &names, &pa));
+    CHECK_OK(tfc_gpt_params(b, &np, &names, &pb));
+    for (int32_t i = 0; i < np; i++) {
+        size_t bytes = (size_t)tfc_tensor_numel(pa[i]) * sizeof(float);
+        float *x = malloc(bytes), *y = malloc(bytes);
+        host_bytes(pa[i], x, bytes);
+        host_bytes(pb[i], y, bytes);
+        CHECK(memcmp(x, y, bytes) == 0);
+        free(x);
+        free(y);
+    }
+    tfc_gpt_release(b);
+    standin_remove();
+    tfc_gpt_release(a);
+    tfc_tensor_release(idx);
+    tfc_tensor_release(tg);
 }

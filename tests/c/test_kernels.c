@@ -7,6 +7,8 @@
  */
 #include "tfc_test.h"
 
+#include "standin_backend.h"
+
 #include "cpu/kernels.h"
 #include "cpu/vmath.h"
 #include "tensor/tensor_impl.h"
@@ -1173,18 +1175,20 @@ TEST(empty_tensors_are_no_ops) {
 
 /* ---- device --------------------------------------------------------------------------- */
 
-TEST(cuda_tensors_are_rejected_for_now) {
-    /* No CUDA here: mark a CPU tensor's storage as CUDA for the check, then restore it. */
+TEST(tensors_on_two_devices_are_rejected) {
+    /* A CPU tensor labelled CUDA, served by the stand-in table: the one-device rule, without a GPU. */
+    standin_install();
     int64_t d[2] = {2, 3};
     tfc_tensor *x = mk(TFC_DTYPE_F32, d, 2, NULL), *y = mk(TFC_DTYPE_F32, d, 2, NULL);
     x->storage->device = TFC_DEVICE_CUDA;
-    CHECK_ERR(tfc_gelu_forward(x, 0, y), TFC_ERR_DEVICE, "tfc_gelu_forward: x lives on cuda:0");
+    CHECK_ERR(tfc_gelu_forward(x, 0, y), TFC_ERR_DEVICE, "tfc_gelu_forward: x lives on cuda:0 but y lives on cpu");
     CHECK_ERR(tfc_softmax_forward(x, -1, 0, y), TFC_ERR_DEVICE, "tfc_softmax_forward: x lives on cuda");
     x->storage->device = TFC_DEVICE_CPU;
     y->storage->device = TFC_DEVICE_CUDA;
     CHECK_ERR(tfc_layernorm_forward(x, NULL, NULL, 1e-5, y, NULL, NULL), TFC_ERR_DEVICE, "y lives on cuda");
     y->storage->device = TFC_DEVICE_CPU;
     rel(x, y, NULL, NULL, NULL, NULL);
+    standin_remove();
 }
 
 /* ---- the f32 polynomial exp and erfc ----------------------------------------------------- */

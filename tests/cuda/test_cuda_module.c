@@ -1,97 +1,98 @@
 /*
- * The CUDA module without a GPU: it loads, negotiates its API version,
- * fills every table entry, validates arguments before touching the
- * device, and reports a missing device as TFC_ERR_DEVICE with a message
- * instead of aborting. Runs on every CI machine where the module is built.
- * The module's path comes from TFC_CUDA_MODULE (set by meson).
+ * The CUDA module without a GPU: it loads, negotiates the backend ABI
+ * version, fills every entry it claims, refuses what CUDA does not offer
+ * with TFC_ERR_UNSUPPORTED, and reports a missing device as TFC_ERR_DEVICE
+ * with a message instead of aborting. Runs on every CI machine where the
+ * module is built. The module's path comes from TFC_CUDA_MODULE (set by
+ * meson).
  */
 #include <dlfcn.h>
 #include <math.h>
 
-#include "device/cuda_api.h"
+#include "backend/backend.h"
 #include "tfc_test.h"
 
 TFC_TEST_MAIN
 
-static const tfc_cuda_api *load(uint32_t version) {
+static const tfc_backend *load(uint32_t version) {
     const char *path = getenv("TFC_CUDA_MODULE");
     void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
     if (!h) {
         TFC_FAIL_AT("cannot load %s: %s", path ? path : "(TFC_CUDA_MODULE unset)", dlerror());
         return NULL;
     }
-    tfc_cuda_module_get_fn get = (tfc_cuda_module_get_fn)dlsym(h, "tfc_cuda_module_get");
+    tfc_backend_module_get_fn get = (tfc_backend_module_get_fn)dlsym(h, "tfc_backend_module_get");
     CHECK(get != NULL);
     return get ? get(version) : NULL;
 }
 
 TEST(version_negotiation) {
-    CHECK(load(1) == NULL);
-    CHECK(load(TFC_CUDA_API_VERSION + 1) == NULL);
-    const tfc_cuda_api *a = load(TFC_CUDA_API_VERSION);
+    CHECK(load(2) == NULL);
+    CHECK(load(TFC_BACKEND_ABI + 1) == NULL);
+    const tfc_backend *a = load(TFC_BACKEND_ABI);
     CHECK(a != NULL);
     if (!a) return;
-    CHECK(a->struct_size == sizeof(tfc_cuda_api));
-    CHECK(a->api_version == TFC_CUDA_API_VERSION);
+    CHECK(a->struct_size == sizeof(tfc_backend));
+    CHECK(a->abi_version == TFC_BACKEND_ABI);
+    CHECK(strcmp(a->name, "cuda") == 0);
+    CHECK(a->stats_f32 == 1);
+    CHECK(tfc_backend_takes(a, TFC_DTYPE_F32) && tfc_backend_takes(a, TFC_DTYPE_BF16));
+    CHECK(!tfc_backend_takes(a, TFC_DTYPE_F64));
 }
 
-TEST(every_entry_is_filled) {
-    const tfc_cuda_api *a = load(TFC_CUDA_API_VERSION);
+TEST(every_entry_but_the_cpu_only_ones_is_filled) {
+    const tfc_backend *a = load(TFC_BACKEND_ABI);
     if (!a) return;
-    /* After the two uint32 fields the table is nothing but function pointers. */
-    size_t first = offsetof(tfc_cuda_api, describe), n = (sizeof(tfc_cuda_api) - first) / sizeof(void (*)(void));
-    CHECK(n == 33); /* 8 memory entries + 25 kernels */
+    /* After name, float_dtypes and stats_f32 the table is nothing but function pointers. */
+    size_t first = offsetof(tfc_backend, describe), n = (sizeof(tfc_backend) - first) / sizeof(void (*)(void));
+    CHECK(n == 34);
+    int missing = 0;
     for (size_t i = 0; i < n; i++) {
         void (*fp)(void);
         memcpy(&fp, (const char *)a + first + i * sizeof fp, sizeof fp);
-        if (!fp) TFC_FAIL_AT("table entry %zu is NULL", i);
+        missing += fp == NULL;
     }
+    /* reduce_scatter (max/min backward) and cross_entropy_rows (the fused LM head's rows) are CPU-only. */
+    CHECK(missing == 2);
+    CHECK(a->reduce_scatter == NULL && a->cross_entropy_rows == NULL);
 }
 
-TEST(arguments_are_checked_before_the_device) {
-    const tfc_cuda_api *a = load(TFC_CUDA_API_VERSION);
+TEST(what_cuda_does_not_offer_is_refused_before_the_device) {
+    const tfc_backend *a = load(TFC_BACKEND_ABI);
     if (!a) return;
-    int x;
-    CHECK(a->binary(0, 42, TFC_DTYPE_F32, &x, &x, &x, 1) == TFC_ERR_INVALID_ARG);
-    CHECK(strstr(a->last_error(), "op 42") != NULL);
-    CHECK(a->unary(0, -1, TFC_DTYPE_F32, &x, &x, 1) == TFC_ERR_INVALID_ARG);
-    CHECK(a->reduce(0, 3, TFC_DTYPE_F32, &x, &x, 1, 1, 1) == TFC_ERR_INVALID_ARG);
-    CHECK(a->memcpy(0, &x, &x, 4, 3) == TFC_ERR_INVALID_ARG);
-    CHECK(strstr(a->last_error(), "kind 3") != NULL);
-    CHECK(a->dropout(0, TFC_DTYPE_F32, &x, &x, 1, -0.5f, 1, 0) == TFC_ERR_INVALID_ARG);
-    CHECK(a->attention_forward(0, TFC_DTYPE_F32, &x, &x, &x, &x, NULL, 1, 1, 1, 1, 200, 64, 1.0f, 0) ==
-          TFC_ERR_UNSUPPORTED);
-    CHECK(strstr(a->last_error(), "D 200") != NULL);
-    tfc_cuda_matmul_desc m = {4, TFC_DTYPE_F32, 1, 1, 1, 1, 0, 0, &x, &x, &x, NULL, 0, 0, 0, 1.0f, 0.0f, 0};
-    CHECK(a->matmul(0, &m) == TFC_ERR_VERSION);
-    m.struct_size = sizeof m, m.dtype = TFC_DTYPE_I64;
-    CHECK(a->matmul(0, &m) == TFC_ERR_DTYPE);
-    CHECK(strstr(a->last_error(), "i64") != NULL);
-    m.dtype = TFC_DTYPE_F32, m.epilogue = TFC_CUDA_EPI_BIAS;
-    CHECK(a->matmul(0, &m) == TFC_ERR_INVALID_ARG);
-    CHECK(strstr(a->last_error(), "bias is NULL") != NULL);
-    tfc_cuda_adamw_desc o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o, o.count = 1, o.step = 0;
-    CHECK(a->adamw(0, &o) == TFC_ERR_INVALID_ARG);
-    CHECK(strstr(a->last_error(), "step is 0") != NULL);
-    float norm;
-    CHECK(a->grad_norm(0, TFC_DTYPE_F32, NULL, NULL, 0, 0.0f, &norm, &norm) == TFC_ERR_INVALID_ARG);
-    CHECK(strstr(a->last_error(), "max_norm") != NULL);
-    CHECK(a->random_normal(0, TFC_DTYPE_F32, &x, 1, 1, 0, 0.0, INFINITY) == TFC_ERR_INVALID_ARG);
-    CHECK(strstr(a->last_error(), "must be finite") != NULL);
-    tfc_cuda_strided L = {9, {0}, {0}, {0}};
-    CHECK(a->copy_strided(0, TFC_DTYPE_F32, &x, &x, &L) == TFC_ERR_INVALID_ARG);
-    CHECK(strstr(a->last_error(), "ndim 9") != NULL);
-    L.ndim = 1, L.shape[0] = 1;
-    CHECK(a->copy_strided(0, 99, &x, &x, &L) == TFC_ERR_DTYPE);
+    float x = 0;
+    tfc_sview v = {.data = (char *)&x, .dtype = TFC_DTYPE_F32, .ndim = 1, .shape = {1}, .strides = {1}};
+    tfc_reduce_problem r = {.op = TFC_REDUCE_MAX, .in = v, .nkeep = 0, .out = &x};
+    CHECK(a->reduce(&r) == TFC_ERR_UNSUPPORTED);
+    CHECK(strstr(a->last_error(), "only sums") != NULL);
+    tfc_gelu_problem g = {.dtype = TFC_DTYPE_F32, .n = 1, .approximate = 0, .x = &x, .y = &x};
+    CHECK(a->gelu_forward(&g) == TFC_ERR_UNSUPPORTED);
+    CHECK(strstr(a->last_error(), "erf form") != NULL);
+    tfc_optim_seg seg = {.param = &x, .grad = &x, .n = 1, .dtype = TFC_DTYPE_F32, .step = 1, .lr = 0.1};
+    tfc_optim_problem o = {.rule = TFC_OPTIM_RULE_SGD, .segs = &seg, .nseg = 1};
+    CHECK(a->optim_step(&o) == TFC_ERR_UNSUPPORTED);
+    CHECK(strstr(a->last_error(), "SGD") != NULL);
+    o.rule = TFC_OPTIM_RULE_ADAM, o.decoupled = 1, o.amsgrad = 1;
+    CHECK(a->optim_step(&o) == TFC_ERR_UNSUPPORTED);
+    CHECK(strstr(a->last_error(), "amsgrad") != NULL);
+    tfc_random_problem rp = {.dst = v};
+    rp.dst.shape[0] = 2, rp.dst.strides[0] = 2;
+    CHECK(a->random(&rp) == TFC_ERR_UNSUPPORTED);
+    CHECK(strstr(a->last_error(), "non-contiguous") != NULL);
+    tfc_copy_problem cp = {.dst = v, .src = v};
+    cp.src.dtype = TFC_DTYPE_I32;
+    CHECK(a->copy(&cp) == TFC_ERR_UNSUPPORTED);
+    CHECK(strstr(a->last_error(), "f32 and bf16") != NULL);
     /* Empty work is a no-op that never needs a device. */
-    CHECK(a->fill(0, TFC_DTYPE_F32, NULL, 0, 1.0) == TFC_OK);
-    CHECK(a->binary(0, TFC_CUDA_ADD, TFC_DTYPE_F32, NULL, NULL, NULL, 0) == TFC_OK);
+    tfc_fill_problem f = {.dst = v, .value = 1.0};
+    f.dst.shape[0] = 0;
+    CHECK(a->fill(&f) == TFC_OK);
+    tfc_map_problem m = {.op = TFC_MAP_ADD, .out = &f.dst, .a = &f.dst, .b = &f.dst};
+    CHECK(a->map(&m) == TFC_OK);
 }
 
 TEST(missing_device_is_an_error_not_an_abort) {
-    const tfc_cuda_api *a = load(TFC_CUDA_API_VERSION);
+    const tfc_backend *a = load(TFC_BACKEND_ABI);
     if (!a) return;
     int32_t n = a->device_count();
     CHECK(n >= 0);
@@ -104,7 +105,10 @@ TEST(missing_device_is_an_error_not_an_abort) {
         CHECK(p == (void *)&n); /* out-param untouched */
         CHECK(a->last_error()[0] != '\0');
         CHECK(a->synchronize(0) == TFC_ERR_DEVICE);
-        CHECK(a->fill(0, TFC_DTYPE_F32, &n, 1, 1.0) == TFC_ERR_DEVICE);
+        float x = 0;
+        tfc_fill_problem f = {.dst = {.data = (char *)&x, .dtype = TFC_DTYPE_F32, .ndim = 1, .shape = {1}, .strides = {1}},
+                              .value = 1.0};
+        CHECK(a->fill(&f) == TFC_ERR_DEVICE);
     } else {
         CHECK(a->alloc(n, 16, &p) == TFC_ERR_DEVICE); /* one past the last device */
         CHECK(strstr(a->last_error(), "does not exist") != NULL);
@@ -114,7 +118,7 @@ TEST(missing_device_is_an_error_not_an_abort) {
 TEST(library_reports_availability) {
     /* Through libtfcore's loader (objects linked in; module via LD_LIBRARY_PATH). */
     int32_t avail = tfc_cuda_available();
-    const tfc_cuda_api *a = load(TFC_CUDA_API_VERSION);
+    const tfc_backend *a = load(TFC_BACKEND_ABI);
     if (!a) return;
     CHECK(avail == (a->device_count() > 0));
     if (!avail) CHECK(strstr(tfc_last_error(), "no CUDA device") != NULL);

@@ -1,14 +1,16 @@
 /*
- * Elementwise maps out = f(a, b, c; p) over strided views of one shape
- * (broadcast inputs carry stride 0). Each op is one formula in the table
- * below, compiled for every element type by elementwise.c.
+ * The elementwise maps out = f(a, b, c; p): every formula exactly once.
+ * Both backends are generated from this table — lib/cpu/elementwise.c
+ * instantiates it for f32 and f64 (AVX2 and portable), cuda/map.cu for f32
+ * and bf16 storage with f32 arithmetic — so a new map is one line here.
+ *
+ * A formula reads the inputs a, b, c (of type T) and the scalar parameter
+ * p, and may use EXP, LOG, SQRT, TANH and POW, which each includer defines
+ * for its T. Plain C and CUDA C++ both include this header.
  */
-#ifndef TFC_CPU_ELEMENTWISE_H
-#define TFC_CPU_ELEMENTWISE_H
+#ifndef TFC_BACKEND_MAP_OPS_H
+#define TFC_BACKEND_MAP_OPS_H
 
-#include "cpu/strided.h"
-
-/* Formulas use a, b, c for the inputs and p for the scalar parameter. */
 #define TFC_MAP_OPS(X)                                                              \
     /* binary */                                                                    \
     X(ADD, a + b)                                                                   \
@@ -48,13 +50,5 @@ typedef enum tfc_map_op {
 #undef TFC_MAP_ENUM
     TFC_MAP_COUNT_
 } tfc_map_op;
-
-/*
- * out = f(a, b, c; p), or out += f(...) when accumulate. All float views
- * share out's dtype (f32 or f64) except c of MASK_SELECT, which may be
- * bool/u8. Unused inputs may be NULL.
- */
-void tfc_cpu_map(tfc_map_op op, const tfc_sview *out, const tfc_sview *a, const tfc_sview *b, const tfc_sview *c,
-                 double p, int accumulate);
 
 #endif

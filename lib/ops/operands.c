@@ -1,29 +1,23 @@
-/* Argument checks shared by the explicit kernel entry points. */
-#include "ops/kernel_args.h"
+/* Argument checks and operand preparation shared by the explicit doors. */
+#include "ops/operands.h"
 
-#include "device/dispatch.h"
-
-static tfc_status on_cpu(const char *fn, const char *arg, const tfc_tensor *t) {
-    if (!t) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, arg);
-    return tfc_require_cpu(fn, arg, t);
-}
+#include "core/dtype.h"
 
 tfc_status tfc_karg_float(const char *fn, const char *arg, const tfc_tensor *t) {
-    if (t && tfc_is_cuda(t)) {
-        if (t->dtype != TFC_DTYPE_F32 && t->dtype != TFC_DTYPE_BF16)
-            return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s on cuda:%d; CUDA kernels take f32 and bf16", fn, arg,
-                           tfc_dtype_name(t->dtype), SHAPE(t), (int)t->storage->device_index);
-        return TFC_OK;
+    if (!t) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, arg);
+    const tfc_backend *b;
+    TFC_TRY(tfc_tensor_backend(fn, t, &b));
+    if (!tfc_backend_takes(b, t->dtype)) {
+        char dev[32];
+        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; only %s are supported on %s", fn, arg,
+                       tfc_dtype_name(t->dtype), SHAPE(t), tfc_backend_dtype_list(b, "and"),
+                       tfc_device_str(t, dev, sizeof dev));
     }
-    TFC_TRY(on_cpu(fn, arg, t));
-    if (t->dtype != TFC_DTYPE_F32 && t->dtype != TFC_DTYPE_F64)
-        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; only f32 and f64 are supported", fn, arg,
-                       tfc_dtype_name(t->dtype), SHAPE(t));
     return TFC_OK;
 }
 
 tfc_status tfc_karg_index(const char *fn, const char *arg, const tfc_tensor *t) {
-    if (!(t && tfc_is_cuda(t))) TFC_TRY(on_cpu(fn, arg, t));
+    if (!t) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, arg);
     if (t->dtype != TFC_DTYPE_I32 && t->dtype != TFC_DTYPE_I64)
         return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; indices must be i32 or i64", fn, arg,
                        tfc_dtype_name(t->dtype), SHAPE(t));
@@ -60,6 +54,23 @@ tfc_status tfc_karg_float_like(const char *fn, const char *arg, const tfc_tensor
                                int32_t ndim, const char *refname, const tfc_tensor *ref) {
     TFC_TRY(tfc_karg_float(fn, arg, t));
     TFC_TRY(tfc_karg_dtype_like(fn, arg, t, refname, ref));
+    return tfc_karg_shape(fn, arg, t, dims, ndim, refname, ref);
+}
+
+tfc_status tfc_karg_stats(const char *fn, const char *arg, const tfc_tensor *t, tfc_dtype st, const int64_t *dims,
+                          int32_t ndim, const char *refname, const tfc_tensor *ref) {
+    if (!t) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, arg);
+    const tfc_tensor *ts[2] = {ref, t};
+    const char *names[2] = {refname, arg};
+    TFC_TRY(tfc_same_device(fn, ts, names, 2));
+    if (t->dtype != st) {
+        if (st == ref->dtype)
+            return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s, must be %s like %s %s", fn, arg, tfc_dtype_name(t->dtype),
+                           SHAPE(t), tfc_dtype_name(st), refname, SHAPE(ref));
+        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s, must be %s (statistics of %s %s %s are %s on this device)", fn,
+                       arg, tfc_dtype_name(t->dtype), SHAPE(t), tfc_dtype_name(st), refname,
+                       tfc_dtype_name(ref->dtype), SHAPE(ref), tfc_dtype_name(st));
+    }
     return tfc_karg_shape(fn, arg, t, dims, ndim, refname, ref);
 }
 
@@ -126,20 +137,35 @@ tfc_status tfc_karg_disjoint(const char *fn, const tfc_tensor *const *tensors, c
     return TFC_OK;
 }
 
-tfc_status tfc_karg_contiguous(const tfc_tensor *t, tfc_tensor **tmp, const tfc_tensor **use) {
-    *tmp = NULL;
-    *use = t;
-    if (!t || tfc_is_contiguous(t)) return TFC_OK;
-    TFC_TRY(tfc_make_contiguous(t, tmp));
-    *use = *tmp;
+tfc_status tfc_operand(tfc_operands *o, const tfc_tensor *t, const void **data) {
+    *data = NULL;
+    if (!t) return TFC_OK;
+    if (tfc_is_contiguous(t)) {
+        *data = tfc_data(t);
+        return TFC_OK;
+    }
+    if (o->n == TFC_OPERANDS_MAX) return tfc_err(TFC_ERR_INTERNAL, "tfc_operand: more than %d temporaries", TFC_OPERANDS_MAX);
+    TFC_TRY(tfc_make_contiguous(t, &o->tmp[o->n]));
+    *data = tfc_data(o->tmp[o->n++]);
     return TFC_OK;
 }
 
-tfc_status tfc_karg_unit_last_stride(const tfc_tensor *t, tfc_tensor **tmp, const tfc_tensor **use) {
-    *tmp = NULL;
+tfc_status tfc_operand_rows(tfc_operands *o, const tfc_tensor *t, const tfc_tensor **use) {
     *use = t;
     if (!t || t->ndim == 0 || t->shape[t->ndim - 1] <= 1 || t->strides[t->ndim - 1] == 1) return TFC_OK;
-    TFC_TRY(tfc_make_contiguous(t, tmp));
-    *use = *tmp;
+    if (o->n == TFC_OPERANDS_MAX) return tfc_err(TFC_ERR_INTERNAL, "tfc_operand: more than %d temporaries", TFC_OPERANDS_MAX);
+    TFC_TRY(tfc_make_contiguous(t, &o->tmp[o->n]));
+    *use = o->tmp[o->n++];
     return TFC_OK;
+}
+
+void tfc_operands_release(tfc_operands *o) {
+    for (int32_t i = 0; i < o->n; i++) tfc_tensor_release(o->tmp[i]);
+    o->n = 0;
+}
+
+void tfc_written(tfc_tensor *a, tfc_tensor *b, tfc_tensor *c) {
+    if (a) tfc_bump_version(a);
+    if (b) tfc_bump_version(b);
+    if (c) tfc_bump_version(c);
 }

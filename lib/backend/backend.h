@@ -1,0 +1,477 @@
+/*
+ * The backend table: one struct of kernel entry points per device. The one
+ * place where device and dtype are decided. lib/cpu fills it for the CPU
+ * (lib/cpu/cpu_backend.c); the CUDA module libtfcore-cuda.so fills it for
+ * CUDA (cuda/module.cu) and hands it over through dlopen; lib/device picks
+ * the table of a tensor's device.
+ *
+ * An op's explicit door validates its tensors, prepares the operands (the
+ * raw pointers and sizes of a problem struct below) and runs
+ *     TFC_BACKEND_RUN(fn, backend, entry, &problem)
+ * which fails with TFC_ERR_UNSUPPORTED naming op, device and dtype when the
+ * entry is NULL (ggml's supports_op: a backend states what it lacks), and
+ * otherwise calls it and turns a failure into the library's message.
+ *
+ * Conventions for every entry:
+ *  - Pointers are addresses on the backend's device (host memory for the
+ *    CPU); `device` is the device index (0 on the CPU).
+ *  - `dtype` is the float type of the problem's float buffers. Which float
+ *    dtypes a backend takes is its `float_dtypes` mask; "stats" buffers
+ *    (LayerNorm mean/rstd, cross-entropy loss/lse, attention lse) have the
+ *    dtype tfc_backend_stats_dtype() gives: f32 on CUDA, dtype on the CPU.
+ *  - Buffers are contiguous row-major unless the problem says otherwise;
+ *    inputs are validated (shapes agree, outputs do not overlap inputs) and
+ *    may be NULL only where marked "or NULL". Sizes may be 0.
+ *  - `accumulate` != 0 makes gradient outputs += instead of =.
+ *  - Entries return TFC_OK or an error status with a message that
+ *    last_error() returns (on the CPU: tfc_last_error()). Bad data only a
+ *    kernel can see (an id outside the table, a target outside the
+ *    classes) is TFC_ERR_INVALID_ARG, detected before anything is written.
+ *  - A backend may refuse a case of an entry it offers (a non-contiguous
+ *    view, an optimizer variant) with TFC_ERR_UNSUPPORTED saying which.
+ *
+ * The table crosses the boundary between libtfcore.so and the CUDA module,
+ * so it is append-only and versioned by TFC_BACKEND_ABI; a module built for
+ * another version is refused.
+ */
+#ifndef TFC_BACKEND_H
+#define TFC_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/map_ops.h"
+#include "backend/view.h"
+#include "tfcore/core.h"
+
+#define TFC_BACKEND_ABI 3
+
+/* ---- problems ----------------------------------------------------------- */
+
+/* dst = src converted to dst's dtype; src already has dst's shape (stride 0 broadcasts). */
+typedef struct tfc_copy_problem {
+    int32_t device;
+    tfc_sview dst, src;
+} tfc_copy_problem;
+
+/* Every element of dst = value. */
+typedef struct tfc_fill_problem {
+    int32_t device;
+    tfc_sview dst;
+    double value;
+} tfc_fill_problem;
+
+typedef enum tfc_random_kind { TFC_RANDOM_UNIFORM = 0, TFC_RANDOM_NORMAL = 1 } tfc_random_kind;
+
+/*
+ * Element i of dst in row-major order of its shape = a + b · r_i, where r_i
+ * is tfc_rng_uniform (or tfc_rng_normal) of the Philox stream (seed,
+ * offset) at index i (lib/core/rng.h): the same numbers on every backend.
+ */
+typedef struct tfc_random_problem {
+    int32_t device;
+    tfc_random_kind kind;
+    tfc_sview dst;
+    double a, b;
+    uint64_t seed, offset;
+} tfc_random_problem;
+
+/*
+ * out = f(a, b, c; p) for f = op of map_ops.h, or out += f(...) when
+ * accumulate. All views have out's shape (stride 0 broadcasts); float
+ * views share out's dtype except c of MASK_SELECT, a bool/u8 mask. Inputs
+ * an op does not read may be NULL. out may alias an input element for
+ * element (in-place updates).
+ */
+typedef struct tfc_map_problem {
+    int32_t device;
+    tfc_map_op op;
+    const tfc_sview *out, *a, *b, *c;
+    double p;
+    int32_t accumulate;
+} tfc_map_problem;
+
+typedef enum tfc_reduce_op {
+    TFC_REDUCE_SUM,    /* out = scale · Σ x          (mean: scale = 1/n) */
+    TFC_REDUCE_MAX,    /* out = max x                                    */
+    TFC_REDUCE_MIN,    /* out = min x                                    */
+    TFC_REDUCE_ARGMAX, /* out (i64) = first index of max, row-major over the reduced dims */
+    TFC_REDUCE_ARGMIN,
+    TFC_REDUCE_VAR     /* out = Σ (x − mean)² / (n − scale): scale is the correction */
+} tfc_reduce_op;
+
+/*
+ * Reduction over the trailing dims of a strided view: in = [kept...,
+ * reduced...] (the caller permutes the reduced dims to the end; nkeep
+ * kept dims), out is contiguous over the kept dims, in's dtype (i64 for
+ * the arg ops). n reduced elements per output may be 0 for SUM (0).
+ */
+typedef struct tfc_reduce_problem {
+    int32_t device;
+    tfc_reduce_op op;
+    tfc_sview in;
+    int32_t nkeep;
+    void *out;
+    double scale;
+} tfc_reduce_problem;
+
+/*
+ * Backward of max/min: dst (zeroed, permuted like the forward's input,
+ * nkeep kept dims) gets dy[o] at reduced position pos[o] (i64) of each
+ * kept index o; dy is contiguous over the kept dims.
+ */
+typedef struct tfc_scatter_problem {
+    int32_t device;
+    tfc_sview dst;
+    int32_t nkeep;
+    const int64_t *pos;
+    const void *dy;
+} tfc_scatter_problem;
+
+/*
+ * Batched row-major GEMM: for i < batch,
+ *   C_i = alpha · op(A_i) · op(B_i) + beta · C_i      C_i [M, N], K inner
+ * op(A) is [M, K]: A stored [M, K] with row stride lda, or (trans_a) [K, M]
+ * with row stride lda; likewise B [K, N] / (trans_b) [N, K] with ldb; C has
+ * row stride ldc. Item i sits at a + i·stride_a (elements; 0 shares one
+ * matrix). beta = 0 never reads C. K = 0 gives beta · C.
+ */
+typedef struct tfc_gemm_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int32_t trans_a, trans_b;
+    int64_t M, N, K, batch;
+    double alpha, beta;
+    const void *a, *b;
+    void *c;
+    int64_t lda, ldb, ldc;
+    int64_t stride_a, stride_b, stride_c;
+} tfc_gemm_problem;
+
+/*
+ * The bias of a linear layer: rows (y [rows, n], row stride n) = b [n]
+ * broadcast into every row; its gradient db [n] (+)= Σ_r dy[r, :] with dy
+ * [rows, n] of row stride ld, each column summed in row order.
+ */
+typedef struct tfc_bias_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int64_t rows, n, ld;
+    const void *b;  /* bias_rows: b [n] */
+    void *y;        /* bias_rows: y [rows, n] */
+    const void *dy; /* bias_grad: dy [rows, n] */
+    void *db;       /* bias_grad: db [n] */
+    int32_t accumulate;
+} tfc_bias_problem;
+
+/*
+ * LayerNorm over the rows of x [rows, cols]:
+ *   y = (x − mean) · rstd · weight + bias,  rstd = 1/√(var + eps), biased var.
+ * weight, bias [cols] or NULL (1 and 0); mean, rstd [rows] (stats dtype) or
+ * NULL. The backward reads dy, x, weight, mean, rstd and writes dx [rows,
+ * cols], dweight, dbias [cols], each or NULL.
+ */
+typedef struct tfc_layernorm_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int64_t rows, cols;
+    double eps;
+    const void *x, *weight, *bias;
+    void *y, *mean, *rstd; /* forward outputs (or inputs, in the backward) */
+    const void *dy;
+    void *dx, *dweight, *dbias;
+    int32_t accumulate;
+} tfc_layernorm_problem;
+
+/*
+ * Softmax (log = 0) or log-softmax (log = 1) along the middle dim of
+ * [outer, d, inner]: forward y from x; backward dx from dy and the
+ * forward's y (softmax: dx = y·(dy − Σ dy·y); log: dx = dy − e^y·Σ dy).
+ */
+typedef struct tfc_softmax_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int64_t outer, d, inner;
+    int32_t log;
+    const void *x;
+    const void *y_in, *dy; /* backward inputs */
+    void *y, *dx;
+    int32_t accumulate;
+} tfc_softmax_problem;
+
+/*
+ * Mean softmax cross-entropy of logits [n, c] against targets [n] (index
+ * dtype i32/i64); rows whose target is ignore_index are skipped:
+ *   loss = mean over valid rows of lse_r − logits[r, t_r]  (NaN when none is)
+ * loss is one element, lse [n] (or NULL), both of the stats dtype. The
+ * backward: dlogits[r, c] (+)= dloss/n_valid · (softmax(logits_r)_c − [c = t_r]),
+ * 0 on ignored rows; dloss is one element of the stats dtype; lse from the
+ * forward, or NULL (recomputed) where the backend allows.
+ */
+typedef struct tfc_cross_entropy_problem {
+    int32_t device;
+    tfc_dtype dtype, index_dtype;
+    int64_t n, c;
+    int64_t ignore_index;
+    const void *logits, *targets;
+    void *loss, *lse;
+    const void *dloss, *lse_in; /* backward inputs */
+    void *dlogits;
+    int32_t accumulate;
+} tfc_cross_entropy_problem;
+
+/*
+ * One row chunk of the fused linear + cross-entropy, in place on logits x
+ * [n, c]: row_loss[r] (n host doubles) = lse_r − x[r, t_r], 0 on ignored
+ * rows; with to_grad, x becomes scale · (softmax(x) − onehot(t)), zero on
+ * ignored rows. Targets were validated by the caller.
+ */
+typedef struct tfc_ce_rows_problem {
+    int32_t device;
+    tfc_dtype dtype, index_dtype;
+    int64_t n, c;
+    int64_t ignore_index;
+    void *x;
+    const void *targets;
+    int32_t to_grad;
+    double scale;
+    double *row_loss;
+} tfc_ce_rows_problem;
+
+/*
+ * Embedding: out [n, c] = table [v, c] rows named by ids [n] (index dtype).
+ * Backward: dtable [v, c] (+)= scatter-add of dout [n, c] by ids, summed
+ * in position order (deterministic). An id outside [0, v) is
+ * TFC_ERR_INVALID_ARG naming the flat position.
+ */
+typedef struct tfc_embedding_problem {
+    int32_t device;
+    tfc_dtype dtype, index_dtype;
+    int64_t n, v, c;
+    const int64_t *ids_shape; /* ids' shape, for messages */
+    int32_t ids_ndim;
+    const void *table, *ids;
+    void *out;
+    const void *dout;
+    void *dtable;
+    int32_t accumulate;
+} tfc_embedding_problem;
+
+/*
+ * GELU of n elements, exact (approximate = 0: x·Φ(x)) or GPT-2's tanh form
+ * (approximate = 1); backward dx (+)= dy · gelu'(x).
+ */
+typedef struct tfc_gelu_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int64_t n;
+    int32_t approximate;
+    const void *x, *dy;
+    void *y, *dx;
+    int32_t accumulate;
+} tfc_gelu_problem;
+
+/* An attention operand [B, H, rows, cols]: element strides of b, h and row; cols has stride 1. */
+typedef struct tfc_attn_operand {
+    const void *data;
+    int64_t sb, sh, sr;
+} tfc_attn_operand;
+
+/*
+ * Attention: q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv], out/dout [B,H,T,Dv]
+ * as strided operands; s_ij = scale · q_i·k_j, causal keeps j ≤ i + (S − T)
+ * (bottom-right aligned); out_i = Σ_j softmax_j(s_i) v_j, lse_i = log Σ_j
+ * e^{s_ij}; a row that sees no key gets out = 0 and lse = −inf. lse [B,H,T]
+ * (stats dtype) and the written outputs are contiguous. Forward writes
+ * out_w and lse_w (or NULL); backward reads dout, q, k, v, out, lse and
+ * writes dq, dk, dv (each or NULL).
+ */
+typedef struct tfc_attn_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int64_t B, H, Tq, S, D, Dv; /* Tq: query rows (T in the docs) */
+    int32_t causal;
+    double scale;
+    tfc_attn_operand q, k, v, out, dout;
+    const void *lse;
+    void *out_w, *lse_w;
+    void *dq, *dk, *dv;
+    int32_t accumulate;
+} tfc_attn_problem;
+
+/* Inverted dropout of n contiguous elements: out_i = u_i ≥ p ? x_i / (1 − p) : 0, u_i uniform (seed, offset, i). */
+typedef struct tfc_dropout_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int64_t n;
+    double p;
+    uint64_t seed, offset;
+    const void *x;
+    void *out;
+} tfc_dropout_problem;
+
+/*
+ * One parameter of a fused optimizer pass: all arrays contiguous, of one
+ * dtype, laid end to end in one index range (start = the previous start +
+ * its n) so a backend can split the whole range, not each parameter.
+ */
+typedef struct tfc_optim_seg {
+    void *param;
+    const void *grad;
+    void *buf[3];    /* SGD: momentum_buffer; Adam: exp_avg, exp_avg_sq, max_exp_avg_sq */
+    int64_t n;       /* elements (> 0) */
+    int64_t start;   /* index of element 0 in the fused range */
+    tfc_dtype dtype;
+    int32_t first;   /* SGD: the momentum buffer is new this step (buf = d, as torch) */
+    int64_t step;    /* this parameter's step count t, 1 on its first update */
+    double lr, weight_decay;
+    double step_size; /* Adam: lr / (1 − β1^t) */
+    double bc2_sqrt;  /* Adam: √(1 − β2^t) */
+} tfc_optim_seg;
+
+typedef enum tfc_optim_rule { TFC_OPTIM_RULE_SGD = 0, TFC_OPTIM_RULE_ADAM = 1 } tfc_optim_rule;
+
+/*
+ * One optimizer step over nseg segments; the per-element rules (PyTorch
+ * 1.13's rounding order) are in lib/cpu/optim_kernels.h and docs/OPTIM.md.
+ */
+typedef struct tfc_optim_problem {
+    int32_t device;
+    tfc_optim_rule rule;
+    double momentum, dampening; /* SGD */
+    double beta1, beta2, eps;   /* Adam */
+    int32_t nesterov;           /* SGD */
+    int32_t amsgrad;            /* Adam */
+    int32_t decoupled;          /* Adam: AdamW's p ← p·(1 − lr·wd) instead of L2 */
+    int32_t maximize;           /* d = −g */
+    const tfc_optim_seg *segs;
+    int64_t nseg;
+} tfc_optim_problem;
+
+/*
+ * The global L2 norm of the segments' grads into *norm (host): NaN when an
+ * element is NaN, +Inf when one is infinite; *overflow = 1 when the
+ * elements are finite but the norm exceeds the dtype's range. grad_scale
+ * multiplies every grad by c in place (the grads are written through the
+ * const pointers).
+ */
+typedef struct tfc_grad_norm_problem {
+    int32_t device;
+    const tfc_optim_seg *segs;
+    int64_t nseg;
+    double c;        /* grad_scale */
+    double *norm;    /* grad_norm */
+    int32_t *overflow;
+} tfc_grad_norm_problem;
+
+/* ---- the table ---------------------------------------------------------- */
+
+typedef enum tfc_memcpy_kind { TFC_MEMCPY_H2D = 0, TFC_MEMCPY_D2H = 1, TFC_MEMCPY_D2D = 2 } tfc_memcpy_kind;
+
+typedef struct tfc_backend {
+    uint32_t struct_size;
+    uint32_t abi_version;              /* TFC_BACKEND_ABI */
+    const char *name;                  /* "cpu", "cuda": messages say "<name>:<device>" */
+    uint32_t float_dtypes;             /* bit (1u << dtype) for each float dtype its kernels take */
+    int32_t stats_f32;                 /* 1: stats buffers are f32 whatever the input dtype */
+    const char *(*describe)(void);     /* e.g. "NVIDIA H200 (sm_90, 139 GiB)" */
+    int32_t (*device_count)(void);
+    const char *(*last_error)(void);   /* the message of the calling thread's last failed entry */
+
+    /* memory (bytes) */
+    tfc_status (*alloc)(int32_t device, size_t nbytes, void **out);
+    void (*free)(int32_t device, void *p, size_t nbytes);
+    tfc_status (*memset0)(int32_t device, void *p, size_t nbytes);
+    tfc_status (*memcpy)(int32_t device, void *dst, const void *src, size_t nbytes, tfc_memcpy_kind kind);
+    tfc_status (*synchronize)(int32_t device);
+
+    /* data movement */
+    tfc_status (*copy)(const tfc_copy_problem *p);
+    tfc_status (*fill)(const tfc_fill_problem *p);
+    tfc_status (*random)(const tfc_random_problem *p);
+
+    /* elementwise and reductions */
+    tfc_status (*map)(const tfc_map_problem *p);
+    tfc_status (*reduce)(const tfc_reduce_problem *p);
+    tfc_status (*reduce_scatter)(const tfc_scatter_problem *p);
+
+    /* products */
+    tfc_status (*gemm)(const tfc_gemm_problem *p);
+    tfc_status (*bias_rows)(const tfc_bias_problem *p);
+    tfc_status (*bias_grad)(const tfc_bias_problem *p);
+
+    /* the transformer's fused kernels, forward and backward */
+    tfc_status (*layernorm_forward)(const tfc_layernorm_problem *p);
+    tfc_status (*layernorm_backward)(const tfc_layernorm_problem *p);
+    tfc_status (*softmax_forward)(const tfc_softmax_problem *p);
+    tfc_status (*softmax_backward)(const tfc_softmax_problem *p);
+    tfc_status (*cross_entropy_forward)(const tfc_cross_entropy_problem *p);
+    tfc_status (*cross_entropy_backward)(const tfc_cross_entropy_problem *p);
+    tfc_status (*cross_entropy_rows)(const tfc_ce_rows_problem *p);
+    tfc_status (*embedding_forward)(const tfc_embedding_problem *p);
+    tfc_status (*embedding_backward)(const tfc_embedding_problem *p);
+    tfc_status (*gelu_forward)(const tfc_gelu_problem *p);
+    tfc_status (*gelu_backward)(const tfc_gelu_problem *p);
+    tfc_status (*attention_forward)(const tfc_attn_problem *p);
+    tfc_status (*attention_backward)(const tfc_attn_problem *p);
+    tfc_status (*dropout)(const tfc_dropout_problem *p);
+
+    /* optimizers */
+    tfc_status (*optim_step)(const tfc_optim_problem *p);
+    tfc_status (*grad_norm)(const tfc_grad_norm_problem *p);
+    tfc_status (*grad_scale)(const tfc_grad_norm_problem *p);
+} tfc_backend;
+
+/* The entry point a backend module exports (dlsym name "tfc_backend_module_get"). */
+typedef const tfc_backend *(*tfc_backend_module_get_fn)(uint32_t abi_version);
+
+/* ---- running an entry --------------------------------------------------- */
+
+/* 1 when b's kernels take float dtype dt. */
+static inline int tfc_backend_takes(const tfc_backend *b, tfc_dtype dt) {
+    return (unsigned)dt < 32 && ((b->float_dtypes >> (unsigned)dt) & 1u);
+}
+
+/* The dtype of the statistics a fused kernel saves for inputs of dtype dt. */
+static inline tfc_dtype tfc_backend_stats_dtype(const tfc_backend *b, tfc_dtype dt) {
+    return b->stats_f32 ? TFC_DTYPE_F32 : dt;
+}
+
+/*
+ * How a GEMM addresses a row-major rows × cols matrix whose element strides
+ * are (rs, cs): rows contiguous → *trans = 0, *ld = rs; columns contiguous
+ * (a transposed view) → *trans = 1, *ld = cs. Returns 0 (outputs untouched)
+ * when neither holds and the operand must be compacted first.
+ */
+int tfc_gemm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans, int64_t *ld);
+
+/* "f32 and f64" (conj "and"): the float dtypes b takes, for messages (a thread-local buffer). */
+const char *tfc_backend_dtype_list(const tfc_backend *b, const char *conj);
+
+/*
+ * TFC_ERR_UNSUPPORTED: "fn: <entry> is not implemented on <name>:<device> for <dtype>".
+ * dtype < 0 leaves the dtype out.
+ */
+tfc_status tfc_backend_missing(const char *fn, const tfc_backend *b, int32_t device, const char *entry,
+                               int32_t dtype);
+
+/*
+ * s, with b's message of the failed entry made the library's: "fn: msg" on
+ * the CPU (whose kernels write the message themselves), "fn: <name>:<device>
+ * <entry>: msg" for a module.
+ */
+tfc_status tfc_backend_done(const char *fn, const tfc_backend *b, int32_t device, const char *entry, tfc_status s);
+
+/*
+ * Run entry `entry` of backend b on problem p (which has `device` and
+ * `dtype` fields), for the public function fn.
+ */
+#define TFC_BACKEND_RUN(fn, b, entry, p)                                                                \
+    ((b)->entry ? tfc_backend_done((fn), (b), (p)->device, #entry, (b)->entry(p))                       \
+                : tfc_backend_missing((fn), (b), (p)->device, #entry, (int32_t)(p)->dtype))
+/* The same for problems whose dtype lives elsewhere (a view's, a segment's): named by dtype. */
+#define TFC_BACKEND_RUN_DT(fn, b, entry, p, dtype)                                                      \
+    ((b)->entry ? tfc_backend_done((fn), (b), (p)->device, #entry, (b)->entry(p))                       \
+                : tfc_backend_missing((fn), (b), (p)->device, #entry, (int32_t)(dtype)))
+
+#endif
