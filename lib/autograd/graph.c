@@ -228,6 +228,13 @@ TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, cons
             p->pending++;
         }
     }
+    /* Step 4 pushes each node once, but more can be ready together than the
+     * DFS above ever held: make room for all of them. */
+    if (st == TFC_OK && cap < nall) {
+        tfc_node **q = realloc(stack, sizeof *q * (size_t)nall);
+        if (q) stack = q;
+        else st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    }
     if (st != TFC_OK) {
         free(stack);
         free(all);

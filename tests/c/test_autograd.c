@@ -373,6 +373,39 @@ TEST(deep_graph_has_no_recursion_limit) {
     tfc_tensor_release(x);
 }
 
+/*
+ * Nodes become ready in backward later than the DFS that collects them
+ * discovers them: here the chain visits each b_i one at a time, but all
+ * 300 become ready together when the concat runs. The run needs room for
+ * every node, not just the collecting stack's peak.
+ */
+TEST(backward_with_many_nodes_ready_at_once) {
+    enum { K = 300 };
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    double one = 1.0;
+    tfc_tensor *x = t_from(&one, (int64_t[]){1}, 1), *b[K], *d = NULL, *z = NULL, *sz = NULL, *l = NULL, *gx = NULL;
+    CHECK_OK(tfc_tensor_set_requires_grad(x, 1));
+    for (int i = 0; i < K; i++) CHECK_OK(tfc_mul_scalar(g, x, i + 1, &b[i]));
+    d = tfc_tensor_retain(b[K - 1]);
+    for (int i = K - 2; i >= 0; i--) { /* d_i = d_{i+1} + b_i */
+        tfc_tensor *nd = NULL;
+        CHECK_OK(tfc_add(g, d, b[i], &nd));
+        tfc_tensor_release(d);
+        d = nd;
+    }
+    CHECK_OK(tfc_concat(g, (const tfc_tensor *const *)b, K, 0, &z));
+    CHECK_OK(tfc_sum(g, z, NULL, 0, 0, &sz));
+    CHECK_OK(tfc_add(g, sz, d, &l)); /* collected first: d's chain, then sz */
+    CHECK_OK(tfc_graph_backward(g, l, NULL));
+    CHECK_OK(tfc_tensor_grad(x, &gx));
+    CHECK(t_item(gx) == (double)K * (K + 1));
+    for (int i = 0; i < K; i++) tfc_tensor_release(b[i]);
+    tfc_tensor *objs[] = {x, d, z, sz, l, gx};
+    for (int i = 0; i < 6; i++) tfc_tensor_release(objs[i]);
+    tfc_graph_release(g);
+}
+
 TEST(release_order_does_not_matter) {
     tfc_graph *g = NULL;
     CHECK_OK(tfc_graph_new(&g));
