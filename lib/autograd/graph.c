@@ -22,10 +22,7 @@ static void graph_forget_nodes(tfc_graph *g) {
     for (int64_t i = 0; i < g->n_nodes; i++) {
         tfc_node *n = g->nodes[i];
         n->graph = NULL;
-        for (int32_t k = 0; k < n->n_saved; k++) {
-            tfc_tensor_release(n->saved[k]);
-            n->saved[k] = NULL;
-        }
+        tfc_node_drop_saved(n);
     }
     /* Unref after every node is marked, so chains freed here see consistent state. */
     for (int64_t i = 0; i < g->n_nodes; i++) tfc_node_unref(g->nodes[i]);
@@ -194,14 +191,7 @@ static tfc_status validate_node(const char *fn, const tfc_node *n) {
     if (!n->graph)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: the graph holding %s was cleared or released; its saved tensors "
                        "are gone (record the forward again)", fn, n->name);
-    for (int32_t k = 0; k < n->n_saved; k++) {
-        uint64_t now = atomic_load(&n->saved[k]->storage->version);
-        if (now != n->saved_version[k])
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: a tensor %s saved by %s for backward was modified in place "
-                           "(version %llu, saved at version %llu)", fn, SHAPE(n->saved[k]), n->name,
-                           (unsigned long long)now, (unsigned long long)n->saved_version[k]);
-    }
-    return TFC_OK;
+    return tfc_node_check_saved(n, fn);
 }
 
 static int64_t g_epoch;
