@@ -351,6 +351,64 @@ TEST(in_place_modification_of_saved_tensor_is_detected) {
     tfc_graph_release(g);
 }
 
+/* loss = Σ y; backward through it must fail with the given message. */
+static void check_backward_refused(tfc_graph *g, const tfc_tensor *y, const char *fragment) {
+    tfc_tensor *l = NULL;
+    CHECK_OK(tfc_sum(g, y, NULL, 0, 0, &l));
+    CHECK_ERR(tfc_graph_backward(g, l, NULL), TFC_ERR_INVALID_ARG, fragment);
+    tfc_tensor_release(l);
+}
+
+/* Ops keep saved tensors in named context slots (attention's five, exp's
+ * output) or, not yet converted, positionally (var): both are checked. */
+TEST(in_place_modification_of_any_saved_slot_is_detected) {
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    int64_t d4[4] = {1, 2, 3, 2};
+    tfc_tensor *q = t_rand(d4, 4, -1, 1, 83), *k = t_rand(d4, 4, -1, 1, 84), *v = t_rand(d4, 4, -1, 1, 85);
+    tfc_tensor *x = rnd(4, 0, 0, -1, 1, 86), *o = NULL, *y = NULL, *var = NULL, *gq = NULL, *gx = NULL;
+    CHECK_OK(tfc_tensor_set_requires_grad(q, 1));
+    CHECK_OK(tfc_tensor_set_requires_grad(x, 1));
+    CHECK_OK(tfc_attention(g, q, k, v, 1, 0.5, &o));
+    CHECK_OK(tfc_tensor_fill(v, 0.5)); /* the third of attention's slots */
+    check_backward_refused(g, o, "a tensor [1,2,3,2] saved by tfc_attention for backward was modified in place");
+    CHECK_OK(tfc_tensor_fill(o, 0.0)); /* its output, also saved */
+    check_backward_refused(g, o, "saved by tfc_attention");
+    CHECK_OK(tfc_exp(g, x, &y));
+    CHECK_OK(tfc_tensor_fill(y, 1.0)); /* exp saves only its output */
+    check_backward_refused(g, y, "saved by tfc_exp");
+    CHECK_OK(tfc_var(g, x, NULL, 0, 0, 1, &var));
+    CHECK_OK(tfc_tensor_fill(x, 2.0)); /* var saves x positionally */
+    check_backward_refused(g, var, "saved by tfc_var");
+    CHECK_OK(tfc_tensor_grad(q, &gq));
+    CHECK_OK(tfc_tensor_grad(x, &gx));
+    CHECK(gq == NULL && gx == NULL); /* nothing was written */
+    tfc_tensor *objs[] = {q, k, v, x, o, y, var};
+    for (int i = 0; i < 7; i++) tfc_tensor_release(objs[i]);
+    tfc_graph_release(g);
+}
+
+/* An empty optional slot (layernorm without weight) runs; once cleared, the slots are gone. */
+TEST(cleared_graph_refuses_backward_through_named_slots) {
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    tfc_tensor *x = rnd(3, 4, 0, -1, 1, 87), *y = NULL, *p = NULL, *l = NULL, *gx = NULL;
+    CHECK_OK(tfc_tensor_set_requires_grad(x, 1));
+    CHECK_OK(tfc_layernorm(g, x, NULL, NULL, 1e-5, &y));
+    CHECK_OK(tfc_mul(g, y, y, &p));
+    CHECK_OK(tfc_sum(g, p, NULL, 0, 0, &l));
+    CHECK_OK(tfc_graph_backward(g, l, NULL));
+    CHECK_OK(tfc_tensor_grad(x, &gx));
+    CHECK(gx != NULL);
+    tfc_tensor_release(gx);
+    CHECK_OK(tfc_graph_clear(g));
+    CHECK_ERR(tfc_graph_backward(g, l, NULL), TFC_ERR_INVALID_ARG, "cleared");
+    CHECK_ERR(tfc_graph_backward(g, l, NULL), TFC_ERR_INVALID_ARG, "cleared"); /* still, and no crash */
+    tfc_graph_release(g);
+    tfc_tensor *objs[] = {x, y, p, l}; /* the nodes, with their contexts, go with these */
+    for (int i = 0; i < 4; i++) tfc_tensor_release(objs[i]);
+}
+
 TEST(deep_graph_has_no_recursion_limit) {
     tfc_graph *g = NULL;
     CHECK_OK(tfc_graph_new(&g));
