@@ -21,10 +21,7 @@ static void graph_forget_nodes(tfc_graph *g) {
     for (int64_t i = 0; i < g->n_nodes; i++) {
         tfc_node *n = g->nodes[i];
         n->graph = NULL;
-        for (int32_t k = 0; k < n->n_saved; k++) {
-            tfc_tensor_release(n->saved[k]);
-            n->saved[k] = NULL;
-        }
+        tfc_node_drop_saved(n);
     }
     /* Unref after every node is marked, so chains freed here see consistent state. */
     for (int64_t i = 0; i < g->n_nodes; i++) tfc_node_unref(g->nodes[i]);
@@ -150,10 +147,10 @@ static tfc_status accumulate_leaf(tfc_tensor *leaf, tfc_tensor *g) {
     return s;
 }
 
-static int64_t g_epoch;
+/* ---- backward: check, collect and validate, then run ---------------------- */
 
-TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, const tfc_tensor *seed) {
-    const char *fn = "tfc_graph_backward";
+static tfc_status check_backward_args(const char *fn, const tfc_graph *g, const tfc_tensor *loss,
+                                      const tfc_tensor *seed) {
     TFC_CHECK_NOT_NULL(fn, g);
     TFC_CHECK_NOT_NULL(fn, loss);
     if (!loss->node)
@@ -172,77 +169,85 @@ TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, cons
         return tfc_err(TFC_ERR_SHAPE, "%s: loss is %s, not a single element: pass a seed gradient of that shape",
                        fn, SHAPE(loss));
     }
+    return TFC_OK;
+}
 
-    /* 1. Collect the nodes reachable from loss (explicit stack) and count, for
-     *    each node, the edges that will deliver a gradient to it. */
+/* Append n to the array *a of *len nodes, growing its capacity *cap. */
+static tfc_status push_node(const char *fn, tfc_node ***a, int64_t *len, int64_t *cap, tfc_node *n) {
+    if (*len == *cap) {
+        tfc_node **p = realloc(*a, sizeof *p * (size_t)(*cap * 2));
+        if (!p) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+        *a = p;
+        *cap *= 2;
+    }
+    (*a)[(*len)++] = n;
+    return TFC_OK;
+}
+
+/* Backward may run through n: its graph still holds it and what it saved is unmodified. */
+static tfc_status validate_node(const char *fn, const tfc_node *n) {
+    if (!n->graph)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: the graph holding %s was cleared or released; its saved tensors "
+                       "are gone (record the forward again)", fn, n->name);
+    return tfc_node_check_saved(n, fn);
+}
+
+static int64_t g_epoch;
+
+/*
+ * The nodes reachable from root (explicit-stack DFS) into *all, each
+ * validated before any gradient is touched, and each node's pending set to
+ * the number of edges that will deliver a gradient to it.
+ */
+static tfc_status collect(const char *fn, tfc_node *root, tfc_node ***all_out, int64_t *n_all) {
     int64_t epoch = __atomic_add_fetch(&g_epoch, 1, __ATOMIC_RELAXED);
     int64_t cap = 256, top = 0, nall = 0, allcap = 256;
     tfc_node **stack = malloc(sizeof *stack * (size_t)cap), **all = malloc(sizeof *all * (size_t)allcap);
     tfc_status st = TFC_OK;
     if (!stack || !all) {
-        free(stack);
-        free(all);
-        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+        st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    } else {
+        root->visit_epoch = epoch;
+        root->pending = 0;
+        stack[top++] = root;
     }
-    loss->node->visit_epoch = epoch;
-    loss->node->pending = 0;
-    stack[top++] = loss->node;
     while (top > 0 && st == TFC_OK) {
         tfc_node *n = stack[--top];
-        if (nall == allcap) {
-            tfc_node **p = realloc(all, sizeof *p * (size_t)(allcap *= 2));
-            if (!p) { st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn); break; }
-            all = p;
-        }
-        all[nall++] = n;
-        /* 2. Validate before touching any gradient. */
-        if (!n->graph) {
-            st = tfc_err(TFC_ERR_INVALID_ARG, "%s: the graph holding %s was cleared or released; its saved tensors "
-                         "are gone (record the forward again)", fn, n->name);
-            break;
-        }
-        for (int32_t k = 0; k < n->n_saved; k++) {
-            uint64_t now = atomic_load(&n->saved[k]->storage->version);
-            if (now != n->saved_version[k]) {
-                st = tfc_err(TFC_ERR_INVALID_ARG, "%s: a tensor %s saved by %s for backward was modified in place "
-                             "(version %llu, saved at version %llu)", fn, SHAPE(n->saved[k]), n->name,
-                             (unsigned long long)now, (unsigned long long)n->saved_version[k]);
-                break;
-            }
-        }
+        st = push_node(fn, &all, &nall, &allcap, n);
+        if (st == TFC_OK) st = validate_node(fn, n);
         for (int32_t i = 0; i < n->n_in && st == TFC_OK; i++) {
             tfc_node *p = n->in[i].node;
             if (!p) continue;
             if (p->visit_epoch != epoch) {
                 p->visit_epoch = epoch;
                 p->pending = 0;
-                if (top == cap) {
-                    tfc_node **q = realloc(stack, sizeof *q * (size_t)(cap *= 2));
-                    if (!q) { st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn); break; }
-                    stack = q;
-                }
-                stack[top++] = p;
+                st = push_node(fn, &stack, &top, &cap, p);
             }
             p->pending++;
         }
     }
+    free(stack);
     if (st != TFC_OK) {
-        free(stack);
         free(all);
         return st;
     }
+    *all_out = all;
+    *n_all = nall;
+    return TFC_OK;
+}
 
-    /* 3. Seed the loss node. */
+/* The loss node's output gradient: a copy of seed, or ones. */
+static tfc_status seed_loss(const tfc_tensor *loss, const tfc_tensor *seed) {
     tfc_tensor *seed_t;
-    if (seed) st = tfc_tensor_clone(seed, &seed_t);
-    else {
-        st = tfc_tensor_new_like(loss, loss->dtype, &seed_t);
-        if (st == TFC_OK) st = tfc_tensor_fill(seed_t, 1.0);
-    }
-    if (st != TFC_OK) {
-        free(stack);
-        free(all);
-        return st;
+    if (seed) {
+        TFC_TRY(tfc_tensor_clone(seed, &seed_t));
+    } else {
+        TFC_TRY(tfc_tensor_new_like(loss, loss->dtype, &seed_t));
+        tfc_status st = tfc_tensor_fill(seed_t, 1.0);
+        if (st != TFC_OK) {
+            tfc_tensor_release(seed_t);
+            return st;
+        }
     }
     tfc_node *root = loss->node;
     for (int32_t i = 0; i < root->n_out; i++) {
@@ -250,57 +255,89 @@ TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, cons
         root->grad_acc[i] = NULL;
     }
     root->grad_acc[loss->out_index] = seed_t;
+    return TFC_OK;
+}
 
-    /* 4. Kahn's order: a node runs once every consumer has delivered. */
-    top = 0;
-    stack[top++] = root;
+/*
+ * Run n, whose consumers have all delivered: retained outputs take their
+ * gradient, backward runs, each input's gradient goes to its leaf or
+ * producer, and a producer that has now heard from every consumer is
+ * pushed on ready.
+ */
+static tfc_status run_node(const char *fn, tfc_node *n, tfc_node **ready, int64_t *top) {
     tfc_tensor *grad_in_small[16];
+    tfc_tensor **grad_in = n->n_in <= 16 ? grad_in_small : calloc((size_t)n->n_in, sizeof *grad_in);
+    if (!grad_in) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    tfc_status st = TFC_OK;
+    for (int32_t i = 0; i < n->n_in; i++) grad_in[i] = NULL;
+    for (int32_t o = 0; o < n->n_out; o++) {
+        tfc_tensor *r = n->retained[o];
+        if (r && n->grad_acc[o]) {
+            st = accumulate_leaf(r, tfc_tensor_retain(n->grad_acc[o]));
+        }
+    }
+    if (st == TFC_OK) st = n->backward(n, n->grad_acc, grad_in);
+    for (int32_t o = 0; o < n->n_out; o++) {
+        tfc_tensor_release(n->grad_acc[o]);
+        n->grad_acc[o] = NULL;
+    }
+    for (int32_t i = 0; i < n->n_in; i++) {
+        tfc_edge *e = &n->in[i];
+        tfc_tensor *gi = grad_in[i];
+        if (st != TFC_OK || (!e->node && !e->leaf)) {
+            tfc_tensor_release(gi);
+        } else if (gi && !same_shape(gi, e->shape, e->ndim)) {
+            st = tfc_err(TFC_ERR_INTERNAL, "%s: %s produced a gradient %s for an input of shape %s", fn, n->name,
+                         SHAPE(gi), tfc_fmt_dims(e->shape, e->ndim));
+            tfc_tensor_release(gi);
+        } else if (e->leaf) {
+            if (gi) st = accumulate_leaf(e->leaf, gi);
+        } else {
+            if (gi) st = tfc_grad_accumulate(&e->node->grad_acc[e->index], gi);
+            if (--e->node->pending == 0) ready[(*top)++] = e->node;
+        }
+    }
+    if (grad_in != grad_in_small) free(grad_in);
+    return st;
+}
+
+/*
+ * Kahn's order from root over the n_all collected nodes. Each is pushed
+ * once, but many can be ready at once, so ready has room for all of them.
+ */
+static tfc_status run(const char *fn, tfc_node *root, int64_t n_all) {
+    tfc_node **ready = malloc(sizeof *ready * (size_t)n_all);
+    if (!ready) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    int64_t top = 0;
+    ready[top++] = root;
+    tfc_status st = TFC_OK;
     int prof = tfc_profile_enabled();
     if (prof) tfc_profile_backward_pass(1);
     while (top > 0 && st == TFC_OK) {
-        tfc_node *n = stack[--top];
+        tfc_node *n = ready[--top];
         double t_node = prof ? tfc_profile_now() : 0;
-        tfc_tensor **grad_in = n->n_in <= 16 ? grad_in_small : calloc((size_t)n->n_in, sizeof *grad_in);
-        if (!grad_in) { st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn); break; }
-        for (int32_t i = 0; i < n->n_in; i++) grad_in[i] = NULL;
-        for (int32_t o = 0; o < n->n_out; o++) {
-            tfc_tensor *r = n->retained[o];
-            if (r && n->grad_acc[o]) {
-                st = accumulate_leaf(r, tfc_tensor_retain(n->grad_acc[o]));
-            }
-        }
-        if (st == TFC_OK) st = n->backward(n, n->grad_acc, grad_in);
-        for (int32_t o = 0; o < n->n_out; o++) {
-            tfc_tensor_release(n->grad_acc[o]);
-            n->grad_acc[o] = NULL;
-        }
-        for (int32_t i = 0; i < n->n_in; i++) {
-            tfc_edge *e = &n->in[i];
-            tfc_tensor *gi = grad_in[i];
-            if (st != TFC_OK || (!e->node && !e->leaf)) {
-                tfc_tensor_release(gi);
-            } else if (gi && !same_shape(gi, e->shape, e->ndim)) {
-                st = tfc_err(TFC_ERR_INTERNAL, "%s: %s produced a gradient %s for an input of shape %s", fn, n->name,
-                             SHAPE(gi), tfc_fmt_dims(e->shape, e->ndim));
-                tfc_tensor_release(gi);
-            } else if (e->leaf) {
-                if (gi) st = accumulate_leaf(e->leaf, gi);
-            } else {
-                if (gi) st = tfc_grad_accumulate(&e->node->grad_acc[e->index], gi);
-                if (--e->node->pending == 0) stack[top++] = e->node;
-            }
-        }
-        if (grad_in != grad_in_small) free(grad_in);
+        st = run_node(fn, n, ready, &top);
         if (prof) tfc_profile_backward(n->name, tfc_profile_now() - t_node);
     }
     if (prof) tfc_profile_backward_pass(0);
+    free(ready);
+    return st;
+}
+
+TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, const tfc_tensor *seed) {
+    const char *fn = "tfc_graph_backward";
+    TFC_TRY(check_backward_args(fn, g, loss, seed));
+    tfc_node **all;
+    int64_t n_all;
+    TFC_TRY(collect(fn, loss->node, &all, &n_all));
+    tfc_status st = seed_loss(loss, seed);
+    if (st == TFC_OK) st = run(fn, loss->node, n_all);
     /* On failure, drop in-flight gradients so nothing lingers. */
-    for (int64_t i = 0; i < nall; i++)
+    for (int64_t i = 0; i < n_all; i++)
         for (int32_t o = 0; o < all[i]->n_out; o++) {
             tfc_tensor_release(all[i]->grad_acc[o]);
             all[i]->grad_acc[o] = NULL;
         }
-    free(stack);
     free(all);
     return st;
 }

@@ -25,17 +25,19 @@ static tfc_status graph_push(tfc_graph *g, tfc_node *n) {
     return TFC_OK;
 }
 
-tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
-                        tfc_node **out) {
+tfc_status tfc_node_new_ctx(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
+                            size_t ctx_size, tfc_node **out) {
     tfc_node *n = calloc(1, sizeof *n);
     tfc_edge *in = calloc((size_t)(n_in ? n_in : 1), sizeof *in);
     tfc_tensor **acc = calloc((size_t)n_out, sizeof *acc);
     tfc_tensor **ret = calloc((size_t)n_out, sizeof *ret);
-    if (!n || !in || !acc || !ret) {
+    void *ctx = ctx_size ? calloc(1, ctx_size) : NULL;
+    if (!n || !in || !acc || !ret || (ctx_size && !ctx)) {
         free(n);
         free(in);
         free(acc);
         free(ret);
+        free(ctx);
         return tfc_err(TFC_ERR_OOM, "%s: out of memory recording a graph node", name);
     }
     atomic_init(&n->refcount, 1); /* the graph's reference */
@@ -47,6 +49,8 @@ tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward
     n->in = in;
     n->grad_acc = acc;
     n->retained = ret;
+    n->ctx = ctx;
+    n->ctx_size = ctx_size;
     if (tfc_profile_enabled()) tfc_profile_forward(name);
     tfc_status s = graph_push(g, n);
     if (s != TFC_OK) {
@@ -56,6 +60,11 @@ tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward
     }
     *out = n;
     return TFC_OK;
+}
+
+tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
+                        tfc_node **out) {
+    return tfc_node_new_ctx(g, name, backward, n_in, n_out, 0, out);
 }
 
 tfc_status tfc_node_set_input(tfc_node *n, int32_t i, const tfc_tensor *t) {
@@ -83,6 +92,19 @@ tfc_status tfc_node_save(tfc_node *n, const tfc_tensor *t) {
     return TFC_OK;
 }
 
+tfc_status tfc_node_keep(tfc_node *n, tfc_saved *slot, const tfc_tensor *t) {
+    if (!t) return TFC_OK;
+    /* The slot must be an empty field of this node's context: it is freed and checked through n. */
+    uintptr_t at = (uintptr_t)slot, ctx = (uintptr_t)n->ctx;
+    if (at < ctx || at + sizeof *slot > ctx + n->ctx_size || slot->t)
+        return tfc_err(TFC_ERR_INTERNAL, "%s: saved slot is not an empty slot of its node's context", n->name);
+    if (n->n_kept == TFC_NODE_MAX_SAVED) return tfc_err(TFC_ERR_INTERNAL, "%s: too many saved tensors", n->name);
+    TFC_TRY(tfc_tensor_alias(t, t->shape, t->strides, t->ndim, t->offset, &slot->t));
+    slot->version = atomic_load(&t->storage->version);
+    n->kept[n->n_kept++] = slot;
+    return TFC_OK;
+}
+
 void tfc_node_attach_output(tfc_node *n, int32_t i, tfc_tensor *out) {
     atomic_fetch_add(&n->refcount, 1);
     out->node = n;
@@ -94,12 +116,40 @@ int tfc_node_needs_grad(const tfc_node *n, int32_t i) { return n->in[i].node || 
 
 tfc_edge *tfc_node_edge(tfc_node *n, int32_t i) { return &n->in[i]; }
 
+static tfc_status modified_error(const tfc_node *n, const char *fn, const tfc_tensor *t, uint64_t now,
+                                 uint64_t then) {
+    return tfc_err(TFC_ERR_INVALID_ARG, "%s: a tensor %s saved by %s for backward was modified in place "
+                   "(version %llu, saved at version %llu)", fn, SHAPE(t), n->name, (unsigned long long)now,
+                   (unsigned long long)then);
+}
+
+tfc_status tfc_node_check_saved(const tfc_node *n, const char *fn) {
+    for (int32_t k = 0; k < n->n_kept; k++) {
+        const tfc_saved *s = n->kept[k];
+        uint64_t now = atomic_load(&s->t->storage->version);
+        if (now != s->version) return modified_error(n, fn, s->t, now, s->version);
+    }
+    for (int32_t k = 0; k < n->n_saved; k++) {
+        uint64_t now = atomic_load(&n->saved[k]->storage->version);
+        if (now != n->saved_version[k]) return modified_error(n, fn, n->saved[k], now, n->saved_version[k]);
+    }
+    return TFC_OK;
+}
+
+void tfc_node_drop_saved(tfc_node *n) {
+    for (int32_t k = 0; k < n->n_kept; k++) {
+        tfc_tensor_release(n->kept[k]->t);
+        n->kept[k]->t = NULL;
+    }
+    for (int32_t k = 0; k < n->n_saved; k++) {
+        tfc_tensor_release(n->saved[k]);
+        n->saved[k] = NULL;
+    }
+}
+
 /* Free what backward needs: saved tensors and in-flight gradients. */
 static void node_release_saved(tfc_node *n) {
-    for (int32_t i = 0; i < n->n_saved; i++) {
-        tfc_tensor_release(n->saved[i]);
-        n->saved[i] = NULL;
-    }
+    tfc_node_drop_saved(n);
     for (int32_t i = 0; i < n->n_out; i++) {
         tfc_tensor_release(n->grad_acc[i]);
         n->grad_acc[i] = NULL;
@@ -130,6 +180,7 @@ void tfc_node_unref(tfc_node *n) {
             }
         }
         free(cur->in);
+        free(cur->ctx);
         free(cur->grad_acc);
         free(cur->retained);
         free(cur);

@@ -1,15 +1,21 @@
 /*
  * Graph nodes: what an op leaves on the tape for its backward.
  *
- * An op that records does, in order:
+ * An op keeps what its backward needs in a context struct declared next to
+ * that backward: saved tensors as tfc_saved slots, parameters as fields.
+ *   typedef struct attention_ctx { tfc_saved q, k, v, out, lse; int32_t causal; double scale; } attention_ctx;
+ * It records, in order:
  *   tfc_node *n;
  *   if (tfc_should_record(g, inputs, k)) {
- *       TFC_TRY(tfc_node_new(g, "matmul", &matmul_backward, n_inputs, n_outputs, &n));
- *       tfc_node_set_input(n, 0, a); ...           // where input grads go
- *       tfc_node_save(n, a); ...                   // what backward reads
- *       n->params.f[0] = scale; ...                // op parameters
+ *       TFC_TRY(tfc_node_new_ctx(g, "attention", &attention_backward, n_inputs, n_outputs,
+ *                                sizeof(attention_ctx), &n));
+ *       attention_ctx *c = n->ctx;                 // zeroed, freed with the node
+ *       c->scale = scale; ...                      // op parameters
+ *       tfc_node_set_input(n, 0, q); ...           // where input grads go
+ *       s = tfc_node_keep(n, &c->q, q); ...        // what backward reads
  *       tfc_node_attach_output(n, 0, out);         // out->node = n
  *   }
+ * and its backward reads them back: const attention_ctx *c = n->ctx; c->q.t.
  * The op computes its output first and records afterwards, so a failing op
  * leaves nothing on the tape.
  * Backward receives the gradient of each output (NULL when that output got
@@ -41,6 +47,18 @@ typedef struct tfc_edge {
     tfc_dtype dtype;
 } tfc_edge;
 
+/*
+ * A tensor saved for backward: a detached alias (so a node never holds a
+ * reference cycle through its graph) and its storage version when saved,
+ * which backward checks. t is NULL when the op saved nothing there, and
+ * again once the graph is cleared.
+ */
+typedef struct tfc_saved {
+    tfc_tensor *t;
+    uint64_t version;
+} tfc_saved;
+
+/* Deprecated: being replaced by named contexts (ctx + tfc_node_keep). */
 typedef struct tfc_node_params {
     double f[4];
     int64_t i[TFC_MAX_DIMS * 2];
@@ -51,8 +69,15 @@ struct tfc_node {
     const char *name;
     tfc_graph *graph; /* weak; NULL once the graph cleared this node */
     tfc_backward_fn backward;
-    int32_t n_in, n_out, n_saved;
+    int32_t n_in, n_out;
     tfc_edge *in; /* [n_in] */
+    void *ctx;    /* the op's context, zeroed at creation; NULL when it has none */
+    size_t ctx_size;
+    int32_t n_kept;
+    tfc_saved *kept[TFC_NODE_MAX_SAVED]; /* the slots of ctx that hold a tensor */
+    /* Deprecated: being replaced by named contexts. Positional saved tensors
+     * and parameters, for the ops not yet converted. */
+    int32_t n_saved;
     tfc_tensor *saved[TFC_NODE_MAX_SAVED]; /* detached aliases */
     uint64_t saved_version[TFC_NODE_MAX_SAVED];
     tfc_node_params params;
@@ -72,15 +97,31 @@ struct tfc_graph {
 
 /* 1 when g records and any of the k tensors requires grad. */
 int tfc_should_record(const tfc_graph *g, const tfc_tensor *const *ts, int32_t k);
-tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
-                        tfc_node **out);
+/* A node on g with a zeroed context of ctx_size bytes at n->ctx (none when 0). */
+tfc_status tfc_node_new_ctx(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
+                            size_t ctx_size, tfc_node **out);
 /* Input i of n is t (t may not require grad: then no gradient flows there). */
 tfc_status tfc_node_set_input(tfc_node *n, int32_t i, const tfc_tensor *t);
-/* Save t for backward (a detached alias plus its version); returns its slot. */
+/*
+ * Save t for backward in slot, a tfc_saved field of n->ctx. t NULL leaves
+ * the slot empty (an optional input that is absent or not needed).
+ */
+tfc_status tfc_node_keep(tfc_node *n, tfc_saved *slot, const tfc_tensor *t);
+/* Deprecated: being replaced by named contexts. A node without a context. */
+tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
+                        tfc_node **out);
+/*
+ * Deprecated: being replaced by named contexts (tfc_node_keep). Save t at
+ * position n->n_saved (read it before the call to learn the position).
+ */
 tfc_status tfc_node_save(tfc_node *n, const tfc_tensor *t);
 void tfc_node_attach_output(tfc_node *n, int32_t i, tfc_tensor *out);
 int tfc_node_needs_grad(const tfc_node *n, int32_t i);
 tfc_edge *tfc_node_edge(tfc_node *n, int32_t i);
+/* For backward: an error naming fn if a tensor n saved was modified in place since. */
+tfc_status tfc_node_check_saved(const tfc_node *n, const char *fn);
+/* Free n's saved tensors (the graph is cleared or the node dies). */
+void tfc_node_drop_saved(tfc_node *n);
 void tfc_node_unref(tfc_node *n);
 /* acc += g, taking g itself as acc when *acc is NULL (consumes the g reference). */
 tfc_status tfc_grad_accumulate(tfc_tensor **acc, tfc_tensor *g);

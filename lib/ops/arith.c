@@ -12,11 +12,16 @@ typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV } bin_kind;
 static const char *const bin_names[] = {"tfc_add", "tfc_sub", "tfc_mul", "tfc_div"};
 static const tfc_map_op bin_maps[] = {TFC_MAP_ADD, TFC_MAP_SUB, TFC_MAP_MUL, TFC_MAP_DIV};
 
+/* Saved only where backward reads them: mul (a, b), div (b, out), add/sub nothing. */
+typedef struct binary_ctx {
+    tfc_saved a, b, out;
+    bin_kind kind;
+} binary_ctx;
+
 static tfc_status binary_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
-    bin_kind k = (bin_kind)n->params.i[0];
-    tfc_tensor *dy = gout[0];
-    /* saved: mul (a, b); div (b, out); add/sub nothing. */
-    tfc_tensor *a = n->saved[0], *b = k == BIN_DIV ? n->saved[0] : n->saved[1], *out = n->saved[1];
+    const binary_ctx *c = n->ctx;
+    bin_kind k = c->kind;
+    tfc_tensor *dy = gout[0], *a = c->a.t, *b = c->b.t, *out = c->out.t;
     if (!dy) return TFC_OK;
     for (int32_t i = 0; i < 2; i++) {
         if (!tfc_node_needs_grad(n, i)) continue;
@@ -52,19 +57,15 @@ static tfc_status binary(bin_kind k, tfc_graph *g, const tfc_tensor *a, const tf
     const tfc_tensor *ins[2] = {a, b};
     if (tfc_should_record(g, ins, 2)) {
         tfc_node *n;
-        tfc_status s = tfc_node_new(g, fn, binary_backward, 2, 1, &n);
+        tfc_status s = tfc_node_new_ctx(g, fn, binary_backward, 2, 1, sizeof(binary_ctx), &n);
         if (s == TFC_OK) {
-            n->params.i[0] = k;
+            binary_ctx *c = n->ctx;
+            c->kind = k;
             tfc_node_set_input(n, 0, a);
             tfc_node_set_input(n, 1, b);
-            /* Only what backward reads: mul needs both inputs, div needs b and out. */
-            if (k == BIN_MUL) {
-                s = tfc_node_save(n, a);
-                if (s == TFC_OK) s = tfc_node_save(n, b);
-            } else if (k == BIN_DIV) {
-                s = tfc_node_save(n, b);
-                if (s == TFC_OK) s = tfc_node_save(n, r);
-            }
+            s = tfc_node_keep(n, &c->a, k == BIN_MUL ? a : NULL);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->b, k == BIN_MUL || k == BIN_DIV ? b : NULL);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->out, k == BIN_DIV ? r : NULL);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
         }
         if (s != TFC_OK) {

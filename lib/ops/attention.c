@@ -7,17 +7,24 @@
 #include "ops/op_util.h"
 #include "tfcore/kernels.h"
 
+typedef struct attention_ctx {
+    tfc_saved q, k, v, out, lse;
+    int32_t causal;
+    double scale;
+} attention_ctx;
+
 static tfc_status attention_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     tfc_tensor *dy = gout[0];
     if (!dy) return TFC_OK;
-    tfc_tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *o = n->saved[3], *lse = n->saved[4];
+    const attention_ctx *c = n->ctx;
+    tfc_tensor *q = c->q.t, *k = c->k.t, *v = c->v.t, *o = c->out.t, *lse = c->lse.t;
     tfc_tensor *g[3] = {NULL, NULL, NULL};
     const tfc_tensor *like[3] = {q, k, v};
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < 3 && s == TFC_OK; i++)
         if (tfc_node_needs_grad(n, i)) s = tfc_tensor_new_like(like[i], q->dtype, &g[i]);
     if (s == TFC_OK)
-        s = tfc_attention_backward(dy, q, k, v, o, lse, (int32_t)n->params.i[0], n->params.f[0], g[0], g[1], g[2], 0);
+        s = tfc_attention_backward(dy, q, k, v, o, lse, c->causal, c->scale, g[0], g[1], g[2], 0);
     for (int32_t i = 0; i < 3; i++) {
         if (s == TFC_OK) gin[i] = g[i];
         else tfc_tensor_release(g[i]);
@@ -42,14 +49,17 @@ TFC_API tfc_status tfc_attention(tfc_graph *g, const tfc_tensor *q, const tfc_te
     const tfc_tensor *ins[3] = {q, k, v};
     if (s == TFC_OK && tfc_should_record(g, ins, 3)) {
         tfc_node *n;
-        s = tfc_node_new(g, fn, attention_node_backward, 3, 1, &n);
+        s = tfc_node_new_ctx(g, fn, attention_node_backward, 3, 1, sizeof(attention_ctx), &n);
         if (s == TFC_OK) {
-            n->params.i[0] = causal != 0;
-            n->params.f[0] = scale;
+            attention_ctx *c = n->ctx;
+            c->causal = causal != 0;
+            c->scale = scale;
             for (int32_t i = 0; i < 3; i++) tfc_node_set_input(n, i, ins[i]);
-            for (int32_t i = 0; i < 3 && s == TFC_OK; i++) s = tfc_node_save(n, ins[i]);
-            if (s == TFC_OK) s = tfc_node_save(n, o);
-            if (s == TFC_OK) s = tfc_node_save(n, lse);
+            s = tfc_node_keep(n, &c->q, q);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->k, k);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->v, v);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->out, o);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->lse, lse);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, o);
         }
     }

@@ -6,11 +6,18 @@
 #include "ops/op_util.h"
 #include "tfcore/kernels.h"
 
+/* logits and targets as the [N, C] and [N] views the kernels saw. */
+typedef struct ce_ctx {
+    tfc_saved logits, targets, lse;
+    int64_t ignore_index;
+} ce_ctx;
+
 static tfc_status ce_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
-    tfc_tensor *dl = gout[0], *logits = n->saved[0], *targets = n->saved[1], *lse = n->saved[2], *d2, *d;
+    const ce_ctx *c = n->ctx;
+    tfc_tensor *dl = gout[0], *logits = c->logits.t, *d2, *d;
     if (!dl || !tfc_node_needs_grad(n, 0)) return TFC_OK;
     TFC_TRY(tfc_tensor_new_like(logits, logits->dtype, &d2));
-    tfc_status s = tfc_cross_entropy_backward(dl, logits, targets, lse, n->params.i[0], d2, 0);
+    tfc_status s = tfc_cross_entropy_backward(dl, logits, c->targets.t, c->lse.t, c->ignore_index, d2, 0);
     if (s == TFC_OK) s = tfc_reshape(NULL, d2, n->in[0].shape, n->in[0].ndim, &d);
     tfc_tensor_release(d2);
     TFC_TRY(s);
@@ -38,13 +45,14 @@ TFC_API tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, con
     if (s == TFC_OK) s = tfc_cross_entropy_forward(l2, t1, ignore_index, loss, lse);
     if (s == TFC_OK && tfc_should_record(g, &logits, 1)) {
         tfc_node *n;
-        s = tfc_node_new(g, fn, ce_node_backward, 1, 1, &n);
+        s = tfc_node_new_ctx(g, fn, ce_node_backward, 1, 1, sizeof(ce_ctx), &n);
         if (s == TFC_OK) {
-            n->params.i[0] = ignore_index;
+            ce_ctx *c = n->ctx;
+            c->ignore_index = ignore_index;
             tfc_node_set_input(n, 0, logits);
-            s = tfc_node_save(n, l2);
-            if (s == TFC_OK) s = tfc_node_save(n, t1);
-            if (s == TFC_OK) s = tfc_node_save(n, lse);
+            s = tfc_node_keep(n, &c->logits, l2);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->targets, t1);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->lse, lse);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, loss);
         }
     }

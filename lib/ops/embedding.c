@@ -5,8 +5,13 @@
 #include "ops/op_util.h"
 #include "tfcore/kernels.h"
 
+typedef struct embedding_ctx {
+    tfc_saved ids;
+} embedding_ctx;
+
 static tfc_status embedding_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
-    tfc_tensor *dy = gout[0], *ids = n->saved[0], *dt;
+    const embedding_ctx *c = n->ctx;
+    tfc_tensor *dy = gout[0], *ids = c->ids.t, *dt;
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
     const tfc_edge *e = &n->in[0];
     TFC_TRY(tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &dt));
@@ -34,10 +39,11 @@ TFC_API tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tf
     tfc_status s = tfc_embedding_forward(table, ids, y);
     if (s == TFC_OK && tfc_should_record(g, &table, 1)) {
         tfc_node *n;
-        s = tfc_node_new(g, fn, embedding_node_backward, 1, 1, &n);
+        s = tfc_node_new_ctx(g, fn, embedding_node_backward, 1, 1, sizeof(embedding_ctx), &n);
         if (s == TFC_OK) {
+            embedding_ctx *c = n->ctx;
             tfc_node_set_input(n, 0, table);
-            s = tfc_node_save(n, ids);
+            s = tfc_node_keep(n, &c->ids, ids);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, y);
         }
     }

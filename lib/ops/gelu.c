@@ -2,11 +2,17 @@
 #include "ops/op_util.h"
 #include "tfcore/kernels.h"
 
+typedef struct gelu_ctx {
+    tfc_saved x;
+    int32_t approximate;
+} gelu_ctx;
+
 static tfc_status gelu_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
-    tfc_tensor *dy = gout[0], *x = n->saved[0], *dx;
+    const gelu_ctx *c = n->ctx;
+    tfc_tensor *dy = gout[0], *x = c->x.t, *dx;
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
     TFC_TRY(tfc_tensor_new_like(x, x->dtype, &dx));
-    tfc_status s = tfc_gelu_backward(dy, x, (int32_t)n->params.i[0], dx, 0);
+    tfc_status s = tfc_gelu_backward(dy, x, c->approximate, dx, 0);
     if (s != TFC_OK) {
         tfc_tensor_release(dx);
         return s;
@@ -27,11 +33,12 @@ TFC_API tfc_status tfc_gelu(tfc_graph *g, const tfc_tensor *x, int32_t approxima
     tfc_status s = tfc_gelu_forward(x, approximate, y);
     if (s == TFC_OK && tfc_should_record(g, &x, 1)) {
         tfc_node *n;
-        s = tfc_node_new(g, fn, gelu_node_backward, 1, 1, &n);
+        s = tfc_node_new_ctx(g, fn, gelu_node_backward, 1, 1, sizeof(gelu_ctx), &n);
         if (s == TFC_OK) {
-            n->params.i[0] = approximate;
+            gelu_ctx *c = n->ctx;
+            c->approximate = approximate;
             tfc_node_set_input(n, 0, x);
-            s = tfc_node_save(n, x);
+            s = tfc_node_keep(n, &c->x, x);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, y);
         }
     }

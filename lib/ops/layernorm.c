@@ -6,11 +6,16 @@
 #include "ops/op_util.h"
 #include "tfcore/kernels.h"
 
+/* weight is empty when the layer has none. */
+typedef struct layernorm_ctx {
+    tfc_saved x, mean, rstd, weight;
+} layernorm_ctx;
+
 static tfc_status layernorm_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     tfc_tensor *dy = gout[0];
     if (!dy) return TFC_OK;
-    tfc_tensor *x = n->saved[0], *mean = n->saved[1], *rstd = n->saved[2];
-    tfc_tensor *w = n->params.i[0] ? n->saved[3] : NULL;
+    const layernorm_ctx *c = n->ctx;
+    tfc_tensor *x = c->x.t, *mean = c->mean.t, *rstd = c->rstd.t, *w = c->weight.t;
     tfc_tensor *g[3] = {NULL, NULL, NULL};
     int64_t C = x->shape[x->ndim - 1];
     tfc_status s = TFC_OK;
@@ -41,17 +46,17 @@ TFC_API tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_te
     const tfc_tensor *ins[3] = {x, weight, bias};
     if (s == TFC_OK && tfc_should_record(g, ins, 3)) {
         tfc_node *n;
-        s = tfc_node_new(g, fn, layernorm_node_backward, 3, 1, &n);
+        s = tfc_node_new_ctx(g, fn, layernorm_node_backward, 3, 1, sizeof(layernorm_ctx), &n);
         if (s == TFC_OK) {
-            n->params.i[0] = weight != NULL;
+            layernorm_ctx *c = n->ctx;
             tfc_node_set_input(n, 0, x);
             /* A missing weight/bias is recorded as an input that needs no grad. */
             if (weight) tfc_node_set_input(n, 1, weight);
             if (bias) tfc_node_set_input(n, 2, bias);
-            s = tfc_node_save(n, x);
-            if (s == TFC_OK) s = tfc_node_save(n, mean);
-            if (s == TFC_OK) s = tfc_node_save(n, rstd);
-            if (s == TFC_OK && weight) s = tfc_node_save(n, weight);
+            s = tfc_node_keep(n, &c->x, x);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->mean, mean);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->rstd, rstd);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->weight, weight);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, y);
         }
     }

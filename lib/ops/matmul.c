@@ -258,9 +258,15 @@ static tfc_status matmul_grads(const char *fn, const tfc_tensor *dout0, const tf
     return TFC_OK;
 }
 
+/* The operands as given (before the 1-D promotion). */
+typedef struct matmul_ctx {
+    tfc_saved a, b;
+} matmul_ctx;
+
 static tfc_status matmul_backward_node(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     if (!gout[0]) return TFC_OK;
-    return matmul_grads("tfc_matmul", gout[0], n->saved[0], n->saved[1], tfc_node_needs_grad(n, 0) ? &gin[0] : NULL,
+    const matmul_ctx *c = n->ctx;
+    return matmul_grads("tfc_matmul", gout[0], c->a.t, c->b.t, tfc_node_needs_grad(n, 0) ? &gin[0] : NULL,
                         tfc_node_needs_grad(n, 1) ? &gin[1] : NULL);
 }
 
@@ -287,12 +293,13 @@ TFC_API tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a0, const tfc_tens
     const tfc_tensor *ins[2] = {a0, b0};
     if (tfc_should_record(g, ins, 2)) {
         tfc_node *n;
-        s = tfc_node_new(g, fn, matmul_backward_node, 2, 1, &n);
+        s = tfc_node_new_ctx(g, fn, matmul_backward_node, 2, 1, sizeof(matmul_ctx), &n);
         if (s == TFC_OK) {
+            matmul_ctx *c = n->ctx;
             tfc_node_set_input(n, 0, a0);
             tfc_node_set_input(n, 1, b0);
-            s = tfc_node_save(n, a0);
-            if (s == TFC_OK) s = tfc_node_save(n, b0);
+            s = tfc_node_keep(n, &c->a, a0);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->b, b0);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, res);
         }
         if (s != TFC_OK) {

@@ -23,8 +23,13 @@ static tfc_status shape3(const char *fn, const tfc_tensor *x, const tfc_tensor *
     return tfc_broadcast_shape(fn, &tmp, z, shape, nd);
 }
 
+typedef struct where_ctx {
+    tfc_saved cond;
+} where_ctx;
+
 static tfc_status where_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
-    tfc_tensor *dy = gout[0], *cond = n->saved[0], *zero = NULL;
+    const where_ctx *c = n->ctx;
+    tfc_tensor *dy = gout[0], *cond = c->cond.t, *zero = NULL;
     if (!dy) return TFC_OK;
     TFC_TRY(tfc_tensor_new((int64_t[]){1}, 0, dy->dtype, TFC_DEVICE_CPU, 0, &zero));
     tfc_status s = tfc_tensor_fill(zero, 0.0);
@@ -56,10 +61,11 @@ TFC_API tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_ten
     const tfc_tensor *ins[3] = {cond, a, b};
     if (tfc_should_record(g, ins, 3)) {
         tfc_node *n;
-        tfc_status s = tfc_node_new(g, fn, where_backward, 3, 1, &n);
+        tfc_status s = tfc_node_new_ctx(g, fn, where_backward, 3, 1, sizeof(where_ctx), &n);
         if (s == TFC_OK) {
+            where_ctx *c = n->ctx;
             for (int32_t i = 0; i < 3; i++) tfc_node_set_input(n, i, ins[i]);
-            s = tfc_node_save(n, cond);
+            s = tfc_node_keep(n, &c->cond, cond);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
         }
         if (s != TFC_OK) {

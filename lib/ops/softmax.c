@@ -5,11 +5,17 @@
 #include "ops/op_util.h"
 #include "tfcore/kernels.h"
 
+typedef struct softmax_ctx {
+    tfc_saved y;
+    int32_t dim, log;
+} softmax_ctx;
+
 static tfc_status softmax_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
-    tfc_tensor *dy = gout[0], *y = n->saved[0], *dx;
+    const softmax_ctx *c = n->ctx;
+    tfc_tensor *dy = gout[0], *y = c->y.t, *dx;
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
     TFC_TRY(tfc_tensor_new_like(y, y->dtype, &dx));
-    tfc_status s = tfc_softmax_backward(dy, y, (int32_t)n->params.i[0], (int32_t)n->params.i[1], dx, 0);
+    tfc_status s = tfc_softmax_backward(dy, y, c->dim, c->log, dx, 0);
     if (s != TFC_OK) {
         tfc_tensor_release(dx);
         return s;
@@ -27,12 +33,13 @@ static tfc_status softmax_op(const char *fn, int32_t log, tfc_graph *g, const tf
     tfc_status s = tfc_softmax_forward(x, dim, log, y);
     if (s == TFC_OK && tfc_should_record(g, &x, 1)) {
         tfc_node *n;
-        s = tfc_node_new(g, fn, softmax_node_backward, 1, 1, &n);
+        s = tfc_node_new_ctx(g, fn, softmax_node_backward, 1, 1, sizeof(softmax_ctx), &n);
         if (s == TFC_OK) {
-            n->params.i[0] = dim;
-            n->params.i[1] = log;
+            softmax_ctx *c = n->ctx;
+            c->dim = dim;
+            c->log = log;
             tfc_node_set_input(n, 0, x);
-            s = tfc_node_save(n, y);
+            s = tfc_node_keep(n, &c->y, y);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, y);
         }
     }

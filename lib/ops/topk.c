@@ -22,11 +22,18 @@ static int cmp_asc(const void *a, const void *b) {
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
+/* dim is normalised (non-negative). */
+typedef struct topk_ctx {
+    tfc_saved idx;
+    int32_t dim;
+} topk_ctx;
+
 static tfc_status topk_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
-    tfc_tensor *dy = gout[0], *idx = n->saved[0], *dx, *dyc;
+    const topk_ctx *c = n->ctx;
+    tfc_tensor *dy = gout[0], *idx = c->idx.t, *dx, *dyc;
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
     const tfc_edge *e = &n->in[0];
-    int32_t d = (int32_t)n->params.i[0];
+    int32_t d = c->dim;
     TFC_TRY(tfc_tensor_new(e->shape, e->ndim, dy->dtype, TFC_DEVICE_CPU, 0, &dx));
     tfc_status s = tfc_tensor_fill(dx, 0.0);
     if (s == TFC_OK) s = tfc_make_contiguous(dy, &dyc);
@@ -103,11 +110,12 @@ TFC_API tfc_status tfc_topk(tfc_graph *g, const tfc_tensor *x, int64_t k, int32_
     tfc_tensor_release(xc);
     if (tfc_should_record(g, &x, 1)) {
         tfc_node *n;
-        s = tfc_node_new(g, fn, topk_backward, 1, 1, &n);
+        s = tfc_node_new_ctx(g, fn, topk_backward, 1, 1, sizeof(topk_ctx), &n);
         if (s == TFC_OK) {
-            n->params.i[0] = d;
+            topk_ctx *c = n->ctx;
+            c->dim = d;
             tfc_node_set_input(n, 0, x);
-            s = tfc_node_save(n, idx);
+            s = tfc_node_keep(n, &c->idx, idx);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, vals);
         }
         if (s != TFC_OK) {

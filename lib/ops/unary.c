@@ -35,16 +35,19 @@ static const unary_def defs[] = {
     [U_POW_S] = {"tfc_pow_scalar", TFC_MAP_POW_S, TFC_MAP_POW_S_BWD, 1, 0},
 };
 
+/* x and y are empty unless def says the derivative reads them. */
+typedef struct unary_ctx {
+    tfc_saved x, y;
+    const unary_def *def;
+    double p;
+} unary_ctx;
+
 static tfc_status unary_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
-    const unary_def *d = &defs[n->params.i[0]];
-    double p = n->params.f[0];
+    const unary_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0];
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
-    int32_t k = 0;
-    const tfc_tensor *x = d->save_x ? n->saved[k++] : NULL;
-    const tfc_tensor *y = d->save_y ? n->saved[k++] : NULL;
     /* Maps read (a = dy, b = x, c = y); log's dy/x uses DIV(a = dy, b = x). */
-    return tfc_map_new(d->bwd, dy->shape, dy->ndim, dy->dtype, dy, x, y, p, &gin[0]);
+    return tfc_map_new(c->def->bwd, dy->shape, dy->ndim, dy->dtype, dy, c->x.t, c->y.t, c->p, &gin[0]);
 }
 
 static tfc_status unary(int which, tfc_graph *g, const tfc_tensor *x, double p, tfc_tensor **out) {
@@ -55,13 +58,14 @@ static tfc_status unary(int which, tfc_graph *g, const tfc_tensor *x, double p, 
     TFC_TRY(tfc_map_new(d->fwd, x->shape, x->ndim, x->dtype, x, NULL, NULL, p, &r));
     if (tfc_should_record(g, &x, 1)) {
         tfc_node *n;
-        tfc_status s = tfc_node_new(g, d->name, unary_backward, 1, 1, &n);
+        tfc_status s = tfc_node_new_ctx(g, d->name, unary_backward, 1, 1, sizeof(unary_ctx), &n);
         if (s == TFC_OK) {
-            n->params.i[0] = which;
-            n->params.f[0] = p;
+            unary_ctx *c = n->ctx;
+            c->def = d;
+            c->p = p;
             tfc_node_set_input(n, 0, x);
-            if (d->save_x) s = tfc_node_save(n, x);
-            if (s == TFC_OK && d->save_y) s = tfc_node_save(n, r);
+            s = tfc_node_keep(n, &c->x, d->save_x ? x : NULL);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->y, d->save_y ? r : NULL);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
         }
         if (s != TFC_OK) {

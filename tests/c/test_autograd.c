@@ -351,6 +351,64 @@ TEST(in_place_modification_of_saved_tensor_is_detected) {
     tfc_graph_release(g);
 }
 
+/* loss = Σ y; backward through it must fail with the given message. */
+static void check_backward_refused(tfc_graph *g, const tfc_tensor *y, const char *fragment) {
+    tfc_tensor *l = NULL;
+    CHECK_OK(tfc_sum(g, y, NULL, 0, 0, &l));
+    CHECK_ERR(tfc_graph_backward(g, l, NULL), TFC_ERR_INVALID_ARG, fragment);
+    tfc_tensor_release(l);
+}
+
+/* Ops keep saved tensors in named context slots (attention's five, exp's
+ * output) or, not yet converted, positionally (var): both are checked. */
+TEST(in_place_modification_of_any_saved_slot_is_detected) {
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    int64_t d4[4] = {1, 2, 3, 2};
+    tfc_tensor *q = t_rand(d4, 4, -1, 1, 83), *k = t_rand(d4, 4, -1, 1, 84), *v = t_rand(d4, 4, -1, 1, 85);
+    tfc_tensor *x = rnd(4, 0, 0, -1, 1, 86), *o = NULL, *y = NULL, *var = NULL, *gq = NULL, *gx = NULL;
+    CHECK_OK(tfc_tensor_set_requires_grad(q, 1));
+    CHECK_OK(tfc_tensor_set_requires_grad(x, 1));
+    CHECK_OK(tfc_attention(g, q, k, v, 1, 0.5, &o));
+    CHECK_OK(tfc_tensor_fill(v, 0.5)); /* the third of attention's slots */
+    check_backward_refused(g, o, "a tensor [1,2,3,2] saved by tfc_attention for backward was modified in place");
+    CHECK_OK(tfc_tensor_fill(o, 0.0)); /* its output, also saved */
+    check_backward_refused(g, o, "saved by tfc_attention");
+    CHECK_OK(tfc_exp(g, x, &y));
+    CHECK_OK(tfc_tensor_fill(y, 1.0)); /* exp saves only its output */
+    check_backward_refused(g, y, "saved by tfc_exp");
+    CHECK_OK(tfc_var(g, x, NULL, 0, 0, 1, &var));
+    CHECK_OK(tfc_tensor_fill(x, 2.0)); /* var saves x positionally */
+    check_backward_refused(g, var, "saved by tfc_var");
+    CHECK_OK(tfc_tensor_grad(q, &gq));
+    CHECK_OK(tfc_tensor_grad(x, &gx));
+    CHECK(gq == NULL && gx == NULL); /* nothing was written */
+    tfc_tensor *objs[] = {q, k, v, x, o, y, var};
+    for (int i = 0; i < 7; i++) tfc_tensor_release(objs[i]);
+    tfc_graph_release(g);
+}
+
+/* An empty optional slot (layernorm without weight) runs; once cleared, the slots are gone. */
+TEST(cleared_graph_refuses_backward_through_named_slots) {
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    tfc_tensor *x = rnd(3, 4, 0, -1, 1, 87), *y = NULL, *p = NULL, *l = NULL, *gx = NULL;
+    CHECK_OK(tfc_tensor_set_requires_grad(x, 1));
+    CHECK_OK(tfc_layernorm(g, x, NULL, NULL, 1e-5, &y));
+    CHECK_OK(tfc_mul(g, y, y, &p));
+    CHECK_OK(tfc_sum(g, p, NULL, 0, 0, &l));
+    CHECK_OK(tfc_graph_backward(g, l, NULL));
+    CHECK_OK(tfc_tensor_grad(x, &gx));
+    CHECK(gx != NULL);
+    tfc_tensor_release(gx);
+    CHECK_OK(tfc_graph_clear(g));
+    CHECK_ERR(tfc_graph_backward(g, l, NULL), TFC_ERR_INVALID_ARG, "cleared");
+    CHECK_ERR(tfc_graph_backward(g, l, NULL), TFC_ERR_INVALID_ARG, "cleared"); /* still, and no crash */
+    tfc_graph_release(g);
+    tfc_tensor *objs[] = {x, y, p, l}; /* the nodes, with their contexts, go with these */
+    for (int i = 0; i < 4; i++) tfc_tensor_release(objs[i]);
+}
+
 TEST(deep_graph_has_no_recursion_limit) {
     tfc_graph *g = NULL;
     CHECK_OK(tfc_graph_new(&g));
@@ -371,6 +429,39 @@ TEST(deep_graph_has_no_recursion_limit) {
     tfc_graph_release(g); /* nodes stay alive through cur, then free iteratively */
     tfc_tensor_release(cur);
     tfc_tensor_release(x);
+}
+
+/*
+ * Nodes become ready in backward later than the DFS that collects them
+ * discovers them: here the chain visits each b_i one at a time, but all
+ * 300 become ready together when the concat runs. The run needs room for
+ * every node, not just the collecting stack's peak.
+ */
+TEST(backward_with_many_nodes_ready_at_once) {
+    enum { K = 300 };
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    double one = 1.0;
+    tfc_tensor *x = t_from(&one, (int64_t[]){1}, 1), *b[K], *d = NULL, *z = NULL, *sz = NULL, *l = NULL, *gx = NULL;
+    CHECK_OK(tfc_tensor_set_requires_grad(x, 1));
+    for (int i = 0; i < K; i++) CHECK_OK(tfc_mul_scalar(g, x, i + 1, &b[i]));
+    d = tfc_tensor_retain(b[K - 1]);
+    for (int i = K - 2; i >= 0; i--) { /* d_i = d_{i+1} + b_i */
+        tfc_tensor *nd = NULL;
+        CHECK_OK(tfc_add(g, d, b[i], &nd));
+        tfc_tensor_release(d);
+        d = nd;
+    }
+    CHECK_OK(tfc_concat(g, (const tfc_tensor *const *)b, K, 0, &z));
+    CHECK_OK(tfc_sum(g, z, NULL, 0, 0, &sz));
+    CHECK_OK(tfc_add(g, sz, d, &l)); /* collected first: d's chain, then sz */
+    CHECK_OK(tfc_graph_backward(g, l, NULL));
+    CHECK_OK(tfc_tensor_grad(x, &gx));
+    CHECK(t_item(gx) == (double)K * (K + 1));
+    for (int i = 0; i < K; i++) tfc_tensor_release(b[i]);
+    tfc_tensor *objs[] = {x, d, z, sz, l, gx};
+    for (int i = 0; i < 6; i++) tfc_tensor_release(objs[i]);
+    tfc_graph_release(g);
 }
 
 TEST(release_order_does_not_matter) {
