@@ -369,6 +369,8 @@ static tfc_backend make_table(void) {
     b.attention_forward = cu_attention_forward;
     b.attention_backward = cu_attention_backward;
     b.dropout = cu_dropout;
+    b.topk = NULL; /* top-k: CPU only */
+    b.topk_backward = NULL;
     b.optim_step = cu_optim_step;
     b.grad_norm = cu_grad_norm;
     b.grad_scale = cu_grad_scale;

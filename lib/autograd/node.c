@@ -25,7 +25,7 @@ static tfc_status graph_push(tfc_graph *g, tfc_node *n) {
     return TFC_OK;
 }
 
-tfc_status tfc_node_new_ctx(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
+tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
                             size_t ctx_size, tfc_node **out) {
     tfc_node *n = calloc(1, sizeof *n);
     tfc_edge *in = calloc((size_t)(n_in ? n_in : 1), sizeof *in);
@@ -62,11 +62,6 @@ tfc_status tfc_node_new_ctx(tfc_graph *g, const char *name, tfc_backward_fn back
     return TFC_OK;
 }
 
-tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
-                        tfc_node **out) {
-    return tfc_node_new_ctx(g, name, backward, n_in, n_out, 0, out);
-}
-
 tfc_status tfc_node_set_input(tfc_node *n, int32_t i, const tfc_tensor *t) {
     tfc_edge *e = &n->in[i];
     e->ndim = t->ndim;
@@ -80,15 +75,6 @@ tfc_status tfc_node_set_input(tfc_node *n, int32_t i, const tfc_tensor *t) {
     } else {
         e->leaf = tfc_tensor_retain((tfc_tensor *)t);
     }
-    return TFC_OK;
-}
-
-tfc_status tfc_node_save(tfc_node *n, const tfc_tensor *t) {
-    if (n->n_saved == TFC_NODE_MAX_SAVED) return tfc_err(TFC_ERR_INTERNAL, "%s: too many saved tensors", n->name);
-    tfc_tensor *alias;
-    TFC_TRY(tfc_tensor_alias(t, t->shape, t->strides, t->ndim, t->offset, &alias));
-    n->saved_version[n->n_saved] = atomic_load(&t->storage->version);
-    n->saved[n->n_saved++] = alias;
     return TFC_OK;
 }
 
@@ -129,10 +115,6 @@ tfc_status tfc_node_check_saved(const tfc_node *n, const char *fn) {
         uint64_t now = atomic_load(&s->t->storage->version);
         if (now != s->version) return modified_error(n, fn, s->t, now, s->version);
     }
-    for (int32_t k = 0; k < n->n_saved; k++) {
-        uint64_t now = atomic_load(&n->saved[k]->storage->version);
-        if (now != n->saved_version[k]) return modified_error(n, fn, n->saved[k], now, n->saved_version[k]);
-    }
     return TFC_OK;
 }
 
@@ -140,10 +122,6 @@ void tfc_node_drop_saved(tfc_node *n) {
     for (int32_t k = 0; k < n->n_kept; k++) {
         tfc_tensor_release(n->kept[k]->t);
         n->kept[k]->t = NULL;
-    }
-    for (int32_t k = 0; k < n->n_saved; k++) {
-        tfc_tensor_release(n->saved[k]);
-        n->saved[k] = NULL;
     }
 }
 

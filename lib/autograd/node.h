@@ -7,7 +7,7 @@
  * It records, in order:
  *   tfc_node *n;
  *   if (tfc_should_record(g, inputs, k)) {
- *       TFC_TRY(tfc_node_new_ctx(g, "attention", &attention_backward, n_inputs, n_outputs,
+ *       TFC_TRY(tfc_node_new(g, "attention", &attention_backward, n_inputs, n_outputs,
  *                                sizeof(attention_ctx), &n));
  *       attention_ctx *c = n->ctx;                 // zeroed, freed with the node
  *       c->scale = scale; ...                      // op parameters
@@ -58,12 +58,6 @@ typedef struct tfc_saved {
     uint64_t version;
 } tfc_saved;
 
-/* Deprecated: being replaced by named contexts (ctx + tfc_node_keep). */
-typedef struct tfc_node_params {
-    double f[4];
-    int64_t i[TFC_MAX_DIMS * 2];
-} tfc_node_params;
-
 struct tfc_node {
     atomic_int refcount;
     const char *name;
@@ -75,12 +69,6 @@ struct tfc_node {
     size_t ctx_size;
     int32_t n_kept;
     tfc_saved *kept[TFC_NODE_MAX_SAVED]; /* the slots of ctx that hold a tensor */
-    /* Deprecated: being replaced by named contexts. Positional saved tensors
-     * and parameters, for the ops not yet converted. */
-    int32_t n_saved;
-    tfc_tensor *saved[TFC_NODE_MAX_SAVED]; /* detached aliases */
-    uint64_t saved_version[TFC_NODE_MAX_SAVED];
-    tfc_node_params params;
     /* Backward bookkeeping. */
     tfc_tensor **grad_acc; /* [n_out] */
     tfc_tensor **retained; /* [n_out] weak pointers to outputs that retain grad */
@@ -98,7 +86,7 @@ struct tfc_graph {
 /* 1 when g records and any of the k tensors requires grad. */
 int tfc_should_record(const tfc_graph *g, const tfc_tensor *const *ts, int32_t k);
 /* A node on g with a zeroed context of ctx_size bytes at n->ctx (none when 0). */
-tfc_status tfc_node_new_ctx(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
+tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
                             size_t ctx_size, tfc_node **out);
 /* Input i of n is t (t may not require grad: then no gradient flows there). */
 tfc_status tfc_node_set_input(tfc_node *n, int32_t i, const tfc_tensor *t);
@@ -107,14 +95,6 @@ tfc_status tfc_node_set_input(tfc_node *n, int32_t i, const tfc_tensor *t);
  * the slot empty (an optional input that is absent or not needed).
  */
 tfc_status tfc_node_keep(tfc_node *n, tfc_saved *slot, const tfc_tensor *t);
-/* Deprecated: being replaced by named contexts. A node without a context. */
-tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
-                        tfc_node **out);
-/*
- * Deprecated: being replaced by named contexts (tfc_node_keep). Save t at
- * position n->n_saved (read it before the call to learn the position).
- */
-tfc_status tfc_node_save(tfc_node *n, const tfc_tensor *t);
 void tfc_node_attach_output(tfc_node *n, int32_t i, tfc_tensor *out);
 int tfc_node_needs_grad(const tfc_node *n, int32_t i);
 tfc_edge *tfc_node_edge(tfc_node *n, int32_t i);

@@ -299,6 +299,25 @@ typedef struct tfc_attn_problem {
     int32_t accumulate;
 } tfc_attn_problem;
 
+/*
+ * Top-k along the middle dim of x [outer, d, inner]: values and indices
+ * (i64) [outer, k, inner], sorted (largest first, or smallest when largest
+ * is 0; ties by index). Backward: dx [outer, d, inner] += dy scattered to
+ * the indices (dx zeroed by the caller).
+ */
+typedef struct tfc_topk_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int64_t outer, d, inner, k;
+    int32_t largest;
+    const void *x;
+    void *values;
+    int64_t *indices;
+    const void *dy;
+    const int64_t *indices_in;
+    void *dx;
+} tfc_topk_problem;
+
 /* Inverted dropout of n contiguous elements: out_i = u_i ≥ p ? x_i / (1 − p) : 0, u_i uniform (seed, offset, i). */
 typedef struct tfc_dropout_problem {
     int32_t device;
@@ -415,6 +434,8 @@ typedef struct tfc_backend {
     tfc_status (*attention_forward)(const tfc_attn_problem *p);
     tfc_status (*attention_backward)(const tfc_attn_problem *p);
     tfc_status (*dropout)(const tfc_dropout_problem *p);
+    tfc_status (*topk)(const tfc_topk_problem *p);
+    tfc_status (*topk_backward)(const tfc_topk_problem *p);
 
     /* optimizers */
     tfc_status (*optim_step)(const tfc_optim_problem *p);

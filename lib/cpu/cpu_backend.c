@@ -213,6 +213,11 @@ static tfc_status cpu_dropout(const tfc_dropout_problem *p) {
     return TFC_OK;
 }
 
+static tfc_status cpu_topk_backward(const tfc_topk_problem *p) {
+    tfc_cpu_topk_backward(p);
+    return TFC_OK;
+}
+
 /* ---- optimizers ---- */
 
 static tfc_status cpu_optim_step(const tfc_optim_problem *p) {
@@ -288,6 +293,8 @@ const tfc_backend tfc_cpu_backend = {
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
     .dropout = cpu_dropout,
+    .topk = tfc_cpu_topk,
+    .topk_backward = cpu_topk_backward,
     .optim_step = cpu_optim_step,
     .grad_norm = cpu_grad_norm,
     .grad_scale = cpu_grad_scale,

@@ -99,6 +99,10 @@ void tfc_cpu_random(tfc_random_kind kind, const tfc_sview *dst, double a, double
 /* Inverted dropout of n elements (tfc_dropout_problem). */
 void tfc_cpu_dropout(tfc_dtype dt, int64_t n, double p, uint64_t seed, uint64_t offset, const void *x, void *out);
 
+/* Top-k and its scatter backward (tfc_topk_problem); TFC_ERR_OOM when a line's scratch cannot be had. */
+tfc_status tfc_cpu_topk(const tfc_topk_problem *p);
+void tfc_cpu_topk_backward(const tfc_topk_problem *p);
+
 /* The CPU's backend table. */
 extern const tfc_backend tfc_cpu_backend;
 

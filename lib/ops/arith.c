@@ -57,7 +57,7 @@ static tfc_status binary(bin_kind k, tfc_graph *g, const tfc_tensor *a, const tf
     const tfc_tensor *ins[2] = {a, b};
     if (tfc_should_record(g, ins, 2)) {
         tfc_node *n;
-        tfc_status s = tfc_node_new_ctx(g, fn, binary_backward, 2, 1, sizeof(binary_ctx), &n);
+        tfc_status s = tfc_node_new(g, fn, binary_backward, 2, 1, sizeof(binary_ctx), &n);
         if (s == TFC_OK) {
             binary_ctx *c = n->ctx;
             c->kind = k;

@@ -49,7 +49,7 @@ TFC_API tfc_status tfc_attention(tfc_graph *g, const tfc_tensor *q, const tfc_te
     const tfc_tensor *ins[3] = {q, k, v};
     if (s == TFC_OK && tfc_should_record(g, ins, 3)) {
         tfc_node *n;
-        s = tfc_node_new_ctx(g, fn, attention_node_backward, 3, 1, sizeof(attention_ctx), &n);
+        s = tfc_node_new(g, fn, attention_node_backward, 3, 1, sizeof(attention_ctx), &n);
         if (s == TFC_OK) {
             attention_ctx *c = n->ctx;
             c->causal = causal != 0;

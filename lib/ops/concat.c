@@ -12,10 +12,14 @@
 
 #include "ops/op_util.h"
 
+typedef struct concat_ctx {
+    int32_t dim;
+} concat_ctx;
+
 static tfc_status concat_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     tfc_tensor *dy = gout[0];
     if (!dy) return TFC_OK;
-    int32_t dim = (int32_t)n->params.i[0];
+    int32_t dim = ((const concat_ctx *)n->ctx)->dim;
     int64_t start = 0;
     for (int32_t i = 0; i < n->n_in; i++) {
         int64_t len = n->in[i].shape[dim];
@@ -71,9 +75,9 @@ TFC_API tfc_status tfc_concat(tfc_graph *g, const tfc_tensor *const *xs, int32_t
     }
     if (s == TFC_OK && tfc_should_record(g, xs, n)) {
         tfc_node *node;
-        s = tfc_node_new(g, fn, concat_backward, n, 1, &node);
+        s = tfc_node_new(g, fn, concat_backward, n, 1, sizeof(concat_ctx), &node);
         if (s == TFC_OK) {
-            node->params.i[0] = d;
+            ((concat_ctx *)node->ctx)->dim = d;
             for (int32_t i = 0; i < n; i++) tfc_node_set_input(node, i, xs[i]);
             tfc_node_attach_output(node, 0, r);
         }
@@ -110,17 +114,23 @@ static void dense_order_strides(const tfc_tensor *x, int64_t *strides) {
     for (int32_t j = 0; j < k; j++) strides[order[j]] = x->strides[order[j]];
 }
 
-/* params.i[0] = dim, params.i[1..] = dx's strides, saved[0] = the sizes (i64 [n_out]). */
+typedef struct split_ctx {
+    int32_t dim;
+    int64_t strides[TFC_MAX_DIMS]; /* dx's layout: x's memory order (dense_order_strides) */
+    int64_t sizes[];               /* [n_out]: each part's length along dim */
+} split_ctx;
+
 static tfc_status split_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     if (!tfc_node_needs_grad(n, 0)) return TFC_OK;
+    const split_ctx *c = n->ctx;
     const tfc_edge *e = &n->in[0];
-    int32_t dim = (int32_t)n->params.i[0];
+    int32_t dim = c->dim;
     const tfc_tensor *ref = NULL; /* a gradient: dx takes its dtype and device */
     for (int32_t i = 0; i < n->n_out && !ref; i++) ref = gout[i];
     if (!ref) return TFC_OK;
     int64_t strides[TFC_MAX_DIMS], numel = 1;
     for (int32_t d = 0; d < e->ndim; d++) numel *= e->shape[d];
-    memcpy(strides, n->params.i + 1, sizeof(int64_t) * (size_t)e->ndim);
+    memcpy(strides, c->strides, sizeof(int64_t) * (size_t)e->ndim);
     tfc_tensor *buf = NULL, *dx = NULL;
     TFC_TRY(tfc_tensor_new_on(ref, &numel, 1, ref->dtype, &buf));
     tfc_status s = tfc_tensor_alias(buf, e->shape, strides, e->ndim, 0, &dx);
@@ -128,7 +138,7 @@ static tfc_status split_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tenso
     TFC_TRY(s);
     int64_t start = 0;
     for (int32_t i = 0; i < n->n_out && s == TFC_OK; i++) {
-        int64_t len = ((const int64_t *)tfc_data(n->saved[0]))[i];
+        int64_t len = c->sizes[i];
         tfc_tensor *part = NULL;
         s = tfc_narrow(NULL, dx, dim, start, len, &part);
         if (s == TFC_OK) s = gout[i] ? tfc_tensor_copy_view("tfc_split (backward)", part, gout[i]) : tfc_tensor_fill(part, 0.0);
@@ -170,18 +180,15 @@ TFC_API tfc_status tfc_split(tfc_graph *g, const tfc_tensor *x, const int64_t *s
     }
     if (s == TFC_OK && tfc_should_record(g, &x, 1)) {
         tfc_node *node;
-        tfc_tensor *lens = NULL;
-        int64_t nn = n;
-        s = tfc_tensor_from_data(sizes, &nn, 1, TFC_DTYPE_I64, &lens);
-        if (s == TFC_OK) s = tfc_node_new(g, fn, split_backward, 1, n, &node);
+        s = tfc_node_new(g, fn, split_backward, 1, n, sizeof(split_ctx) + sizeof(int64_t) * (size_t)n, &node);
         if (s == TFC_OK) {
-            node->params.i[0] = d;
-            dense_order_strides(x, node->params.i + 1);
+            split_ctx *c = node->ctx;
+            c->dim = d;
+            dense_order_strides(x, c->strides);
+            memcpy(c->sizes, sizes, sizeof(int64_t) * (size_t)n);
             tfc_node_set_input(node, 0, x);
-            s = tfc_node_save(node, lens);
-            for (int32_t i = 0; i < n && s == TFC_OK; i++) tfc_node_attach_output(node, i, tmp[i]);
+            for (int32_t i = 0; i < n; i++) tfc_node_attach_output(node, i, tmp[i]);
         }
-        tfc_tensor_release(lens);
     }
     if (s != TFC_OK) {
         for (int32_t i = 0; i < n; i++) tfc_tensor_release(tmp[i]);

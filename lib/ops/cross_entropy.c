@@ -45,7 +45,7 @@ TFC_API tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, con
     if (s == TFC_OK) s = tfc_cross_entropy_forward(l2, t1, ignore_index, loss, lse);
     if (s == TFC_OK && tfc_should_record(g, &logits, 1)) {
         tfc_node *n;
-        s = tfc_node_new_ctx(g, fn, ce_node_backward, 1, 1, sizeof(ce_ctx), &n);
+        s = tfc_node_new(g, fn, ce_node_backward, 1, 1, sizeof(ce_ctx), &n);
         if (s == TFC_OK) {
             ce_ctx *c = n->ctx;
             c->ignore_index = ignore_index;

@@ -27,11 +27,17 @@ static tfc_status run_dropout(const char *fn, const tfc_tensor *x, double p, uin
     return TFC_OK;
 }
 
+/* The mask is regenerated from the stream, never stored. */
+typedef struct dropout_ctx {
+    double p;
+    uint64_t seed, offset;
+} dropout_ctx;
+
 static tfc_status dropout_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
+    const dropout_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0];
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
-    return run_dropout("tfc_dropout (backward)", dy, n->params.f[0], (uint64_t)n->params.i[0],
-                       (uint64_t)n->params.i[1], &gin[0]);
+    return run_dropout("tfc_dropout (backward)", dy, c->p, c->seed, c->offset, &gin[0]);
 }
 
 TFC_API tfc_status tfc_dropout(tfc_graph *g, const tfc_tensor *x, double p, uint64_t seed, uint64_t offset,
@@ -45,11 +51,9 @@ TFC_API tfc_status tfc_dropout(tfc_graph *g, const tfc_tensor *x, double p, uint
     tfc_status s = TFC_OK;
     if (tfc_should_record(g, &x, 1)) {
         tfc_node *n;
-        s = tfc_node_new(g, fn, dropout_backward, 1, 1, &n);
+        s = tfc_node_new(g, fn, dropout_backward, 1, 1, sizeof(dropout_ctx), &n);
         if (s == TFC_OK) {
-            n->params.f[0] = p;
-            n->params.i[0] = (int64_t)seed;
-            n->params.i[1] = (int64_t)offset;
+            *(dropout_ctx *)n->ctx = (dropout_ctx){.p = p, .seed = seed, .offset = offset};
             tfc_node_set_input(n, 0, x);
             tfc_node_attach_output(n, 0, r);
         }

@@ -39,7 +39,7 @@ TFC_API tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tf
     tfc_status s = tfc_embedding_forward(table, ids, y);
     if (s == TFC_OK && tfc_should_record(g, &table, 1)) {
         tfc_node *n;
-        s = tfc_node_new_ctx(g, fn, embedding_node_backward, 1, 1, sizeof(embedding_ctx), &n);
+        s = tfc_node_new(g, fn, embedding_node_backward, 1, 1, sizeof(embedding_ctx), &n);
         if (s == TFC_OK) {
             embedding_ctx *c = n->ctx;
             tfc_node_set_input(n, 0, table);

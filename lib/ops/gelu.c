@@ -33,7 +33,7 @@ TFC_API tfc_status tfc_gelu(tfc_graph *g, const tfc_tensor *x, int32_t approxima
     tfc_status s = tfc_gelu_forward(x, approximate, y);
     if (s == TFC_OK && tfc_should_record(g, &x, 1)) {
         tfc_node *n;
-        s = tfc_node_new_ctx(g, fn, gelu_node_backward, 1, 1, sizeof(gelu_ctx), &n);
+        s = tfc_node_new(g, fn, gelu_node_backward, 1, 1, sizeof(gelu_ctx), &n);
         if (s == TFC_OK) {
             gelu_ctx *c = n->ctx;
             c->approximate = approximate;

@@ -46,7 +46,7 @@ TFC_API tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_te
     const tfc_tensor *ins[3] = {x, weight, bias};
     if (s == TFC_OK && tfc_should_record(g, ins, 3)) {
         tfc_node *n;
-        s = tfc_node_new_ctx(g, fn, layernorm_node_backward, 3, 1, sizeof(layernorm_ctx), &n);
+        s = tfc_node_new(g, fn, layernorm_node_backward, 3, 1, sizeof(layernorm_ctx), &n);
         if (s == TFC_OK) {
             layernorm_ctx *c = n->ctx;
             tfc_node_set_input(n, 0, x);

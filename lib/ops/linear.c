@@ -53,8 +53,13 @@ static tfc_status bias_grad(const tfc_tensor *dy2, tfc_tensor **db) {
     return s;
 }
 
-/* saved[params.i[0]] = x (when w needs grad), saved[params.i[1]] = w (when x does); -1 = not saved. */
+/* x is saved only when w needs a gradient, w only when x does. */
+typedef struct linear_ctx {
+    tfc_saved x, w;
+} linear_ctx;
+
 static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
+    const linear_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0];
     if (!dy) return TFC_OK;
     const tfc_edge *ex = &n->in[0], *ew = &n->in[1];
@@ -66,7 +71,7 @@ static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
      * is still in cache when written last. */
     tfc_status s = n->n_in == 3 && tfc_node_needs_grad(n, 2) ? bias_grad(dy2, &gin[2]) : TFC_OK;
     if (s == TFC_OK && tfc_node_needs_grad(n, 1)) {
-        const tfc_tensor *x = n->saved[n->params.i[0]];
+        const tfc_tensor *x = c->x.t;
         tfc_tensor *x2 = NULL;
         s = tfc_reshape(NULL, x, (int64_t[]){M, K}, 2, &x2);
         if (s == TFC_OK) s = tfc_transpose(NULL, x2, 0, 1, &xt);
@@ -79,7 +84,7 @@ static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
         t = xt = NULL;
     }
     if (s == TFC_OK && tfc_node_needs_grad(n, 0)) {
-        const tfc_tensor *w = n->saved[n->params.i[1]];
+        const tfc_tensor *w = c->w.t;
         s = new_flat(dy, ex->shape, ex->ndim, dy->dtype, M, K, &t, &flat);
         if (s == TFC_OK) s = tfc_transpose(NULL, w, 0, 1, &xt);
         if (s == TFC_OK) s = gemm_or_zero(flat, dy2, xt);
@@ -154,18 +159,12 @@ TFC_API tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tenso
     int32_t n_in = b ? 3 : 2;
     if (s == TFC_OK && tfc_should_record(g, ins, n_in)) {
         tfc_node *n;
-        s = tfc_node_new(g, fn, linear_backward, n_in, 1, &n);
+        s = tfc_node_new(g, fn, linear_backward, n_in, 1, sizeof(linear_ctx), &n);
         if (s == TFC_OK) {
+            linear_ctx *c = n->ctx;
             for (int32_t i = 0; i < n_in; i++) tfc_node_set_input(n, i, ins[i]);
-            n->params.i[0] = n->params.i[1] = -1;
-            if (tfc_node_needs_grad(n, 1)) {
-                n->params.i[0] = n->n_saved;
-                s = tfc_node_save(n, x);
-            }
-            if (s == TFC_OK && tfc_node_needs_grad(n, 0)) {
-                n->params.i[1] = n->n_saved;
-                s = tfc_node_save(n, w);
-            }
+            s = tfc_node_keep(n, &c->x, tfc_node_needs_grad(n, 1) ? x : NULL);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->w, tfc_node_needs_grad(n, 0) ? w : NULL);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
         }
     }

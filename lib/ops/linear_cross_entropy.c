@@ -199,14 +199,20 @@ static tfc_status count_targets(const char *fn, const void *t, tfc_dtype idt, in
     return TFC_OK;
 }
 
+/* The gradients for an upstream gradient of 1, computed during the forward (each only when wanted). */
+typedef struct lce_ctx {
+    tfc_saved dh, dw;
+} lce_ctx;
+
 /* grad_in = g_loss · (dh, dW); the saved tensors themselves when g_loss is 1. */
 static tfc_status lce_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     if (!gout[0]) return TFC_OK;
-    const double gl = tfc_scalar_load(tfc_data(gout[0]), gout[0]->dtype, 0);
+    const lce_ctx *c = n->ctx;
+    double gl;
+    TFC_TRY(tfc_tensor_item(gout[0], &gl));
     for (int32_t i = 0; i < 2; i++) {
-        const int64_t slot = n->params.i[i];
-        if (!tfc_node_needs_grad(n, i) || slot < 0) continue;
-        tfc_tensor *saved = n->saved[slot];
+        tfc_tensor *saved = i == 0 ? c->dh.t : c->dw.t;
+        if (!tfc_node_needs_grad(n, i) || !saved) continue;
         if (gl == 1.0) gin[i] = tfc_tensor_retain(saved);
         else TFC_TRY(tfc_mul_scalar(NULL, saved, gl, &gin[i]));
     }
@@ -240,13 +246,13 @@ TFC_API tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, c
     if (s == TFC_OK) s = lce_pass(be, hu, wu, tp, targets->dtype, nv, ignore_index, out, dh, dw);
     if (s == TFC_OK && record) {
         tfc_node *n;
-        s = tfc_node_new(g, fn, lce_node_backward, 2, 1, &n);
+        s = tfc_node_new(g, fn, lce_node_backward, 2, 1, sizeof(lce_ctx), &n);
         if (s == TFC_OK) {
+            lce_ctx *c = n->ctx;
             tfc_node_set_input(n, 0, h);
             tfc_node_set_input(n, 1, w);
-            n->params.i[0] = n->params.i[1] = -1;
-            if (dh) n->params.i[0] = n->n_saved, s = tfc_node_save(n, dh);
-            if (s == TFC_OK && dw) n->params.i[1] = n->n_saved, s = tfc_node_save(n, dw);
+            s = tfc_node_keep(n, &c->dh, dh);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->dw, dw);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, out);
         }
     }

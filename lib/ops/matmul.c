@@ -293,7 +293,7 @@ TFC_API tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a0, const tfc_tens
     const tfc_tensor *ins[2] = {a0, b0};
     if (tfc_should_record(g, ins, 2)) {
         tfc_node *n;
-        s = tfc_node_new_ctx(g, fn, matmul_backward_node, 2, 1, sizeof(matmul_ctx), &n);
+        s = tfc_node_new(g, fn, matmul_backward_node, 2, 1, sizeof(matmul_ctx), &n);
         if (s == TFC_OK) {
             matmul_ctx *c = n->ctx;
             tfc_node_set_input(n, 0, a0);

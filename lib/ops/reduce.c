@@ -86,14 +86,23 @@ static tfc_status scatter_max(tfc_tensor *dx, const reduce_plan *p, const tfc_te
     return s;
 }
 
+typedef struct reduce_ctx {
+    red_kind kind;
+    int64_t n;                        /* elements reduced per output */
+    double correction;                /* var */
+    int64_t keep_shape[TFC_MAX_DIMS]; /* the input's shape with reduced dims as 1 */
+    tfc_saved x;                      /* var: the input */
+    tfc_saved pos;                    /* max/min: i64 positions of the extremes */
+} reduce_ctx;
+
 static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
-    red_kind k = (red_kind)n->params.i[0];
+    const reduce_ctx *c = n->ctx;
+    red_kind k = c->kind;
     tfc_tensor *dy = gout[0];
     const tfc_edge *e = &n->in[0];
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
-    int64_t keep_shape[TFC_MAX_DIMS];
-    int64_t nred = n->params.i[1];
-    for (int32_t i = 0; i < e->ndim; i++) keep_shape[i] = n->params.i[2 + i];
+    const int64_t *keep_shape = c->keep_shape;
+    int64_t nred = c->n;
     tfc_tensor *dyk; /* dy with reduced dims as size 1 */
     TFC_TRY(tfc_reshape(NULL, dy, keep_shape, e->ndim, &dyk));
     tfc_status s = TFC_OK;
@@ -102,20 +111,20 @@ static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
                         k == R_MEAN ? 1.0 / (double)nred : 1.0, &gin[0]);
     } else if (k == R_VAR) {
         /* dx = dy ⊙ 2 (x − mean) / (n − correction) */
-        tfc_tensor *x = n->saved[0], *mean = NULL, *dev = NULL, *t = NULL;
+        tfc_tensor *x = c->x.t, *mean = NULL, *dev = NULL, *t = NULL;
         int32_t dims[TFC_MAX_DIMS], nd = 0;
         for (int32_t i = 0; i < e->ndim; i++)
             if (keep_shape[i] == 1 && e->shape[i] != 1) dims[nd++] = i;
         s = nd ? tfc_mean(NULL, x, dims, nd, 1, &mean) : tfc_tensor_clone(x, &mean);
         if (s == TFC_OK) s = tfc_sub(NULL, x, mean, &dev);
         if (s == TFC_OK) s = tfc_mul(NULL, dev, dyk, &t);
-        if (s == TFC_OK) s = tfc_mul_scalar(NULL, t, 2.0 / ((double)nred - n->params.f[0]), &gin[0]);
+        if (s == TFC_OK) s = tfc_mul_scalar(NULL, t, 2.0 / ((double)nred - c->correction), &gin[0]);
         tfc_tensor_release(mean);
         tfc_tensor_release(dev);
         tfc_tensor_release(t);
     } else {
         /* max/min: scatter dy to the saved positions. */
-        tfc_tensor *pos = n->saved[0], *dx;
+        tfc_tensor *pos = c->pos.t, *dx;
         s = tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &dx);
         if (s == TFC_OK) {
             s = tfc_tensor_fill(dx, 0.0);
@@ -170,15 +179,16 @@ static tfc_status reduce(red_kind k, tfc_graph *g, const tfc_tensor *x, const in
     }
     if (tfc_should_record(g, &x, 1)) {
         tfc_node *n;
-        s = tfc_node_new(g, fn, reduce_backward, 1, 1, &n);
+        s = tfc_node_new(g, fn, reduce_backward, 1, 1, sizeof(reduce_ctx), &n);
         if (s == TFC_OK) {
-            n->params.i[0] = k;
-            n->params.i[1] = p.n;
-            n->params.f[0] = correction;
-            for (int32_t i = 0; i < x->ndim; i++) n->params.i[2 + i] = p.keep_shape[i];
+            reduce_ctx *c = n->ctx;
+            c->kind = k;
+            c->n = p.n;
+            c->correction = correction;
+            for (int32_t i = 0; i < x->ndim; i++) c->keep_shape[i] = p.keep_shape[i];
             tfc_node_set_input(n, 0, x);
-            if (k == R_VAR) s = tfc_node_save(n, x);
-            if (pos) s = tfc_node_save(n, pos);
+            if (k == R_VAR) s = tfc_node_keep(n, &c->x, x);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->pos, pos);
             if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
         }
     }

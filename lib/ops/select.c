@@ -10,7 +10,14 @@ static tfc_status check_mask(const char *fn, const char *arg, const tfc_tensor *
     if (m->dtype != TFC_DTYPE_BOOL && m->dtype != TFC_DTYPE_U8)
         return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; it must be bool or u8", fn, arg, tfc_dtype_name(m->dtype),
                        SHAPE(m));
-    return tfc_require_cpu(fn, arg, m);
+    return TFC_OK;
+}
+
+/* m is a bool/u8 mask on x's device. */
+static tfc_status check_mask_device(const char *fn, const char *arg, const tfc_tensor *m, const tfc_tensor *x) {
+    const tfc_tensor *ts[2] = {x, m};
+    const char *names[2] = {"the values", arg};
+    return tfc_same_device(fn, ts, names, 2);
 }
 
 /* Broadcast shape of three tensors. */
@@ -31,7 +38,7 @@ static tfc_status where_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tenso
     const where_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0], *cond = c->cond.t, *zero = NULL;
     if (!dy) return TFC_OK;
-    TFC_TRY(tfc_tensor_new((int64_t[]){1}, 0, dy->dtype, TFC_DEVICE_CPU, 0, &zero));
+    TFC_TRY(tfc_tensor_new_on(dy, NULL, 0, dy->dtype, &zero));
     tfc_status s = tfc_tensor_fill(zero, 0.0);
     /* input 0 is the condition (no gradient); inputs 1, 2 are a, b. */
     for (int32_t i = 1; i <= 2 && s == TFC_OK; i++) {
@@ -53,6 +60,7 @@ TFC_API tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_ten
     TFC_TRY(tfc_check_float(fn, "a", a));
     TFC_TRY(tfc_check_float(fn, "b", b));
     TFC_TRY(tfc_check_same(fn, a, b));
+    TFC_TRY(check_mask_device(fn, "cond", cond, a));
     int64_t shape[TFC_MAX_DIMS];
     int32_t nd;
     TFC_TRY(shape3(fn, a, b, cond, shape, &nd));
@@ -61,7 +69,7 @@ TFC_API tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_ten
     const tfc_tensor *ins[3] = {cond, a, b};
     if (tfc_should_record(g, ins, 3)) {
         tfc_node *n;
-        tfc_status s = tfc_node_new_ctx(g, fn, where_backward, 3, 1, sizeof(where_ctx), &n);
+        tfc_status s = tfc_node_new(g, fn, where_backward, 3, 1, sizeof(where_ctx), &n);
         if (s == TFC_OK) {
             where_ctx *c = n->ctx;
             for (int32_t i = 0; i < 3; i++) tfc_node_set_input(n, i, ins[i]);
@@ -83,6 +91,7 @@ TFC_API tfc_status tfc_masked_fill(tfc_graph *g, const tfc_tensor *x, const tfc_
     TFC_CHECK_NOT_NULL(fn, out);
     TFC_TRY(tfc_check_float(fn, "x", x));
     TFC_TRY(check_mask(fn, "mask", mask));
+    TFC_TRY(check_mask_device(fn, "mask", mask, x));
     int64_t shape[TFC_MAX_DIMS];
     int32_t nd;
     TFC_TRY(tfc_broadcast_shape(fn, x, mask, shape, &nd));
@@ -92,7 +101,7 @@ TFC_API tfc_status tfc_masked_fill(tfc_graph *g, const tfc_tensor *x, const tfc_
         if (shape[i] != x->shape[i])
             return tfc_err(TFC_ERR_SHAPE, "%s: mask %s does not broadcast to x %s", fn, SHAPE(mask), SHAPE(x));
     tfc_tensor *v;
-    TFC_TRY(tfc_tensor_new(NULL, 0, x->dtype, TFC_DEVICE_CPU, 0, &v));
+    TFC_TRY(tfc_tensor_new_on(x, NULL, 0, x->dtype, &v));
     tfc_status s = tfc_tensor_fill(v, value);
     if (s == TFC_OK) s = tfc_where(g, mask, v, x, out);
     tfc_tensor_release(v);

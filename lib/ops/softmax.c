@@ -33,7 +33,7 @@ static tfc_status softmax_op(const char *fn, int32_t log, tfc_graph *g, const tf
     tfc_status s = tfc_softmax_forward(x, dim, log, y);
     if (s == TFC_OK && tfc_should_record(g, &x, 1)) {
         tfc_node *n;
-        s = tfc_node_new_ctx(g, fn, softmax_node_backward, 1, 1, sizeof(softmax_ctx), &n);
+        s = tfc_node_new(g, fn, softmax_node_backward, 1, 1, sizeof(softmax_ctx), &n);
         if (s == TFC_OK) {
             softmax_ctx *c = n->ctx;
             c->dim = dim;

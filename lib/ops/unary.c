@@ -58,7 +58,7 @@ static tfc_status unary(int which, tfc_graph *g, const tfc_tensor *x, double p, 
     TFC_TRY(tfc_map_new(d->fwd, x->shape, x->ndim, x->dtype, x, NULL, NULL, p, &r));
     if (tfc_should_record(g, &x, 1)) {
         tfc_node *n;
-        tfc_status s = tfc_node_new_ctx(g, d->name, unary_backward, 1, 1, sizeof(unary_ctx), &n);
+        tfc_status s = tfc_node_new(g, d->name, unary_backward, 1, 1, sizeof(unary_ctx), &n);
         if (s == TFC_OK) {
             unary_ctx *c = n->ctx;
             c->def = d;

@@ -13,15 +13,23 @@
 
 typedef enum { V_RESHAPE, V_PERMUTE, V_SLICE, V_EXPAND, V_IDENTITY, V_CAST } view_kind;
 
+typedef struct view_ctx {
+    view_kind kind;
+    int64_t perm[TFC_MAX_DIMS]; /* V_PERMUTE: output dim i is input dim perm[i] */
+    int32_t dim;                /* V_SLICE: the input's [start:stop:step] along dim */
+    int64_t start, stop, step;
+} view_ctx;
+
 static tfc_status view_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     const tfc_edge *e = &n->in[0];
     tfc_tensor *dy = gout[0];
+    const view_ctx *c = n->ctx;
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
-    switch ((view_kind)n->params.i[0]) {
+    switch (c->kind) {
     case V_RESHAPE: return tfc_reshape(NULL, dy, e->shape, e->ndim, &gin[0]);
     case V_PERMUTE: {
         int32_t inv[TFC_MAX_DIMS];
-        for (int32_t i = 0; i < e->ndim; i++) inv[n->params.i[1 + i]] = i;
+        for (int32_t i = 0; i < e->ndim; i++) inv[c->perm[i]] = i;
         return tfc_permute(NULL, dy, inv, e->ndim, &gin[0]);
     }
     case V_SLICE: {
@@ -29,7 +37,7 @@ static tfc_status view_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor
         TFC_TRY(tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &dx));
         tfc_status s = tfc_tensor_fill(dx, 0.0);
         if (s == TFC_OK)
-            s = tfc_slice(NULL, dx, (int32_t)n->params.i[1], n->params.i[2], n->params.i[3], n->params.i[4], &part);
+            s = tfc_slice(NULL, dx, c->dim, c->start, c->stop, c->step, &part);
         if (s == TFC_OK) {
             s = tfc_tensor_copy_from(part, dy);
             tfc_tensor_release(part);
@@ -48,14 +56,20 @@ static tfc_status view_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor
     return tfc_err(TFC_ERR_INTERNAL, "view backward: unknown kind");
 }
 
-/* Record out as a view-kind node of x (out already computed). */
+/*
+ * Record out as a view-kind node of x (out already computed); params are
+ * the permutation (V_PERMUTE) or dim, start, stop, step (V_SLICE).
+ */
 static tfc_status record(tfc_graph *g, const char *fn, view_kind k, const tfc_tensor *x, tfc_tensor *out,
                          const int64_t *params, int32_t np) {
     if (!tfc_should_record(g, &x, 1)) return TFC_OK;
     tfc_node *n;
-    TFC_TRY(tfc_node_new(g, fn, view_backward, 1, 1, &n));
-    n->params.i[0] = k;
-    for (int32_t i = 0; i < np; i++) n->params.i[1 + i] = params[i];
+    TFC_TRY(tfc_node_new(g, fn, view_backward, 1, 1, sizeof(view_ctx), &n));
+    view_ctx *c = n->ctx;
+    c->kind = k;
+    if (k == V_PERMUTE)
+        for (int32_t i = 0; i < np; i++) c->perm[i] = params[i];
+    if (k == V_SLICE) c->dim = (int32_t)params[0], c->start = params[1], c->stop = params[2], c->step = params[3];
     tfc_node_set_input(n, 0, x);
     tfc_node_attach_output(n, 0, out);
     return TFC_OK;

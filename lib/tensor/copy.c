@@ -8,13 +8,6 @@
 #include "tensor/dispatch.h"
 #include "tensor/tensor_impl.h"
 
-tfc_status tfc_require_cpu(const char *fn, const char *arg, const tfc_tensor *t) {
-    if (t->storage->device != TFC_DEVICE_CPU)
-        return tfc_err(TFC_ERR_DEVICE, "%s: %s lives on cuda:%d; %s is not implemented on CUDA (it needs CPU "
-                       "tensors)", fn, arg, (int)t->storage->device_index, fn);
-    return TFC_OK;
-}
-
 tfc_status tfc_make_contiguous(const tfc_tensor *t, tfc_tensor **out) {
     if (tfc_is_contiguous(t)) {
         *out = tfc_tensor_retain((tfc_tensor *)t);

@@ -102,9 +102,6 @@ static inline tfc_sview tfc_sview_of(const tfc_tensor *t) {
     return v;
 }
 
-/* t must live on the CPU for fn (CUDA paths are added per function). */
-tfc_status tfc_require_cpu(const char *fn, const char *arg, const tfc_tensor *t);
-
 #define SHAPE(t) tfc_fmt_dims((t)->shape, (t)->ndim)
 
 #endif

@@ -45,16 +45,16 @@ TEST(every_entry_but_the_cpu_only_ones_is_filled) {
     if (!a) return;
     /* After name, float_dtypes and stats_f32 the table is nothing but function pointers. */
     size_t first = offsetof(tfc_backend, describe), n = (sizeof(tfc_backend) - first) / sizeof(void (*)(void));
-    CHECK(n == 34);
+    CHECK(n == 36);
     int missing = 0;
     for (size_t i = 0; i < n; i++) {
         void (*fp)(void);
         memcpy(&fp, (const char *)a + first + i * sizeof fp, sizeof fp);
         missing += fp == NULL;
     }
-    /* reduce_scatter (max/min backward) and cross_entropy_rows (the fused LM head's rows) are CPU-only. */
-    CHECK(missing == 2);
-    CHECK(a->reduce_scatter == NULL && a->cross_entropy_rows == NULL);
+    /* reduce_scatter (max/min backward), cross_entropy_rows (the fused LM head) and topk are CPU-only. */
+    CHECK(missing == 4);
+    CHECK(a->reduce_scatter == NULL && a->cross_entropy_rows == NULL && a->topk == NULL && a->topk_backward == NULL);
 }
 
 TEST(what_cuda_does_not_offer_is_refused_before_the_device) {
