@@ -75,7 +75,27 @@ static tfc_status cu_random(const tfc_random_problem *p) {
 
 /* ---- products ---- */
 
+/* C_i = beta · C_i for every item (K = 0): through the strided fill and map entries, so any ldc works. */
+static tfc_status scale_c(const tfc_gemm_problem *p) {
+    const size_t es = float_size(p->dtype);
+    for (int64_t i = 0; i < p->batch; i++) {
+        tfc_sview c = flat_view((char *)p->c + (size_t)(i * p->stride_c) * es, p->dtype, 0);
+        c.ndim = 2, c.shape[0] = p->M, c.shape[1] = p->N, c.strides[0] = p->ldc ? p->ldc : p->N, c.strides[1] = 1;
+        if (p->beta == 0.0) {
+            tfc_fill_problem f = {p->device, c, 0.0};
+            TFCU_TRY(tfcu_fill(&f));
+        } else {
+            tfc_map_problem m = {};
+            m.device = p->device, m.op = TFC_MAP_MUL_S, m.out = &c, m.a = &c, m.p = p->beta;
+            TFCU_TRY(tfcu_map(&m));
+        }
+        if (!p->stride_c) break;
+    }
+    return TFC_OK;
+}
+
 static tfc_status cu_gemm(const tfc_gemm_problem *p) {
+    if (p->K == 0 && p->M * p->N * p->batch > 0 && p->beta != 1.0) return scale_c(p);
     tfc_cuda_matmul_desc d = {};
     d.struct_size = sizeof d;
     d.dtype = p->dtype;
@@ -94,7 +114,7 @@ static tfc_status cu_bias_rows(const tfc_bias_problem *p) {
     tfc_copy_problem c = {};
     c.device = p->device;
     c.dst = flat_view(p->y, p->dtype, 0);
-    c.dst.ndim = 2, c.dst.shape[0] = p->rows, c.dst.shape[1] = p->n, c.dst.strides[0] = p->ld, c.dst.strides[1] = 1;
+    c.dst.ndim = 2, c.dst.shape[0] = p->rows, c.dst.shape[1] = p->n, c.dst.strides[0] = p->n, c.dst.strides[1] = 1;
     c.src = c.dst;
     c.src.data = (char *)p->b, c.src.strides[0] = 0;
     return tfcu_copy(&c);
@@ -128,7 +148,15 @@ static tfc_status cu_layernorm_forward(const tfc_layernorm_problem *p) {
 
 static tfc_status cu_layernorm_backward(const tfc_layernorm_problem *p) {
     const char *fn = "layernorm_backward";
-    if (!p->rows) return TFC_OK;
+    if (!p->rows) { /* no rows: dweight and dbias are empty sums */
+        void *outs[2] = {p->dweight, p->dbias};
+        for (int i = 0; i < 2 && !p->accumulate; i++) {
+            if (!outs[i]) continue;
+            tfc_fill_problem f = {p->device, flat_view(outs[i], p->dtype, p->cols), 0.0};
+            TFCU_TRY(tfcu_fill(&f));
+        }
+        return TFC_OK;
+    }
     scratch s;
     TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
     const void *w = p->weight;

@@ -149,9 +149,9 @@ typedef struct tfc_gemm_problem {
 } tfc_gemm_problem;
 
 /*
- * The bias of a linear layer: rows (y [rows, n], row stride n) = b [n]
- * broadcast into every row; its gradient db [n] (+)= Σ_r dy[r, :] with dy
- * [rows, n] of row stride ld, each column summed in row order.
+ * The bias of a linear layer: bias_rows writes y [rows, n] (contiguous) =
+ * b [n] broadcast into every row; bias_grad: db [n] (+)= Σ_r dy[r, :] with
+ * dy [rows, n] of row stride ld, each column summed in row order.
  */
 typedef struct tfc_bias_problem {
     int32_t device;

@@ -2,6 +2,7 @@
 #include "tensor/tensor_impl.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -252,7 +253,15 @@ TFC_API tfc_tensor *tfc_tensor_retain(tfc_tensor *t) {
 
 TFC_API void tfc_tensor_release(tfc_tensor *t) {
     if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
-    if (tfc_tensor_autograd_release_hook) tfc_tensor_autograd_release_hook(t);
+    if (t->node) {
+        if (tfc_tensor_autograd_release_hook) {
+            tfc_tensor_autograd_release_hook(t);
+        } else {
+            tfc_err(TFC_ERR_INTERNAL, "tfc_tensor_release: a tensor %s has a graph node but the autograd layer "
+                    "registered no release hook (a broken build); the node is leaked", SHAPE(t));
+            fprintf(stderr, "libtfcore: %s\n", tfc_last_error());
+        }
+    }
     tfc_tensor_release(t->grad);
     storage_release(t->storage);
     free(t);

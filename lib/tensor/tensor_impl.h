@@ -86,7 +86,16 @@ tfc_status tfc_broadcast_shape(const char *fn, const tfc_tensor *a, const tfc_te
 /* Strides that read t as if it had `shape` (stride 0 on broadcast dims). */
 void tfc_broadcast_strides(const tfc_tensor *t, const int64_t *shape, int32_t ndim, int64_t *strides);
 
-/* Release hook set by the autograd layer (drops node refs, retained grads). */
+/*
+ * The one call from this layer up into autograd, inverted into a hook: the
+ * autograd layer registers it at load time (lib/autograd/node.c, a
+ * constructor) and tfc_tensor_release calls it for a dying tensor that has
+ * a producing node, to drop the node reference and forget a retained-grad
+ * slot. Only autograd gives a tensor a node, so a node without the hook is a
+ * broken build: tfc_tensor_release then reports TFC_ERR_INTERNAL through
+ * tfc_last_error() and on stderr (it cannot return a status) and leaks the
+ * node rather than free memory it does not own.
+ */
 extern void (*tfc_tensor_autograd_release_hook)(tfc_tensor *t);
 
 /* The raw strided view kernels take. */
