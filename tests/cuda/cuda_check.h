@@ -1,8 +1,9 @@
 /*
  * Helpers for the CUDA kernel tests: upload/download host f32 arrays as
- * f32 or bf16 device buffers through the module's table, deterministic
- * random inputs, and an all-elements comparison that reports the worst
- * element once.
+ * f32 or bf16 device buffers through the module's backend table
+ * (lib/backend/backend.h), strided views for the table's view-taking
+ * entries, deterministic random inputs, and an all-elements comparison
+ * that reports the worst element once.
  */
 #ifndef TFC_CUDA_CHECK_H
 #define TFC_CUDA_CHECK_H
@@ -14,7 +15,7 @@
 #include "device/device.h"
 #include "tfc_test.h"
 
-extern const tfc_cuda_api *A; /* the module's table, set by main */
+extern const tfc_backend *A; /* the CUDA module's backend table, set by main */
 
 /* Round x to what dtype stores (identity for f32). */
 static inline float round_dt(float x, int dt) {
@@ -34,9 +35,17 @@ static inline float *rand_host(size_t n, float lo, float hi, int dt, uint64_t se
     return x;
 }
 
-static inline size_t dt_size(int dt) { return dt == TFC_DTYPE_BF16 ? 2 : 4; }
+/* Bytes per element of dt (i64 index buffers included). */
+static inline size_t dt_size(int dt) {
+    switch (dt) {
+    case TFC_DTYPE_BF16: case TFC_DTYPE_F16: return 2;
+    case TFC_DTYPE_F64: case TFC_DTYPE_I64: return 8;
+    case TFC_DTYPE_U8: case TFC_DTYPE_BOOL: return 1;
+    default: return 4;
+    }
+}
 
-/* Device copy of host f32 data stored as dt. */
+/* Device copy of host f32 data stored as dt (f32 or bf16). */
 static inline void *up(const float *h, size_t n, int dt) {
     void *d = NULL;
     size_t es = dt_size(dt);
@@ -47,10 +56,10 @@ static inline void *up(const float *h, size_t n, int dt) {
     if (dt == TFC_DTYPE_BF16) {
         uint16_t *t = malloc((n ? n : 1) * 2);
         for (size_t i = 0; i < n; i++) t[i] = tfc_f32_to_bf16(h[i]);
-        CHECK(A->memcpy(0, d, t, n * 2, 0) == TFC_OK);
+        CHECK(A->memcpy(0, d, t, n * 2, TFC_MEMCPY_H2D) == TFC_OK);
         free(t);
     } else {
-        CHECK(A->memcpy(0, d, h, n * 4, 0) == TFC_OK);
+        CHECK(A->memcpy(0, d, h, n * 4, TFC_MEMCPY_H2D) == TFC_OK);
     }
     return d;
 }
@@ -65,21 +74,43 @@ static inline void *dev(size_t n, int dt) {
     return d;
 }
 
-/* Host f32 copy of a device buffer of dt (waits for the stream). */
+/* Host f32 copy of a device buffer of dt, f32 or bf16 (waits for the stream). */
 static inline float *down(const void *d, size_t n, int dt) {
     float *h = malloc((n ? n : 1) * sizeof *h);
     if (dt == TFC_DTYPE_BF16) {
         uint16_t *t = malloc((n ? n : 1) * 2);
-        if (A->memcpy(0, t, d, n * 2, 1) != TFC_OK) TFC_FAIL_AT("memcpy: %s", A->last_error());
+        if (A->memcpy(0, t, d, n * 2, TFC_MEMCPY_D2H) != TFC_OK) TFC_FAIL_AT("memcpy: %s", A->last_error());
         for (size_t i = 0; i < n; i++) h[i] = tfc_bf16_to_f32(t[i]);
         free(t);
-    } else if (A->memcpy(0, h, d, n * 4, 1) != TFC_OK) {
+    } else if (A->memcpy(0, h, d, n * 4, TFC_MEMCPY_D2H) != TFC_OK) {
         TFC_FAIL_AT("memcpy: %s", A->last_error());
     }
     return h;
 }
 
-static inline void dfree(void *d) { A->free(0, d); }
+/* The CUDA module's free ignores the size (its pool knows it), so none is passed. */
+static inline void dfree(void *d) { A->free(0, d, 0); }
+
+/* A view of device memory d: dtype, shape and element strides (ndim <= TFC_MAX_DIMS). */
+static inline tfc_sview view_nd(void *d, int dt, int32_t ndim, const int64_t *shape, const int64_t *strides) {
+    tfc_sview v;
+    memset(&v, 0, sizeof v);
+    v.data = (char *)d;
+    v.dtype = (tfc_dtype)dt;
+    v.ndim = ndim;
+    for (int32_t i = 0; i < ndim; i++) v.shape[i] = shape[i], v.strides[i] = strides[i];
+    return v;
+}
+
+/* A contiguous row-major view of shape. */
+static inline tfc_sview view_c(void *d, int dt, int32_t ndim, const int64_t *shape) {
+    int64_t st[TFC_MAX_DIMS], s = 1;
+    for (int32_t i = ndim - 1; i >= 0; i--) st[i] = s, s *= shape[i];
+    return view_nd(d, dt, ndim, shape, st);
+}
+
+/* A contiguous 1-D view of n elements. */
+static inline tfc_sview view_flat(void *d, int dt, int64_t n) { return view_c(d, dt, 1, &n); }
 
 /* Every |got - want| <= tol (1 + |want|); reports the worst element once. */
 #define CHECK_ALL(got, want, n, tol, what)                                                              \

@@ -1,0 +1,1186 @@
+/*
+ * Every kernel of the CUDA module, reached through its backend table
+ * (lib/backend/backend.h, filled in cuda/module.cu), against
+ * straightforward CPU loops written here, on random inputs, in f32 and
+ * bf16. Inputs are rounded to the storage type before both sides see
+ * them, so the tolerances below only cover accumulation order (f32) and
+ * output rounding (bf16: 8 mantissa bits, relative step 2^-8 = 0.0039).
+ * The reference loops never call the library's CPU kernels.
+ *
+ * Without a CUDA device (or without the module) the program prints
+ * "no CUDA device: <reason>" and exits 77, which meson counts as skipped.
+ */
+#include <math.h>
+
+#include "core/rng.h"
+#include "cuda_check.h"
+
+#define main tfc_test_main_
+TFC_TEST_MAIN
+#undef main
+
+const tfc_backend *A;
+
+static const int DTYPES[2] = {TFC_DTYPE_F32, TFC_DTYPE_BF16};
+static const char *dt_name(int dt) { return dt == TFC_DTYPE_BF16 ? "bf16" : "f32"; }
+/* Elementwise results: f32 within float rounding, bf16 within one output rounding. */
+static double tol_elem(int dt) { return dt == TFC_DTYPE_BF16 ? 8e-3 : 2e-6; }
+/* Results of sums over up to a few thousand terms. */
+static double tol_sum(int dt) { return dt == TFC_DTYPE_BF16 ? 1e-2 : 2e-5; }
+
+/* Byte address of element i of a device buffer of dt. */
+static void *elem(void *d, int64_t i, int dt) { return (char *)d + i * (int64_t)dt_size(dt); }
+
+TEST(memory_roundtrip) {
+    size_t n = 1000;
+    float *h = rand_host(n, -1, 1, TFC_DTYPE_F32, 1);
+    void *d = up(h, n, TFC_DTYPE_F32), *d2 = dev(n, TFC_DTYPE_F32), *p = NULL;
+    CHECK_CU(A->memcpy(0, d2, d, n * 4, TFC_MEMCPY_D2D));
+    float *g = down(d2, n, TFC_DTYPE_F32);
+    CHECK(memcmp(g, h, n * 4) == 0);
+    CHECK_CU(A->memset0(0, d2, n * 4));
+    free(g);
+    g = down(d2, n, TFC_DTYPE_F32);
+    int zeros = 1;
+    for (size_t i = 0; i < n; i++) zeros &= g[i] == 0.0f;
+    CHECK(zeros);
+    CHECK_CU(A->synchronize(0));
+    CHECK_CU_ERR(A->memcpy(0, d2, d, 4, (tfc_memcpy_kind)7), TFC_ERR_INVALID_ARG, "kind 7");
+    CHECK_CU_ERR(A->alloc(999, 16, &p), TFC_ERR_DEVICE, "device 999");
+    free(g), free(h), dfree(d), dfree(d2);
+}
+
+TEST(fill_and_cast) {
+    size_t n = 777;
+    float *h = rand_host(n, -3, 3, TFC_DTYPE_F32, 2), *want = malloc(n * 4);
+    void *f = up(h, n, TFC_DTYPE_F32), *b = dev(n, TFC_DTYPE_BF16), *f2 = dev(n, TFC_DTYPE_F32);
+    /* A cast is a copy between views of different dtypes. */
+    tfc_copy_problem c = {.dst = view_flat(b, TFC_DTYPE_BF16, n), .src = view_flat(f, TFC_DTYPE_F32, n)};
+    CHECK_CU(A->copy(&c));
+    c = (tfc_copy_problem){.dst = view_flat(f2, TFC_DTYPE_F32, n), .src = view_flat(b, TFC_DTYPE_BF16, n)};
+    CHECK_CU(A->copy(&c));
+    float *g = down(f2, n, TFC_DTYPE_F32);
+    for (size_t i = 0; i < n; i++) want[i] = round_dt(h[i], TFC_DTYPE_BF16);
+    CHECK_ALL(g, want, n, 0.0, "cast f32->bf16->f32 (round to nearest even)");
+    free(g);
+    tfc_fill_problem fp = {.dst = view_flat(b, TFC_DTYPE_BF16, n), .value = 1.5};
+    CHECK_CU(A->fill(&fp));
+    g = down(b, n, TFC_DTYPE_BF16);
+    for (size_t i = 0; i < n; i++) want[i] = 1.5f;
+    CHECK_ALL(g, want, n, 0.0, "fill");
+    /* CUDA converts between f32 and bf16 only. */
+    c = (tfc_copy_problem){.dst = view_flat(f2, TFC_DTYPE_F32, n), .src = view_flat(f, TFC_DTYPE_I32, n)};
+    CHECK_CU_ERR(A->copy(&c), TFC_ERR_UNSUPPORTED, "i32");
+    free(g), free(h), free(want), dfree(f), dfree(b), dfree(f2);
+}
+
+TEST(copy_strided_transpose_expand_and_strided_dst) {
+    /* f32 [4,5] read transposed as [5,4] into a contiguous dst. */
+    float *x = rand_host(20, -1, 1, TFC_DTYPE_F32, 11), want[40], *g;
+    void *dx = up(x, 20, TFC_DTYPE_F32), *dy = dev(20, TFC_DTYPE_F32);
+    tfc_copy_problem c = {.dst = view_c(dy, TFC_DTYPE_F32, 2, (int64_t[]){5, 4}),
+                          .src = view_nd(dx, TFC_DTYPE_F32, 2, (int64_t[]){5, 4}, (int64_t[]){1, 5})};
+    CHECK_CU(A->copy(&c));
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 4; j++) want[i * 4 + j] = x[j * 5 + i];
+    g = down(dy, 20, TFC_DTYPE_F32);
+    CHECK_ALL(g, want, 20, 0.0, "transpose copy");
+    free(g), dfree(dy);
+    /* i64 [3] expanded to [2,3] (stride 0), 8-byte elements moved intact. */
+    int64_t ids[3] = {-1, (int64_t)1 << 40, 7}, got[6];
+    void *di = dev(3, TFC_DTYPE_I64), *de = dev(6, TFC_DTYPE_I64);
+    CHECK_CU(A->memcpy(0, di, ids, sizeof ids, TFC_MEMCPY_H2D));
+    c = (tfc_copy_problem){.dst = view_c(de, TFC_DTYPE_I64, 2, (int64_t[]){2, 3}),
+                           .src = view_nd(di, TFC_DTYPE_I64, 2, (int64_t[]){2, 3}, (int64_t[]){0, 1})};
+    CHECK_CU(A->copy(&c));
+    CHECK_CU(A->memcpy(0, got, de, sizeof got, TFC_MEMCPY_D2H));
+    for (int i = 0; i < 6; i++) CHECK(got[i] == ids[i % 3]);
+    dfree(di), dfree(de);
+    /* Strided destinations, same dtype (f32) and converting (f32 -> bf16). */
+    for (int di2 = 0; di2 < 2; di2++) {
+        int dt = DTYPES[di2];
+        char what[96];
+        /* The contiguous [4,5] source written transposed: dst [4,5] with strides (1, 4) over a [5,4] buffer. */
+        void *dt_buf = dev(20, dt);
+        c = (tfc_copy_problem){.dst = view_nd(dt_buf, dt, 2, (int64_t[]){4, 5}, (int64_t[]){1, 4}),
+                               .src = view_c(dx, TFC_DTYPE_F32, 2, (int64_t[]){4, 5})};
+        CHECK_CU(A->copy(&c));
+        for (int i = 0; i < 5; i++)
+            for (int j = 0; j < 4; j++) want[i * 4 + j] = round_dt(x[j * 5 + i], dt);
+        g = down(dt_buf, 20, dt);
+        snprintf(what, sizeof what, "copy into a transposed dst (%s)", dt_name(dt));
+        CHECK_ALL(g, want, 20, 0.0, what);
+        free(g), dfree(dt_buf);
+        /* Every other column of a [4,10] buffer (strides (10, 2)): the columns in between keep their fill. */
+        void *wide = dev(40, dt);
+        tfc_fill_problem fp = {.dst = view_flat(wide, dt, 40), .value = -7.0};
+        CHECK_CU(A->fill(&fp));
+        c = (tfc_copy_problem){.dst = view_nd(wide, dt, 2, (int64_t[]){4, 5}, (int64_t[]){10, 2}),
+                               .src = view_c(dx, TFC_DTYPE_F32, 2, (int64_t[]){4, 5})};
+        CHECK_CU(A->copy(&c));
+        for (int r = 0; r < 4; r++)
+            for (int k = 0; k < 10; k++) want[r * 10 + k] = k % 2 ? -7.0f : round_dt(x[r * 5 + k / 2], dt);
+        g = down(wide, 40, dt);
+        snprintf(what, sizeof what, "copy into a column slice (%s)", dt_name(dt));
+        CHECK_ALL(g, want, 40, 0.0, what);
+        free(g), dfree(wide);
+    }
+    free(x), dfree(dx);
+}
+
+/* The maps of lib/backend/map_ops.h written out again in double (not generated from that table). */
+static double ref_map(int op, double a, double b, double c, double p) {
+    switch (op) {
+    case TFC_MAP_ADD: return a + b;
+    case TFC_MAP_SUB: return a - b;
+    case TFC_MAP_MUL: return a * b;
+    case TFC_MAP_DIV: return a / b;
+    case TFC_MAP_NEG: return -a;
+    case TFC_MAP_EXP: return exp(a);
+    case TFC_MAP_LOG: return log(a);
+    case TFC_MAP_SQRT: return sqrt(a);
+    case TFC_MAP_RSQRT: return 1.0 / sqrt(a);
+    case TFC_MAP_TANH: return tanh(a);
+    case TFC_MAP_SIGMOID: return 1.0 / (1.0 + exp(-a));
+    case TFC_MAP_RELU: return a > 0 ? a : 0.0;
+    case TFC_MAP_ADD_S: return a + p;
+    case TFC_MAP_MUL_S: return a * p;
+    case TFC_MAP_RSUB_S: return p - a;
+    case TFC_MAP_RDIV_S: return p / a;
+    case TFC_MAP_POW_S: return pow(a, p);
+    case TFC_MAP_COPY: return a;
+    case TFC_MAP_EXP_BWD: return a * c;
+    case TFC_MAP_SQRT_BWD: return a * 0.5 / c;
+    case TFC_MAP_RSQRT_BWD: return a * -0.5 * c * c * c;
+    case TFC_MAP_TANH_BWD: return a * (1.0 - c * c);
+    case TFC_MAP_SIGMOID_BWD: return a * c * (1.0 - c);
+    case TFC_MAP_RELU_BWD: return b > 0 ? a : 0.0;
+    case TFC_MAP_POW_S_BWD: return a * p * pow(b, p - 1.0);
+    case TFC_MAP_DIV_BWD_B: return -a * c / b;
+    case TFC_MAP_RDIV_S_BWD: return -a * c / b;
+    default: return NAN; /* MASK_SELECT is checked apart */
+    }
+}
+
+/* Maps through libm-style functions: the unary tolerance (2x) of the original test. */
+static int map_is_transcendental(int op) {
+    return op == TFC_MAP_EXP || op == TFC_MAP_LOG || op == TFC_MAP_SQRT || op == TFC_MAP_RSQRT ||
+           op == TFC_MAP_TANH || op == TFC_MAP_SIGMOID || op == TFC_MAP_POW_S || op == TFC_MAP_POW_S_BWD;
+}
+
+/* n values with |v| in [0.5, 2), every other one negative (negation is exact in bf16). */
+static float *signed_host(size_t n, int dt, uint64_t seed) {
+    float *v = rand_host(n, 0.5f, 2, dt, seed);
+    for (size_t i = 0; i < n; i += 2) v[i] = -v[i];
+    return v;
+}
+
+TEST(every_map_same_shape_broadcast_mask_and_strided_out) {
+    for (int di = 0; di < 2; di++) {
+        int dt = DTYPES[di];
+        size_t n = 1025;
+        char what[96];
+        /* Signed inputs bounded away from 0 (divisions); positive ones where the op needs them. */
+        float *as = signed_host(n, dt, 3), *ap = rand_host(n, 0.5f, 2, dt, 4), *bs = signed_host(n, dt, 5);
+        float *bp = rand_host(n, 0.5f, 2, dt, 6), *cs = signed_host(n, dt, 7), *want = malloc(n * 4);
+        void *das = up(as, n, dt), *dap = up(ap, n, dt), *dbs = up(bs, n, dt), *dbp = up(bp, n, dt);
+        void *dcs = up(cs, n, dt), *dout = dev(n, dt);
+        tfc_sview vo = view_flat(dout, dt, n), vc = view_flat(dcs, dt, n);
+        for (int op = 0; op < TFC_MAP_COUNT_; op++) {
+            if (op == TFC_MAP_MASK_SELECT) continue;
+            int apos = op == TFC_MAP_LOG || op == TFC_MAP_SQRT || op == TFC_MAP_RSQRT || op == TFC_MAP_POW_S;
+            int bpos = op == TFC_MAP_POW_S_BWD;
+            const float *a = apos ? ap : as, *b = bpos ? bp : bs;
+            tfc_sview va = view_flat(apos ? dap : das, dt, n), vb = view_flat(bpos ? dbp : dbs, dt, n);
+            tfc_map_problem m = {.op = (tfc_map_op)op, .out = &vo, .a = &va, .b = &vb, .c = &vc, .p = 1.25};
+            CHECK_CU(A->map(&m));
+            float *g = down(dout, n, dt);
+            for (size_t i = 0; i < n; i++) want[i] = (float)ref_map(op, a[i], b[i], cs[i], 1.25);
+            snprintf(what, sizeof what, "map %d (%s)", op, dt_name(dt));
+            CHECK_ALL(g, want, n, tol_elem(dt) * (map_is_transcendental(op) ? 2 : 1), what);
+            free(g);
+        }
+        /* [3,1,5] (a's first 15 values) - [1,4,5] (b's first 20) -> [3,4,5]: broadcast by stride 0. */
+        tfc_sview va = view_nd(das, dt, 3, (int64_t[]){3, 4, 5}, (int64_t[]){5, 0, 1});
+        tfc_sview vb = view_nd(dbs, dt, 3, (int64_t[]){3, 4, 5}, (int64_t[]){0, 5, 1});
+        tfc_sview v3 = view_c(dout, dt, 3, (int64_t[]){3, 4, 5});
+        tfc_map_problem m = {.op = TFC_MAP_SUB, .out = &v3, .a = &va, .b = &vb};
+        CHECK_CU(A->map(&m));
+        float *g = down(dout, 60, dt);
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 4; j++)
+                for (int k = 0; k < 5; k++) want[(i * 4 + j) * 5 + k] = as[i * 5 + k] - bs[j * 5 + k];
+        CHECK_ALL(g, want, 60, tol_elem(dt), "map broadcast");
+        free(g);
+        /* where(mask, a, b): a [3,4,5], b broadcast from [1,4,5], a u8 mask broadcast from [3,1,5]. */
+        uint8_t mask[15];
+        for (int i = 0; i < 15; i++) mask[i] = (uint8_t)((i * 7) % 3 == 0);
+        void *dmask = dev(15, TFC_DTYPE_U8);
+        CHECK_CU(A->memcpy(0, dmask, mask, sizeof mask, TFC_MEMCPY_H2D));
+        va = view_c(das, dt, 3, (int64_t[]){3, 4, 5});
+        tfc_sview vm = view_nd(dmask, TFC_DTYPE_U8, 3, (int64_t[]){3, 4, 5}, (int64_t[]){5, 0, 1});
+        m = (tfc_map_problem){.op = TFC_MAP_MASK_SELECT, .out = &v3, .a = &va, .b = &vb, .c = &vm};
+        CHECK_CU(A->map(&m));
+        g = down(dout, 60, dt);
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 4; j++)
+                for (int k = 0; k < 5; k++)
+                    want[(i * 4 + j) * 5 + k] = mask[i * 5 + k] ? as[(i * 4 + j) * 5 + k] : bs[j * 5 + k];
+        CHECK_ALL(g, want, 60, 0.0, "map MASK_SELECT");
+        free(g), dfree(dmask);
+        /* A strided out: a · b over [3,20] written transposed into a [20,3] buffer. */
+        va = view_c(das, dt, 2, (int64_t[]){3, 20});
+        vb = view_c(dbs, dt, 2, (int64_t[]){3, 20});
+        tfc_sview vt = view_nd(dout, dt, 2, (int64_t[]){3, 20}, (int64_t[]){1, 3});
+        m = (tfc_map_problem){.op = TFC_MAP_MUL, .out = &vt, .a = &va, .b = &vb};
+        CHECK_CU(A->map(&m));
+        g = down(dout, 60, dt);
+        for (int r = 0; r < 3; r++)
+            for (int k = 0; k < 20; k++) want[k * 3 + r] = as[r * 20 + k] * bs[r * 20 + k];
+        CHECK_ALL(g, want, 60, tol_elem(dt), "map into a transposed out");
+        free(g);
+        m = (tfc_map_problem){.op = (tfc_map_op)42, .out = &vo, .a = &vo, .b = &vo};
+        CHECK_CU_ERR(A->map(&m), TFC_ERR_INVALID_ARG, "map 42");
+        free(as), free(ap), free(bs), free(bp), free(cs), free(want);
+        dfree(das), dfree(dap), dfree(dbs), dfree(dbp), dfree(dcs), dfree(dout);
+    }
+}
+
+/* The unary ops of the old table; each now runs as the ops layer runs it (lib/ops/unary.c). */
+enum { U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_GELU, U_SQRT, U_SQUARE, U_RSQRT, U_COUNT };
+static const char *const U_NAMES[U_COUNT] = {"neg", "exp", "log", "tanh", "sigmoid", "relu", "gelu", "sqrt",
+                                             "square", "rsqrt"};
+/* Forward map, backward map over (a = dy, b = x, c = y), and p; GELU has entries of its own. */
+static const struct {
+    int fwd, bwd;
+    double p;
+} U_MAPS[U_COUNT] = {
+    [U_NEG] = {TFC_MAP_NEG, TFC_MAP_NEG, 0},
+    [U_EXP] = {TFC_MAP_EXP, TFC_MAP_EXP_BWD, 0},
+    [U_LOG] = {TFC_MAP_LOG, TFC_MAP_DIV, 0},
+    [U_TANH] = {TFC_MAP_TANH, TFC_MAP_TANH_BWD, 0},
+    [U_SIGMOID] = {TFC_MAP_SIGMOID, TFC_MAP_SIGMOID_BWD, 0},
+    [U_RELU] = {TFC_MAP_RELU, TFC_MAP_RELU_BWD, 0},
+    [U_GELU] = {-1, -1, 0},
+    [U_SQRT] = {TFC_MAP_SQRT, TFC_MAP_SQRT_BWD, 0},
+    [U_SQUARE] = {TFC_MAP_POW_S, TFC_MAP_POW_S_BWD, 2.0},
+    [U_RSQRT] = {TFC_MAP_RSQRT, TFC_MAP_RSQRT_BWD, 0},
+};
+
+static double ref_unary(int op, double x, double *grad) {
+    double k = sqrt(2.0 / M_PI), u = k * (x + 0.044715 * x * x * x), t = tanh(u), s = 1.0 / (1.0 + exp(-x));
+    switch (op) {
+    case U_NEG: *grad = -1; return -x;
+    case U_EXP: *grad = exp(x); return exp(x);
+    case U_LOG: *grad = 1 / x; return log(x);
+    case U_TANH: *grad = 1 - tanh(x) * tanh(x); return tanh(x);
+    case U_SIGMOID: *grad = s * (1 - s); return s;
+    case U_RELU: *grad = x > 0; return x > 0 ? x : 0;
+    case U_GELU:
+        *grad = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+        return 0.5 * x * (1 + t);
+    case U_SQRT: *grad = 0.5 / sqrt(x); return sqrt(x);
+    case U_RSQRT: *grad = -0.5 / (x * sqrt(x)); return 1 / sqrt(x);
+    default: *grad = 2 * x; return x * x;
+    }
+}
+
+static tfc_status unary_forward(int op, int dt, void *x, void *y, size_t n) {
+    if (op == U_GELU) {
+        tfc_gelu_problem g = {.dtype = (tfc_dtype)dt, .n = (int64_t)n, .approximate = 1, .x = x, .y = y};
+        return A->gelu_forward(&g);
+    }
+    tfc_sview vx = view_flat(x, dt, n), vy = view_flat(y, dt, n);
+    tfc_map_problem m = {.op = (tfc_map_op)U_MAPS[op].fwd, .out = &vy, .a = &vx, .p = U_MAPS[op].p};
+    return A->map(&m);
+}
+
+/* dx (+)= dy · f'(x), reading the forward's output y where the derivative does. */
+static tfc_status unary_backward(int op, int dt, void *dy, void *x, void *y, void *dx, size_t n, int accumulate) {
+    if (op == U_GELU) {
+        tfc_gelu_problem g = {.dtype = (tfc_dtype)dt, .n = (int64_t)n, .approximate = 1, .x = x, .dy = dy,
+                              .dx = dx, .accumulate = accumulate};
+        return A->gelu_backward(&g);
+    }
+    tfc_sview vdy = view_flat(dy, dt, n), vx = view_flat(x, dt, n), vy = view_flat(y, dt, n);
+    tfc_sview vdx = view_flat(dx, dt, n);
+    tfc_map_problem m = {.op = (tfc_map_op)U_MAPS[op].bwd, .out = &vdx, .a = &vdy, .b = &vx, .c = &vy,
+                         .p = U_MAPS[op].p, .accumulate = accumulate};
+    return A->map(&m);
+}
+
+TEST(unary_ops_and_backward) {
+    for (int di = 0; di < 2; di++) {
+        int dt = DTYPES[di];
+        size_t n = 1025;
+        char what[96];
+        float *x = rand_host(n, 0.1f, 3, dt, 5), *dy = rand_host(n, -1, 1, dt, 6), *want = malloc(n * 4);
+        for (size_t i = 0; i < n; i += 2) x[i] = -x[i] * 0.5f; /* negatives too, except for log/sqrt/rsqrt */
+        float *xp = rand_host(n, 0.1f, 3, dt, 7);
+        void *dx = up(x, n, dt), *dxp = up(xp, n, dt), *ddy = up(dy, n, dt), *dout = dev(n, dt), *dgrad = dev(n, dt);
+        for (int op = 0; op < U_COUNT; op++) {
+            int positive = op == U_LOG || op == U_SQRT || op == U_RSQRT;
+            const float *in = positive ? xp : x;
+            void *din = positive ? dxp : dx;
+            double gr;
+            CHECK_CU(unary_forward(op, dt, din, dout, n));
+            float *g = down(dout, n, dt);
+            for (size_t i = 0; i < n; i++) want[i] = (float)ref_unary(op, in[i], &gr);
+            snprintf(what, sizeof what, "unary %s (%s)", U_NAMES[op], dt_name(dt));
+            CHECK_ALL(g, want, n, tol_elem(dt) * 2, what);
+            free(g);
+            /* The backward reads the forward's output as stored on the device (dout). */
+            CHECK_CU(unary_backward(op, dt, ddy, din, dout, dgrad, n, 0));
+            g = down(dgrad, n, dt);
+            for (size_t i = 0; i < n; i++) {
+                ref_unary(op, in[i], &gr);
+                want[i] = (float)(dy[i] * gr);
+            }
+            snprintf(what, sizeof what, "unary %s backward (%s)", U_NAMES[op], dt_name(dt));
+            CHECK_ALL(g, want, n, tol_elem(dt) * 2, what);
+            /* Accumulate: dx += dy f'(x) doubles it. */
+            CHECK_CU(unary_backward(op, dt, ddy, din, dout, dgrad, n, 1));
+            free(g);
+            g = down(dgrad, n, dt);
+            for (size_t i = 0; i < n; i++) want[i] *= 2;
+            snprintf(what, sizeof what, "unary %s backward accumulate (%s)", U_NAMES[op], dt_name(dt));
+            CHECK_ALL(g, want, n, tol_elem(dt) * 3, what);
+            free(g);
+        }
+        free(x), free(xp), free(dy), free(want), dfree(dx), dfree(dxp), dfree(ddy), dfree(dout), dfree(dgrad);
+    }
+}
+
+TEST(sums_and_means_over_a_middle_dim_and_max_refused) {
+    /* [outer, n, inner]; the last two: many outputs (one thread per output) and n = 0 (sum 0). */
+    const size_t shapes[5][3] = {{7, 1000, 1}, {3, 50, 17}, {1, 4099, 1}, {2, 40, 6000}, {3, 0, 4}};
+    for (int di = 0; di < 2; di++)
+        for (int si = 0; si < 5; si++) {
+            int dt = DTYPES[di];
+            size_t O = shapes[si][0], N = shapes[si][1], I = shapes[si][2];
+            char what[96];
+            float *x = rand_host(O * N * I, -1, 1, dt, 8 + si), *want = malloc(O * I * 4);
+            void *dx = up(x, O * N * I, dt), *dout = dev(O * I, dt);
+            /* The reduced dim moved last: in = [O, I, N] with strides (N·I, 1, I), out [O, I]. */
+            tfc_reduce_problem r = {.op = TFC_REDUCE_SUM, .nkeep = 2, .out = dout,
+                                    .in = view_nd(dx, dt, 3, (int64_t[]){(int64_t)O, (int64_t)I, (int64_t)N},
+                                                  (int64_t[]){(int64_t)(N * I), 1, (int64_t)I})};
+            for (int mean = 0; mean < 2; mean++) {
+                if (mean && !N) continue;
+                tfc_fill_problem f = {.dst = view_flat(dout, dt, O * I), .value = 7.0}; /* overwritten */
+                CHECK_CU(A->fill(&f));
+                r.scale = mean ? 1.0 / (double)N : 1.0;
+                CHECK_CU(A->reduce(&r));
+                for (size_t o = 0; o < O; o++)
+                    for (size_t j = 0; j < I; j++) {
+                        double s = 0;
+                        for (size_t k = 0; k < N; k++) s += x[(o * N + k) * I + j];
+                        want[o * I + j] = (float)(mean ? s / N : s);
+                    }
+                float *g = down(dout, O * I, dt);
+                snprintf(what, sizeof what, "reduce %s [%zu,%zu,%zu] (%s)", mean ? "mean" : "sum", O, N, I,
+                         dt_name(dt));
+                CHECK_ALL(g, want, O * I, tol_sum(dt), what);
+                free(g);
+            }
+            /* Max (and min, arg, var) are the CPU's only. */
+            r.op = TFC_REDUCE_MAX, r.scale = 0;
+            CHECK_CU_ERR(A->reduce(&r), TFC_ERR_UNSUPPORTED, "CPU-only");
+            free(x), free(want), dfree(dx), dfree(dout);
+        }
+}
+
+TEST(softmax_and_log_softmax_forward_backward) {
+    const size_t shapes[2][3] = {{9, 1000, 1}, {2, 33, 7}};
+    for (int di = 0; di < 2; di++)
+        for (int si = 0; si < 2; si++)
+            for (int lg = 0; lg < 2; lg++) {
+                int dt = DTYPES[di];
+                size_t O = shapes[si][0], N = shapes[si][1], I = shapes[si][2], n = O * N * I;
+                float *x = rand_host(n, -4, 4, dt, 20), *dy = rand_host(n, -1, 1, dt, 21);
+                float *y = malloc(n * 4), *dx = malloc(n * 4);
+                for (size_t o = 0; o < O; o++)
+                    for (size_t j = 0; j < I; j++) {
+                        double m = -INFINITY, s = 0;
+                        for (size_t k = 0; k < N; k++) m = fmax(m, x[(o * N + k) * I + j]);
+                        for (size_t k = 0; k < N; k++) s += exp(x[(o * N + k) * I + j] - m);
+                        for (size_t k = 0; k < N; k++) {
+                            size_t p = (o * N + k) * I + j;
+                            double p_ = exp(x[p] - m) / s;
+                            y[p] = (float)(lg ? x[p] - m - log(s) : p_);
+                        }
+                    }
+                void *d_x = up(x, n, dt), *d_y = dev(n, dt), *d_dy = up(dy, n, dt), *d_dx = dev(n, dt);
+                tfc_softmax_problem sp = {.dtype = (tfc_dtype)dt, .outer = (int64_t)O, .d = (int64_t)N,
+                                          .inner = (int64_t)I, .log = lg, .x = d_x, .y = d_y};
+                CHECK_CU(A->softmax_forward(&sp));
+                float *g = down(d_y, n, dt);
+                CHECK_ALL(g, y, n, tol_sum(dt), "softmax forward");
+                /* The backward takes the forward output as stored on the device. */
+                free(g);
+                g = down(d_y, n, dt);
+                for (size_t o = 0; o < O; o++)
+                    for (size_t j = 0; j < I; j++) {
+                        double dot = 0;
+                        for (size_t k = 0; k < N; k++) {
+                            size_t p = (o * N + k) * I + j;
+                            dot += lg ? dy[p] : (double)dy[p] * g[p];
+                        }
+                        for (size_t k = 0; k < N; k++) {
+                            size_t p = (o * N + k) * I + j;
+                            dx[p] = (float)(lg ? dy[p] - exp(g[p]) * dot : g[p] * (dy[p] - dot));
+                        }
+                    }
+                sp = (tfc_softmax_problem){.dtype = (tfc_dtype)dt, .outer = (int64_t)O, .d = (int64_t)N,
+                                           .inner = (int64_t)I, .log = lg, .y_in = d_y, .dy = d_dy, .dx = d_dx};
+                CHECK_CU(A->softmax_backward(&sp));
+                free(g);
+                g = down(d_dx, n, dt);
+                CHECK_ALL(g, dx, n, tol_sum(dt), "softmax backward");
+                free(g), free(x), free(dy), free(y), free(dx);
+                dfree(d_x), dfree(d_y), dfree(d_dy), dfree(d_dx);
+            }
+}
+
+TEST(layernorm_forward_backward) {
+    for (int di = 0; di < 2; di++) {
+        int dt = DTYPES[di];
+        size_t R = 37, C = 200, n = R * C;
+        float *x = rand_host(n, -2, 3, dt, 30), *w = rand_host(C, 0.5f, 1.5f, dt, 31), *b = rand_host(C, -1, 1, dt, 32);
+        float *dy = rand_host(n, -1, 1, dt, 33);
+        float *y = malloc(n * 4), *mean = malloc(R * 4), *rstd = malloc(R * 4), *dx = malloc(n * 4);
+        float *y1 = malloc(n * 4), *dx1 = malloc(n * 4); /* weight 1, no bias */
+        double *dw = calloc(C, 8), *db = calloc(C, 8);
+        for (size_t r = 0; r < R; r++) {
+            double m = 0, v = 0, sg = 0, sgx = 0, s1 = 0, s1x = 0;
+            for (size_t c = 0; c < C; c++) m += x[r * C + c];
+            m /= C;
+            for (size_t c = 0; c < C; c++) v += (x[r * C + c] - m) * (x[r * C + c] - m);
+            double rs = 1.0 / sqrt(v / C + 1e-5);
+            mean[r] = (float)m, rstd[r] = (float)rs;
+            for (size_t c = 0; c < C; c++) {
+                double xh = (x[r * C + c] - m) * rs, g = (double)dy[r * C + c] * w[c];
+                y[r * C + c] = (float)(xh * w[c] + b[c]);
+                y1[r * C + c] = (float)xh;
+                sg += g, sgx += g * xh;
+                s1 += dy[r * C + c], s1x += dy[r * C + c] * xh;
+                dw[c] += dy[r * C + c] * xh, db[c] += dy[r * C + c];
+            }
+            for (size_t c = 0; c < C; c++) {
+                double xh = (x[r * C + c] - m) * rs, g = (double)dy[r * C + c] * w[c];
+                dx[r * C + c] = (float)(rs * (g - sg / C - xh * sgx / C));
+                dx1[r * C + c] = (float)(rs * (dy[r * C + c] - s1 / C - xh * s1x / C));
+            }
+        }
+        void *d_x = up(x, n, dt), *d_w = up(w, C, dt), *d_b = up(b, C, dt), *d_y = dev(n, dt), *d_dy = up(dy, n, dt);
+        void *d_dx = dev(n, dt), *d_dw = dev(C, dt), *d_db = dev(C, dt);
+        float *d_mean = dev(R, TFC_DTYPE_F32), *d_rstd = dev(R, TFC_DTYPE_F32);
+        tfc_layernorm_problem lp = {.dtype = (tfc_dtype)dt, .rows = (int64_t)R, .cols = (int64_t)C, .eps = 1e-5,
+                                    .x = d_x, .weight = d_w, .bias = d_b, .y = d_y, .mean = d_mean, .rstd = d_rstd};
+        CHECK_CU(A->layernorm_forward(&lp));
+        float *g = down(d_y, n, dt);
+        CHECK_ALL(g, y, n, tol_sum(dt), "layernorm y");
+        free(g);
+        g = down(d_mean, R, TFC_DTYPE_F32);
+        CHECK_ALL(g, mean, R, 1e-5, "layernorm mean");
+        free(g);
+        g = down(d_rstd, R, TFC_DTYPE_F32);
+        CHECK_ALL(g, rstd, R, 1e-5, "layernorm rstd");
+        free(g);
+        lp = (tfc_layernorm_problem){.dtype = (tfc_dtype)dt, .rows = (int64_t)R, .cols = (int64_t)C, .eps = 1e-5,
+                                     .x = d_x, .weight = d_w, .mean = d_mean, .rstd = d_rstd, .dy = d_dy,
+                                     .dx = d_dx, .dweight = d_dw, .dbias = d_db};
+        CHECK_CU(A->layernorm_backward(&lp));
+        float *fw = malloc(C * 4), *fb = malloc(C * 4);
+        for (size_t c = 0; c < C; c++) fw[c] = (float)dw[c], fb[c] = (float)db[c];
+        g = down(d_dx, n, dt);
+        CHECK_ALL(g, dx, n, tol_sum(dt) * 2, "layernorm dx");
+        free(g);
+        g = down(d_dw, C, dt);
+        CHECK_ALL(g, fw, C, tol_sum(dt), "layernorm dw");
+        free(g);
+        g = down(d_db, C, dt);
+        CHECK_ALL(g, fb, C, tol_sum(dt), "layernorm db");
+        free(g);
+        /* Accumulating db a second time doubles it; dx and dw may be NULL. */
+        lp.dx = NULL, lp.dweight = NULL, lp.accumulate = 1;
+        CHECK_CU(A->layernorm_backward(&lp));
+        for (size_t c = 0; c < C; c++) fb[c] *= 2;
+        g = down(d_db, C, dt);
+        CHECK_ALL(g, fb, C, tol_sum(dt) * 2, "layernorm db accumulated");
+        free(g);
+        /* No weight, bias or saved stats: the module stands in ones and scratch stats. */
+        lp = (tfc_layernorm_problem){.dtype = (tfc_dtype)dt, .rows = (int64_t)R, .cols = (int64_t)C, .eps = 1e-5,
+                                     .x = d_x, .y = d_y};
+        CHECK_CU(A->layernorm_forward(&lp));
+        g = down(d_y, n, dt);
+        CHECK_ALL(g, y1, n, tol_sum(dt), "layernorm y without weight and bias");
+        free(g);
+        lp = (tfc_layernorm_problem){.dtype = (tfc_dtype)dt, .rows = (int64_t)R, .cols = (int64_t)C, .eps = 1e-5,
+                                     .x = d_x, .mean = d_mean, .rstd = d_rstd, .dy = d_dy, .dx = d_dx};
+        CHECK_CU(A->layernorm_backward(&lp));
+        g = down(d_dx, n, dt);
+        CHECK_ALL(g, dx1, n, tol_sum(dt) * 2, "layernorm dx without weight");
+        free(g), free(fw), free(fb);
+        free(x), free(w), free(b), free(dy), free(y), free(mean), free(rstd), free(dx), free(dw), free(db);
+        free(y1), free(dx1);
+        dfree(d_x), dfree(d_w), dfree(d_b), dfree(d_y), dfree(d_dy), dfree(d_dx), dfree(d_dw), dfree(d_db);
+        dfree(d_mean), dfree(d_rstd);
+    }
+}
+
+TEST(cross_entropy_forward_backward_with_ignore_index) {
+    for (int di = 0; di < 2; di++)
+        for (int it = 0; it < 2; it++) {
+            int dt = DTYPES[di], tdt = it ? TFC_DTYPE_I64 : TFC_DTYPE_I32;
+            size_t N = 13, C = 3001;
+            float *x = rand_host(N * C, -5, 5, dt, 40);
+            int64_t t64[13];
+            int32_t t32[13];
+            uint64_t s = 99;
+            for (size_t r = 0; r < N; r++) t64[r] = (int64_t)(rng_next(&s) % C), t32[r] = (int32_t)t64[r];
+            t64[3] = t32[3] = -100, t64[8] = t32[8] = -100; /* ignored rows */
+            double loss = 0, nvalid = 0;
+            float *lse = malloc(N * 4), *dx = malloc(N * C * 4);
+            for (size_t r = 0; r < N; r++) {
+                double m = -INFINITY, sum = 0;
+                for (size_t c = 0; c < C; c++) m = fmax(m, x[r * C + c]);
+                for (size_t c = 0; c < C; c++) sum += exp(x[r * C + c] - m);
+                lse[r] = (float)(m + log(sum));
+                if (t64[r] != -100) loss += lse[r] - x[r * C + t64[r]], nvalid++;
+            }
+            loss /= nvalid;
+            float dloss = 0.5f;
+            for (size_t r = 0; r < N; r++)
+                for (size_t c = 0; c < C; c++)
+                    dx[r * C + c] = t64[r] == -100 ? 0.0f
+                                                   : (float)(dloss / nvalid *
+                                                             (exp(x[r * C + c] - (double)lse[r]) - (c == (size_t)t64[r])));
+            void *d_x = up(x, N * C, dt), *d_t = dev(N, TFC_DTYPE_I64), *d_dx = dev(N * C, dt);
+            float *d_loss = dev(1, TFC_DTYPE_F32), *d_lse = dev(N, TFC_DTYPE_F32), *d_dloss = up(&dloss, 1, TFC_DTYPE_F32);
+            CHECK_CU(A->memcpy(0, d_t, it ? (void *)t64 : (void *)t32, N * (it ? 8 : 4), TFC_MEMCPY_H2D));
+            tfc_cross_entropy_problem cp = {.dtype = (tfc_dtype)dt, .index_dtype = (tfc_dtype)tdt, .n = (int64_t)N,
+                                            .c = (int64_t)C, .ignore_index = -100, .logits = d_x, .targets = d_t,
+                                            .loss = d_loss, .lse = d_lse};
+            CHECK_CU(A->cross_entropy_forward(&cp));
+            float *g = down(d_loss, 1, TFC_DTYPE_F32), fl = (float)loss;
+            CHECK_ALL(g, &fl, 1, 1e-5, "cross-entropy loss");
+            free(g);
+            g = down(d_lse, N, TFC_DTYPE_F32);
+            CHECK_ALL(g, lse, N, 1e-5, "cross-entropy lse");
+            free(g);
+            tfc_cross_entropy_problem bp = {.dtype = (tfc_dtype)dt, .index_dtype = (tfc_dtype)tdt, .n = (int64_t)N,
+                                            .c = (int64_t)C, .ignore_index = -100, .logits = d_x, .targets = d_t,
+                                            .dloss = d_dloss, .lse_in = d_lse, .dlogits = d_dx};
+            CHECK_CU(A->cross_entropy_backward(&bp));
+            g = down(d_dx, N * C, dt);
+            CHECK_ALL(g, dx, N * C, dt == TFC_DTYPE_BF16 ? 1e-3 : 1e-6, "cross-entropy dlogits");
+            free(g);
+            bp.accumulate = 1;
+            CHECK_CU(A->cross_entropy_backward(&bp));
+            for (size_t i = 0; i < N * C; i++) dx[i] *= 2;
+            g = down(d_dx, N * C, dt);
+            CHECK_ALL(g, dx, N * C, dt == TFC_DTYPE_BF16 ? 2e-3 : 2e-6, "cross-entropy dlogits accumulated");
+            free(g);
+            /* The CUDA backward needs the forward's lse. */
+            bp.lse_in = NULL;
+            CHECK_CU_ERR(A->cross_entropy_backward(&bp), TFC_ERR_UNSUPPORTED, "lse");
+            /* A target outside [0, C) is an error naming the row. */
+            t64[5] = t32[5] = (int32_t)C;
+            CHECK_CU(A->memcpy(0, d_t, it ? (void *)t64 : (void *)t32, N * (it ? 8 : 4), TFC_MEMCPY_H2D));
+            CHECK_CU_ERR(A->cross_entropy_forward(&cp), TFC_ERR_INVALID_ARG, "targets[5] is 3001");
+            cp.index_dtype = TFC_DTYPE_F32;
+            CHECK_CU_ERR(A->cross_entropy_forward(&cp), TFC_ERR_DTYPE, "index dtype f32");
+            free(x), free(lse), free(dx);
+            dfree(d_x), dfree(d_t), dfree(d_dx), dfree(d_loss), dfree(d_lse), dfree(d_dloss);
+        }
+}
+
+TEST(embedding_forward_backward_deterministic) {
+    for (int di = 0; di < 2; di++) {
+        int dt = DTYPES[di];
+        size_t V = 50, C = 70, N = 300;
+        float *w = rand_host(V * C, -1, 1, dt, 50), *dout = rand_host(N * C, -1, 1, dt, 51);
+        int64_t ids[300], ids_shape[1] = {300};
+        uint64_t s = 5;
+        for (size_t r = 0; r < N; r++) ids[r] = (int64_t)(rng_next(&s) % 7) * 3; /* many repeats, unused rows */
+        float *out = malloc(N * C * 4), *dw = calloc(V * C, 4);
+        for (size_t r = 0; r < N; r++)
+            for (size_t c = 0; c < C; c++) out[r * C + c] = w[ids[r] * C + c];
+        /* Sequential f32 sums in increasing r: exactly what the kernel does. */
+        for (size_t r = 0; r < N; r++)
+            for (size_t c = 0; c < C; c++) dw[ids[r] * C + c] += dout[r * C + c];
+        void *d_w = up(w, V * C, dt), *d_ids = dev(N, TFC_DTYPE_I64), *d_out = dev(N * C, dt), *d_do = up(dout, N * C, dt);
+        void *d_dw = dev(V * C, dt);
+        CHECK_CU(A->memcpy(0, d_ids, ids, N * 8, TFC_MEMCPY_H2D));
+        tfc_embedding_problem ep = {.dtype = (tfc_dtype)dt, .index_dtype = TFC_DTYPE_I64, .n = (int64_t)N,
+                                    .v = (int64_t)V, .c = (int64_t)C, .ids_shape = ids_shape, .ids_ndim = 1,
+                                    .table = d_w, .ids = d_ids, .out = d_out};
+        CHECK_CU(A->embedding_forward(&ep));
+        float *g = down(d_out, N * C, dt);
+        CHECK_ALL(g, out, N * C, 0.0, "embedding forward");
+        free(g);
+        tfc_fill_problem f = {.dst = view_flat(d_dw, dt, V * C), .value = 7.0}; /* overwritten, including unused rows */
+        CHECK_CU(A->fill(&f));
+        tfc_embedding_problem bp = {.dtype = (tfc_dtype)dt, .index_dtype = TFC_DTYPE_I64, .n = (int64_t)N,
+                                    .v = (int64_t)V, .c = (int64_t)C, .ids_shape = ids_shape, .ids_ndim = 1,
+                                    .ids = d_ids, .dout = d_do, .dtable = d_dw};
+        CHECK_CU(A->embedding_backward(&bp));
+        g = down(d_dw, V * C, dt);
+        float *g2;
+        /* Same f32 additions in the same order, then (bf16) one rounding: bitwise equal. */
+        for (size_t i = 0; i < V * C; i++) dw[i] = round_dt(dw[i], dt);
+        CHECK_ALL(g, dw, V * C, 0.0, "embedding backward (same order as a CPU loop)");
+        CHECK_CU(A->embedding_backward(&bp));
+        g2 = down(d_dw, V * C, dt);
+        CHECK(memcmp(g, g2, V * C * 4) == 0); /* deterministic run to run */
+        free(g), free(g2);
+        ids[17] = -1;
+        CHECK_CU(A->memcpy(0, d_ids, ids, N * 8, TFC_MEMCPY_H2D));
+        CHECK_CU_ERR(A->embedding_forward(&ep), TFC_ERR_INVALID_ARG, "ids[17] is -1");
+        CHECK_CU_ERR(A->embedding_backward(&bp), TFC_ERR_INVALID_ARG, "ids[17] is -1");
+        free(w), free(dout), free(out), free(dw);
+        dfree(d_w), dfree(d_ids), dfree(d_out), dfree(d_do), dfree(d_dw);
+    }
+}
+
+TEST(bias_rows_and_bias_grad) {
+    for (int di = 0; di < 2; di++) {
+        int dt = DTYPES[di];
+        char what[96];
+        /* bias_rows: every row of y [rows, n] (row stride n) becomes b. */
+        size_t R = 37, Nb = 70;
+        float *b = rand_host(Nb, -1, 1, dt, 120), *y0 = rand_host(R * Nb, -1, 1, dt, 121), *want = malloc(R * Nb * 4);
+        void *d_b = up(b, Nb, dt), *d_y = up(y0, R * Nb, dt);
+        tfc_bias_problem bp = {.dtype = (tfc_dtype)dt, .rows = (int64_t)R, .n = (int64_t)Nb, .ld = (int64_t)Nb,
+                               .b = d_b, .y = d_y};
+        CHECK_CU(A->bias_rows(&bp));
+        for (size_t r = 0; r < R; r++)
+            for (size_t j = 0; j < Nb; j++) want[r * Nb + j] = b[j];
+        float *g = down(d_y, R * Nb, dt);
+        snprintf(what, sizeof what, "bias_rows (%s)", dt_name(dt));
+        CHECK_ALL(g, want, R * Nb, 0.0, what);
+        free(g), free(b), free(y0), free(want), dfree(d_b), dfree(d_y);
+        /*
+         * bias_grad: db = column sums of dy [rows, n] read with a row stride ld > n
+         * (a column slice); few columns (a block per column), more columns than the
+         * module's one-block-per-output limit (a thread per column), and no rows.
+         */
+        const size_t cases[3][3] = {{300, 70, 80}, {16, 20000, 20008}, {0, 70, 70}};
+        for (int ci = 0; ci < 3; ci++) {
+            size_t rows = cases[ci][0], n = cases[ci][1], ld = cases[ci][2];
+            float *dy = rand_host(rows * ld, -1, 1, dt, 130 + ci), *wdb = malloc(n * 4);
+            for (size_t j = 0; j < n; j++) {
+                double s = 0;
+                for (size_t r = 0; r < rows; r++) s += dy[r * ld + j];
+                wdb[j] = (float)s;
+            }
+            void *d_dy = up(dy, rows * ld, dt), *d_db = dev(n, dt);
+            tfc_fill_problem f = {.dst = view_flat(d_db, dt, n), .value = 7.0}; /* overwritten */
+            CHECK_CU(A->fill(&f));
+            tfc_bias_problem gp = {.dtype = (tfc_dtype)dt, .rows = (int64_t)rows, .n = (int64_t)n,
+                                   .ld = (int64_t)ld, .dy = d_dy, .db = d_db};
+            CHECK_CU(A->bias_grad(&gp));
+            g = down(d_db, n, dt);
+            snprintf(what, sizeof what, "bias_grad rows %zu n %zu ld %zu (%s)", rows, n, ld, dt_name(dt));
+            CHECK_ALL(g, wdb, n, tol_sum(dt), what);
+            free(g);
+            gp.accumulate = 1;
+            CHECK_CU(A->bias_grad(&gp));
+            for (size_t j = 0; j < n; j++) wdb[j] *= 2;
+            g = down(d_db, n, dt);
+            snprintf(what, sizeof what, "bias_grad accumulated rows %zu n %zu (%s)", rows, n, dt_name(dt));
+            CHECK_ALL(g, wdb, n, tol_sum(dt) * 2, what);
+            free(g), free(dy), free(wdb), dfree(d_dy), dfree(d_db);
+        }
+    }
+}
+
+static double gelu_ref(double x) {
+    return 0.5 * x * (1 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+/*
+ * The old matmul's epilogues are what tfc_linear composes now: bias_rows
+ * writes b into C, the GEMM adds with beta = 1, gelu_forward follows.
+ */
+TEST(gemm_transposes_batches_and_the_linear_epilogues) {
+    for (int di = 0; di < 2; di++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int epi = 0; epi < 4; epi++) {
+                    int dt = DTYPES[di];
+                    int64_t M = 33, N = 40, K = 72, batch = 3;
+                    float *a = rand_host(batch * M * K, -1, 1, dt, 60), *b = rand_host(K * N, -1, 1, dt, 61);
+                    float *c0 = rand_host(batch * M * N, -1, 1, dt, 62), *bias = rand_host(N, -1, 1, dt, 63);
+                    float *want = malloc(batch * M * N * 4);
+                    float alpha = 0.75f, beta = epi == 0 ? 0.5f : 0.0f;
+                    for (int64_t p = 0; p < batch; p++)
+                        for (int64_t i = 0; i < M; i++)
+                            for (int64_t j = 0; j < N; j++) {
+                                double s = 0;
+                                for (int64_t k = 0; k < K; k++) {
+                                    double av = ta ? a[p * M * K + k * M + i] : a[p * M * K + i * K + k];
+                                    double bv = tb ? b[j * K + k] : b[k * N + j];
+                                    s += av * bv;
+                                }
+                                s = alpha * s + beta * c0[(p * M + i) * N + j];
+                                if (epi & 1) s += bias[j];
+                                if (epi & 2) s = gelu_ref(s);
+                                want[(p * M + i) * N + j] = (float)s;
+                            }
+                    void *d_a = up(a, batch * M * K, dt), *d_b = up(b, K * N, dt), *d_c = up(c0, batch * M * N, dt);
+                    void *d_bias = up(bias, N, dt), *d_g = dev(batch * M * N, dt);
+                    if (epi & 1) {
+                        tfc_bias_problem bp = {.dtype = (tfc_dtype)dt, .rows = batch * M, .n = N, .ld = N,
+                                               .b = d_bias, .y = d_c};
+                        CHECK_CU(A->bias_rows(&bp));
+                    }
+                    tfc_gemm_problem gp = {.dtype = (tfc_dtype)dt, .trans_a = ta, .trans_b = tb, .M = M, .N = N,
+                                           .K = K, .batch = batch, .alpha = alpha,
+                                           .beta = (epi & 1) ? 1.0 : beta, .a = d_a, .b = d_b, .c = d_c,
+                                           .lda = ta ? M : K, .ldb = tb ? K : N, .ldc = N, .stride_a = M * K,
+                                           .stride_b = 0 /* b shared */, .stride_c = M * N};
+                    CHECK_CU(A->gemm(&gp));
+                    if (epi & 2) {
+                        tfc_gelu_problem gl = {.dtype = (tfc_dtype)dt, .n = batch * M * N, .approximate = 1,
+                                               .x = d_c, .y = d_g};
+                        CHECK_CU(A->gelu_forward(&gl));
+                    }
+                    float *g = down(epi & 2 ? d_g : d_c, batch * M * N, dt);
+                    char what[96];
+                    snprintf(what, sizeof what, "gemm ta %d tb %d epilogue %d (%s)", ta, tb, epi, dt_name(dt));
+                    /* The original's tolerances (it allowed for cuBLASLt's own GELU in f32). */
+                    CHECK_ALL(g, want, batch * M * N, dt == TFC_DTYPE_BF16 ? 1.5e-2 : (epi & 2) ? 1e-4 : 1e-5, what);
+                    free(g), free(a), free(b), free(c0), free(bias), free(want);
+                    dfree(d_a), dfree(d_b), dfree(d_c), dfree(d_bias), dfree(d_g);
+                }
+    tfc_gemm_problem bad = {.dtype = TFC_DTYPE_I32, .M = 1, .N = 1, .K = 1, .batch = 1, .alpha = 1};
+    CHECK_CU_ERR(A->gemm(&bad), TFC_ERR_DTYPE, "i32");
+}
+
+/*
+ * Row strides larger than the rows: op(A), B and C are column slices of
+ * wider buffers (lda, ldb, ldc explicit, offsets of whole 16-byte groups),
+ * every batch item its own; C's other columns must stay as they were. Then
+ * K = 0: C = beta·C, and beta = 0 never reads C (NaN there gives 0).
+ */
+TEST(gemm_column_slices_and_empty_inner_dim) {
+    for (int di = 0; di < 2; di++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                int dt = DTYPES[di];
+                const int64_t M = 33, N = 24, K = 40, batch = 2, lda = 64, ldb = 64, ldc = 48;
+                const int64_t oa = 8, ob = 16, oc = 8; /* column offsets of the slices */
+                const int64_t ra = ta ? K : M, rb = tb ? N : K; /* stored rows of A and B */
+                const int64_t sa = ra * lda, sb = rb * ldb, sc = M * ldc;
+                float *a = rand_host(batch * sa, -1, 1, dt, 64), *b = rand_host(batch * sb, -1, 1, dt, 65);
+                float *c0 = rand_host(batch * sc, -1, 1, dt, 66), *want = malloc(batch * sc * 4);
+                const double alpha = 0.75, beta = 0.5;
+                memcpy(want, c0, batch * sc * 4);
+                for (int64_t p = 0; p < batch; p++)
+                    for (int64_t i = 0; i < M; i++)
+                        for (int64_t j = 0; j < N; j++) {
+                            double s = 0;
+                            for (int64_t k = 0; k < K; k++) {
+                                double av = ta ? a[p * sa + k * lda + oa + i] : a[p * sa + i * lda + oa + k];
+                                double bv = tb ? b[p * sb + j * ldb + ob + k] : b[p * sb + k * ldb + ob + j];
+                                s += av * bv;
+                            }
+                            int64_t e = p * sc + i * ldc + oc + j;
+                            want[e] = (float)(alpha * s + beta * c0[e]);
+                        }
+                void *d_a = up(a, batch * sa, dt), *d_b = up(b, batch * sb, dt), *d_c = up(c0, batch * sc, dt);
+                tfc_gemm_problem gp = {.dtype = (tfc_dtype)dt, .trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K,
+                                       .batch = batch, .alpha = alpha, .beta = beta, .a = elem(d_a, oa, dt),
+                                       .b = elem(d_b, ob, dt), .c = elem(d_c, oc, dt), .lda = lda, .ldb = ldb,
+                                       .ldc = ldc, .stride_a = sa, .stride_b = sb, .stride_c = sc};
+                CHECK_CU(A->gemm(&gp));
+                float *g = down(d_c, batch * sc, dt);
+                /* Inside the slice within the GEMM tolerance, outside it untouched. */
+                size_t nin = 0, nout = 0;
+                float *gin = malloc(batch * sc * 4), *win = malloc(batch * sc * 4);
+                float *gout = malloc(batch * sc * 4), *wout = malloc(batch * sc * 4);
+                for (int64_t e = 0; e < batch * sc; e++) {
+                    int64_t col = e % ldc;
+                    if (col >= oc && col < oc + N) gin[nin] = g[e], win[nin++] = want[e];
+                    else gout[nout] = g[e], wout[nout++] = want[e];
+                }
+                char what[96];
+                snprintf(what, sizeof what, "gemm on column slices ta %d tb %d (%s)", ta, tb, dt_name(dt));
+                CHECK_ALL(gin, win, nin, dt == TFC_DTYPE_BF16 ? 1.5e-2 : 1e-5, what);
+                snprintf(what, sizeof what, "gemm on column slices ta %d tb %d: C outside the slice (%s)", ta, tb,
+                         dt_name(dt));
+                CHECK_ALL(gout, wout, nout, 0.0, what);
+                free(g), free(gin), free(win), free(gout), free(wout);
+                free(a), free(b), free(c0), free(want), dfree(d_a), dfree(d_b), dfree(d_c);
+            }
+    for (int di = 0; di < 2; di++) {
+        int dt = DTYPES[di];
+        const int64_t M = 5, N = 7;
+        float *c0 = rand_host(M * N, -1, 1, dt, 67), *want = malloc(M * N * 4);
+        void *d_c = up(c0, M * N, dt), *d_ab = dev(M * N, dt);
+        tfc_gemm_problem gp = {.dtype = (tfc_dtype)dt, .M = M, .N = N, .K = 0, .batch = 1, .alpha = 1, .beta = 0.5,
+                               .a = d_ab, .b = d_ab, .c = d_c, .lda = 1, .ldb = N, .ldc = N};
+        CHECK_CU(A->gemm(&gp));
+        for (int64_t i = 0; i < M * N; i++) want[i] = round_dt(0.5f * c0[i], dt);
+        float *g = down(d_c, M * N, dt);
+        CHECK_ALL(g, want, M * N, tol_elem(dt), "gemm K = 0: beta·C");
+        free(g);
+        tfc_fill_problem f = {.dst = view_flat(d_c, dt, M * N), .value = NAN};
+        CHECK_CU(A->fill(&f));
+        gp.beta = 0;
+        CHECK_CU(A->gemm(&gp));
+        for (int64_t i = 0; i < M * N; i++) want[i] = 0.0f;
+        g = down(d_c, M * N, dt);
+        CHECK_ALL(g, want, M * N, 0.0, "gemm K = 0, beta = 0 over a NaN C");
+        free(g), free(c0), free(want), dfree(d_c), dfree(d_ab);
+    }
+}
+
+/* Naive attention in double: out, lse and (with dout) dq, dk, dv. */
+static void attention_ref(const float *q, const float *k, const float *v, const float *dout, size_t BH, size_t T,
+                          size_t S, size_t D, size_t Dv, double scale, int causal, float *out, float *lse, float *dq,
+                          float *dk, float *dv) {
+    double *p = malloc(S * 8), *dp = malloc(S * 8);
+    memset(dq, 0, BH * T * D * 4), memset(dk, 0, BH * S * D * 4), memset(dv, 0, BH * S * Dv * 4);
+    for (size_t bh = 0; bh < BH; bh++)
+        for (size_t i = 0; i < T; i++) {
+            const float *qi = q + (bh * T + i) * D;
+            double m = -INFINITY, sum = 0;
+            for (size_t j = 0; j < S; j++) {
+                int vis = !causal || (long)j <= (long)i + (long)S - (long)T;
+                double s = 0;
+                for (size_t d = 0; d < D; d++) s += (double)qi[d] * k[(bh * S + j) * D + d];
+                p[j] = vis ? s * scale : -INFINITY;
+                m = fmax(m, p[j]);
+            }
+            for (size_t j = 0; j < S; j++) sum += m == -INFINITY ? 0 : exp(p[j] - m);
+            lse[bh * T + i] = sum > 0 ? (float)(m + log(sum)) : -INFINITY;
+            for (size_t j = 0; j < S; j++) p[j] = sum > 0 ? exp(p[j] - m) / sum : 0;
+            double delta = 0;
+            for (size_t d = 0; d < Dv; d++) {
+                double o = 0;
+                for (size_t j = 0; j < S; j++) o += p[j] * v[(bh * S + j) * Dv + d];
+                out[(bh * T + i) * Dv + d] = (float)o;
+                delta += o * dout[(bh * T + i) * Dv + d];
+            }
+            for (size_t j = 0; j < S; j++) {
+                double g = 0;
+                for (size_t d = 0; d < Dv; d++) g += (double)dout[(bh * T + i) * Dv + d] * v[(bh * S + j) * Dv + d];
+                dp[j] = p[j] * (g - delta);
+            }
+            for (size_t j = 0; j < S; j++) {
+                for (size_t d = 0; d < D; d++) {
+                    dq[(bh * T + i) * D + d] += (float)(scale * dp[j] * k[(bh * S + j) * D + d]);
+                    dk[(bh * S + j) * D + d] += (float)(scale * dp[j] * qi[d]);
+                }
+                for (size_t d = 0; d < Dv; d++) dv[(bh * S + j) * Dv + d] += (float)(p[j] * dout[(bh * T + i) * Dv + d]);
+            }
+        }
+    free(p), free(dp);
+}
+
+/* A contiguous [B, H, rows, cols] attention operand. */
+static tfc_attn_operand attn_c(const void *data, int64_t H, int64_t rows, int64_t cols) {
+    return (tfc_attn_operand){.data = data, .sb = H * rows * cols, .sh = rows * cols, .sr = cols};
+}
+
+TEST(attention_forward_backward) {
+    /* (T, S, D, Dv, causal): square, T < S and T > S (bottom-right mask), D over 64, odd sizes. */
+    const size_t cfg[6][5] = {{70, 70, 64, 64, 1}, {70, 70, 64, 64, 0}, {33, 100, 32, 48, 1},
+                              {100, 40, 16, 16, 1}, {65, 65, 80, 96, 1}, {1, 129, 128, 128, 0}};
+    for (int di = 0; di < 2; di++)
+        for (int ci = 0; ci < 6; ci++) {
+            int dt = DTYPES[di];
+            size_t BH = 3, T = cfg[ci][0], S = cfg[ci][1], D = cfg[ci][2], Dv = cfg[ci][3];
+            int causal = (int)cfg[ci][4];
+            double scale = 1.0 / sqrt((double)D);
+            float *q = rand_host(BH * T * D, -1, 1, dt, 70), *k = rand_host(BH * S * D, -1, 1, dt, 71);
+            float *v = rand_host(BH * S * Dv, -1, 1, dt, 72), *dout = rand_host(BH * T * Dv, -1, 1, dt, 73);
+            float *out = malloc(BH * T * Dv * 4), *lse = malloc(BH * T * 4), *dq = malloc(BH * T * D * 4);
+            float *dk = malloc(BH * S * D * 4), *dv = malloc(BH * S * Dv * 4);
+            attention_ref(q, k, v, dout, BH, T, S, D, Dv, scale, causal, out, lse, dq, dk, dv);
+            void *d_q = up(q, BH * T * D, dt), *d_k = up(k, BH * S * D, dt), *d_v = up(v, BH * S * Dv, dt);
+            void *d_out = dev(BH * T * Dv, dt), *d_do = up(dout, BH * T * Dv, dt);
+            void *d_dq = dev(BH * T * D, dt), *d_dk = dev(BH * S * D, dt), *d_dv = dev(BH * S * Dv, dt);
+            float *d_lse = dev(BH * T, TFC_DTYPE_F32);
+            /* B = 1, H = BH: contiguous operands. */
+            tfc_attn_problem ap = {.dtype = (tfc_dtype)dt, .B = 1, .H = (int64_t)BH, .Tq = (int64_t)T,
+                                   .S = (int64_t)S, .D = (int64_t)D, .Dv = (int64_t)Dv, .causal = causal,
+                                   .scale = scale, .q = attn_c(d_q, BH, T, D), .k = attn_c(d_k, BH, S, D),
+                                   .v = attn_c(d_v, BH, S, Dv), .out_w = d_out, .lse_w = d_lse};
+            CHECK_CU(A->attention_forward(&ap));
+            double tol = dt == TFC_DTYPE_BF16 ? 1.5e-2 : 2e-5;
+            float *g = down(d_out, BH * T * Dv, dt);
+            CHECK_ALL(g, out, BH * T * Dv, tol, "attention out");
+            free(g);
+            g = down(d_lse, BH * T, TFC_DTYPE_F32);
+            CHECK_ALL(g, lse, BH * T, 2e-5, "attention lse");
+            free(g);
+            tfc_attn_problem bp = {.dtype = (tfc_dtype)dt, .B = 1, .H = (int64_t)BH, .Tq = (int64_t)T,
+                                   .S = (int64_t)S, .D = (int64_t)D, .Dv = (int64_t)Dv, .causal = causal,
+                                   .scale = scale, .q = attn_c(d_q, BH, T, D), .k = attn_c(d_k, BH, S, D),
+                                   .v = attn_c(d_v, BH, S, Dv), .out = attn_c(d_out, BH, T, Dv),
+                                   .dout = attn_c(d_do, BH, T, Dv), .lse = d_lse, .dq = d_dq, .dk = d_dk,
+                                   .dv = d_dv};
+            CHECK_CU(A->attention_backward(&bp));
+            /* bf16 gradients: the saved out is rounded, so Delta carries bf16 error into dS. */
+            double gtol = dt == TFC_DTYPE_BF16 ? 3e-2 : 5e-5;
+            g = down(d_dq, BH * T * D, dt);
+            CHECK_ALL(g, dq, BH * T * D, gtol, "attention dq");
+            free(g);
+            g = down(d_dk, BH * S * D, dt);
+            CHECK_ALL(g, dk, BH * S * D, gtol, "attention dk");
+            free(g);
+            g = down(d_dv, BH * S * Dv, dt);
+            CHECK_ALL(g, dv, BH * S * Dv, gtol, "attention dv");
+            free(g);
+            /* Accumulating (dk only asked for) doubles dk. */
+            bp.dq = NULL, bp.dv = NULL, bp.accumulate = 1;
+            CHECK_CU(A->attention_backward(&bp));
+            for (size_t i = 0; i < BH * S * D; i++) dk[i] *= 2;
+            g = down(d_dk, BH * S * D, dt);
+            CHECK_ALL(g, dk, BH * S * D, 2 * gtol, "attention dk accumulated");
+            free(g);
+            free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
+            dfree(d_q), dfree(d_k), dfree(d_v), dfree(d_out), dfree(d_do), dfree(d_dq), dfree(d_dk), dfree(d_dv);
+            dfree(d_lse);
+        }
+    /* Operands laid out contiguously but never read: the head-dim check comes first. */
+    tfc_attn_problem big = {.dtype = TFC_DTYPE_F32, .B = 1, .H = 1, .Tq = 4, .S = 4, .D = 256, .Dv = 64, .causal = 1,
+                            .scale = 1.0, .q = attn_c(NULL, 1, 4, 256), .k = attn_c(NULL, 1, 4, 256),
+                            .v = attn_c(NULL, 1, 4, 64)};
+    CHECK_CU_ERR(A->attention_forward(&big), TFC_ERR_UNSUPPORTED, "D 256");
+}
+
+/*
+ * Strided operands, as a GPT's attention gets them: q, k and v are
+ * slices of one projection output [B, T, 3, H, D] and dout is [B, T, H, D]
+ * (the layout of the gradient coming back through the head merge). The
+ * module compacts them; the results are contiguous [B, H, T, D].
+ */
+TEST(attention_strided_operands) {
+    for (int di = 0; di < 2; di++)
+        for (int causal = 0; causal < 2; causal++) {
+            int dt = DTYPES[di];
+            const size_t B = 2, H = 3, T = 40, D = 32, BH = B * H;
+            double scale = 1.0 / sqrt((double)D);
+            float *qkv = rand_host(B * T * 3 * H * D, -1, 1, dt, 74), *dperm = rand_host(B * T * H * D, -1, 1, dt, 75);
+            float *q = malloc(BH * T * D * 4), *k = malloc(BH * T * D * 4), *v = malloc(BH * T * D * 4);
+            float *dout = malloc(BH * T * D * 4);
+            for (size_t b = 0; b < B; b++)
+                for (size_t h = 0; h < H; h++)
+                    for (size_t t = 0; t < T; t++)
+                        for (size_t d = 0; d < D; d++) {
+                            size_t o = ((b * H + h) * T + t) * D + d, in = ((b * T + t) * 3 * H + h) * D + d;
+                            q[o] = qkv[in], k[o] = qkv[in + H * D], v[o] = qkv[in + 2 * H * D];
+                            dout[o] = dperm[((b * T + t) * H + h) * D + d];
+                        }
+            float *out = malloc(BH * T * D * 4), *lse = malloc(BH * T * 4), *dq = malloc(BH * T * D * 4);
+            float *dk = malloc(BH * T * D * 4), *dv = malloc(BH * T * D * 4);
+            attention_ref(q, k, v, dout, BH, T, T, D, D, scale, causal, out, lse, dq, dk, dv);
+            void *d_qkv = up(qkv, B * T * 3 * H * D, dt), *d_dperm = up(dperm, B * T * H * D, dt);
+            void *d_out = dev(BH * T * D, dt), *d_dq = dev(BH * T * D, dt), *d_dk = dev(BH * T * D, dt);
+            void *d_dv = dev(BH * T * D, dt);
+            float *d_lse = dev(BH * T, TFC_DTYPE_F32);
+            const int64_t sb = (int64_t)(T * 3 * H * D), sh = (int64_t)D, sr = (int64_t)(3 * H * D);
+            tfc_attn_operand oq = {.data = d_qkv, .sb = sb, .sh = sh, .sr = sr};
+            tfc_attn_operand ok = {.data = elem(d_qkv, (int64_t)(H * D), dt), .sb = sb, .sh = sh, .sr = sr};
+            tfc_attn_operand ov = {.data = elem(d_qkv, (int64_t)(2 * H * D), dt), .sb = sb, .sh = sh, .sr = sr};
+            tfc_attn_operand odo = {.data = d_dperm, .sb = (int64_t)(T * H * D), .sh = (int64_t)D,
+                                    .sr = (int64_t)(H * D)};
+            tfc_attn_problem ap = {.dtype = (tfc_dtype)dt, .B = (int64_t)B, .H = (int64_t)H, .Tq = (int64_t)T,
+                                   .S = (int64_t)T, .D = (int64_t)D, .Dv = (int64_t)D, .causal = causal,
+                                   .scale = scale, .q = oq, .k = ok, .v = ov, .out_w = d_out, .lse_w = d_lse};
+            CHECK_CU(A->attention_forward(&ap));
+            char what[96];
+            float *g = down(d_out, BH * T * D, dt);
+            snprintf(what, sizeof what, "strided attention out (%s, causal %d)", dt_name(dt), causal);
+            CHECK_ALL(g, out, BH * T * D, dt == TFC_DTYPE_BF16 ? 1.5e-2 : 2e-5, what);
+            free(g);
+            g = down(d_lse, BH * T, TFC_DTYPE_F32);
+            snprintf(what, sizeof what, "strided attention lse (%s, causal %d)", dt_name(dt), causal);
+            CHECK_ALL(g, lse, BH * T, 2e-5, what);
+            free(g);
+            tfc_attn_problem bp = {.dtype = (tfc_dtype)dt, .B = (int64_t)B, .H = (int64_t)H, .Tq = (int64_t)T,
+                                   .S = (int64_t)T, .D = (int64_t)D, .Dv = (int64_t)D, .causal = causal,
+                                   .scale = scale, .q = oq, .k = ok, .v = ov, .out = attn_c(d_out, H, T, D),
+                                   .dout = odo, .lse = d_lse, .dq = d_dq, .dk = d_dk, .dv = d_dv};
+            CHECK_CU(A->attention_backward(&bp));
+            double gtol = dt == TFC_DTYPE_BF16 ? 3e-2 : 5e-5;
+            g = down(d_dq, BH * T * D, dt);
+            snprintf(what, sizeof what, "strided attention dq (%s, causal %d)", dt_name(dt), causal);
+            CHECK_ALL(g, dq, BH * T * D, gtol, what);
+            free(g);
+            g = down(d_dk, BH * T * D, dt);
+            snprintf(what, sizeof what, "strided attention dk (%s, causal %d)", dt_name(dt), causal);
+            CHECK_ALL(g, dk, BH * T * D, gtol, what);
+            free(g);
+            g = down(d_dv, BH * T * D, dt);
+            snprintf(what, sizeof what, "strided attention dv (%s, causal %d)", dt_name(dt), causal);
+            CHECK_ALL(g, dv, BH * T * D, gtol, what);
+            free(g);
+            free(qkv), free(dperm), free(q), free(k), free(v), free(dout);
+            free(out), free(lse), free(dq), free(dk), free(dv);
+            dfree(d_qkv), dfree(d_dperm), dfree(d_out), dfree(d_dq), dfree(d_dk), dfree(d_dv), dfree(d_lse);
+        }
+}
+
+/*
+ * Clipping is grad_norm (the norm comes back to the host) then grad_scale
+ * by c = max_norm / (norm + 1e-6), as lib/optim/clip.c does; AdamW is
+ * optim_step over segments, which the module runs as one fused launch per
+ * (lr, step) — here three launches, one of them over two non-adjacent
+ * parameters. A segment has one dtype for the parameter, its gradient and
+ * its state, and the CUDA step takes f32 only: with bf16 the norm and the
+ * scaling run and the step is refused.
+ */
+TEST(grad_norm_clipping_and_adamw) {
+    enum { NT = 5 };
+    const size_t numel[NT] = {5000, 1, 0, 12345, 777};
+    const double wd[NT] = {0.1, 0.0, 0.1, 0.01, 0.05};
+    const double lr[NT] = {1e-3, 2e-3, 1e-3, 1e-3, 1e-3};
+    const int64_t step[NT] = {3, 3, 3, 1, 3};
+    for (int di = 0; di < 2; di++) {
+        int gdt = DTYPES[di];
+        float *hp[NT], *hg[NT], *hm[NT], *hv[NT], *hgs[NT];
+        void *dp[NT], *dg[NT], *dm[NT], *dvv[NT];
+        tfc_optim_seg segs[NT];
+        int64_t nseg = 0, start = 0;
+        int seg_of[NT];
+        double sumsq = 0;
+        for (int t = 0; t < NT; t++) {
+            hp[t] = rand_host(numel[t], -1, 1, TFC_DTYPE_F32, 80 + t);
+            hg[t] = rand_host(numel[t], -1, 1, gdt, 90 + t);
+            hm[t] = rand_host(numel[t], -0.1f, 0.1f, TFC_DTYPE_F32, 100 + t);
+            hv[t] = rand_host(numel[t], 0, 0.01f, TFC_DTYPE_F32, 110 + t);
+            hgs[t] = NULL;
+            dp[t] = up(hp[t], numel[t], TFC_DTYPE_F32), dg[t] = up(hg[t], numel[t], gdt);
+            dm[t] = up(hm[t], numel[t], TFC_DTYPE_F32), dvv[t] = up(hv[t], numel[t], TFC_DTYPE_F32);
+            for (size_t i = 0; i < numel[t]; i++) sumsq += (double)hg[t][i] * hg[t][i];
+            seg_of[t] = -1;
+            if (!numel[t]) continue; /* empty parameters get no segment (n > 0), as in lib/optim */
+            seg_of[t] = (int)nseg;
+            segs[nseg++] = (tfc_optim_seg){.param = dp[t], .grad = dg[t], .buf = {dm[t], dvv[t], NULL},
+                                           .n = (int64_t)numel[t], .start = start, .dtype = (tfc_dtype)gdt,
+                                           .step = step[t], .lr = lr[t], .weight_decay = wd[t],
+                                           .step_size = lr[t] / (1.0 - pow(0.9, (double)step[t])),
+                                           .bc2_sqrt = sqrt(1.0 - pow(0.95, (double)step[t]))};
+            start += (int64_t)numel[t];
+        }
+        double norm = -1;
+        int32_t overflow = -1;
+        tfc_grad_norm_problem gn = {.segs = segs, .nseg = nseg, .norm = &norm, .overflow = &overflow};
+        CHECK_CU(A->grad_norm(&gn));
+        float gnf = (float)norm, wn = (float)sqrt(sumsq);
+        CHECK_ALL(&gnf, &wn, 1, 1e-5, "grad norm");
+        CHECK(overflow == 0);
+        double c = 10.0 / (norm + 1e-6), wc = fmin(1.0, 10.0 / (sqrt(sumsq) + 1e-6));
+        float cf = (float)c, wcf = (float)wc;
+        CHECK_ALL(&cf, &wcf, 1, 1e-5, "clip scale");
+        CHECK(c < 1); /* the inputs are made to be clipped */
+        gn.c = c;
+        CHECK_CU(A->grad_scale(&gn));
+        for (int t = 0; t < NT; t++) {
+            size_t n = numel[t];
+            float *w = malloc((n + 1) * 4);
+            for (size_t i = 0; i < n; i++) w[i] = (float)(hg[t][i] * wc);
+            hgs[t] = down(dg[t], n, gdt); /* the clipped gradients as the step reads them */
+            CHECK_ALL(hgs[t], w, n, gdt == TFC_DTYPE_BF16 ? 8e-3 : 1e-5, "clipped gradients");
+            free(w);
+        }
+        tfc_optim_problem op = {.rule = TFC_OPTIM_RULE_ADAM, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                                .decoupled = 1, .segs = segs, .nseg = nseg};
+        if (gdt == TFC_DTYPE_BF16) {
+            CHECK_CU_ERR(A->optim_step(&op), TFC_ERR_DTYPE, "f32 master weights");
+            /* The norm takes gradients of one dtype. */
+            tfc_optim_seg two[2] = {segs[0], segs[1]};
+            two[1].dtype = TFC_DTYPE_F32;
+            tfc_grad_norm_problem mixed = {.segs = two, .nseg = 2, .norm = &norm, .overflow = &overflow};
+            CHECK_CU_ERR(A->grad_norm(&mixed), TFC_ERR_UNSUPPORTED, "one dtype");
+        } else {
+            CHECK_CU(A->optim_step(&op));
+        }
+        for (int t = 0; t < NT && gdt == TFC_DTYPE_F32; t++) {
+            size_t n = numel[t];
+            double bc1 = 1 - pow(0.9, (double)step[t]), bc2 = 1 - pow(0.95, (double)step[t]);
+            float *wp = malloc((n + 1) * 4), *wm = malloc((n + 1) * 4), *wv = malloc((n + 1) * 4);
+            for (size_t i = 0; i < n; i++) {
+                double g = hgs[t][i], p = hp[t][i] * (1 - lr[t] * wd[t]);
+                double m = 0.9 * hm[t][i] + 0.1 * g, v = 0.95 * hv[t][i] + 0.05 * g * g;
+                p -= lr[t] * (m / bc1) / (sqrt(v / bc2) + 1e-8);
+                wp[i] = (float)p, wm[i] = (float)m, wv[i] = (float)v;
+            }
+            char what[96];
+            float *g = down(dp[t], n, TFC_DTYPE_F32);
+            snprintf(what, sizeof what, "adamw params of parameter %d (lr %g, step %lld)", t, lr[t], (long long)step[t]);
+            CHECK_ALL(g, wp, n, 1e-6, what);
+            free(g);
+            g = down(dm[t], n, TFC_DTYPE_F32);
+            CHECK_ALL(g, wm, n, 1e-6, "adamw m");
+            free(g);
+            g = down(dvv[t], n, TFC_DTYPE_F32);
+            CHECK_ALL(g, wv, n, 1e-6, "adamw v");
+            free(g), free(wp), free(wm), free(wv);
+        }
+        if (gdt == TFC_DTYPE_F32) {
+            segs[seg_of[0]].step = 0;
+            CHECK_CU_ERR(A->optim_step(&op), TFC_ERR_INVALID_ARG, "step is 0");
+        }
+        for (int t = 0; t < NT; t++) {
+            free(hp[t]), free(hg[t]), free(hm[t]), free(hv[t]), free(hgs[t]);
+            dfree(dp[t]), dfree(dg[t]), dfree(dm[t]), dfree(dvv[t]);
+        }
+    }
+}
+
+TEST(random_streams_match_cpu) {
+    size_t n = 10003;
+    uint64_t seed = 0x1234567890abcdefull, offset = 77;
+    float *wu = malloc(n * 4), *wn = malloc(n * 4), *wd = malloc(n * 4), *x = rand_host(n, -1, 1, TFC_DTYPE_F32, 9);
+    for (size_t i = 0; i < n; i++) {
+        wu[i] = (float)(-2.0 + 5.0 * tfc_rng_uniform(seed, offset, i));
+        wn[i] = (float)(0.5 + 0.02 * tfc_rng_normal(seed, offset, i));
+        wd[i] = tfc_rng_uniform(seed, offset, i) >= 0.25 ? x[i] * (1.0f / 0.75f) : 0.0f;
+    }
+    void *d = dev(n, TFC_DTYPE_F32), *dx = up(x, n, TFC_DTYPE_F32);
+    /* dst = a + b · r: uniform in [-2, 3), normal of mean 0.5 and std 0.02. */
+    tfc_random_problem rp = {.kind = TFC_RANDOM_UNIFORM, .dst = view_flat(d, TFC_DTYPE_F32, n), .a = -2.0, .b = 5.0,
+                             .seed = seed, .offset = offset};
+    CHECK_CU(A->random(&rp));
+    float *g = down(d, n, TFC_DTYPE_F32);
+    CHECK_ALL(g, wu, n, 1e-7, "uniform stream");
+    free(g);
+    rp.kind = TFC_RANDOM_NORMAL, rp.a = 0.5, rp.b = 0.02;
+    CHECK_CU(A->random(&rp));
+    g = down(d, n, TFC_DTYPE_F32);
+    CHECK_ALL(g, wn, n, 1e-6, "normal stream");
+    free(g);
+    tfc_dropout_problem dp = {.dtype = TFC_DTYPE_F32, .n = (int64_t)n, .p = 0.25, .seed = seed, .offset = offset,
+                              .x = dx, .out = d};
+    CHECK_CU(A->dropout(&dp));
+    g = down(d, n, TFC_DTYPE_F32);
+    CHECK_ALL(g, wd, n, 1e-7, "dropout mask and scale");
+    free(g);
+    dp.p = 1.5;
+    CHECK_CU_ERR(A->dropout(&dp), TFC_ERR_INVALID_ARG, "p is 1.5");
+    free(wu), free(wn), free(wd), free(x), dfree(d), dfree(dx);
+}
+
+int main(int argc, char **argv) {
+    A = tfc_cuda_module();
+    if (!A) {
+        const char *why = tfc_last_error();
+        const char *tail = strstr(why, "no CUDA device");
+        if (tail) {
+            printf("%s\n", tail);
+            return 77;
+        }
+        /* The module was built but does not load: that is a failure, not a skip. */
+        printf("FAIL: %s\n", why);
+        return 1;
+    }
+    printf("CUDA: %s\n", A->describe());
+    return tfc_test_main_(argc, argv);
+}
