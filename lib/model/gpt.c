@@ -1,7 +1,7 @@
 /*
- * GPT-2: presets, construction with GPT-2 initialisation, named
- * parameters, and the forward pass written as a composition of the
- * library's public ops (so autograd gives every gradient).
+ * GPT-2: construction with GPT-2 initialisation, named parameters, and
+ * the forward pass written as a composition of the library's public ops
+ * (so autograd gives every gradient).
  *
  * Shapes: B batch, T positions, C = n_embd, H heads, D = C/H, V vocab.
  * The residual stream is kept as a [B·T, C] matrix so every Linear layer is
@@ -14,64 +14,6 @@
 
 #include "core/error.h"
 #include "model/gpt_impl.h"
-
-/* ---- presets ---------------------------------------------------------------- */
-
-typedef struct gpt_preset {
-    const char *name;
-    int32_t n_layer, n_head, n_embd, block_size, vocab_size; /* vocab 0: keep the caller's */
-} gpt_preset;
-
-static const gpt_preset presets[] = {
-    {"char-tiny", 4, 4, 128, 128, 0},
-    {"char-small", 6, 6, 384, 256, 0},
-    {"gpt2-mini", 4, 4, 256, 128, 50257},
-    {"gpt2", 12, 12, 768, 1024, 50257},
-};
-
-TFC_API tfc_status tfc_gpt_config_preset(const char *name, tfc_gpt_config *cfg) {
-    const char *fn = "tfc_gpt_config_preset";
-    TFC_CHECK_NOT_NULL(fn, name);
-    TFC_CHECK_NOT_NULL(fn, cfg);
-    if (cfg->struct_size < sizeof(tfc_gpt_config))
-        return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size is %u, need %zu", fn, cfg->struct_size,
-                       sizeof(tfc_gpt_config));
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
-        const gpt_preset *p = &presets[i];
-        if (strcmp(p->name, name) != 0) continue;
-        cfg->n_layer = p->n_layer;
-        cfg->n_head = p->n_head;
-        cfg->n_embd = p->n_embd;
-        cfg->block_size = p->block_size;
-        if (p->vocab_size) cfg->vocab_size = p->vocab_size;
-        return TFC_OK;
-    }
-    return tfc_err(TFC_ERR_INVALID_ARG,
-                   "%s: unknown preset '%s' (known: char-tiny, char-small, gpt2-mini, gpt2)", fn, name);
-}
-
-static tfc_status check_config(const char *fn, const tfc_gpt_config *c) {
-    if (c->struct_size < sizeof(tfc_gpt_config))
-        return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size is %u, need %zu", fn, c->struct_size,
-                       sizeof(tfc_gpt_config));
-    struct { const char *name; int32_t v; } f[] = {{"n_layer", c->n_layer},     {"n_head", c->n_head},
-                                                   {"n_embd", c->n_embd},       {"block_size", c->block_size},
-                                                   {"vocab_size", c->vocab_size}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        if (f[i].v < 1) return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->%s is %d, must be >= 1", fn, f[i].name, f[i].v);
-    if (c->n_embd % c->n_head)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->n_embd %d is not a multiple of cfg->n_head %d", fn,
-                       c->n_embd, c->n_head);
-    if (c->dtype != TFC_DTYPE_F32 && c->dtype != TFC_DTYPE_F64)
-        return tfc_err(TFC_ERR_DTYPE, "%s: cfg->dtype is %s, need f32 or f64", fn, tfc_dtype_name(c->dtype));
-    if (c->bias != 0 && c->bias != 1)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->bias is %d, need 0 or 1", fn, c->bias);
-    if (c->tie_weights != 0 && c->tie_weights != 1)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->tie_weights is %d, need 0 or 1", fn, c->tie_weights);
-    if (!(c->ln_eps > 0) || !isfinite(c->ln_eps))
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->ln_eps is %g, must be > 0", fn, c->ln_eps);
-    return TFC_OK;
-}
 
 /* ---- construction -------------------------------------------------------------- */
 
@@ -117,7 +59,7 @@ TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt
     const char *fn = "tfc_gpt_new";
     TFC_CHECK_NOT_NULL(fn, cfg);
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(check_config(fn, cfg));
+    TFC_TRY(tfc_gpt_check_config(fn, cfg));
     tfc_gpt *m = calloc(1, sizeof *m);
     if (!m) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     m->cfg = *cfg;
@@ -182,19 +124,6 @@ TFC_API void tfc_gpt_release(tfc_gpt *m) {
     free(m->params);
     free(m->blocks);
     free(m);
-}
-
-TFC_API tfc_status tfc_gpt_get_config(const tfc_gpt *m, tfc_gpt_config *cfg) {
-    const char *fn = "tfc_gpt_get_config";
-    TFC_CHECK_NOT_NULL(fn, m);
-    TFC_CHECK_NOT_NULL(fn, cfg);
-    uint32_t size = cfg->struct_size;
-    if (size < offsetof(tfc_gpt_config, n_layer) + sizeof(int32_t))
-        return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size %u is too small", fn, size);
-    if (size > sizeof(tfc_gpt_config)) size = sizeof(tfc_gpt_config);
-    memcpy(cfg, &m->cfg, size);
-    cfg->struct_size = size;
-    return TFC_OK;
 }
 
 TFC_API tfc_status tfc_gpt_params(const tfc_gpt *m, int32_t *n, const char *const **names,

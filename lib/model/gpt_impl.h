@@ -1,6 +1,7 @@
 /*
- * The GPT model's private layout, shared by gpt.c (construction, forward)
- * and gpt_cache.c (incremental decoding). Built on the public API only.
+ * The GPT model's private layout, shared by gpt_config.c (presets,
+ * validation), gpt.c (construction, forward) and gpt_cache.c (incremental
+ * decoding). Built on the public API only.
  */
 #ifndef TFC_MODEL_GPT_IMPL_H
 #define TFC_MODEL_GPT_IMPL_H
@@ -26,6 +27,9 @@ struct tfc_gpt {
     char **names;         /* n_params owned strings */
     tfc_tensor **params;  /* n_params borrowed pointers into the fields above */
 };
+
+/* TFC_OK for a valid config, else the error naming the bad field, prefixed by fn. */
+tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *cfg);
 
 /* Keys and values per layer: [batch, n_head, block_size, head_dim], valid up to len. */
 struct tfc_gpt_cache {
