@@ -1,218 +1,17 @@
 /*
- * GPT-2: construction with GPT-2 initialisation, named parameters, and
- * the forward pass written as a composition of the library's public ops
- * (so autograd gives every gradient).
+ * The GPT-2 forward pass, written as a composition of the library's public
+ * ops (so autograd gives every gradient). The parameters it reads are made
+ * in gpt_params.c; configs are gpt_config.c's.
  *
  * Shapes: B batch, T positions, C = n_embd, H heads, D = C/H, V vocab.
  * The residual stream is kept as a [B·T, C] matrix so every Linear layer is
  * one GEMM.
  */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/error.h"
 #include "model/gpt_impl.h"
-
-/* ---- construction -------------------------------------------------------------- */
-
-enum init_kind { INIT_NORMAL, INIT_RESIDUAL, INIT_ZERO, INIT_ONE };
-
-typedef struct builder {
-    tfc_gpt *m;
-    uint64_t seed, offset; /* next unused Philox counter */
-    double std, residual_std;
-} builder;
-
-/* Append one parameter named `name` of shape dims, initialised by kind, to the model's list. */
-static tfc_status add_param(builder *b, const char *name, const int64_t *dims, int32_t ndim, enum init_kind kind,
-                            tfc_tensor **slot) {
-    tfc_gpt *m = b->m;
-    tfc_tensor *t = NULL;
-    TFC_TRY(tfc_tensor_empty(dims, ndim, m->cfg.dtype, &t));
-    tfc_status s = TFC_OK;
-    int64_t n = tfc_tensor_numel(t);
-    switch (kind) {
-    case INIT_NORMAL:
-    case INIT_RESIDUAL:
-        s = tfc_tensor_fill_normal(t, 0.0, kind == INIT_NORMAL ? b->std : b->residual_std, b->seed, b->offset);
-        b->offset += (uint64_t)(n + 3) / 4;
-        break;
-    case INIT_ZERO: s = tfc_tensor_fill(t, 0.0); break;
-    case INIT_ONE: s = tfc_tensor_fill(t, 1.0); break;
-    }
-    if (s == TFC_OK) s = tfc_tensor_set_requires_grad(t, 1);
-    char *copy = s == TFC_OK ? strdup(name) : NULL;
-    if (s == TFC_OK && !copy) s = tfc_err(TFC_ERR_OOM, "tfc_gpt_new: out of memory");
-    if (s != TFC_OK) {
-        tfc_tensor_release(t);
-        return s;
-    }
-    m->names[m->n_params] = copy;
-    m->params[m->n_params++] = t;
-    *slot = t;
-    return TFC_OK;
-}
-
-TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt **out) {
-    const char *fn = "tfc_gpt_new";
-    TFC_CHECK_NOT_NULL(fn, cfg);
-    TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_gpt_check_config(fn, cfg));
-    tfc_gpt *m = calloc(1, sizeof *m);
-    if (!m) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    m->cfg = *cfg;
-    m->cfg.struct_size = sizeof(tfc_gpt_config);
-    const tfc_gpt_config *c = &m->cfg;
-    int32_t max_params = 2 + 12 * c->n_layer + 3;
-    m->blocks = calloc((size_t)c->n_layer, sizeof *m->blocks);
-    m->names = calloc((size_t)max_params, sizeof *m->names);
-    m->params = calloc((size_t)max_params, sizeof *m->params);
-    if (!m->blocks || !m->names || !m->params) {
-        tfc_gpt_release(m);
-        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    }
-    builder b = {m, seed, 0, 0.02, 0.02 / sqrt(2.0 * c->n_layer)};
-    int64_t C = c->n_embd, V = c->vocab_size;
-    int64_t d_wte[2] = {V, C}, d_wpe[2] = {c->block_size, C}, d_c[1] = {C}, d_3c[1] = {3 * C},
-            d_4c[1] = {4 * C}, d_attn[2] = {C, 3 * C}, d_cc[2] = {C, C}, d_fc[2] = {C, 4 * C},
-            d_proj[2] = {4 * C, C};
-    char name[96];
-    tfc_status s = add_param(&b, "transformer.wte.weight", d_wte, 2, INIT_NORMAL, &m->wte);
-    if (s == TFC_OK) s = add_param(&b, "transformer.wpe.weight", d_wpe, 2, INIT_NORMAL, &m->wpe);
-#define P(suffix, dims, nd, kind, slot)                                                                      \
-    do {                                                                                                     \
-        if (s != TFC_OK) break;                                                                              \
-        snprintf(name, sizeof name, "transformer.h.%d.%s", (int)l, suffix);                                 \
-        s = add_param(&b, name, dims, nd, kind, slot);                                                      \
-    } while (0)
-    for (int32_t l = 0; l < c->n_layer && s == TFC_OK; l++) {
-        gpt_block *bl = &m->blocks[l];
-        P("ln_1.weight", d_c, 1, INIT_ONE, &bl->ln1_w);
-        if (c->bias) P("ln_1.bias", d_c, 1, INIT_ZERO, &bl->ln1_b);
-        P("attn.c_attn.weight", d_attn, 2, INIT_NORMAL, &bl->attn_w);
-        if (c->bias) P("attn.c_attn.bias", d_3c, 1, INIT_ZERO, &bl->attn_b);
-        P("attn.c_proj.weight", d_cc, 2, INIT_RESIDUAL, &bl->attn_proj_w);
-        if (c->bias) P("attn.c_proj.bias", d_c, 1, INIT_ZERO, &bl->attn_proj_b);
-        P("ln_2.weight", d_c, 1, INIT_ONE, &bl->ln2_w);
-        if (c->bias) P("ln_2.bias", d_c, 1, INIT_ZERO, &bl->ln2_b);
-        P("mlp.c_fc.weight", d_fc, 2, INIT_NORMAL, &bl->fc_w);
-        if (c->bias) P("mlp.c_fc.bias", d_4c, 1, INIT_ZERO, &bl->fc_b);
-        P("mlp.c_proj.weight", d_proj, 2, INIT_RESIDUAL, &bl->mlp_proj_w);
-        if (c->bias) P("mlp.c_proj.bias", d_c, 1, INIT_ZERO, &bl->mlp_proj_b);
-    }
-#undef P
-    if (s == TFC_OK) s = add_param(&b, "transformer.ln_f.weight", d_c, 1, INIT_ONE, &m->lnf_w);
-    if (s == TFC_OK && c->bias) s = add_param(&b, "transformer.ln_f.bias", d_c, 1, INIT_ZERO, &m->lnf_b);
-    if (s == TFC_OK && !c->tie_weights) s = add_param(&b, "lm_head.weight", d_wte, 2, INIT_NORMAL, &m->lm_head);
-    if (s != TFC_OK) {
-        tfc_gpt_release(m);
-        return s;
-    }
-    *out = m;
-    return TFC_OK;
-}
-
-TFC_API void tfc_gpt_release(tfc_gpt *m) {
-    if (!m) return;
-    for (int32_t i = 0; i < m->n_params; i++) {
-        free(m->names[i]);
-        tfc_tensor_release(m->params[i]);
-    }
-    free(m->names);
-    free(m->params);
-    free(m->blocks);
-    free(m);
-}
-
-TFC_API tfc_status tfc_gpt_params(const tfc_gpt *m, int32_t *n, const char *const **names,
-                                  tfc_tensor *const **params) {
-    const char *fn = "tfc_gpt_params";
-    TFC_CHECK_NOT_NULL(fn, m);
-    TFC_CHECK_NOT_NULL(fn, n);
-    TFC_CHECK_NOT_NULL(fn, names);
-    TFC_CHECK_NOT_NULL(fn, params);
-    *n = m->n_params;
-    *names = (const char *const *)m->names;
-    *params = m->params;
-    return TFC_OK;
-}
-
-TFC_API int64_t tfc_gpt_num_elements(const tfc_gpt *m) {
-    if (!m) return 0;
-    int64_t n = 0;
-    for (int32_t i = 0; i < m->n_params; i++) n += tfc_tensor_numel(m->params[i]);
-    return n;
-}
-
-/* ---- device --------------------------------------------------------------------- */
-
-/* Every tensor slot of the model that may hold a parameter (NULL slots included). */
-static int32_t param_slots(tfc_gpt *m, tfc_tensor ***slots, int32_t cap) {
-    int32_t n = 0;
-#define S(field) do { if (n < cap) slots[n] = &(field); n++; } while (0)
-    S(m->wte); S(m->wpe); S(m->lnf_w); S(m->lnf_b); S(m->lm_head);
-    for (int32_t l = 0; l < m->cfg.n_layer; l++) {
-        gpt_block *b = &m->blocks[l];
-        S(b->ln1_w); S(b->ln1_b); S(b->attn_w); S(b->attn_b); S(b->attn_proj_w); S(b->attn_proj_b);
-        S(b->ln2_w); S(b->ln2_b); S(b->fc_w); S(b->fc_b); S(b->mlp_proj_w); S(b->mlp_proj_b);
-    }
-#undef S
-    return n;
-}
-
-TFC_API tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t device_index) {
-    const char *fn = "tfc_gpt_to_device";
-    TFC_CHECK_NOT_NULL(fn, m);
-    if (device != TFC_DEVICE_CPU && device != TFC_DEVICE_CUDA)
-        return tfc_err(TFC_ERR_DEVICE, "%s: device is %d, need TFC_DEVICE_CPU (%d) or TFC_DEVICE_CUDA (%d)", fn,
-                       (int)device, (int)TFC_DEVICE_CPU, (int)TFC_DEVICE_CUDA);
-    if (device == TFC_DEVICE_CUDA && device_index < 0)
-        return tfc_err(TFC_ERR_DEVICE, "%s: device_index is %d, must be >= 0", fn, (int)device_index);
-    int32_t nslots = 5 + 12 * m->cfg.n_layer;
-    tfc_tensor **moved = calloc((size_t)m->n_params, sizeof *moved);
-    tfc_tensor ***slots = calloc((size_t)nslots, sizeof *slots);
-    if (!moved || !slots) {
-        free(moved);
-        free(slots);
-        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    }
-    tfc_status s = TFC_OK;
-    for (int32_t i = 0; i < m->n_params && s == TFC_OK; i++) {
-        s = tfc_tensor_to_device(m->params[i], device, device == TFC_DEVICE_CPU ? 0 : device_index, &moved[i]);
-        if (s == TFC_OK && moved[i] == m->params[i]) { /* already there: a fresh leaf all the same */
-            tfc_tensor_release(moved[i]);
-            s = tfc_tensor_clone(m->params[i], &moved[i]);
-        }
-        if (s == TFC_OK) s = tfc_tensor_set_requires_grad(moved[i], 1);
-        if (s != TFC_OK) {
-            char why[600];
-            snprintf(why, sizeof why, "%s", tfc_last_error());
-            s = tfc_err(s, "%s: parameter %s: %s", fn, m->names[i], why);
-        }
-    }
-    if (s != TFC_OK) {
-        for (int32_t i = 0; i < m->n_params; i++) tfc_tensor_release(moved[i]);
-        free(moved);
-        free(slots);
-        return s;
-    }
-    param_slots(m, slots, nslots);
-    for (int32_t k = 0; k < nslots; k++)
-        for (int32_t i = 0; i < m->n_params; i++)
-            if (*slots[k] && *slots[k] == m->params[i]) {
-                *slots[k] = moved[i];
-                break;
-            }
-    for (int32_t i = 0; i < m->n_params; i++) {
-        tfc_tensor_release(m->params[i]);
-        m->params[i] = moved[i];
-    }
-    free(moved);
-    free(slots);
-    return TFC_OK;
-}
 
 /* t on the model's device: a new reference to t, or a copy of a CPU t (ids, targets, positions). */
 static tfc_status on_model_device(const tfc_gpt *m, const char *fn, const char *arg, const tfc_tensor *t,
@@ -228,8 +27,6 @@ static tfc_status on_model_device(const tfc_gpt *m, const char *fn, const char *
                        "model's device", fn, arg, (int)ti, md == TFC_DEVICE_CPU ? "cpu" : "cuda", (int)mi);
     return tfc_tensor_to_device(t, md, mi, out);
 }
-
-/* ---- forward ------------------------------------------------------------------- */
 
 /*
  * Temporaries of one forward pass. Every op result is pushed here and
