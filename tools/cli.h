@@ -26,7 +26,7 @@ int cli_lib_error(const char *cmd, const char *what);
  * NULL for a flag given without one), 0 at the end, -1 on a stray argument.
  */
 typedef struct cli_args {
-    int argc, i;
+    int argc, i; /* i: the next argv entry to read */
     char **argv;
     char *inline_value;
 } cli_args;

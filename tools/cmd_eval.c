@@ -15,7 +15,7 @@ static const char *CMD = "eval";
 int cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL;
     int64_t batch = 16;
-    cli_args a = {argc, 0, argv, NULL};
+    cli_args a = {.argc = argc, .argv = argv};
     const char *name, *val;
     int r;
     while ((r = cli_next(&a, &name, &val, 1)) != 0) {

@@ -20,7 +20,7 @@ int cmd_sample(int argc, char **argv) {
     const char *ckpt = NULL, *prompt = NULL;
     int64_t max_new = 500, top_k = 0, seed = 1;
     double temperature = 0.8, top_p = 1.0;
-    cli_args a = {argc, 0, argv, NULL};
+    cli_args a = {.argc = argc, .argv = argv};
     const char *name, *val;
     int r;
     while ((r = cli_next(&a, &name, &val, 1)) != 0) {

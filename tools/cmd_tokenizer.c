@@ -26,7 +26,7 @@ int cmd_tokenizer(int argc, char **argv) {
     int64_t vocab_n = 0;
     int n_ids = 0;
     char **id_args = calloc((size_t)argc + 1, sizeof *id_args);
-    cli_args a = {argc, 1, argv, NULL};
+    cli_args a = {.argc = argc, .i = 1, .argv = argv}; /* argv[0] is the subcommand */
     const char *name, *val;
     int r, rc = 0;
     while (!rc && (r = cli_next(&a, &name, &val, 1)) != 0) {

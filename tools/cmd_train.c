@@ -23,11 +23,20 @@ static const char *CMD = "train";
 typedef struct train_opts {
     const char *data, *tokenizer, *preset, *out, *log_json, *device, *dtype;
     int32_t cuda_index; /* -1: train on the CPU */
-    int64_t steps, batch, seed, eval_every, eval_batches, warmup, stop_after, sample_tokens;
+    int64_t steps, batch, seed, eval_every, eval_batches;
+    int64_t warmup;        /* -1: 100 steps, or steps/10 below 1000 steps */
+    int64_t stop_after;    /* 0: run to --steps */
+    int64_t sample_tokens;
     int64_t profile_steps; /* 0: no --profile */
     double lr, min_lr, weight_decay, clip;
     int resume, force, preset_given;
 } train_opts;
+
+static const train_opts defaults = {
+    .tokenizer = "char", .preset = "char-tiny", .out = "out", .device = "cpu", .dtype = "f32",
+    .cuda_index = -1, .steps = 2000, .batch = 16, .seed = 1337, .eval_every = 100, .eval_batches = 10,
+    .warmup = -1, .sample_tokens = 300, .lr = 1e-3, .min_lr = 1e-4, .weight_decay = 0.1, .clip = 1.0,
+};
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -70,9 +79,8 @@ static const char *find_data(const char *given) {
 }
 
 static int parse(int argc, char **argv, train_opts *o) {
-    *o = (train_opts){NULL, "char", "char-tiny", "out", NULL, "cpu", "f32", -1, 2000, 16, 1337, 100, 10, -1, 0, 300, 0,
-                      1e-3, 1e-4, 0.1, 1.0, 0, 0, 0};
-    cli_args a = {argc, 0, argv, NULL};
+    *o = defaults;
+    cli_args a = {.argc = argc, .argv = argv};
     const char *name, *val;
     int r;
     while ((r = cli_next(&a, &name, &val, 1)) != 0) {
@@ -140,6 +148,27 @@ static int parse(int argc, char **argv, train_opts *o) {
     return 0;
 }
 
+/* One run's state: load, build, loop and save fill it in that order; run_free frees it. */
+typedef struct train_run {
+    train_opts o;
+    char preset[64];         /* --resume without --preset: the checkpoint's */
+    const char *data_path;
+    vocab v;
+    tfc_gpt_config cfg;
+    int64_t start, end_step; /* this run trains steps [start, end_step) */
+    int64_t n_tokens, n_train; /* the corpus; tokens from n_train on are the validation split */
+    tfc_token_file *tf;
+    tfc_gpt *m;
+    tfc_optim *opt;
+    tfc_graph *g;
+    FILE *jl;                /* --log-json */
+    loss_log curve;
+    int64_t prof_begin, prof_end; /* the profiled steps; empty without --profile */
+    double t0, last_val;
+} train_run;
+
+/* ---- load: the corpus, its vocabulary and token file, the config ------------------ */
+
 /* Build the vocabulary named by --tokenizer from the corpus. */
 static int make_vocab(const train_opts *o, const char *text, size_t len, vocab *v) {
     memset(v, 0, sizeof *v);
@@ -165,60 +194,22 @@ static int make_vocab(const train_opts *o, const char *text, size_t len, vocab *
     return 0;
 }
 
-/* Mean loss over eval_batches fixed random batches of the val split, no graph. */
-static int val_loss(tfc_gpt *m, const tfc_token_file *tf, int64_t begin, int64_t end, int32_t B, int32_t T,
-                    const train_opts *o, double *out) {
-    double sum = 0;
-    for (int64_t k = 0; k < o->eval_batches; k++) {
-        tfc_tensor *x, *y, *loss;
-        if (tfc_token_file_batch(tf, begin, end, B, T, (uint64_t)o->seed ^ 0x5eedULL, (uint64_t)k, &x, &y) != TFC_OK)
-            return cli_lib_error(CMD, "val batch");
-        tfc_status s = tfc_gpt_forward(m, NULL, x, y, NULL, &loss);
-        tfc_tensor_release(x);
-        tfc_tensor_release(y);
-        if (s != TFC_OK) return cli_lib_error(CMD, "val forward");
-        double l;
-        s = tfc_tensor_item(loss, &l);
-        tfc_tensor_release(loss);
-        if (s != TFC_OK) return cli_lib_error(CMD, "val loss");
-        sum += l;
+/* --resume: the vocabulary (so token ids mean the same) and, unless --preset is given, the preset. */
+static int vocab_from_checkpoint(train_run *r) {
+    if (!file_exists(path_join(r->o.out, "model.safetensors")))
+        return cli_error(EXIT_USAGE, CMD, "--resume: no checkpoint in '%s'", r->o.out);
+    tfc_safetensors *f = NULL;
+    int rc = ckpt_open(CMD, r->o.out, &f);
+    if (rc) return rc;
+    const char *vm = NULL, *pr = NULL;
+    if (tfc_safetensors_metadata(f, "tfc.vocab", &vm) != TFC_OK) vm = NULL;
+    if (!r->o.preset_given && tfc_safetensors_metadata(f, "train.preset", &pr) == TFC_OK && pr) {
+        snprintf(r->preset, sizeof r->preset, "%s", pr);
+        r->o.preset = r->preset;
     }
-    *out = sum / (double)o->eval_batches;
-    return 0;
-}
-
-static void fmt_eta(double s, char *buf, size_t n) {
-    if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
-    else if (s >= 3600) snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
-    else if (s >= 60) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
-    else snprintf(buf, n, "%.0fs", s);
-}
-
-static int32_t print_token(int32_t tok, void *ctx) {
-    const vocab *v = ctx;
-    const char *b;
-    size_t n;
-    if (vocab_token_bytes(v, tok, &b, &n) == 0) fwrite(b, 1, n, stdout);
-    fflush(stdout);
-    return 0;
-}
-
-/* The per-op table of steps [begin, end) to stderr. */
-static tfc_status print_profile(int64_t begin, int64_t end) {
-    char *table = NULL;
-    tfc_status s = tfc_profile_report(&table);
-    if (s != TFC_OK) return s;
-    fflush(stdout);
-    if (end - begin == 1)
-        fprintf(stderr, "\ntfcore train: profile of step %lld (forward, backward, clip, optimizer):\n", (long long)end);
-    else
-        fprintf(stderr, "\ntfcore train: profile of steps %lld..%lld (forward, backward, clip, optimizer):\n",
-                (long long)begin + 1, (long long)end);
-    fputs(table, stderr);
-    fputc('\n', stderr);
-    fflush(stderr);
-    tfc_free(table);
-    return TFC_OK;
+    rc = vocab_from_meta(CMD, vm, path_join(r->o.out, "tokenizer.tfctok"), &r->v);
+    tfc_safetensors_release(f);
+    return rc;
 }
 
 static int config_for(const train_opts *o, const vocab *v, tfc_gpt_config *c) {
@@ -266,6 +257,83 @@ static int check_existing(const train_opts *o, const tfc_gpt_config *c, int64_t 
     return rc;
 }
 
+/* Encode the corpus into OUT/data.tokens and open it; the last 10% is the validation split. */
+static int load_tokens(train_run *r, const char *text, size_t len) {
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    int rc = vocab_encode(CMD, &r->v, text, len, &ids, &n_ids);
+    if (rc) return rc;
+    const int64_t T = r->cfg.block_size, n_val = (int64_t)n_ids / 10;
+    r->n_tokens = (int64_t)n_ids;
+    r->n_train = r->n_tokens - n_val;
+    const char *tok_path = path_join(r->o.out, "data.tokens");
+    if (n_val < T + 1)
+        rc = cli_error(EXIT_USAGE, CMD,
+                       "the corpus '%s' is too small: %zu tokens, but its last 10%% (validation) must hold one block "
+                       "of %lld+1 tokens, so at least %lld tokens are needed",
+                       r->data_path, n_ids, (long long)T, (long long)(10 * (T + 1)));
+    else if (ensure_dir(r->o.out) != 0)
+        rc = cli_error(EXIT_USAGE, CMD, "cannot create the output directory '%s'", r->o.out);
+    else if (tfc_token_file_write(tok_path, ids, r->n_tokens, r->v.size) != TFC_OK ||
+             tfc_token_file_open(tok_path, &r->tf) != TFC_OK)
+        rc = cli_lib_error(CMD, "writing the token file");
+    free(ids);
+    return rc;
+}
+
+static int load(train_run *r) {
+    /* Before anything is read or written: is the asked-for device there? */
+    if (r->o.cuda_index >= 0 && !tfc_cuda_available())
+        return cli_error(EXIT_RUNTIME, CMD, "--device %s: %s", r->o.device, tfc_last_error());
+    r->data_path = find_data(r->o.data);
+    char *text = NULL;
+    size_t len = 0;
+    if (read_file(r->data_path, &text, &len) != 0)
+        return cli_error(EXIT_USAGE, CMD, "cannot read the data file '%s' (give --data FILE or set $TFCORE_DATA)",
+                         r->data_path);
+    int rc = r->o.resume ? vocab_from_checkpoint(r) : make_vocab(&r->o, text, len, &r->v);
+    if (!rc) rc = config_for(&r->o, &r->v, &r->cfg);
+    if (!rc) rc = check_existing(&r->o, &r->cfg, &r->start);
+    if (!rc) rc = load_tokens(r, text, len);
+    free(text);
+    r->end_step = r->o.stop_after && r->o.stop_after < r->o.steps ? r->o.stop_after : r->o.steps;
+    return rc;
+}
+
+/* ---- build: the model, its optimizer, a resumed run's state ---------------------- */
+
+/*
+ * AdamW, weight decay on the 2-D parameters (weight matrices, embeddings)
+ * only, as GPT-2 does; the public API has no per-parameter flag, so the
+ * rank decides. The decayed group comes first: the optimizer state's
+ * param.{k} order is part of the checkpoint format.
+ */
+static int make_optimizer(train_run *r) {
+    int32_t np;
+    const char *const *pnames;
+    tfc_tensor *const *params;
+    if (tfc_gpt_params(r->m, &np, &pnames, &params) != TFC_OK) np = 0;
+    tfc_tensor **decay = malloc((size_t)np * sizeof *decay), **no_decay = malloc((size_t)np * sizeof *no_decay);
+    int32_t nd = 0, nn = 0;
+    for (int32_t i = 0; i < np && decay && no_decay; i++) {
+        if (tfc_tensor_ndim(params[i]) >= 2) decay[nd++] = params[i];
+        else no_decay[nn++] = params[i];
+    }
+    tfc_optim_options oo = TFC_ADAMW_OPTIONS_INIT;
+    oo.lr = r->o.lr;
+    oo.beta1 = 0.9;
+    oo.beta2 = 0.95;
+    oo.weight_decay = r->o.weight_decay;
+    int rc = 0;
+    if (!decay || !no_decay || tfc_optim_adamw(&oo, &r->opt) != TFC_OK ||
+        tfc_optim_add_group(r->opt, decay, nd, r->o.lr, r->o.weight_decay, NULL) != TFC_OK ||
+        tfc_optim_add_group(r->opt, no_decay, nn, r->o.lr, 0.0, NULL) != TFC_OK)
+        rc = cli_lib_error(CMD, "setting up AdamW");
+    free(decay);
+    free(no_decay);
+    return rc;
+}
+
 /*
  * A resumed run's loss curve starts with the rows of the previous runs'
  * loss.csv up to the checkpoint's step, so the CSV and SVG cover the whole
@@ -289,257 +357,271 @@ static void load_history(const train_opts *o, int64_t start, loss_log *curve) {
                 curve->n ? (long long)curve->step[curve->n - 1] : 0LL, (long long)start);
 }
 
-int cmd_train(int argc, char **argv) {
-    train_opts o;
-    int rc = parse(argc, argv, &o);
+/* --resume: weights, optimizer state and loss history from the checkpoint in --out. */
+static int resume_state(train_run *r) {
+    if (tfc_gpt_load_into(r->m, path_join(r->o.out, "model.safetensors")) != TFC_OK)
+        return cli_lib_error(CMD, "resuming");
+    int rc = ckpt_load_optim(CMD, r->o.out, r->opt);
     if (rc) return rc;
-    /* Before anything is read or written: is the asked-for device there? */
-    if (o.cuda_index >= 0 && !tfc_cuda_available())
-        return cli_error(EXIT_RUNTIME, CMD, "--device %s: %s", o.device, tfc_last_error());
-    const char *data_path = find_data(o.data);
-    char *text = NULL;
-    size_t len = 0;
-    if (read_file(data_path, &text, &len) != 0)
-        return cli_error(EXIT_USAGE, CMD, "cannot read the data file '%s' (give --data FILE or set $TFCORE_DATA)",
-                         data_path);
-    vocab v = {0};
-    tfc_gpt_config cfg;
-    int64_t start = 0;
-    if (o.resume) {
-        /* the vocabulary comes from the checkpoint, so token ids mean the same */
-        tfc_safetensors *f = NULL;
-        const char *vm = NULL;
-        if (!file_exists(path_join(o.out, "model.safetensors"))) {
-            rc = cli_error(EXIT_USAGE, CMD, "--resume: no checkpoint in '%s'", o.out);
-            goto out_text;
-        }
-        if ((rc = ckpt_open(CMD, o.out, &f)) != 0) goto out_text;
-        if (tfc_safetensors_metadata(f, "tfc.vocab", &vm) != TFC_OK) vm = NULL;
-        const char *pr = NULL;
-        static char preset[64];
-        if (!o.preset_given && tfc_safetensors_metadata(f, "train.preset", &pr) == TFC_OK && pr) {
-            snprintf(preset, sizeof preset, "%s", pr);
-            o.preset = preset;
-        }
-        rc = vocab_from_meta(CMD, vm, path_join(o.out, "tokenizer.tfctok"), &v);
-        tfc_safetensors_release(f);
-        if (rc) goto out_text;
-    } else if ((rc = make_vocab(&o, text, len, &v)) != 0) {
-        goto out_text;
-    }
-    if ((rc = config_for(&o, &v, &cfg)) != 0 || (rc = check_existing(&o, &cfg, &start)) != 0) goto out_vocab;
+    load_history(&r->o, r->start, &r->curve);
+    return 0;
+}
 
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    if ((rc = vocab_encode(CMD, &v, text, len, &ids, &n_ids)) != 0) goto out_vocab;
-    const int64_t T = cfg.block_size, n_val = (int64_t)n_ids / 10, n_train = (int64_t)n_ids - n_val;
-    if (n_val < T + 1) {
-        rc = cli_error(EXIT_USAGE, CMD,
-                       "the corpus '%s' is too small: %zu tokens, but its last 10%% (validation) must hold one block "
-                       "of %lld+1 tokens, so at least %lld tokens are needed",
-                       data_path, n_ids, (long long)T, (long long)(10 * (T + 1)));
-        free(ids);
-        goto out_vocab;
-    }
-    if (ensure_dir(o.out) != 0) {
-        rc = cli_error(EXIT_USAGE, CMD, "cannot create the output directory '%s'", o.out);
-        free(ids);
-        goto out_vocab;
-    }
-    const char *tok_path = path_join(o.out, "data.tokens");
-    tfc_status ts = tfc_token_file_write(tok_path, ids, (int64_t)n_ids, v.size);
-    free(ids);
-    tfc_token_file *tf = NULL;
-    if (ts != TFC_OK || tfc_token_file_open(tok_path, &tf) != TFC_OK) {
-        rc = cli_lib_error(CMD, "writing the token file");
-        goto out_vocab;
-    }
-
-    tfc_gpt *m = NULL;
-    tfc_optim *opt = NULL;
-    tfc_graph *g = NULL;
-    FILE *jl = NULL;
-    loss_log curve = {0};
-    if (tfc_gpt_new(&cfg, (uint64_t)o.seed, &m) != TFC_OK) {
-        rc = cli_lib_error(CMD, "building the model");
-        goto out_tf;
-    }
+static int build(train_run *r) {
+    if (tfc_gpt_new(&r->cfg, (uint64_t)r->o.seed, &r->m) != TFC_OK) return cli_lib_error(CMD, "building the model");
     /* The model moves before the optimizer is built on its parameters. */
-    if (o.cuda_index >= 0 && tfc_gpt_to_device(m, TFC_DEVICE_CUDA, o.cuda_index) != TFC_OK) {
-        rc = cli_lib_error(CMD, "moving the model to the GPU");
-        goto out_model;
-    }
-    /* AdamW, weight decay on the 2-D weights only */
-    int32_t np;
-    const char *const *pnames;
-    tfc_tensor *const *params;
-    if (tfc_gpt_params(m, &np, &pnames, &params) != TFC_OK) np = 0;
-    tfc_tensor **decay = malloc((size_t)np * sizeof *decay), **no_decay = malloc((size_t)np * sizeof *no_decay);
-    int32_t nd = 0, nn = 0;
-    for (int32_t i = 0; i < np && decay && no_decay; i++) {
-        if (tfc_tensor_ndim(params[i]) >= 2) decay[nd++] = params[i];
-        else no_decay[nn++] = params[i];
-    }
-    tfc_optim_options oo = TFC_ADAMW_OPTIONS_INIT;
-    oo.lr = o.lr;
-    oo.beta1 = 0.9;
-    oo.beta2 = 0.95;
-    oo.weight_decay = o.weight_decay;
-    if (!decay || !no_decay || tfc_optim_adamw(&oo, &opt) != TFC_OK ||
-        tfc_optim_add_group(opt, decay, nd, o.lr, o.weight_decay, NULL) != TFC_OK ||
-        tfc_optim_add_group(opt, no_decay, nn, o.lr, 0.0, NULL) != TFC_OK)
-        rc = cli_lib_error(CMD, "setting up AdamW");
-    free(decay);
-    free(no_decay);
-    if (rc) goto out_model;
-    if (o.resume) {
-        if (tfc_gpt_load_into(m, path_join(o.out, "model.safetensors")) != TFC_OK) {
-            rc = cli_lib_error(CMD, "resuming");
-            goto out_model;
-        }
-        if ((rc = ckpt_load_optim(CMD, o.out, opt)) != 0) goto out_model;
-        load_history(&o, start, &curve);
-    }
-    if (o.log_json && !(jl = fopen(o.log_json, o.resume ? "a" : "w"))) {
-        rc = cli_error(EXIT_USAGE, CMD, "cannot write --log-json file '%s'", o.log_json);
-        goto out_model;
-    }
-    if (tfc_graph_new(&g) != TFC_OK) {
-        rc = cli_lib_error(CMD, "graph");
-        goto out_model;
-    }
-    const int tty = isatty(fileno(stdout));
-    const int64_t end_step = o.stop_after && o.stop_after < o.steps ? o.stop_after : o.steps;
-    const int32_t B = (int32_t)o.batch;
-    printf("tfcore train: %s, preset %s (%d layers, %d heads, %d dims, block %d, vocab %d), %lld parameters\n",
-           data_path, o.preset, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.block_size, cfg.vocab_size,
-           (long long)tfc_gpt_num_elements(m));
-    printf("device: %s, dtype %s\n", o.device, o.dtype);
-    printf("data: %zu tokens (%lld train, %lld val); batch %d x %lld; steps %lld..%lld of %lld; out %s\n", n_ids,
-           (long long)n_train, (long long)n_val, B, (long long)T, (long long)start, (long long)end_step,
-           (long long)o.steps, o.out);
-    fflush(stdout);
-    /* --profile: the steps after the first (warm-up: allocator, caches), or the only one */
-    const int64_t prof_begin = end_step - start >= 2 ? start + 1 : start;
-    const int64_t prof_end = o.profile_steps ? (prof_begin + o.profile_steps < end_step ? prof_begin + o.profile_steps
-                                                                                       : end_step)
-                                             : prof_begin;
-    const double t0 = now_s();
-    double last_val = NAN, tps = 0;
-    for (int64_t step = start; step < end_step; step++) {
-        double lr, t_step = now_s();
-        tfc_tensor *x = NULL, *y = NULL, *loss = NULL;
-        double l = NAN, norm = 0;
-        tfc_status s = tfc_lr_cosine(step, o.lr, o.min_lr, o.warmup, o.steps, &lr);
-        if (s == TFC_OK) s = tfc_optim_set_lr(opt, lr);
-        if (s == TFC_OK) s = tfc_token_file_batch(tf, 0, n_train, B, (int32_t)T, (uint64_t)o.seed, (uint64_t)step, &x, &y);
-        /* profiled: forward, backward, clip and the optimizer step (not the batch, eval or logging) */
-        const int profiled = step >= prof_begin && step < prof_end;
-        if (s == TFC_OK && profiled && step == prof_begin) s = tfc_profile_reset();
-        if (s == TFC_OK && profiled) s = tfc_profile_enable(1);
-        if (s == TFC_OK) s = tfc_gpt_forward(m, g, x, y, NULL, &loss);
-        if (s == TFC_OK) s = tfc_graph_backward(g, loss, NULL);
-        if (s == TFC_OK) s = tfc_tensor_item(loss, &l);
-        if (s == TFC_OK) s = tfc_graph_clear(g);
-        if (s == TFC_OK) s = tfc_optim_clip_grad_norm(opt, o.clip, &norm);
-        if (s == TFC_OK) s = tfc_optim_step(opt);
-        if (s == TFC_OK) s = tfc_optim_zero_grad(opt, 1);
-        if (s == TFC_OK && profiled) s = tfc_profile_enable(0);
-        if (s == TFC_OK && profiled && step == prof_end - 1) s = print_profile(prof_begin, prof_end);
+    if (r->o.cuda_index >= 0 && tfc_gpt_to_device(r->m, TFC_DEVICE_CUDA, r->o.cuda_index) != TFC_OK)
+        return cli_lib_error(CMD, "moving the model to the GPU");
+    int rc = make_optimizer(r);
+    if (!rc && r->o.resume) rc = resume_state(r);
+    if (rc) return rc;
+    if (r->o.log_json && !(r->jl = fopen(r->o.log_json, r->o.resume ? "a" : "w")))
+        return cli_error(EXIT_USAGE, CMD, "cannot write --log-json file '%s'", r->o.log_json);
+    if (tfc_graph_new(&r->g) != TFC_OK) return cli_lib_error(CMD, "graph");
+    return 0;
+}
+
+/* ---- loop: the training steps, evaluation and progress ----------------------------- */
+
+/* Mean loss over eval_batches fixed random batches of the val split, no graph. */
+static int val_loss(const train_run *r, double *out) {
+    const int32_t B = (int32_t)r->o.batch, T = r->cfg.block_size;
+    double sum = 0;
+    for (int64_t k = 0; k < r->o.eval_batches; k++) {
+        tfc_tensor *x, *y, *loss;
+        if (tfc_token_file_batch(r->tf, r->n_train, r->n_tokens, B, T, (uint64_t)r->o.seed ^ 0x5eedULL, (uint64_t)k,
+                                 &x, &y) != TFC_OK)
+            return cli_lib_error(CMD, "val batch");
+        tfc_status s = tfc_gpt_forward(r->m, NULL, x, y, NULL, &loss);
         tfc_tensor_release(x);
         tfc_tensor_release(y);
+        if (s != TFC_OK) return cli_lib_error(CMD, "val forward");
+        double l;
+        s = tfc_tensor_item(loss, &l);
         tfc_tensor_release(loss);
-        if (s != TFC_OK) {
-            rc = cli_lib_error(CMD, "training step");
-            goto out_model;
-        }
-        const double t1 = now_s(), elapsed = t1 - t0;
-        tps = (double)B * (double)T / (t1 - t_step);
-        const int64_t done = step + 1;
-        const int eval = done % o.eval_every == 0 || done == end_step;
-        double vl = NAN;
-        if (eval) {
-            if ((rc = val_loss(m, tf, n_train, (int64_t)n_ids, B, (int32_t)T, &o, &vl)) != 0) goto out_model;
-            last_val = vl;
-        }
-        loss_log_add(&curve, done, l, vl, lr);
-        if (jl) {
-            fprintf(jl, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.6g, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f",
-                    (long long)done, l, lr, norm, tps, elapsed);
-            if (eval) fprintf(jl, ", \"val_loss\": %.9g", vl);
-            fprintf(jl, "}\n");
-            fflush(jl);
-        }
-        char eta[32];
-        fmt_eta(elapsed / (double)(done - start) * (double)(end_step - done), eta, sizeof eta);
-        if (tty) {
-            int width = 24, fill = (int)((double)width * (double)done / (double)end_step);
-            char bar[32];
-            for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
-            bar[width] = 0;
-            char vs[32] = "-";
-            if (!isnan(last_val)) snprintf(vs, sizeof vs, "%.4f", last_val);
-            printf("\r[%s] step %lld/%lld  loss %.4f  val %s  %.0f tok/s  ETA %s   ", bar, (long long)done,
-                   (long long)end_step, l, vs, tps, eta);
-            if (eval) printf("\n");
-            fflush(stdout);
-        } else if (eval || done % 10 == 0 || done == start + 1) {
-            printf("step %lld/%lld  loss %.4f", (long long)done, (long long)end_step, l);
-            if (eval) printf("  val %.4f", vl);
-            printf("  lr %.2e  %.0f tok/s  elapsed %.0fs  ETA %s\n", lr, tps, elapsed, eta);
-            fflush(stdout);
-        }
+        if (s != TFC_OK) return cli_lib_error(CMD, "val loss");
+        sum += l;
     }
-    /* checkpoint: weights + optimizer + the position to resume from */
-    {
-        char sstep[32], sseed[32], sbatch[32], ssteps[32];
-        snprintf(sstep, sizeof sstep, "%lld", (long long)end_step);
-        snprintf(sseed, sizeof sseed, "%lld", (long long)o.seed);
-        snprintf(sbatch, sizeof sbatch, "%lld", (long long)o.batch);
-        snprintf(ssteps, sizeof ssteps, "%lld", (long long)o.steps);
-        const char *k[5] = {"train.step", "train.seed", "train.batch", "train.steps", "train.preset"};
-        const char *val[5] = {sstep, sseed, sbatch, ssteps, o.preset};
-        if ((rc = ckpt_save(CMD, o.out, m, opt, &v, k, val, 5)) != 0) goto out_model;
-    }
-    const char *csv = path_join(o.out, "loss.csv"), *svg = path_join(o.out, "loss.svg");
-    char title[256];
-    snprintf(title, sizeof title, "tfcore train: %s, %s, batch %d, steps %lld-%lld", o.preset, o.tokenizer, B,
-             (long long)(curve.n ? curve.step[0] - 1 : start), (long long)end_step);
-    if (loss_log_write_csv(&curve, csv) != 0 || loss_log_write_svg(&curve, svg, title) != 0)
-        fprintf(stderr, "tfcore train: warning: could not write %s / %s\n", csv, svg);
-    printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs\n",
-           curve.n ? curve.loss[curve.n - 1] : NAN, last_val, (long long)end_step, now_s() - t0);
-    printf("wrote %s/model.safetensors, optimizer.safetensors, config.json, loss.csv, loss.svg\n", o.out);
-    if (o.sample_tokens > 0) {
-        /* a short sample from a newline (or token 0) */
-        int32_t prompt = 0;
-        if (v.kind == VOCAB_CHAR && v.index['\n'] >= 0) prompt = v.index['\n'];
-        int32_t *outt = malloc((size_t)o.sample_tokens * sizeof *outt);
-        /* Generation (KV cache, host sampling) runs on the CPU; the optimizer is not used after this. */
-        if (o.cuda_index >= 0 && tfc_gpt_to_device(m, TFC_DEVICE_CPU, 0) != TFC_OK) {
-            free(outt);
-            rc = cli_lib_error(CMD, "moving the model back to the CPU for sampling");
-            goto out_model;
-        }
-        printf("--- sample (temperature 0.8, top-k 40) ---\n");
+    *out = sum / (double)r->o.eval_batches;
+    return 0;
+}
+
+/* The per-op table of steps [begin, end) to stderr. */
+static tfc_status print_profile(int64_t begin, int64_t end) {
+    char *table = NULL;
+    tfc_status s = tfc_profile_report(&table);
+    if (s != TFC_OK) return s;
+    fflush(stdout);
+    if (end - begin == 1)
+        fprintf(stderr, "\ntfcore train: profile of step %lld (forward, backward, clip, optimizer):\n", (long long)end);
+    else
+        fprintf(stderr, "\ntfcore train: profile of steps %lld..%lld (forward, backward, clip, optimizer):\n",
+                (long long)begin + 1, (long long)end);
+    fputs(table, stderr);
+    fputc('\n', stderr);
+    fflush(stderr);
+    tfc_free(table);
+    return TFC_OK;
+}
+
+/* One optimizer step on batch `step`: sets its learning rate, loss and gradient norm. */
+static tfc_status train_step(train_run *r, int64_t step, double *lr, double *l, double *norm) {
+    const train_opts *o = &r->o;
+    tfc_tensor *x = NULL, *y = NULL, *loss = NULL;
+    tfc_status s = tfc_lr_cosine(step, o->lr, o->min_lr, o->warmup, o->steps, lr);
+    if (s == TFC_OK) s = tfc_optim_set_lr(r->opt, *lr);
+    if (s == TFC_OK)
+        s = tfc_token_file_batch(r->tf, 0, r->n_train, (int32_t)o->batch, r->cfg.block_size, (uint64_t)o->seed,
+                                 (uint64_t)step, &x, &y);
+    /* profiled: forward, backward, clip and the optimizer step (not the batch, eval or logging) */
+    const int profiled = step >= r->prof_begin && step < r->prof_end;
+    if (s == TFC_OK && profiled && step == r->prof_begin) s = tfc_profile_reset();
+    if (s == TFC_OK && profiled) s = tfc_profile_enable(1);
+    if (s == TFC_OK) s = tfc_gpt_forward(r->m, r->g, x, y, NULL, &loss);
+    if (s == TFC_OK) s = tfc_graph_backward(r->g, loss, NULL);
+    if (s == TFC_OK) s = tfc_tensor_item(loss, l);
+    if (s == TFC_OK) s = tfc_graph_clear(r->g);
+    if (s == TFC_OK) s = tfc_optim_clip_grad_norm(r->opt, o->clip, norm);
+    if (s == TFC_OK) s = tfc_optim_step(r->opt);
+    if (s == TFC_OK) s = tfc_optim_zero_grad(r->opt, 1);
+    if (s == TFC_OK && profiled) s = tfc_profile_enable(0);
+    if (s == TFC_OK && profiled && step == r->prof_end - 1) s = print_profile(r->prof_begin, r->prof_end);
+    tfc_tensor_release(x);
+    tfc_tensor_release(y);
+    tfc_tensor_release(loss);
+    return s;
+}
+
+static void fmt_eta(double s, char *buf, size_t n) {
+    if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
+    else if (s >= 3600) snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    else if (s >= 60) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else snprintf(buf, n, "%.0fs", s);
+}
+
+/* What one step reports: to the loss curve, --log-json and the progress line. */
+typedef struct step_stats {
+    int64_t done; /* steps finished, this one included */
+    int eval;     /* val was measured after this step */
+    double loss, val, lr, norm, tokens_per_s, elapsed_s;
+} step_stats;
+
+static void log_json(FILE *jl, const step_stats *st) {
+    fprintf(jl, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.6g, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f",
+            (long long)st->done, st->loss, st->lr, st->norm, st->tokens_per_s, st->elapsed_s);
+    if (st->eval) fprintf(jl, ", \"val_loss\": %.9g", st->val);
+    fprintf(jl, "}\n");
+    fflush(jl);
+}
+
+/* On a terminal a bar redrawn in place (a new line at each eval); otherwise a line every 10 steps and at each eval. */
+static void print_progress(const train_run *r, const step_stats *st) {
+    char eta[32];
+    fmt_eta(st->elapsed_s / (double)(st->done - r->start) * (double)(r->end_step - st->done), eta, sizeof eta);
+    if (isatty(fileno(stdout))) {
+        int width = 24, fill = (int)((double)width * (double)st->done / (double)r->end_step);
+        char bar[32];
+        for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+        bar[width] = 0;
+        char vs[32] = "-";
+        if (!isnan(r->last_val)) snprintf(vs, sizeof vs, "%.4f", r->last_val);
+        printf("\r[%s] step %lld/%lld  loss %.4f  val %s  %.0f tok/s  ETA %s   ", bar, (long long)st->done,
+               (long long)r->end_step, st->loss, vs, st->tokens_per_s, eta);
+        if (st->eval) printf("\n");
         fflush(stdout);
-        if (!outt || tfc_gpt_generate(m, &prompt, 1, (int32_t)o.sample_tokens, 0.8, 40, 1.0, (uint64_t)o.seed, outt,
-                                      (int32_t)o.sample_tokens, print_token, &v) != TFC_OK)
-            rc = cli_lib_error(CMD, "sampling");
-        printf("\n---\n");
-        free(outt);
+    } else if (st->eval || st->done % 10 == 0 || st->done == r->start + 1) {
+        printf("step %lld/%lld  loss %.4f", (long long)st->done, (long long)r->end_step, st->loss);
+        if (st->eval) printf("  val %.4f", st->val);
+        printf("  lr %.2e  %.0f tok/s  elapsed %.0fs  ETA %s\n", st->lr, st->tokens_per_s, st->elapsed_s, eta);
+        fflush(stdout);
     }
-out_model:
-    if (jl) fclose(jl);
-    loss_log_free(&curve);
-    tfc_graph_release(g);
-    tfc_optim_release(opt);
-    tfc_gpt_release(m);
-out_tf:
-    tfc_token_file_close(tf);
-out_vocab:
-    vocab_free(&v);
-out_text:
-    free(text);
+}
+
+static void print_header(const train_run *r) {
+    const tfc_gpt_config *c = &r->cfg;
+    printf("tfcore train: %s, preset %s (%d layers, %d heads, %d dims, block %d, vocab %d), %lld parameters\n",
+           r->data_path, r->o.preset, c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size,
+           (long long)tfc_gpt_num_elements(r->m));
+    printf("device: %s, dtype %s\n", r->o.device, r->o.dtype);
+    printf("data: %lld tokens (%lld train, %lld val); batch %d x %d; steps %lld..%lld of %lld; out %s\n",
+           (long long)r->n_tokens, (long long)r->n_train, (long long)(r->n_tokens - r->n_train), (int)r->o.batch,
+           c->block_size, (long long)r->start, (long long)r->end_step, (long long)r->o.steps, r->o.out);
+    fflush(stdout);
+}
+
+static int loop(train_run *r) {
+    print_header(r);
+    /* --profile: the steps after the first (warm-up: allocator, caches), or the only one */
+    r->prof_begin = r->end_step - r->start >= 2 ? r->start + 1 : r->start;
+    r->prof_end = r->prof_begin;
+    if (r->o.profile_steps)
+        r->prof_end = r->prof_begin + r->o.profile_steps < r->end_step ? r->prof_begin + r->o.profile_steps : r->end_step;
+    r->t0 = now_s();
+    r->last_val = NAN;
+    const double tokens_per_step = (double)r->o.batch * (double)r->cfg.block_size;
+    for (int64_t step = r->start; step < r->end_step; step++) {
+        const double t_step = now_s();
+        step_stats st = {.done = step + 1, .loss = NAN, .val = NAN};
+        if (train_step(r, step, &st.lr, &st.loss, &st.norm) != TFC_OK) return cli_lib_error(CMD, "training step");
+        const double t1 = now_s();
+        st.elapsed_s = t1 - r->t0;
+        st.tokens_per_s = tokens_per_step / (t1 - t_step);
+        st.eval = st.done % r->o.eval_every == 0 || st.done == r->end_step;
+        if (st.eval) {
+            int rc = val_loss(r, &st.val);
+            if (rc) return rc;
+            r->last_val = st.val;
+        }
+        loss_log_add(&r->curve, st.done, st.loss, st.val, st.lr);
+        if (r->jl) log_json(r->jl, &st);
+        print_progress(r, &st);
+    }
+    return 0;
+}
+
+/* ---- save: checkpoint, loss curve, a sample ----------------------------------------- */
+
+/* Weights, optimizer state and the position to resume from. */
+static int save_checkpoint(const train_run *r) {
+    char step[32], seed[32], batch[32], steps[32];
+    snprintf(step, sizeof step, "%lld", (long long)r->end_step);
+    snprintf(seed, sizeof seed, "%lld", (long long)r->o.seed);
+    snprintf(batch, sizeof batch, "%lld", (long long)r->o.batch);
+    snprintf(steps, sizeof steps, "%lld", (long long)r->o.steps);
+    const char *keys[] = {"train.step", "train.seed", "train.batch", "train.steps", "train.preset"};
+    const char *vals[] = {step, seed, batch, steps, r->o.preset};
+    return ckpt_save(CMD, r->o.out, r->m, r->opt, &r->v, keys, vals, 5);
+}
+
+/* loss.csv and loss.svg; failing to write them costs only a warning. */
+static void write_curve(const train_run *r) {
+    const char *csv = path_join(r->o.out, "loss.csv"), *svg = path_join(r->o.out, "loss.svg");
+    char title[256];
+    snprintf(title, sizeof title, "tfcore train: %s, %s, batch %d, steps %lld-%lld", r->o.preset, r->o.tokenizer,
+             (int)r->o.batch, (long long)(r->curve.n ? r->curve.step[0] - 1 : r->start), (long long)r->end_step);
+    if (loss_log_write_csv(&r->curve, csv) != 0 || loss_log_write_svg(&r->curve, svg, title) != 0)
+        fprintf(stderr, "tfcore train: warning: could not write %s / %s\n", csv, svg);
+}
+
+static int32_t print_token(int32_t tok, void *ctx) {
+    const vocab *v = ctx;
+    const char *b;
+    size_t n;
+    if (vocab_token_bytes(v, tok, &b, &n) == 0) fwrite(b, 1, n, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+/* A short sample from a newline (or token 0), streamed to stdout. */
+static int sample(train_run *r) {
+    int32_t prompt = 0;
+    if (r->v.kind == VOCAB_CHAR && r->v.index['\n'] >= 0) prompt = r->v.index['\n'];
+    const int32_t n = (int32_t)r->o.sample_tokens;
+    int32_t *out = malloc((size_t)n * sizeof *out);
+    /* Generation (KV cache, host sampling) runs on the CPU; the optimizer is not used after this. */
+    if (r->o.cuda_index >= 0 && tfc_gpt_to_device(r->m, TFC_DEVICE_CPU, 0) != TFC_OK) {
+        free(out);
+        return cli_lib_error(CMD, "moving the model back to the CPU for sampling");
+    }
+    printf("--- sample (temperature 0.8, top-k 40) ---\n");
+    fflush(stdout);
+    int rc = 0;
+    if (!out || tfc_gpt_generate(r->m, &prompt, 1, n, 0.8, 40, 1.0, (uint64_t)r->o.seed, out, n, print_token, &r->v) !=
+                    TFC_OK)
+        rc = cli_lib_error(CMD, "sampling");
+    printf("\n---\n");
+    free(out);
+    return rc;
+}
+
+static int save(train_run *r) {
+    int rc = save_checkpoint(r);
+    if (rc) return rc;
+    write_curve(r);
+    const loss_log *c = &r->curve;
+    printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs\n", c->n ? c->loss[c->n - 1] : NAN,
+           r->last_val, (long long)r->end_step, now_s() - r->t0);
+    printf("wrote %s/model.safetensors, optimizer.safetensors, config.json, loss.csv, loss.svg\n", r->o.out);
+    return r->o.sample_tokens > 0 ? sample(r) : 0;
+}
+
+static void run_free(train_run *r) {
+    if (r->jl) fclose(r->jl);
+    loss_log_free(&r->curve);
+    tfc_graph_release(r->g);
+    tfc_optim_release(r->opt);
+    tfc_gpt_release(r->m);
+    tfc_token_file_close(r->tf);
+    vocab_free(&r->v);
+}
+
+int cmd_train(int argc, char **argv) {
+    train_run r = {0};
+    int rc = parse(argc, argv, &r.o);
+    if (!rc) rc = load(&r);
+    if (!rc) rc = build(&r);
+    if (!rc) rc = loop(&r);
+    if (!rc) rc = save(&r);
+    run_free(&r);
     return rc;
 }

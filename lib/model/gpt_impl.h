@@ -1,6 +1,8 @@
 /*
- * The GPT model's private layout, shared by gpt.c (construction, forward)
- * and gpt_cache.c (incremental decoding). Built on the public API only.
+ * The GPT model's private layout, shared by gpt_config.c (presets,
+ * validation), gpt_params.c (the parameter table: construction, the
+ * parameter list, device moves), gpt.c (forward) and gpt_cache.c
+ * (incremental decoding). Built on the public API only.
  */
 #ifndef TFC_MODEL_GPT_IMPL_H
 #define TFC_MODEL_GPT_IMPL_H
@@ -8,24 +10,38 @@
 #include "tfcore/gpt.h"
 #include "tfcore/ops.h"
 
-/* One transformer block's parameters; the biases are NULL when cfg.bias == 0. */
+/*
+ * One transformer block's parameters by name, for the forward pass; the
+ * biases are NULL when cfg.bias == 0. Linear weights are [in, out] (HF's
+ * Conv1D). Which fields exist, their shapes and init: gpt_params.c's table.
+ */
 typedef struct gpt_block {
     tfc_tensor *ln1_w, *ln1_b;
-    tfc_tensor *attn_w, *attn_b;     /* c_attn: [C, 3C] (in, out) */
-    tfc_tensor *attn_proj_w, *attn_proj_b; /* c_proj: [C, C] */
+    tfc_tensor *attn_w, *attn_b;           /* attn.c_attn */
+    tfc_tensor *attn_proj_w, *attn_proj_b; /* attn.c_proj */
     tfc_tensor *ln2_w, *ln2_b;
-    tfc_tensor *fc_w, *fc_b;         /* c_fc: [C, 4C] */
-    tfc_tensor *mlp_proj_w, *mlp_proj_b; /* c_proj: [4C, C] */
+    tfc_tensor *fc_w, *fc_b;               /* mlp.c_fc */
+    tfc_tensor *mlp_proj_w, *mlp_proj_b;   /* mlp.c_proj */
 } gpt_block;
 
+/*
+ * params[] owns the model's one reference to each parameter. The named
+ * fields (wte … lm_head, blocks[]) are aliases of those same pointers and
+ * hold no reference: tfc_gpt_release releases params[] only, and a device
+ * move rewrites each field through fields[].
+ */
 struct tfc_gpt {
     tfc_gpt_config cfg;
     tfc_tensor *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head NULL when tied */
-    gpt_block *blocks;
+    gpt_block *blocks;    /* n_layer */
     int32_t n_params;
-    char **names;         /* n_params owned strings */
-    tfc_tensor **params;  /* n_params borrowed pointers into the fields above */
+    char **names;         /* n_params owned strings (Hugging Face names) */
+    tfc_tensor **params;  /* n_params owned references, in tfc_gpt_params order */
+    tfc_tensor ***fields; /* fields[i]: the named field that aliases params[i] */
 };
+
+/* TFC_OK for a valid config, else the error naming the bad field, prefixed by fn. */
+tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *cfg);
 
 /* Keys and values per layer: [batch, n_head, block_size, head_dim], valid up to len. */
 struct tfc_gpt_cache {

@@ -2,6 +2,7 @@
  * GPT weights as safetensors: Hugging Face names and layouts (see gpt.h),
  * the config in the metadata so a file is self-describing.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,23 +11,39 @@
 #include "tfcore/io.h"
 #include "tfcore/ops.h"
 
-enum { N_CFG = 10 };
+/*
+ * The config's integer fields as metadata keys, in the order files hold
+ * them; "format", ln_eps and dtype go around them. Saving, loading and
+ * tfc_gpt_load_into's check all walk this list.
+ */
+static const struct {
+    const char *key; /* "tfc." + the field's name */
+    size_t offset;
+} int_fields[] = {
+    {"tfc.n_layer", offsetof(tfc_gpt_config, n_layer)},       {"tfc.n_head", offsetof(tfc_gpt_config, n_head)},
+    {"tfc.n_embd", offsetof(tfc_gpt_config, n_embd)},         {"tfc.block_size", offsetof(tfc_gpt_config, block_size)},
+    {"tfc.vocab_size", offsetof(tfc_gpt_config, vocab_size)}, {"tfc.bias", offsetof(tfc_gpt_config, bias)},
+    {"tfc.tie_weights", offsetof(tfc_gpt_config, tie_weights)},
+};
+enum { N_INT = sizeof int_fields / sizeof int_fields[0], N_CFG = N_INT + 3 };
 
-/* The config as metadata strings; bufs must hold N_CFG entries of 32 bytes. */
-static void config_to_meta(const tfc_gpt_config *c, const char **keys, char bufs[][32]) {
-    static const char *k[N_CFG] = {"format",  "tfc.n_layer",     "tfc.n_head", "tfc.n_embd",   "tfc.block_size",
-                                   "tfc.vocab_size", "tfc.bias", "tfc.tie_weights", "tfc.ln_eps", "tfc.dtype"};
+static int32_t int_value(const tfc_gpt_config *c, size_t i) {
+    return *(const int32_t *)((const char *)c + int_fields[i].offset);
+}
+
+/* The config as N_CFG metadata pairs; the values are written into bufs. */
+static void config_to_meta(const tfc_gpt_config *c, const char **keys, const char **vals, char bufs[N_CFG][32]) {
+    for (int i = 0; i < N_CFG; i++) vals[i] = bufs[i];
+    keys[0] = "format"; /* what safetensors readers (transformers) look for */
     snprintf(bufs[0], 32, "pt");
-    snprintf(bufs[1], 32, "%d", c->n_layer);
-    snprintf(bufs[2], 32, "%d", c->n_head);
-    snprintf(bufs[3], 32, "%d", c->n_embd);
-    snprintf(bufs[4], 32, "%d", c->block_size);
-    snprintf(bufs[5], 32, "%d", c->vocab_size);
-    snprintf(bufs[6], 32, "%d", c->bias);
-    snprintf(bufs[7], 32, "%d", c->tie_weights);
-    snprintf(bufs[8], 32, "%.17g", c->ln_eps);
-    snprintf(bufs[9], 32, "%s", tfc_dtype_name(c->dtype));
-    for (int i = 0; i < N_CFG; i++) keys[i] = k[i];
+    for (size_t i = 0; i < N_INT; i++) {
+        keys[1 + i] = int_fields[i].key;
+        snprintf(bufs[1 + i], 32, "%d", int_value(c, i));
+    }
+    keys[N_INT + 1] = "tfc.ln_eps";
+    snprintf(bufs[N_INT + 1], 32, "%.17g", c->ln_eps);
+    keys[N_INT + 2] = "tfc.dtype";
+    snprintf(bufs[N_INT + 2], 32, "%s", tfc_dtype_name(c->dtype));
 }
 
 TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *const *meta_keys,
@@ -49,8 +66,7 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
     tfc_status s = TFC_OK;
     if (!keys || !vals) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     if (s == TFC_OK) {
-        config_to_meta(&c, keys, bufs);
-        for (int i = 0; i < N_CFG; i++) vals[i] = bufs[i];
+        config_to_meta(&c, keys, vals, bufs);
         for (int32_t i = 0; i < n_meta; i++) {
             keys[N_CFG + i] = meta_keys[i];
             vals[N_CFG + i] = meta_values[i];
@@ -74,13 +90,8 @@ static tfc_status meta_int(const char *fn, const char *path, const tfc_safetenso
 }
 
 static tfc_status read_config(const char *fn, const char *path, const tfc_safetensors *f, tfc_gpt_config *c) {
-    TFC_TRY(meta_int(fn, path, f, "tfc.n_layer", &c->n_layer));
-    TFC_TRY(meta_int(fn, path, f, "tfc.n_head", &c->n_head));
-    TFC_TRY(meta_int(fn, path, f, "tfc.n_embd", &c->n_embd));
-    TFC_TRY(meta_int(fn, path, f, "tfc.block_size", &c->block_size));
-    TFC_TRY(meta_int(fn, path, f, "tfc.vocab_size", &c->vocab_size));
-    TFC_TRY(meta_int(fn, path, f, "tfc.bias", &c->bias));
-    TFC_TRY(meta_int(fn, path, f, "tfc.tie_weights", &c->tie_weights));
+    for (size_t i = 0; i < N_INT; i++)
+        TFC_TRY(meta_int(fn, path, f, int_fields[i].key, (int32_t *)((char *)c + int_fields[i].offset)));
     const char *eps = NULL, *dt = NULL;
     TFC_TRY(tfc_safetensors_metadata(f, "tfc.ln_eps", &eps));
     TFC_TRY(tfc_safetensors_metadata(f, "tfc.dtype", &dt));
@@ -154,15 +165,10 @@ TFC_API tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path) {
     tfc_safetensors *f;
     TFC_TRY(tfc_safetensors_load(path, &f));
     tfc_status s = read_config(fn, path, f, &theirs);
-    struct { const char *name; int32_t a, b; } cmp[] = {
-        {"n_layer", mine.n_layer, theirs.n_layer},    {"n_head", mine.n_head, theirs.n_head},
-        {"n_embd", mine.n_embd, theirs.n_embd},       {"block_size", mine.block_size, theirs.block_size},
-        {"vocab_size", mine.vocab_size, theirs.vocab_size}, {"bias", mine.bias, theirs.bias},
-        {"tie_weights", mine.tie_weights, theirs.tie_weights}};
-    for (size_t i = 0; s == TFC_OK && i < sizeof cmp / sizeof cmp[0]; i++)
-        if (cmp[i].a != cmp[i].b)
-            s = tfc_err(TFC_ERR_INVALID_ARG, "%s: '%s' has %s %d but the model has %d", fn, path, cmp[i].name, cmp[i].b,
-                        cmp[i].a);
+    for (size_t i = 0; s == TFC_OK && i < N_INT; i++)
+        if (int_value(&mine, i) != int_value(&theirs, i))
+            s = tfc_err(TFC_ERR_INVALID_ARG, "%s: '%s' has %s %d but the model has %d", fn, path,
+                        int_fields[i].key + strlen("tfc."), int_value(&theirs, i), int_value(&mine, i));
     if (s == TFC_OK) s = copy_params(fn, path, m, f);
     tfc_safetensors_release(f);
     return s;
