@@ -2,13 +2,17 @@
  * tfcore/kernels.h — the transformer's fused kernels as explicit forward and
  * backward functions on caller-owned tensors, with no autograd graph. This is
  * the door another training framework uses: it keeps its own tape and calls
- * these on its own buffers. The graph ops (ops.h) call the same functions.
+ * these on its own buffers. The graph ops (ops.h) call the same functions,
+ * and both run the kernel of the tensors' device (CPU or CUDA).
  *
  * Rules shared by every function below:
  *
- *  - dtypes: float tensors are f32 or f64 (f64 exists for gradient checks),
- *    and every float tensor of one call has the same dtype. Index tensors
- *    (targets, ids) are i32 or i64. Anything else is TFC_ERR_DTYPE.
+ *  - dtypes: float tensors are f32 or f64 on the CPU (f64 exists for
+ *    gradient checks), f32 or bf16 on CUDA, and every float tensor of one
+ *    call has the same dtype. Index tensors (targets, ids) are i32 or i64.
+ *    Anything else is TFC_ERR_DTYPE. The statistics a forward saves for its
+ *    backward (LayerNorm mean/rstd, cross-entropy loss/lse, attention lse)
+ *    have the input's dtype on the CPU and are f32 on CUDA.
  *  - Inputs may have any strides (transposed, sliced, expanded views). A
  *    kernel reads strided inputs directly where it can (attention reads
  *    q/k/v/out/dout through their strides when the last dim has stride 1)
@@ -22,10 +26,13 @@
  *    computed nor written, and work only it needs is skipped.
  *  - flags: TFC_GRAD_ACCUMULATE (core.h) makes every gradient output
  *    `+=` its result instead of `=`; other bits are TFC_ERR_INVALID_ARG.
- *  - NULL for a required tensor is TFC_ERR_INVALID_ARG; CUDA tensors are
- *    TFC_ERR_DEVICE (CPU only for now). On any error nothing is written.
+ *  - NULL for a required tensor is TFC_ERR_INVALID_ARG. All tensors of one
+ *    call live on one device, else TFC_ERR_DEVICE naming both; a CUDA
+ *    tensor without a usable GPU is TFC_ERR_DEVICE with the loader's
+ *    reason; a case the device's backend does not offer (GELU's erf form on
+ *    CUDA) is TFC_ERR_UNSUPPORTED. On any error nothing is written.
  *  - Memory: nothing is allocated except a temporary contiguous copy of an
- *    input that needs one (scratch tiles live on the stack).
+ *    input that needs one (on the CPU scratch tiles live on the stack).
  *  - Threads: the kernels use the process-wide OpenMP thread pool
  *    (tfc_set_num_threads). Results do not depend on the thread count.
  *    Calls on different output tensors may run concurrently from several

@@ -113,12 +113,13 @@ TFC_API TFC_NODISCARD tfc_status tfc_matmul_backward(const tfc_tensor *dout, con
  * BLAS as a flag). Backward: dx = dy·wᵀ, dw = Σ xᵀ·dy over the leading
  * dims, db = Σ dy over all but the last dim, each computed only when that
  * input requires grad. Same results as tfc_matmul followed by tfc_add up to
- * float rounding. x, w, b: f32 or f64, one dtype, CPU. *out is a new
- * contiguous tensor owned by the caller. Errors: TFC_ERR_INVALID_ARG (NULL
- * x/w/out), TFC_ERR_DTYPE (not f32/f64, or dtypes differ), TFC_ERR_SHAPE
- * (w not 2-D, x's last dim ≠ w's rows, b not [out]), TFC_ERR_DEVICE (a
- * CUDA tensor), TFC_ERR_UNSUPPORTED (w dims above 2^31). Thread-safety as
- * for every op.
+ * float rounding. x, w, b: one float dtype the device takes (f32/f64 on the
+ * CPU, f32/bf16 on CUDA), one device. *out is a new contiguous tensor
+ * owned by the caller. Errors: TFC_ERR_INVALID_ARG (NULL x/w/out),
+ * TFC_ERR_DTYPE (a dtype the device does not take, or dtypes differ),
+ * TFC_ERR_SHAPE (w not 2-D, x's last dim ≠ w's rows, b not [out]),
+ * TFC_ERR_DEVICE (tensors on different devices, or no usable GPU),
+ * TFC_ERR_UNSUPPORTED (w dims above 2^31). Thread-safety as for every op.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w,
                                             const tfc_tensor *b, tfc_tensor **out);

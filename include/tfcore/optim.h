@@ -128,7 +128,8 @@ TFC_API void tfc_optim_release(tfc_optim *opt);
  * lr or weight_decay negative or not finite (TFC_ERR_INVALID_ARG); a
  * parameter that is not a leaf, is already in this optimizer (or overlaps
  * the memory of one), or is not contiguous (TFC_ERR_INVALID_ARG); dtype not
- * f32/f64 (TFC_ERR_DTYPE); not on the CPU (TFC_ERR_UNSUPPORTED).
+ * f32/f64 (TFC_ERR_DTYPE). Parameters may live on the CPU or CUDA;
+ * tfc_optim_step checks what the device offers.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_optim_add_group(tfc_optim *opt, tfc_tensor *const *params, int32_t n,
                                                      double lr, double weight_decay, int32_t *group);
@@ -153,8 +154,13 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_param(const tfc_optim *opt, int64_t k
  * and their state left alone), then the step count goes up by one.
  * Parameters and state are written in place (versions bumped). All checks
  * and state allocations happen before anything is written: on error
- * nothing changed. Errors: NULL opt; a gradient that is not contiguous
- * (TFC_ERR_INVALID_ARG); TFC_ERR_OOM.
+ * nothing changed. The step runs on the device of the parameters (all on
+ * one device). Errors: NULL opt; a gradient that is not contiguous
+ * (TFC_ERR_INVALID_ARG); parameters or gradients on different devices, or
+ * no usable GPU (TFC_ERR_DEVICE); a parameter dtype its device does not
+ * take (TFC_ERR_DTYPE); a rule the device does not offer — on CUDA only
+ * AdamW (and Adam without weight decay) on f32 parameters, without amsgrad
+ * or maximize (TFC_ERR_UNSUPPORTED); TFC_ERR_OOM.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_optim_step(tfc_optim *opt);
 
@@ -188,13 +194,16 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_get_group_weight_decay(const tfc_opti
 
 /*
  * torch.nn.utils.clip_grad_norm_: the global L2 norm of all gradients of
- * params, N = √(Σ g²) (accumulated in f64, in an order that does not depend
- * on the thread count), goes to *total_norm (pre-clip, may be NULL); when
+ * params, N = √(Σ g²) (on the CPU accumulated in f64, in an order that does
+ * not depend on the thread count; on CUDA in f32), goes to *total_norm
+ * (pre-clip, may be NULL); when
  * c = max_norm / (N + 1e-6) < 1 every gradient is multiplied by c, so the
  * new norm is max_norm·N/(N + 1e-6) ≈ max_norm. Parameters without a
  * gradient are skipped. max_norm = +INFINITY only measures.
  * Errors: NULL params with n > 0 or NULL params[i], max_norm NaN or <= 0,
- * a gradient not contiguous or not f32/f64 on the CPU (TFC_ERR_INVALID_ARG);
+ * a gradient not contiguous or of a dtype its device does not take (f32/f64
+ * on the CPU, f32/bf16 on CUDA) (TFC_ERR_INVALID_ARG); gradients on
+ * different devices or no usable GPU (TFC_ERR_DEVICE);
  * a NaN/Inf gradient element or a norm beyond the f64 range
  * (TFC_ERR_NONFINITE): then no gradient is changed and *total_norm is left
  * untouched.

@@ -3,9 +3,135 @@
  * output and the per-row log-sum-exp [B,H,T] — O(B·H·T) extra, never the
  * [T,S] probabilities — and backward recomputes them per tile
  * (tfc_attention_backward).
+ *
+ * The explicit doors tfc_attention_forward / tfc_attention_backward: checks, then the backend's attention entries.
  */
+#include <math.h>
+
 #include "ops/op_util.h"
+#include "ops/operands.h"
 #include "tfcore/kernels.h"
+
+/* ---- the explicit doors (include/tfcore/kernels.h) ---- */
+
+/* q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv] of one float dtype; fills the sizes of p. */
+static tfc_status check_qkv(const char *fn, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v,
+                            double scale, tfc_attn_problem *p) {
+    TFC_TRY(tfc_karg_float(fn, "q", q));
+    TFC_TRY(tfc_karg_float(fn, "k", k));
+    TFC_TRY(tfc_karg_float(fn, "v", v));
+    TFC_TRY(tfc_karg_dtype_like(fn, "k", k, "q", q));
+    TFC_TRY(tfc_karg_dtype_like(fn, "v", v, "q", q));
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
+        return tfc_err(TFC_ERR_SHAPE, "%s: q is %s, k is %s, v is %s; all must be 4-D [B,H,rows,dim]", fn, SHAPE(q),
+                       SHAPE(k), SHAPE(v));
+    if (k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0] || k->shape[1] != q->shape[1] ||
+        v->shape[1] != q->shape[1])
+        return tfc_err(TFC_ERR_SHAPE, "%s: q is %s, k is %s, v is %s; batch and head dims (0, 1) must agree", fn,
+                       SHAPE(q), SHAPE(k), SHAPE(v));
+    if (k->shape[3] != q->shape[3])
+        return tfc_err(TFC_ERR_SHAPE, "%s: q is %s, k is %s; head dims D (dim 3) must agree", fn, SHAPE(q), SHAPE(k));
+    if (v->shape[2] != k->shape[2])
+        return tfc_err(TFC_ERR_SHAPE, "%s: k is %s, v is %s; key counts S (dim 2) must agree", fn, SHAPE(k),
+                       SHAPE(v));
+    if (!isfinite(scale)) return tfc_err(TFC_ERR_INVALID_ARG, "%s: scale is %g, must be finite", fn, scale);
+    p->device = tfc_device_index(q);
+    p->dtype = q->dtype;
+    p->B = q->shape[0];
+    p->H = q->shape[1];
+    p->Tq = q->shape[2];
+    p->S = k->shape[2];
+    p->D = q->shape[3];
+    p->Dv = v->shape[3];
+    p->scale = scale;
+    return TFC_OK;
+}
+
+static tfc_attn_operand operand(const tfc_tensor *t) {
+    tfc_attn_operand o = {tfc_data(t), t->strides[0], t->strides[1], t->strides[2]};
+    return o;
+}
+
+TFC_API tfc_status tfc_attention_forward(const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v,
+                                         int32_t causal, double scale, tfc_tensor *out, tfc_tensor *lse) {
+    const char *fn = "tfc_attention_forward";
+    const tfc_backend *b;
+    tfc_attn_problem p = {0};
+    TFC_TRY(check_qkv(fn, q, k, v, scale, &p));
+    TFC_TRY(tfc_tensor_backend(fn, q, &b));
+    int64_t od[4] = {p.B, p.H, p.Tq, p.Dv};
+    TFC_CHECK_NOT_NULL(fn, out);
+    TFC_TRY(tfc_karg_output(fn, "out", out, q->dtype, od, 4, "q", q));
+    if (lse) TFC_TRY(tfc_karg_output(fn, "lse", lse, tfc_backend_stats_dtype(b, q->dtype), od, 3, "q", q));
+    const tfc_tensor *all[] = {out, lse, q, k, v};
+    const char *names[] = {"out", "lse", "q", "k", "v"};
+    TFC_TRY(tfc_karg_disjoint(fn, all, names, 2, 5));
+
+    p.causal = causal != 0;
+    p.out_w = tfc_data(out);
+    p.lse_w = tfc_out_data(lse);
+    const tfc_tensor *u[3];
+    tfc_operands o = {0};
+    tfc_status s = tfc_operand_rows(&o, q, &u[0]);
+    if (s == TFC_OK) s = tfc_operand_rows(&o, k, &u[1]);
+    if (s == TFC_OK) s = tfc_operand_rows(&o, v, &u[2]);
+    if (s == TFC_OK) {
+        p.q = operand(u[0]);
+        p.k = operand(u[1]);
+        p.v = operand(u[2]);
+        s = TFC_BACKEND_RUN(fn, b, attention_forward, &p);
+    }
+    if (s == TFC_OK) tfc_written(out, lse, NULL);
+    tfc_operands_release(&o);
+    return s;
+}
+
+TFC_API tfc_status tfc_attention_backward(const tfc_tensor *dout, const tfc_tensor *q, const tfc_tensor *k,
+                                          const tfc_tensor *v, const tfc_tensor *out, const tfc_tensor *lse,
+                                          int32_t causal, double scale, tfc_tensor *dq, tfc_tensor *dk, tfc_tensor *dv,
+                                          uint32_t flags) {
+    const char *fn = "tfc_attention_backward";
+    const tfc_backend *b;
+    tfc_attn_problem p = {0};
+    TFC_TRY(tfc_karg_flags(fn, flags));
+    TFC_TRY(check_qkv(fn, q, k, v, scale, &p));
+    TFC_TRY(tfc_tensor_backend(fn, q, &b));
+    int64_t od[4] = {p.B, p.H, p.Tq, p.Dv};
+    TFC_TRY(tfc_karg_float_like(fn, "dout", dout, od, 4, "q", q));
+    TFC_TRY(tfc_karg_float_like(fn, "out", out, od, 4, "q", q));
+    TFC_TRY(tfc_karg_stats(fn, "lse", lse, tfc_backend_stats_dtype(b, q->dtype), od, 3, "q", q));
+    if (dq) TFC_TRY(tfc_karg_output(fn, "dq", dq, q->dtype, q->shape, 4, "q", q));
+    if (dk) TFC_TRY(tfc_karg_output(fn, "dk", dk, q->dtype, k->shape, 4, "k", k));
+    if (dv) TFC_TRY(tfc_karg_output(fn, "dv", dv, q->dtype, v->shape, 4, "v", v));
+    const tfc_tensor *all[] = {dq, dk, dv, dout, q, k, v, out, lse};
+    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out", "lse"};
+    TFC_TRY(tfc_karg_disjoint(fn, all, names, 3, 9));
+    if (!dq && !dk && !dv) return TFC_OK;
+
+    p.causal = causal != 0;
+    p.dq = tfc_out_data(dq);
+    p.dk = tfc_out_data(dk);
+    p.dv = tfc_out_data(dv);
+    p.accumulate = (flags & TFC_GRAD_ACCUMULATE) != 0;
+    const tfc_tensor *u[5], *in[5] = {q, k, v, out, dout};
+    tfc_operands o = {0};
+    tfc_status s = TFC_OK;
+    for (int i = 0; i < 5 && s == TFC_OK; i++) s = tfc_operand_rows(&o, in[i], &u[i]);
+    if (s == TFC_OK) s = tfc_operand(&o, lse, &p.lse);
+    if (s == TFC_OK) {
+        p.q = operand(u[0]);
+        p.k = operand(u[1]);
+        p.v = operand(u[2]);
+        p.out = operand(u[3]);
+        p.dout = operand(u[4]);
+        s = TFC_BACKEND_RUN(fn, b, attention_backward, &p);
+    }
+    if (s == TFC_OK) tfc_written(dq, dk, dv);
+    tfc_operands_release(&o);
+    return s;
+}
+
+/* ---- the graph door (include/tfcore/ops.h) ---- */
 
 typedef struct attention_ctx {
     tfc_saved q, k, v, out, lse;

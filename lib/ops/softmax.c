@@ -1,9 +1,87 @@
 /*
  * tfc_softmax / tfc_log_softmax, the graph doors: the forward's output y is
  * all the backward needs (tfc_softmax_backward, never a Jacobian).
+ *
+ * The explicit doors tfc_softmax_forward / tfc_softmax_backward: checks, then the backend's softmax entries.
  */
 #include "ops/op_util.h"
+#include "ops/operands.h"
 #include "tfcore/kernels.h"
+
+/* ---- the explicit doors (include/tfcore/kernels.h) ---- */
+
+/* x seen as [outer, d, inner] around dim (negative counts from the end). */
+static tfc_status split_at(const char *fn, const tfc_tensor *x, int32_t dim, int32_t is_log, int64_t *outer,
+                           int64_t *d, int64_t *inner) {
+    if (is_log != 0 && is_log != 1)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: log is %d, must be 0 (softmax) or 1 (log_softmax)", fn,
+                       (int)is_log);
+    int32_t nd = x->ndim > 0 ? x->ndim : 1;
+    if (dim < -nd || dim >= nd)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: dim %d is out of range for x %s (ndim %d)", fn, (int)dim,
+                       SHAPE(x), (int)x->ndim);
+    if (dim < 0) dim += nd;
+    *outer = *d = *inner = 1;
+    for (int32_t i = 0; i < x->ndim; i++) {
+        if (i < dim) *outer *= x->shape[i];
+        else if (i == dim) *d = x->shape[i];
+        else *inner *= x->shape[i];
+    }
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_softmax_forward(const tfc_tensor *x, int32_t dim, int32_t log, tfc_tensor *y) {
+    const char *fn = "tfc_softmax_forward";
+    const tfc_backend *b;
+    int64_t outer, d, inner;
+    TFC_TRY(tfc_karg_float(fn, "x", x));
+    TFC_TRY(tfc_tensor_backend(fn, x, &b));
+    TFC_TRY(split_at(fn, x, dim, log, &outer, &d, &inner));
+    TFC_CHECK_NOT_NULL(fn, y);
+    TFC_TRY(tfc_karg_output(fn, "y", y, x->dtype, x->shape, x->ndim, "x", x));
+    const tfc_tensor *all[] = {y, x};
+    const char *names[] = {"y", "x"};
+    TFC_TRY(tfc_karg_disjoint(fn, all, names, 1, 2));
+
+    tfc_softmax_problem p = {.device = tfc_device_index(x), .dtype = x->dtype, .outer = outer, .d = d,
+                             .inner = inner, .log = log, .y = tfc_data(y)};
+    tfc_operands o = {0};
+    tfc_status s = tfc_operand(&o, x, &p.x);
+    if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, softmax_forward, &p);
+    if (s == TFC_OK) tfc_written(y, NULL, NULL);
+    tfc_operands_release(&o);
+    return s;
+}
+
+TFC_API tfc_status tfc_softmax_backward(const tfc_tensor *dy, const tfc_tensor *y, int32_t dim, int32_t log,
+                                        tfc_tensor *dx, uint32_t flags) {
+    const char *fn = "tfc_softmax_backward";
+    const tfc_backend *b;
+    int64_t outer, d, inner;
+    TFC_TRY(tfc_karg_flags(fn, flags));
+    TFC_TRY(tfc_karg_float(fn, "y", y));
+    TFC_TRY(tfc_tensor_backend(fn, y, &b));
+    TFC_TRY(split_at(fn, y, dim, log, &outer, &d, &inner));
+    TFC_TRY(tfc_karg_float_like(fn, "dy", dy, y->shape, y->ndim, "y", y));
+    TFC_CHECK_NOT_NULL(fn, dx);
+    TFC_TRY(tfc_karg_output(fn, "dx", dx, y->dtype, y->shape, y->ndim, "y", y));
+    const tfc_tensor *all[] = {dx, dy, y};
+    const char *names[] = {"dx", "dy", "y"};
+    TFC_TRY(tfc_karg_disjoint(fn, all, names, 1, 3));
+
+    tfc_softmax_problem p = {.device = tfc_device_index(y), .dtype = y->dtype, .outer = outer, .d = d,
+                             .inner = inner, .log = log, .dx = tfc_data(dx),
+                             .accumulate = (flags & TFC_GRAD_ACCUMULATE) != 0};
+    tfc_operands o = {0};
+    tfc_status s = tfc_operand(&o, dy, &p.dy);
+    if (s == TFC_OK) s = tfc_operand(&o, y, &p.y_in);
+    if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, softmax_backward, &p);
+    if (s == TFC_OK) tfc_written(dx, NULL, NULL);
+    tfc_operands_release(&o);
+    return s;
+}
+
+/* ---- the graph door (include/tfcore/ops.h) ---- */
 
 typedef struct softmax_ctx {
     tfc_saved y;
