@@ -29,20 +29,8 @@ void tfc_optim_commit(tfc_optim *opt) {
     opt->step++;
 }
 
-TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
-    const char *fn = "tfc_optim_step";
-    TFC_CHECK_NOT_NULL(fn, opt);
-    /* 1. Check every gradient and allocate missing state before writing anything. */
-    TFC_TRY(tfc_optim_reserve_segs(fn, opt, opt->n_params));
-    const tfc_tensor *ref = NULL; /* the first parameter with a gradient: the step runs on its device */
-    for (int64_t k = 0; k < opt->n_params && !ref; k++)
-        if (opt->params[k].p->grad) ref = opt->params[k].p;
-    if (!ref) {
-        opt->step++;
-        return TFC_OK;
-    }
-    const tfc_backend *be;
-    TFC_TRY(tfc_tensor_backend(fn, ref, &be));
+/* Every gradient as the fused pass reads it, on ref's backend, and every parameter's state allocated. */
+static tfc_status check_and_reserve(const char *fn, tfc_optim *opt, const tfc_tensor *ref, const tfc_backend *be) {
     for (int64_t k = 0; k < opt->n_params; k++) {
         tfc_optim_slot *pp = &opt->params[k];
         if (!pp->p->grad) continue;
@@ -53,14 +41,17 @@ TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
         TFC_TRY(tfc_same_device(fn, ts, names, 2));
         TFC_TRY(tfc_optim_check_grad(fn, gname, pp->p->grad, "the first parameter with a gradient", ref, pp->p));
         if (!tfc_backend_takes(be, pp->p->dtype))
-            return tfc_err(TFC_ERR_DTYPE, "%s: parameter %lld is %s %s; the optimizer on %s takes %s", fn,
-                           (long long)k, tfc_dtype_name(pp->p->dtype), SHAPE(pp->p), be->name,
-                           tfc_backend_dtype_list(be, "or"));
+            return tfc_err(TFC_ERR_DTYPE, "%s: parameter %lld is %s %s; the optimizer on %s takes %s", fn, (long long)k,
+                           tfc_dtype_name(pp->p->dtype), SHAPE(pp->p), be->name, tfc_backend_dtype_list(be, "or"));
         TFC_TRY(tfc_optim_alloc_state(fn, opt, pp));
     }
-    /* 2. Lay the parameters with a gradient end to end, each with its own scalars. */
+    return TFC_OK;
+}
+
+/* The parameters with a gradient laid end to end in opt->segs, each with its own scalars; returns their count. */
+static int64_t lay_segments(tfc_optim *opt) {
     const tfc_optim_options *o = &opt->opts;
-    int adam = opt->kind != TFC_OPTIM_SGD;
+    const int adam = opt->kind != TFC_OPTIM_SGD;
     int64_t nseg = 0, start = 0;
     for (int64_t k = 0; k < opt->n_params; k++) {
         tfc_optim_slot *pp = &opt->params[k];
@@ -68,35 +59,61 @@ TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
         if (!pp->p->grad || n == 0) continue;
         const tfc_optim_group *g = &opt->groups[pp->group];
         tfc_optim_seg *s = &opt->segs[nseg++];
-        s->param = tfc_data(pp->p);
-        s->grad = tfc_data(pp->p->grad);
+        *s = (tfc_optim_seg){.param = tfc_data(pp->p),
+                             .grad = tfc_data(pp->p->grad),
+                             .n = n,
+                             .start = start,
+                             .dtype = pp->p->dtype,
+                             .first = !pp->has_state,
+                             .step = pp->step + 1,
+                             .lr = g->lr,
+                             .weight_decay = g->weight_decay};
         for (int32_t j = 0; j < TFC_OPTIM_MAX_BUFS; j++) s->buf[j] = pp->buf[j] ? tfc_data(pp->buf[j]) : NULL;
-        s->n = n;
-        s->start = start;
         start += n;
-        s->dtype = pp->p->dtype;
-        s->first = !pp->has_state;
-        s->step = pp->step + 1;
-        s->lr = g->lr;
-        s->weight_decay = g->weight_decay;
         if (adam) {
             /* torch: bias_correction1 = 1 - beta1 ** step; step_size = lr / bias_correction1. */
             double t = (double)(pp->step + 1);
             s->step_size = g->lr / (1.0 - pow(o->beta1, t));
             s->bc2_sqrt = sqrt(1.0 - pow(o->beta2, t));
-        } else {
-            s->step_size = s->bc2_sqrt = 0;
         }
     }
-    /* 3. The fused pass. */
+    return nseg;
+}
+
+TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
+    const char *fn = "tfc_optim_step";
+    TFC_CHECK_NOT_NULL(fn, opt);
+    TFC_TRY(tfc_optim_reserve_segs(fn, opt, opt->n_params));
+    const tfc_tensor *ref = NULL; /* the first parameter with a gradient: the step runs on its device */
+    for (int64_t k = 0; k < opt->n_params && !ref; k++)
+        if (opt->params[k].p->grad) ref = opt->params[k].p;
+    if (!ref) {
+        opt->step++;
+        return TFC_OK;
+    }
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(fn, ref, &be));
+    /* 1. Check everything and allocate missing state before writing anything. */
+    TFC_TRY(check_and_reserve(fn, opt, ref, be));
+    /* 2. The fused pass. */
+    const tfc_optim_options *o = &opt->opts;
     tfc_optim_problem pr = {
-        .device = tfc_device_index(ref), .rule = adam ? TFC_OPTIM_RULE_ADAM : TFC_OPTIM_RULE_SGD,
-        .momentum = o->momentum, .dampening = o->dampening, .beta1 = o->beta1, .beta2 = o->beta2,
-        .eps = o->eps, .nesterov = o->nesterov, .amsgrad = o->amsgrad,
-        .decoupled = opt->kind == TFC_OPTIM_ADAMW, .maximize = o->maximize, .segs = opt->segs, .nseg = nseg,
+        .device = tfc_device_index(ref),
+        .rule = opt->kind != TFC_OPTIM_SGD ? TFC_OPTIM_RULE_ADAM : TFC_OPTIM_RULE_SGD,
+        .momentum = o->momentum,
+        .dampening = o->dampening,
+        .beta1 = o->beta1,
+        .beta2 = o->beta2,
+        .eps = o->eps,
+        .nesterov = o->nesterov,
+        .amsgrad = o->amsgrad,
+        .decoupled = opt->kind == TFC_OPTIM_ADAMW,
+        .maximize = o->maximize,
+        .segs = opt->segs,
+        .nseg = lay_segments(opt),
     };
-    if (nseg > 0) TFC_TRY(TFC_BACKEND_RUN_DT(fn, be, optim_step, &pr, ref->dtype));
-    /* 4. Commit: state exists now, counts advance, in-place writes are visible to autograd. */
+    if (pr.nseg > 0) TFC_TRY(TFC_BACKEND_RUN_DT(fn, be, optim_step, &pr, ref->dtype));
+    /* 3. Commit: state exists now, counts advance, in-place writes are visible to autograd. */
     tfc_optim_commit(opt);
     return TFC_OK;
 }
