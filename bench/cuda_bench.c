@@ -29,26 +29,26 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-#define DIE(...)                                                                                       \
-    do {                                                                                               \
-        fprintf(stderr, __VA_ARGS__);                                                                  \
-        fprintf(stderr, "\n");                                                                         \
-        exit(1);                                                                                       \
+#define DIE(...)                      \
+    do {                              \
+        fprintf(stderr, __VA_ARGS__); \
+        fprintf(stderr, "\n");        \
+        exit(1);                      \
     } while (0)
-#define CU(x)                                                                                          \
-    do {                                                                                               \
-        cudaError_t e_ = (x);                                                                          \
-        if (e_ != cudaSuccess) DIE("%s: %s", #x, cudaGetErrorString(e_));                              \
+#define CU(x)                                                             \
+    do {                                                                  \
+        cudaError_t e_ = (x);                                             \
+        if (e_ != cudaSuccess) DIE("%s: %s", #x, cudaGetErrorString(e_)); \
     } while (0)
-#define LT(x)                                                                                          \
-    do {                                                                                               \
-        cublasStatus_t s_ = (x);                                                                       \
-        if (s_ != CUBLAS_STATUS_SUCCESS) DIE("%s: %s", #x, cublasLtGetStatusString(s_));               \
+#define LT(x)                                                                            \
+    do {                                                                                 \
+        cublasStatus_t s_ = (x);                                                         \
+        if (s_ != CUBLAS_STATUS_SUCCESS) DIE("%s: %s", #x, cublasLtGetStatusString(s_)); \
     } while (0)
-#define TF(x)                                                                                          \
-    do {                                                                                               \
-        tfc_status s_ = (x);                                                                           \
-        if (s_ != TFC_OK) DIE("%s: %s", #x, A->last_error());                                          \
+#define TF(x)                                                 \
+    do {                                                      \
+        tfc_status s_ = (x);                                  \
+        if (s_ != TFC_OK) DIE("%s: %s", #x, A->last_error()); \
     } while (0)
 
 /* Module buffer of n bf16 values uniform in [-1, 1) (the bare path draws the same range). */
@@ -122,8 +122,10 @@ static double time_bare(const gemm_case *g, void *ws, size_t ws_size, cublasLtHa
     cublasOperation_t ta = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     /* Row-major C = A B as column-major C^T = B^T A^T. */
-    if (g->trans_b) LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, g->K, g->N, g->K));
-    else LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, g->N, g->K, g->N));
+    if (g->trans_b)
+        LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, g->K, g->N, g->K));
+    else
+        LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, g->N, g->K, g->N));
     LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, g->K, g->M, g->K));
     LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, g->N, g->M, g->N));
     cublasLtMatmulPreference_t pref;
@@ -165,9 +167,16 @@ typedef struct attn_bufs {
 /* The attention problem of a's contiguous [B, H, T, D] buffers. */
 static tfc_attn_problem attn_problem(const attn_bufs *a) {
     int64_t sr = (int64_t)a->D, sh = (int64_t)(a->T * a->D), sb = (int64_t)(a->H * a->T * a->D);
-    tfc_attn_problem p = {.device = 0, .dtype = TFC_DTYPE_BF16, .B = (int64_t)a->B, .H = (int64_t)a->H,
-                          .Tq = (int64_t)a->T, .S = (int64_t)a->T, .D = (int64_t)a->D, .Dv = (int64_t)a->D,
-                          .causal = 1, .scale = 0.125};
+    tfc_attn_problem p = {.device = 0,
+                          .dtype = TFC_DTYPE_BF16,
+                          .B = (int64_t)a->B,
+                          .H = (int64_t)a->H,
+                          .Tq = (int64_t)a->T,
+                          .S = (int64_t)a->T,
+                          .D = (int64_t)a->D,
+                          .Dv = (int64_t)a->D,
+                          .causal = 1,
+                          .scale = 0.125};
     p.q = (tfc_attn_operand){a->q, sb, sh, sr};
     p.k = (tfc_attn_operand){a->k, sb, sh, sr};
     p.v = (tfc_attn_operand){a->v, sb, sh, sr};
@@ -222,9 +231,21 @@ int main(int argc, char **argv) {
         const gemm_case *g = &cases[i];
         void *a = module_rand((size_t)g->M * g->K, 1 + i), *b = module_rand((size_t)g->K * g->N, 100 + i), *c;
         TF(A->alloc(0, (size_t)g->M * g->N * 2, &c));
-        tfc_gemm_problem d = {.device = 0, .dtype = TFC_DTYPE_BF16, .trans_b = g->trans_b, .M = g->M, .N = g->N,
-                              .K = g->K, .batch = 1, .alpha = 1.0, .beta = 0.0, .a = a, .b = b, .c = c,
-                              .lda = g->K, .ldb = g->trans_b ? g->K : g->N, .ldc = g->N};
+        tfc_gemm_problem d = {.device = 0,
+                              .dtype = TFC_DTYPE_BF16,
+                              .trans_b = g->trans_b,
+                              .M = g->M,
+                              .N = g->N,
+                              .K = g->K,
+                              .batch = 1,
+                              .alpha = 1.0,
+                              .beta = 0.0,
+                              .a = a,
+                              .b = b,
+                              .c = c,
+                              .lda = g->K,
+                              .ldb = g->trans_b ? g->K : g->N,
+                              .ldc = g->N};
         g_gemm = d;
         double ours = time_module(run_ours, NULL);
         TF(A->synchronize(0));

@@ -88,7 +88,10 @@ int main(int argc, char **argv) {
     if (threads < 1) threads = 1;
     __builtin_cpu_init();
     int have[2] = {__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), __builtin_cpu_supports("avx512f")};
-    static const struct { const char *isa; int lanes; } isas[] = {{"avx2", 8}, {"avx512", 16}};
+    static const struct {
+        const char *isa;
+        int lanes;
+    } isas[] = {{"avx2", 8}, {"avx512", 16}};
     for (int i = 0; i < 2; i++) {
         if (!have[i]) continue;
         double wall, cpu;

@@ -21,13 +21,13 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-#define OK(expr)                                                                                 \
-    do {                                                                                         \
-        tfc_status s_ = (expr);                                                                  \
-        if (s_ != TFC_OK) {                                                                      \
-            fprintf(stderr, "%s failed: %s\n", #expr, tfc_last_error());                         \
-            exit(1);                                                                             \
-        }                                                                                        \
+#define OK(expr)                                                         \
+    do {                                                                 \
+        tfc_status s_ = (expr);                                          \
+        if (s_ != TFC_OK) {                                              \
+            fprintf(stderr, "%s failed: %s\n", #expr, tfc_last_error()); \
+            exit(1);                                                     \
+        }                                                                \
     } while (0)
 
 static tfc_tensor *randn(const int64_t *dims, int32_t nd, uint64_t seed, double scale) {
@@ -132,7 +132,7 @@ static void ce_fwd_bwd(void *p) {
 
 static void bench_ce(int64_t n, int64_t c) {
     int64_t dims[2] = {n, c};
-    ce_ctx x = {randn(dims, 2, 7, 2.0), empty(&n, 1, TFC_DTYPE_I64), empty(NULL, 0, TFC_DTYPE_F32),
+    ce_ctx x = {randn(dims, 2, 7, 2.0),      empty(&n, 1, TFC_DTYPE_I64),   empty(NULL, 0, TFC_DTYPE_F32),
                 empty(&n, 1, TFC_DTYPE_F32), empty(NULL, 0, TFC_DTYPE_F32), empty(dims, 2, TFC_DTYPE_F32)};
     int64_t *t = tfc_tensor_data(x.targets);
     for (int64_t i = 0; i < n; i++) t[i] = (i * 7919) % c;
@@ -146,16 +146,17 @@ static void bench_ce(int64_t n, int64_t c) {
 
 int main(int argc, char **argv) {
     if (argc > 1) OK(tfc_set_num_threads(atoi(argv[1])));
-    printf("libtfcore %s, %d threads, f32\n%s\n\n", tfc_version_string(), (int)tfc_get_num_threads(),
-           tfc_build_info());
+    printf("libtfcore %s, %d threads, f32\n%s\n\n", tfc_version_string(), (int)tfc_get_num_threads(), tfc_build_info());
     printf("%-46s %12s %12s %17s %17s\n", "kernel", "wall/call", "cpu/call", "rate (wall)", "rate (cpu)");
 
     {
         const int64_t B = 8, H = 6, T = 256, D = 64;
         int64_t qd[4] = {B, H, T, D};
-        att_ctx a = {randn(qd, 4, 1, 1), randn(qd, 4, 2, 1), randn(qd, 4, 3, 1), empty(qd, 4, TFC_DTYPE_F32),
-                     empty(qd, 3, TFC_DTYPE_F32), randn(qd, 4, 4, 1), empty(qd, 4, TFC_DTYPE_F32),
-                     empty(qd, 4, TFC_DTYPE_F32), empty(qd, 4, TFC_DTYPE_F32), 0.125};
+        att_ctx a = {randn(qd, 4, 1, 1),          randn(qd, 4, 2, 1),
+                     randn(qd, 4, 3, 1),          empty(qd, 4, TFC_DTYPE_F32),
+                     empty(qd, 3, TFC_DTYPE_F32), randn(qd, 4, 4, 1),
+                     empty(qd, 4, TFC_DTYPE_F32), empty(qd, 4, TFC_DTYPE_F32),
+                     empty(qd, 4, TFC_DTYPE_F32), 0.125};
         double pairs = (double)(B * H) * (double)T * (double)(T + 1) / 2, fwd = 4.0 * (double)D * pairs;
         report("attention fwd     (B=8,H=6,T=256,d=64,causal)", time_it(att_fwd, &a), fwd, "GFLOP/s");
         report("attention fwd+bwd (B=8,H=6,T=256,d=64,causal)", time_it(att_fwd_bwd, &a), 3.5 * fwd, "GFLOP/s");
@@ -165,10 +166,11 @@ int main(int argc, char **argv) {
     {
         const int64_t n = 2048, c = 384;
         int64_t dims[2] = {n, c};
-        ln_ctx l = {randn(dims, 2, 5, 1), randn(&c, 1, 6, 1),       empty(&c, 1, TFC_DTYPE_F32),
-                    empty(dims, 2, TFC_DTYPE_F32), empty(&n, 1, TFC_DTYPE_F32), empty(&n, 1, TFC_DTYPE_F32),
-                    randn(dims, 2, 7, 1), empty(dims, 2, TFC_DTYPE_F32), empty(&c, 1, TFC_DTYPE_F32),
-                    empty(&c, 1, TFC_DTYPE_F32)};
+        ln_ctx l = {randn(dims, 2, 5, 1),        randn(&c, 1, 6, 1),
+                    empty(&c, 1, TFC_DTYPE_F32), empty(dims, 2, TFC_DTYPE_F32),
+                    empty(&n, 1, TFC_DTYPE_F32), empty(&n, 1, TFC_DTYPE_F32),
+                    randn(dims, 2, 7, 1),        empty(dims, 2, TFC_DTYPE_F32),
+                    empty(&c, 1, TFC_DTYPE_F32), empty(&c, 1, TFC_DTYPE_F32)};
         report("layernorm fwd+bwd (2048,384)", time_it(ln_fwd_bwd, &l), 5.0 * (double)(n * c) * 4, "GB/s");
         tfc_tensor *all[] = {l.x, l.w, l.b, l.y, l.mean, l.rstd, l.dy, l.dx, l.dw, l.db};
         for (int i = 0; i < 10; i++) tfc_tensor_release(all[i]);

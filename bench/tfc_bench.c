@@ -127,18 +127,12 @@ static void bench_gemm(const gemm_case *c) {
 static void run_gemm(void) {
     /* The model's GEMMs at B·T = 2048 rows (char-small: C=384) and the LM head. */
     static const gemm_case cases[] = {
-        {"qkv fwd C=128", 2048, 384, 128, 0, 0},
-        {"qkv fwd C=384", 2048, 1152, 384, 0, 0},
-        {"mlp up fwd", 2048, 1536, 384, 0, 0},
-        {"mlp down fwd", 2048, 384, 1536, 0, 0},
-        {"mlp up dX", 2048, 384, 1536, 0, 1},
-        {"mlp up dW", 384, 1536, 2048, 1, 0},
-        {"mlp down dW", 1536, 384, 2048, 1, 0},
-        {"lm head fwd", 4096, 50257, 128, 0, 1},
-        {"lm head dX", 4096, 128, 50257, 0, 0},
-        {"lm head dW", 50257, 128, 4096, 1, 0},
-        {"square", 512, 512, 512, 0, 0},
-        {"square", 1024, 1024, 1024, 0, 0},
+        {"qkv fwd C=128", 2048, 384, 128, 0, 0}, {"qkv fwd C=384", 2048, 1152, 384, 0, 0},
+        {"mlp up fwd", 2048, 1536, 384, 0, 0},   {"mlp down fwd", 2048, 384, 1536, 0, 0},
+        {"mlp up dX", 2048, 384, 1536, 0, 1},    {"mlp up dW", 384, 1536, 2048, 1, 0},
+        {"mlp down dW", 1536, 384, 2048, 1, 0},  {"lm head fwd", 4096, 50257, 128, 0, 1},
+        {"lm head dX", 4096, 128, 50257, 0, 0},  {"lm head dW", 50257, 128, 4096, 1, 0},
+        {"square", 512, 512, 512, 0, 0},         {"square", 1024, 1024, 1024, 0, 0},
         {"square", 2048, 2048, 2048, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) bench_gemm(&cases[i]);
@@ -207,7 +201,7 @@ static void run_micro(void) {
     {
         int64_t B = 8, H = 6, T = 256, D = 64, d4[4] = {B, H, T, D}, d3[3] = {B, H, T};
         attn_ctx c = {randn(d4, 4, 1), randn(d4, 4, 2), randn(d4, 4, 3), empty(d4, 4), empty(d3, 3),
-                      randn(d4, 4, 4), empty(d4, 4), empty(d4, 4), empty(d4, 4), 1.0 / sqrt((double)D)};
+                      randn(d4, 4, 4), empty(d4, 4),    empty(d4, 4),    empty(d4, 4), 1.0 / sqrt((double)D)};
         /* Useful (causal: half the score matrix) flops: fwd QKᵀ and PV, bwd four products. */
         double f = 2.0 * B * H * T * T * D;
         timeit("attention_fwd", "B=8 H=6 T=256 d=64 causal", attn_fwd, &c, 0, f / 1e9);

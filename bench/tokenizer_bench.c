@@ -13,13 +13,13 @@
 
 #include "tfcore/tfcore.h"
 
-#define OK(expr)                                                                                     \
-    do {                                                                                             \
-        tfc_status s_ = (expr);                                                                      \
-        if (s_ != TFC_OK) {                                                                          \
-            fprintf(stderr, "%s -> %s: %s\n", #expr, tfc_status_name(s_), tfc_last_error());       \
-            exit(1);                                                                                 \
-        }                                                                                            \
+#define OK(expr)                                                                             \
+    do {                                                                                     \
+        tfc_status s_ = (expr);                                                              \
+        if (s_ != TFC_OK) {                                                                  \
+            fprintf(stderr, "%s -> %s: %s\n", #expr, tfc_status_name(s_), tfc_last_error()); \
+            exit(1);                                                                         \
+        }                                                                                    \
     } while (0)
 
 static double now(void) {
@@ -135,7 +135,8 @@ int main(int argc, char **argv) {
             printf("RESULT %s.%.*s.tokens %zu\n", names[e], name_len, argv[a], n_ids);
             printf("RESULT %s.%.*s.encode_1t %.2f\n", names[e], name_len, argv[a], enc);
             printf("RESULT %s.%.*s.encode_all %.2f\n", names[e], name_len, argv[a], bench_batch(t, text, n, 10, 0));
-            printf("RESULT %s.%.*s.encode_batch_1t %.2f\n", names[e], name_len, argv[a], bench_batch(t, text, n, 10, 1));
+            printf("RESULT %s.%.*s.encode_batch_1t %.2f\n", names[e], name_len, argv[a],
+                   bench_batch(t, text, n, 10, 1));
             printf("RESULT %s.%.*s.decode %.2f\n", names[e], name_len, argv[a], bench_decode(t, ids, n_ids, 5));
             tfc_free(ids);
             free(text);

@@ -51,8 +51,10 @@ static tfc_optim *make_adamw(tfc_tensor *const *params, int32_t np) {
     if (!decay || !no_decay) exit(1);
     int32_t nd = 0, nn = 0;
     for (int32_t i = 0; i < np; i++) {
-        if (tfc_tensor_ndim(params[i]) >= 2) decay[nd++] = params[i];
-        else no_decay[nn++] = params[i];
+        if (tfc_tensor_ndim(params[i]) >= 2)
+            decay[nd++] = params[i];
+        else
+            no_decay[nn++] = params[i];
     }
     tfc_optim_options oo = TFC_ADAMW_OPTIONS_INIT;
     oo.lr = 1e-3;
@@ -130,8 +132,8 @@ static int run_train(const char *preset, int B, int T, int steps, int vocab) {
            "\"loss_first\":%.4f,\"loss_last\":%.4f,\"threads\":%d}\n",
            preset, B, T, cfg.vocab_size, cfg.n_layer, cfg.n_embd, (long long)N, steps, 1e3 * step,
            1e3 * median(t_fwd, steps), 1e3 * median(t_bwd, steps), 1e3 * median(t_clip, steps),
-           1e3 * median(t_opt, steps), (double)n / step, (unsigned long long)(os_end - os_after_warmup),
-           peak_rss_mib(), loss_first, loss_last, tfc_get_num_threads());
+           1e3 * median(t_opt, steps), (double)n / step, (unsigned long long)(os_end - os_after_warmup), peak_rss_mib(),
+           loss_first, loss_last, tfc_get_num_threads());
     tfc_tensor_release(xin);
     tfc_tensor_release(yin);
     tfc_graph_release(g);

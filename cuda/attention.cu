@@ -98,8 +98,7 @@ __global__ void __launch_bounds__(ROWS) attn_fwd_kernel(const T *q, const T *k, 
 }
 
 /* delta[r] = dout_r . out_r over Dv, one warp per row. */
-template <class T>
-__global__ void attn_delta_kernel(const T *dout, const T *out, float *delta, size_t rows, int Dv) {
+template <class T> __global__ void attn_delta_kernel(const T *dout, const T *out, float *delta, size_t rows, int Dv) {
     int lane = threadIdx.x & 31;
     size_t warps = (size_t)gridDim.x * (blockDim.x >> 5);
     for (size_t r = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
@@ -157,8 +156,8 @@ __global__ void __launch_bounds__(ROWS)
 
 template <class T, int DM, int BQ>
 __global__ void __launch_bounds__(ROWS)
-    attn_bwd_dkdv_kernel(const T *dout, const T *q, const T *k, const T *v, const float *lse, const float *delta,
-                         T *dk, T *dv, int T_, int S, int D, int Dv, float scale, bool causal, bool acc) {
+    attn_bwd_dkdv_kernel(const T *dout, const T *q, const T *k, const T *v, const float *lse, const float *delta, T *dk,
+                         T *dv, int T_, int S, int D, int Dv, float scale, bool causal, bool acc) {
     __shared__ float qs[BQ * DM], dos[BQ * DM], Ls[BQ], Ds[BQ];
     size_t bh = blockIdx.y;
     int k0 = blockIdx.x * ROWS, j = k0 + threadIdx.x;
@@ -212,14 +211,14 @@ static tfc_status check_shape(const char *fn, size_t B, size_t H, size_t T, size
     if (D == 0 || Dv == 0 || D > 128 || Dv > 128)
         return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: head dims D %zu, Dv %zu must be in 1..128 on CUDA", fn, D, Dv);
     if (B * H > 65535 || T > (size_t)INT32_MAX / 2 || S > (size_t)INT32_MAX / 2)
-        return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: B*H %zu must be <= 65535 and T %zu, S %zu < 2^30 on CUDA", fn,
-                        B * H, T, S);
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: B*H %zu must be <= 65535 and T %zu, S %zu < 2^30 on CUDA", fn, B * H,
+                        T, S);
     return TFC_OK;
 }
 
-tfc_status tfcu_attention_forward(int32_t device, int32_t dtype, const void *q, const void *k, const void *v,
-                                  void *out, float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv,
-                                  float scale, int32_t causal) {
+tfc_status tfcu_attention_forward(int32_t device, int32_t dtype, const void *q, const void *k, const void *v, void *out,
+                                  float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
+                                  int32_t causal) {
     const char *fn = "tfc_cuda_attention_forward";
     tfcu_ctx *c;
     TFCU_TRY(check_shape(fn, B, H, T, S, D, Dv));

@@ -24,14 +24,14 @@ tfc_status tfcu_err(tfc_status s, const char *fmt, ...) __attribute__((format(pr
 tfc_status tfcu_cuda(cudaError_t e, const char *fn, const char *what);
 /* After a kernel launch: report launch-configuration errors. */
 #define TFCU_LAUNCHED(fn, kernel) tfcu_cuda(cudaGetLastError(), fn, "launch of " kernel)
-#define TFCU_TRY(expr)                                                                                 \
-    do {                                                                                               \
-        tfc_status tfcu_s_ = (expr);                                                                   \
-        if (tfcu_s_ != TFC_OK) return tfcu_s_;                                                         \
+#define TFCU_TRY(expr)                         \
+    do {                                       \
+        tfc_status tfcu_s_ = (expr);           \
+        if (tfcu_s_ != TFC_OK) return tfcu_s_; \
     } while (0)
-#define TFCU_NOT_NULL(fn, arg)                                                                         \
-    do {                                                                                               \
-        if ((arg) == NULL) return tfcu_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, #arg);           \
+#define TFCU_NOT_NULL(fn, arg)                                                               \
+    do {                                                                                     \
+        if ((arg) == NULL) return tfcu_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, #arg); \
     } while (0)
 
 /* ---- per-device context ---- */
@@ -75,8 +75,7 @@ const char *tfcu_dtype_name(int32_t dtype);
 template <class F> static inline tfc_status tfcu_dispatch_float(const char *fn, int32_t dtype, F &&f) {
     if (dtype == TFC_DTYPE_F32) return f(float{});
     if (dtype == TFC_DTYPE_BF16) return f(bf16{});
-    return tfcu_err(TFC_ERR_DTYPE, "%s: dtype %s is not supported on CUDA (f32 or bf16)", fn,
-                    tfcu_dtype_name(dtype));
+    return tfcu_err(TFC_ERR_DTYPE, "%s: dtype %s is not supported on CUDA (f32 or bf16)", fn, tfcu_dtype_name(dtype));
 }
 
 /* Call f(I{}) with I = int32_t or int64_t for index tensors. */

@@ -13,16 +13,20 @@
 
 static size_t elem_size(int32_t dt) {
     switch (dt) {
-    case TFC_DTYPE_F64: case TFC_DTYPE_I64: return 8;
-    case TFC_DTYPE_F32: case TFC_DTYPE_I32: return 4;
-    case TFC_DTYPE_BF16: case TFC_DTYPE_F16: return 2;
-    case TFC_DTYPE_U8: case TFC_DTYPE_BOOL: return 1;
+    case TFC_DTYPE_F64:
+    case TFC_DTYPE_I64: return 8;
+    case TFC_DTYPE_F32:
+    case TFC_DTYPE_I32: return 4;
+    case TFC_DTYPE_BF16:
+    case TFC_DTYPE_F16: return 2;
+    case TFC_DTYPE_U8:
+    case TFC_DTYPE_BOOL: return 1;
     default: return 0;
     }
 }
 
 template <class W> __global__ void copy_kernel(tfc_sview dst, tfc_sview src, int64_t n) {
-    TFCU_GRID_STRIDE(i, n) ((W *)dst.data)[tfcu_offset(dst, i)] = ((const W *)src.data)[tfcu_offset(src, i)];
+    TFCU_GRID_STRIDE(i, n)((W *)dst.data)[tfcu_offset(dst, i)] = ((const W *)src.data)[tfcu_offset(src, i)];
 }
 
 template <class S, class D> __global__ void cast_kernel(tfc_sview dst, tfc_sview src, int64_t n) {
@@ -38,7 +42,7 @@ tfc_status tfcu_copy(const tfc_copy_problem *p) {
     const size_t es = elem_size(p->dst.dtype);
     if (same && !es) return tfcu_err(TFC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)p->dst.dtype);
     const bool fl = (p->src.dtype == TFC_DTYPE_F32 || p->src.dtype == TFC_DTYPE_BF16) &&
-                    (p->dst.dtype == TFC_DTYPE_F32 || p->dst.dtype == TFC_DTYPE_BF16);
+        (p->dst.dtype == TFC_DTYPE_F32 || p->dst.dtype == TFC_DTYPE_BF16);
     if (!same && !fl)
         return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: converting %s to %s (CUDA converts between f32 and bf16 only)", fn,
                         tfcu_dtype_name(p->src.dtype), tfcu_dtype_name(p->dst.dtype));
@@ -47,21 +51,28 @@ tfc_status tfcu_copy(const tfc_copy_problem *p) {
     unsigned blocks = tfcu_blocks(c, (size_t)n, 256);
     if (same) {
         if (tfc_sview_is_contiguous(&p->dst) && tfc_sview_is_contiguous(&p->src))
-            return tfcu_cuda(cudaMemcpyAsync(p->dst.data, p->src.data, (size_t)n * es, cudaMemcpyDeviceToDevice,
-                                             c->stream), fn, "cudaMemcpyAsync");
-        if (es == 8) copy_kernel<uint64_t><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
-        else if (es == 4) copy_kernel<uint32_t><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
-        else if (es == 2) copy_kernel<uint16_t><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
-        else copy_kernel<uint8_t><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
+            return tfcu_cuda(
+                cudaMemcpyAsync(p->dst.data, p->src.data, (size_t)n * es, cudaMemcpyDeviceToDevice, c->stream), fn,
+                "cudaMemcpyAsync");
+        if (es == 8)
+            copy_kernel<uint64_t><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
+        else if (es == 4)
+            copy_kernel<uint32_t><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
+        else if (es == 2)
+            copy_kernel<uint16_t><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
+        else
+            copy_kernel<uint8_t><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
         return TFCU_LAUNCHED(fn, "copy_kernel");
     }
-    if (p->src.dtype == TFC_DTYPE_F32) cast_kernel<float, bf16><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
-    else cast_kernel<bf16, float><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
+    if (p->src.dtype == TFC_DTYPE_F32)
+        cast_kernel<float, bf16><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
+    else
+        cast_kernel<bf16, float><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
     return TFCU_LAUNCHED(fn, "cast_kernel");
 }
 
 template <class T> __global__ void fill_kernel(tfc_sview dst, T v, int64_t n) {
-    TFCU_GRID_STRIDE(i, n) ((T *)dst.data)[tfcu_offset(dst, i)] = v;
+    TFCU_GRID_STRIDE(i, n)((T *)dst.data)[tfcu_offset(dst, i)] = v;
 }
 
 tfc_status tfcu_fill(const tfc_fill_problem *p) {
@@ -79,11 +90,15 @@ tfc_status tfcu_fill(const tfc_fill_problem *p) {
     switch (p->dst.dtype) {
     case TFC_DTYPE_F64: fill_kernel<double><<<blocks, 256, 0, c->stream>>>(p->dst, v, n); break;
     case TFC_DTYPE_F32: fill_kernel<float><<<blocks, 256, 0, c->stream>>>(p->dst, (float)v, n); break;
-    case TFC_DTYPE_BF16: fill_kernel<bf16><<<blocks, 256, 0, c->stream>>>(p->dst, __float2bfloat16_rn((float)v), n); break;
+    case TFC_DTYPE_BF16:
+        fill_kernel<bf16><<<blocks, 256, 0, c->stream>>>(p->dst, __float2bfloat16_rn((float)v), n);
+        break;
     case TFC_DTYPE_F16: fill_kernel<__half><<<blocks, 256, 0, c->stream>>>(p->dst, __float2half_rn((float)v), n); break;
     case TFC_DTYPE_I64: fill_kernel<int64_t><<<blocks, 256, 0, c->stream>>>(p->dst, (int64_t)v, n); break;
     case TFC_DTYPE_I32: fill_kernel<int32_t><<<blocks, 256, 0, c->stream>>>(p->dst, (int32_t)v, n); break;
-    default: fill_kernel<uint8_t><<<blocks, 256, 0, c->stream>>>(p->dst, (uint8_t)(p->dst.dtype == TFC_DTYPE_BOOL ? v != 0 : (int)v), n);
+    default:
+        fill_kernel<uint8_t>
+            <<<blocks, 256, 0, c->stream>>>(p->dst, (uint8_t)(p->dst.dtype == TFC_DTYPE_BOOL ? v != 0 : (int)v), n);
     }
     return TFCU_LAUNCHED(fn, "fill_kernel");
 }

@@ -66,8 +66,7 @@ __global__ void ce_mean_kernel(const float *row_loss, const I *targets, long lon
     if (threadIdx.x == 0) *loss = s / n;
 }
 
-template <class I>
-__global__ void ce_count_kernel(const I *targets, long long ignore_index, size_t N, float *n_valid) {
+template <class I> __global__ void ce_count_kernel(const I *targets, long long ignore_index, size_t N, float *n_valid) {
     __shared__ float shared[32];
     float n = 0.0f;
     for (size_t r = threadIdx.x; r < N; r += blockDim.x) n += (long long)targets[r] != ignore_index ? 1.0f : 0.0f;
@@ -126,8 +125,8 @@ tfc_status tfcu_cross_entropy_forward(int32_t device, int32_t dtype, const void 
                 s = TFCU_LAUNCHED(fn, "ce_forward_rows_kernel");
             }
             if (s == TFC_OK) {
-                ce_mean_kernel<I><<<1, 1024, 0, c->stream>>>(row_loss, (const I *)targets, (long long)ignore_index, N,
-                                                             loss);
+                ce_mean_kernel<I>
+                    <<<1, 1024, 0, c->stream>>>(row_loss, (const I *)targets, (long long)ignore_index, N, loss);
                 s = TFCU_LAUNCHED(fn, "ce_mean_kernel");
             }
             if (s == TFC_OK)

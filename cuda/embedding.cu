@@ -45,8 +45,8 @@ __global__ void embedding_keys_kernel(const I *ids, int32_t *keys, int32_t *vals
 
 /* Block i handles the run of equal keys starting at sorted position i (if one starts there). */
 template <class T>
-__global__ void embedding_backward_kernel(const T *dout, const int32_t *keys, const int32_t *vals, T *dweight,
-                                          size_t N, size_t V, size_t C, bool acc) {
+__global__ void embedding_backward_kernel(const T *dout, const int32_t *keys, const int32_t *vals, T *dweight, size_t N,
+                                          size_t V, size_t C, bool acc) {
     for (size_t i = blockIdx.x; i < N; i += gridDim.x) {
         int32_t key = keys[i];
         if ((i > 0 && keys[i - 1] == key) || (size_t)key >= V) continue;
@@ -122,9 +122,9 @@ tfc_status tfcu_embedding_backward(int32_t device, int32_t dtype, const void *do
             int end_bit = 1;
             while (end_bit < 31 && ((size_t)1 << end_bit) <= V) end_bit++; /* keys go up to V */
             size_t temp_bytes = 0;
-            cudaError_t e = cub::DeviceRadixSort::SortPairs(NULL, temp_bytes, (const int32_t *)NULL, (int32_t *)NULL,
-                                                            (const int32_t *)NULL, (int32_t *)NULL, (int)N, 0, end_bit,
-                                                            c->stream);
+            cudaError_t e =
+                cub::DeviceRadixSort::SortPairs(NULL, temp_bytes, (const int32_t *)NULL, (int32_t *)NULL,
+                                                (const int32_t *)NULL, (int32_t *)NULL, (int)N, 0, end_bit, c->stream);
             TFCU_TRY(tfcu_cuda(e, fn, "cub::DeviceRadixSort::SortPairs (size query)"));
             size_t keys_bytes = 4 * N * sizeof(int32_t);
             char *scratch;
@@ -134,8 +134,8 @@ tfc_status tfcu_embedding_backward(int32_t device, int32_t dtype, const void *do
             void *temp = scratch + 8 + keys_bytes;
             tfc_status s = tfcu_cuda(cudaMemsetAsync(bad, 0xff, 8, c->stream), fn, "cudaMemsetAsync");
             if (s == TFC_OK) {
-                embedding_keys_kernel<I><<<tfcu_blocks(c, N, 256), 256, 0, c->stream>>>((const I *)ids, keys_in, vals_in,
-                                                                                        N, V, bad);
+                embedding_keys_kernel<I>
+                    <<<tfcu_blocks(c, N, 256), 256, 0, c->stream>>>((const I *)ids, keys_in, vals_in, N, V, bad);
                 s = TFCU_LAUNCHED(fn, "embedding_keys_kernel");
             }
             if (s == TFC_OK)
@@ -145,8 +145,8 @@ tfc_status tfcu_embedding_backward(int32_t device, int32_t dtype, const void *do
             if (s == TFC_OK) {
                 unsigned threads = C < 256 ? (unsigned)((C + 31) / 32 * 32) : 256u;
                 unsigned blocks = N < 65535u * 16 ? (unsigned)N : 65535u * 16;
-                embedding_backward_kernel<T><<<blocks, threads, 0, c->stream>>>((const T *)dout, keys, vals, (T *)dweight,
-                                                                                N, V, C, acc);
+                embedding_backward_kernel<T>
+                    <<<blocks, threads, 0, c->stream>>>((const T *)dout, keys, vals, (T *)dweight, N, V, C, acc);
                 s = TFCU_LAUNCHED(fn, "embedding_backward_kernel");
             }
             if (s == TFC_OK) s = report_bad_id(c, fn, bad, (const I *)ids, V);

@@ -22,8 +22,8 @@ tfc_status tfcu_softmax_forward(int32_t device, int32_t dtype, int32_t log, cons
                                 size_t n, size_t inner);
 tfc_status tfcu_softmax_backward(int32_t device, int32_t dtype, int32_t log, const void *dy, const void *y, void *dx,
                                  size_t outer, size_t n, size_t inner, uint32_t flags);
-tfc_status tfcu_layernorm_forward(int32_t device, int32_t dtype, const void *x, const void *w, const void *b,
-                                  float eps, void *y, float *mean, float *rstd, size_t rows, size_t C);
+tfc_status tfcu_layernorm_forward(int32_t device, int32_t dtype, const void *x, const void *w, const void *b, float eps,
+                                  void *y, float *mean, float *rstd, size_t rows, size_t C);
 tfc_status tfcu_layernorm_backward(int32_t device, int32_t dtype, const void *dy, const void *x, const void *w,
                                    const float *mean, const float *rstd, void *dx, void *dw, void *db, size_t rows,
                                    size_t C, uint32_t flags);
@@ -38,9 +38,9 @@ tfc_status tfcu_embedding_forward(int32_t device, int32_t dtype, const void *wei
 tfc_status tfcu_embedding_backward(int32_t device, int32_t dtype, const void *dout, int32_t id_dtype, const void *ids,
                                    void *dweight, size_t N, size_t V, size_t C, uint32_t flags);
 tfc_status tfcu_matmul(int32_t device, const tfc_cuda_matmul_desc *desc);
-tfc_status tfcu_attention_forward(int32_t device, int32_t dtype, const void *q, const void *k, const void *v,
-                                  void *out, float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv,
-                                  float scale, int32_t causal);
+tfc_status tfcu_attention_forward(int32_t device, int32_t dtype, const void *q, const void *k, const void *v, void *out,
+                                  float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
+                                  int32_t causal);
 tfc_status tfcu_attention_backward(int32_t device, int32_t dtype, const void *dout, const void *q, const void *k,
                                    const void *v, const void *out, const float *lse, void *dq, void *dk, void *dv,
                                    size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,

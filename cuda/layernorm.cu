@@ -102,8 +102,8 @@ static unsigned warp_row_blocks(size_t rows) {
     return b < 65535u * 16 ? (unsigned)(b ? b : 1) : 65535u * 16;
 }
 
-tfc_status tfcu_layernorm_forward(int32_t device, int32_t dtype, const void *x, const void *w, const void *b,
-                                  float eps, void *y, float *mean, float *rstd, size_t rows, size_t C) {
+tfc_status tfcu_layernorm_forward(int32_t device, int32_t dtype, const void *x, const void *w, const void *b, float eps,
+                                  void *y, float *mean, float *rstd, size_t rows, size_t C) {
     const char *fn = "tfc_cuda_layernorm_forward";
     tfcu_ctx *c;
     if (!rows) return TFC_OK;

@@ -50,7 +50,8 @@ __global__ void map_kernel(int op, tfc_sview out, tfc_sview a, tfc_sview b, tfc_
 tfc_status tfcu_map(const tfc_map_problem *p) {
     const char *fn = "map";
     tfcu_ctx *c;
-    if (p->op < 0 || p->op >= TFC_MAP_COUNT_) return tfcu_err(TFC_ERR_INVALID_ARG, "%s: unknown map %d", fn, (int)p->op);
+    if (p->op < 0 || p->op >= TFC_MAP_COUNT_)
+        return tfcu_err(TFC_ERR_INVALID_ARG, "%s: unknown map %d", fn, (int)p->op);
     const tfc_sview &out = *p->out;
     int64_t n = tfcu_view_numel(out);
     if (!n) return TFC_OK;

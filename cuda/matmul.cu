@@ -122,9 +122,9 @@ static tfc_status make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint6
         int32_t bc = (int32_t)batch;
         TFCU_TRY(lt_check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc), fn,
                           "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)"));
-        TFCU_TRY(lt_check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                           sizeof stride),
-                          fn, "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)"));
+        TFCU_TRY(lt_check(
+            cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+            fn, "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)"));
     }
     return TFC_OK;
 }
@@ -144,9 +144,9 @@ static tfc_status run_gemm(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, cublasLtE
     TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), fn,
                       "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
     if (epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_BIAS) {
-        TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d->bias,
-                                                         sizeof d->bias),
-                          fn, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
+        TFCU_TRY(
+            lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d->bias, sizeof d->bias),
+                     fn, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
         TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t), fn,
                           "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)"));
     }
@@ -177,17 +177,17 @@ static tfc_status run_gemm(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, cublasLtE
     if (!plan_lookup(&key, &algo)) {
         TFCU_TRY(lt_check(cublasLtMatmulPreferenceCreate(&L.pref), fn, "cublasLtMatmulPreferenceCreate"));
         uint64_t ws = c->workspace_size;
-        TFCU_TRY(lt_check(cublasLtMatmulPreferenceSetAttribute(L.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                               sizeof ws),
-                          fn, "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)"));
+        TFCU_TRY(lt_check(
+            cublasLtMatmulPreferenceSetAttribute(L.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), fn,
+            "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)"));
         /* Lt-A is our B and Lt-B our A. */
         const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
             CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
             CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
         const uint32_t al_val[4] = {key.align_b, key.align_a, key.align_c, key.align_c};
         for (int i = 0; i < 4; i++)
-            TFCU_TRY(lt_check(cublasLtMatmulPreferenceSetAttribute(L.pref, al_attr[i], &al_val[i], sizeof al_val[i]), fn,
-                              "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)"));
+            TFCU_TRY(lt_check(cublasLtMatmulPreferenceSetAttribute(L.pref, al_attr[i], &al_val[i], sizeof al_val[i]),
+                              fn, "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)"));
         cublasLtMatmulHeuristicResult_t res;
         int found = 0;
         cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->lt, L.op, L.a, L.b, L.c, L.c, L.pref, 1, &res, &found);

@@ -39,8 +39,7 @@ tfc_status tfcu_memset0(int32_t device, void *p, size_t nbytes) {
 }
 
 tfc_status tfcu_memcpy(int32_t device, void *dst, const void *src, size_t nbytes, int32_t kind) {
-    static const cudaMemcpyKind kinds[3] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
-                                            cudaMemcpyDeviceToDevice};
+    static const cudaMemcpyKind kinds[3] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice};
     const char *fn = "tfc_cuda_memcpy";
     tfcu_ctx *c;
     if (kind < 0 || kind > 2) return tfcu_err(TFC_ERR_INVALID_ARG, "%s: kind %d is not 0, 1 or 2", fn, (int)kind);

@@ -165,9 +165,9 @@ static tfc_status cu_layernorm_backward(const tfc_layernorm_problem *p) {
         TFCU_TRY(scratch_filled(s, fn, p->device, p->dtype, p->cols, 1.0, &ones));
         w = ones;
     }
-    return tfcu_layernorm_backward(p->device, p->dtype, p->dy, p->x, w, (const float *)p->mean,
-                                   (const float *)p->rstd, p->dx, p->dweight, p->dbias, (size_t)p->rows,
-                                   (size_t)p->cols, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+    return tfcu_layernorm_backward(p->device, p->dtype, p->dy, p->x, w, (const float *)p->mean, (const float *)p->rstd,
+                                   p->dx, p->dweight, p->dbias, (size_t)p->rows, (size_t)p->cols,
+                                   p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
 }
 
 static tfc_status cu_softmax_forward(const tfc_softmax_problem *p) {
@@ -178,8 +178,8 @@ static tfc_status cu_softmax_forward(const tfc_softmax_problem *p) {
 
 static tfc_status cu_softmax_backward(const tfc_softmax_problem *p) {
     if (p->outer * p->d * p->inner == 0) return TFC_OK;
-    return tfcu_softmax_backward(p->device, p->dtype, p->log, p->dy, p->y_in, p->dx, (size_t)p->outer,
-                                 (size_t)p->d, (size_t)p->inner, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+    return tfcu_softmax_backward(p->device, p->dtype, p->log, p->dy, p->y_in, p->dx, (size_t)p->outer, (size_t)p->d,
+                                 (size_t)p->inner, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
 }
 
 static tfc_status cu_cross_entropy_forward(const tfc_cross_entropy_problem *p) {
@@ -190,8 +190,8 @@ static tfc_status cu_cross_entropy_forward(const tfc_cross_entropy_problem *p) {
 static tfc_status cu_cross_entropy_backward(const tfc_cross_entropy_problem *p) {
     if (!p->lse_in) return tfcu_err(TFC_ERR_UNSUPPORTED, "the backward needs the forward's lse on CUDA");
     return tfcu_cross_entropy_backward(p->device, p->dtype, (const float *)p->dloss, p->logits, p->index_dtype,
-                                       p->targets, p->ignore_index, (const float *)p->lse_in, p->dlogits,
-                                       (size_t)p->n, (size_t)p->c, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+                                       p->targets, p->ignore_index, (const float *)p->lse_in, p->dlogits, (size_t)p->n,
+                                       (size_t)p->c, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
 }
 
 static tfc_status cu_embedding_forward(const tfc_embedding_problem *p) {
@@ -239,8 +239,7 @@ static tfc_status cu_attention_forward(const tfc_attn_problem *p) {
     TFCU_TRY(attn_contiguous(s, fn, p, p->v, p->S, p->Dv, &v));
     if (!lse) TFCU_TRY(s.get(fn, (size_t)(p->B * p->H * p->Tq) * 4, &lse));
     return tfcu_attention_forward(p->device, p->dtype, q, k, v, p->out_w, (float *)lse, (size_t)p->B, (size_t)p->H,
-                                  (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (size_t)p->Dv, (float)p->scale,
-                                  p->causal);
+                                  (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (size_t)p->Dv, (float)p->scale, p->causal);
 }
 
 static tfc_status cu_attention_backward(const tfc_attn_problem *p) {
@@ -254,10 +253,9 @@ static tfc_status cu_attention_backward(const tfc_attn_problem *p) {
     TFCU_TRY(attn_contiguous(s, fn, p, p->v, p->S, p->Dv, &v));
     TFCU_TRY(attn_contiguous(s, fn, p, p->out, p->Tq, p->Dv, &out));
     TFCU_TRY(attn_contiguous(s, fn, p, p->dout, p->Tq, p->Dv, &dout));
-    return tfcu_attention_backward(p->device, p->dtype, dout, q, k, v, out, (const float *)p->lse, p->dq, p->dk,
-                                   p->dv, (size_t)p->B, (size_t)p->H, (size_t)p->Tq, (size_t)p->S, (size_t)p->D,
-                                   (size_t)p->Dv, (float)p->scale, p->causal,
-                                   p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+    return tfcu_attention_backward(p->device, p->dtype, dout, q, k, v, out, (const float *)p->lse, p->dq, p->dk, p->dv,
+                                   (size_t)p->B, (size_t)p->H, (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (size_t)p->Dv,
+                                   (float)p->scale, p->causal, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
 }
 
 static tfc_status cu_dropout(const tfc_dropout_problem *p) {
@@ -340,8 +338,8 @@ static tfc_status cu_grad_norm(const tfc_grad_norm_problem *p) {
     TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
     void *norm_dev;
     TFCU_TRY(s.get(fn, 4, &norm_dev));
-    TFCU_TRY(tfcu_grad_norm(p->device, dt, ptrs.data(), numel.data(), (int32_t)p->nseg, INFINITY, (float *)norm_dev,
-                            NULL));
+    TFCU_TRY(
+        tfcu_grad_norm(p->device, dt, ptrs.data(), numel.data(), (int32_t)p->nseg, INFINITY, (float *)norm_dev, NULL));
     float norm = 0;
     TFCU_TRY(tfcu_memcpy(p->device, &norm, norm_dev, sizeof norm, TFC_MEMCPY_D2H));
     *p->norm = norm;

@@ -29,8 +29,10 @@ __device__ __forceinline__ int find_tensor(const int64_t *prefix, int count, int
     int lo = 0, hi = count;
     while (hi - lo > 1) {
         int mid = (lo + hi) / 2;
-        if (prefix[mid] <= chunk) lo = mid;
-        else hi = mid;
+        if (prefix[mid] <= chunk)
+            lo = mid;
+        else
+            hi = mid;
     }
     return lo;
 }
@@ -178,8 +180,8 @@ tfc_status tfcu_adamw(int32_t device, const tfc_cuda_adamw_desc *d) {
         return tfcu_err(TFC_ERR_VERSION, "%s: desc->struct_size %u is smaller than %zu", fn, d->struct_size,
                         sizeof(tfc_cuda_adamw_desc));
     if (d->count < 0) return tfcu_err(TFC_ERR_INVALID_ARG, "%s: desc->count is %d", fn, (int)d->count);
-    if (d->step < 1) return tfcu_err(TFC_ERR_INVALID_ARG, "%s: desc->step is %lld (the first step is 1)", fn,
-                                     (long long)d->step);
+    if (d->step < 1)
+        return tfcu_err(TFC_ERR_INVALID_ARG, "%s: desc->step is %lld (the first step is 1)", fn, (long long)d->step);
     if (!(d->beta1 >= 0.0f && d->beta1 < 1.0f && d->beta2 >= 0.0f && d->beta2 < 1.0f))
         return tfcu_err(TFC_ERR_INVALID_ARG, "%s: betas (%g, %g) must be in [0, 1)", fn, (double)d->beta1,
                         (double)d->beta2);
@@ -197,8 +199,12 @@ tfc_status tfcu_adamw(int32_t device, const tfc_cuda_adamw_desc *d) {
             free(info);
             return tfcu_err(TFC_ERR_INVALID_ARG, "%s: params/grads/m/v[%d] has a NULL pointer", fn, t);
         }
-        info[t] = tensor_info{d->grads[t], d->params[t], d->m[t], d->v[t],
-                              d->params_bf16 ? (bf16 *)d->params_bf16[t] : NULL, (int64_t)d->numel[t],
+        info[t] = tensor_info{d->grads[t],
+                              d->params[t],
+                              d->m[t],
+                              d->v[t],
+                              d->params_bf16 ? (bf16 *)d->params_bf16[t] : NULL,
+                              (int64_t)d->numel[t],
                               d->weight_decay[t]};
     }
     tfc_status s = tfcu_ctx_get(device, fn, &c);

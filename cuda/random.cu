@@ -33,7 +33,8 @@ enum { KIND_UNIFORM, KIND_NORMAL };
 template <class T>
 __global__ void random_kernel(int kind, T *x, size_t n, uint64_t seed, uint64_t offset, double a, double b) {
     size_t blocks = (n + 3) / 4;
-    for (size_t blk = blockIdx.x * (size_t)blockDim.x + threadIdx.x; blk < blocks; blk += (size_t)gridDim.x * blockDim.x) {
+    for (size_t blk = blockIdx.x * (size_t)blockDim.x + threadIdx.x; blk < blocks;
+         blk += (size_t)gridDim.x * blockDim.x) {
         uint32_t w[4];
         philox4x32_10(seed, offset + blk, w);
         double val[4];
@@ -58,7 +59,8 @@ __global__ void random_kernel(int kind, T *x, size_t n, uint64_t seed, uint64_t 
 template <class T>
 __global__ void dropout_kernel(const T *x, T *out, size_t n, float p, float scale, uint64_t seed, uint64_t offset) {
     size_t blocks = (n + 3) / 4;
-    for (size_t blk = blockIdx.x * (size_t)blockDim.x + threadIdx.x; blk < blocks; blk += (size_t)gridDim.x * blockDim.x) {
+    for (size_t blk = blockIdx.x * (size_t)blockDim.x + threadIdx.x; blk < blocks;
+         blk += (size_t)gridDim.x * blockDim.x) {
         uint32_t w[4];
         philox4x32_10(seed, offset + blk, w);
 #pragma unroll

@@ -48,19 +48,20 @@ tfc_status tfcu_sum(int32_t device, const tfc_sview *in, int32_t nkeep, void *ou
     return tfcu_dispatch_float(fn, in->dtype, [&](auto t) {
         typedef decltype(t) T;
         if (nout < (int64_t)c->sm_count * 64) {
-            sum_block_kernel<T><<<(unsigned)nout, 256, 0, c->stream>>>(*in, nkeep, (T *)out, nout, n, (float)scale,
-                                                                         accumulate);
+            sum_block_kernel<T>
+                <<<(unsigned)nout, 256, 0, c->stream>>>(*in, nkeep, (T *)out, nout, n, (float)scale, accumulate);
             return TFCU_LAUNCHED(fn, "sum_block_kernel");
         }
         sum_thread_kernel<T><<<tfcu_blocks(c, (size_t)nout, 256), 256, 0, c->stream>>>(*in, nkeep, (T *)out, nout, n,
-                                                                                      (float)scale, accumulate);
+                                                                                       (float)scale, accumulate);
         return TFCU_LAUNCHED(fn, "sum_thread_kernel");
     });
 }
 
 tfc_status tfcu_reduce(const tfc_reduce_problem *p) {
     if (p->op != TFC_REDUCE_SUM)
-        return tfcu_err(TFC_ERR_UNSUPPORTED, "reduce: only sums and means run on CUDA (max, min, arg and var are "
+        return tfcu_err(TFC_ERR_UNSUPPORTED,
+                        "reduce: only sums and means run on CUDA (max, min, arg and var are "
                         "CPU-only)");
     return tfcu_sum(p->device, &p->in, p->nkeep, p->out, p->scale, false);
 }

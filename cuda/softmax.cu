@@ -11,8 +11,7 @@
 #include "common.cuh"
 #include "entries.h"
 
-template <class T>
-__global__ void softmax_rows_kernel(bool log_, const T *x, T *y, size_t rows, size_t n) {
+template <class T> __global__ void softmax_rows_kernel(bool log_, const T *x, T *y, size_t rows, size_t n) {
     __shared__ float shared[32];
     for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *xr = x + r * n;

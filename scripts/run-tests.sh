@@ -208,6 +208,7 @@ section "checks"
 if ((build_ok)); then
   run_step consumer bash tests/consumer/run.sh build
   run_step abi bash scripts/abi-check.sh build
+  run_step format bash scripts/format.sh --check
 else
   record_fail "consumer (build/ failed)"
   record_fail "abi (build/ failed)"

@@ -10,8 +10,8 @@ set -euo pipefail
 packages=(
   # build
   gcc meson ninja-build pkg-config libopenblas-dev libpcre2-dev binutils
-  # ABI baseline check (abidw / abidiff)
-  abigail-tools
+  # ABI baseline check (abidw / abidiff); the style check (scripts/format.sh)
+  abigail-tools clang-format
   # ASan/UBSan runtimes (libasan8, libubsan1) come with gcc itself.
   # Python bindings and reference tests (Debian's /usr/bin/python3)
   python3 python3-cffi python3-numpy python3-pytest python3-torch

@@ -25,8 +25,9 @@ int ckpt_save(const char *cmd, const char *dir, const tfc_gpt *m, tfc_optim *opt
         int rc = (!names || !ts) ? cli_error(EXIT_RUNTIME, cmd, "out of memory") : 0;
         for (int64_t i = 0; i < ns && !rc; i++)
             if (tfc_optim_state_get(opt, i, &names[i], &ts[i]) != TFC_OK) rc = cli_lib_error(cmd, "optimizer state");
-        if (!rc && tfc_safetensors_save(path_join(dir, "optimizer.safetensors"), (const char *const *)names, ts,
-                                        (int32_t)ns, NULL, NULL, 0) != TFC_OK)
+        if (!rc &&
+            tfc_safetensors_save(path_join(dir, "optimizer.safetensors"), (const char *const *)names, ts, (int32_t)ns,
+                                 NULL, NULL, 0) != TFC_OK)
             rc = cli_lib_error(cmd, "saving the optimizer state");
         for (int64_t i = 0; i < ns && names && ts; i++) {
             tfc_free(names[i]);
@@ -42,19 +43,21 @@ int ckpt_save(const char *cmd, const char *dir, const tfc_gpt *m, tfc_optim *opt
     if (tfc_gpt_get_config(m, &c) != TFC_OK) return cli_lib_error(cmd, "config");
     FILE *f = fopen(path_join(dir, "config.json"), "w");
     if (f) {
-        fprintf(f,
-                "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"vocab_size\": %d,\n"
-                "  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n"
-                "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": %g,\n"
-                "  \"tie_word_embeddings\": %s,\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0\n}\n",
-                c.vocab_size, c.block_size, c.n_embd, c.n_layer, c.n_head, c.ln_eps, c.tie_weights ? "true" : "false");
+        fprintf(
+            f,
+            "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"vocab_size\": %d,\n"
+            "  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n"
+            "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": %g,\n"
+            "  \"tie_word_embeddings\": %s,\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0\n}\n",
+            c.vocab_size, c.block_size, c.n_embd, c.n_layer, c.n_head, c.ln_eps, c.tie_weights ? "true" : "false");
         fclose(f);
     }
     char *vmeta = NULL;
     if (vocab_to_meta(v, &vmeta) != 0) return cli_error(EXIT_RUNTIME, cmd, "out of memory");
     const char **k = malloc(((size_t)n + 1) * sizeof *k), **val = malloc(((size_t)n + 1) * sizeof *val);
     int rc = 0;
-    if (!k || !val) rc = cli_error(EXIT_RUNTIME, cmd, "out of memory");
+    if (!k || !val)
+        rc = cli_error(EXIT_RUNTIME, cmd, "out of memory");
     else {
         k[0] = "tfc.vocab";
         val[0] = vmeta;

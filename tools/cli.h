@@ -38,11 +38,11 @@ int cli_double(const char *cmd, const char *flag, const char *s, double lo, doub
 /* ---- vocabularies: characters (bytes) or a BPE tokenizer ---------------------- */
 
 typedef struct vocab {
-    int kind;            /* VOCAB_CHAR or VOCAB_BPE */
-    int32_t size;        /* token count */
+    int kind;                 /* VOCAB_CHAR or VOCAB_BPE */
+    int32_t size;             /* token count */
     unsigned char chars[256]; /* VOCAB_CHAR: token id -> byte */
-    int16_t index[256];  /* VOCAB_CHAR: byte -> token id, -1 when absent */
-    tfc_tokenizer *bpe;  /* VOCAB_BPE */
+    int16_t index[256];       /* VOCAB_CHAR: byte -> token id, -1 when absent */
+    tfc_tokenizer *bpe;       /* VOCAB_BPE */
 } vocab;
 enum { VOCAB_CHAR = 1, VOCAB_BPE = 2 };
 

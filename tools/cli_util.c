@@ -205,7 +205,8 @@ int vocab_from_meta(const char *cmd, const char *value, const char *bpe_path, vo
     for (int b = 0; b < 256; b++) v->index[b] = -1;
     for (const char *p = value + 5; *p; p += 2) {
         unsigned x;
-        if (sscanf(p, "%2x", &x) != 1) return cli_error(EXIT_USAGE, cmd, "the checkpoint's vocabulary entry is malformed");
+        if (sscanf(p, "%2x", &x) != 1)
+            return cli_error(EXIT_USAGE, cmd, "the checkpoint's vocabulary entry is malformed");
         v->index[x] = (int16_t)v->size;
         v->chars[v->size++] = (unsigned char)x;
     }

@@ -25,10 +25,14 @@ int cmd_eval(int argc, char **argv) {
             return 0;
         }
         if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
-        if (strcmp(name, "ckpt") == 0) ckpt = val;
-        else if (strcmp(name, "data") == 0) data = val;
-        else if (strcmp(name, "batch") == 0) { if (!cli_int(CMD, name, val, 1, 65536, &batch)) return EXIT_USAGE; }
-        else return cli_error(EXIT_USAGE, CMD, "unknown flag --%s (see tfcore eval --help)", name);
+        if (strcmp(name, "ckpt") == 0)
+            ckpt = val;
+        else if (strcmp(name, "data") == 0)
+            data = val;
+        else if (strcmp(name, "batch") == 0) {
+            if (!cli_int(CMD, name, val, 1, 65536, &batch)) return EXIT_USAGE;
+        } else
+            return cli_error(EXIT_USAGE, CMD, "unknown flag --%s (see tfcore eval --help)", name);
     }
     if (!ckpt || !data) return cli_error(EXIT_USAGE, CMD, "--ckpt DIR and --data FILE are required");
     char *text = NULL;

@@ -26,21 +26,29 @@ int cmd_sample(int argc, char **argv) {
     while ((r = cli_next(&a, &name, &val, 1)) != 0) {
         if (r < 0) return cli_error(EXIT_USAGE, CMD, "unexpected argument '%s'", name);
         if (strcmp(name, "help") == 0) {
-            printf("usage: tfcore sample --ckpt DIR [--prompt TEXT] [--max-new-tokens N (500)] [--temperature T (0.8)]\n"
-                   "                     [--top-k K (0 = off)] [--top-p P (1 = off)] [--seed S (1)]\n");
+            printf(
+                "usage: tfcore sample --ckpt DIR [--prompt TEXT] [--max-new-tokens N (500)] [--temperature T (0.8)]\n"
+                "                     [--top-k K (0 = off)] [--top-p P (1 = off)] [--seed S (1)]\n");
             return 0;
         }
         if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
-        if (strcmp(name, "ckpt") == 0) ckpt = val;
-        else if (strcmp(name, "prompt") == 0) prompt = val;
-        else if (strcmp(name, "max-new-tokens") == 0) { if (!cli_int(CMD, name, val, 0, 10000000, &max_new)) return EXIT_USAGE; }
-        else if (strcmp(name, "top-k") == 0) { if (!cli_int(CMD, name, val, 0, INT32_MAX, &top_k)) return EXIT_USAGE; }
-        else if (strcmp(name, "seed") == 0) { if (!cli_int(CMD, name, val, 0, INT64_MAX, &seed)) return EXIT_USAGE; }
-        else if (strcmp(name, "temperature") == 0) { if (!cli_double(CMD, name, val, 0, 100, &temperature)) return EXIT_USAGE; }
-        else if (strcmp(name, "top-p") == 0) {
+        if (strcmp(name, "ckpt") == 0)
+            ckpt = val;
+        else if (strcmp(name, "prompt") == 0)
+            prompt = val;
+        else if (strcmp(name, "max-new-tokens") == 0) {
+            if (!cli_int(CMD, name, val, 0, 10000000, &max_new)) return EXIT_USAGE;
+        } else if (strcmp(name, "top-k") == 0) {
+            if (!cli_int(CMD, name, val, 0, INT32_MAX, &top_k)) return EXIT_USAGE;
+        } else if (strcmp(name, "seed") == 0) {
+            if (!cli_int(CMD, name, val, 0, INT64_MAX, &seed)) return EXIT_USAGE;
+        } else if (strcmp(name, "temperature") == 0) {
+            if (!cli_double(CMD, name, val, 0, 100, &temperature)) return EXIT_USAGE;
+        } else if (strcmp(name, "top-p") == 0) {
             if (!cli_double(CMD, name, val, 0, 1, &top_p)) return EXIT_USAGE;
             if (top_p <= 0) return cli_error(EXIT_USAGE, CMD, "--top-p must be in (0, 1], got '%s'", val);
-        } else return cli_error(EXIT_USAGE, CMD, "unknown flag --%s (see tfcore sample --help)", name);
+        } else
+            return cli_error(EXIT_USAGE, CMD, "unknown flag --%s (see tfcore sample --help)", name);
     }
     if (!ckpt) return cli_error(EXIT_USAGE, CMD, "--ckpt DIR is required (a directory written by tfcore train)");
     tfc_gpt *m = NULL;

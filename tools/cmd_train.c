@@ -24,8 +24,8 @@ typedef struct train_opts {
     const char *data, *tokenizer, *preset, *out, *log_json, *device, *dtype;
     int32_t cuda_index; /* -1: train on the CPU */
     int64_t steps, batch, seed, eval_every, eval_batches;
-    int64_t warmup;        /* -1: 100 steps, or steps/10 below 1000 steps */
-    int64_t stop_after;    /* 0: run to --steps */
+    int64_t warmup;     /* -1: 100 steps, or steps/10 below 1000 steps */
+    int64_t stop_after; /* 0: run to --steps */
     int64_t sample_tokens;
     int64_t profile_steps; /* 0: no --profile */
     double lr, min_lr, weight_decay, clip;
@@ -33,9 +33,23 @@ typedef struct train_opts {
 } train_opts;
 
 static const train_opts defaults = {
-    .tokenizer = "char", .preset = "char-tiny", .out = "out", .device = "cpu", .dtype = "f32",
-    .cuda_index = -1, .steps = 2000, .batch = 16, .seed = 1337, .eval_every = 100, .eval_batches = 10,
-    .warmup = -1, .sample_tokens = 300, .lr = 1e-3, .min_lr = 1e-4, .weight_decay = 0.1, .clip = 1.0,
+    .tokenizer = "char",
+    .preset = "char-tiny",
+    .out = "out",
+    .device = "cpu",
+    .dtype = "f32",
+    .cuda_index = -1,
+    .steps = 2000,
+    .batch = 16,
+    .seed = 1337,
+    .eval_every = 100,
+    .eval_batches = 10,
+    .warmup = -1,
+    .sample_tokens = 300,
+    .lr = 1e-3,
+    .min_lr = 1e-4,
+    .weight_decay = 0.1,
+    .clip = 1.0,
 };
 
 static void usage(FILE *f) {
@@ -88,25 +102,49 @@ static int parse(int argc, char **argv, train_opts *o) {
         int64_t iv;
 #define NEED_VAL \
     if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name)
-#define INT_FLAG(flag, field, lo, hi) \
-    else if (strcmp(name, flag) == 0) { if (!cli_int(CMD, name, val, lo, hi, &iv)) return EXIT_USAGE; o->field = iv; }
-#define DBL_FLAG(flag, field, lo, hi) \
-    else if (strcmp(name, flag) == 0) { if (!cli_double(CMD, name, val, lo, hi, &o->field)) return EXIT_USAGE; }
+#define INT_FLAG(flag, field, lo, hi)                                 \
+    else if (strcmp(name, flag) == 0) {                               \
+        if (!cli_int(CMD, name, val, lo, hi, &iv)) return EXIT_USAGE; \
+        o->field = iv;                                                \
+    }
+#define DBL_FLAG(flag, field, lo, hi)                                          \
+    else if (strcmp(name, flag) == 0) {                                        \
+        if (!cli_double(CMD, name, val, lo, hi, &o->field)) return EXIT_USAGE; \
+    }
         if (strcmp(name, "help") == 0) {
             usage(stdout);
             exit(0);
         } else if (strcmp(name, "resume") == 0 || strcmp(name, "force") == 0 || strcmp(name, "profile") == 0) {
             if (val) return cli_error(EXIT_USAGE, CMD, "--%s takes no value", name);
-            if (name[0] == 'r') o->resume = 1;
-            else if (name[0] == 'f') o->force = 1;
-            else if (!o->profile_steps) o->profile_steps = 1;
-        } else if (strcmp(name, "data") == 0) { NEED_VAL; o->data = val; }
-        else if (strcmp(name, "tokenizer") == 0) { NEED_VAL; o->tokenizer = val; }
-        else if (strcmp(name, "preset") == 0) { NEED_VAL; o->preset = val; o->preset_given = 1; }
-        else if (strcmp(name, "out") == 0) { NEED_VAL; o->out = val; }
-        else if (strcmp(name, "log-json") == 0) { NEED_VAL; o->log_json = val; }
-        else if (strcmp(name, "device") == 0) { NEED_VAL; o->device = val; }
-        else if (strcmp(name, "dtype") == 0) { NEED_VAL; o->dtype = val; }
+            if (name[0] == 'r')
+                o->resume = 1;
+            else if (name[0] == 'f')
+                o->force = 1;
+            else if (!o->profile_steps)
+                o->profile_steps = 1;
+        } else if (strcmp(name, "data") == 0) {
+            NEED_VAL;
+            o->data = val;
+        } else if (strcmp(name, "tokenizer") == 0) {
+            NEED_VAL;
+            o->tokenizer = val;
+        } else if (strcmp(name, "preset") == 0) {
+            NEED_VAL;
+            o->preset = val;
+            o->preset_given = 1;
+        } else if (strcmp(name, "out") == 0) {
+            NEED_VAL;
+            o->out = val;
+        } else if (strcmp(name, "log-json") == 0) {
+            NEED_VAL;
+            o->log_json = val;
+        } else if (strcmp(name, "device") == 0) {
+            NEED_VAL;
+            o->device = val;
+        } else if (strcmp(name, "dtype") == 0) {
+            NEED_VAL;
+            o->dtype = val;
+        }
         INT_FLAG("steps", steps, 1, 100000000)
         INT_FLAG("batch", batch, 1, 65536)
         INT_FLAG("seed", seed, 0, INT64_MAX)
@@ -151,17 +189,17 @@ static int parse(int argc, char **argv, train_opts *o) {
 /* One run's state: load, build, loop and save fill it in that order; run_free frees it. */
 typedef struct train_run {
     train_opts o;
-    char preset[64];         /* --resume without --preset: the checkpoint's */
+    char preset[64]; /* --resume without --preset: the checkpoint's */
     const char *data_path;
     vocab v;
     tfc_gpt_config cfg;
-    int64_t start, end_step; /* this run trains steps [start, end_step) */
+    int64_t start, end_step;   /* this run trains steps [start, end_step) */
     int64_t n_tokens, n_train; /* the corpus; tokens from n_train on are the validation split */
     tfc_token_file *tf;
     tfc_gpt *m;
     tfc_optim *opt;
     tfc_graph *g;
-    FILE *jl;                /* --log-json */
+    FILE *jl; /* --log-json */
     loss_log curve;
     int64_t prof_begin, prof_end; /* the profiled steps; empty without --profile */
     double t0, last_val;
@@ -216,7 +254,8 @@ static int config_for(const train_opts *o, const vocab *v, tfc_gpt_config *c) {
     *c = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
     c->vocab_size = v->size;
     if (tfc_gpt_config_preset(o->preset, c) != TFC_OK)
-        return cli_error(EXIT_USAGE, CMD, "unknown preset '%s' (known: char-tiny, char-small, gpt2-mini, gpt2)", o->preset);
+        return cli_error(EXIT_USAGE, CMD, "unknown preset '%s' (known: char-tiny, char-small, gpt2-mini, gpt2)",
+                         o->preset);
     if (v->size > c->vocab_size)
         return cli_error(EXIT_USAGE, CMD, "the tokenizer has %d tokens but preset %s has a vocabulary of %d", v->size,
                          o->preset, c->vocab_size);
@@ -232,9 +271,14 @@ static int check_existing(const train_opts *o, const tfc_gpt_config *c, int64_t 
     }
     int rc = ckpt_open(CMD, o->out, &f);
     if (rc) return rc;
-    struct { const char *key; int32_t want; } keys[] = {
-        {"tfc.n_layer", c->n_layer}, {"tfc.n_head", c->n_head}, {"tfc.n_embd", c->n_embd},
-        {"tfc.block_size", c->block_size}, {"tfc.vocab_size", c->vocab_size}};
+    struct {
+        const char *key;
+        int32_t want;
+    } keys[] = {{"tfc.n_layer", c->n_layer},
+                {"tfc.n_head", c->n_head},
+                {"tfc.n_embd", c->n_embd},
+                {"tfc.block_size", c->block_size},
+                {"tfc.vocab_size", c->vocab_size}};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0] && !rc; i++) {
         const char *s = NULL;
         if (tfc_safetensors_metadata(f, keys[i].key, &s) != TFC_OK || !s || atoi(s) != keys[i].want) {
@@ -248,7 +292,8 @@ static int check_existing(const train_opts *o, const tfc_gpt_config *c, int64_t 
     if (!rc && o->resume) {
         if (tfc_safetensors_metadata(f, "train.step", &st) != TFC_OK || !st)
             rc = cli_error(EXIT_USAGE, CMD, "the checkpoint in '%s' has no training position", o->out);
-        else *start_step = atoll(st);
+        else
+            *start_step = atoll(st);
         if (!rc && *start_step >= o->steps)
             rc = cli_error(EXIT_USAGE, CMD, "the checkpoint is at step %lld, --steps is %lld: nothing to do",
                            (long long)*start_step, (long long)o->steps);
@@ -316,8 +361,10 @@ static int make_optimizer(train_run *r) {
     tfc_tensor **decay = malloc((size_t)np * sizeof *decay), **no_decay = malloc((size_t)np * sizeof *no_decay);
     int32_t nd = 0, nn = 0;
     for (int32_t i = 0; i < np && decay && no_decay; i++) {
-        if (tfc_tensor_ndim(params[i]) >= 2) decay[nd++] = params[i];
-        else no_decay[nn++] = params[i];
+        if (tfc_tensor_ndim(params[i]) >= 2)
+            decay[nd++] = params[i];
+        else
+            no_decay[nn++] = params[i];
     }
     tfc_optim_options oo = TFC_ADAMW_OPTIONS_INIT;
     oo.lr = r->o.lr;
@@ -389,8 +436,8 @@ static int val_loss(const train_run *r, double *out) {
     double sum = 0;
     for (int64_t k = 0; k < r->o.eval_batches; k++) {
         tfc_tensor *x, *y, *loss;
-        if (tfc_token_file_batch(r->tf, r->n_train, r->n_tokens, B, T, (uint64_t)r->o.seed ^ 0x5eedULL, (uint64_t)k,
-                                 &x, &y) != TFC_OK)
+        if (tfc_token_file_batch(r->tf, r->n_train, r->n_tokens, B, T, (uint64_t)r->o.seed ^ 0x5eedULL, (uint64_t)k, &x,
+                                 &y) != TFC_OK)
             return cli_lib_error(CMD, "val batch");
         tfc_status s = tfc_gpt_forward(r->m, NULL, x, y, NULL, &loss);
         tfc_tensor_release(x);
@@ -453,10 +500,14 @@ static tfc_status train_step(train_run *r, int64_t step, double *lr, double *l, 
 }
 
 static void fmt_eta(double s, char *buf, size_t n) {
-    if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
-    else if (s >= 3600) snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
-    else if (s >= 60) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
-    else snprintf(buf, n, "%.0fs", s);
+    if (!(s >= 0) || s > 1e7)
+        snprintf(buf, n, "?");
+    else if (s >= 3600)
+        snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    else if (s >= 60)
+        snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else
+        snprintf(buf, n, "%.0fs", s);
 }
 
 /* What one step reports: to the loss curve, --log-json and the progress line. */
@@ -467,8 +518,10 @@ typedef struct step_stats {
 } step_stats;
 
 static void log_json(FILE *jl, const step_stats *st) {
-    fprintf(jl, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.6g, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f",
-            (long long)st->done, st->loss, st->lr, st->norm, st->tokens_per_s, st->elapsed_s);
+    fprintf(
+        jl,
+        "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.6g, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f",
+        (long long)st->done, st->loss, st->lr, st->norm, st->tokens_per_s, st->elapsed_s);
     if (st->eval) fprintf(jl, ", \"val_loss\": %.9g", st->val);
     fprintf(jl, "}\n");
     fflush(jl);
@@ -515,7 +568,8 @@ static int loop(train_run *r) {
     r->prof_begin = r->end_step - r->start >= 2 ? r->start + 1 : r->start;
     r->prof_end = r->prof_begin;
     if (r->o.profile_steps)
-        r->prof_end = r->prof_begin + r->o.profile_steps < r->end_step ? r->prof_begin + r->o.profile_steps : r->end_step;
+        r->prof_end =
+            r->prof_begin + r->o.profile_steps < r->end_step ? r->prof_begin + r->o.profile_steps : r->end_step;
     r->t0 = now_s();
     r->last_val = NAN;
     const double tokens_per_step = (double)r->o.batch * (double)r->cfg.block_size;
@@ -586,8 +640,8 @@ static int sample(train_run *r) {
     printf("--- sample (temperature 0.8, top-k 40) ---\n");
     fflush(stdout);
     int rc = 0;
-    if (!out || tfc_gpt_generate(r->m, &prompt, 1, n, 0.8, 40, 1.0, (uint64_t)r->o.seed, out, n, print_token, &r->v) !=
-                    TFC_OK)
+    if (!out ||
+        tfc_gpt_generate(r->m, &prompt, 1, n, 0.8, 40, 1.0, (uint64_t)r->o.seed, out, n, print_token, &r->v) != TFC_OK)
         rc = cli_lib_error(CMD, "sampling");
     printf("\n---\n");
     free(out);

@@ -69,7 +69,10 @@ int loss_log_read_csv(loss_log *l, const char *path, int64_t upto, int64_t *bad_
     while (fgets(line, sizeof line, f)) {
         n++;
         size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n') { rc = -2; break; } /* no row is this long */
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            rc = -2;
+            break;
+        } /* no row is this long */
         if (n == 1) {
             if (strncmp(line, "step,loss,val_loss,lr", 21) != 0 || (line[21] != '\n' && line[21] != '\r')) {
                 rc = -2;
@@ -82,8 +85,7 @@ int loss_log_read_csv(loss_log *l, const char *path, int64_t upto, int64_t *bad_
         const char *p = end;
         double loss, val, lr;
         if (end == line || *p++ != ',' || !csv_double(&p, 0, &loss) || *p++ != ',' || !csv_double(&p, 1, &val) ||
-            *p++ != ',' || !csv_double(&p, 0, &lr) || (*p != '\n' && *p != '\r' && *p != '\0') ||
-            step <= prev) {
+            *p++ != ',' || !csv_double(&p, 0, &lr) || (*p != '\n' && *p != '\r' && *p != '\0') || step <= prev) {
             rc = -2;
             break;
         }
@@ -113,9 +115,12 @@ int loss_log_write_svg(const loss_log *l, const char *path, const char *title) {
     double pad = (hi - lo) * 0.05;
     lo -= pad;
     hi += pad;
-#define X(s) (L + (W - L - R) * (double)((s) - s0) / (double)(s1 - s0))
-#define Y(v) (T + (H - T - B) * (1.0 - ((v) - lo) / (hi - lo)))
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
+#define X(s) (L + (W - L - R) * (double)((s)-s0) / (double)(s1 - s0))
+#define Y(v) (T + (H - T - B) * (1.0 - ((v)-lo) / (hi - lo)))
+    fprintf(
+        f,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" font-family=\"sans-serif\" font-size=\"12\">\n",
+        W, H);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"%g\" y=\"24\" font-size=\"15\">%s</text>\n", L, title);
     for (int k = 0; k <= 5; k++) {
@@ -126,7 +131,8 @@ int loss_log_write_svg(const loss_log *l, const char *path, const char *title) {
         fprintf(f, "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%lld</text>\n", X(s), H - B + 18, (long long)s);
     }
     fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step</text>\n", (L + W - R) / 2, H - 10);
-    fprintf(f, "<text x=\"16\" y=\"%g\" transform=\"rotate(-90 16 %g)\" text-anchor=\"middle\">loss (nats/token)</text>\n",
+    fprintf(f,
+            "<text x=\"16\" y=\"%g\" transform=\"rotate(-90 16 %g)\" text-anchor=\"middle\">loss (nats/token)</text>\n",
             (T + H - B) / 2, (T + H - B) / 2);
     fprintf(f, "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.2\" points=\"");
     for (int64_t i = 0; i < l->n; i++) fprintf(f, "%.1f,%.1f ", X(l->step[i]), Y(l->loss[i]));
@@ -135,7 +141,8 @@ int loss_log_write_svg(const loss_log *l, const char *path, const char *title) {
         if (!isnan(l->val[i])) fprintf(f, "%.1f,%.1f ", X(l->step[i]), Y(l->val[i]));
     fprintf(f, "\"/>\n");
     for (int64_t i = 0; i < l->n; i++)
-        if (!isnan(l->val[i])) fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#d62728\"/>\n", X(l->step[i]), Y(l->val[i]));
+        if (!isnan(l->val[i]))
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#d62728\"/>\n", X(l->step[i]), Y(l->val[i]));
     fprintf(f, "<text x=\"%g\" y=\"%g\" fill=\"#1f77b4\">train loss</text>\n", W - R - 160, T + 14);
     fprintf(f, "<text x=\"%g\" y=\"%g\" fill=\"#d62728\">val loss</text>\n", W - R - 70, T + 14);
     fprintf(f, "</svg>\n");

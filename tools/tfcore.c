@@ -4,12 +4,13 @@
 #include "cli.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: tfcore <command> [flags]   (libtfcore %s)\n"
-               "  train      train a GPT on a text file (no flags: char-tiny on tinyshakespeare)\n"
-               "  sample     generate text from a checkpoint\n"
-               "  eval       loss of a checkpoint on a text file\n"
-               "  tokenizer  train | encode | decode with a BPE tokenizer\n"
-               "Run `tfcore <command> --help` for its flags.\n",
+    fprintf(f,
+            "usage: tfcore <command> [flags]   (libtfcore %s)\n"
+            "  train      train a GPT on a text file (no flags: char-tiny on tinyshakespeare)\n"
+            "  sample     generate text from a checkpoint\n"
+            "  eval       loss of a checkpoint on a text file\n"
+            "  tokenizer  train | encode | decode with a BPE tokenizer\n"
+            "Run `tfcore <command> --help` for its flags.\n",
             tfc_version_string());
 }
 

@@ -49,7 +49,8 @@ int32_t ltfc_check_shape(lua_State *L, int idx, int64_t *dims) {
     }
     luaL_checktype(L, idx, LUA_TTABLE);
     lua_Integer n = luaL_len(L, idx);
-    if (n > TFC_MAX_DIMS) luaL_argerror(L, idx, lua_pushfstring(L, "shape has %d dims, at most %d", (int)n, TFC_MAX_DIMS));
+    if (n > TFC_MAX_DIMS)
+        luaL_argerror(L, idx, lua_pushfstring(L, "shape has %d dims, at most %d", (int)n, TFC_MAX_DIMS));
     for (lua_Integer i = 1; i <= n; i++) {
         lua_geti(L, idx, i);
         int isint = 0;
@@ -343,7 +344,8 @@ static int m_size(lua_State *L) {
     int32_t dim = (int32_t)luaL_checkinteger(L, 2);
     int64_t n = tfc_tensor_dim(t, dim);
     if (n < 0)
-        luaL_argerror(L, 2, lua_pushfstring(L, "dim %d out of range for a %d-dim tensor", (int)dim, (int)tfc_tensor_ndim(t)));
+        luaL_argerror(L, 2,
+                      lua_pushfstring(L, "dim %d out of range for a %d-dim tensor", (int)dim, (int)tfc_tensor_ndim(t)));
     lua_pushinteger(L, (lua_Integer)n);
     return 1;
 }
@@ -563,9 +565,9 @@ static const struct {
     const char *name;
     unary_fn fn;
 } unary_ops[] = {
-    {"neg", tfc_neg},         {"exp", tfc_exp},   {"log", tfc_log},         {"sqrt", tfc_sqrt},
-    {"rsqrt", tfc_rsqrt},     {"tanh", tfc_tanh}, {"sigmoid", tfc_sigmoid}, {"relu", tfc_relu},
-    {"contiguous", tfc_contiguous},
+    {"neg", tfc_neg},         {"exp", tfc_exp},     {"log", tfc_log},
+    {"sqrt", tfc_sqrt},       {"rsqrt", tfc_rsqrt}, {"tanh", tfc_tanh},
+    {"sigmoid", tfc_sigmoid}, {"relu", tfc_relu},   {"contiguous", tfc_contiguous},
 };
 
 static int l_unary(lua_State *L) { return do_unary(L, unary_ops[lua_tointeger(L, lua_upvalueindex(1))].fn, 1); }
@@ -582,7 +584,8 @@ static int l_reduce(lua_State *L) {
     int32_t n = check_dims(L, 2, dims);
     int keep = lua_toboolean(L, 3);
     tfc_tensor **slot = ltfc_push_slot(L);
-    ltfc_check(L, reduce_ops[lua_tointeger(L, lua_upvalueindex(1))].fn(ltfc_graph(L), x, n ? dims : NULL, n, keep, slot));
+    ltfc_check(L,
+               reduce_ops[lua_tointeger(L, lua_upvalueindex(1))].fn(ltfc_graph(L), x, n ? dims : NULL, n, keep, slot));
     return 1;
 }
 
@@ -706,7 +709,8 @@ static int l_concat(lua_State *L) {
     return 1;
 }
 
-static int shaped(lua_State *L, tfc_status (*f)(tfc_graph *, const tfc_tensor *, const int64_t *, int32_t, tfc_tensor **)) {
+static int shaped(lua_State *L,
+                  tfc_status (*f)(tfc_graph *, const tfc_tensor *, const int64_t *, int32_t, tfc_tensor **)) {
     tfc_tensor *x = ltfc_check_tensor(L, 1);
     int64_t dims[TFC_MAX_DIMS];
     int32_t n = ltfc_check_shape(L, 2, dims);
@@ -870,10 +874,18 @@ static const luaL_Reg tensor_methods[] = {
 
 /* Module-only functions. */
 static const luaL_Reg module_fns[] = {
-    {"tensor", l_tensor},     {"zeros", l_zeros},         {"ones", l_ones},
-    {"empty", l_empty},       {"full", l_full},           {"arange", l_arange},
-    {"randn", l_randn},       {"rand", l_rand},           {"embedding", l_embedding},
-    {"attention", l_attention}, {"where", l_where},       {"concat", l_concat},
+    {"tensor", l_tensor},
+    {"zeros", l_zeros},
+    {"ones", l_ones},
+    {"empty", l_empty},
+    {"full", l_full},
+    {"arange", l_arange},
+    {"randn", l_randn},
+    {"rand", l_rand},
+    {"embedding", l_embedding},
+    {"attention", l_attention},
+    {"where", l_where},
+    {"concat", l_concat},
     {NULL, NULL},
 };
 
@@ -946,6 +958,6 @@ void ltfc_open_tensor(lua_State *L) {
         lua_pushcclosure(L, t_index, 1);
         lua_setfield(L, -2, "__index");
     }
-    lua_pop(L, 1); /* metatable */
+    lua_pop(L, 1);                  /* metatable */
     lua_setfield(L, mod, "Tensor"); /* the methods table, for extension */
 }

@@ -74,8 +74,7 @@ typedef struct DLManagedTensorVersioned {
  */
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_to_dlpack(const tfc_tensor *t, DLManagedTensor **out);
 /* The same as a versioned DLManagedTensorVersioned (DLPack >= 1.0 consumers). */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_to_dlpack_versioned(const tfc_tensor *t,
-                                                                DLManagedTensorVersioned **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_to_dlpack_versioned(const tfc_tensor *t, DLManagedTensorVersioned **out);
 /*
  * Import without copying. On success the tensor owns m: m->deleter(m) runs
  * when the last reference to the tensor (and its views) goes. On error the

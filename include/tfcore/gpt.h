@@ -41,19 +41,19 @@ typedef struct tfc_gpt_cache tfc_gpt_cache;
  */
 typedef struct tfc_gpt_config {
     uint32_t struct_size;
-    int32_t n_layer;    /* transformer blocks, >= 1 */
-    int32_t n_head;     /* attention heads; must divide n_embd */
-    int32_t n_embd;     /* model width C */
-    int32_t block_size; /* longest context (rows of wpe) */
-    int32_t vocab_size; /* rows of wte */
-    int32_t bias;       /* 1: Linear and LayerNorm layers have biases (GPT-2), 0: none */
-    int32_t tie_weights;/* 1: LM head is wte (GPT-2), 0: its own lm_head.weight */
-    tfc_dtype dtype;    /* parameter dtype: TFC_DTYPE_F32 or TFC_DTYPE_F64 */
-    double ln_eps;      /* LayerNorm epsilon, 1e-5 in GPT-2 */
+    int32_t n_layer;     /* transformer blocks, >= 1 */
+    int32_t n_head;      /* attention heads; must divide n_embd */
+    int32_t n_embd;      /* model width C */
+    int32_t block_size;  /* longest context (rows of wpe) */
+    int32_t vocab_size;  /* rows of wte */
+    int32_t bias;        /* 1: Linear and LayerNorm layers have biases (GPT-2), 0: none */
+    int32_t tie_weights; /* 1: LM head is wte (GPT-2), 0: its own lm_head.weight */
+    tfc_dtype dtype;     /* parameter dtype: TFC_DTYPE_F32 or TFC_DTYPE_F64 */
+    double ln_eps;       /* LayerNorm epsilon, 1e-5 in GPT-2 */
 } tfc_gpt_config;
 
 /* Defaults: the char-tiny preset with a 256-token vocabulary. */
-#define TFC_GPT_CONFIG_INIT                                                                          \
+#define TFC_GPT_CONFIG_INIT \
     { (uint32_t)sizeof(tfc_gpt_config), 4, 4, 128, 128, 256, 1, 1, TFC_DTYPE_F32, 1e-5 }
 
 /*
@@ -126,8 +126,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type d
  * loss == NULL, TFC_ERR_OOM. On error nothing is written.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx,
-                                                 const tfc_tensor *targets, tfc_tensor **logits,
-                                                 tfc_tensor **loss);
+                                                 const tfc_tensor *targets, tfc_tensor **logits, tfc_tensor **loss);
 
 /*
  * A key/value cache for incremental decoding of `batch` sequences: holds
@@ -186,10 +185,9 @@ typedef int32_t (*tfc_gpt_token_fn)(int32_t token, void *ctx);
  * each as it comes. Errors: as tfc_sample and forward, cap < max_new,
  * TFC_ERR_CANCELLED.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *prompt, int32_t n_prompt,
-                                                  int32_t max_new, double temperature, int32_t top_k,
-                                                  double top_p, uint64_t seed, int32_t *out, int32_t cap,
-                                                  tfc_gpt_token_fn on_token, void *ctx);
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *prompt, int32_t n_prompt, int32_t max_new,
+                                                  double temperature, int32_t top_k, double top_p, uint64_t seed,
+                                                  int32_t *out, int32_t cap, tfc_gpt_token_fn on_token, void *ctx);
 
 #ifdef __cplusplus
 }

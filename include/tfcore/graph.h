@@ -97,11 +97,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_detach(const tfc_tensor *t, tfc_tens
  * error; *worst_input / *worst_index (may be NULL) where it happened.
  * The inputs' values are restored and their .grad left as analytic grads.
  */
-typedef tfc_status (*tfc_gradcheck_fn)(tfc_graph *g, tfc_tensor *const *inputs, int32_t n, tfc_tensor **out,
-                                       void *ctx);
-TFC_API TFC_NODISCARD tfc_status tfc_gradcheck(tfc_gradcheck_fn f, tfc_tensor *const *inputs, int32_t n,
-                                               void *ctx, double eps, double *max_rel_err,
-                                               int32_t *worst_input, int64_t *worst_index);
+typedef tfc_status (*tfc_gradcheck_fn)(tfc_graph *g, tfc_tensor *const *inputs, int32_t n, tfc_tensor **out, void *ctx);
+TFC_API TFC_NODISCARD tfc_status tfc_gradcheck(tfc_gradcheck_fn f, tfc_tensor *const *inputs, int32_t n, void *ctx,
+                                               double eps, double *max_rel_err, int32_t *worst_input,
+                                               int64_t *worst_index);
 
 /* ---- per-op time profile ------------------------------------------------------ */
 

@@ -34,8 +34,8 @@ extern "C" {
  */
 TFC_API TFC_NODISCARD tfc_status tfc_safetensors_save(const char *path, const char *const *names,
                                                       tfc_tensor *const *tensors, int32_t n,
-                                                      const char *const *meta_keys,
-                                                      const char *const *meta_values, int32_t n_meta);
+                                                      const char *const *meta_keys, const char *const *meta_values,
+                                                      int32_t n_meta);
 
 /* A parsed safetensors file: its tensors (in file order) and metadata. */
 typedef struct tfc_safetensors tfc_safetensors;
@@ -63,8 +63,7 @@ TFC_API int32_t tfc_safetensors_count(const tfc_safetensors *f);
 TFC_API TFC_NODISCARD tfc_status tfc_safetensors_get(const tfc_safetensors *f, int32_t i, const char **name,
                                                      tfc_tensor **tensor);
 /* The tensor called name (new reference). Missing: TFC_ERR_INVALID_ARG naming it. */
-TFC_API TFC_NODISCARD tfc_status tfc_safetensors_find(const tfc_safetensors *f, const char *name,
-                                                      tfc_tensor **tensor);
+TFC_API TFC_NODISCARD tfc_status tfc_safetensors_find(const tfc_safetensors *f, const char *name, tfc_tensor **tensor);
 /* Number of metadata pairs (0 for NULL). */
 TFC_API int32_t tfc_safetensors_metadata_count(const tfc_safetensors *f);
 /* Metadata pair i (both borrowed). Errors: NULL arguments, i out of range. */
@@ -107,8 +106,7 @@ TFC_API int64_t tfc_token_file_count(const tfc_token_file *f);
 /* The vocabulary size recorded in the header (0 for NULL). */
 TFC_API int32_t tfc_token_file_vocab_size(const tfc_token_file *f);
 /* Copy tokens [start, start + n) into ids. Errors: range outside the file, an id >= vocab (TFC_ERR_FORMAT). */
-TFC_API TFC_NODISCARD tfc_status tfc_token_file_read(const tfc_token_file *f, int64_t start, int64_t n,
-                                                     int32_t *ids);
+TFC_API TFC_NODISCARD tfc_status tfc_token_file_read(const tfc_token_file *f, int64_t start, int64_t n, int32_t *ids);
 
 /*
  * A random training batch from tokens [begin, end): B windows of T+1
@@ -119,9 +117,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_token_file_read(const tfc_token_file *f, in
  * arguments, B < 1, T < 1, a range that is not inside the file or holds
  * fewer than T + 1 tokens (TFC_ERR_INVALID_ARG naming both), TFC_ERR_OOM.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_token_file_batch(const tfc_token_file *f, int64_t begin, int64_t end,
-                                                      int32_t B, int32_t T, uint64_t seed, uint64_t step,
-                                                      tfc_tensor **x, tfc_tensor **y);
+TFC_API TFC_NODISCARD tfc_status tfc_token_file_batch(const tfc_token_file *f, int64_t begin, int64_t end, int32_t B,
+                                                      int32_t T, uint64_t seed, uint64_t step, tfc_tensor **x,
+                                                      tfc_tensor **y);
 
 /* ---- GPT weights ------------------------------------------------------------------ */
 

@@ -81,8 +81,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_layernorm_forward(const tfc_tensor *x, cons
  */
 TFC_API TFC_NODISCARD tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor *x,
                                                         const tfc_tensor *weight, const tfc_tensor *mean,
-                                                        const tfc_tensor *rstd, tfc_tensor *dx,
-                                                        tfc_tensor *dweight, tfc_tensor *dbias, uint32_t flags);
+                                                        const tfc_tensor *rstd, tfc_tensor *dx, tfc_tensor *dweight,
+                                                        tfc_tensor *dbias, uint32_t flags);
 
 /* ---- softmax / log-softmax ------------------------------------------------ */
 
@@ -94,8 +94,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_layernorm_backward(const tfc_tensor *dy, co
  *   log_softmax: y = x − max − log Σ_d exp(x − max)
  * y has x's shape. A dim of size 0 gives an empty y.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_softmax_forward(const tfc_tensor *x, int32_t dim, int32_t log,
-                                                     tfc_tensor *y);
+TFC_API TFC_NODISCARD tfc_status tfc_softmax_forward(const tfc_tensor *x, int32_t dim, int32_t log, tfc_tensor *y);
 
 /*
  * Gradient of tfc_softmax_forward from its output y (same shape as dy):
@@ -121,8 +120,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_softmax_backward(const tfc_tensor *dy, cons
  * is the same for any thread count.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy_forward(const tfc_tensor *logits, const tfc_tensor *targets,
-                                                           int64_t ignore_index, tfc_tensor *loss,
-                                                           tfc_tensor *lse);
+                                                           int64_t ignore_index, tfc_tensor *loss, tfc_tensor *lse);
 
 /*
  * Gradient of tfc_cross_entropy_forward, fused:
@@ -134,8 +132,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy_forward(const tfc_tensor *log
  */
 TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy_backward(const tfc_tensor *dloss, const tfc_tensor *logits,
                                                             const tfc_tensor *targets, const tfc_tensor *lse,
-                                                            int64_t ignore_index, tfc_tensor *dlogits,
-                                                            uint32_t flags);
+                                                            int64_t ignore_index, tfc_tensor *dlogits, uint32_t flags);
 
 /* ---- embedding ------------------------------------------------------------ */
 
@@ -145,8 +142,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy_backward(const tfc_tensor *dl
  * An id outside [0, V) is TFC_ERR_INVALID_ARG naming its position and value;
  * every id is checked before anything is written.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_embedding_forward(const tfc_tensor *table, const tfc_tensor *ids,
-                                                       tfc_tensor *out);
+TFC_API TFC_NODISCARD tfc_status tfc_embedding_forward(const tfc_tensor *table, const tfc_tensor *ids, tfc_tensor *out);
 
 /*
  * Gradient of the lookup, a scatter-add: dtable[v, :] = Σ_{p: ids[p] == v} dout[p, :]
@@ -175,9 +171,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_embedding_backward(const tfc_tensor *dout, 
  * [B,T,H,D] buffer permuted to [B,H,T,D]; also stride 0 over heads for
  * shared keys). Parallel over B·H and blocks of 32 queries.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_attention_forward(const tfc_tensor *q, const tfc_tensor *k,
-                                                       const tfc_tensor *v, int32_t causal, double scale,
-                                                       tfc_tensor *out, tfc_tensor *lse);
+TFC_API TFC_NODISCARD tfc_status tfc_attention_forward(const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v,
+                                                       int32_t causal, double scale, tfc_tensor *out, tfc_tensor *lse);
 
 /*
  * Gradients of tfc_attention_forward. dout and out are [B,H,T,Dv], lse
@@ -191,10 +186,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_attention_forward(const tfc_tensor *q, cons
  * result bits either way.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_attention_backward(const tfc_tensor *dout, const tfc_tensor *q,
-                                                        const tfc_tensor *k, const tfc_tensor *v,
-                                                        const tfc_tensor *out, const tfc_tensor *lse,
-                                                        int32_t causal, double scale, tfc_tensor *dq,
-                                                        tfc_tensor *dk, tfc_tensor *dv, uint32_t flags);
+                                                        const tfc_tensor *k, const tfc_tensor *v, const tfc_tensor *out,
+                                                        const tfc_tensor *lse, int32_t causal, double scale,
+                                                        tfc_tensor *dq, tfc_tensor *dk, tfc_tensor *dv, uint32_t flags);
 
 /* ---- GELU ----------------------------------------------------------------- */
 

@@ -121,8 +121,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_matmul_backward(const tfc_tensor *dout, con
  * TFC_ERR_DEVICE (tensors on different devices, or no usable GPU),
  * TFC_ERR_UNSUPPORTED (w dims above 2^31). Thread-safety as for every op.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w,
-                                            const tfc_tensor *b, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *b,
+                                            tfc_tensor **out);
 
 /* LayerNorm over the last dim: (x − mean)/√(var + eps) ⊙ weight + bias; weight/bias may be NULL. */
 TFC_API TFC_NODISCARD tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *weight,
@@ -225,8 +225,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_transpose(tfc_graph *g, const tfc_tensor *x
  * Elements start, start+step, ... < end along dim (python slicing: negative
  * start/end count from the end and are clamped; step >= 1).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_slice(tfc_graph *g, const tfc_tensor *x, int32_t dim, int64_t start,
-                                           int64_t end, int64_t step, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_slice(tfc_graph *g, const tfc_tensor *x, int32_t dim, int64_t start, int64_t end,
+                                           int64_t step, tfc_tensor **out);
 /* length elements from start along dim (no clamping: out of range is an error). */
 TFC_API TFC_NODISCARD tfc_status tfc_narrow(tfc_graph *g, const tfc_tensor *x, int32_t dim, int64_t start,
                                             int64_t length, tfc_tensor **out);

@@ -131,8 +131,8 @@ TFC_API void tfc_optim_release(tfc_optim *opt);
  * f32/f64 (TFC_ERR_DTYPE). Parameters may live on the CPU or CUDA;
  * tfc_optim_step checks what the device offers.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_optim_add_group(tfc_optim *opt, tfc_tensor *const *params, int32_t n,
-                                                     double lr, double weight_decay, int32_t *group);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_add_group(tfc_optim *opt, tfc_tensor *const *params, int32_t n, double lr,
+                                                     double weight_decay, int32_t *group);
 /* As tfc_optim_add_group with the optimizer's current lr and weight decay. */
 TFC_API TFC_NODISCARD tfc_status tfc_optim_add_params(tfc_optim *opt, tfc_tensor *const *params, int32_t n,
                                                       int32_t *group);
@@ -144,8 +144,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_num_params(const tfc_optim *opt, int6
  * Parameter k (in the order added): *param is a new reference, *group (may
  * be NULL) its group. k out of range is TFC_ERR_INVALID_ARG.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_optim_param(const tfc_optim *opt, int64_t k, tfc_tensor **param,
-                                                 int32_t *group);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_param(const tfc_optim *opt, int64_t k, tfc_tensor **param, int32_t *group);
 
 /* ---- stepping ---------------------------------------------------------------- */
 
@@ -187,8 +186,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_get_lr(const tfc_optim *opt, double *
 TFC_API TFC_NODISCARD tfc_status tfc_optim_set_group_lr(tfc_optim *opt, int32_t group, double lr);
 TFC_API TFC_NODISCARD tfc_status tfc_optim_get_group_lr(const tfc_optim *opt, int32_t group, double *lr);
 TFC_API TFC_NODISCARD tfc_status tfc_optim_set_group_weight_decay(tfc_optim *opt, int32_t group, double wd);
-TFC_API TFC_NODISCARD tfc_status tfc_optim_get_group_weight_decay(const tfc_optim *opt, int32_t group,
-                                                                  double *wd);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_get_group_weight_decay(const tfc_optim *opt, int32_t group, double *wd);
 
 /* ---- gradient clipping -------------------------------------------------------------- */
 
@@ -273,8 +271,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_state_count(const tfc_optim *opt, int
  * fresh tensors. Either out may be NULL. Errors: i out of range
  * (TFC_ERR_INVALID_ARG), TFC_ERR_OOM.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_optim_state_get(const tfc_optim *opt, int64_t i, char **name,
-                                                     tfc_tensor **tensor);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_state_get(const tfc_optim *opt, int64_t i, char **name, tfc_tensor **tensor);
 /*
  * Load n entries (copied; the caller keeps its tensors). Every entry is
  * checked before any is applied, so on error nothing changed. State not

@@ -34,29 +34,26 @@ typedef void (*tfc_deleter)(void *data, void *ctx);
  * (TFC_ERR_INVALID_ARG / TFC_ERR_DTYPE), sizes that overflow or cannot be
  * allocated (TFC_ERR_OOM).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_empty(const int64_t *dims, int32_t ndim, tfc_dtype dtype,
-                                                  tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_empty(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_tensor **out);
 /* As tfc_tensor_empty, filled with 0. */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_zeros(const int64_t *dims, int32_t ndim, tfc_dtype dtype,
-                                                  tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_zeros(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_tensor **out);
 /* As tfc_tensor_empty, filled with 1. */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_ones(const int64_t *dims, int32_t ndim, tfc_dtype dtype,
-                                                 tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_ones(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_tensor **out);
 /* As tfc_tensor_empty, filled with value (converted to dtype). */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_full(const int64_t *dims, int32_t ndim, tfc_dtype dtype,
-                                                 double value, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_full(const int64_t *dims, int32_t ndim, tfc_dtype dtype, double value,
+                                                 tfc_tensor **out);
 /*
  * 1-D tensor start, start+step, ... while < end (> end for negative step),
  * like numpy.arange. step == 0 or a non-finite bound is TFC_ERR_INVALID_ARG.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_arange(double start, double end, double step,
-                                                   tfc_dtype dtype, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_arange(double start, double end, double step, tfc_dtype dtype,
+                                                   tfc_tensor **out);
 /*
  * A new contiguous CPU tensor holding a copy of data (row-major, numel
  * elements of dtype). ndim == 0 makes a scalar (then dims may be NULL).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_from_data(const void *data, const int64_t *dims,
-                                                      int32_t ndim, tfc_dtype dtype, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_from_data(const void *data, const int64_t *dims, int32_t ndim,
+                                                      tfc_dtype dtype, tfc_tensor **out);
 /*
  * Zero-copy: a CPU tensor over the caller's memory `data` with the given
  * shape and strides (in elements; NULL strides = contiguous). The library
@@ -65,9 +62,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_from_data(const void *data, const in
  * it. deleter may be NULL when the caller keeps the memory alive longer than
  * every tensor over it. On error the deleter is NOT called.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_wrap(void *data, const int64_t *dims, const int64_t *strides,
-                                                 int32_t ndim, tfc_dtype dtype, tfc_deleter deleter,
-                                                 void *deleter_ctx, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_wrap(void *data, const int64_t *dims, const int64_t *strides, int32_t ndim,
+                                                 tfc_dtype dtype, tfc_deleter deleter, void *deleter_ctx,
+                                                 tfc_tensor **out);
 
 /*
  * Random tensors from the Philox 4x32-10 stream keyed by (seed, offset).
@@ -77,18 +74,17 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_wrap(void *data, const int64_t *dims
  *  - randn: standard normal (Box-Muller); normal: mean + std * randn
  *  - rand: uniform [0, 1); uniform: low + (high - low) * rand
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_randn(const int64_t *dims, int32_t ndim, tfc_dtype dtype,
-                                                  uint64_t seed, uint64_t offset, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_rand(const int64_t *dims, int32_t ndim, tfc_dtype dtype,
-                                                 uint64_t seed, uint64_t offset, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_uniform(const int64_t *dims, int32_t ndim, tfc_dtype dtype,
-                                                    double low, double high, uint64_t seed,
-                                                    uint64_t offset, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_randn(const int64_t *dims, int32_t ndim, tfc_dtype dtype, uint64_t seed,
+                                                  uint64_t offset, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_rand(const int64_t *dims, int32_t ndim, tfc_dtype dtype, uint64_t seed,
+                                                 uint64_t offset, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_uniform(const int64_t *dims, int32_t ndim, tfc_dtype dtype, double low,
+                                                    double high, uint64_t seed, uint64_t offset, tfc_tensor **out);
 /* In-place fills of an existing float tensor (any strides) from the same streams. */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_fill_normal(tfc_tensor *t, double mean, double std,
-                                                        uint64_t seed, uint64_t offset);
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_fill_uniform(tfc_tensor *t, double low, double high,
-                                                         uint64_t seed, uint64_t offset);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_fill_normal(tfc_tensor *t, double mean, double std, uint64_t seed,
+                                                        uint64_t offset);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_fill_uniform(tfc_tensor *t, double low, double high, uint64_t seed,
+                                                         uint64_t offset);
 
 /* ---- references ---------------------------------------------------------- */
 
@@ -158,8 +154,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_clone(const tfc_tensor *t, tfc_tenso
  * Copy to another device (device_index 0 for CPU). Returns a new reference
  * to t itself when it already lives there.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_to_device(const tfc_tensor *t, tfc_device_type device,
-                                                      int32_t device_index, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_to_device(const tfc_tensor *t, tfc_device_type device, int32_t device_index,
+                                                      tfc_tensor **out);
 
 /* ---- printing ------------------------------------------------------------ */
 
@@ -181,8 +177,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_print(const tfc_tensor *t, int32_t m
  * by tensors, bytes held in the cache, and the peak of bytes in use. Any
  * pointer may be NULL.
  */
-TFC_API void tfc_memory_stats(uint64_t *os_allocs, uint64_t *live_bytes, uint64_t *cached_bytes,
-                              uint64_t *peak_bytes);
+TFC_API void tfc_memory_stats(uint64_t *os_allocs, uint64_t *live_bytes, uint64_t *cached_bytes, uint64_t *peak_bytes);
 /* Return every cached free block to the OS. */
 TFC_API void tfc_memory_empty_cache(void);
 

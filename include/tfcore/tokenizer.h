@@ -121,9 +121,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_encode(const tfc_tokenizer *tok, 
  * named); TFC_ERR_INVALID_ARG for NULL texts[i] with lens[i] > 0.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_encode_batch(const tfc_tokenizer *tok, const char *const *texts,
-                                                            const size_t *lens, size_t n_texts,
-                                                            int32_t special_mode, int32_t n_threads,
-                                                            int32_t **ids, size_t **offsets);
+                                                            const size_t *lens, size_t n_texts, int32_t special_mode,
+                                                            int32_t n_threads, int32_t **ids, size_t **offsets);
 
 /*
  * Decode ids to the exact bytes they stand for (special tokens give their
@@ -140,8 +139,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_decode(const tfc_tokenizer *tok, 
  * maximal ill-formed subsequence is replaced with U+FFFD (the Unicode
  * "maximal subpart" practice, as Python's errors="replace").
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_decode_utf8(const tfc_tokenizer *tok, const int32_t *ids,
-                                                           size_t n_ids, char **text, size_t *len);
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_decode_utf8(const tfc_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                                                           char **text, size_t *len);
 
 /*
  * One more than the largest token id (ordinary or special), like tiktoken's
@@ -154,9 +153,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_vocab_size(const tfc_tokenizer *t
  * special token (*is_special 1, else 0; is_special may be NULL).
  * Errors: NULL arguments, id out of range or unused (TFC_ERR_INVALID_ARG).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_token_bytes(const tfc_tokenizer *tok, int32_t id,
-                                                           const char **bytes, size_t *len,
-                                                           int32_t *is_special);
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_token_bytes(const tfc_tokenizer *tok, int32_t id, const char **bytes,
+                                                           size_t *len, int32_t *is_special);
 
 /* Number of merge rules (pairs that merge into a token). */
 TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_n_merges(const tfc_tokenizer *tok, int32_t *out);
@@ -193,8 +191,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_load_gpt2(const char *encoder_jso
  * tokens, ranks >= 2^30, a missing byte token (TFC_ERR_FORMAT naming the
  * line), unknown pattern (TFC_ERR_INVALID_ARG), TFC_ERR_OOM.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern,
-                                                             tfc_tokenizer **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern, tfc_tokenizer **out);
 
 /*
  * Save to our own versioned text format (docs/TOKENIZER.md), which

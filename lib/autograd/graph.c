@@ -51,9 +51,7 @@ TFC_API int32_t tfc_graph_is_grad_enabled(const tfc_graph *g) { return g && g->e
 TFC_API int64_t tfc_graph_num_nodes(const tfc_graph *g) { return g ? g->n_nodes : 0; }
 
 /* May t be written in place without another handle or view seeing it? */
-static int owns_storage(const tfc_tensor *t) {
-    return atomic_load(&t->storage->refcount) == 1 && tfc_is_contiguous(t);
-}
+static int owns_storage(const tfc_tensor *t) { return atomic_load(&t->storage->refcount) == 1 && tfc_is_contiguous(t); }
 
 /* Both on one device (then the in-place add runs there). */
 static int same_place(const tfc_tensor *a, const tfc_tensor *b) {
@@ -154,8 +152,10 @@ static tfc_status check_backward_args(const char *fn, const tfc_graph *g, const 
     TFC_CHECK_NOT_NULL(fn, g);
     TFC_CHECK_NOT_NULL(fn, loss);
     if (!loss->node)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: loss %s was not produced by an op recorded on a graph "
-                       "(is it a leaf, or computed with recording off?)", fn, SHAPE(loss));
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "%s: loss %s was not produced by an op recorded on a graph "
+                       "(is it a leaf, or computed with recording off?)",
+                       fn, SHAPE(loss));
     if (loss->node->graph != g)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: loss was produced by %s on %s graph", fn, loss->node->name,
                        loss->node->graph ? "another" : "a cleared");
@@ -166,8 +166,8 @@ static tfc_status check_backward_args(const char *fn, const tfc_graph *g, const 
             return tfc_err(TFC_ERR_DTYPE, "%s: seed is %s, loss is %s", fn, tfc_dtype_name(seed->dtype),
                            tfc_dtype_name(loss->dtype));
     } else if (tfc_numel(loss) != 1) {
-        return tfc_err(TFC_ERR_SHAPE, "%s: loss is %s, not a single element: pass a seed gradient of that shape",
-                       fn, SHAPE(loss));
+        return tfc_err(TFC_ERR_SHAPE, "%s: loss is %s, not a single element: pass a seed gradient of that shape", fn,
+                       SHAPE(loss));
     }
     return TFC_OK;
 }
@@ -187,8 +187,10 @@ static tfc_status push_node(const char *fn, tfc_node ***a, int64_t *len, int64_t
 /* Backward may run through n: its graph still holds it and what it saved is unmodified. */
 static tfc_status validate_node(const char *fn, const tfc_node *n) {
     if (!n->graph)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: the graph holding %s was cleared or released; its saved tensors "
-                       "are gone (record the forward again)", fn, n->name);
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "%s: the graph holding %s was cleared or released; its saved tensors "
+                       "are gone (record the forward again)",
+                       fn, n->name);
     return tfc_node_check_saved(n, fn);
 }
 
@@ -347,10 +349,13 @@ TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, cons
 TFC_API tfc_status tfc_tensor_set_requires_grad(tfc_tensor *t, int32_t on) {
     TFC_CHECK_NOT_NULL("tfc_tensor_set_requires_grad", t);
     if (t->node)
-        return tfc_err(TFC_ERR_INVALID_ARG, "tfc_tensor_set_requires_grad: t %s is not a leaf (produced by %s); "
-                       "detach it first", SHAPE(t), t->node->name);
-    if (on && !(t->dtype == TFC_DTYPE_F32 || t->dtype == TFC_DTYPE_F64 || t->dtype == TFC_DTYPE_BF16 ||
-                t->dtype == TFC_DTYPE_F16))
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "tfc_tensor_set_requires_grad: t %s is not a leaf (produced by %s); "
+                       "detach it first",
+                       SHAPE(t), t->node->name);
+    if (on &&
+        !(t->dtype == TFC_DTYPE_F32 || t->dtype == TFC_DTYPE_F64 || t->dtype == TFC_DTYPE_BF16 ||
+          t->dtype == TFC_DTYPE_F16))
         return tfc_err(TFC_ERR_DTYPE, "tfc_tensor_set_requires_grad: t is %s; only float tensors can require grad",
                        tfc_dtype_name(t->dtype));
     t->requires_grad = on != 0;

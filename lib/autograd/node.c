@@ -26,7 +26,7 @@ static tfc_status graph_push(tfc_graph *g, tfc_node *n) {
 }
 
 tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
-                            size_t ctx_size, tfc_node **out) {
+                        size_t ctx_size, tfc_node **out) {
     tfc_node *n = calloc(1, sizeof *n);
     tfc_edge *in = calloc((size_t)(n_in ? n_in : 1), sizeof *in);
     tfc_tensor **acc = calloc((size_t)n_out, sizeof *acc);
@@ -102,11 +102,11 @@ int tfc_node_needs_grad(const tfc_node *n, int32_t i) { return n->in[i].node || 
 
 tfc_edge *tfc_node_edge(tfc_node *n, int32_t i) { return &n->in[i]; }
 
-static tfc_status modified_error(const tfc_node *n, const char *fn, const tfc_tensor *t, uint64_t now,
-                                 uint64_t then) {
-    return tfc_err(TFC_ERR_INVALID_ARG, "%s: a tensor %s saved by %s for backward was modified in place "
-                   "(version %llu, saved at version %llu)", fn, SHAPE(t), n->name, (unsigned long long)now,
-                   (unsigned long long)then);
+static tfc_status modified_error(const tfc_node *n, const char *fn, const tfc_tensor *t, uint64_t now, uint64_t then) {
+    return tfc_err(TFC_ERR_INVALID_ARG,
+                   "%s: a tensor %s saved by %s for backward was modified in place "
+                   "(version %llu, saved at version %llu)",
+                   fn, SHAPE(t), n->name, (unsigned long long)now, (unsigned long long)then);
 }
 
 tfc_status tfc_node_check_saved(const tfc_node *n, const char *fn) {

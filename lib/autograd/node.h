@@ -39,9 +39,9 @@ typedef tfc_status (*tfc_backward_fn)(tfc_node *n, tfc_tensor *const *grad_out, 
 
 /* Where the gradient of one input goes: a producing node's output, or a leaf. */
 typedef struct tfc_edge {
-    tfc_node *node; /* strong ref, or NULL */
-    int32_t index;  /* output index of node */
-    tfc_tensor *leaf; /* strong ref to a leaf that requires grad, or NULL */
+    tfc_node *node;              /* strong ref, or NULL */
+    int32_t index;               /* output index of node */
+    tfc_tensor *leaf;            /* strong ref to a leaf that requires grad, or NULL */
     int64_t shape[TFC_MAX_DIMS]; /* the input's shape and dtype, for checks */
     int32_t ndim;
     tfc_dtype dtype;
@@ -87,7 +87,7 @@ struct tfc_graph {
 int tfc_should_record(const tfc_graph *g, const tfc_tensor *const *ts, int32_t k);
 /* A node on g with a zeroed context of ctx_size bytes at n->ctx (none when 0). */
 tfc_status tfc_node_new(tfc_graph *g, const char *name, tfc_backward_fn backward, int32_t n_in, int32_t n_out,
-                            size_t ctx_size, tfc_node **out);
+                        size_t ctx_size, tfc_node **out);
 /* Input i of n is t (t may not require grad: then no gradient flows there). */
 tfc_status tfc_node_set_input(tfc_node *n, int32_t i, const tfc_tensor *t);
 /*

@@ -182,8 +182,8 @@ static char *format_table(void) {
     for (int i = 0; i < n; i++) {
         const prof_row *r = &rows[i];
         double t = r->fwd + r->bwd;
-        sb_printf(&b, "%-42s %9.1f %10.3f %10.3f %10.3f %6.1f\n", r->name, (double)r->calls / per,
-                  1e3 * r->fwd / per, 1e3 * r->bwd / per, 1e3 * t / per, total > 0 ? 100 * t / total : 0);
+        sb_printf(&b, "%-42s %9.1f %10.3f %10.3f %10.3f %6.1f\n", r->name, (double)r->calls / per, 1e3 * r->fwd / per,
+                  1e3 * r->bwd / per, 1e3 * t / per, total > 0 ? 100 * t / total : 0);
     }
     sb_printf(&b, "%-42s %9s %10s %10s %10.3f\n", "total", "", "", "", 1e3 * total / per);
     if (b.failed) {
@@ -220,9 +220,7 @@ TFC_API tfc_status tfc_profile_enable(int32_t on) {
     return TFC_OK;
 }
 
-TFC_API int32_t tfc_profile_is_enabled(void) {
-    return tfc_profile_enabled();
-}
+TFC_API int32_t tfc_profile_is_enabled(void) { return tfc_profile_enabled(); }
 
 TFC_API tfc_status tfc_profile_reset(void) {
     pthread_mutex_lock(&g_lock);

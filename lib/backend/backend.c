@@ -25,8 +25,7 @@ const char *tfc_backend_dtype_list(const tfc_backend *b, const char *conj) {
     return buf;
 }
 
-tfc_status tfc_backend_missing(const char *fn, const tfc_backend *b, int32_t device, const char *entry,
-                               int32_t dtype) {
+tfc_status tfc_backend_missing(const char *fn, const tfc_backend *b, int32_t device, const char *entry, int32_t dtype) {
     if (dtype < 0)
         return tfc_err(TFC_ERR_UNSUPPORTED, "%s: %s is not implemented on %s:%d", fn, entry, b->name, (int)device);
     return tfc_err(TFC_ERR_UNSUPPORTED, "%s: %s is not implemented on %s:%d for %s", fn, entry, b->name, (int)device,

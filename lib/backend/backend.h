@@ -97,7 +97,7 @@ typedef enum tfc_reduce_op {
     TFC_REDUCE_MIN,    /* out = min x                                    */
     TFC_REDUCE_ARGMAX, /* out (i64) = first index of max, row-major over the reduced dims */
     TFC_REDUCE_ARGMIN,
-    TFC_REDUCE_VAR     /* out = Σ (x − mean)² / (n − scale): scale is the correction */
+    TFC_REDUCE_VAR /* out = Σ (x − mean)² / (n − scale): scale is the correction */
 } tfc_reduce_op;
 
 /*
@@ -337,12 +337,12 @@ typedef struct tfc_dropout_problem {
 typedef struct tfc_optim_seg {
     void *param;
     const void *grad;
-    void *buf[3];    /* SGD: momentum_buffer; Adam: exp_avg, exp_avg_sq, max_exp_avg_sq */
-    int64_t n;       /* elements (> 0) */
-    int64_t start;   /* index of element 0 in the fused range */
+    void *buf[3];  /* SGD: momentum_buffer; Adam: exp_avg, exp_avg_sq, max_exp_avg_sq */
+    int64_t n;     /* elements (> 0) */
+    int64_t start; /* index of element 0 in the fused range */
     tfc_dtype dtype;
-    int32_t first;   /* SGD: the momentum buffer is new this step (buf = d, as torch) */
-    int64_t step;    /* this parameter's step count t, 1 on its first update */
+    int32_t first; /* SGD: the momentum buffer is new this step (buf = d, as torch) */
+    int64_t step;  /* this parameter's step count t, 1 on its first update */
     double lr, weight_decay;
     double step_size; /* Adam: lr / (1 − β1^t) */
     double bc2_sqrt;  /* Adam: √(1 − β2^t) */
@@ -378,8 +378,8 @@ typedef struct tfc_grad_norm_problem {
     int32_t device;
     const tfc_optim_seg *segs;
     int64_t nseg;
-    double c;        /* grad_scale */
-    double *norm;    /* grad_norm */
+    double c;     /* grad_scale */
+    double *norm; /* grad_norm */
     int32_t *overflow;
 } tfc_grad_norm_problem;
 
@@ -389,13 +389,13 @@ typedef enum tfc_memcpy_kind { TFC_MEMCPY_H2D = 0, TFC_MEMCPY_D2H = 1, TFC_MEMCP
 
 typedef struct tfc_backend {
     uint32_t struct_size;
-    uint32_t abi_version;              /* TFC_BACKEND_ABI */
-    const char *name;                  /* "cpu", "cuda": messages say "<name>:<device>" */
-    uint32_t float_dtypes;             /* bit (1u << dtype) for each float dtype its kernels take */
-    int32_t stats_f32;                 /* 1: stats buffers are f32 whatever the input dtype */
-    const char *(*describe)(void);     /* e.g. "NVIDIA H200 (sm_90, 139 GiB)" */
+    uint32_t abi_version;          /* TFC_BACKEND_ABI */
+    const char *name;              /* "cpu", "cuda": messages say "<name>:<device>" */
+    uint32_t float_dtypes;         /* bit (1u << dtype) for each float dtype its kernels take */
+    int32_t stats_f32;             /* 1: stats buffers are f32 whatever the input dtype */
+    const char *(*describe)(void); /* e.g. "NVIDIA H200 (sm_90, 139 GiB)" */
     int32_t (*device_count)(void);
-    const char *(*last_error)(void);   /* the message of the calling thread's last failed entry */
+    const char *(*last_error)(void); /* the message of the calling thread's last failed entry */
 
     /* memory (bytes) */
     tfc_status (*alloc)(int32_t device, size_t nbytes, void **out);
@@ -473,8 +473,7 @@ const char *tfc_backend_dtype_list(const tfc_backend *b, const char *conj);
  * TFC_ERR_UNSUPPORTED: "fn: <entry> is not implemented on <name>:<device> for <dtype>".
  * dtype < 0 leaves the dtype out.
  */
-tfc_status tfc_backend_missing(const char *fn, const tfc_backend *b, int32_t device, const char *entry,
-                               int32_t dtype);
+tfc_status tfc_backend_missing(const char *fn, const tfc_backend *b, int32_t device, const char *entry, int32_t dtype);
 
 /*
  * s, with b's message of the failed entry made the library's: "fn: msg" on
@@ -487,12 +486,12 @@ tfc_status tfc_backend_done(const char *fn, const tfc_backend *b, int32_t device
  * Run entry `entry` of backend b on problem p (which has `device` and
  * `dtype` fields), for the public function fn.
  */
-#define TFC_BACKEND_RUN(fn, b, entry, p)                                                                \
-    ((b)->entry ? tfc_backend_done((fn), (b), (p)->device, #entry, (b)->entry(p))                       \
+#define TFC_BACKEND_RUN(fn, b, entry, p)                                          \
+    ((b)->entry ? tfc_backend_done((fn), (b), (p)->device, #entry, (b)->entry(p)) \
                 : tfc_backend_missing((fn), (b), (p)->device, #entry, (int32_t)(p)->dtype))
 /* The same for problems whose dtype lives elsewhere (a view's, a segment's): named by dtype. */
-#define TFC_BACKEND_RUN_DT(fn, b, entry, p, dtype)                                                      \
-    ((b)->entry ? tfc_backend_done((fn), (b), (p)->device, #entry, (b)->entry(p))                       \
+#define TFC_BACKEND_RUN_DT(fn, b, entry, p, dtype)                                \
+    ((b)->entry ? tfc_backend_done((fn), (b), (p)->device, #entry, (b)->entry(p)) \
                 : tfc_backend_missing((fn), (b), (p)->device, #entry, (int32_t)(dtype)))
 
 #endif

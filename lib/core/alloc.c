@@ -93,8 +93,7 @@ void tfc_host_free(void *p, size_t nbytes) {
     free(p);
 }
 
-TFC_API void tfc_memory_stats(uint64_t *os_allocs, uint64_t *live_bytes, uint64_t *cached_bytes,
-                              uint64_t *peak_bytes) {
+TFC_API void tfc_memory_stats(uint64_t *os_allocs, uint64_t *live_bytes, uint64_t *cached_bytes, uint64_t *peak_bytes) {
     pthread_mutex_lock(&g_lock);
     if (os_allocs) *os_allocs = g_os_allocs;
     if (live_bytes) *live_bytes = g_live_bytes;

@@ -19,10 +19,14 @@ TFC_API const char *tfc_dtype_name(tfc_dtype d) {
 
 TFC_API size_t tfc_dtype_size(tfc_dtype d) {
     switch (d) {
-    case TFC_DTYPE_F64: case TFC_DTYPE_I64: return 8;
-    case TFC_DTYPE_F32: case TFC_DTYPE_I32: return 4;
-    case TFC_DTYPE_BF16: case TFC_DTYPE_F16: return 2;
-    case TFC_DTYPE_U8: case TFC_DTYPE_BOOL: return 1;
+    case TFC_DTYPE_F64:
+    case TFC_DTYPE_I64: return 8;
+    case TFC_DTYPE_F32:
+    case TFC_DTYPE_I32: return 4;
+    case TFC_DTYPE_BF16:
+    case TFC_DTYPE_F16: return 2;
+    case TFC_DTYPE_U8:
+    case TFC_DTYPE_BOOL: return 1;
     default: return 0;
     }
 }
@@ -66,9 +70,7 @@ void tfc_scalar_store(void *base, tfc_dtype d, int64_t i, double v) {
     case TFC_DTYPE_BF16: ((uint16_t *)base)[i] = tfc_f32_to_bf16((float)v); break;
     case TFC_DTYPE_F16: ((uint16_t *)base)[i] = tfc_f32_to_f16((float)v); break;
     case TFC_DTYPE_I32: ((int32_t *)base)[i] = (int32_t)sat_i64(v, -2147483648.0, 2147483647.0); break;
-    case TFC_DTYPE_I64:
-        ((int64_t *)base)[i] = sat_i64(v, -9223372036854775808.0, 9223372036854774784.0);
-        break;
+    case TFC_DTYPE_I64: ((int64_t *)base)[i] = sat_i64(v, -9223372036854775808.0, 9223372036854774784.0); break;
     case TFC_DTYPE_U8: ((uint8_t *)base)[i] = (uint8_t)sat_i64(v, 0.0, 255.0); break;
     case TFC_DTYPE_BOOL: ((uint8_t *)base)[i] = v != 0.0; break;
     default: break;
@@ -107,8 +109,10 @@ float tfc_f16_to_f32(uint16_t h) {
         float f = (float)mant * (1.0f / 16777216.0f);
         return sign ? -f : f;
     }
-    if (exp == 31) u = sign | 0x7f800000u | (mant << 13);
-    else u = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+    if (exp == 31)
+        u = sign | 0x7f800000u | (mant << 13);
+    else
+        u = sign | ((exp - 15 + 127) << 23) | (mant << 13);
     float f;
     memcpy(&f, &u, 4);
     return f;

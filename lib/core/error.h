@@ -26,17 +26,16 @@ tfc_status tfc_err(tfc_status s, const char *fmt, ...) TFC_PRINTF(2, 3);
 const char *tfc_fmt_dims(const int64_t *dims, int32_t ndim);
 
 /* Propagate a failing status unchanged (message already set). */
-#define TFC_TRY(expr)                                                          \
-    do {                                                                       \
-        tfc_status tfc_try_s_ = (expr);                                        \
-        if (tfc_try_s_ != TFC_OK) return tfc_try_s_;                           \
+#define TFC_TRY(expr)                                \
+    do {                                             \
+        tfc_status tfc_try_s_ = (expr);              \
+        if (tfc_try_s_ != TFC_OK) return tfc_try_s_; \
     } while (0)
 
 /* Reject a NULL pointer argument with a message naming fn and arg. */
-#define TFC_CHECK_NOT_NULL(fn, arg)                                            \
-    do {                                                                       \
-        if ((arg) == NULL)                                                     \
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, #arg);   \
+#define TFC_CHECK_NOT_NULL(fn, arg)                                                         \
+    do {                                                                                    \
+        if ((arg) == NULL) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, #arg); \
     } while (0)
 
 #endif

@@ -2,9 +2,7 @@
 #include "tfc_config.h"
 #include "tfcore/core.h"
 
-TFC_API int32_t tfc_version(void) {
-    return TFC_VERSION_MAJOR * 10000 + TFC_VERSION_MINOR * 100 + TFC_VERSION_PATCH;
-}
+TFC_API int32_t tfc_version(void) { return TFC_VERSION_MAJOR * 10000 + TFC_VERSION_MINOR * 100 + TFC_VERSION_PATCH; }
 
 TFC_API const char *tfc_version_string(void) { return TFC_VERSION_STRING; }
 

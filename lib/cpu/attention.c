@@ -87,8 +87,7 @@ static inline void FN(att_dot4)(int64_t n, const float *a, const float *b0, cons
 }
 #else
 /* out[0..3] = a · b0..b3 over n elements. */
-static inline void FN(att_dot4)(int64_t n, const T *a, const T *b0, const T *b1, const T *b2, const T *b3,
-                                T *out) {
+static inline void FN(att_dot4)(int64_t n, const T *a, const T *b0, const T *b1, const T *b2, const T *b3, T *out) {
     T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     SIMD_SUM(s0, s1, s2, s3)
     for (int64_t e = 0; e < n; e++) {
@@ -156,7 +155,7 @@ static void FN(att_axpys)(int64_t n, const T *w, const T *rows, int64_t stride, 
         T w4 = w[j + 4], w5 = w[j + 5], w6 = w[j + 6], w7 = w[j + 7];
         for (int64_t e = 0; e < n; e++)
             y[e] += (w0 * r0[e] + w1 * r1[e] + w2 * r2[e] + w3 * r3[e]) +
-                    (w4 * r4[e] + w5 * r5[e] + w6 * r6[e] + w7 * r7[e]);
+                (w4 * r4[e] + w5 * r5[e] + w6 * r6[e] + w7 * r7[e]);
     }
     for (; j + 4 <= m; j += 4) {
         const T *r0 = rows + j * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
@@ -210,8 +209,10 @@ static void FN(att_forward_block)(const tfc_attn_problem *p, int64_t b, int64_t 
             if (vis > nk) vis = nk;
             const T *qi = q + i * p->q.sr;
             T *oi = out + i * Dv;
-            if (use_t) FN(att_dots_t)(D, scale, qi, kt, vis, s);
-            else FN(att_dots)(D, scale, qi, k + j0 * p->k.sr, p->k.sr, vis, s);
+            if (use_t)
+                FN(att_dots_t)(D, scale, qi, kt, vis, s);
+            else
+                FN(att_dots)(D, scale, qi, k + j0 * p->k.sr, p->k.sr, vis, s);
             T mt = m[r];
             SIMD_MAX(mt)
             for (int64_t j = 0; j < vis; j++) mt = s[j] > mt ? s[j] : mt;
@@ -240,7 +241,6 @@ static void FN(att_forward_block)(const tfc_attn_problem *p, int64_t b, int64_t 
         if (lse) lse[i] = vis ? (T)((ACC)m[r] + log(l[r])) : (T)-INFINITY;
     }
 }
-
 
 #if TFC_HAVE_BLAS
 /*
@@ -307,8 +307,8 @@ static void FN(att_forward_block_blas)(const tfc_attn_problem *p, int64_t b, int
                 for (int64_t e = 0; e < Dv; e++) out[r * Dv + e] *= corr;
             m[r] = mt;
         }
-        ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Dv, (int)nk, 1, S, ATT_BK,
-                 v + j0 * p->v.sr, (int)p->v.sr, 1, out, (int)Dv);
+        ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Dv, (int)nk, 1, S, ATT_BK, v + j0 * p->v.sr,
+                 (int)p->v.sr, 1, out, (int)Dv);
     }
     for (int64_t r = 0; r < nq; r++) {
         const int vis = FN(att_visible)(p, i0 + r) > 0;
@@ -335,8 +335,8 @@ static void FN(att_backward_tile_blas)(const tfc_attn_problem *p, int64_t b, int
     const T scale = (T)p->scale;
     const int need_ds = (want_dq && dq) || (want_dkv && dk);
     T P[ATT_BQ * ATT_BK], dS[ATT_BQ * ATT_BK];
-    ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)D, scale, q, (int)p->q.sr, k,
-             (int)p->k.sr, 0, P, ATT_BK);
+    ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)D, scale, q, (int)p->q.sr, k, (int)p->k.sr,
+             0, P, ATT_BK);
     if (need_ds)
         ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Dv, 1, go + i0 * p->dout.sr,
                  (int)p->dout.sr, v, (int)p->v.sr, 0, dS, ATT_BK);
@@ -358,11 +358,11 @@ static void FN(att_backward_tile_blas)(const tfc_attn_problem *p, int64_t b, int
         ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)D, (int)nk, scale, dS, ATT_BK, k,
                  (int)p->k.sr, 1, dq, (int)D);
     if (want_dkv && dv)
-        ATT_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Dv, (int)nq, 1, P, ATT_BK,
-                 go + i0 * p->dout.sr, (int)p->dout.sr, 1, dv, (int)Dv);
+        ATT_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Dv, (int)nq, 1, P, ATT_BK, go + i0 * p->dout.sr,
+                 (int)p->dout.sr, 1, dv, (int)Dv);
     if (want_dkv && dk)
-        ATT_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)D, (int)nq, scale, dS, ATT_BK, q,
-                 (int)p->q.sr, 1, dk, (int)D);
+        ATT_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)D, (int)nq, scale, dS, ATT_BK, q, (int)p->q.sr,
+                 1, dk, (int)D);
 }
 #undef ATT_GEMM
 #endif
@@ -394,8 +394,8 @@ static void FN(attention_forward)(const tfc_attn_problem *p) {
  * One tile: queries [i0, i0+nq) × keys [j0, j0+nk) of head (b, h). Adds the
  * tile's share to dq rows (want_dq) and/or dk, dv rows (want_dkv).
  */
-static void FN(att_backward_tile)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq,
-                                  int64_t j0, int64_t nk, int want_dq, int want_dkv) {
+static void FN(att_backward_tile)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
+                                  int64_t nk, int want_dq, int want_dkv) {
     const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h;
     const T *q = (const T *)p->q.data + b * p->q.sb + h * p->q.sh;
     const T *k = (const T *)p->k.data + b * p->k.sb + h * p->k.sh + j0 * p->k.sr;
@@ -423,14 +423,18 @@ static void FN(att_backward_tile)(const tfc_attn_problem *p, int64_t b, int64_t 
         if (L == -INFINITY) vis = 0;
         for (int64_t j = vis; j < nk; j++) P[r][j] = dS[r][j] = 0;
         if (vis == 0) continue;
-        if (use_t) FN(att_dots_t)(D, scale, q + i * p->q.sr, kt, vis, P[r]);
-        else FN(att_dots)(D, scale, q + i * p->q.sr, k, p->k.sr, vis, P[r]);
+        if (use_t)
+            FN(att_dots_t)(D, scale, q + i * p->q.sr, kt, vis, P[r]);
+        else
+            FN(att_dots)(D, scale, q + i * p->q.sr, k, p->k.sr, vis, P[r]);
         for (int64_t j = 0; j < vis; j++) P[r][j] = EXP(P[r][j] - L);
         if (!need_ds) continue;
         const T *goi = go + i * p->dout.sr;
         const T Di = FN(att_dot)(Dv, goi, o + i * p->out.sr);
-        if (use_t) FN(att_dots_t)(Dv, 1, goi, vt, vis, dS[r]);
-        else FN(att_dots)(Dv, 1, goi, v, p->v.sr, vis, dS[r]);
+        if (use_t)
+            FN(att_dots_t)(Dv, 1, goi, vt, vis, dS[r]);
+        else
+            FN(att_dots)(Dv, 1, goi, v, p->v.sr, vis, dS[r]);
         for (int64_t j = 0; j < vis; j++) dS[r][j] = P[r][j] * (dS[r][j] - Di);
     }
 

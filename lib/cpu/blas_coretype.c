@@ -41,8 +41,8 @@ static const char *wanted_family(void) {
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (!avx2) return NULL;
     if (__builtin_cpu_is("amd")) return "Zen";
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
         return "SkylakeX";
     return "Haswell";
 }

@@ -120,8 +120,8 @@ static tfc_status cpu_layernorm_forward(const tfc_layernorm_problem *p) {
 }
 
 static tfc_status cpu_layernorm_backward(const tfc_layernorm_problem *p) {
-    tfc_cpu_layernorm_backward(p->dtype, p->rows, p->cols, p->dy, p->x, p->weight, p->mean, p->rstd, p->dx,
-                               p->dweight, p->dbias, p->accumulate);
+    tfc_cpu_layernorm_backward(p->dtype, p->rows, p->cols, p->dy, p->x, p->weight, p->mean, p->rstd, p->dx, p->dweight,
+                               p->dbias, p->accumulate);
     return TFC_OK;
 }
 
@@ -148,8 +148,8 @@ static tfc_status check_targets(const tfc_cross_entropy_problem *p) {
 
 static tfc_status cpu_cross_entropy_forward(const tfc_cross_entropy_problem *p) {
     TFC_TRY(check_targets(p));
-    tfc_cpu_cross_entropy_forward(p->dtype, p->index_dtype, p->n, p->c, p->logits, p->targets, p->ignore_index,
-                                  p->loss, p->lse);
+    tfc_cpu_cross_entropy_forward(p->dtype, p->index_dtype, p->n, p->c, p->logits, p->targets, p->ignore_index, p->loss,
+                                  p->lse);
     return TFC_OK;
 }
 
@@ -183,8 +183,7 @@ static tfc_status cpu_embedding_forward(const tfc_embedding_problem *p) {
 
 static tfc_status cpu_embedding_backward(const tfc_embedding_problem *p) {
     TFC_TRY(check_ids(p));
-    tfc_cpu_embedding_backward(p->dtype, p->index_dtype, p->n, p->v, p->c, p->dout, p->ids, p->dtable,
-                               p->accumulate);
+    tfc_cpu_embedding_backward(p->dtype, p->index_dtype, p->n, p->v, p->c, p->dout, p->ids, p->dtable, p->accumulate);
     return TFC_OK;
 }
 
@@ -221,8 +220,10 @@ static tfc_status cpu_topk_backward(const tfc_topk_problem *p) {
 /* ---- optimizers ---- */
 
 static tfc_status cpu_optim_step(const tfc_optim_problem *p) {
-    if (p->rule == TFC_OPTIM_RULE_ADAM) tfc_cpu_adam_step(p, p->segs, p->nseg);
-    else tfc_cpu_sgd_step(p, p->segs, p->nseg);
+    if (p->rule == TFC_OPTIM_RULE_ADAM)
+        tfc_cpu_adam_step(p, p->segs, p->nseg);
+    else
+        tfc_cpu_sgd_step(p, p->segs, p->nseg);
     return TFC_OK;
 }
 

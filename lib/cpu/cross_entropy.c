@@ -32,11 +32,10 @@ void tfc_cpu_cross_entropy_forward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64
     TFC_DISPATCH(dt, cross_entropy_forward, idt, n, c, logits, targets, ignore_index, loss, lse);
 }
 
-void tfc_cpu_cross_entropy_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, double dloss,
-                                    const void *logits, const void *targets, const void *lse,
-                                    int64_t ignore_index, void *dlogits, int accumulate) {
-    TFC_DISPATCH(dt, cross_entropy_backward, idt, n, c, dloss, logits, targets, lse, ignore_index, dlogits,
-                 accumulate);
+void tfc_cpu_cross_entropy_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, double dloss, const void *logits,
+                                    const void *targets, const void *lse, int64_t ignore_index, void *dlogits,
+                                    int accumulate) {
+    TFC_DISPATCH(dt, cross_entropy_backward, idt, n, c, dloss, logits, targets, lse, ignore_index, dlogits, accumulate);
 }
 
 void tfc_cpu_cross_entropy_rows(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, void *x, const void *targets,
@@ -107,8 +106,7 @@ static void FN(cross_entropy_forward)(tfc_dtype idt, int64_t n, int64_t c, const
 }
 
 static void FN(cross_entropy_backward)(tfc_dtype idt, int64_t n, int64_t c, double dloss, const T *x,
-                                       const void *targets, const T *lse, int64_t ignore_index, T *dx,
-                                       int accumulate) {
+                                       const void *targets, const T *lse, int64_t ignore_index, T *dx, int accumulate) {
     int64_t nv = 0;
     for (int64_t r = 0; r < n; r++) nv += tfc_index_at(targets, idt, r) != ignore_index;
     T g = nv ? (T)(dloss / (double)nv) : 0;
@@ -132,7 +130,6 @@ static void FN(cross_entropy_backward)(tfc_dtype idt, int64_t n, int64_t c, doub
     }
 }
 
-
 /*
  * The rows of one chunk of the fused linear + cross-entropy: per-row losses
  * (row_loss[r] = lse_r − x_{r,t_r}, 0 on ignored rows, kept apart so the
@@ -140,8 +137,8 @@ static void FN(cross_entropy_backward)(tfc_dtype idt, int64_t n, int64_t c, doub
  * its own gradient scale · (softmax − onehot): each row is read for its
  * log-sum-exp and rewritten in the same place, with no second buffer.
  */
-static void FN(cross_entropy_rows)(tfc_dtype idt, int64_t n, int64_t c, T *x, const void *targets,
-                                   int64_t ignore_index, int to_grad, double scale, double *row_loss) {
+static void FN(cross_entropy_rows)(tfc_dtype idt, int64_t n, int64_t c, T *x, const void *targets, int64_t ignore_index,
+                                   int to_grad, double scale, double *row_loss) {
     const T g = (T)scale;
     TFC_PARALLEL_RANGE(n, TFC_GRAIN(c), lo, hi) {
         for (int64_t r = lo; r < hi; r++) {

@@ -13,8 +13,10 @@ void tfc_cpu_dropout(tfc_dtype dt, int64_t n, double p, uint64_t seed, uint64_t 
     TFC_PARALLEL_RANGE(n, 1 << 14, lo, hi) {
         for (int64_t i = lo; i < hi; i++) {
             double m = tfc_rng_uniform(seed, offset, (uint64_t)i) >= p ? keep : 0.0;
-            if (dt == TFC_DTYPE_F64) ((double *)out)[i] = ((const double *)x)[i] * m;
-            else ((float *)out)[i] = ((const float *)x)[i] * (float)m;
+            if (dt == TFC_DTYPE_F64)
+                ((double *)out)[i] = ((const double *)x)[i] * m;
+            else
+                ((float *)out)[i] = ((const float *)x)[i] * (float)m;
         }
     }
 }

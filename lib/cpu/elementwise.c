@@ -38,23 +38,27 @@ static inline float FN(vtanh)(float x) {
 #endif
 
 /* One row of `inner` elements: contiguous fast path, else strided. */
-#define MAP_ROW(expr)                                                                               \
-    do {                                                                                            \
-        if (so == 1 && sa == 1 && sb == 1 && sc == 1) {                                             \
-            for (int64_t i = 0; i < inner; i++) {                                                   \
-                T a = pa[i], b = pb[i], c = pc[i];                                                  \
-                (void)a; (void)b; (void)c;                                                          \
-                T r_ = (expr);                                                                      \
-                po[i] = accumulate ? po[i] + r_ : r_;                                               \
-            }                                                                                       \
-        } else {                                                                                    \
-            for (int64_t i = 0; i < inner; i++) {                                                   \
-                T a = pa[i * sa], b = pb[i * sb], c = pc[i * sc];                                   \
-                (void)a; (void)b; (void)c;                                                          \
-                T r_ = (expr);                                                                      \
-                po[i * so] = accumulate ? po[i * so] + r_ : r_;                                     \
-            }                                                                                       \
-        }                                                                                           \
+#define MAP_ROW(expr)                                             \
+    do {                                                          \
+        if (so == 1 && sa == 1 && sb == 1 && sc == 1) {           \
+            for (int64_t i = 0; i < inner; i++) {                 \
+                T a = pa[i], b = pb[i], c = pc[i];                \
+                (void)a;                                          \
+                (void)b;                                          \
+                (void)c;                                          \
+                T r_ = (expr);                                    \
+                po[i] = accumulate ? po[i] + r_ : r_;             \
+            }                                                     \
+        } else {                                                  \
+            for (int64_t i = 0; i < inner; i++) {                 \
+                T a = pa[i * sa], b = pb[i * sb], c = pc[i * sc]; \
+                (void)a;                                          \
+                (void)b;                                          \
+                (void)c;                                          \
+                T r_ = (expr);                                    \
+                po[i * so] = accumulate ? po[i * so] + r_ : r_;   \
+            }                                                     \
+        }                                                         \
     } while (0)
 
 static void FN(map)(tfc_map_op op, const tfc_sview *out, const tfc_sview *av, const tfc_sview *bv, const tfc_sview *cv,
@@ -85,8 +89,10 @@ static void FN(map)(tfc_map_op op, const tfc_sview *out, const tfc_sview *av, co
                 }
             } else {
                 switch (op) {
-#define TFC_MAP_CASE(name, expr)                                                                    \
-    case TFC_MAP_##name: MAP_ROW(expr); break;
+#define TFC_MAP_CASE(name, expr) \
+    case TFC_MAP_##name:         \
+        MAP_ROW(expr);           \
+        break;
                     TFC_MAP_OPS(TFC_MAP_CASE)
 #undef TFC_MAP_CASE
                 default: break;

@@ -21,8 +21,8 @@
 #define TFC_TMPL_FILE "cpu/embedding.c"
 #include "cpu/kernel_tmpl.h"
 
-void tfc_cpu_embedding_forward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, const void *table,
-                               const void *ids, void *out) {
+void tfc_cpu_embedding_forward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, const void *table, const void *ids,
+                               void *out) {
     size_t row = (size_t)c * tfc_dtype_size(dt);
     TFC_PARALLEL_RANGE(n, TFC_GRAIN(c), lo, hi) {
         for (int64_t p = lo; p < hi; p++)
@@ -34,17 +34,14 @@ void tfc_cpu_embedding_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t 
                                 const void *ids, void *dtable, int accumulate) {
     if (!accumulate) {
         size_t row = (size_t)c * tfc_dtype_size(dt);
-        TFC_PARALLEL_RANGE(v, TFC_GRAIN(c), lo, hi) {
-            memset((char *)dtable + lo * row, 0, (size_t)(hi - lo) * row);
-        }
+        TFC_PARALLEL_RANGE(v, TFC_GRAIN(c), lo, hi) { memset((char *)dtable + lo * row, 0, (size_t)(hi - lo) * row); }
     }
     TFC_DISPATCH(dt, embedding_scatter_add, idt, n, c, dout, ids, dtable);
 }
 
 #else /* TFC_T */
 
-static void FN(embedding_scatter_add)(tfc_dtype idt, int64_t n, int64_t c, const T *dout, const void *ids,
-                                      T *dtable) {
+static void FN(embedding_scatter_add)(tfc_dtype idt, int64_t n, int64_t c, const T *dout, const void *ids, T *dtable) {
     int64_t nblk = (c + EMB_COLS - 1) / EMB_COLS;
     TFC_PARALLEL_RANGE(nblk, TFC_GRAIN(n * EMB_COLS), lo, hi) {
         int64_t c0 = lo * EMB_COLS, c1 = hi * EMB_COLS < c ? hi * EMB_COLS : c;

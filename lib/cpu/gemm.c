@@ -13,36 +13,35 @@
  * split across threads, K and N blocked so a panel of B stays in cache.
  * Written once for both element types.
  */
-#define GEMM_BLOCKED(T)                                                                         \
-    static void gemm_blocked_##T(int ta, int tb, int64_t m, int64_t n, int64_t k, T alpha,       \
-                                 const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,  \
-                                 int64_t ldc) {                                                  \
-        TFC_PARALLEL_RANGE(m, 4, lo, hi) {                                                       \
-            for (int64_t i = lo; i < hi; i++)                                                    \
-                for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j]; \
-            for (int64_t p0 = 0; p0 < k; p0 += 256) {                                            \
-                int64_t p1 = p0 + 256 < k ? p0 + 256 : k;                                        \
-                for (int64_t j0 = 0; j0 < n; j0 += 512) {                                        \
-                    int64_t j1 = j0 + 512 < n ? j0 + 512 : n;                                    \
-                    for (int64_t i = lo; i < hi; i++) {                                          \
-                        T *ci = c + i * ldc;                                                     \
-                        for (int64_t p = p0; p < p1; p++) {                                      \
-                            T aip = alpha * (ta ? a[p * lda + i] : a[i * lda + p]);              \
-                            if (tb)                                                              \
-                                for (int64_t j = j0; j < j1; j++) ci[j] += aip * b[j * ldb + p]; \
-                            else                                                                 \
-                                for (int64_t j = j0; j < j1; j++) ci[j] += aip * b[p * ldb + j]; \
-                        }                                                                        \
-                    }                                                                            \
-                }                                                                                \
-            }                                                                                    \
-        }                                                                                        \
+#define GEMM_BLOCKED(T)                                                                                             \
+    static void gemm_blocked_##T(int ta, int tb, int64_t m, int64_t n, int64_t k, T alpha, const T *a, int64_t lda, \
+                                 const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {                              \
+        TFC_PARALLEL_RANGE(m, 4, lo, hi) {                                                                          \
+            for (int64_t i = lo; i < hi; i++)                                                                       \
+                for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j];             \
+            for (int64_t p0 = 0; p0 < k; p0 += 256) {                                                               \
+                int64_t p1 = p0 + 256 < k ? p0 + 256 : k;                                                           \
+                for (int64_t j0 = 0; j0 < n; j0 += 512) {                                                           \
+                    int64_t j1 = j0 + 512 < n ? j0 + 512 : n;                                                       \
+                    for (int64_t i = lo; i < hi; i++) {                                                             \
+                        T *ci = c + i * ldc;                                                                        \
+                        for (int64_t p = p0; p < p1; p++) {                                                         \
+                            T aip = alpha * (ta ? a[p * lda + i] : a[i * lda + p]);                                 \
+                            if (tb)                                                                                 \
+                                for (int64_t j = j0; j < j1; j++) ci[j] += aip * b[j * ldb + p];                    \
+                            else                                                                                    \
+                                for (int64_t j = j0; j < j1; j++) ci[j] += aip * b[p * ldb + j];                    \
+                        }                                                                                           \
+                    }                                                                                               \
+                }                                                                                                   \
+            }                                                                                                       \
+        }                                                                                                           \
     }
 GEMM_BLOCKED(float)
 GEMM_BLOCKED(double)
 
-void tfc_cpu_gemm_blocked(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
-                          const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
+void tfc_cpu_gemm_blocked(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                          int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
     if (dtype == TFC_DTYPE_F64)
         gemm_blocked_double(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     else
@@ -56,8 +55,8 @@ static void blas_gemm(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int
     if (dtype == TFC_DTYPE_F64)
         cblas_dgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
     else
-        cblas_sgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb,
-                    (float)beta, c, (int)ldc);
+        cblas_sgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb, (float)beta,
+                    c, (int)ldc);
 }
 
 /*
@@ -77,8 +76,8 @@ static void blas_gemm(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int
  *   rows i0..i1 of C:    op(A) rows i0..i1 = ta ? A[:, i0..i1] : A[i0..i1, :]
  *   columns j0..j1 of C: op(B) cols j0..j1 = tb ? B[j0..j1, :] : B[:, j0..j1]
  */
-static void gemm_split(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
-                       const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
+static void gemm_split(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                       int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
     size_t es = dtype == TFC_DTYPE_F64 ? 8 : 4;
     int split_rows = m >= n;
     int64_t len = split_rows ? m : n, blocks = (len + 63) / 64;
@@ -92,8 +91,8 @@ static void gemm_split(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, in
         int64_t p0 = lo * 64, p1 = hi * 64 < len ? hi * 64 : len;
         if (p1 > p0) {
             if (split_rows)
-                blas_gemm(dtype, ta, tb, p1 - p0, n, k, alpha, (const char *)a + (size_t)(ta ? p0 : p0 * lda) * es,
-                          lda, b, ldb, beta, (char *)c + (size_t)(p0 * ldc) * es, ldc);
+                blas_gemm(dtype, ta, tb, p1 - p0, n, k, alpha, (const char *)a + (size_t)(ta ? p0 : p0 * lda) * es, lda,
+                          b, ldb, beta, (char *)c + (size_t)(p0 * ldc) * es, ldc);
             else
                 blas_gemm(dtype, ta, tb, m, p1 - p0, k, alpha, a, lda,
                           (const char *)b + (size_t)(tb ? p0 * ldb : p0) * es, ldb, beta, (char *)c + (size_t)p0 * es,

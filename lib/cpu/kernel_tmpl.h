@@ -62,10 +62,10 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define TFC_HAVE_AVX2_VARIANT 1
-#define TFC_DISPATCH(dt, name, ...)                                                          \
-    ((dt) == TFC_DTYPE_F64 ? name##_f64(__VA_ARGS__)                                         \
-     : tfc_cpu_use_avx2()  ? name##_f32_avx2(__VA_ARGS__)                                    \
-                           : name##_f32(__VA_ARGS__))
+#define TFC_DISPATCH(dt, name, ...)                          \
+    ((dt) == TFC_DTYPE_F64    ? name##_f64(__VA_ARGS__)      \
+         : tfc_cpu_use_avx2() ? name##_f32_avx2(__VA_ARGS__) \
+                              : name##_f32(__VA_ARGS__))
 #else
 #define TFC_HAVE_AVX2_VARIANT 0
 #define TFC_DISPATCH(dt, name, ...) ((dt) == TFC_DTYPE_F64 ? name##_f64(__VA_ARGS__) : name##_f32(__VA_ARGS__))

@@ -35,16 +35,15 @@ int64_t tfc_cpu_first_bad_index(const void *ids, tfc_dtype idt, int64_t n, int64
                                 int64_t ignore_index);
 
 /* LayerNorm over rows: x, y [n, c]; weight, bias [c] or NULL; mean, rstd [n] or NULL. */
-void tfc_cpu_layernorm_forward(tfc_dtype dt, int64_t n, int64_t c, const void *x, const void *weight,
-                               const void *bias, double eps, void *y, void *mean, void *rstd);
+void tfc_cpu_layernorm_forward(tfc_dtype dt, int64_t n, int64_t c, const void *x, const void *weight, const void *bias,
+                               double eps, void *y, void *mean, void *rstd);
 /* dy, x [n, c]; weight [c] or NULL; mean, rstd [n]; dx [n, c], dweight, dbias [c], each or NULL. */
-void tfc_cpu_layernorm_backward(tfc_dtype dt, int64_t n, int64_t c, const void *dy, const void *x,
-                                const void *weight, const void *mean, const void *rstd, void *dx, void *dweight,
-                                void *dbias, int accumulate);
+void tfc_cpu_layernorm_backward(tfc_dtype dt, int64_t n, int64_t c, const void *dy, const void *x, const void *weight,
+                                const void *mean, const void *rstd, void *dx, void *dweight, void *dbias,
+                                int accumulate);
 
 /* Softmax (log = 0) or log-softmax (log = 1) along the middle dim of x, y [outer, d, inner]. */
-void tfc_cpu_softmax_forward(tfc_dtype dt, int64_t outer, int64_t d, int64_t inner, int is_log, const void *x,
-                             void *y);
+void tfc_cpu_softmax_forward(tfc_dtype dt, int64_t outer, int64_t d, int64_t inner, int is_log, const void *x, void *y);
 /* Its gradient from y: dy, y, dx [outer, d, inner]. */
 void tfc_cpu_softmax_backward(tfc_dtype dt, int64_t outer, int64_t d, int64_t inner, int is_log, const void *dy,
                               const void *y, void *dx, int accumulate);
@@ -53,9 +52,9 @@ void tfc_cpu_softmax_backward(tfc_dtype dt, int64_t outer, int64_t d, int64_t in
 void tfc_cpu_cross_entropy_forward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, const void *logits,
                                    const void *targets, int64_t ignore_index, void *loss, void *lse);
 /* dlogits [n, c] from dloss (a value) and lse [n] (or NULL: recomputed). */
-void tfc_cpu_cross_entropy_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, double dloss,
-                                    const void *logits, const void *targets, const void *lse,
-                                    int64_t ignore_index, void *dlogits, int accumulate);
+void tfc_cpu_cross_entropy_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, double dloss, const void *logits,
+                                    const void *targets, const void *lse, int64_t ignore_index, void *dlogits,
+                                    int accumulate);
 /*
  * One chunk of the fused linear + cross-entropy, in place on logits x [n, c]:
  * row_loss[r] (n doubles) = lse_r − x_{r,t_r}, 0 on ignored rows; with
@@ -65,8 +64,8 @@ void tfc_cpu_cross_entropy_rows(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t 
                                 int64_t ignore_index, int to_grad, double scale, double *row_loss);
 
 /* out [n, c] = table [*, c] rows named by ids [n] (idt). */
-void tfc_cpu_embedding_forward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, const void *table,
-                               const void *ids, void *out);
+void tfc_cpu_embedding_forward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, const void *table, const void *ids,
+                               void *out);
 /* dtable [v, c] (+)= scatter-add of dout [n, c] by ids [n], in position order. */
 void tfc_cpu_embedding_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t v, int64_t c, const void *dout,
                                 const void *ids, void *dtable, int accumulate);

@@ -27,21 +27,21 @@
 #define TFC_TMPL_FILE "cpu/layernorm.c"
 #include "cpu/kernel_tmpl.h"
 
-void tfc_cpu_layernorm_forward(tfc_dtype dt, int64_t n, int64_t c, const void *x, const void *weight,
-                               const void *bias, double eps, void *y, void *mean, void *rstd) {
+void tfc_cpu_layernorm_forward(tfc_dtype dt, int64_t n, int64_t c, const void *x, const void *weight, const void *bias,
+                               double eps, void *y, void *mean, void *rstd) {
     TFC_DISPATCH(dt, layernorm_forward, n, c, x, weight, bias, eps, y, mean, rstd);
 }
 
-void tfc_cpu_layernorm_backward(tfc_dtype dt, int64_t n, int64_t c, const void *dy, const void *x,
-                                const void *weight, const void *mean, const void *rstd, void *dx, void *dweight,
-                                void *dbias, int accumulate) {
+void tfc_cpu_layernorm_backward(tfc_dtype dt, int64_t n, int64_t c, const void *dy, const void *x, const void *weight,
+                                const void *mean, const void *rstd, void *dx, void *dweight, void *dbias,
+                                int accumulate) {
     TFC_DISPATCH(dt, layernorm_backward, n, c, dy, x, weight, mean, rstd, dx, dweight, dbias, accumulate);
 }
 
 #else /* TFC_T: the kernels for element type T */
 
-static void FN(layernorm_forward)(int64_t n, int64_t c, const T *x, const T *w, const T *b, double eps, T *y,
-                                  T *mean, T *rstd) {
+static void FN(layernorm_forward)(int64_t n, int64_t c, const T *x, const T *w, const T *b, double eps, T *y, T *mean,
+                                  T *rstd) {
     TFC_PARALLEL_RANGE(n, TFC_GRAIN(c), lo, hi) {
         for (int64_t r = lo; r < hi; r++) {
             const T *xr = x + r * c;
@@ -69,8 +69,8 @@ static void FN(layernorm_forward)(int64_t n, int64_t c, const T *x, const T *w, 
 }
 
 /* mean(g) and mean(g · x̂) of one row, g = dy · w (the dx formula's row terms). */
-static inline void FN(layernorm_row_means)(int64_t c, const T *restrict dyr, const T *restrict xr,
-                                           const T *restrict w, T m, T rs, T *mg, T *mgx) {
+static inline void FN(layernorm_row_means)(int64_t c, const T *restrict dyr, const T *restrict xr, const T *restrict w,
+                                           T m, T rs, T *mg, T *mgx) {
     ACC sg = 0, sgx = 0;
     SIMD_SUM(sg, sgx)
     for (int64_t j = 0; j < c; j++) {
@@ -83,8 +83,8 @@ static inline void FN(layernorm_row_means)(int64_t c, const T *restrict dyr, con
 }
 
 /* dx for rows [lo, hi). */
-static void FN(layernorm_dx_rows)(int64_t lo, int64_t hi, int64_t c, const T *dy, const T *x, const T *w,
-                                  const T *mean, const T *rstd, T *dx, int accumulate) {
+static void FN(layernorm_dx_rows)(int64_t lo, int64_t hi, int64_t c, const T *dy, const T *x, const T *w, const T *mean,
+                                  const T *rstd, T *dx, int accumulate) {
     for (int64_t r = lo; r < hi; r++) {
         const T *xr = x + r * c, *dyr = dy + r * c;
         T *dxr = dx + r * c;
@@ -128,8 +128,7 @@ static void FN(layernorm_dwdb_columns)(int64_t n, int64_t c, const T *dy, const 
 
 /* One row of the one-pass backward: dx, and dy·x̂, dy added into pw, pb. */
 static inline void FN(layernorm_bwd_row)(int64_t c, const T *restrict dyr, const T *restrict xr, const T *restrict w,
-                                         T m, T rs, T *restrict dxr, T *restrict pw, T *restrict pb,
-                                         int accumulate) {
+                                         T m, T rs, T *restrict dxr, T *restrict pw, T *restrict pb, int accumulate) {
     T mg, mgx;
     FN(layernorm_row_means)(c, dyr, xr, w, m, rs, &mg, &mgx);
     if (accumulate)

@@ -29,28 +29,27 @@ static int64_t seg_find(const tfc_optim_seg *segs, int64_t nseg, int64_t i) {
     int64_t lo = 0, hi = nseg - 1;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo + 1) / 2;
-        if (segs[mid].start <= i) lo = mid;
-        else hi = mid - 1;
+        if (segs[mid].start <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }
 
 /* Call piece(segment, local lo, local hi) for each segment part inside fused [lo, hi). */
-#define FOR_PIECES(segs, nseg, lo, hi, s, a, b)                                                   \
-    for (int64_t k_ = seg_find(segs, nseg, lo); k_ < (nseg) && (segs)[k_].start < (hi); k_++)     \
-        for (const tfc_optim_seg *s = &(segs)[k_]; s; s = NULL)                                   \
-            for (int64_t a = ((lo) > s->start ? (lo) : s->start) - s->start,                      \
-                         b = ((hi) < s->start + s->n ? (hi) : s->start + s->n) - s->start,        \
-                         once_ = a < b;                                                           \
+#define FOR_PIECES(segs, nseg, lo, hi, s, a, b)                                                           \
+    for (int64_t k_ = seg_find(segs, nseg, lo); k_ < (nseg) && (segs)[k_].start < (hi); k_++)             \
+        for (const tfc_optim_seg *s = &(segs)[k_]; s; s = NULL)                                           \
+            for (int64_t a = ((lo) > s->start ? (lo) : s->start) - s->start,                              \
+                         b = ((hi) < s->start + s->n ? (hi) : s->start + s->n) - s->start, once_ = a < b; \
                  once_; once_ = 0)
 
 void tfc_cpu_sgd_step(const tfc_optim_problem *h, const tfc_optim_seg *segs, int64_t nseg) {
     int64_t total = seg_total(segs, nseg);
     if (total == 0) return;
     TFC_PARALLEL_RANGE(total, OPTIM_GRAIN, lo, hi) {
-        FOR_PIECES(segs, nseg, lo, hi, s, a, b) {
-            TFC_DISPATCH(s->dtype, sgd_piece, h, s, a, b);
-        }
+        FOR_PIECES(segs, nseg, lo, hi, s, a, b) { TFC_DISPATCH(s->dtype, sgd_piece, h, s, a, b); }
     }
 }
 
@@ -58,9 +57,7 @@ void tfc_cpu_adam_step(const tfc_optim_problem *h, const tfc_optim_seg *segs, in
     int64_t total = seg_total(segs, nseg);
     if (total == 0) return;
     TFC_PARALLEL_RANGE(total, OPTIM_GRAIN, lo, hi) {
-        FOR_PIECES(segs, nseg, lo, hi, s, a, b) {
-            TFC_DISPATCH(s->dtype, adam_piece, h, s, a, b);
-        }
+        FOR_PIECES(segs, nseg, lo, hi, s, a, b) { TFC_DISPATCH(s->dtype, adam_piece, h, s, a, b); }
     }
 }
 
@@ -74,9 +71,7 @@ tfc_status tfc_cpu_grad_sumsq(const tfc_optim_seg *segs, int64_t nseg, double sc
         for (int64_t blk = blo; blk < bhi; blk++) {
             int64_t lo = blk * SUMSQ_BLOCK, hi = lo + SUMSQ_BLOCK < total ? lo + SUMSQ_BLOCK : total;
             double acc = 0;
-            FOR_PIECES(segs, nseg, lo, hi, s, a, b) {
-                acc += TFC_DISPATCH(s->dtype, sumsq_piece, s, a, b, scale);
-            }
+            FOR_PIECES(segs, nseg, lo, hi, s, a, b) { acc += TFC_DISPATCH(s->dtype, sumsq_piece, s, a, b, scale); }
             part[blk] = acc;
         }
     }
@@ -103,9 +98,7 @@ void tfc_cpu_grad_scale(const tfc_optim_seg *segs, int64_t nseg, double c) {
     int64_t total = seg_total(segs, nseg);
     if (total == 0) return;
     TFC_PARALLEL_RANGE(total, OPTIM_GRAIN, lo, hi) {
-        FOR_PIECES(segs, nseg, lo, hi, s, a, b) {
-            TFC_DISPATCH(s->dtype, scale_piece, s, a, b, c);
-        }
+        FOR_PIECES(segs, nseg, lo, hi, s, a, b) { TFC_DISPATCH(s->dtype, scale_piece, s, a, b, c); }
     }
 }
 
@@ -118,8 +111,7 @@ static void FN(sgd_piece)(const tfc_optim_problem *h, const tfc_optim_seg *s, in
     const T sign = h->maximize ? (T)-1 : (T)1;
     const T wd = (T)s->weight_decay, neg_lr = (T)(-s->lr);
     const T mu = (T)h->momentum, one_minus_damp = (T)(1.0 - h->dampening);
-    const int use_wd = s->weight_decay != 0, use_mom = h->momentum != 0, nesterov = h->nesterov,
-              first = s->first;
+    const int use_wd = s->weight_decay != 0, use_mom = h->momentum != 0, nesterov = h->nesterov, first = s->first;
     for (int64_t i = lo; i < hi; i++) {
         T d = sign * g[i];
         if (use_wd) d = d + wd * p[i];

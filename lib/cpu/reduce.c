@@ -16,8 +16,7 @@ static inline double load(const tfc_sview *v, int64_t off) {
  * positions in order and add whole contiguous rows, so memory is read
  * sequentially. Threads split the columns.
  */
-static int column_sum(const tfc_sview *in, int32_t nkeep, const tfc_iter *rit, int64_t nout, void *out,
-                      double scale) {
+static int column_sum(const tfc_sview *in, int32_t nkeep, const tfc_iter *rit, int64_t nout, void *out, double scale) {
     tfc_sview kept = *in;
     kept.ndim = nkeep;
     const tfc_sview *kv[1] = {&kept};
@@ -43,8 +42,10 @@ static int column_sum(const tfc_sview *in, int32_t nkeep, const tfc_iter *rit, i
                 tfc_iter_next(rit, idx, off);
             }
             for (int64_t j = 0; j < j1 - j0; j++) {
-                if (f64) ((double *)out)[j0 + j] = acc[j] * scale;
-                else ((float *)out)[j0 + j] = (float)(acc[j] * scale);
+                if (f64)
+                    ((double *)out)[j0 + j] = acc[j] * scale;
+                else
+                    ((float *)out)[j0 + j] = (float)(acc[j] * scale);
             }
         }
     }
@@ -91,14 +92,17 @@ void tfc_cpu_reduce(tfc_reduce_op op, const tfc_sview *in, int32_t nkeep, void *
             }
             if (row_run) {
                 double acc = row_sum(in, base, nred) * scale;
-                if (in->dtype == TFC_DTYPE_F64) ((double *)out)[o] = acc;
-                else ((float *)out)[o] = (float)acc;
+                if (in->dtype == TFC_DTYPE_F64)
+                    ((double *)out)[o] = acc;
+                else
+                    ((float *)out)[o] = (float)acc;
                 continue;
             }
             int64_t idx[TFC_MAX_DIMS], off[4];
             tfc_iter_seek(&rit, 0, idx, off);
             double acc = op == TFC_REDUCE_MAX || op == TFC_REDUCE_ARGMAX ? -INFINITY
-                         : op == TFC_REDUCE_MIN || op == TFC_REDUCE_ARGMIN ? INFINITY : 0.0;
+                : op == TFC_REDUCE_MIN || op == TFC_REDUCE_ARGMIN        ? INFINITY
+                                                                         : 0.0;
             int64_t best = 0;
             int saw_nan = 0;
             double mean = 0.0;
@@ -117,13 +121,29 @@ void tfc_cpu_reduce(tfc_reduce_op op, const tfc_sview *in, int32_t nkeep, void *
                 case TFC_REDUCE_VAR: acc += (x - mean) * (x - mean); break;
                 case TFC_REDUCE_MAX:
                 case TFC_REDUCE_ARGMAX:
-                    if (isnan(x)) { if (!saw_nan) { saw_nan = 1; acc = x; best = i; } }
-                    else if (!saw_nan && x > acc) { acc = x; best = i; }
+                    if (isnan(x)) {
+                        if (!saw_nan) {
+                            saw_nan = 1;
+                            acc = x;
+                            best = i;
+                        }
+                    } else if (!saw_nan && x > acc) {
+                        acc = x;
+                        best = i;
+                    }
                     break;
                 case TFC_REDUCE_MIN:
                 case TFC_REDUCE_ARGMIN:
-                    if (isnan(x)) { if (!saw_nan) { saw_nan = 1; acc = x; best = i; } }
-                    else if (!saw_nan && x < acc) { acc = x; best = i; }
+                    if (isnan(x)) {
+                        if (!saw_nan) {
+                            saw_nan = 1;
+                            acc = x;
+                            best = i;
+                        }
+                    } else if (!saw_nan && x < acc) {
+                        acc = x;
+                        best = i;
+                    }
                     break;
                 }
                 tfc_iter_next(&rit, idx, off);
@@ -134,8 +154,10 @@ void tfc_cpu_reduce(tfc_reduce_op op, const tfc_sview *in, int32_t nkeep, void *
             }
             if (op == TFC_REDUCE_SUM) acc *= scale;
             if (op == TFC_REDUCE_VAR) acc = acc / ((double)nred - scale);
-            if (in->dtype == TFC_DTYPE_F64) ((double *)out)[o] = acc;
-            else ((float *)out)[o] = (float)acc;
+            if (in->dtype == TFC_DTYPE_F64)
+                ((double *)out)[o] = acc;
+            else
+                ((float *)out)[o] = (float)acc;
         }
     }
 }
@@ -159,8 +181,10 @@ void tfc_cpu_reduce_scatter(const tfc_sview *dst, int32_t nkeep, const int64_t *
             base += (rem % dst->shape[d]) * dst->strides[d];
             rem /= dst->shape[d];
         }
-        if (dst->dtype == TFC_DTYPE_F64) ((double *)dst->data)[base] = ((const double *)dy->data)[off[0]];
-        else ((float *)dst->data)[base] = ((const float *)dy->data)[off[0]];
+        if (dst->dtype == TFC_DTYPE_F64)
+            ((double *)dst->data)[base] = ((const double *)dy->data)[off[0]];
+        else
+            ((float *)dst->data)[base] = ((const float *)dy->data)[off[0]];
         tfc_iter_next(&it, idx, off);
     }
 }

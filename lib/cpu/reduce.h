@@ -12,7 +12,6 @@
 /* in: f32/f64 view; out: in's dtype (i64 for arg ops), numel(kept) elements. */
 void tfc_cpu_reduce(tfc_reduce_op op, const tfc_sview *in, int32_t nkeep, void *out, double scale);
 
-
 /*
  * Backward of max/min: dst (zeroed, permuted like the forward input) gets
  * dy[o] at reduced position pos[o] of each kept index o.

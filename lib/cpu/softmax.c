@@ -123,8 +123,8 @@ static void FN(softmax_backward_line)(int64_t d, int is_log, const T *dy, const 
     }
 }
 
-static void FN(softmax_backward_lines)(int64_t d, int64_t inner, int64_t nb, int is_log, const T *dy, const T *y,
-                                       T *dx, int accumulate) {
+static void FN(softmax_backward_lines)(int64_t d, int64_t inner, int64_t nb, int is_log, const T *dy, const T *y, T *dx,
+                                       int accumulate) {
     ACC t[SM_COLS];
     T tt[SM_COLS];
     for (int64_t k = 0; k < nb; k++) t[k] = 0;

@@ -59,11 +59,11 @@ void tfc_iter_seek(const tfc_iter *it, int64_t start, int64_t *idx, int64_t *off
  * cost more than the copy. A row is one memcpy when both sides are dense,
  * or a typed strided loop — never a per-element call.
  */
-#define STRIDED_ROW_COPY(T, d, ds, s, ss, n)                                   \
-    do {                                                                       \
-        T *d_ = (T *)(d);                                                      \
-        const T *s_ = (const T *)(s);                                          \
-        for (int64_t j_ = 0; j_ < (n); j_++) d_[j_ * (ds)] = s_[j_ * (ss)];    \
+#define STRIDED_ROW_COPY(T, d, ds, s, ss, n)                                \
+    do {                                                                    \
+        T *d_ = (T *)(d);                                                   \
+        const T *s_ = (const T *)(s);                                       \
+        for (int64_t j_ = 0; j_ < (n); j_++) d_[j_ * (ds)] = s_[j_ * (ss)]; \
     } while (0)
 
 static void copy_row(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, size_t es) {
@@ -124,8 +124,8 @@ void tfc_cpu_copy(const tfc_sview *dst, const tfc_sview *src) {
         if (lo < hi) tfc_iter_seek(&it, lo * row, idx, off);
         for (int64_t r = lo; r < hi; r++, tfc_iter_next_row(&it, idx, off)) {
             if (same) {
-                copy_row(dst->data + off[0] * (int64_t)es, dstr, src->data + off[1] * (int64_t)tfc_dtype_size(src->dtype),
-                         sstr, row, es);
+                copy_row(dst->data + off[0] * (int64_t)es, dstr,
+                         src->data + off[1] * (int64_t)tfc_dtype_size(src->dtype), sstr, row, es);
             } else {
                 for (int64_t j = 0; j < row; j++)
                     tfc_scalar_store(dst->data, dst->dtype, off[0] + j * dstr,

@@ -53,7 +53,9 @@ void tfc_cpu_topk_backward(const tfc_topk_problem *p) {
         for (int64_t j = 0; j < k; j++)
             for (int64_t in = 0; in < p->inner; in++) {
                 int64_t src = (o * k + j) * p->inner + in, dst = (o * D + p->indices_in[src]) * p->inner + in;
-                if (p->dtype == TFC_DTYPE_F64) ((double *)p->dx)[dst] += ((const double *)p->dy)[src];
-                else ((float *)p->dx)[dst] += ((const float *)p->dy)[src];
+                if (p->dtype == TFC_DTYPE_F64)
+                    ((double *)p->dx)[dst] += ((const double *)p->dy)[src];
+                else
+                    ((float *)p->dx)[dst] += ((const float *)p->dy)[src];
             }
 }

@@ -26,8 +26,7 @@ static void load_module(void) {
     if (dladdr((void *)&load_module, &info) && info.dli_fname) {
         const char *slash = strrchr(info.dli_fname, '/');
         if (slash && (size_t)(slash - info.dli_fname) + 1 + sizeof TFC_CUDA_MODULE_NAME < sizeof path)
-            snprintf(path, sizeof path, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname,
-                     TFC_CUDA_MODULE_NAME);
+            snprintf(path, sizeof path, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, TFC_CUDA_MODULE_NAME);
     }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) h = dlopen(TFC_CUDA_MODULE_NAME, RTLD_NOW | RTLD_LOCAL);

@@ -13,9 +13,12 @@ void tfc_device_override_backend(tfc_device_type dev, const tfc_backend *b) {
 }
 
 const char *tfc_device_name(tfc_device_type dev, int32_t index, char *buf, size_t cap) {
-    if (dev == TFC_DEVICE_CPU) snprintf(buf, cap, "cpu");
-    else if (dev == TFC_DEVICE_CUDA) snprintf(buf, cap, "cuda:%d", (int)index);
-    else snprintf(buf, cap, "device %d:%d", (int)dev, (int)index);
+    if (dev == TFC_DEVICE_CPU)
+        snprintf(buf, cap, "cpu");
+    else if (dev == TFC_DEVICE_CUDA)
+        snprintf(buf, cap, "cuda:%d", (int)index);
+    else
+        snprintf(buf, cap, "device %d:%d", (int)dev, (int)index);
     return buf;
 }
 
@@ -40,8 +43,7 @@ tfc_status tfc_backend_of(tfc_device_type dev, int32_t index, const tfc_backend 
 }
 
 /* A failed memory entry of a module: its message, prefixed with the device. */
-static tfc_status mem_failed(const tfc_backend *b, tfc_device_type dev, int32_t index, const char *what,
-                             tfc_status s) {
+static tfc_status mem_failed(const tfc_backend *b, tfc_device_type dev, int32_t index, const char *what, tfc_status s) {
     if (s == TFC_OK || b == &tfc_cpu_backend) return s;
     char name[32], msg[700];
     snprintf(msg, sizeof msg, "%s", b->last_error());
@@ -74,8 +76,10 @@ tfc_status tfc_device_memcpy(tfc_device_type dst_dev, int32_t dst_index, void *d
     tfc_device_type dev = dst_dev;
     int32_t index = dst_index;
     tfc_memcpy_kind kind = TFC_MEMCPY_D2D;
-    if (dst_dev == TFC_DEVICE_CPU && src_dev != TFC_DEVICE_CPU) dev = src_dev, index = src_index, kind = TFC_MEMCPY_D2H;
-    else if (dst_dev != TFC_DEVICE_CPU && src_dev == TFC_DEVICE_CPU) kind = TFC_MEMCPY_H2D;
+    if (dst_dev == TFC_DEVICE_CPU && src_dev != TFC_DEVICE_CPU)
+        dev = src_dev, index = src_index, kind = TFC_MEMCPY_D2H;
+    else if (dst_dev != TFC_DEVICE_CPU && src_dev == TFC_DEVICE_CPU)
+        kind = TFC_MEMCPY_H2D;
     else if (dst_dev != src_dev || dst_index != src_index)
         return tfc_err(TFC_ERR_UNSUPPORTED, "copy between %s devices %d and %d is not supported",
                        dst_dev == TFC_DEVICE_CUDA ? "CUDA" : "different", (int)src_index, (int)dst_index);

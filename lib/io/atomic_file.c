@@ -18,7 +18,8 @@ tfc_status tfc_atomic_open(const char *fn, const char *path, tfc_atomic_file *af
     memcpy(af->tmp_path + n, ".tmp.XXXXXX", 12);
     int fd = mkstemp(af->tmp_path);
     if (fd < 0) {
-        tfc_status s = tfc_err(TFC_ERR_IO, "%s: cannot create a temporary file for '%s': %s", fn, path, strerror(errno));
+        tfc_status s =
+            tfc_err(TFC_ERR_IO, "%s: cannot create a temporary file for '%s': %s", fn, path, strerror(errno));
         free(af->tmp_path);
         af->tmp_path = NULL;
         return s;

@@ -16,14 +16,38 @@ enum { DL_CPU = 1, DL_CUDA = 2, DL_CUDA_HOST = 3 };
 static DLDataType to_dl(tfc_dtype d) {
     DLDataType t = {0, 0, 1};
     switch (d) {
-    case TFC_DTYPE_F32: t.code = DL_FLOAT; t.bits = 32; break;
-    case TFC_DTYPE_F64: t.code = DL_FLOAT; t.bits = 64; break;
-    case TFC_DTYPE_F16: t.code = DL_FLOAT; t.bits = 16; break;
-    case TFC_DTYPE_BF16: t.code = DL_BFLOAT; t.bits = 16; break;
-    case TFC_DTYPE_I32: t.code = DL_INT; t.bits = 32; break;
-    case TFC_DTYPE_I64: t.code = DL_INT; t.bits = 64; break;
-    case TFC_DTYPE_U8: t.code = DL_UINT; t.bits = 8; break;
-    case TFC_DTYPE_BOOL: t.code = DL_BOOL; t.bits = 8; break;
+    case TFC_DTYPE_F32:
+        t.code = DL_FLOAT;
+        t.bits = 32;
+        break;
+    case TFC_DTYPE_F64:
+        t.code = DL_FLOAT;
+        t.bits = 64;
+        break;
+    case TFC_DTYPE_F16:
+        t.code = DL_FLOAT;
+        t.bits = 16;
+        break;
+    case TFC_DTYPE_BF16:
+        t.code = DL_BFLOAT;
+        t.bits = 16;
+        break;
+    case TFC_DTYPE_I32:
+        t.code = DL_INT;
+        t.bits = 32;
+        break;
+    case TFC_DTYPE_I64:
+        t.code = DL_INT;
+        t.bits = 64;
+        break;
+    case TFC_DTYPE_U8:
+        t.code = DL_UINT;
+        t.bits = 8;
+        break;
+    case TFC_DTYPE_BOOL:
+        t.code = DL_BOOL;
+        t.bits = 8;
+        break;
     default: break;
     }
     return t;
@@ -31,15 +55,24 @@ static DLDataType to_dl(tfc_dtype d) {
 
 static int from_dl(DLDataType t, tfc_dtype *d) {
     if (t.lanes != 1) return 0;
-    if (t.code == DL_FLOAT && t.bits == 32) *d = TFC_DTYPE_F32;
-    else if (t.code == DL_FLOAT && t.bits == 64) *d = TFC_DTYPE_F64;
-    else if (t.code == DL_FLOAT && t.bits == 16) *d = TFC_DTYPE_F16;
-    else if (t.code == DL_BFLOAT && t.bits == 16) *d = TFC_DTYPE_BF16;
-    else if (t.code == DL_INT && t.bits == 32) *d = TFC_DTYPE_I32;
-    else if (t.code == DL_INT && t.bits == 64) *d = TFC_DTYPE_I64;
-    else if (t.code == DL_UINT && t.bits == 8) *d = TFC_DTYPE_U8;
-    else if (t.code == DL_BOOL && t.bits == 8) *d = TFC_DTYPE_BOOL;
-    else return 0;
+    if (t.code == DL_FLOAT && t.bits == 32)
+        *d = TFC_DTYPE_F32;
+    else if (t.code == DL_FLOAT && t.bits == 64)
+        *d = TFC_DTYPE_F64;
+    else if (t.code == DL_FLOAT && t.bits == 16)
+        *d = TFC_DTYPE_F16;
+    else if (t.code == DL_BFLOAT && t.bits == 16)
+        *d = TFC_DTYPE_BF16;
+    else if (t.code == DL_INT && t.bits == 32)
+        *d = TFC_DTYPE_I32;
+    else if (t.code == DL_INT && t.bits == 64)
+        *d = TFC_DTYPE_I64;
+    else if (t.code == DL_UINT && t.bits == 8)
+        *d = TFC_DTYPE_U8;
+    else if (t.code == DL_BOOL && t.bits == 8)
+        *d = TFC_DTYPE_BOOL;
+    else
+        return 0;
     return 1;
 }
 

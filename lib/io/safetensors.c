@@ -32,8 +32,8 @@ static const struct {
     const char *name;
     tfc_dtype dtype;
 } st_dtypes[] = {
-    {"F64", TFC_DTYPE_F64}, {"I64", TFC_DTYPE_I64}, {"F32", TFC_DTYPE_F32},   {"I32", TFC_DTYPE_I32},
-    {"BF16", TFC_DTYPE_BF16}, {"F16", TFC_DTYPE_F16}, {"U8", TFC_DTYPE_U8}, {"BOOL", TFC_DTYPE_BOOL},
+    {"F64", TFC_DTYPE_F64},   {"I64", TFC_DTYPE_I64}, {"F32", TFC_DTYPE_F32}, {"I32", TFC_DTYPE_I32},
+    {"BF16", TFC_DTYPE_BF16}, {"F16", TFC_DTYPE_F16}, {"U8", TFC_DTYPE_U8},   {"BOOL", TFC_DTYPE_BOOL},
 };
 
 static const char *st_name_of(tfc_dtype d) {
@@ -130,10 +130,12 @@ TFC_API tfc_status tfc_safetensors_save(const char *path, const char *const *nam
     if (!e) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
-        if (!names[i] || !names[i][0]) s = tfc_err(TFC_ERR_INVALID_ARG, "%s: names[%d] is NULL or empty", fn, i);
+        if (!names[i] || !names[i][0])
+            s = tfc_err(TFC_ERR_INVALID_ARG, "%s: names[%d] is NULL or empty", fn, i);
         else if (strcmp(names[i], "__metadata__") == 0)
             s = tfc_err(TFC_ERR_INVALID_ARG, "%s: names[%d] is the reserved name __metadata__", fn, i);
-        else if (!tensors[i]) s = tfc_err(TFC_ERR_INVALID_ARG, "%s: tensors[%d] ('%s') is NULL", fn, i, names[i]);
+        else if (!tensors[i])
+            s = tfc_err(TFC_ERR_INVALID_ARG, "%s: tensors[%d] ('%s') is NULL", fn, i, names[i]);
         else if (!st_name_of(tfc_tensor_dtype(tensors[i])))
             s = tfc_err(TFC_ERR_DTYPE, "%s: tensors[%d] ('%s') has dtype %s, not storable", fn, i, names[i],
                         tfc_dtype_name(tfc_tensor_dtype(tensors[i])));
@@ -199,8 +201,10 @@ TFC_API tfc_status tfc_safetensors_save(const char *path, const char *const *nam
             if (s == TFC_OK) s = tfc_atomic_write(fn, &af, buf, e[i].nbytes);
             free(buf);
         }
-        if (s == TFC_OK) s = tfc_atomic_commit(fn, &af);
-        else tfc_atomic_abort(&af);
+        if (s == TFC_OK)
+            s = tfc_atomic_commit(fn, &af);
+        else
+            tfc_atomic_abort(&af);
     }
     free(h.p);
     free(e);
@@ -251,10 +255,25 @@ static int accept(parser *ps, char c) {
 static void put_utf8(strbuf *b, uint32_t cp) {
     char u[4];
     size_t n;
-    if (cp < 0x80) { u[0] = (char)cp; n = 1; }
-    else if (cp < 0x800) { u[0] = (char)(0xC0 | cp >> 6); u[1] = (char)(0x80 | (cp & 63)); n = 2; }
-    else if (cp < 0x10000) { u[0] = (char)(0xE0 | cp >> 12); u[1] = (char)(0x80 | (cp >> 6 & 63)); u[2] = (char)(0x80 | (cp & 63)); n = 3; }
-    else { u[0] = (char)(0xF0 | cp >> 18); u[1] = (char)(0x80 | (cp >> 12 & 63)); u[2] = (char)(0x80 | (cp >> 6 & 63)); u[3] = (char)(0x80 | (cp & 63)); n = 4; }
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        u[0] = (char)(0xC0 | cp >> 6);
+        u[1] = (char)(0x80 | (cp & 63));
+        n = 2;
+    } else if (cp < 0x10000) {
+        u[0] = (char)(0xE0 | cp >> 12);
+        u[1] = (char)(0x80 | (cp >> 6 & 63));
+        u[2] = (char)(0x80 | (cp & 63));
+        n = 3;
+    } else {
+        u[0] = (char)(0xF0 | cp >> 18);
+        u[1] = (char)(0x80 | (cp >> 12 & 63));
+        u[2] = (char)(0x80 | (cp >> 6 & 63));
+        u[3] = (char)(0x80 | (cp & 63));
+        n = 4;
+    }
     sb_put(b, u, n);
 }
 
@@ -262,7 +281,10 @@ static int hex4(const char *p, uint32_t *v) {
     *v = 0;
     for (int i = 0; i < 4; i++) {
         char c = p[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9' ? c - '0'
+            : c >= 'a' && c <= 'f'   ? c - 'a' + 10
+            : c >= 'A' && c <= 'F'   ? c - 'A' + 10
+                                     : -1;
         if (d < 0) return 0;
         *v = *v * 16 + (uint32_t)d;
     }
@@ -368,7 +390,8 @@ static tfc_status parse_metadata(parser *ps, tfc_safetensors *f) {
         if (s == TFC_OK && f->n_meta == f->meta_cap) {
             int32_t cap = f->meta_cap ? 2 * f->meta_cap : 8;
             char **nm = realloc(f->meta, (size_t)cap * 2 * sizeof *nm);
-            if (!nm) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", ps->fn);
+            if (!nm)
+                s = tfc_err(TFC_ERR_OOM, "%s: out of memory", ps->fn);
             else {
                 f->meta = nm;
                 f->meta_cap = cap;
@@ -424,7 +447,9 @@ static tfc_status parse_tensor_info(parser *ps, st_tensor *t) {
     if (!accept(ps, '}')) return perr(ps, "expected '}' after a tensor entry");
     if (!have_dtype || !have_shape || !have_off)
         return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' lacks %s", ps->fn, t->name,
-                       !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
+                       !have_dtype       ? "dtype"
+                           : !have_shape ? "shape"
+                                         : "data_offsets");
     return TFC_OK;
 }
 
@@ -452,8 +477,8 @@ TFC_API void tfc_safetensors_release(tfc_safetensors *f) {
 
 static tfc_status parse_file(const char *fn, const unsigned char *buf, size_t len, tfc_safetensors *f) {
     if (len < 8)
-        return tfc_err(TFC_ERR_FORMAT, "%s: %zu bytes is too short for a safetensors file (8-byte header length)",
-                       fn, len);
+        return tfc_err(TFC_ERR_FORMAT, "%s: %zu bytes is too short for a safetensors file (8-byte header length)", fn,
+                       len);
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)buf[i] << (8 * i);
     if (hlen > ST_MAX_HEADER)
@@ -477,7 +502,8 @@ static tfc_status parse_file(const char *fn, const unsigned char *buf, size_t le
             if (s == TFC_OK && f->n == f->cap) {
                 int32_t cap = f->cap ? 2 * f->cap : 16;
                 st_tensor *nt = realloc(f->tensors, (size_t)cap * sizeof *nt);
-                if (!nt) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+                if (!nt)
+                    s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
                 else {
                     f->tensors = nt;
                     f->cap = cap;
@@ -520,13 +546,13 @@ static tfc_status parse_file(const char *fn, const unsigned char *buf, size_t le
             return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' data_offsets [%llu, %llu] end before they begin", fn,
                            t->name, (unsigned long long)t->begin, (unsigned long long)t->end);
         if (t->end - t->begin != numel * esize)
-            return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' is %s %s (%llu bytes) but data_offsets [%llu, %llu] hold %llu",
-                           fn, t->name, st_name_of(t->dtype), tfc_fmt_dims(t->dims, t->ndim),
-                           (unsigned long long)(numel * esize), (unsigned long long)t->begin,
-                           (unsigned long long)t->end, (unsigned long long)(t->end - t->begin));
+            return tfc_err(
+                TFC_ERR_FORMAT, "%s: tensor '%s' is %s %s (%llu bytes) but data_offsets [%llu, %llu] hold %llu", fn,
+                t->name, st_name_of(t->dtype), tfc_fmt_dims(t->dims, t->ndim), (unsigned long long)(numel * esize),
+                (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)(t->end - t->begin));
         if (t->begin != expect)
-            return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' data_offsets begin at %llu, expected %llu (%s)", fn, t->name,
-                           (unsigned long long)t->begin, (unsigned long long)expect,
+            return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' data_offsets begin at %llu, expected %llu (%s)", fn,
+                           t->name, (unsigned long long)t->begin, (unsigned long long)expect,
                            t->begin < expect ? "overlaps the previous tensor" : "gap before it");
         if (t->end > data_len)
             return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' data_offsets end at %llu, past the %llu data bytes", fn,

@@ -42,11 +42,13 @@ static uint64_t get_le(const unsigned char *p, int n) {
 TFC_API tfc_status tfc_token_file_write(const char *path, const int32_t *ids, int64_t n, int32_t vocab_size) {
     const char *fn = "tfc_token_file_write";
     TFC_CHECK_NOT_NULL(fn, path);
-    if (n < 0 || (n > 0 && !ids)) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %lld with ids %p", fn, (long long)n, (const void *)ids);
+    if (n < 0 || (n > 0 && !ids))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %lld with ids %p", fn, (long long)n, (const void *)ids);
     if (vocab_size < 1) return tfc_err(TFC_ERR_INVALID_ARG, "%s: vocab_size is %d, need >= 1", fn, vocab_size);
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab_size)
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: ids[%lld] is %d, outside [0, %d)", fn, (long long)i, ids[i], vocab_size);
+            return tfc_err(TFC_ERR_INVALID_ARG, "%s: ids[%lld] is %d, outside [0, %d)", fn, (long long)i, ids[i],
+                           vocab_size);
     const int width = vocab_size <= 65536 ? 2 : 4;
     unsigned char h[TOK_HEADER] = {0};
     memcpy(h, TOK_MAGIC, 8);
@@ -60,7 +62,8 @@ TFC_API tfc_status tfc_token_file_write(const char *path, const int32_t *ids, in
     unsigned char buf[4096];
     for (int64_t i = 0; i < n && s == TFC_OK;) {
         size_t k = 0;
-        for (; k + (size_t)width <= sizeof buf && i < n; k += (size_t)width, i++) put_le(buf + k, (uint64_t)ids[i], width);
+        for (; k + (size_t)width <= sizeof buf && i < n; k += (size_t)width, i++)
+            put_le(buf + k, (uint64_t)ids[i], width);
         s = tfc_atomic_write(fn, &af, buf, k);
     }
     if (s == TFC_OK) return tfc_atomic_commit(fn, &af);
@@ -89,11 +92,14 @@ TFC_API tfc_status tfc_token_file_open(const char *path, tfc_token_file **out) {
     if (map == MAP_FAILED) return tfc_err(TFC_ERR_IO, "%s: cannot map '%s': %s", fn, path, strerror(errno));
     const unsigned char *h = map;
     tfc_status s = TFC_OK;
-    uint64_t version = get_le(h + 8, 4), width = get_le(h + 12, 4), count = get_le(h + 16, 8), vocab = get_le(h + 24, 4);
-    if (memcmp(h, TOK_MAGIC, 8) != 0) s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' is not a token file (bad magic)", fn, path);
+    uint64_t version = get_le(h + 8, 4), width = get_le(h + 12, 4), count = get_le(h + 16, 8),
+             vocab = get_le(h + 24, 4);
+    if (memcmp(h, TOK_MAGIC, 8) != 0)
+        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' is not a token file (bad magic)", fn, path);
     else if (version != TOK_VERSION)
-        s = tfc_err(version > TOK_VERSION ? TFC_ERR_VERSION : TFC_ERR_FORMAT, "%s: '%s' has version %llu, this library reads %u",
-                    fn, path, (unsigned long long)version, TOK_VERSION);
+        s = tfc_err(version > TOK_VERSION ? TFC_ERR_VERSION : TFC_ERR_FORMAT,
+                    "%s: '%s' has version %llu, this library reads %u", fn, path, (unsigned long long)version,
+                    TOK_VERSION);
     else if (width != 2 && width != 4)
         s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has token width %llu, need 2 or 4", fn, path, (unsigned long long)width);
     else if (vocab < 1 || vocab > INT32_MAX || (width == 2 && vocab > 65536))
@@ -131,8 +137,8 @@ static tfc_status read_ids(const char *fn, const tfc_token_file *f, int64_t star
     for (int64_t i = 0; i < n; i++) {
         uint64_t v = get_le(f->ids + (size_t)(start + i) * (size_t)f->width, f->width);
         if (v >= (uint64_t)f->vocab)
-            return tfc_err(TFC_ERR_FORMAT, "%s: token %lld is %llu, not below vocab_size %d", fn, (long long)(start + i),
-                           (unsigned long long)v, f->vocab);
+            return tfc_err(TFC_ERR_FORMAT, "%s: token %lld is %llu, not below vocab_size %d", fn,
+                           (long long)(start + i), (unsigned long long)v, f->vocab);
         ids[i] = (int32_t)v;
     }
     return TFC_OK;
@@ -156,8 +162,9 @@ TFC_API tfc_status tfc_token_file_batch(const tfc_token_file *f, int64_t begin, 
     TFC_CHECK_NOT_NULL(fn, y);
     if (B < 1 || T < 1) return tfc_err(TFC_ERR_INVALID_ARG, "%s: B is %d and T is %d, need >= 1", fn, B, T);
     if (begin < 0 || end > f->count || end - begin < (int64_t)T + 1)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: range [%lld, %lld) of a %lld-token file cannot hold a window of T+1 = %d tokens",
-                       fn, (long long)begin, (long long)end, (long long)f->count, T + 1);
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "%s: range [%lld, %lld) of a %lld-token file cannot hold a window of T+1 = %d tokens", fn,
+                       (long long)begin, (long long)end, (long long)f->count, T + 1);
     const uint64_t choices = (uint64_t)(end - begin - T); /* window starts begin .. end-T-1 */
     int32_t *win = malloc(((size_t)T + 1) * sizeof *win);
     int32_t *xs = malloc((size_t)B * (size_t)T * sizeof *xs), *ys = malloc((size_t)B * (size_t)T * sizeof *ys);

@@ -23,8 +23,10 @@ static tfc_status on_model_device(const tfc_gpt *m, const char *fn, const char *
         return TFC_OK;
     }
     if (td != TFC_DEVICE_CPU)
-        return tfc_err(TFC_ERR_DEVICE, "%s: %s lives on cuda:%d but the model on %s:%d; pass it on the CPU or the "
-                       "model's device", fn, arg, (int)ti, md == TFC_DEVICE_CPU ? "cpu" : "cuda", (int)mi);
+        return tfc_err(TFC_ERR_DEVICE,
+                       "%s: %s lives on cuda:%d but the model on %s:%d; pass it on the CPU or the "
+                       "model's device",
+                       fn, arg, (int)ti, md == TFC_DEVICE_CPU ? "cpu" : "cuda", (int)mi);
     return tfc_tensor_to_device(t, md, mi, out);
 }
 
@@ -58,11 +60,11 @@ static void scope_free(scope *sc) {
 }
 
 /* Run an op that writes its result to &r (r may also be an input: it is only written on success), and push r onto the scope. */
-#define OP(r, call)                                                                                          \
-    do {                                                                                                     \
-        s = (call);                                                                                          \
-        if (s == TFC_OK) s = keep(&sc, r);                                                                   \
-        if (s != TFC_OK) goto done;                                                                          \
+#define OP(r, call)                        \
+    do {                                   \
+        s = (call);                        \
+        if (s == TFC_OK) s = keep(&sc, r); \
+        if (s != TFC_OK) goto done;        \
     } while (0)
 
 /* y = x · w (+ b): x [N, in], w [in, out] (Conv1D layout), b [out] or NULL; one fused op. */
@@ -100,8 +102,10 @@ static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gp
     TFC_TRY(tfc_split(g, qkv_h, ones, 3, 0, parts));
     tfc_status s = TFC_OK;
     for (int i = 0; i < 3; i++)
-        if (s == TFC_OK) s = keep(scp, parts[i]);
-        else tfc_tensor_release(parts[i]);
+        if (s == TFC_OK)
+            s = keep(scp, parts[i]);
+        else
+            tfc_tensor_release(parts[i]);
     TFC_TRY(s);
     for (int i = 0; i < 3; i++) {
         TFC_TRY(tfc_squeeze(g, parts[i], 0, &heads[i])); /* [B,H,T,D] */
@@ -119,8 +123,10 @@ static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gp
             TFC_TRY(s);
             TFC_TRY(tfc_narrow(NULL, kv[i], 2, 0, start + T, &all));
             TFC_TRY(keep(scp, all));
-            if (i == 0) k = all;
-            else v = all;
+            if (i == 0)
+                k = all;
+            else
+                v = all;
         }
     }
     tfc_tensor *att, *att_t, *att2;
@@ -168,8 +174,7 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
     const int64_t B = tfc_tensor_dim(idx, 0), T = tfc_tensor_dim(idx, 1), C = c->n_embd;
     const int64_t start = cache ? cache->len : 0;
     if (T < 1 || B < 1)
-        return tfc_err(TFC_ERR_SHAPE, "%s: idx is [%lld,%lld], need B >= 1 and T >= 1", fn, (long long)B,
-                       (long long)T);
+        return tfc_err(TFC_ERR_SHAPE, "%s: idx is [%lld,%lld], need B >= 1 and T >= 1", fn, (long long)B, (long long)T);
     if (start + T > c->block_size)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: %lld positions (%lld cached + %lld new) exceed block_size %d", fn,
                        (long long)(start + T), (long long)start, (long long)T, c->block_size);
@@ -184,8 +189,8 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
     tfc_tensor *idx_d;
     OP(idx_d, on_model_device(m, fn, "idx", idx, &idx_d));
     idx = idx_d;
-    OP(pe, tfc_embedding(g, m->wpe, pos, &pe));   /* [T, C] */
-    OP(te, tfc_embedding(g, m->wte, idx, &te));   /* [B, T, C] */
+    OP(pe, tfc_embedding(g, m->wpe, pos, &pe)); /* [T, C] */
+    OP(te, tfc_embedding(g, m->wte, idx, &te)); /* [B, T, C] */
     OP(x, tfc_add(g, te, pe, &x));
     const int64_t btc[2] = {B * T, C};
     OP(x, tfc_view(g, x, btc, 2, &x));
@@ -231,7 +236,8 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
     if (!logits && !targets) return tfc_err(TFC_ERR_INVALID_ARG, "%s: neither logits nor targets/loss asked for", fn);
     if (targets) {
         TFC_TRY(check_ids(fn, "targets", targets));
-        if (tfc_tensor_dim(targets, 0) != tfc_tensor_dim(idx, 0) || tfc_tensor_dim(targets, 1) != tfc_tensor_dim(idx, 1))
+        if (tfc_tensor_dim(targets, 0) != tfc_tensor_dim(idx, 0) ||
+            tfc_tensor_dim(targets, 1) != tfc_tensor_dim(idx, 1))
             return tfc_err(TFC_ERR_SHAPE, "%s: targets is [%lld,%lld] but idx is [%lld,%lld]", fn,
                            (long long)tfc_tensor_dim(targets, 0), (long long)tfc_tensor_dim(targets, 1),
                            (long long)tfc_tensor_dim(idx, 0), (long long)tfc_tensor_dim(idx, 1));
@@ -271,7 +277,9 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
         }
         *loss = l;
     }
-    if (logits) *logits = lg;
-    else tfc_tensor_release(lg);
+    if (logits)
+        *logits = lg;
+    else
+        tfc_tensor_release(lg);
     return TFC_OK;
 }

@@ -38,22 +38,27 @@ TFC_API tfc_status tfc_gpt_config_preset(const char *name, tfc_gpt_config *cfg) 
         if (p->vocab_size) cfg->vocab_size = p->vocab_size;
         return TFC_OK;
     }
-    return tfc_err(TFC_ERR_INVALID_ARG,
-                   "%s: unknown preset '%s' (known: char-tiny, char-small, gpt2-mini, gpt2)", fn, name);
+    return tfc_err(TFC_ERR_INVALID_ARG, "%s: unknown preset '%s' (known: char-tiny, char-small, gpt2-mini, gpt2)", fn,
+                   name);
 }
 
 tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *c) {
     if (c->struct_size < sizeof(tfc_gpt_config))
         return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size is %u, need %zu", fn, c->struct_size,
                        sizeof(tfc_gpt_config));
-    struct { const char *name; int32_t v; } f[] = {{"n_layer", c->n_layer},     {"n_head", c->n_head},
-                                                   {"n_embd", c->n_embd},       {"block_size", c->block_size},
-                                                   {"vocab_size", c->vocab_size}};
+    struct {
+        const char *name;
+        int32_t v;
+    } f[] = {{"n_layer", c->n_layer},
+             {"n_head", c->n_head},
+             {"n_embd", c->n_embd},
+             {"block_size", c->block_size},
+             {"vocab_size", c->vocab_size}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].v < 1) return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->%s is %d, must be >= 1", fn, f[i].name, f[i].v);
     if (c->n_embd % c->n_head)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->n_embd %d is not a multiple of cfg->n_head %d", fn,
-                       c->n_embd, c->n_head);
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->n_embd %d is not a multiple of cfg->n_head %d", fn, c->n_embd,
+                       c->n_head);
     if (c->dtype != TFC_DTYPE_F32 && c->dtype != TFC_DTYPE_F64)
         return tfc_err(TFC_ERR_DTYPE, "%s: cfg->dtype is %s, need f32 or f64", fn, tfc_dtype_name(c->dtype));
     if (c->bias != 0 && c->bias != 1)

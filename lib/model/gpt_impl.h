@@ -20,8 +20,8 @@ typedef struct gpt_block {
     tfc_tensor *attn_w, *attn_b;           /* attn.c_attn */
     tfc_tensor *attn_proj_w, *attn_proj_b; /* attn.c_proj */
     tfc_tensor *ln2_w, *ln2_b;
-    tfc_tensor *fc_w, *fc_b;               /* mlp.c_fc */
-    tfc_tensor *mlp_proj_w, *mlp_proj_b;   /* mlp.c_proj */
+    tfc_tensor *fc_w, *fc_b;             /* mlp.c_fc */
+    tfc_tensor *mlp_proj_w, *mlp_proj_b; /* mlp.c_proj */
 } gpt_block;
 
 /*
@@ -33,7 +33,7 @@ typedef struct gpt_block {
 struct tfc_gpt {
     tfc_gpt_config cfg;
     tfc_tensor *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head NULL when tied */
-    gpt_block *blocks;    /* n_layer */
+    gpt_block *blocks;                               /* n_layer */
     int32_t n_params;
     char **names;         /* n_params owned strings (Hugging Face names) */
     tfc_tensor **params;  /* n_params owned references, in tfc_gpt_params order */
@@ -55,7 +55,7 @@ struct tfc_gpt_cache {
  * runs the blocks (appending keys/values to cache when it is not NULL,
  * attending over the cached prefix too) and returns logits [B,T,V].
  */
-tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache,
-                       const char *fn, tfc_tensor **logits);
+tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache, const char *fn,
+                       tfc_tensor **logits);
 
 #endif

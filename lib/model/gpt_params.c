@@ -33,9 +33,9 @@ typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ZERO, INIT_ONE } init_rule;
 typedef enum { ALWAYS, IF_BIAS, IF_UNTIED } presence;
 
 typedef struct param_row {
-    const char *name;   /* per-block rows: the part after "transformer.h.<layer>." */
-    int per_block;      /* 1: one per block, field in gpt_block; 0: one, field in tfc_gpt */
-    size_t field;       /* offset of the tfc_tensor * that aliases it */
+    const char *name; /* per-block rows: the part after "transformer.h.<layer>." */
+    int per_block;    /* 1: one per block, field in gpt_block; 0: one, field in tfc_gpt */
+    size_t field;     /* offset of the tfc_tensor * that aliases it */
     dim_rule shape[2];
     init_rule init;
     presence when;
@@ -46,23 +46,23 @@ typedef struct param_row {
 
 static const param_row rows[] = {
     /* name                     field                shape            init           exists */
-    {"transformer.wte.weight",  MODEL(wte),          {D_VOCAB, D_C},  INIT_NORMAL,   ALWAYS},
-    {"transformer.wpe.weight",  MODEL(wpe),          {D_BLOCK, D_C},  INIT_NORMAL,   ALWAYS},
-    {"ln_1.weight",             BLOCK(ln1_w),        {D_C},           INIT_ONE,      ALWAYS},
-    {"ln_1.bias",               BLOCK(ln1_b),        {D_C},           INIT_ZERO,     IF_BIAS},
-    {"attn.c_attn.weight",      BLOCK(attn_w),       {D_C, D_3C},     INIT_NORMAL,   ALWAYS},
-    {"attn.c_attn.bias",        BLOCK(attn_b),       {D_3C},          INIT_ZERO,     IF_BIAS},
-    {"attn.c_proj.weight",      BLOCK(attn_proj_w),  {D_C, D_C},      INIT_RESIDUAL, ALWAYS},
-    {"attn.c_proj.bias",        BLOCK(attn_proj_b),  {D_C},           INIT_ZERO,     IF_BIAS},
-    {"ln_2.weight",             BLOCK(ln2_w),        {D_C},           INIT_ONE,      ALWAYS},
-    {"ln_2.bias",               BLOCK(ln2_b),        {D_C},           INIT_ZERO,     IF_BIAS},
-    {"mlp.c_fc.weight",         BLOCK(fc_w),         {D_C, D_4C},     INIT_NORMAL,   ALWAYS},
-    {"mlp.c_fc.bias",           BLOCK(fc_b),         {D_4C},          INIT_ZERO,     IF_BIAS},
-    {"mlp.c_proj.weight",       BLOCK(mlp_proj_w),   {D_4C, D_C},     INIT_RESIDUAL, ALWAYS},
-    {"mlp.c_proj.bias",         BLOCK(mlp_proj_b),   {D_C},           INIT_ZERO,     IF_BIAS},
-    {"transformer.ln_f.weight", MODEL(lnf_w),        {D_C},           INIT_ONE,      ALWAYS},
-    {"transformer.ln_f.bias",   MODEL(lnf_b),        {D_C},           INIT_ZERO,     IF_BIAS},
-    {"lm_head.weight",          MODEL(lm_head),      {D_VOCAB, D_C},  INIT_NORMAL,   IF_UNTIED},
+    {"transformer.wte.weight", MODEL(wte), {D_VOCAB, D_C}, INIT_NORMAL, ALWAYS},
+    {"transformer.wpe.weight", MODEL(wpe), {D_BLOCK, D_C}, INIT_NORMAL, ALWAYS},
+    {"ln_1.weight", BLOCK(ln1_w), {D_C}, INIT_ONE, ALWAYS},
+    {"ln_1.bias", BLOCK(ln1_b), {D_C}, INIT_ZERO, IF_BIAS},
+    {"attn.c_attn.weight", BLOCK(attn_w), {D_C, D_3C}, INIT_NORMAL, ALWAYS},
+    {"attn.c_attn.bias", BLOCK(attn_b), {D_3C}, INIT_ZERO, IF_BIAS},
+    {"attn.c_proj.weight", BLOCK(attn_proj_w), {D_C, D_C}, INIT_RESIDUAL, ALWAYS},
+    {"attn.c_proj.bias", BLOCK(attn_proj_b), {D_C}, INIT_ZERO, IF_BIAS},
+    {"ln_2.weight", BLOCK(ln2_w), {D_C}, INIT_ONE, ALWAYS},
+    {"ln_2.bias", BLOCK(ln2_b), {D_C}, INIT_ZERO, IF_BIAS},
+    {"mlp.c_fc.weight", BLOCK(fc_w), {D_C, D_4C}, INIT_NORMAL, ALWAYS},
+    {"mlp.c_fc.bias", BLOCK(fc_b), {D_4C}, INIT_ZERO, IF_BIAS},
+    {"mlp.c_proj.weight", BLOCK(mlp_proj_w), {D_4C, D_C}, INIT_RESIDUAL, ALWAYS},
+    {"mlp.c_proj.bias", BLOCK(mlp_proj_b), {D_C}, INIT_ZERO, IF_BIAS},
+    {"transformer.ln_f.weight", MODEL(lnf_w), {D_C}, INIT_ONE, ALWAYS},
+    {"transformer.ln_f.bias", MODEL(lnf_b), {D_C}, INIT_ZERO, IF_BIAS},
+    {"lm_head.weight", MODEL(lm_head), {D_VOCAB, D_C}, INIT_NORMAL, IF_UNTIED},
 };
 enum { N_ROWS = sizeof rows / sizeof rows[0] };
 
@@ -143,8 +143,10 @@ static tfc_status add_param(tfc_gpt *m, param_at p, init_stream *st) {
     const param_row *r = p.row;
     const int64_t dims[2] = {dim_size(r->shape[0], &m->cfg), dim_size(r->shape[1], &m->cfg)};
     char name[96];
-    if (r->per_block) snprintf(name, sizeof name, "transformer.h.%d.%s", (int)p.layer, r->name);
-    else snprintf(name, sizeof name, "%s", r->name);
+    if (r->per_block)
+        snprintf(name, sizeof name, "transformer.h.%d.%s", (int)p.layer, r->name);
+    else
+        snprintf(name, sizeof name, "%s", r->name);
     tfc_tensor *t = NULL;
     TFC_TRY(tfc_tensor_empty(dims, r->shape[1] == D_NONE ? 1 : 2, m->cfg.dtype, &t));
     tfc_status s = init_values(t, r->init, st);
@@ -181,7 +183,8 @@ TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt
         m->fields = calloc((size_t)n, sizeof *m->fields);
     }
     tfc_status s = TFC_OK;
-    if (!m || !at || !m->blocks || !m->names || !m->params || !m->fields) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (!m || !at || !m->blocks || !m->names || !m->params || !m->fields)
+        s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     init_stream st = {.seed = seed, .std = 0.02, .residual_std = 0.02 / sqrt(2.0 * cfg->n_layer)};
     if (s == TFC_OK) list_params(cfg, at, n);
     for (int64_t i = 0; i < n && s == TFC_OK; i++) s = add_param(m, at[i], &st);
@@ -207,8 +210,7 @@ TFC_API void tfc_gpt_release(tfc_gpt *m) {
     free(m);
 }
 
-TFC_API tfc_status tfc_gpt_params(const tfc_gpt *m, int32_t *n, const char *const **names,
-                                  tfc_tensor *const **params) {
+TFC_API tfc_status tfc_gpt_params(const tfc_gpt *m, int32_t *n, const char *const **names, tfc_tensor *const **params) {
     const char *fn = "tfc_gpt_params";
     TFC_CHECK_NOT_NULL(fn, m);
     TFC_CHECK_NOT_NULL(fn, n);

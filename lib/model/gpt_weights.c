@@ -20,9 +20,12 @@ static const struct {
     const char *key; /* "tfc." + the field's name */
     size_t offset;
 } int_fields[] = {
-    {"tfc.n_layer", offsetof(tfc_gpt_config, n_layer)},       {"tfc.n_head", offsetof(tfc_gpt_config, n_head)},
-    {"tfc.n_embd", offsetof(tfc_gpt_config, n_embd)},         {"tfc.block_size", offsetof(tfc_gpt_config, block_size)},
-    {"tfc.vocab_size", offsetof(tfc_gpt_config, vocab_size)}, {"tfc.bias", offsetof(tfc_gpt_config, bias)},
+    {"tfc.n_layer", offsetof(tfc_gpt_config, n_layer)},
+    {"tfc.n_head", offsetof(tfc_gpt_config, n_head)},
+    {"tfc.n_embd", offsetof(tfc_gpt_config, n_embd)},
+    {"tfc.block_size", offsetof(tfc_gpt_config, block_size)},
+    {"tfc.vocab_size", offsetof(tfc_gpt_config, vocab_size)},
+    {"tfc.bias", offsetof(tfc_gpt_config, bias)},
     {"tfc.tie_weights", offsetof(tfc_gpt_config, tie_weights)},
 };
 enum { N_INT = sizeof int_fields / sizeof int_fields[0], N_CFG = N_INT + 3 };
@@ -98,9 +101,12 @@ static tfc_status read_config(const char *fn, const char *path, const tfc_safete
     char *end = NULL;
     if (!eps || !(c->ln_eps = strtod(eps, &end), end && !*end))
         return tfc_err(TFC_ERR_FORMAT, "%s: '%s' lacks a valid metadata entry 'tfc.ln_eps'", fn, path);
-    if (dt && strcmp(dt, "f64") == 0) c->dtype = TFC_DTYPE_F64;
-    else if (dt && strcmp(dt, "f32") == 0) c->dtype = TFC_DTYPE_F32;
-    else return tfc_err(TFC_ERR_FORMAT, "%s: '%s' lacks a valid metadata entry 'tfc.dtype'", fn, path);
+    if (dt && strcmp(dt, "f64") == 0)
+        c->dtype = TFC_DTYPE_F64;
+    else if (dt && strcmp(dt, "f32") == 0)
+        c->dtype = TFC_DTYPE_F32;
+    else
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' lacks a valid metadata entry 'tfc.dtype'", fn, path);
     return TFC_OK;
 }
 
@@ -121,8 +127,9 @@ static tfc_status copy_params(const char *fn, const char *path, tfc_gpt *m, cons
         }
         int64_t a[TFC_MAX_DIMS], b[TFC_MAX_DIMS];
         int32_t na = tfc_tensor_ndim(src[i]), nb = tfc_tensor_ndim(params[i]);
-        if (tfc_tensor_shape(src[i], a, TFC_MAX_DIMS) != TFC_OK || tfc_tensor_shape(params[i], b, TFC_MAX_DIMS) != TFC_OK ||
-            na != nb || memcmp(a, b, (size_t)na * sizeof a[0]) != 0)
+        if (tfc_tensor_shape(src[i], a, TFC_MAX_DIMS) != TFC_OK ||
+            tfc_tensor_shape(params[i], b, TFC_MAX_DIMS) != TFC_OK || na != nb ||
+            memcmp(a, b, (size_t)na * sizeof a[0]) != 0)
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds %s as %s, the model needs %s", fn, path, names[i],
                         tfc_fmt_dims(a, na), tfc_fmt_dims(b, nb));
         tfc_dtype dt = tfc_tensor_dtype(src[i]);

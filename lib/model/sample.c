@@ -28,7 +28,8 @@ TFC_API tfc_status tfc_sample(const float *logits, int64_t n, double temperature
     const char *fn = "tfc_sample";
     TFC_CHECK_NOT_NULL(fn, logits);
     TFC_CHECK_NOT_NULL(fn, token);
-    if (n < 1 || n > INT32_MAX) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %lld, need 1 .. 2^31-1", fn, (long long)n);
+    if (n < 1 || n > INT32_MAX)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %lld, need 1 .. 2^31-1", fn, (long long)n);
     if (!(temperature >= 0) || !isfinite(temperature))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: temperature is %g, need a finite value >= 0", fn, temperature);
     if (top_k < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: top_k is %d, need >= 0 (0 = all)", fn, top_k);

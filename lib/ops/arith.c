@@ -28,7 +28,10 @@ static tfc_status binary_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
         tfc_tensor *gi = NULL;
         tfc_status s;
         switch (k) {
-        case BIN_ADD: s = TFC_OK; gi = tfc_tensor_retain(dy); break;
+        case BIN_ADD:
+            s = TFC_OK;
+            gi = tfc_tensor_retain(dy);
+            break;
         case BIN_SUB: s = i == 0 ? (gi = tfc_tensor_retain(dy), TFC_OK) : tfc_neg(NULL, dy, &gi); break;
         case BIN_MUL: s = tfc_mul(NULL, dy, i == 0 ? b : a, &gi); break;
         default: /* BIN_DIV */

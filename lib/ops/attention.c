@@ -15,8 +15,8 @@
 /* ---- the explicit doors (include/tfcore/kernels.h) ---- */
 
 /* q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv] of one float dtype; fills the sizes of p. */
-static tfc_status check_qkv(const char *fn, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v,
-                            double scale, tfc_attn_problem *p) {
+static tfc_status check_qkv(const char *fn, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, double scale,
+                            tfc_attn_problem *p) {
     TFC_TRY(tfc_karg_float(fn, "q", q));
     TFC_TRY(tfc_karg_float(fn, "k", k));
     TFC_TRY(tfc_karg_float(fn, "v", v));
@@ -32,8 +32,7 @@ static tfc_status check_qkv(const char *fn, const tfc_tensor *q, const tfc_tenso
     if (k->shape[3] != q->shape[3])
         return tfc_err(TFC_ERR_SHAPE, "%s: q is %s, k is %s; head dims D (dim 3) must agree", fn, SHAPE(q), SHAPE(k));
     if (v->shape[2] != k->shape[2])
-        return tfc_err(TFC_ERR_SHAPE, "%s: k is %s, v is %s; key counts S (dim 2) must agree", fn, SHAPE(k),
-                       SHAPE(v));
+        return tfc_err(TFC_ERR_SHAPE, "%s: k is %s, v is %s; key counts S (dim 2) must agree", fn, SHAPE(k), SHAPE(v));
     if (!isfinite(scale)) return tfc_err(TFC_ERR_INVALID_ARG, "%s: scale is %g, must be finite", fn, scale);
     p->device = tfc_device_index(q);
     p->dtype = q->dtype;
@@ -52,8 +51,8 @@ static tfc_attn_operand operand(const tfc_tensor *t) {
     return o;
 }
 
-TFC_API tfc_status tfc_attention_forward(const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v,
-                                         int32_t causal, double scale, tfc_tensor *out, tfc_tensor *lse) {
+TFC_API tfc_status tfc_attention_forward(const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, int32_t causal,
+                                         double scale, tfc_tensor *out, tfc_tensor *lse) {
     const char *fn = "tfc_attention_forward";
     const tfc_backend *b;
     tfc_attn_problem p = {0};
@@ -149,11 +148,12 @@ static tfc_status attention_node_backward(tfc_node *n, tfc_tensor *const *gout, 
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < 3 && s == TFC_OK; i++)
         if (tfc_node_needs_grad(n, i)) s = tfc_tensor_new_like(like[i], q->dtype, &g[i]);
-    if (s == TFC_OK)
-        s = tfc_attention_backward(dy, q, k, v, o, lse, c->causal, c->scale, g[0], g[1], g[2], 0);
+    if (s == TFC_OK) s = tfc_attention_backward(dy, q, k, v, o, lse, c->causal, c->scale, g[0], g[1], g[2], 0);
     for (int32_t i = 0; i < 3; i++) {
-        if (s == TFC_OK) gin[i] = g[i];
-        else tfc_tensor_release(g[i]);
+        if (s == TFC_OK)
+            gin[i] = g[i];
+        else
+            tfc_tensor_release(g[i]);
     }
     return s;
 }

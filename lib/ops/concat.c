@@ -141,7 +141,8 @@ static tfc_status split_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tenso
         int64_t len = c->sizes[i];
         tfc_tensor *part = NULL;
         s = tfc_narrow(NULL, dx, dim, start, len, &part);
-        if (s == TFC_OK) s = gout[i] ? tfc_tensor_copy_view("tfc_split (backward)", part, gout[i]) : tfc_tensor_fill(part, 0.0);
+        if (s == TFC_OK)
+            s = gout[i] ? tfc_tensor_copy_view("tfc_split (backward)", part, gout[i]) : tfc_tensor_fill(part, 0.0);
         tfc_tensor_release(part);
         start += len;
     }

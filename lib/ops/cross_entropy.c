@@ -23,8 +23,8 @@ static tfc_status check_problem(const char *fn, const tfc_tensor *logits, const 
     return tfc_karg_shape(fn, "targets", targets, logits->shape, 1, "logits", logits);
 }
 
-TFC_API tfc_status tfc_cross_entropy_forward(const tfc_tensor *logits, const tfc_tensor *targets,
-                                             int64_t ignore_index, tfc_tensor *loss, tfc_tensor *lse) {
+TFC_API tfc_status tfc_cross_entropy_forward(const tfc_tensor *logits, const tfc_tensor *targets, int64_t ignore_index,
+                                             tfc_tensor *loss, tfc_tensor *lse) {
     const char *fn = "tfc_cross_entropy_forward";
     const tfc_backend *b;
     TFC_TRY(check_problem(fn, logits, targets));
@@ -37,9 +37,14 @@ TFC_API tfc_status tfc_cross_entropy_forward(const tfc_tensor *logits, const tfc
     const char *names[] = {"loss", "lse", "logits", "targets"};
     TFC_TRY(tfc_karg_disjoint(fn, all, names, 2, 4));
 
-    tfc_cross_entropy_problem p = {.device = tfc_device_index(logits), .dtype = logits->dtype,
-                                   .index_dtype = targets->dtype, .n = logits->shape[0], .c = logits->shape[1],
-                                   .ignore_index = ignore_index, .loss = tfc_data(loss), .lse = tfc_out_data(lse)};
+    tfc_cross_entropy_problem p = {.device = tfc_device_index(logits),
+                                   .dtype = logits->dtype,
+                                   .index_dtype = targets->dtype,
+                                   .n = logits->shape[0],
+                                   .c = logits->shape[1],
+                                   .ignore_index = ignore_index,
+                                   .loss = tfc_data(loss),
+                                   .lse = tfc_out_data(lse)};
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, logits, &p.logits);
     if (s == TFC_OK) s = tfc_operand(&o, targets, &p.targets);
@@ -70,9 +75,13 @@ TFC_API tfc_status tfc_cross_entropy_backward(const tfc_tensor *dloss, const tfc
     const char *names[] = {"dlogits", "dloss", "logits", "targets", "lse"};
     TFC_TRY(tfc_karg_disjoint(fn, all, names, 1, 5));
 
-    tfc_cross_entropy_problem p = {.device = tfc_device_index(logits), .dtype = logits->dtype,
-                                   .index_dtype = targets->dtype, .n = logits->shape[0], .c = logits->shape[1],
-                                   .ignore_index = ignore_index, .dlogits = tfc_data(dlogits),
+    tfc_cross_entropy_problem p = {.device = tfc_device_index(logits),
+                                   .dtype = logits->dtype,
+                                   .index_dtype = targets->dtype,
+                                   .n = logits->shape[0],
+                                   .c = logits->shape[1],
+                                   .ignore_index = ignore_index,
+                                   .dlogits = tfc_data(dlogits),
                                    .accumulate = (flags & TFC_GRAD_ACCUMULATE) != 0};
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, logits, &p.logits);

@@ -13,8 +13,13 @@ static tfc_status run_dropout(const char *fn, const tfc_tensor *x, double p, uin
     TFC_TRY(tfc_tensor_backend(fn, x, &be));
     tfc_tensor *r;
     TFC_TRY(tfc_tensor_new_like(x, x->dtype, &r));
-    tfc_dropout_problem pr = {.device = tfc_device_index(x), .dtype = x->dtype, .n = tfc_numel(x), .p = p,
-                              .seed = seed, .offset = offset, .out = tfc_data(r)};
+    tfc_dropout_problem pr = {.device = tfc_device_index(x),
+                              .dtype = x->dtype,
+                              .n = tfc_numel(x),
+                              .p = p,
+                              .seed = seed,
+                              .offset = offset,
+                              .out = tfc_data(r)};
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, x, &pr.x);
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, be, dropout, &pr);

@@ -13,8 +13,8 @@
 /* The lookup's shape: ids.shape + [c]. */
 static tfc_status lookup_shape(const char *fn, const tfc_tensor *ids, int64_t c, int64_t *dims, int32_t *ndim) {
     if (ids->ndim + 1 > TFC_MAX_DIMS)
-        return tfc_err(TFC_ERR_SHAPE, "%s: ids is %s; with the embedding dim it would exceed %d dims", fn,
-                       SHAPE(ids), TFC_MAX_DIMS);
+        return tfc_err(TFC_ERR_SHAPE, "%s: ids is %s; with the embedding dim it would exceed %d dims", fn, SHAPE(ids),
+                       TFC_MAX_DIMS);
     for (int32_t i = 0; i < ids->ndim; i++) dims[i] = ids->shape[i];
     dims[ids->ndim] = c;
     *ndim = ids->ndim + 1;
@@ -41,9 +41,15 @@ TFC_API tfc_status tfc_embedding_forward(const tfc_tensor *table, const tfc_tens
     TFC_TRY(tfc_karg_disjoint(fn, all, names, 1, 3));
     const tfc_backend *b;
     TFC_TRY(tfc_tensor_backend(fn, table, &b));
-    tfc_embedding_problem p = {.device = tfc_device_index(table), .dtype = table->dtype, .index_dtype = ids->dtype,
-                               .n = tfc_numel(ids), .v = table->shape[0], .c = table->shape[1],
-                               .ids_shape = ids->shape, .ids_ndim = ids->ndim, .out = tfc_data(out)};
+    tfc_embedding_problem p = {.device = tfc_device_index(table),
+                               .dtype = table->dtype,
+                               .index_dtype = ids->dtype,
+                               .n = tfc_numel(ids),
+                               .v = table->shape[0],
+                               .c = table->shape[1],
+                               .ids_shape = ids->shape,
+                               .ids_ndim = ids->ndim,
+                               .out = tfc_data(out)};
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, table, &p.table);
     if (s == TFC_OK) s = tfc_operand(&o, ids, &p.ids);
@@ -78,9 +84,15 @@ TFC_API tfc_status tfc_embedding_backward(const tfc_tensor *dout, const tfc_tens
     TFC_TRY(tfc_karg_disjoint(fn, all, names, 1, 3));
     const tfc_backend *b;
     TFC_TRY(tfc_tensor_backend(fn, dtable, &b));
-    tfc_embedding_problem p = {.device = tfc_device_index(dtable), .dtype = dtable->dtype, .index_dtype = ids->dtype,
-                               .n = tfc_numel(ids), .v = dtable->shape[0], .c = dtable->shape[1],
-                               .ids_shape = ids->shape, .ids_ndim = ids->ndim, .dtable = tfc_data(dtable),
+    tfc_embedding_problem p = {.device = tfc_device_index(dtable),
+                               .dtype = dtable->dtype,
+                               .index_dtype = ids->dtype,
+                               .n = tfc_numel(ids),
+                               .v = dtable->shape[0],
+                               .c = dtable->shape[1],
+                               .ids_shape = ids->shape,
+                               .ids_ndim = ids->ndim,
+                               .dtable = tfc_data(dtable),
                                .accumulate = (flags & TFC_GRAD_ACCUMULATE) != 0};
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, dout, &p.dout);

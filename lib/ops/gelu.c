@@ -11,8 +11,7 @@
 
 static tfc_status check_approximate(const char *fn, int32_t approximate) {
     if (approximate != 0 && approximate != 1)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: approximate is %d, must be 0 (erf) or 1 (tanh)", fn,
-                       (int)approximate);
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: approximate is %d, must be 0 (erf) or 1 (tanh)", fn, (int)approximate);
     return TFC_OK;
 }
 
@@ -28,8 +27,11 @@ TFC_API tfc_status tfc_gelu_forward(const tfc_tensor *x, int32_t approximate, tf
     const char *names[] = {"y", "x"};
     TFC_TRY(tfc_karg_disjoint(fn, all, names, 1, 2));
 
-    tfc_gelu_problem p = {.device = tfc_device_index(x), .dtype = x->dtype, .n = tfc_numel(x),
-                          .approximate = approximate, .y = tfc_data(y)};
+    tfc_gelu_problem p = {.device = tfc_device_index(x),
+                          .dtype = x->dtype,
+                          .n = tfc_numel(x),
+                          .approximate = approximate,
+                          .y = tfc_data(y)};
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, x, &p.x);
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, gelu_forward, &p);
@@ -53,8 +55,11 @@ TFC_API tfc_status tfc_gelu_backward(const tfc_tensor *dy, const tfc_tensor *x, 
     const char *names[] = {"dx", "dy", "x"};
     TFC_TRY(tfc_karg_disjoint(fn, all, names, 1, 3));
 
-    tfc_gelu_problem p = {.device = tfc_device_index(x), .dtype = x->dtype, .n = tfc_numel(x),
-                          .approximate = approximate, .dx = tfc_data(dx),
+    tfc_gelu_problem p = {.device = tfc_device_index(x),
+                          .dtype = x->dtype,
+                          .n = tfc_numel(x),
+                          .approximate = approximate,
+                          .dx = tfc_data(dx),
                           .accumulate = (flags & TFC_GRAD_ACCUMULATE) != 0};
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, dy, &p.dy);

@@ -16,8 +16,7 @@
 /* x's last dim C and row count N; x must have a last dim of size >= 1. */
 static tfc_status rows_of(const char *fn, const tfc_tensor *x, int64_t *n, int64_t *c) {
     if (x->ndim < 1 || x->shape[x->ndim - 1] < 1)
-        return tfc_err(TFC_ERR_SHAPE, "%s: x is %s; it needs a last dim of size >= 1 to normalise over", fn,
-                       SHAPE(x));
+        return tfc_err(TFC_ERR_SHAPE, "%s: x is %s; it needs a last dim of size >= 1 to normalise over", fn, SHAPE(x));
     *c = x->shape[x->ndim - 1];
     *n = tfc_numel(x) / *c;
     return TFC_OK;
@@ -44,8 +43,14 @@ TFC_API tfc_status tfc_layernorm_forward(const tfc_tensor *x, const tfc_tensor *
     const char *names[] = {"y", "mean", "rstd", "x", "weight", "bias"};
     TFC_TRY(tfc_karg_disjoint(fn, all, names, 3, 6));
 
-    tfc_layernorm_problem p = {.device = tfc_device_index(x), .dtype = x->dtype, .rows = n, .cols = c, .eps = eps,
-                               .y = tfc_data(y), .mean = tfc_out_data(mean), .rstd = tfc_out_data(rstd)};
+    tfc_layernorm_problem p = {.device = tfc_device_index(x),
+                               .dtype = x->dtype,
+                               .rows = n,
+                               .cols = c,
+                               .eps = eps,
+                               .y = tfc_data(y),
+                               .mean = tfc_out_data(mean),
+                               .rstd = tfc_out_data(rstd)};
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, x, &p.x);
     if (s == TFC_OK) s = tfc_operand(&o, weight, &p.weight);
@@ -81,8 +86,13 @@ TFC_API tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor
     TFC_TRY(tfc_karg_disjoint(fn, all, names, 3, 8));
     if (!dx && !dweight && !dbias) return TFC_OK;
 
-    tfc_layernorm_problem p = {.device = tfc_device_index(x), .dtype = x->dtype, .rows = n, .cols = c,
-                               .dx = tfc_out_data(dx), .dweight = tfc_out_data(dweight), .dbias = tfc_out_data(dbias),
+    tfc_layernorm_problem p = {.device = tfc_device_index(x),
+                               .dtype = x->dtype,
+                               .rows = n,
+                               .cols = c,
+                               .dx = tfc_out_data(dx),
+                               .dweight = tfc_out_data(dweight),
+                               .dbias = tfc_out_data(dbias),
                                .accumulate = (flags & TFC_GRAD_ACCUMULATE) != 0};
     const void *pm = NULL, *pr = NULL;
     tfc_operands o = {0};
@@ -118,8 +128,10 @@ static tfc_status layernorm_node_backward(tfc_node *n, tfc_tensor *const *gout, 
         if (tfc_node_needs_grad(n, i)) s = tfc_tensor_new_on(x, &C, 1, x->dtype, &g[i]);
     if (s == TFC_OK) s = tfc_layernorm_backward(dy, x, w, mean, rstd, g[0], g[1], g[2], 0);
     for (int32_t i = 0; i < 3; i++) {
-        if (s == TFC_OK) gin[i] = g[i];
-        else tfc_tensor_release(g[i]);
+        if (s == TFC_OK)
+            gin[i] = g[i];
+        else
+            tfc_tensor_release(g[i]);
     }
     return s;
 }

@@ -39,16 +39,25 @@ static tfc_status bias_grad(const tfc_tensor *dy2, tfc_tensor **db) {
     TFC_TRY(tfc_tensor_backend(fn, dy2, &be));
     int64_t rows = dy2->shape[0], N = dy2->shape[1];
     tfc_tensor *d = NULL, *r = NULL;
-    if (N > 1 && dy2->strides[1] != 1) TFC_TRY(tfc_make_contiguous(dy2, &d));
-    else d = tfc_tensor_retain((tfc_tensor *)dy2);
+    if (N > 1 && dy2->strides[1] != 1)
+        TFC_TRY(tfc_make_contiguous(dy2, &d));
+    else
+        d = tfc_tensor_retain((tfc_tensor *)dy2);
     tfc_status s = tfc_tensor_new_on(dy2, &N, 1, dy2->dtype, &r);
     if (s == TFC_OK) {
-        tfc_bias_problem p = {.device = tfc_device_index(d), .dtype = d->dtype, .rows = rows, .n = N,
-                              .ld = rows > 1 ? d->strides[0] : N, .dy = tfc_data(d), .db = tfc_data(r)};
+        tfc_bias_problem p = {.device = tfc_device_index(d),
+                              .dtype = d->dtype,
+                              .rows = rows,
+                              .n = N,
+                              .ld = rows > 1 ? d->strides[0] : N,
+                              .dy = tfc_data(d),
+                              .db = tfc_data(r)};
         s = TFC_BACKEND_RUN(fn, be, bias_grad, &p);
     }
-    if (s == TFC_OK) *db = r;
-    else tfc_tensor_release(r);
+    if (s == TFC_OK)
+        *db = r;
+    else
+        tfc_tensor_release(r);
     tfc_tensor_release(d);
     return s;
 }
@@ -77,8 +86,10 @@ static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
         if (s == TFC_OK) s = tfc_transpose(NULL, x2, 0, 1, &xt);
         if (s == TFC_OK) s = tfc_tensor_new_on(dy, ew->shape, 2, dy->dtype, &t);
         if (s == TFC_OK) s = gemm_or_zero(t, xt, dy2);
-        if (s == TFC_OK) gin[1] = t;
-        else tfc_tensor_release(t);
+        if (s == TFC_OK)
+            gin[1] = t;
+        else
+            tfc_tensor_release(t);
         tfc_tensor_release(x2);
         tfc_tensor_release(xt);
         t = xt = NULL;
@@ -88,8 +99,10 @@ static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
         s = new_flat(dy, ex->shape, ex->ndim, dy->dtype, M, K, &t, &flat);
         if (s == TFC_OK) s = tfc_transpose(NULL, w, 0, 1, &xt);
         if (s == TFC_OK) s = gemm_or_zero(flat, dy2, xt);
-        if (s == TFC_OK) gin[0] = t;
-        else tfc_tensor_release(t);
+        if (s == TFC_OK)
+            gin[0] = t;
+        else
+            tfc_tensor_release(t);
         tfc_tensor_release(flat);
         tfc_tensor_release(xt);
     }
@@ -130,8 +143,8 @@ static tfc_status forward(tfc_tensor *out2, const tfc_tensor *x2, const tfc_tens
     if (!b) return gemm_or_zero(out2, x2, w);
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, out2, &be));
-    tfc_bias_problem p = {.device = tfc_device_index(out2), .dtype = out2->dtype, .rows = M, .n = N, .ld = N,
-                          .y = tfc_data(out2)};
+    tfc_bias_problem p = {
+        .device = tfc_device_index(out2), .dtype = out2->dtype, .rows = M, .n = N, .ld = N, .y = tfc_data(out2)};
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, b, &p.b);
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, be, bias_rows, &p);

@@ -67,7 +67,7 @@ static int blas_addressable(const tfc_tensor *x) {
     int tr;
     int64_t ld;
     return tfc_gemm_layout(x->shape[0], x->shape[1], x->strides[0], x->strides[1], &tr, &ld) &&
-           tfc_gemm_layout(x->shape[1], x->shape[0], x->strides[1], x->strides[0], &tr, &ld);
+        tfc_gemm_layout(x->shape[1], x->shape[0], x->strides[1], x->strides[0], &tr, &ld);
 }
 
 static tfc_status check_args(const char *fn, const tfc_tensor *h, const tfc_tensor *w, const tfc_tensor *targets) {
@@ -80,14 +80,14 @@ static tfc_status check_args(const char *fn, const tfc_tensor *h, const tfc_tens
     if (h->ndim != 2 || h->shape[1] < 1)
         return tfc_err(TFC_ERR_SHAPE, "%s: h is %s, must be [N, C] with C >= 1", fn, SHAPE(h));
     if (w->ndim != 2 || w->shape[0] < 1 || w->shape[1] != h->shape[1])
-        return tfc_err(TFC_ERR_SHAPE, "%s: h is %s, w is %s: w must be [V, C] with V >= 1 and C = %lld", fn,
-                       SHAPE(h), SHAPE(w), (long long)h->shape[1]);
+        return tfc_err(TFC_ERR_SHAPE, "%s: h is %s, w is %s: w must be [V, C] with V >= 1 and C = %lld", fn, SHAPE(h),
+                       SHAPE(w), (long long)h->shape[1]);
     if (w->dtype != h->dtype)
         return tfc_err(TFC_ERR_DTYPE, "%s: h is %s %s, w is %s %s: dtypes differ", fn, tfc_dtype_name(h->dtype),
                        SHAPE(h), tfc_dtype_name(w->dtype), SHAPE(w));
     if (tfc_numel(targets) != h->shape[0])
-        return tfc_err(TFC_ERR_SHAPE, "%s: h is %s (%lld rows), targets is %s", fn, SHAPE(h),
-                       (long long)h->shape[0], SHAPE(targets));
+        return tfc_err(TFC_ERR_SHAPE, "%s: h is %s (%lld rows), targets is %s", fn, SHAPE(h), (long long)h->shape[0],
+                       SHAPE(targets));
     if (h->shape[0] > INT_MAX || w->shape[0] > INT_MAX || h->shape[1] > INT_MAX)
         return tfc_err(TFC_ERR_UNSUPPORTED, "%s: h is %s, w is %s: dims above 2^31 are not supported", fn, SHAPE(h),
                        SHAPE(w));
@@ -140,10 +140,17 @@ static tfc_status lce_pass(const tfc_backend *be, const tfc_tensor *h, const tfc
         zc.trans_a = th, zc.trans_b = twt, zc.M = nc, zc.N = V, zc.K = C;
         zc.a = hc, zc.lda = ldh, zc.b = tfc_data(w), zc.ldb = ldwt, zc.c = tfc_data(z), zc.ldc = V;
         s = TFC_BACKEND_RUN(fn, be, gemm, &zc);
-        tfc_ce_rows_problem rows = {.device = base.device, .dtype = dt, .index_dtype = idt, .n = nc, .c = V,
-                                    .ignore_index = ignore_index, .x = tfc_data(z),
+        tfc_ce_rows_problem rows = {.device = base.device,
+                                    .dtype = dt,
+                                    .index_dtype = idt,
+                                    .n = nc,
+                                    .c = V,
+                                    .ignore_index = ignore_index,
+                                    .x = tfc_data(z),
                                     .targets = (const char *)t + (size_t)r0 * tfc_dtype_size(idt),
-                                    .to_grad = dh || dw, .scale = nv ? 1.0 / (double)nv : 0.0, .row_loss = row_loss};
+                                    .to_grad = dh || dw,
+                                    .scale = nv ? 1.0 / (double)nv : 0.0,
+                                    .row_loss = row_loss};
         if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, be, cross_entropy_rows, &rows);
         for (int64_t r = 0; r < nc && s == TFC_OK; r++) total += row_loss[r];
         if (s == TFC_OK && dh) { /* dh_c = z_c · w */
@@ -192,8 +199,9 @@ static tfc_status count_targets(const char *fn, const void *t, tfc_dtype idt, in
         int64_t id = tfc_index_at(t, idt, r);
         if (id == ignore_index) continue;
         if (id < 0 || id >= V)
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: targets[%lld] is %lld, outside [0, %lld) and not ignore_index %lld",
-                           fn, (long long)r, (long long)id, (long long)V, (long long)ignore_index);
+            return tfc_err(TFC_ERR_INVALID_ARG,
+                           "%s: targets[%lld] is %lld, outside [0, %lld) and not ignore_index %lld", fn, (long long)r,
+                           (long long)id, (long long)V, (long long)ignore_index);
         ++*nv;
     }
     return TFC_OK;
@@ -213,8 +221,10 @@ static tfc_status lce_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_te
     for (int32_t i = 0; i < 2; i++) {
         tfc_tensor *saved = i == 0 ? c->dh.t : c->dw.t;
         if (!tfc_node_needs_grad(n, i) || !saved) continue;
-        if (gl == 1.0) gin[i] = tfc_tensor_retain(saved);
-        else TFC_TRY(tfc_mul_scalar(NULL, saved, gl, &gin[i]));
+        if (gl == 1.0)
+            gin[i] = tfc_tensor_retain(saved);
+        else
+            TFC_TRY(tfc_mul_scalar(NULL, saved, gl, &gin[i]));
     }
     return TFC_OK;
 }

@@ -55,15 +55,24 @@ tfc_status tfc_matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc_te
     TFC_TRY(tfc_tensor_backend(fn, out, &be));
     tfc_tensor *a = NULL, *b = NULL;
     tfc_status s = gemm_ok(a_in) ? (a = tfc_tensor_retain((tfc_tensor *)a_in), TFC_OK) : tfc_make_contiguous(a_in, &a);
-    if (s == TFC_OK) s = gemm_ok(b_in) ? (b = tfc_tensor_retain((tfc_tensor *)b_in), TFC_OK) : tfc_make_contiguous(b_in, &b);
+    if (s == TFC_OK)
+        s = gemm_ok(b_in) ? (b = tfc_tensor_retain((tfc_tensor *)b_in), TFC_OK) : tfc_make_contiguous(b_in, &b);
     if (s != TFC_OK) {
         tfc_tensor_release(a);
         return s;
     }
     int32_t nd = out->ndim, nb = nd - 2;
     int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a->shape[a->ndim - 1];
-    tfc_gemm_problem p = {.device = tfc_device_index(out), .dtype = out->dtype, .M = M, .N = N, .K = K,
-                          .batch = 1, .alpha = 1.0, .beta = beta, .ldc = N, .stride_c = M * N};
+    tfc_gemm_problem p = {.device = tfc_device_index(out),
+                          .dtype = out->dtype,
+                          .M = M,
+                          .N = N,
+                          .K = K,
+                          .batch = 1,
+                          .alpha = 1.0,
+                          .beta = beta,
+                          .ldc = N,
+                          .stride_c = M * N};
     int ta, tb;
     tfc_gemm_layout(M, K, a->strides[a->ndim - 2], a->strides[a->ndim - 1], &ta, &p.lda);
     tfc_gemm_layout(K, N, b->strides[b->ndim - 2], b->strides[b->ndim - 1], &tb, &p.ldb);
@@ -118,7 +127,8 @@ typedef struct mm_shapes {
 } mm_shapes;
 
 static tfc_status promote(const char *fn, const tfc_tensor *t, int is_b, tfc_tensor **out) {
-    if (t->ndim == 0) return tfc_err(TFC_ERR_SHAPE, "%s: %s is a scalar; matmul needs at least 1-D", fn, is_b ? "b" : "a");
+    if (t->ndim == 0)
+        return tfc_err(TFC_ERR_SHAPE, "%s: %s is a scalar; matmul needs at least 1-D", fn, is_b ? "b" : "a");
     if (t->ndim > 1) {
         *out = tfc_tensor_retain((tfc_tensor *)t);
         return TFC_OK;
@@ -162,8 +172,8 @@ static tfc_status check_operands(const char *fn, const tfc_tensor *a, const tfc_
 }
 
 /* Gradient of one operand at the broadcast shape, summed to the operand's. */
-static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tensor *a, const tfc_tensor *b,
-                          int want_a, tfc_tensor **out) {
+static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tensor *a, const tfc_tensor *b, int want_a,
+                          tfc_tensor **out) {
     /* a, b promoted to >= 2-D; dout has the promoted out shape. */
     tfc_tensor *bt = NULL, *at = NULL, *full = NULL;
     tfc_status s;
@@ -182,7 +192,7 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
     } else if (b->ndim == 2 && nd > 2) {
         /* Shared weight: fold the batch, db = a_flatᵀ · dout_flat. */
         tfc_tensor *af = NULL, *df = NULL;
-        int64_t M = a->shape[a->ndim - 2] , K = a->shape[a->ndim - 1];
+        int64_t M = a->shape[a->ndim - 2], K = a->shape[a->ndim - 1];
         int64_t rows = tfc_numel(dout) / dout->shape[nd - 1];
         tfc_tensor *aexp = NULL;
         int64_t ashape[TFC_MAX_DIMS];
@@ -336,8 +346,8 @@ static tfc_status check_grad_buf(const char *fn, const char *arg, const tfc_tens
     return TFC_OK;
 }
 
-TFC_API tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor *a, const tfc_tensor *b,
-                                       tfc_tensor *da, tfc_tensor *db, uint32_t flags) {
+TFC_API tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor *da,
+                                       tfc_tensor *db, uint32_t flags) {
     const char *fn = "tfc_matmul_backward";
     TFC_TRY(check_operands(fn, a, b));
     TFC_TRY(tfc_check_float(fn, "dout", dout));
@@ -352,9 +362,13 @@ TFC_API tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor 
     tfc_tensor *ga = NULL, *gb = NULL;
     TFC_TRY(matmul_grads(fn, dout, a, b, da ? &ga : NULL, db ? &gb : NULL));
     tfc_status s = TFC_OK;
-    if (da) s = store_grad(fn, da, ga, flags);
-    else tfc_tensor_release(ga);
-    if (db && s == TFC_OK) s = store_grad(fn, db, gb, flags);
-    else tfc_tensor_release(gb);
+    if (da)
+        s = store_grad(fn, da, ga, flags);
+    else
+        tfc_tensor_release(ga);
+    if (db && s == TFC_OK)
+        s = store_grad(fn, db, gb, flags);
+    else
+        tfc_tensor_release(gb);
     return s;
 }

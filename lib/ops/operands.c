@@ -9,9 +9,8 @@ tfc_status tfc_karg_float(const char *fn, const char *arg, const tfc_tensor *t) 
     TFC_TRY(tfc_tensor_backend(fn, t, &b));
     if (!tfc_backend_takes(b, t->dtype)) {
         char dev[32];
-        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; only %s are supported on %s", fn, arg,
-                       tfc_dtype_name(t->dtype), SHAPE(t), tfc_backend_dtype_list(b, "and"),
-                       tfc_device_str(t, dev, sizeof dev));
+        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; only %s are supported on %s", fn, arg, tfc_dtype_name(t->dtype),
+                       SHAPE(t), tfc_backend_dtype_list(b, "and"), tfc_device_str(t, dev, sizeof dev));
     }
     return TFC_OK;
 }
@@ -19,8 +18,8 @@ tfc_status tfc_karg_float(const char *fn, const char *arg, const tfc_tensor *t) 
 tfc_status tfc_karg_index(const char *fn, const char *arg, const tfc_tensor *t) {
     if (!t) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, arg);
     if (t->dtype != TFC_DTYPE_I32 && t->dtype != TFC_DTYPE_I64)
-        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; indices must be i32 or i64", fn, arg,
-                       tfc_dtype_name(t->dtype), SHAPE(t));
+        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; indices must be i32 or i64", fn, arg, tfc_dtype_name(t->dtype),
+                       SHAPE(t));
     return TFC_OK;
 }
 
@@ -50,8 +49,8 @@ tfc_status tfc_karg_shape(const char *fn, const char *arg, const tfc_tensor *t, 
     return TFC_OK;
 }
 
-tfc_status tfc_karg_float_like(const char *fn, const char *arg, const tfc_tensor *t, const int64_t *dims,
-                               int32_t ndim, const char *refname, const tfc_tensor *ref) {
+tfc_status tfc_karg_float_like(const char *fn, const char *arg, const tfc_tensor *t, const int64_t *dims, int32_t ndim,
+                               const char *refname, const tfc_tensor *ref) {
     TFC_TRY(tfc_karg_float(fn, arg, t));
     TFC_TRY(tfc_karg_dtype_like(fn, arg, t, refname, ref));
     return tfc_karg_shape(fn, arg, t, dims, ndim, refname, ref);
@@ -68,8 +67,8 @@ tfc_status tfc_karg_stats(const char *fn, const char *arg, const tfc_tensor *t, 
             return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s, must be %s like %s %s", fn, arg, tfc_dtype_name(t->dtype),
                            SHAPE(t), tfc_dtype_name(st), refname, SHAPE(ref));
         return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s, must be %s (statistics of %s %s %s are %s on this device)", fn,
-                       arg, tfc_dtype_name(t->dtype), SHAPE(t), tfc_dtype_name(st), refname,
-                       tfc_dtype_name(ref->dtype), SHAPE(ref), tfc_dtype_name(st));
+                       arg, tfc_dtype_name(t->dtype), SHAPE(t), tfc_dtype_name(st), refname, tfc_dtype_name(ref->dtype),
+                       SHAPE(ref), tfc_dtype_name(st));
     }
     return tfc_karg_shape(fn, arg, t, dims, ndim, refname, ref);
 }
@@ -108,16 +107,18 @@ static void byte_range(const tfc_tensor *t, int64_t *lo, int64_t *hi) {
             return;
         }
         int64_t span = (t->shape[i] - 1) * t->strides[i];
-        if (span < 0) a += span;
-        else b += span;
+        if (span < 0)
+            a += span;
+        else
+            b += span;
     }
     int64_t es = (int64_t)tfc_dtype_size(t->dtype);
     *lo = a * es;
     *hi = (b + 1) * es;
 }
 
-tfc_status tfc_karg_disjoint(const char *fn, const tfc_tensor *const *tensors, const char *const *names,
-                             int32_t nout, int32_t n) {
+tfc_status tfc_karg_disjoint(const char *fn, const tfc_tensor *const *tensors, const char *const *names, int32_t nout,
+                             int32_t n) {
     for (int32_t i = 0; i < nout; i++) {
         const tfc_tensor *o = tensors[i];
         if (!o) continue;
@@ -144,7 +145,8 @@ tfc_status tfc_operand(tfc_operands *o, const tfc_tensor *t, const void **data) 
         *data = tfc_data(t);
         return TFC_OK;
     }
-    if (o->n == TFC_OPERANDS_MAX) return tfc_err(TFC_ERR_INTERNAL, "tfc_operand: more than %d temporaries", TFC_OPERANDS_MAX);
+    if (o->n == TFC_OPERANDS_MAX)
+        return tfc_err(TFC_ERR_INTERNAL, "tfc_operand: more than %d temporaries", TFC_OPERANDS_MAX);
     TFC_TRY(tfc_make_contiguous(t, &o->tmp[o->n]));
     *data = tfc_data(o->tmp[o->n++]);
     return TFC_OK;
@@ -153,7 +155,8 @@ tfc_status tfc_operand(tfc_operands *o, const tfc_tensor *t, const void **data) 
 tfc_status tfc_operand_rows(tfc_operands *o, const tfc_tensor *t, const tfc_tensor **use) {
     *use = t;
     if (!t || t->ndim == 0 || t->shape[t->ndim - 1] <= 1 || t->strides[t->ndim - 1] == 1) return TFC_OK;
-    if (o->n == TFC_OPERANDS_MAX) return tfc_err(TFC_ERR_INTERNAL, "tfc_operand: more than %d temporaries", TFC_OPERANDS_MAX);
+    if (o->n == TFC_OPERANDS_MAX)
+        return tfc_err(TFC_ERR_INTERNAL, "tfc_operand: more than %d temporaries", TFC_OPERANDS_MAX);
     TFC_TRY(tfc_make_contiguous(t, &o->tmp[o->n]));
     *use = o->tmp[o->n++];
     return TFC_OK;

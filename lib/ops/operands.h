@@ -23,8 +23,8 @@ tfc_status tfc_karg_dtype_like(const char *fn, const char *arg, const tfc_tensor
 tfc_status tfc_karg_shape(const char *fn, const char *arg, const tfc_tensor *t, const int64_t *dims, int32_t ndim,
                           const char *refname, const tfc_tensor *ref);
 /* A float input of ref's dtype and shape dims: the three checks above. */
-tfc_status tfc_karg_float_like(const char *fn, const char *arg, const tfc_tensor *t, const int64_t *dims,
-                               int32_t ndim, const char *refname, const tfc_tensor *ref);
+tfc_status tfc_karg_float_like(const char *fn, const char *arg, const tfc_tensor *t, const int64_t *dims, int32_t ndim,
+                               const char *refname, const tfc_tensor *ref);
 /*
  * A statistics input (mean, rstd, lse, dloss: what a forward saved): not
  * NULL, on ref's device, dtype st (tfc_backend_stats_dtype), shape dims.
@@ -40,8 +40,8 @@ tfc_status tfc_karg_flags(const char *fn, uint32_t flags);
  * No output's memory overlaps an input's or another output's. NULL entries
  * are skipped. names[i] names tensors[i]; the first nout are outputs.
  */
-tfc_status tfc_karg_disjoint(const char *fn, const tfc_tensor *const *tensors, const char *const *names,
-                             int32_t nout, int32_t n);
+tfc_status tfc_karg_disjoint(const char *fn, const tfc_tensor *const *tensors, const char *const *names, int32_t nout,
+                             int32_t n);
 
 /* ---- operands ---- */
 

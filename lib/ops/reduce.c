@@ -15,15 +15,15 @@
 typedef struct reduce_plan {
     int32_t red[TFC_MAX_DIMS]; /* 1 when dim i is reduced */
     int32_t nkeep;
-    int64_t n;                     /* elements reduced per output */
-    tfc_sview perm;                 /* input viewed as [kept..., reduced...] */
+    int64_t n;      /* elements reduced per output */
+    tfc_sview perm; /* input viewed as [kept..., reduced...] */
     int64_t out_shape[TFC_MAX_DIMS];
     int32_t out_ndim;
     int64_t keep_shape[TFC_MAX_DIMS]; /* keepdim=1 shape, for backward broadcasting */
 } reduce_plan;
 
-static tfc_status plan_reduce(const char *fn, const tfc_tensor *x, const int32_t *dims, int32_t ndims,
-                              int32_t keepdim, reduce_plan *p) {
+static tfc_status plan_reduce(const char *fn, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t keepdim,
+                              reduce_plan *p) {
     if (ndims < 0 || ndims > TFC_MAX_DIMS || (ndims > 0 && !dims))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: dims/ndims invalid (ndims %d)", fn, (int)ndims);
     for (int32_t i = 0; i < TFC_MAX_DIMS; i++) p->red[i] = ndims == 0;
@@ -67,8 +67,12 @@ static tfc_status run_reduce(const char *fn, const tfc_tensor *x, const reduce_p
                              tfc_tensor *out, double scale) {
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, x, &be));
-    tfc_reduce_problem pr = {.device = tfc_device_index(x), .op = op, .in = p->perm, .nkeep = p->nkeep,
-                             .out = tfc_data(out), .scale = scale};
+    tfc_reduce_problem pr = {.device = tfc_device_index(x),
+                             .op = op,
+                             .in = p->perm,
+                             .nkeep = p->nkeep,
+                             .out = tfc_data(out),
+                             .scale = scale};
     return TFC_BACKEND_RUN_DT(fn, be, reduce, &pr, x->dtype);
 }
 
@@ -77,8 +81,8 @@ static tfc_status scatter_max(tfc_tensor *dx, const reduce_plan *p, const tfc_te
     const char *fn = "tfc_max/tfc_min (backward)";
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, dx, &be));
-    tfc_scatter_problem pr = {.device = tfc_device_index(dx), .dst = p->perm, .nkeep = p->nkeep,
-                              .pos = (const int64_t *)tfc_data(pos)};
+    tfc_scatter_problem pr = {
+        .device = tfc_device_index(dx), .dst = p->perm, .nkeep = p->nkeep, .pos = (const int64_t *)tfc_data(pos)};
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, dyk, &pr.dy);
     if (s == TFC_OK) s = TFC_BACKEND_RUN_DT(fn, be, reduce_scatter, &pr, dx->dtype);
@@ -142,8 +146,10 @@ static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
                     }
                 }
             }
-            if (s == TFC_OK) gin[0] = dx;
-            else tfc_tensor_release(dx);
+            if (s == TFC_OK)
+                gin[0] = dx;
+            else
+                tfc_tensor_release(dx);
         }
     }
     tfc_tensor_release(dyk);
@@ -219,8 +225,7 @@ TFC_API tfc_status tfc_min(tfc_graph *g, const tfc_tensor *x, const int32_t *dim
 }
 TFC_API tfc_status tfc_var(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t correction,
                            int32_t keepdim, tfc_tensor **out) {
-    if (correction < 0)
-        return tfc_err(TFC_ERR_INVALID_ARG, "tfc_var: correction is %d, must be >= 0", (int)correction);
+    if (correction < 0) return tfc_err(TFC_ERR_INVALID_ARG, "tfc_var: correction is %d, must be >= 0", (int)correction);
     return reduce(R_VAR, g, x, dims, ndims, keepdim, (double)correction, out);
 }
 

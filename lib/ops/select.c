@@ -21,8 +21,8 @@ static tfc_status check_mask_device(const char *fn, const char *arg, const tfc_t
 }
 
 /* Broadcast shape of three tensors. */
-static tfc_status shape3(const char *fn, const tfc_tensor *x, const tfc_tensor *y, const tfc_tensor *z,
-                         int64_t *shape, int32_t *nd) {
+static tfc_status shape3(const char *fn, const tfc_tensor *x, const tfc_tensor *y, const tfc_tensor *z, int64_t *shape,
+                         int32_t *nd) {
     TFC_TRY(tfc_broadcast_shape(fn, x, y, shape, nd));
     tfc_tensor tmp = {0};
     tmp.ndim = *nd;

@@ -11,21 +11,23 @@
 /* ---- the explicit doors (include/tfcore/kernels.h) ---- */
 
 /* x seen as [outer, d, inner] around dim (negative counts from the end). */
-static tfc_status split_at(const char *fn, const tfc_tensor *x, int32_t dim, int32_t is_log, int64_t *outer,
-                           int64_t *d, int64_t *inner) {
+static tfc_status split_at(const char *fn, const tfc_tensor *x, int32_t dim, int32_t is_log, int64_t *outer, int64_t *d,
+                           int64_t *inner) {
     if (is_log != 0 && is_log != 1)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: log is %d, must be 0 (softmax) or 1 (log_softmax)", fn,
-                       (int)is_log);
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: log is %d, must be 0 (softmax) or 1 (log_softmax)", fn, (int)is_log);
     int32_t nd = x->ndim > 0 ? x->ndim : 1;
     if (dim < -nd || dim >= nd)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: dim %d is out of range for x %s (ndim %d)", fn, (int)dim,
-                       SHAPE(x), (int)x->ndim);
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: dim %d is out of range for x %s (ndim %d)", fn, (int)dim, SHAPE(x),
+                       (int)x->ndim);
     if (dim < 0) dim += nd;
     *outer = *d = *inner = 1;
     for (int32_t i = 0; i < x->ndim; i++) {
-        if (i < dim) *outer *= x->shape[i];
-        else if (i == dim) *d = x->shape[i];
-        else *inner *= x->shape[i];
+        if (i < dim)
+            *outer *= x->shape[i];
+        else if (i == dim)
+            *d = x->shape[i];
+        else
+            *inner *= x->shape[i];
     }
     return TFC_OK;
 }
@@ -43,8 +45,13 @@ TFC_API tfc_status tfc_softmax_forward(const tfc_tensor *x, int32_t dim, int32_t
     const char *names[] = {"y", "x"};
     TFC_TRY(tfc_karg_disjoint(fn, all, names, 1, 2));
 
-    tfc_softmax_problem p = {.device = tfc_device_index(x), .dtype = x->dtype, .outer = outer, .d = d,
-                             .inner = inner, .log = log, .y = tfc_data(y)};
+    tfc_softmax_problem p = {.device = tfc_device_index(x),
+                             .dtype = x->dtype,
+                             .outer = outer,
+                             .d = d,
+                             .inner = inner,
+                             .log = log,
+                             .y = tfc_data(y)};
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, x, &p.x);
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, softmax_forward, &p);
@@ -69,8 +76,13 @@ TFC_API tfc_status tfc_softmax_backward(const tfc_tensor *dy, const tfc_tensor *
     const char *names[] = {"dx", "dy", "y"};
     TFC_TRY(tfc_karg_disjoint(fn, all, names, 1, 3));
 
-    tfc_softmax_problem p = {.device = tfc_device_index(y), .dtype = y->dtype, .outer = outer, .d = d,
-                             .inner = inner, .log = log, .dx = tfc_data(dx),
+    tfc_softmax_problem p = {.device = tfc_device_index(y),
+                             .dtype = y->dtype,
+                             .outer = outer,
+                             .d = d,
+                             .inner = inner,
+                             .log = log,
+                             .dx = tfc_data(dx),
                              .accumulate = (flags & TFC_GRAD_ACCUMULATE) != 0};
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, dy, &p.dy);

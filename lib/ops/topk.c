@@ -28,7 +28,10 @@ static tfc_status topk_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor
     const char *fn = "tfc_topk (backward)";
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, dy, &be));
-    tfc_topk_problem p = {.device = tfc_device_index(dy), .dtype = dy->dtype, .d = e->shape[d], .k = idx->shape[d],
+    tfc_topk_problem p = {.device = tfc_device_index(dy),
+                          .dtype = dy->dtype,
+                          .d = e->shape[d],
+                          .k = idx->shape[d],
                           .indices_in = tfc_data(idx)};
     around(e->shape, e->ndim, d, &p.outer, &p.inner);
     TFC_TRY(tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &dx));

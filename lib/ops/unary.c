@@ -10,14 +10,11 @@
 typedef struct unary_def {
     const char *name;
     tfc_map_op fwd;
-    tfc_map_op bwd;       /* map over (dy, x, y); COPY for the ±1/·s cases below */
+    tfc_map_op bwd; /* map over (dy, x, y); COPY for the ±1/·s cases below */
     int save_x, save_y;
 } unary_def;
 
-enum {
-    U_NEG, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_TANH, U_SIGMOID, U_RELU,
-    U_ADD_S, U_MUL_S, U_RSUB_S, U_RDIV_S, U_POW_S
-};
+enum { U_NEG, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_TANH, U_SIGMOID, U_RELU, U_ADD_S, U_MUL_S, U_RSUB_S, U_RDIV_S, U_POW_S };
 
 static const unary_def defs[] = {
     [U_NEG] = {"tfc_neg", TFC_MAP_NEG, TFC_MAP_NEG, 0, 0},
@@ -77,9 +74,9 @@ static tfc_status unary(int which, tfc_graph *g, const tfc_tensor *x, double p, 
     return TFC_OK;
 }
 
-#define UNARY_API(fname, which)                                                                      \
-    TFC_API tfc_status fname(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out) {                  \
-        return unary(which, g, x, 0.0, out);                                                         \
+#define UNARY_API(fname, which)                                                     \
+    TFC_API tfc_status fname(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out) { \
+        return unary(which, g, x, 0.0, out);                                        \
     }
 UNARY_API(tfc_neg, U_NEG)
 UNARY_API(tfc_exp, U_EXP)
@@ -90,9 +87,9 @@ UNARY_API(tfc_tanh, U_TANH)
 UNARY_API(tfc_sigmoid, U_SIGMOID)
 UNARY_API(tfc_relu, U_RELU)
 
-#define SCALAR_API(fname, which)                                                                     \
-    TFC_API tfc_status fname(tfc_graph *g, const tfc_tensor *x, double s, tfc_tensor **out) {        \
-        return unary(which, g, x, s, out);                                                           \
+#define SCALAR_API(fname, which)                                                              \
+    TFC_API tfc_status fname(tfc_graph *g, const tfc_tensor *x, double s, tfc_tensor **out) { \
+        return unary(which, g, x, s, out);                                                    \
     }
 SCALAR_API(tfc_add_scalar, U_ADD_S)
 SCALAR_API(tfc_mul_scalar, U_MUL_S)

@@ -36,8 +36,7 @@ static tfc_status view_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor
         tfc_tensor *dx, *part;
         TFC_TRY(tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &dx));
         tfc_status s = tfc_tensor_fill(dx, 0.0);
-        if (s == TFC_OK)
-            s = tfc_slice(NULL, dx, c->dim, c->start, c->stop, c->step, &part);
+        if (s == TFC_OK) s = tfc_slice(NULL, dx, c->dim, c->start, c->stop, c->step, &part);
         if (s == TFC_OK) {
             s = tfc_tensor_copy_from(part, dy);
             tfc_tensor_release(part);
@@ -94,8 +93,7 @@ static tfc_status check_x(const char *fn, const tfc_tensor *x, tfc_tensor **out)
 }
 
 /* Resolve one -1 and check the element count. */
-static tfc_status infer_shape(const char *fn, const tfc_tensor *x, const int64_t *dims, int32_t ndim,
-                              int64_t *shape) {
+static tfc_status infer_shape(const char *fn, const tfc_tensor *x, const int64_t *dims, int32_t ndim, int64_t *shape) {
     int64_t numel;
     if (ndim < 0 || ndim > TFC_MAX_DIMS || (ndim > 0 && !dims))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: ndim %d invalid", fn, (int)ndim);
@@ -103,7 +101,8 @@ static tfc_status infer_shape(const char *fn, const tfc_tensor *x, const int64_t
     int64_t known = 1;
     for (int32_t i = 0; i < ndim; i++) {
         if (dims[i] == -1) {
-            if (infer >= 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: more than one -1 in %s", fn, tfc_fmt_dims(dims, ndim));
+            if (infer >= 0)
+                return tfc_err(TFC_ERR_INVALID_ARG, "%s: more than one -1 in %s", fn, tfc_fmt_dims(dims, ndim));
             infer = i;
         } else if (dims[i] < 0) {
             return tfc_err(TFC_ERR_INVALID_ARG, "%s: negative size in %s", fn, tfc_fmt_dims(dims, ndim));
@@ -118,8 +117,8 @@ static tfc_status infer_shape(const char *fn, const tfc_tensor *x, const int64_t
             return tfc_err(TFC_ERR_SHAPE, "%s: cannot view x %s as %s", fn, SHAPE(x), tfc_fmt_dims(dims, ndim));
         shape[infer] = numel / known;
     } else if (known != numel) {
-        return tfc_err(TFC_ERR_SHAPE, "%s: x %s has %lld elements, shape %s has %lld", fn, SHAPE(x),
-                       (long long)numel, tfc_fmt_dims(dims, ndim), (long long)known);
+        return tfc_err(TFC_ERR_SHAPE, "%s: x %s has %lld elements, shape %s has %lld", fn, SHAPE(x), (long long)numel,
+                       tfc_fmt_dims(dims, ndim), (long long)known);
     }
     return TFC_OK;
 }
@@ -167,8 +166,7 @@ TFC_API tfc_status tfc_view(tfc_graph *g, const tfc_tensor *x, const int64_t *di
     return finish(g, fn, V_RESHAPE, x, r, NULL, 0, out);
 }
 
-TFC_API tfc_status tfc_reshape(tfc_graph *g, const tfc_tensor *x, const int64_t *dims, int32_t ndim,
-                               tfc_tensor **out) {
+TFC_API tfc_status tfc_reshape(tfc_graph *g, const tfc_tensor *x, const int64_t *dims, int32_t ndim, tfc_tensor **out) {
     const char *fn = "tfc_reshape";
     TFC_TRY(check_x(fn, x, out));
     int64_t shape[TFC_MAX_DIMS], strides[TFC_MAX_DIMS];
@@ -187,8 +185,7 @@ TFC_API tfc_status tfc_reshape(tfc_graph *g, const tfc_tensor *x, const int64_t 
     return finish(g, fn, V_RESHAPE, x, r, NULL, 0, out);
 }
 
-TFC_API tfc_status tfc_permute(tfc_graph *g, const tfc_tensor *x, const int32_t *perm, int32_t ndim,
-                               tfc_tensor **out) {
+TFC_API tfc_status tfc_permute(tfc_graph *g, const tfc_tensor *x, const int32_t *perm, int32_t ndim, tfc_tensor **out) {
     const char *fn = "tfc_permute";
     TFC_TRY(check_x(fn, x, out));
     if (ndim != x->ndim || (ndim > 0 && !perm))
@@ -221,8 +218,8 @@ TFC_API tfc_status tfc_transpose(tfc_graph *g, const tfc_tensor *x, int32_t dim0
     return tfc_permute(g, x, perm, x->ndim, out);
 }
 
-TFC_API tfc_status tfc_slice(tfc_graph *g, const tfc_tensor *x, int32_t dim, int64_t start, int64_t end,
-                             int64_t step, tfc_tensor **out) {
+TFC_API tfc_status tfc_slice(tfc_graph *g, const tfc_tensor *x, int32_t dim, int64_t start, int64_t end, int64_t step,
+                             tfc_tensor **out) {
     const char *fn = "tfc_slice";
     TFC_TRY(check_x(fn, x, out));
     int32_t d;
@@ -258,8 +255,7 @@ TFC_API tfc_status tfc_narrow(tfc_graph *g, const tfc_tensor *x, int32_t dim, in
     return tfc_slice(g, x, d, start, start + length, 1, out);
 }
 
-TFC_API tfc_status tfc_expand(tfc_graph *g, const tfc_tensor *x, const int64_t *dims, int32_t ndim,
-                              tfc_tensor **out) {
+TFC_API tfc_status tfc_expand(tfc_graph *g, const tfc_tensor *x, const int64_t *dims, int32_t ndim, tfc_tensor **out) {
     const char *fn = "tfc_expand";
     TFC_TRY(check_x(fn, x, out));
     if (ndim < x->ndim || ndim > TFC_MAX_DIMS || (ndim > 0 && !dims))
@@ -304,7 +300,8 @@ TFC_API tfc_status tfc_unsqueeze(tfc_graph *g, const tfc_tensor *x, int32_t dim,
     const char *fn = "tfc_unsqueeze";
     TFC_TRY(check_x(fn, x, out));
     int32_t d;
-    if (x->ndim == TFC_MAX_DIMS) return tfc_err(TFC_ERR_SHAPE, "%s: x %s already has %d dims", fn, SHAPE(x), TFC_MAX_DIMS);
+    if (x->ndim == TFC_MAX_DIMS)
+        return tfc_err(TFC_ERR_SHAPE, "%s: x %s already has %d dims", fn, SHAPE(x), TFC_MAX_DIMS);
     TFC_TRY(tfc_norm_dim(fn, dim, x->ndim + 1, &d));
     int64_t shape[TFC_MAX_DIMS], strides[TFC_MAX_DIMS];
     for (int32_t i = 0, k = 0; i <= x->ndim; i++) {
@@ -332,8 +329,10 @@ TFC_API tfc_status tfc_flatten(tfc_graph *g, const tfc_tensor *x, int32_t start,
     int64_t shape[TFC_MAX_DIMS];
     int32_t k = 0;
     for (int32_t i = 0; i < x->ndim; i++) {
-        if (i <= s0 || i > e0) shape[k++] = x->shape[i];
-        else shape[k - 1] *= x->shape[i];
+        if (i <= s0 || i > e0)
+            shape[k++] = x->shape[i];
+        else
+            shape[k - 1] *= x->shape[i];
     }
     return tfc_reshape(g, x, shape, k, out);
 }

@@ -17,8 +17,7 @@
 static tfc_status clip(const char *fn, tfc_tensor *const *params, int64_t n, double max_norm, double *total_norm) {
     if (n > 0 && !params) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params is NULL with n = %lld", fn, (long long)n);
     if (!(max_norm > 0))
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: max_norm is %g: must be > 0 (+INFINITY only measures)", fn,
-                       max_norm);
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: max_norm is %g: must be > 0 (+INFINITY only measures)", fn, max_norm);
     const tfc_tensor *ref = NULL; /* the first gradient: the norm is taken on its device */
     for (int64_t i = 0; i < n && !ref; i++) {
         if (!params[i]) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%lld] is NULL", fn, (long long)i);
@@ -40,8 +39,10 @@ static tfc_status clip(const char *fn, tfc_tensor *const *params, int64_t n, dou
         snprintf(gname, sizeof gname, ref == g ? "the grad of params[%lld]" : "a later gradient", (long long)i);
         TFC_TRY(tfc_optim_check_grad(fn, gname, g, "the first gradient", ref, NULL));
         if (!tfc_backend_takes(be, g->dtype))
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: the grad of params[%lld] is %s %s: clipping on %s takes %s "
-                           "gradients", fn, (long long)i, tfc_dtype_name(g->dtype), SHAPE(g), be->name,
+            return tfc_err(TFC_ERR_INVALID_ARG,
+                           "%s: the grad of params[%lld] is %s %s: clipping on %s takes %s "
+                           "gradients",
+                           fn, (long long)i, tfc_dtype_name(g->dtype), SHAPE(g), be->name,
                            tfc_backend_dtype_list(be, "or"));
     }
     tfc_optim_seg small[32];
@@ -57,14 +58,16 @@ static tfc_status clip(const char *fn, tfc_tensor *const *params, int64_t n, dou
     }
     double norm = 0;
     int32_t overflow = 0;
-    tfc_grad_norm_problem pr = {.device = tfc_device_index(ref), .segs = segs, .nseg = nseg, .norm = &norm,
-                                .overflow = &overflow};
+    tfc_grad_norm_problem pr = {
+        .device = tfc_device_index(ref), .segs = segs, .nseg = nseg, .norm = &norm, .overflow = &overflow};
     tfc_status st = nseg ? TFC_BACKEND_RUN_DT(fn, be, grad_norm, &pr, ref->dtype) : TFC_OK;
     if (st == TFC_OK && !isfinite(norm))
         st = overflow ? tfc_err(TFC_ERR_NONFINITE, "%s: the total norm exceeds the %s range; gradients left unchanged",
                                 fn, tfc_dtype_name(ref->dtype))
-                      : tfc_err(TFC_ERR_NONFINITE, "%s: the gradients hold %s: total norm is not finite; gradients "
-                                "left unchanged", fn, isnan(norm) ? "NaN" : "Inf");
+                      : tfc_err(TFC_ERR_NONFINITE,
+                                "%s: the gradients hold %s: total norm is not finite; gradients "
+                                "left unchanged",
+                                fn, isnan(norm) ? "NaN" : "Inf");
     double c = max_norm / (norm + 1e-6);
     if (st == TFC_OK && c < 1) {
         pr.c = c;

@@ -38,8 +38,9 @@ tfc_status tfc_optim_alloc_state(const char *fn, tfc_optim *o, tfc_optim_slot *p
     for (int32_t j = 0; j < tfc_optim_num_bufs(o); j++) {
         if (pp->buf[j]) continue;
         tfc_status s = tfc_tensor_zeros_like(pp->p, pp->p->dtype, &pp->buf[j]);
-        if (s != TFC_OK) return tfc_err(s, "%s: cannot allocate %s for a parameter %s: %s", fn,
-                                        tfc_optim_buf_name(o, j), SHAPE(pp->p), tfc_last_error());
+        if (s != TFC_OK)
+            return tfc_err(s, "%s: cannot allocate %s for a parameter %s: %s", fn, tfc_optim_buf_name(o, j),
+                           SHAPE(pp->p), tfc_last_error());
     }
     return TFC_OK;
 }
@@ -65,20 +66,25 @@ static tfc_status check_param(const char *fn, const tfc_optim *o, tfc_tensor *co
     const tfc_tensor *p = params[i];
     if (!p) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%d] is NULL", fn, (int)i);
     if (p->node)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%d] %s is not a leaf (produced by %s): only leaves "
-                       "can be optimized", fn, (int)i, SHAPE(p), p->node->name);
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "%s: params[%d] %s is not a leaf (produced by %s): only leaves "
+                       "can be optimized",
+                       fn, (int)i, SHAPE(p), p->node->name);
     if (p->dtype != TFC_DTYPE_F32 && p->dtype != TFC_DTYPE_F64)
-        return tfc_err(TFC_ERR_DTYPE, "%s: params[%d] %s is %s: the optimizers take f32 or f64 parameters",
-                       fn, (int)i, SHAPE(p), tfc_dtype_name(p->dtype));
+        return tfc_err(TFC_ERR_DTYPE, "%s: params[%d] %s is %s: the optimizers take f32 or f64 parameters", fn, (int)i,
+                       SHAPE(p), tfc_dtype_name(p->dtype));
     /* CUDA parameters are accepted; tfc_optim_step checks what the device path supports. */
     if (!tfc_is_contiguous(p))
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%d] %s is not contiguous: the fused update needs "
-                       "each parameter in one block of memory", fn, (int)i, SHAPE(p));
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "%s: params[%d] %s is not contiguous: the fused update needs "
+                       "each parameter in one block of memory",
+                       fn, (int)i, SHAPE(p));
     for (int64_t k = 0; k < o->n_params; k++)
         if (overlaps(p, o->params[k].p))
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%d] %s %s parameter %lld (group %d) of this "
-                           "optimizer: a parameter belongs to one group only", fn, (int)i, SHAPE(p),
-                           p == o->params[k].p ? "is already" : "overlaps the memory of",
+            return tfc_err(TFC_ERR_INVALID_ARG,
+                           "%s: params[%d] %s %s parameter %lld (group %d) of this "
+                           "optimizer: a parameter belongs to one group only",
+                           fn, (int)i, SHAPE(p), p == o->params[k].p ? "is already" : "overlaps the memory of",
                            (long long)k, (int)o->params[k].group);
     for (int32_t j = 0; j < i; j++)
         if (overlaps(p, params[j]))
@@ -87,8 +93,8 @@ static tfc_status check_param(const char *fn, const tfc_optim *o, tfc_tensor *co
     return TFC_OK;
 }
 
-static tfc_status add_group(const char *fn, tfc_optim *opt, tfc_tensor *const *params, int32_t n, double lr,
-                            double wd, int32_t *group) {
+static tfc_status add_group(const char *fn, tfc_optim *opt, tfc_tensor *const *params, int32_t n, double lr, double wd,
+                            int32_t *group) {
     TFC_CHECK_NOT_NULL(fn, opt);
     tfc_optim *o = opt;
     if (n < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %d: must be >= 0", fn, (int)n);

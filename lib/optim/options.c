@@ -62,7 +62,8 @@ static tfc_status resolve(const char *fn, tfc_optim_kind kind, const tfc_optim_o
     defaults(kind, o);
     if (in) {
         if (in->struct_size < OPTIONS_V1_SIZE || in->struct_size > sizeof *o)
-            return tfc_err(TFC_ERR_VERSION, "%s: opts->struct_size is %u: this library knows %u (set it to "
+            return tfc_err(TFC_ERR_VERSION,
+                           "%s: opts->struct_size is %u: this library knows %u (set it to "
                            "sizeof(tfc_optim_options), or use TFC_OPTIM_OPTIONS_INIT)",
                            fn, (unsigned)in->struct_size, (unsigned)sizeof *o);
         /* An older, shorter struct leaves the appended fields at their defaults. */
@@ -78,8 +79,10 @@ static tfc_status resolve(const char *fn, tfc_optim_kind kind, const tfc_optim_o
             return tfc_err(TFC_ERR_INVALID_ARG, "%s: opts->dampening is %g: must be finite", fn, o->dampening);
         TFC_TRY(check_flag(fn, "opts->nesterov", o->nesterov));
         if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: nesterov needs momentum > 0 and dampening == 0 "
-                           "(momentum %g, dampening %g)", fn, o->momentum, o->dampening);
+            return tfc_err(TFC_ERR_INVALID_ARG,
+                           "%s: nesterov needs momentum > 0 and dampening == 0 "
+                           "(momentum %g, dampening %g)",
+                           fn, o->momentum, o->dampening);
     } else {
         TFC_TRY(check_beta(fn, "opts->beta1", o->beta1));
         TFC_TRY(check_beta(fn, "opts->beta2", o->beta2));

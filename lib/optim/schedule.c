@@ -42,8 +42,10 @@ TFC_API tfc_status tfc_lr_cosine(int64_t step, double max_lr, double min_lr, int
     const char *fn = "tfc_lr_cosine";
     TFC_TRY(check_common(fn, step, max_lr, warmup, lr));
     TFC_TRY(check_decay(fn, min_lr, warmup, total));
-    if (step < warmup) *lr = warmup_lr(step, max_lr, warmup);
-    else if (step > total) *lr = min_lr;
+    if (step < warmup)
+        *lr = warmup_lr(step, max_lr, warmup);
+    else if (step > total)
+        *lr = min_lr;
     else {
         double r = (double)(step - warmup) / (double)(total - warmup);
         double coeff = 0.5 * (1.0 + cos(M_PI * r));
@@ -57,9 +59,12 @@ TFC_API tfc_status tfc_lr_linear(int64_t step, double max_lr, double min_lr, int
     const char *fn = "tfc_lr_linear";
     TFC_TRY(check_common(fn, step, max_lr, warmup, lr));
     TFC_TRY(check_decay(fn, min_lr, warmup, total));
-    if (step < warmup) *lr = warmup_lr(step, max_lr, warmup);
-    else if (step > total) *lr = min_lr;
-    else *lr = max_lr + (min_lr - max_lr) * ((double)(step - warmup) / (double)(total - warmup));
+    if (step < warmup)
+        *lr = warmup_lr(step, max_lr, warmup);
+    else if (step > total)
+        *lr = min_lr;
+    else
+        *lr = max_lr + (min_lr - max_lr) * ((double)(step - warmup) / (double)(total - warmup));
     return TFC_OK;
 }
 

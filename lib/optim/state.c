@@ -36,7 +36,10 @@ static int64_t count_entries(const tfc_optim *o) {
 /* Entry i in the documented order; 0 when out of range. */
 static int entry_at(const tfc_optim *o, int64_t i, entry *e) {
     if (i < 0) return 0;
-    if (i == 0) { *e = (entry){E_STEP, 0, 0}; return 1; }
+    if (i == 0) {
+        *e = (entry){E_STEP, 0, 0};
+        return 1;
+    }
     i -= 1;
     if (i < 2 * (int64_t)o->n_groups) {
         *e = (entry){i % 2 ? E_GROUP_WD : E_GROUP_LR, i / 2, 0};
@@ -48,8 +51,10 @@ static int entry_at(const tfc_optim *o, int64_t i, entry *e) {
     for (int64_t k = 0; k < o->n_params; k++) {
         if (!o->params[k].has_state) continue;
         if (i < per) {
-            if (has_step && i == 0) *e = (entry){E_PARAM_STEP, k, 0};
-            else *e = (entry){E_PARAM_BUF, k, (int32_t)(i - has_step)};
+            if (has_step && i == 0)
+                *e = (entry){E_PARAM_STEP, k, 0};
+            else
+                *e = (entry){E_PARAM_BUF, k, (int32_t)(i - has_step)};
             return 1;
         }
         i -= per;
@@ -136,11 +141,14 @@ static tfc_status parse_name(const char *fn, const tfc_optim *o, int64_t i, cons
         s += 6;
         if (!parse_index(&s, &idx) || *s != '.') goto unknown;
         if (idx >= o->n_groups)
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: names[%lld] '%s': group %lld, but the optimizer has %d groups",
-                           fn, (long long)i, name, (long long)idx, (int)o->n_groups);
-        if (strcmp(s, ".lr") == 0) *e = (entry){E_GROUP_LR, idx, 0};
-        else if (strcmp(s, ".weight_decay") == 0) *e = (entry){E_GROUP_WD, idx, 0};
-        else goto unknown;
+            return tfc_err(TFC_ERR_INVALID_ARG, "%s: names[%lld] '%s': group %lld, but the optimizer has %d groups", fn,
+                           (long long)i, name, (long long)idx, (int)o->n_groups);
+        if (strcmp(s, ".lr") == 0)
+            *e = (entry){E_GROUP_LR, idx, 0};
+        else if (strcmp(s, ".weight_decay") == 0)
+            *e = (entry){E_GROUP_WD, idx, 0};
+        else
+            goto unknown;
         return TFC_OK;
     }
     if (strncmp(s, "param.", 6) == 0) {
@@ -148,8 +156,10 @@ static tfc_status parse_name(const char *fn, const tfc_optim *o, int64_t i, cons
         if (!parse_index(&s, &idx) || *s != '.') goto unknown;
         s++;
         if (idx >= o->n_params)
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: names[%lld] '%s': parameter %lld, but the optimizer has %lld "
-                           "parameters", fn, (long long)i, name, (long long)idx, (long long)o->n_params);
+            return tfc_err(TFC_ERR_INVALID_ARG,
+                           "%s: names[%lld] '%s': parameter %lld, but the optimizer has %lld "
+                           "parameters",
+                           fn, (long long)i, name, (long long)idx, (long long)o->n_params);
         if (strcmp(s, "step") == 0) {
             if (!tfc_optim_has_param_step(o))
                 return tfc_err(TFC_ERR_INVALID_ARG, "%s: names[%lld] '%s': %s keeps no per-parameter step", fn,
@@ -165,20 +175,24 @@ static tfc_status parse_name(const char *fn, const tfc_optim *o, int64_t i, cons
         static const char *const known[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer"};
         for (size_t j = 0; j < sizeof known / sizeof *known; j++)
             if (strcmp(s, known[j]) == 0)
-                return tfc_err(TFC_ERR_INVALID_ARG, "%s: names[%lld] '%s': this %s optimizer has no %s "
-                               "(momentum %g, amsgrad %d)", fn, (long long)i, name, tfc_optim_kind_name(o->kind),
-                               known[j], o->opts.momentum, (int)o->opts.amsgrad);
+                return tfc_err(TFC_ERR_INVALID_ARG,
+                               "%s: names[%lld] '%s': this %s optimizer has no %s "
+                               "(momentum %g, amsgrad %d)",
+                               fn, (long long)i, name, tfc_optim_kind_name(o->kind), known[j], o->opts.momentum,
+                               (int)o->opts.amsgrad);
     }
 unknown:
-    return tfc_err(TFC_ERR_INVALID_ARG, "%s: names[%lld] '%s' is not an optimizer state name (see "
-                   "tfc_optim_state_get)", fn, (long long)i, name);
+    return tfc_err(TFC_ERR_INVALID_ARG,
+                   "%s: names[%lld] '%s' is not an optimizer state name (see "
+                   "tfc_optim_state_get)",
+                   fn, (long long)i, name);
 }
 
 /* The single value of a numeric scalar tensor. */
 static tfc_status scalar_value(const char *fn, int64_t i, const char *name, const tfc_tensor *t, double *v) {
     if (tfc_numel(t) != 1)
-        return tfc_err(TFC_ERR_SHAPE, "%s: tensors[%lld] for '%s' is %s: must hold one element", fn, (long long)i,
-                       name, SHAPE(t));
+        return tfc_err(TFC_ERR_SHAPE, "%s: tensors[%lld] for '%s' is %s: must hold one element", fn, (long long)i, name,
+                       SHAPE(t));
     const void *d = tfc_data(t);
     switch (t->dtype) {
     case TFC_DTYPE_F32: *v = *(const float *)d; break;
@@ -186,7 +200,10 @@ static tfc_status scalar_value(const char *fn, int64_t i, const char *name, cons
     case TFC_DTYPE_I32: *v = *(const int32_t *)d; break;
     case TFC_DTYPE_I64: {
         int64_t x = *(const int64_t *)d;
-        if (x > (INT64_C(1) << 53) || x < -(INT64_C(1) << 53)) { *v = NAN; break; }
+        if (x > (INT64_C(1) << 53) || x < -(INT64_C(1) << 53)) {
+            *v = NAN;
+            break;
+        }
         *v = (double)x;
         break;
     }
@@ -214,20 +231,21 @@ static tfc_status check_entry(const char *fn, const tfc_optim *o, int64_t i, con
         int same = t->ndim == p->ndim;
         for (int32_t d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
         if (!same)
-            return tfc_err(TFC_ERR_SHAPE, "%s: tensors[%lld] for '%s' is %s but parameter %lld is %s", fn,
-                           (long long)i, name, SHAPE(t), (long long)pe->e.index, SHAPE(p));
+            return tfc_err(TFC_ERR_SHAPE, "%s: tensors[%lld] for '%s' is %s but parameter %lld is %s", fn, (long long)i,
+                           name, SHAPE(t), (long long)pe->e.index, SHAPE(p));
         if (t->dtype != p->dtype)
-            return tfc_err(TFC_ERR_DTYPE, "%s: tensors[%lld] for '%s' is %s but parameter %lld is %s", fn,
-                           (long long)i, name, tfc_dtype_name(t->dtype), (long long)pe->e.index,
-                           tfc_dtype_name(p->dtype));
+            return tfc_err(TFC_ERR_DTYPE, "%s: tensors[%lld] for '%s' is %s but parameter %lld is %s", fn, (long long)i,
+                           name, tfc_dtype_name(t->dtype), (long long)pe->e.index, tfc_dtype_name(p->dtype));
         return TFC_OK;
     }
     TFC_TRY(scalar_value(fn, i, name, t, &pe->value));
     double v = pe->value;
     if (pe->e.kind == E_STEP || pe->e.kind == E_PARAM_STEP) {
         if (!(v >= 0 && v <= 9007199254740992.0) || v != floor(v))
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: tensors[%lld] for '%s' is %g: a step count must be a whole "
-                           "number >= 0", fn, (long long)i, name, v);
+            return tfc_err(TFC_ERR_INVALID_ARG,
+                           "%s: tensors[%lld] for '%s' is %g: a step count must be a whole "
+                           "number >= 0",
+                           fn, (long long)i, name, v);
     } else if (!isfinite(v) || v < 0) {
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: tensors[%lld] for '%s' is %g: must be finite and >= 0", fn,
                        (long long)i, name, v);

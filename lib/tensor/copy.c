@@ -37,8 +37,8 @@ TFC_API tfc_status tfc_tensor_copy_to_host(const tfc_tensor *t, void *dst, size_
         /* Compacted on the device first: one host transfer of exactly the elements. */
         tfc_tensor *c;
         TFC_TRY(tfc_make_contiguous(t, &c));
-        tfc_status s = tfc_device_memcpy(TFC_DEVICE_CPU, 0, dst, c->storage->device, c->storage->device_index,
-                                         tfc_data(c), need);
+        tfc_status s =
+            tfc_device_memcpy(TFC_DEVICE_CPU, 0, dst, c->storage->device, c->storage->device_index, tfc_data(c), need);
         tfc_tensor_release(c);
         return s;
     }
@@ -59,10 +59,9 @@ TFC_API tfc_status tfc_tensor_copy_from_host(tfc_tensor *t, const void *src, siz
     if (need && !src) return tfc_err(TFC_ERR_INVALID_ARG, "%s: src is NULL", fn);
     if (!need) return TFC_OK;
     if (t->storage->device != TFC_DEVICE_CPU) {
-        if (!tfc_is_contiguous(t))
-            return tfc_err(TFC_ERR_UNSUPPORTED, "%s: non-contiguous CUDA destination", fn);
-        TFC_TRY(tfc_device_memcpy(t->storage->device, t->storage->device_index, tfc_data(t), TFC_DEVICE_CPU, 0, src,
-                                  need));
+        if (!tfc_is_contiguous(t)) return tfc_err(TFC_ERR_UNSUPPORTED, "%s: non-contiguous CUDA destination", fn);
+        TFC_TRY(
+            tfc_device_memcpy(t->storage->device, t->storage->device_index, tfc_data(t), TFC_DEVICE_CPU, 0, src, need));
     } else {
         tfc_sview sv = tfc_sview_of(t);
         sv.data = (char *)src;
@@ -92,14 +91,15 @@ TFC_API tfc_status tfc_tensor_copy_from(tfc_tensor *dst, const tfc_tensor *src) 
     if (dst->storage->device != src->storage->device || dst->storage->device_index != src->storage->device_index) {
         /* Across devices: one transfer of equal layouts (src compacted on its own device first). */
         if (src->dtype != dst->dtype || tfc_numel(src) != tfc_numel(dst) || !tfc_is_contiguous(dst))
-            return tfc_err(TFC_ERR_UNSUPPORTED, "%s: copies between devices need equal dtype and shape and a "
-                           "contiguous dst (dst %s %s, src %s %s)", fn, tfc_dtype_name(dst->dtype), SHAPE(dst),
-                           tfc_dtype_name(src->dtype), SHAPE(src));
+            return tfc_err(TFC_ERR_UNSUPPORTED,
+                           "%s: copies between devices need equal dtype and shape and a "
+                           "contiguous dst (dst %s %s, src %s %s)",
+                           fn, tfc_dtype_name(dst->dtype), SHAPE(dst), tfc_dtype_name(src->dtype), SHAPE(src));
         tfc_tensor *c;
         TFC_TRY(tfc_make_contiguous(src, &c));
-        tfc_status s = tfc_device_memcpy(dst->storage->device, dst->storage->device_index, tfc_data(dst),
-                                         c->storage->device, c->storage->device_index, tfc_data(c),
-                                         (size_t)tfc_numel(c) * tfc_dtype_size(c->dtype));
+        tfc_status s =
+            tfc_device_memcpy(dst->storage->device, dst->storage->device_index, tfc_data(dst), c->storage->device,
+                              c->storage->device_index, tfc_data(c), (size_t)tfc_numel(c) * tfc_dtype_size(c->dtype));
         tfc_tensor_release(c);
         TFC_TRY(s);
         tfc_bump_version(dst);

@@ -32,9 +32,11 @@ tfc_status tfc_same_device(const char *fn, const tfc_tensor *const *ts, const ch
         const tfc_storage *a = ts[first]->storage, *b = ts[i]->storage;
         if (a->device != b->device || a->device_index != b->device_index) {
             char da[32], db[32];
-            return tfc_err(TFC_ERR_DEVICE, "%s: %s lives on %s but %s lives on %s; the tensors of one call must "
-                           "share a device (move them with tfc_tensor_to_device)", fn, names[first],
-                           tfc_device_str(ts[first], da, sizeof da), names[i], tfc_device_str(ts[i], db, sizeof db));
+            return tfc_err(TFC_ERR_DEVICE,
+                           "%s: %s lives on %s but %s lives on %s; the tensors of one call must "
+                           "share a device (move them with tfc_tensor_to_device)",
+                           fn, names[first], tfc_device_str(ts[first], da, sizeof da), names[i],
+                           tfc_device_str(ts[i], db, sizeof db));
         }
     }
     return TFC_OK;
@@ -66,8 +68,14 @@ tfc_status tfc_tensor_map(const char *fn, tfc_map_op op, tfc_tensor *out, const 
     if (b) bv = broadcast_view(b, out);
     if (c) cv = broadcast_view(c, out);
     tfc_map_problem pr = {
-        .device = tfc_device_index(out), .op = op, .out = &ov, .a = a ? &av : NULL, .b = b ? &bv : NULL,
-        .c = c ? &cv : NULL, .p = p, .accumulate = accumulate,
+        .device = tfc_device_index(out),
+        .op = op,
+        .out = &ov,
+        .a = a ? &av : NULL,
+        .b = b ? &bv : NULL,
+        .c = c ? &cv : NULL,
+        .p = p,
+        .accumulate = accumulate,
     };
     return TFC_BACKEND_RUN_DT(fn, be, map, &pr, out->dtype);
 }

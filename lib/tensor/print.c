@@ -37,8 +37,10 @@ static void print_rec(FILE *f, const double *v, const tfc_tensor *t, int32_t d, 
             fputs("..., ", f);
             i = n - maxn;
         }
-        if (d == t->ndim - 1) fprintf(f, is_float ? "%.6g" : "%.0f", v[base + i]);
-        else print_rec(f, v, t, d + 1, base + i * stride, maxn, is_float);
+        if (d == t->ndim - 1)
+            fprintf(f, is_float ? "%.6g" : "%.0f", v[base + i]);
+        else
+            print_rec(f, v, t, d + 1, base + i * stride, maxn, is_float);
         if (i + 1 < n) fputs(d == t->ndim - 1 ? ", " : ",\n ", f);
     }
     fputc(']', f);

@@ -15,8 +15,13 @@ static tfc_status fill_dist(const char *fn, tfc_tensor *t, tfc_random_kind kind,
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: parameters %g and %g must be finite", fn, a, b);
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, t, &be));
-    tfc_random_problem p = {.device = tfc_device_index(t), .kind = kind, .dst = tfc_sview_of(t), .a = a, .b = b,
-                            .seed = seed, .offset = offset};
+    tfc_random_problem p = {.device = tfc_device_index(t),
+                            .kind = kind,
+                            .dst = tfc_sview_of(t),
+                            .a = a,
+                            .b = b,
+                            .seed = seed,
+                            .offset = offset};
     TFC_TRY(TFC_BACKEND_RUN_DT(fn, be, random, &p, t->dtype));
     tfc_bump_version(t);
     return TFC_OK;
@@ -46,13 +51,13 @@ static tfc_status create_dist(const char *fn, const int64_t *dims, int32_t ndim,
     return TFC_OK;
 }
 
-TFC_API tfc_status tfc_tensor_randn(const int64_t *dims, int32_t ndim, tfc_dtype dtype, uint64_t seed,
-                                    uint64_t offset, tfc_tensor **out) {
+TFC_API tfc_status tfc_tensor_randn(const int64_t *dims, int32_t ndim, tfc_dtype dtype, uint64_t seed, uint64_t offset,
+                                    tfc_tensor **out) {
     return create_dist("tfc_tensor_randn", dims, ndim, dtype, TFC_RANDOM_NORMAL, 0.0, 1.0, seed, offset, out);
 }
 
-TFC_API tfc_status tfc_tensor_rand(const int64_t *dims, int32_t ndim, tfc_dtype dtype, uint64_t seed,
-                                   uint64_t offset, tfc_tensor **out) {
+TFC_API tfc_status tfc_tensor_rand(const int64_t *dims, int32_t ndim, tfc_dtype dtype, uint64_t seed, uint64_t offset,
+                                   tfc_tensor **out) {
     return create_dist("tfc_tensor_rand", dims, ndim, dtype, TFC_RANDOM_UNIFORM, 0.0, 1.0, seed, offset, out);
 }
 

@@ -20,8 +20,8 @@ tfc_status tfc_check_dims(const char *fn, const int64_t *dims, int32_t ndim, int
     int64_t n = 1;
     for (int32_t i = 0; i < ndim; i++) {
         if (dims[i] < 0)
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: dims %s has negative size at dim %d", fn,
-                           tfc_fmt_dims(dims, ndim), (int)i);
+            return tfc_err(TFC_ERR_INVALID_ARG, "%s: dims %s has negative size at dim %d", fn, tfc_fmt_dims(dims, ndim),
+                           (int)i);
         if (dims[i] > 0 && n > INT64_MAX / 16 / dims[i])
             return tfc_err(TFC_ERR_OOM, "%s: dims %s overflow the element count", fn, tfc_fmt_dims(dims, ndim));
         n *= dims[i];
@@ -68,8 +68,10 @@ static tfc_status storage_new(size_t nbytes, tfc_device_type dev, int32_t dev_in
 
 static void storage_release(tfc_storage *s) {
     if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
-    if (s->from_allocator) tfc_device_free(s->device, s->device_index, s->data, s->nbytes);
-    else if (s->deleter) s->deleter(s->data, s->deleter_ctx);
+    if (s->from_allocator)
+        tfc_device_free(s->device, s->device_index, s->data, s->nbytes);
+    else if (s->deleter)
+        s->deleter(s->data, s->deleter_ctx);
     free(s);
 }
 
@@ -89,8 +91,8 @@ static tfc_tensor *handle_new(tfc_storage *s, const int64_t *shape, const int64_
     return t;
 }
 
-tfc_status tfc_tensor_new(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_device_type dev,
-                          int32_t dev_index, tfc_tensor **out) {
+tfc_status tfc_tensor_new(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_device_type dev, int32_t dev_index,
+                          tfc_tensor **out) {
     int64_t numel;
     TFC_TRY(tfc_check_dims("tfc_tensor_new", dims, ndim, &numel));
     size_t es = tfc_dtype_size(dtype);
@@ -115,7 +117,8 @@ tfc_status tfc_tensor_new_like(const tfc_tensor *t, tfc_dtype dtype, tfc_tensor 
 tfc_status tfc_tensor_zeros_like(const tfc_tensor *t, tfc_dtype dt, tfc_tensor **out) {
     tfc_tensor *r;
     TFC_TRY(tfc_tensor_new_like(t, dt, &r));
-    tfc_status s = tfc_device_memset0(r->storage->device, r->storage->device_index, r->storage->data, r->storage->nbytes);
+    tfc_status s =
+        tfc_device_memset0(r->storage->device, r->storage->device_index, r->storage->data, r->storage->nbytes);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
         return s;
@@ -133,16 +136,15 @@ tfc_status tfc_tensor_alias(const tfc_tensor *t, const int64_t *shape, const int
     return TFC_OK;
 }
 
-static tfc_status cpu_create(const char *fn, const int64_t *dims, int32_t ndim, tfc_dtype dtype,
-                             tfc_tensor **out) {
+static tfc_status cpu_create(const char *fn, const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_tensor **out) {
     TFC_CHECK_NOT_NULL(fn, out);
     if (!tfc_dtype_valid(dtype)) return tfc_err(TFC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
     int64_t numel;
     TFC_TRY(tfc_check_dims(fn, dims, ndim, &numel));
     tfc_status s = tfc_tensor_new(dims, ndim, dtype, TFC_DEVICE_CPU, 0, out);
     if (s == TFC_ERR_OOM)
-        return tfc_err(s, "%s: cannot allocate %s %s (%lld bytes)", fn, tfc_dtype_name(dtype),
-                       tfc_fmt_dims(dims, ndim), (long long)(numel * (int64_t)tfc_dtype_size(dtype)));
+        return tfc_err(s, "%s: cannot allocate %s %s (%lld bytes)", fn, tfc_dtype_name(dtype), tfc_fmt_dims(dims, ndim),
+                       (long long)(numel * (int64_t)tfc_dtype_size(dtype)));
     return s;
 }
 
@@ -150,8 +152,8 @@ TFC_API tfc_status tfc_tensor_empty(const int64_t *dims, int32_t ndim, tfc_dtype
     return cpu_create("tfc_tensor_empty", dims, ndim, dtype, out);
 }
 
-static tfc_status create_filled(const char *fn, const int64_t *dims, int32_t ndim, tfc_dtype dtype,
-                                double value, tfc_tensor **out) {
+static tfc_status create_filled(const char *fn, const int64_t *dims, int32_t ndim, tfc_dtype dtype, double value,
+                                tfc_tensor **out) {
     tfc_tensor *t;
     TFC_TRY(cpu_create(fn, dims, ndim, dtype, &t));
     tfc_status s = tfc_tensor_fill(t, value);
@@ -171,16 +173,17 @@ TFC_API tfc_status tfc_tensor_ones(const int64_t *dims, int32_t ndim, tfc_dtype 
     return create_filled("tfc_tensor_ones", dims, ndim, dtype, 1.0, out);
 }
 
-TFC_API tfc_status tfc_tensor_full(const int64_t *dims, int32_t ndim, tfc_dtype dtype, double value,
-                                   tfc_tensor **out) {
+TFC_API tfc_status tfc_tensor_full(const int64_t *dims, int32_t ndim, tfc_dtype dtype, double value, tfc_tensor **out) {
     return create_filled("tfc_tensor_full", dims, ndim, dtype, value, out);
 }
 
 TFC_API tfc_status tfc_tensor_arange(double start, double end, double step, tfc_dtype dtype, tfc_tensor **out) {
     TFC_CHECK_NOT_NULL("tfc_tensor_arange", out);
     if (!isfinite(start) || !isfinite(end) || !isfinite(step) || step == 0.0)
-        return tfc_err(TFC_ERR_INVALID_ARG, "tfc_tensor_arange: start %g, end %g, step %g: need finite bounds "
-                       "and a non-zero step", start, end, step);
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "tfc_tensor_arange: start %g, end %g, step %g: need finite bounds "
+                       "and a non-zero step",
+                       start, end, step);
     double count = ceil((end - start) / step);
     if (count < 0) count = 0;
     if (count > 1e15) return tfc_err(TFC_ERR_OOM, "tfc_tensor_arange: %g elements is too many", count);
@@ -200,7 +203,8 @@ TFC_API tfc_status tfc_tensor_from_data(const void *data, const int64_t *dims, i
     size_t nbytes = (size_t)tfc_numel(t) * tfc_dtype_size(dtype);
     if (nbytes && !data) {
         tfc_tensor_release(t);
-        return tfc_err(TFC_ERR_INVALID_ARG, "tfc_tensor_from_data: data is NULL for shape %s", tfc_fmt_dims(dims, ndim));
+        return tfc_err(TFC_ERR_INVALID_ARG, "tfc_tensor_from_data: data is NULL for shape %s",
+                       tfc_fmt_dims(dims, ndim));
     }
     if (nbytes) memcpy(t->storage->data, data, nbytes);
     *out = t;
@@ -214,7 +218,8 @@ TFC_API tfc_status tfc_tensor_wrap(void *data, const int64_t *dims, const int64_
     if (!tfc_dtype_valid(dtype)) return tfc_err(TFC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
     int64_t numel;
     TFC_TRY(tfc_check_dims(fn, dims, ndim, &numel));
-    if (!data && numel) return tfc_err(TFC_ERR_INVALID_ARG, "%s: data is NULL for shape %s", fn, tfc_fmt_dims(dims, ndim));
+    if (!data && numel)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: data is NULL for shape %s", fn, tfc_fmt_dims(dims, ndim));
     int64_t st[TFC_MAX_DIMS];
     if (strides) {
         for (int32_t i = 0; i < ndim; i++) st[i] = strides[i];
@@ -225,7 +230,10 @@ TFC_API tfc_status tfc_tensor_wrap(void *data, const int64_t *dims, const int64_
     int64_t lo = 0, hi = 0;
     for (int32_t i = 0; i < ndim && numel; i++) {
         int64_t ext = (dims[i] - 1) * st[i];
-        if (ext < 0) lo += ext; else hi += ext;
+        if (ext < 0)
+            lo += ext;
+        else
+            hi += ext;
     }
     if (lo < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: negative strides are not supported", fn);
     tfc_storage *s = calloc(1, sizeof *s);
@@ -257,8 +265,10 @@ TFC_API void tfc_tensor_release(tfc_tensor *t) {
         if (tfc_tensor_autograd_release_hook) {
             tfc_tensor_autograd_release_hook(t);
         } else {
-            tfc_err(TFC_ERR_INTERNAL, "tfc_tensor_release: a tensor %s has a graph node but the autograd layer "
-                    "registered no release hook (a broken build); the node is leaked", SHAPE(t));
+            tfc_err(TFC_ERR_INTERNAL,
+                    "tfc_tensor_release: a tensor %s has a graph node but the autograd layer "
+                    "registered no release hook (a broken build); the node is leaked",
+                    SHAPE(t));
             fprintf(stderr, "libtfcore: %s\n", tfc_last_error());
         }
     }
@@ -317,8 +327,8 @@ tfc_status tfc_broadcast_shape(const char *fn, const tfc_tensor *a, const tfc_te
         int32_t ia = i - (n - a->ndim), ib = i - (n - b->ndim);
         int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
         if (da != db && da != 1 && db != 1)
-            return tfc_err(TFC_ERR_SHAPE, "%s: a is %s, b is %s: cannot broadcast (dim %d: %lld vs %lld)", fn,
-                           SHAPE(a), SHAPE(b), (int)i, (long long)da, (long long)db);
+            return tfc_err(TFC_ERR_SHAPE, "%s: a is %s, b is %s: cannot broadcast (dim %d: %lld vs %lld)", fn, SHAPE(a),
+                           SHAPE(b), (int)i, (long long)da, (long long)db);
         shape[i] = da == 1 ? db : da;
     }
     *ndim = n;

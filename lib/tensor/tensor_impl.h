@@ -60,8 +60,8 @@ void tfc_contiguous_strides(const int64_t *shape, int32_t ndim, int64_t *strides
 tfc_status tfc_check_dims(const char *fn, const int64_t *dims, int32_t ndim, int64_t *numel);
 
 /* New contiguous tensor on device (kind, index) — uninitialised. */
-tfc_status tfc_tensor_new(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_device_type dev,
-                          int32_t dev_index, tfc_tensor **out);
+tfc_status tfc_tensor_new(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_device_type dev, int32_t dev_index,
+                          tfc_tensor **out);
 /* New contiguous uninitialised tensor with t's shape, device and the given dtype. */
 tfc_status tfc_tensor_new_like(const tfc_tensor *t, tfc_dtype dtype, tfc_tensor **out);
 /* Zero-filled tensor like t (shape/device), dtype dt. */
@@ -71,8 +71,8 @@ tfc_status tfc_tensor_zeros_like(const tfc_tensor *t, tfc_dtype dt, tfc_tensor *
  * A new handle over t's storage with the given shape/strides/offset: the
  * raw material of every view. No autograd fields are copied.
  */
-tfc_status tfc_tensor_alias(const tfc_tensor *t, const int64_t *shape, const int64_t *strides,
-                            int32_t ndim, int64_t offset, tfc_tensor **out);
+tfc_status tfc_tensor_alias(const tfc_tensor *t, const int64_t *shape, const int64_t *strides, int32_t ndim,
+                            int64_t offset, tfc_tensor **out);
 
 /* Mark an in-place write on t's storage. */
 static inline void tfc_bump_version(tfc_tensor *t) { atomic_fetch_add(&t->storage->version, 1); }
@@ -81,8 +81,7 @@ static inline void tfc_bump_version(tfc_tensor *t) { atomic_fetch_add(&t->storag
 tfc_status tfc_make_contiguous(const tfc_tensor *t, tfc_tensor **out);
 
 /* The broadcast shape of a and b (numpy rules); TFC_ERR_SHAPE names fn. */
-tfc_status tfc_broadcast_shape(const char *fn, const tfc_tensor *a, const tfc_tensor *b, int64_t *shape,
-                               int32_t *ndim);
+tfc_status tfc_broadcast_shape(const char *fn, const tfc_tensor *a, const tfc_tensor *b, int64_t *shape, int32_t *ndim);
 /* Strides that read t as if it had `shape` (stride 0 on broadcast dims). */
 void tfc_broadcast_strides(const tfc_tensor *t, const int64_t *shape, int32_t ndim, int64_t *strides);
 

@@ -20,8 +20,10 @@ long tok_base64_decode(const char *in, size_t n, uint8_t *out) {
         int d[4];
         for (int j = 0; j < 4; j++) {
             int last_group = i + 4 == n;
-            if (last_group && j >= 4 - (int)pad) d[j] = 0;
-            else if ((d[j] = digit(in[i + j])) < 0) return -1;
+            if (last_group && j >= 4 - (int)pad)
+                d[j] = 0;
+            else if ((d[j] = digit(in[i + j])) < 0)
+                return -1;
         }
         uint32_t v = (uint32_t)d[0] << 18 | (uint32_t)d[1] << 12 | (uint32_t)d[2] << 6 | (uint32_t)d[3];
         size_t bytes = i + 4 == n ? 3 - pad : 3;

@@ -45,8 +45,7 @@ static int merge_short(const tfc_tokenizer *t, const uint8_t *p, size_t n, ids_v
         }
         m--;
         if (b + 1 < m && !pair_map_get(&t->pairs, ids[b], ids[b + 1], &rank[b], &merged[b])) rank[b] = NO_RANK;
-        if (b > 0 && !pair_map_get(&t->pairs, ids[b - 1], ids[b], &rank[b - 1], &merged[b - 1]))
-            rank[b - 1] = NO_RANK;
+        if (b > 0 && !pair_map_get(&t->pairs, ids[b - 1], ids[b], &rank[b - 1], &merged[b - 1])) rank[b - 1] = NO_RANK;
     }
     if (tok_ids_reserve(out, m)) return -1;
     memcpy(out->v + out->n, ids, m * sizeof ids[0]);

@@ -219,8 +219,7 @@ static int apply_merge(trainer *tr, int32_t k, int32_t a, int32_t b, int32_t id)
  * Learn up to n_merges merges over the counted chunks; merges[m] = (a, b)
  * gets id 256 + m. *n_done says how many were found.
  */
-static tfc_status learn(const char *fn, const byte_map *chunks, int32_t n_merges, tfc_merge *merges,
-                        int32_t *n_done) {
+static tfc_status learn(const char *fn, const byte_map *chunks, int32_t n_merges, tfc_merge *merges, int32_t *n_done) {
     trainer tr = {0};
     int rc = trainer_init(&tr, chunks);
     int32_t m = 0;
@@ -272,12 +271,16 @@ static tfc_status check_trainable(const char *fn, const tfc_tokenizer *t, int32_
         if (t->tok_kind[id] == TOK_ORDINARY && (id >= 256 || t->span[id].len != 1 || tok_bytes(t, id)[0] != id))
             fresh = 0;
     if (!fresh)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: tokenizer already has merges; only a fresh one from "
-                       "tfc_tokenizer_new can be trained", fn);
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "%s: tokenizer already has merges; only a fresh one from "
+                       "tfc_tokenizer_new can be trained",
+                       fn);
     for (int32_t k = 0; k < t->n_special; k++)
         if (t->special_ids[k] < vocab_size)
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: special token %d is below vocab_size %d; give special tokens "
-                           "ids >= vocab_size", fn, (int)t->special_ids[k], (int)vocab_size);
+            return tfc_err(TFC_ERR_INVALID_ARG,
+                           "%s: special token %d is below vocab_size %d; give special tokens "
+                           "ids >= vocab_size",
+                           fn, (int)t->special_ids[k], (int)vocab_size);
     return TFC_OK;
 }
 
@@ -376,8 +379,10 @@ static tfc_status count_file(const char *fn, const tfc_tokenizer *t, const char 
         size_t got = fread(buf + len, 1, BLOCK, f);
         len += got;
         if (got < BLOCK) {
-            if (ferror(f)) s = tfc_err(TFC_ERR_IO, "%s: error reading '%s'", fn, path);
-            else s = count_chunks(fn, t, buf, len, chunks);
+            if (ferror(f))
+                s = tfc_err(TFC_ERR_IO, "%s: error reading '%s'", fn, path);
+            else
+                s = count_chunks(fn, t, buf, len, chunks);
             break;
         }
         size_t cut = split_safe_cut(buf, len);

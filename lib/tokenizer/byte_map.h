@@ -16,7 +16,7 @@ typedef struct byte_slot {
     uint64_t hash;   /* 0 marks an empty slot (real hashes are forced non-zero) */
     uint64_t prefix; /* the key's first 8 bytes, zero-padded: most keys compare without the arena */
     int64_t value;
-    uint32_t off;    /* key bytes at arena + off */
+    uint32_t off; /* key bytes at arena + off */
     uint32_t len;
 } byte_slot;
 

@@ -10,8 +10,8 @@
 
 #include "tokenizer/tokenizer_impl.h"
 
-static tfc_status decode_bytes(const char *fn, const tfc_tokenizer *t, const int32_t *ids, size_t n,
-                               uint8_t **bytes, size_t *len) {
+static tfc_status decode_bytes(const char *fn, const tfc_tokenizer *t, const int32_t *ids, size_t n, uint8_t **bytes,
+                               size_t *len) {
     const tok_span *span = t->span;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -27,8 +27,10 @@ static tfc_status decode_bytes(const char *fn, const tfc_tokenizer *t, const int
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         tok_span sp = span[ids[i]];
-        if (sp.len <= 8) memcpy(out + k, t->blob + sp.off, 8);
-        else memcpy(out + k, t->blob + sp.off, sp.len);
+        if (sp.len <= 8)
+            memcpy(out + k, t->blob + sp.off, 8);
+        else
+            memcpy(out + k, t->blob + sp.off, sp.len);
         k += sp.len;
     }
     out[k] = 0;
@@ -53,7 +55,8 @@ static size_t utf8_valid_len(const uint8_t *p, size_t n, size_t *bad) {
     if (c < 0x80) return 1;
     size_t need;
     uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) need = 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 1;
     else if (c >= 0xE0 && c <= 0xEF) {
         need = 2;
         if (c == 0xE0) lo = 0xA0;

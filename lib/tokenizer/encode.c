@@ -21,7 +21,7 @@
 
 #include "tokenizer/tokenizer_impl.h"
 
-#define CACHE_MAX_LEN 255          /* longer chunks are rare; their ids count fits 8 bits */
+#define CACHE_MAX_LEN 255           /* longer chunks are rare; their ids count fits 8 bits */
 #define CACHE_MAX_ENTRIES (1 << 18) /* then start over, bounding memory */
 
 /* A chunk of 1..8 bytes (zero-padded into key) and its ids, when at most 4. */
@@ -36,10 +36,10 @@ typedef struct hot_entry {
 
 typedef struct enc_state {
     hot_entry *hot;
-    int hot_shift;    /* index = hash >> hot_shift */
-    byte_map cache;   /* chunk bytes -> (offset in cache_ids) << 8 | count */
+    int hot_shift;  /* index = hash >> hot_shift */
+    byte_map cache; /* chunk bytes -> (offset in cache_ids) << 8 | count */
     ids_vec cache_ids;
-    size_t *next_at;  /* per special token: its next occurrence (SIZE_MAX none) */
+    size_t *next_at; /* per special token: its next occurrence (SIZE_MAX none) */
 } enc_state;
 
 static void enc_state_free(enc_state *st) {
@@ -141,8 +141,8 @@ static size_t find_from(const uint8_t *text, size_t len, size_t pos, const uint8
     return f ? (size_t)(f - text) : SIZE_MAX;
 }
 
-static tfc_status encode_text(const char *fn, const tfc_tokenizer *t, enc_state *st, const uint8_t *text,
-                              size_t len, int32_t mode, ids_vec *out) {
+static tfc_status encode_text(const char *fn, const tfc_tokenizer *t, enc_state *st, const uint8_t *text, size_t len,
+                              int32_t mode, ids_vec *out) {
     if (mode == TFC_SPECIAL_AS_TEXT || t->n_special == 0) return encode_ordinary(fn, t, st, text, len, out);
     if (!st->next_at) {
         st->next_at = malloc((size_t)t->n_special * sizeof *st->next_at);
@@ -161,7 +161,8 @@ static tfc_status encode_text(const char *fn, const tfc_tokenizer *t, enc_state 
             int32_t id = t->special_ids[k];
             if (st->next_at[k] != SIZE_MAX && st->next_at[k] < pos)
                 st->next_at[k] = find_from(text, len, pos, tok_bytes(t, id), t->span[id].len);
-            if (st->next_at[k] < at || (st->next_at[k] == at && at != SIZE_MAX && t->span[id].len > t->span[best].len)) {
+            if (st->next_at[k] < at ||
+                (st->next_at[k] == at && at != SIZE_MAX && t->span[id].len > t->span[best].len)) {
                 at = st->next_at[k];
                 best = id;
             }
@@ -262,8 +263,8 @@ static void *batch_worker(void *arg) {
 }
 
 TFC_API tfc_status tfc_tokenizer_encode_batch(const tfc_tokenizer *t, const char *const *texts, const size_t *lens,
-                                              size_t n_texts, int32_t special_mode, int32_t n_threads,
-                                              int32_t **ids, size_t **offsets) {
+                                              size_t n_texts, int32_t special_mode, int32_t n_threads, int32_t **ids,
+                                              size_t **offsets) {
     static const char fn[] = "tfc_tokenizer_encode_batch";
     TFC_CHECK_NOT_NULL(fn, t);
     TFC_CHECK_NOT_NULL(fn, ids);
@@ -278,8 +279,7 @@ TFC_API tfc_status tfc_tokenizer_encode_batch(const tfc_tokenizer *t, const char
             return tfc_err(TFC_ERR_INVALID_ARG, "%s: texts[%zu] is NULL and lens[%zu] is %zu", fn, i, i, lens[i]);
     if (n_texts > SIZE_MAX / sizeof(ids_vec) - 1) return tfc_err(TFC_ERR_OOM, "%s: n_texts %zu too large", fn, n_texts);
     size_t *offs = malloc((n_texts + 1) * sizeof *offs);
-    batch b = {.t = t, .texts = texts, .lens = lens, .n_texts = n_texts, .mode = special_mode,
-               .failed_at = SIZE_MAX};
+    batch b = {.t = t, .texts = texts, .lens = lens, .n_texts = n_texts, .mode = special_mode, .failed_at = SIZE_MAX};
     b.results = calloc(n_texts ? n_texts : 1, sizeof *b.results);
     if (!offs || !b.results) {
         free(offs);

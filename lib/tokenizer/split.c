@@ -30,9 +30,8 @@ static const char gpt2_pattern[] =
 /* tiktoken cl100k_base:
  *   '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|
  *   \s*[\r\n]|\s+(?!\S)|\s */
-static const char cl100k_pattern[] =
-    "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^" WS "\\p{L}\\p{N}]++[\\r\\n]*+|" WS
-    "++\\z|" WS "*[\\r\\n]|" WS "+(?!" NWS ")|" WS;
+static const char cl100k_pattern[] = "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^" WS
+                                     "\\p{L}\\p{N}]++[\\r\\n]*+|" WS "++\\z|" WS "*[\\r\\n]|" WS "+(?!" NWS ")|" WS;
 
 const char *split_pattern_source(int32_t pattern) {
     switch (pattern) {
@@ -45,8 +44,8 @@ const char *split_pattern_source(int32_t pattern) {
 tfc_status splitter_init(const char *fn, tfc_splitter *sp, int32_t pattern) {
     if (pattern != TFC_SPLIT_NONE && pattern != TFC_SPLIT_GPT2 && pattern != TFC_SPLIT_CL100K)
         return tfc_err(TFC_ERR_INVALID_ARG,
-                       "%s: pattern is %d, expected TFC_SPLIT_NONE (0), TFC_SPLIT_GPT2 (1) or TFC_SPLIT_CL100K (2)",
-                       fn, (int)pattern);
+                       "%s: pattern is %d, expected TFC_SPLIT_NONE (0), TFC_SPLIT_GPT2 (1) or TFC_SPLIT_CL100K (2)", fn,
+                       (int)pattern);
     sp->pattern = pattern;
     sp->re = NULL;
     sp->jit = 0;
@@ -58,8 +57,8 @@ tfc_status splitter_init(const char *fn, tfc_splitter *sp, int32_t pattern) {
     if (!sp->re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
-        return tfc_err(TFC_ERR_INTERNAL, "%s: PCRE2 rejected split pattern %d at offset %zu: %s", fn,
-                       (int)pattern, (size_t)at, (const char *)msg);
+        return tfc_err(TFC_ERR_INTERNAL, "%s: PCRE2 rejected split pattern %d at offset %zu: %s", fn, (int)pattern,
+                       (size_t)at, (const char *)msg);
     }
     /* Without JIT (a PCRE2 built without it) the interpreter gives the same chunks, slower. */
     sp->jit = pcre2_jit_compile(sp->re, PCRE2_JIT_COMPLETE) == 0;
@@ -71,8 +70,7 @@ void splitter_free(tfc_splitter *sp) {
     sp->re = NULL;
 }
 
-tfc_status split_iter_init(const char *fn, split_iter *it, const tfc_splitter *sp, const uint8_t *text,
-                           size_t len) {
+tfc_status split_iter_init(const char *fn, split_iter *it, const tfc_splitter *sp, const uint8_t *text, size_t len) {
     it->sp = sp;
     it->text = text;
     it->len = len;
@@ -99,8 +97,7 @@ void split_iter_free(split_iter *it) {
 }
 
 static int run_match(const split_iter *it, size_t from) {
-    if (it->sp->jit)
-        return pcre2_jit_match(it->sp->re, it->text, it->len, from, 0, it->md, it->mctx);
+    if (it->sp->jit) return pcre2_jit_match(it->sp->re, it->text, it->len, from, 0, it->md, it->mctx);
     return pcre2_match(it->sp->re, it->text, it->len, from, 0, it->md, it->mctx);
 }
 
@@ -119,8 +116,7 @@ static int find_match(const char *fn, split_iter *it) {
     if (rc < 0) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(rc, msg, sizeof msg);
-        return tfc_err(TFC_ERR_INTERNAL, "%s: splitting text at byte %zu failed: %s", fn, it->pos,
-                       (const char *)msg);
+        return tfc_err(TFC_ERR_INTERNAL, "%s: splitting text at byte %zu failed: %s", fn, it->pos, (const char *)msg);
     }
     const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(it->md);
     if (ov[1] <= ov[0] || ov[0] < it->pos || ov[1] > it->len)
@@ -149,14 +145,11 @@ enum { C_OTHER, C_LETTER, C_DIGIT, C_SPACE, C_NONASCII };
 #define O_ C_OTHER
 /* Class of each ASCII byte (bytes >= 0x80: C_NONASCII, see ascii_cls). */
 static const uint8_t ascii_table[128] = {
-    O_, O_, O_, O_, O_, O_, O_, O_, O_, S_, S_, S_, S_, S_, O_, O_,
-    O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_,
-    S_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_,
-    D_, D_, D_, D_, D_, D_, D_, D_, D_, D_, O_, O_, O_, O_, O_, O_,
-    O_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_,
-    L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, O_, O_, O_, O_, O_,
-    O_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_,
-    L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, O_, O_, O_, O_, O_,
+    O_, O_, O_, O_, O_, O_, O_, O_, O_, S_, S_, S_, S_, S_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_,
+    O_, O_, O_, O_, O_, O_, S_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, O_, D_, D_, D_, D_,
+    D_, D_, D_, D_, D_, D_, O_, O_, O_, O_, O_, O_, O_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_,
+    L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, O_, O_, O_, O_, O_, O_, L_, L_, L_, L_, L_, L_, L_,
+    L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, L_, O_, O_, O_, O_, O_,
 };
 #undef L_
 #undef D_
@@ -202,7 +195,7 @@ static size_t ascii_gpt2(const uint8_t *s, size_t n, size_t i) {
 static size_t ascii_cl100k(const uint8_t *s, size_t n, size_t i) {
     int c = ascii_cls(s[i]), stop;
     int next = i + 1 < n ? ascii_cls(s[i + 1]) : -1;
-    if (s[i] == '\'' && next != -1) { /* '(?i:[sdmt]|ll|ve|re) */
+    if (s[i] == '\'' && next != -1) {     /* '(?i:[sdmt]|ll|ve|re) */
         if (next == C_NONASCII) return 0; /* U+017F folds to s */
         uint8_t a = s[i + 1] | 0x20;
         if (a == 's' || a == 'd' || a == 'm' || a == 't') return 2;
@@ -242,7 +235,7 @@ not_contraction:
     /* c is whitespace from here */
     size_t j = run_of(s, n, i, C_SPACE, &stop);
     if (stop == C_NONASCII) return 0;
-    if (stop == -1) return j - i; /* \s++\z */
+    if (stop == -1) return j - i;  /* \s++\z */
     for (size_t k = j; k > i; k--) /* \s*[\r\n]: up to the last newline of the run */
         if (s[k - 1] == '\r' || s[k - 1] == '\n') return k - i;
     if (j - i >= 2) return j - i - 1; /* \s+(?!\S) */

@@ -38,8 +38,7 @@ const char *split_pattern_source(int32_t pattern);
 tfc_status splitter_init(const char *fn, tfc_splitter *sp, int32_t pattern);
 void splitter_free(tfc_splitter *sp);
 
-tfc_status split_iter_init(const char *fn, split_iter *it, const tfc_splitter *sp, const uint8_t *text,
-                           size_t len);
+tfc_status split_iter_init(const char *fn, split_iter *it, const tfc_splitter *sp, const uint8_t *text, size_t len);
 /*
  * The next chunk [*start, *end): 1 when there is one, 0 at the end, or a
  * negative tfc_status (message set). Bytes no pattern branch accepts

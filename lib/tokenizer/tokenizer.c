@@ -49,7 +49,8 @@ static tfc_status grow_ids(const char *fn, tfc_tokenizer *t, int32_t need) {
 tfc_status tok_set_token(const char *fn, tfc_tokenizer *t, int32_t id, const uint8_t *p, size_t len, int kind) {
     if (id < 0 || id >= TFC_TOKENIZER_MAX_ID)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: id %d is outside [0, 2^30)", fn, (int)id);
-    if (len == 0 || len > UINT32_MAX) return tfc_err(TFC_ERR_INVALID_ARG, "%s: token %d has %zu bytes", fn, (int)id, len);
+    if (len == 0 || len > UINT32_MAX)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: token %d has %zu bytes", fn, (int)id, len);
     TFC_TRY(grow_ids(fn, t, id + 1));
     if (t->tok_kind[id] != TOK_UNUSED)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: id %d is already the %s token", fn, (int)id,

@@ -25,7 +25,10 @@ static void unicode_to_byte(int32_t inv[324]) {
 
 /* One UTF-8 code point from p[0..n): its length, or 0 when malformed. */
 static size_t utf8_decode(const uint8_t *p, size_t n, uint32_t *cp) {
-    if (p[0] < 0x80) { *cp = p[0]; return 1; }
+    if (p[0] < 0x80) {
+        *cp = p[0];
+        return 1;
+    }
     size_t k = p[0] >= 0xF0 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC0 ? 2 : 0;
     if (!k || k > n) return 0;
     uint32_t v = p[0] & (0x7F >> k);
@@ -51,7 +54,8 @@ static long gpt2_text_to_bytes(const int32_t inv[324], const uint8_t *s, size_t 
 }
 
 static void put_utf8(uint32_t cp, uint8_t *out, size_t *k) {
-    if (cp < 0x80) out[(*k)++] = (uint8_t)cp;
+    if (cp < 0x80)
+        out[(*k)++] = (uint8_t)cp;
     else if (cp < 0x800) {
         out[(*k)++] = (uint8_t)(0xC0 | cp >> 6);
         out[(*k)++] = (uint8_t)(0x80 | (cp & 63));
@@ -74,15 +78,17 @@ typedef struct json {
 } json;
 
 static void json_ws(json *j) {
-    while (j->i < j->n && (j->p[j->i] == ' ' || j->p[j->i] == '\n' || j->p[j->i] == '\r' || j->p[j->i] == '\t'))
-        j->i++;
+    while (j->i < j->n && (j->p[j->i] == ' ' || j->p[j->i] == '\n' || j->p[j->i] == '\r' || j->p[j->i] == '\t')) j->i++;
 }
 
 static int hex4(const uint8_t *p, uint32_t *v) {
     *v = 0;
     for (int k = 0; k < 4; k++) {
         uint8_t c = p[k];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9' ? c - '0'
+            : c >= 'a' && c <= 'f'   ? c - 'a' + 10
+            : c >= 'A' && c <= 'F'   ? c - 'A' + 10
+                                     : -1;
         if (d < 0) return -1;
         *v = *v << 4 | (uint32_t)d;
     }
@@ -105,7 +111,9 @@ static long json_string(json *j, uint8_t *out, size_t cap) {
         if (j->i >= j->n) return -1;
         c = j->p[j->i++];
         switch (c) {
-        case '"': case '\\': case '/': out[k++] = c; break;
+        case '"':
+        case '\\':
+        case '/': out[k++] = c; break;
         case 'b': out[k++] = '\b'; break;
         case 'f': out[k++] = '\f'; break;
         case 'n': out[k++] = '\n'; break;
@@ -175,8 +183,10 @@ static tfc_status parse_encoder(const char *fn, const char *path, const int32_t 
         }
         long bl = gpt2_text_to_bytes(inv, s, (size_t)sl, bytes);
         if (bl <= 0) {
-            st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' byte %zu: key is empty or has a character outside GPT-2's "
-                         "byte alphabet", fn, path, at);
+            st = tfc_err(TFC_ERR_FORMAT,
+                         "%s: '%s' byte %zu: key is empty or has a character outside GPT-2's "
+                         "byte alphabet",
+                         fn, path, at);
             goto done;
         }
         json_ws(&j);
@@ -232,8 +242,8 @@ done:
     return st;
 }
 
-static tfc_status parse_merges(const char *fn, const char *path, const int32_t inv[324], const uint8_t *buf,
-                               size_t len, gpt2_vocab *v, tfc_merge **merges, size_t *n_merges) {
+static tfc_status parse_merges(const char *fn, const char *path, const int32_t inv[324], const uint8_t *buf, size_t len,
+                               gpt2_vocab *v, tfc_merge **merges, size_t *n_merges) {
     uint8_t *both = malloc(2 * TFC_TOKEN_MAX_LEN + 8);
     size_t cap = 0, n = 0, pos = 0, lineno = 0, ll;
     tfc_merge *m = NULL;
@@ -254,7 +264,8 @@ static tfc_status parse_merges(const char *fn, const char *path, const int32_t i
             st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: line longer than %d bytes", fn, path, lineno,
                          2 * TFC_TOKEN_MAX_LEN);
         } else if ((a = gpt2_text_to_bytes(inv, (const uint8_t *)line, (size_t)(sp - line), both)) <= 0 ||
-                   (b = gpt2_text_to_bytes(inv, (const uint8_t *)sp + 1, ll - (size_t)(sp - line) - 1, both + a)) <= 0) {
+                   (b = gpt2_text_to_bytes(inv, (const uint8_t *)sp + 1, ll - (size_t)(sp - line) - 1, both + a)) <=
+                       0) {
             st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: empty token or character outside GPT-2's byte alphabet",
                          fn, path, lineno);
         } else if (!byte_map_get(&v->index, both, (size_t)a, &li) ||
@@ -262,8 +273,8 @@ static tfc_status parse_merges(const char *fn, const char *path, const int32_t i
             st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: merge '%.*s' refers to a token not in encoder.json", fn,
                          path, lineno, (int)(ll > 64 ? 64 : ll), line);
         } else if (!byte_map_get(&v->index, both, (size_t)(a + b), &mi)) {
-            st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: merge '%.*s' makes a token not in encoder.json", fn,
-                         path, lineno, (int)(ll > 64 ? 64 : ll), line);
+            st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: merge '%.*s' makes a token not in encoder.json", fn, path,
+                         lineno, (int)(ll > 64 ? 64 : ll), line);
         } else {
             if (n == cap) {
                 cap = cap ? cap * 2 : 1024;

@@ -32,8 +32,7 @@ static tfc_status parse_ranks(const char *fn, const char *path, tfc_tokenizer *t
                         TFC_TOKEN_MAX_LEN);
         } else if (tok_parse_int(sp + 1, ll - (size_t)(sp - line) - 1, TFC_TOKENIZER_MAX_ID - 1, &rank)) {
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: rank '%.*s' is not an integer in [0, 2^30)", fn, path,
-                        lineno, (int)(ll - (size_t)(sp - line) - 1 > 32 ? 32 : ll - (size_t)(sp - line) - 1),
-                        sp + 1);
+                        lineno, (int)(ll - (size_t)(sp - line) - 1 > 32 ? 32 : ll - (size_t)(sp - line) - 1), sp + 1);
         } else {
             long n = tok_base64_decode(line, (size_t)(sp - line), tok);
             int added;

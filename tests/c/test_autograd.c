@@ -40,12 +40,14 @@ static void gradcheck_op(const char *name, op_fn f, tfc_tensor **in, int32_t n) 
     int64_t wk = -1;
     tfc_status s = tfc_gradcheck(run_op, in, n, &f, 1e-6, &err, &wi, &wk);
     tfc_test_checks++;
-    if (s != TFC_OK) TFC_FAIL_AT("%s: gradcheck failed to run: %s", name, tfc_last_error());
-    else if (!(err < 1e-6)) TFC_FAIL_AT("%s: max relative error %g at input %d element %lld", name, err, wi, (long long)wk);
+    if (s != TFC_OK)
+        TFC_FAIL_AT("%s: gradcheck failed to run: %s", name, tfc_last_error());
+    else if (!(err < 1e-6))
+        TFC_FAIL_AT("%s: max relative error %g at input %d element %lld", name, err, wi, (long long)wk);
     for (int32_t i = 0; i < n; i++) tfc_tensor_release(in[i]);
 }
 
-#define OP1(name, call)                                                                                 \
+#define OP1(name, call) \
     static tfc_status name(tfc_graph *g, tfc_tensor *const *in, tfc_tensor **out) { return call; }
 
 OP1(op_add, tfc_add(g, in[0], in[1], out))
@@ -99,12 +101,25 @@ TEST(gradcheck_binary_with_broadcast) {
 }
 
 TEST(gradcheck_unary) {
-    struct { const char *n; op_fn f; double lo, hi; } u[] = {
-        {"neg", op_neg, -1, 1}, {"exp", op_exp, -1, 1}, {"log", op_log, 0.5, 2}, {"sqrt", op_sqrt, 0.5, 2},
-        {"rsqrt", op_rsqrt, 0.5, 2}, {"tanh", op_tanh, -2, 2}, {"sigmoid", op_sigmoid, -2, 2},
-        {"relu", op_relu, 0.1, 1}, {"gelu_tanh", op_gelu_tanh, -2, 2}, {"gelu_erf", op_gelu_erf, -2, 2},
-        {"add_scalar", op_add_s, -1, 1}, {"mul_scalar", op_mul_s, -1, 1}, {"rsub_scalar", op_rsub_s, -1, 1},
-        {"rdiv_scalar", op_rdiv_s, 0.5, 2}, {"pow_scalar", op_pow_s, 0.5, 2}};
+    struct {
+        const char *n;
+        op_fn f;
+        double lo, hi;
+    } u[] = {{"neg", op_neg, -1, 1},
+             {"exp", op_exp, -1, 1},
+             {"log", op_log, 0.5, 2},
+             {"sqrt", op_sqrt, 0.5, 2},
+             {"rsqrt", op_rsqrt, 0.5, 2},
+             {"tanh", op_tanh, -2, 2},
+             {"sigmoid", op_sigmoid, -2, 2},
+             {"relu", op_relu, 0.1, 1},
+             {"gelu_tanh", op_gelu_tanh, -2, 2},
+             {"gelu_erf", op_gelu_erf, -2, 2},
+             {"add_scalar", op_add_s, -1, 1},
+             {"mul_scalar", op_mul_s, -1, 1},
+             {"rsub_scalar", op_rsub_s, -1, 1},
+             {"rdiv_scalar", op_rdiv_s, 0.5, 2},
+             {"pow_scalar", op_pow_s, 0.5, 2}};
     for (size_t k = 0; k < sizeof u / sizeof u[0]; k++) {
         tfc_tensor *in[1] = {rnd(3, 5, 0, u[k].lo, u[k].hi, 30 + k)};
         gradcheck_op(u[k].n, u[k].f, in, 1);
@@ -115,8 +130,10 @@ TEST(gradcheck_unary) {
 }
 
 TEST(gradcheck_reductions) {
-    struct { const char *n; op_fn f; } r[] = {{"sum", op_sum01}, {"mean", op_mean_k}, {"max", op_max},
-                                                {"min", op_min}, {"var", op_var}};
+    struct {
+        const char *n;
+        op_fn f;
+    } r[] = {{"sum", op_sum01}, {"mean", op_mean_k}, {"max", op_max}, {"min", op_min}, {"var", op_var}};
     for (size_t k = 0; k < sizeof r / sizeof r[0]; k++) {
         tfc_tensor *in[1] = {rnd(2, 3, 4, -1, 1, 40 + k)};
         gradcheck_op(r[k].n, r[k].f, in, 1);
@@ -138,14 +155,14 @@ TEST(gradcheck_matmul_batched_broadcast_and_strided) {
 /* Views and joins: every view kind feeds a mul so the upstream grad varies. */
 static tfc_status op_views(tfc_graph *g, tfc_tensor *const *in, tfc_tensor **out) {
     tfc_tensor *x = in[0], *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL, *f = NULL, *h = NULL, *k = NULL;
-    tfc_status s = tfc_permute(g, x, (int32_t[]){2, 0, 1}, 3, &a);                 /* [4,2,3] */
-    if (s == TFC_OK) s = tfc_slice(g, a, 0, 1, 4, 2, &b);                          /* [2,2,3] */
-    if (s == TFC_OK) s = tfc_reshape(g, b, (int64_t[]){4, 3}, 2, &c);              /* copy */
-    if (s == TFC_OK) s = tfc_unsqueeze(g, c, 0, &d);                                /* [1,4,3] */
-    if (s == TFC_OK) s = tfc_expand(g, d, (int64_t[]){2, 4, 3}, 3, &e);             /* stride 0 */
+    tfc_status s = tfc_permute(g, x, (int32_t[]){2, 0, 1}, 3, &a);      /* [4,2,3] */
+    if (s == TFC_OK) s = tfc_slice(g, a, 0, 1, 4, 2, &b);               /* [2,2,3] */
+    if (s == TFC_OK) s = tfc_reshape(g, b, (int64_t[]){4, 3}, 2, &c);   /* copy */
+    if (s == TFC_OK) s = tfc_unsqueeze(g, c, 0, &d);                    /* [1,4,3] */
+    if (s == TFC_OK) s = tfc_expand(g, d, (int64_t[]){2, 4, 3}, 3, &e); /* stride 0 */
     if (s == TFC_OK) s = tfc_contiguous(g, e, &f);
-    if (s == TFC_OK) s = tfc_flatten(g, f, 0, 1, &h);                               /* [8,3] */
-    if (s == TFC_OK) s = tfc_narrow(g, h, 0, 2, 5, &k);                             /* [5,3] */
+    if (s == TFC_OK) s = tfc_flatten(g, f, 0, 1, &h);   /* [8,3] */
+    if (s == TFC_OK) s = tfc_narrow(g, h, 0, 2, 5, &k); /* [5,3] */
     tfc_tensor *objs[] = {a, b, c, d, e, f, h};
     for (int i = 0; i < 7; i++) tfc_tensor_release(objs[i]);
     if (s == TFC_OK) *out = k;
@@ -156,10 +173,10 @@ static tfc_status op_joins(tfc_graph *g, tfc_tensor *const *in, tfc_tensor **out
     tfc_tensor *parts[2] = {NULL, NULL}, *cat = NULL, *cond = NULL, *w = NULL, *v = NULL, *idx = NULL, *mf = NULL;
     tfc_status s = tfc_split(g, in[0], (int64_t[]){1, 3}, 2, 1, parts);
     const tfc_tensor *xs[3] = {parts[1], in[1], parts[0]};
-    if (s == TFC_OK) s = tfc_concat(g, xs, 3, 1, &cat);                             /* [3, 3+2+1] */
+    if (s == TFC_OK) s = tfc_concat(g, xs, 3, 1, &cat); /* [3, 3+2+1] */
     uint8_t m[6] = {1, 0, 0, 1, 1, 0};
     if (s == TFC_OK) s = tfc_tensor_from_data(m, (int64_t[]){6}, 1, TFC_DTYPE_BOOL, &cond);
-    if (s == TFC_OK) s = tfc_where(g, cond, cat, in[2], &w);                        /* in[2] [3,1] broadcast */
+    if (s == TFC_OK) s = tfc_where(g, cond, cat, in[2], &w); /* in[2] [3,1] broadcast */
     if (s == TFC_OK) s = tfc_masked_fill(g, w, cond, 0.5, &mf);
     if (s == TFC_OK) s = tfc_topk(g, mf, 2, 1, 1, &v, &idx);
     tfc_tensor *objs[] = {parts[0], parts[1], cat, cond, w, idx, mf};
@@ -207,7 +224,7 @@ static tfc_status mlp(tfc_graph *g, tfc_tensor *const *in, int32_t n, tfc_tensor
 }
 
 TEST(gradcheck_two_layer_mlp) {
-    tfc_tensor *in[6] = {rnd(5, 3, 0, -1, 1, 70), rnd(3, 4, 0, -1, 1, 71), rnd(4, 0, 0, -0.1, 0.1, 72),
+    tfc_tensor *in[6] = {rnd(5, 3, 0, -1, 1, 70), rnd(3, 4, 0, -1, 1, 71),     rnd(4, 0, 0, -0.1, 0.1, 72),
                          rnd(4, 2, 0, -1, 1, 73), rnd(2, 0, 0, -0.1, 0.1, 74), rnd(5, 2, 0, -1, 1, 75)};
     for (int i = 1; i < 5; i++) CHECK_OK(tfc_tensor_set_requires_grad(in[i], 1));
     double err = 1;
@@ -533,10 +550,10 @@ static tfc_status block(tfc_graph *g, tfc_tensor *const *in, int32_t n, tfc_tens
     (void)ctx;
     tfc_tensor *x = in[0], *t[24] = {0};
     int k = 0;
-    tfc_status s = tfc_layernorm(g, x, in[1], in[2], 1e-5, &t[k++]);                    /* 0 ln1 */
-    if (s == TFC_OK) s = tfc_matmul(g, t[0], in[3], &t[k++]);                           /* 1 qkv [B,T,3C] */
+    tfc_status s = tfc_layernorm(g, x, in[1], in[2], 1e-5, &t[k++]);                            /* 0 ln1 */
+    if (s == TFC_OK) s = tfc_matmul(g, t[0], in[3], &t[k++]);                                   /* 1 qkv [B,T,3C] */
     if (s == TFC_OK) s = tfc_reshape(g, t[1], (int64_t[]){BB, BT, 3, BH, BC / BH}, 5, &t[k++]); /* 2 */
-    if (s == TFC_OK) s = tfc_permute(g, t[2], (int32_t[]){2, 0, 3, 1, 4}, 5, &t[k++]);  /* 3 [3,B,H,T,D] */
+    if (s == TFC_OK) s = tfc_permute(g, t[2], (int32_t[]){2, 0, 3, 1, 4}, 5, &t[k++]);          /* 3 [3,B,H,T,D] */
     tfc_tensor *qkv[3] = {0};
     if (s == TFC_OK) s = tfc_split(g, t[3], (int64_t[]){1, 1, 1}, 3, 0, qkv);
     for (int i = 0; i < 3 && s == TFC_OK; i++) {
@@ -546,15 +563,15 @@ static tfc_status block(tfc_graph *g, tfc_tensor *const *in, int32_t n, tfc_tens
         qkv[i] = sq;
     }
     if (s == TFC_OK) s = tfc_attention(g, qkv[0], qkv[1], qkv[2], 1, 1.0 / sqrt(BC / BH), &t[k++]); /* 4 */
-    if (s == TFC_OK) s = tfc_transpose(g, t[4], 1, 2, &t[k++]);                          /* 5 [B,T,H,D] */
-    if (s == TFC_OK) s = tfc_reshape(g, t[5], (int64_t[]){BB, BT, BC}, 3, &t[k++]);      /* 6 */
-    if (s == TFC_OK) s = tfc_matmul(g, t[6], in[4], &t[k++]);                           /* 7 */
-    if (s == TFC_OK) s = tfc_add(g, x, t[7], &t[k++]);                                  /* 8 h */
-    if (s == TFC_OK) s = tfc_layernorm(g, t[8], in[5], in[6], 1e-5, &t[k++]);           /* 9 */
-    if (s == TFC_OK) s = tfc_matmul(g, t[9], in[7], &t[k++]);                           /* 10 */
-    if (s == TFC_OK) s = tfc_gelu(g, t[10], TFC_GELU_TANH, &t[k++]);                     /* 11 */
-    if (s == TFC_OK) s = tfc_matmul(g, t[11], in[8], &t[k++]);                          /* 12 */
-    if (s == TFC_OK) s = tfc_add(g, t[8], t[12], &t[k++]);                              /* 13 y */
+    if (s == TFC_OK) s = tfc_transpose(g, t[4], 1, 2, &t[k++]);                                     /* 5 [B,T,H,D] */
+    if (s == TFC_OK) s = tfc_reshape(g, t[5], (int64_t[]){BB, BT, BC}, 3, &t[k++]);                 /* 6 */
+    if (s == TFC_OK) s = tfc_matmul(g, t[6], in[4], &t[k++]);                                       /* 7 */
+    if (s == TFC_OK) s = tfc_add(g, x, t[7], &t[k++]);                                              /* 8 h */
+    if (s == TFC_OK) s = tfc_layernorm(g, t[8], in[5], in[6], 1e-5, &t[k++]);                       /* 9 */
+    if (s == TFC_OK) s = tfc_matmul(g, t[9], in[7], &t[k++]);                                       /* 10 */
+    if (s == TFC_OK) s = tfc_gelu(g, t[10], TFC_GELU_TANH, &t[k++]);                                /* 11 */
+    if (s == TFC_OK) s = tfc_matmul(g, t[11], in[8], &t[k++]);                                      /* 12 */
+    if (s == TFC_OK) s = tfc_add(g, t[8], t[12], &t[k++]);                                          /* 13 y */
     for (int i = 0; i < 3; i++) tfc_tensor_release(qkv[i]);
     if (s == TFC_OK) {
         s = weighted_sum(g, t[13], loss); /* consumes t[13] */
@@ -566,9 +583,10 @@ static tfc_status block(tfc_graph *g, tfc_tensor *const *in, int32_t n, tfc_tens
 
 TEST(gradcheck_transformer_block) {
     int64_t dx[3] = {BB, BT, BC};
-    tfc_tensor *in[9] = {t_rand(dx, 3, -1, 1, 120),  rnd(BC, 0, 0, 0.5, 1.5, 121), rnd(BC, 0, 0, -.2, .2, 122),
-                         rnd(BC, 3 * BC, 0, -.5, .5, 123), rnd(BC, BC, 0, -.5, .5, 124), rnd(BC, 0, 0, .5, 1.5, 125),
-                         rnd(BC, 0, 0, -.2, .2, 126), rnd(BC, 4 * BC, 0, -.5, .5, 127), rnd(4 * BC, BC, 0, -.5, .5, 128)};
+    tfc_tensor *in[9] = {
+        t_rand(dx, 3, -1, 1, 120),        rnd(BC, 0, 0, 0.5, 1.5, 121),     rnd(BC, 0, 0, -.2, .2, 122),
+        rnd(BC, 3 * BC, 0, -.5, .5, 123), rnd(BC, BC, 0, -.5, .5, 124),     rnd(BC, 0, 0, .5, 1.5, 125),
+        rnd(BC, 0, 0, -.2, .2, 126),      rnd(BC, 4 * BC, 0, -.5, .5, 127), rnd(4 * BC, BC, 0, -.5, .5, 128)};
     for (int i = 0; i < 9; i++) CHECK_OK(tfc_tensor_set_requires_grad(in[i], 1));
     double err = 1;
     int32_t wi = -1;

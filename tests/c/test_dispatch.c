@@ -154,11 +154,13 @@ TEST(a_missing_entry_is_unsupported_naming_op_device_and_dtype) {
     CHECK(tfc_tensor_device_type(y) == TFC_DEVICE_CUDA);
     int32_t dim1 = 1;
     r = sentinel;
-    CHECK_ERR(tfc_sum(NULL, y, &dim1, 1, 0, &r), TFC_ERR_UNSUPPORTED, "tfc_sum: reduce is not implemented on cuda:0 for f32");
+    CHECK_ERR(tfc_sum(NULL, y, &dim1, 1, 0, &r), TFC_ERR_UNSUPPORTED,
+              "tfc_sum: reduce is not implemented on cuda:0 for f32");
     CHECK_ERR(tfc_argmax(y, 1, 0, &r), TFC_ERR_UNSUPPORTED, "tfc_argmax: reduce is not implemented on cuda:0 for f32");
     tfc_tensor *yt = NULL;
     CHECK_OK(tfc_transpose(NULL, y, 0, 1, &yt));
-    CHECK_ERR(tfc_matmul(NULL, y, yt, &r), TFC_ERR_UNSUPPORTED, "tfc_matmul: gemm is not implemented on cuda:0 for f32");
+    CHECK_ERR(tfc_matmul(NULL, y, yt, &r), TFC_ERR_UNSUPPORTED,
+              "tfc_matmul: gemm is not implemented on cuda:0 for f32");
     CHECK(r == sentinel);
     /* An explicit door writes nothing when the entry is missing. */
     tfc_tensor *out = NULL;
@@ -183,7 +185,8 @@ TEST(a_missing_entry_is_unsupported_naming_op_device_and_dtype) {
     tfc_optim *opt = NULL;
     CHECK_OK(tfc_optim_sgd(&so, &opt));
     CHECK_OK(tfc_optim_add_params(opt, &pc, 1, NULL));
-    CHECK_ERR(tfc_optim_step(opt), TFC_ERR_UNSUPPORTED, "tfc_optim_step: optim_step is not implemented on cuda:0 for f32");
+    CHECK_ERR(tfc_optim_step(opt), TFC_ERR_UNSUPPORTED,
+              "tfc_optim_step: optim_step is not implemented on cuda:0 for f32");
     int64_t steps = -1;
     CHECK_OK(tfc_optim_step_count(opt, &steps));
     CHECK(steps == 0);

@@ -28,7 +28,10 @@ TEST(export_import_round_trip_shares_memory) {
 }
 
 static int deleted;
-static void count(DLManagedTensor *self) { deleted++; (void)self; }
+static void count(DLManagedTensor *self) {
+    deleted++;
+    (void)self;
+}
 
 TEST(import_honours_byte_offset_and_null_strides) {
     double buf[8] = {9, 9, 1, 2, 3, 4, 5, 6};

@@ -93,7 +93,8 @@ TEST(params_names_shapes_and_init) {
     CHECK(w && tfc_tensor_dim(w, 0) == 16 && tfc_tensor_dim(w, 1) == 48); /* Conv1D [in, out] */
     w = param(m, "transformer.h.1.mlp.c_proj.weight");
     CHECK(w && tfc_tensor_dim(w, 0) == 64 && tfc_tensor_dim(w, 1) == 16);
-    CHECK(tfc_gpt_num_elements(m) == 11 * 16 + 8 * 16 + 2 * (4 * 16 + 16 * 48 + 48 + 16 * 16 + 16 + 16 * 64 + 64 + 64 * 16 + 16) + 32);
+    CHECK(tfc_gpt_num_elements(m) ==
+          11 * 16 + 8 * 16 + 2 * (4 * 16 + 16 * 48 + 48 + 16 * 16 + 16 + 16 * 64 + 64 + 64 * 16 + 16) + 32);
 
     /* standard deviations: 0.02 for weights, 0.02/sqrt(2L) for residual projections */
     tfc_gpt *big = small_model(2, 4, 256, 64, 16, 1, 1, TFC_DTYPE_F64, 7);
@@ -113,8 +114,10 @@ TEST(params_names_shapes_and_init) {
     const double *cb = tfc_tensor_data(param(big, "transformer.h.1.attn.c_attn.bias"));
     CHECK(lw[0] == 1.0 && lw[255] == 1.0 && cb[0] == 0.0 && cb[767] == 0.0);
     /* the same seed gives the same model; another seed another */
-    tfc_gpt *again = small_model(2, 4, 256, 64, 16, 1, 1, TFC_DTYPE_F64, 7), *other = small_model(2, 4, 256, 64, 16, 1, 1, TFC_DTYPE_F64, 8);
-    const double *a = tfc_tensor_data(param(big, "transformer.wte.weight")), *b = tfc_tensor_data(param(again, "transformer.wte.weight")),
+    tfc_gpt *again = small_model(2, 4, 256, 64, 16, 1, 1, TFC_DTYPE_F64, 7),
+            *other = small_model(2, 4, 256, 64, 16, 1, 1, TFC_DTYPE_F64, 8);
+    const double *a = tfc_tensor_data(param(big, "transformer.wte.weight")),
+                 *b = tfc_tensor_data(param(again, "transformer.wte.weight")),
                  *o = tfc_tensor_data(param(other, "transformer.wte.weight"));
     CHECK(memcmp(a, b, 64 * 256 * sizeof(double)) == 0);
     CHECK(memcmp(a, o, 64 * 256 * sizeof(double)) != 0);
@@ -178,11 +181,11 @@ static tfc_tensor *K(refctx *r, tfc_status s, tfc_tensor *t) {
 /* R(op(..., &o_)) runs op, checks it, keeps the result for release, and yields it (nests freely). */
 #pragma GCC diagnostic ignored "-Wshadow"
 #pragma GCC diagnostic ignored "-Wshadow=compatible-local"
-#define R(call_with_out) __extension__                                                                                     \
-    ({                                                                                                       \
-        tfc_tensor *o_ = NULL;                                                                               \
-        tfc_status s_ = call_with_out;                                                                       \
-        K(rc, s_, o_);                                                                                       \
+#define R(call_with_out)               \
+    __extension__({                    \
+        tfc_tensor *o_ = NULL;         \
+        tfc_status s_ = call_with_out; \
+        K(rc, s_, o_);                 \
     })
 
 static tfc_tensor *onehot(refctx *rc, const int32_t *ids, int64_t n, int64_t V) {
@@ -261,9 +264,11 @@ static tfc_tensor *ref_loss(refctx *rc, tfc_graph *g, const tfc_gpt *m, const in
                                    PRM("transformer.h.%d.attn.c_proj.bias", l));
         x = R(tfc_add(g, x, y, &o_));
         h = ref_ln(rc, g, x, PRM("transformer.h.%d.ln_2.weight", l), PRM("transformer.h.%d.ln_2.bias", l));
-        tfc_tensor *f = ref_gelu(rc, g, ref_linear(rc, g, h, PRM("transformer.h.%d.mlp.c_fc.weight", l),
-                                                   PRM("transformer.h.%d.mlp.c_fc.bias", l)));
-        y = ref_linear(rc, g, f, PRM("transformer.h.%d.mlp.c_proj.weight", l), PRM("transformer.h.%d.mlp.c_proj.bias", l));
+        tfc_tensor *f = ref_gelu(
+            rc, g,
+            ref_linear(rc, g, h, PRM("transformer.h.%d.mlp.c_fc.weight", l), PRM("transformer.h.%d.mlp.c_fc.bias", l)));
+        y = ref_linear(rc, g, f, PRM("transformer.h.%d.mlp.c_proj.weight", l),
+                       PRM("transformer.h.%d.mlp.c_proj.bias", l));
         x = R(tfc_add(g, x, y, &o_));
     }
 #undef PRM
@@ -365,7 +370,8 @@ TEST(gradcheck_one_layer_two_heads_16_dims) {
     CHECK_OK(tfc_gpt_params(m, &n, &names, &ps));
     /* GPT-2 init makes attention nearly uniform, so q and k would get gradients near 1e-9,
        all roundoff for finite differences: give every parameter O(0.3) random values */
-    for (int32_t i = 0; i < n; i++) CHECK_OK(tfc_tensor_fill_normal(ps[i], i % 2 ? 0.1 : 0.0, 0.3, 17, (uint64_t)i * 1000));
+    for (int32_t i = 0; i < n; i++)
+        CHECK_OK(tfc_tensor_fill_normal(ps[i], i % 2 ? 0.1 : 0.0, 0.3, 17, (uint64_t)i * 1000));
     /* c_attn.bias is left out: its key part has an exactly zero gradient (softmax is
        shift-invariant), where a relative error is pure finite-difference noise; its
        gradient is checked against the reference composition above */
@@ -480,10 +486,12 @@ TEST(greedy_generation_equals_argmax_of_full_recompute) {
     CHECK_OK(tfc_gpt_generate(m, ctx, 3, 8, 1.0, 5, 0.9, 77, s2, 8, NULL, NULL));
     CHECK(memcmp(s1, s2, sizeof s1) == 0);
     int seen = 0;
-    CHECK_ERR(tfc_gpt_generate(m, ctx, 3, 8, 1.0, 5, 0.9, 77, s3, 8, count_tokens, &seen), TFC_ERR_CANCELLED, "after 3");
+    CHECK_ERR(tfc_gpt_generate(m, ctx, 3, 8, 1.0, 5, 0.9, 77, s3, 8, count_tokens, &seen), TFC_ERR_CANCELLED,
+              "after 3");
     CHECK(seen == 3 && memcmp(s1, s3, 3 * sizeof *s1) == 0);
     int32_t badp[1] = {13};
-    CHECK_ERR(tfc_gpt_generate(m, badp, 1, 2, 1.0, 0, 1.0, 0, s3, 8, NULL, NULL), TFC_ERR_INVALID_ARG, "prompt[0] is 13");
+    CHECK_ERR(tfc_gpt_generate(m, badp, 1, 2, 1.0, 0, 1.0, 0, s3, 8, NULL, NULL), TFC_ERR_INVALID_ARG,
+              "prompt[0] is 13");
     CHECK_ERR(tfc_gpt_generate(m, ctx, 0, 2, 1.0, 0, 1.0, 0, s3, 8, NULL, NULL), TFC_ERR_INVALID_ARG, "n_prompt is 0");
     CHECK_ERR(tfc_gpt_generate(m, ctx, 1, 9, 1.0, 0, 1.0, 0, s3, 8, NULL, NULL), TFC_ERR_BUFFER_TOO_SMALL, "cap 8");
     CHECK_ERR(tfc_gpt_generate(m, ctx, 1, 2, -1.0, 0, 1.0, 0, s3, 8, NULL, NULL), TFC_ERR_INVALID_ARG, "temperature");
@@ -620,7 +628,8 @@ TEST(weights_save_load_round_trip) {
     CHECK(before == *(float *)tfc_tensor_data(param(other, "transformer.wpe.weight")));
     tfc_gpt *same = small_model(2, 2, 16, 13, 10, 1, 0, TFC_DTYPE_F32, 99);
     CHECK_OK(tfc_gpt_load_into(same, path));
-    CHECK(memcmp(tfc_tensor_data(param(same, "lm_head.weight")), tfc_tensor_data(param(m, "lm_head.weight")), 13 * 16 * 4) == 0);
+    CHECK(memcmp(tfc_tensor_data(param(same, "lm_head.weight")), tfc_tensor_data(param(m, "lm_head.weight")),
+                 13 * 16 * 4) == 0);
     CHECK_ERR(tfc_gpt_load("/nonexistent/dir/model.safetensors", &back), TFC_ERR_IO, "/nonexistent/dir");
     tfc_gpt_release(same);
     tfc_gpt_release(other);

@@ -80,11 +80,11 @@ static double worst(const double *a, const double *b, int64_t n, double atol, do
     }
     return w;
 }
-#define CHECK_ALLCLOSE(a, b, n, atol, rtol)                                                     \
-    do {                                                                                        \
-        double w_ = worst((a), (b), (n), (atol), (rtol));                                       \
-        tfc_test_checks++;                                                                      \
-        if (!(w_ <= 1)) TFC_FAIL_AT("%s vs %s: off by %g x tolerance", #a, #b, w_);             \
+#define CHECK_ALLCLOSE(a, b, n, atol, rtol)                                         \
+    do {                                                                            \
+        double w_ = worst((a), (b), (n), (atol), (rtol));                           \
+        tfc_test_checks++;                                                          \
+        if (!(w_ <= 1)) TFC_FAIL_AT("%s vs %s: off by %g x tolerance", #a, #b, w_); \
     } while (0)
 
 /*
@@ -95,8 +95,8 @@ static double worst(const double *a, const double *b, int64_t n, double atol, do
  * perturbation does not touch cancel exactly.
  */
 typedef void (*eval_fn)(void *ctx, double *out);
-static double gradcheck(eval_fn eval, void *ctx, double *param, int64_t nparam, const double *analytic,
-                        const double *R, int64_t nout) {
+static double gradcheck(eval_fn eval, void *ctx, double *param, int64_t nparam, const double *analytic, const double *R,
+                        int64_t nout) {
     const double eps = 1e-6;
     double *yp = malloc((size_t)nout * sizeof *yp), *ym = malloc((size_t)nout * sizeof *ym);
     double w = 0;
@@ -117,19 +117,19 @@ static double gradcheck(eval_fn eval, void *ctx, double *param, int64_t nparam, 
     free(ym);
     return w;
 }
-#define CHECK_GRAD(what, w)                                                                     \
-    do {                                                                                        \
-        tfc_test_checks++;                                                                      \
-        if (getenv("TFC_TEST_VERBOSE")) printf("gradcheck %s: %g\n", what, (w));                 \
-        if (!((w) < 1e-6)) TFC_FAIL_AT("gradcheck %s: worst relative error %g", what, (w));     \
+#define CHECK_GRAD(what, w)                                                                 \
+    do {                                                                                    \
+        tfc_test_checks++;                                                                  \
+        if (getenv("TFC_TEST_VERBOSE")) printf("gradcheck %s: %g\n", what, (w));            \
+        if (!((w) < 1e-6)) TFC_FAIL_AT("gradcheck %s: worst relative error %g", what, (w)); \
     } while (0)
 
 /* Run body for the portable f32 kernels and again for the AVX2 ones. */
-#define FOR_BOTH_F32_PATHS(...)                                                                 \
-    for (int path_ = 0; path_ < 2; path_++) {                                                   \
-        tfc_cpu_avx2_disabled = path_ == 0;                                                     \
-        __VA_ARGS__                                                                             \
-    }                                                                                           \
+#define FOR_BOTH_F32_PATHS(...)               \
+    for (int path_ = 0; path_ < 2; path_++) { \
+        tfc_cpu_avx2_disabled = path_ == 0;   \
+        __VA_ARGS__                           \
+    }                                         \
     tfc_cpu_avx2_disabled = 0
 
 static void rel(tfc_tensor *a, tfc_tensor *b, tfc_tensor *c, tfc_tensor *d, tfc_tensor *e, tfc_tensor *f) {
@@ -151,8 +151,7 @@ static void ref_layernorm(const double *x, const double *w, const double *b, dou
         m /= c;
         for (int64_t j = 0; j < c; j++) v += (x[r * c + j] - m) * (x[r * c + j] - m);
         double rs = 1 / sqrt(v / c + eps);
-        for (int64_t j = 0; j < c; j++)
-            y[r * c + j] = (x[r * c + j] - m) * rs * (w ? w[j] : 1) + (b ? b[j] : 0);
+        for (int64_t j = 0; j < c; j++) y[r * c + j] = (x[r * c + j] - m) * rs * (w ? w[j] : 1) + (b ? b[j] : 0);
         mean[r] = m;
         rstd[r] = rs;
     }
@@ -312,8 +311,7 @@ TEST(layernorm_backward_many_row_chunks_matches_naive) {
             rw[j] += dyr[j] * xh;
             rb[j] += dyr[j];
         }
-        for (int64_t j = 0; j < c; j++)
-            rx[r * c + j] = rstd * (dyr[j] * wv[j] - mg - (xr[j] - mu) * rstd * mgx);
+        for (int64_t j = 0; j < c; j++) rx[r * c + j] = rstd * (dyr[j] * wv[j] - mg - (xr[j] - mu) * rstd * mgx);
     }
     tfc_tensor *x = mk(TFC_DTYPE_F64, dims, 2, xv), *w = mk(TFC_DTYPE_F64, &c, 1, wv);
     tfc_tensor *y = mk(TFC_DTYPE_F64, dims, 2, NULL), *m = mk(TFC_DTYPE_F64, &n, 1, NULL);
@@ -377,8 +375,7 @@ TEST(layernorm_bad_arguments) {
     CHECK_ERR(tfc_layernorm_backward(y, x, NULL, m, m, x0, w, NULL, 0), TFC_ERR_INVALID_ARG,
               "dweight [8] is given but weight is NULL");
     CHECK_ERR(tfc_layernorm_backward(y, x, NULL, m, m, NULL, NULL, NULL, 4), TFC_ERR_INVALID_ARG, "flags is 0x4");
-    CHECK_ERR(tfc_layernorm_backward(y, x, NULL, NULL, m, NULL, NULL, NULL, 0), TFC_ERR_INVALID_ARG,
-              "mean is NULL");
+    CHECK_ERR(tfc_layernorm_backward(y, x, NULL, NULL, m, NULL, NULL, NULL, 0), TFC_ERR_INVALID_ARG, "mean is NULL");
     rel(x, y, w7, w64, wi, xi);
     rel(m, m8, x0, w, ybig, yt);
 }
@@ -592,8 +589,7 @@ TEST(gelu_forward_backward) {
 
 /* ---- cross-entropy ---------------------------------------------------------------- */
 
-static double ref_cross_entropy(const double *x, const int64_t *t, int64_t n, int64_t c, int64_t ignore,
-                                double *lse) {
+static double ref_cross_entropy(const double *x, const int64_t *t, int64_t n, int64_t c, int64_t ignore, double *lse) {
     double sum = 0;
     int64_t nv = 0;
     for (int64_t r = 0; r < n; r++) {
@@ -711,9 +707,9 @@ TEST(cross_entropy_long_rows_chunked_lse) {
     seed(9);
     double *x = rand_vec(N * C, -3, 3), td[N] = {0, 4999, 100, 17};
     int64_t ti[N] = {0, 4999, 100, 17};
-    x[1 * C + 4500] = 40;                                          /* row 1: max in the last chunk */
-    for (int j = 2048; j < 4096; j++) x[2 * C + j] = -INFINITY;    /* row 2: a whole chunk masked */
-    x[3 * C + 10] = -80, x[3 * C + 3000] = 60;                     /* row 3: wide range */
+    x[1 * C + 4500] = 40;                                       /* row 1: max in the last chunk */
+    for (int j = 2048; j < 4096; j++) x[2 * C + j] = -INFINITY; /* row 2: a whole chunk masked */
+    x[3 * C + 10] = -80, x[3 * C + 3000] = 60;                  /* row 3: wide range */
     double rlse[N], rloss = ref_cross_entropy(x, ti, N, C, -100, rlse);
     for (int t = 0; t < 2; t++) {
         tfc_dtype dt = t ? TFC_DTYPE_F32 : TFC_DTYPE_F64;
@@ -743,7 +739,8 @@ TEST(cross_entropy_long_rows_chunked_lse) {
 TEST(cross_entropy_bad_arguments) {
     int64_t d2[2] = {4, 3}, n4[1] = {4}, n5[1] = {5}, d1[1] = {1};
     tfc_tensor *x = mk(TFC_DTYPE_F32, d2, 2, NULL), *t = mk(TFC_DTYPE_I64, n4, 1, (double[]){0, 2, -100, 1});
-    tfc_tensor *bad = mk(TFC_DTYPE_I32, n4, 1, (double[]){0, 2, 3, 1}), *neg = mk(TFC_DTYPE_I64, n4, 1, (double[]){0, -1, 0, 0});
+    tfc_tensor *bad = mk(TFC_DTYPE_I32, n4, 1, (double[]){0, 2, 3, 1}),
+               *neg = mk(TFC_DTYPE_I64, n4, 1, (double[]){0, -1, 0, 0});
     tfc_tensor *loss = mk(TFC_DTYPE_F32, NULL, 0, NULL), *loss1 = mk(TFC_DTYPE_F32, d1, 1, NULL);
     tfc_tensor *t5 = mk(TFC_DTYPE_I64, n5, 1, NULL), *tf = mk(TFC_DTYPE_F32, n4, 1, NULL);
     tfc_tensor *dx = mk(TFC_DTYPE_F32, d2, 2, NULL), *dl64 = mk(TFC_DTYPE_F64, NULL, 0, NULL);
@@ -790,7 +787,8 @@ TEST(embedding_forward_backward_duplicates_deterministic) {
             double *o = rd(out);
             int ok = 1;
             for (int p = 0; p < P; p++)
-                for (int j = 0; j < C; j++) ok &= o[p * C + j] == (double)(t ? (float)table[(int)ids[p] * C + j] : table[(int)ids[p] * C + j]);
+                for (int j = 0; j < C; j++)
+                    ok &= o[p * C + j] == (double)(t ? (float)table[(int)ids[p] * C + j] : table[(int)ids[p] * C + j]);
             CHECK(ok);
             /* scatter-add against a naive loop (f64 sums), accumulate onto 0.5 */
             CHECK_OK(tfc_tensor_fill(dtab, 0.5));
@@ -819,7 +817,8 @@ TEST(embedding_forward_backward_duplicates_deterministic) {
     tfc_tensor *bad = mk(TFC_DTYPE_I64, (int64_t[]){3}, 1, (double[]){1, 13, 2});
     tfc_tensor *neg = mk(TFC_DTYPE_I32, (int64_t[]){3}, 1, (double[]){-2, 0, 2});
     tfc_tensor *ok = mk(TFC_DTYPE_I32, (int64_t[]){3}, 1, (double[]){1, 0, 2});
-    tfc_tensor *outw = mk(TFC_DTYPE_F32, (int64_t[]){3, C + 1}, 2, NULL), *fids = mk(TFC_DTYPE_F32, (int64_t[]){3}, 1, NULL);
+    tfc_tensor *outw = mk(TFC_DTYPE_F32, (int64_t[]){3, C + 1}, 2, NULL),
+               *fids = mk(TFC_DTYPE_F32, (int64_t[]){3}, 1, NULL);
     CHECK_OK(tfc_tensor_fill(out, 9));
     CHECK_ERR(tfc_embedding_forward(tt, bad, out), TFC_ERR_INVALID_ARG,
               "tfc_embedding_forward: ids [3] at flat position 1 is 13, outside [0, 13)");
@@ -922,10 +921,10 @@ static void att_run(const att_data *a, tfc_dtype dt, double **out, double **lse,
 }
 
 static const att_cfg att_cfgs[] = {
-    {2, 3, 37, 37, 8, 8, 0},   {2, 3, 37, 37, 8, 8, 1},    /* square, both masks */
-    {1, 2, 5, 70, 16, 12, 1},  {1, 2, 1, 130, 16, 16, 1},  /* few queries, many keys (KV cache) */
-    {1, 2, 70, 20, 5, 3, 1},   {1, 1, 70, 20, 5, 3, 0},    /* more queries than keys; causal rows with no key */
-    {1, 2, 100, 130, 64, 64, 1}, {2, 1, 33, 65, 7, 9, 0},  /* several tiles each way, odd dims */
+    {2, 3, 37, 37, 8, 8, 0},     {2, 3, 37, 37, 8, 8, 1},   /* square, both masks */
+    {1, 2, 5, 70, 16, 12, 1},    {1, 2, 1, 130, 16, 16, 1}, /* few queries, many keys (KV cache) */
+    {1, 2, 70, 20, 5, 3, 1},     {1, 1, 70, 20, 5, 3, 0},   /* more queries than keys; causal rows with no key */
+    {1, 2, 100, 130, 64, 64, 1}, {2, 1, 33, 65, 7, 9, 0},   /* several tiles each way, odd dims */
 };
 
 TEST(attention_forward_matches_reference_f64_and_f32) {
@@ -988,8 +987,7 @@ TEST(attention_strided_inputs_read_in_place_or_compacted) {
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
             for (int64_t t = 0; t < T; t++) {
-                for (int64_t e = 0; e < D; e++)
-                    qb[((b * T + t) * H + h) * D + e] = a.q[((b * H + h) * T + t) * D + e];
+                for (int64_t e = 0; e < D; e++) qb[((b * T + t) * H + h) * D + e] = a.q[((b * H + h) * T + t) * D + e];
                 for (int64_t e = 0; e < Dv; e++)
                     gb[((b * T + t) * H + h) * Dv + e] = a.R[((b * H + h) * T + t) * Dv + e];
             }
@@ -1152,7 +1150,8 @@ TEST(empty_tensors_are_no_ops) {
     CHECK(isnan(*(float *)tfc_tensor_data(loss)));
     CHECK_OK(tfc_cross_entropy_backward(loss, x, t, NULL, -100, y, 0));
     /* embedding of no ids */
-    tfc_tensor *table = mk(TFC_DTYPE_F32, (int64_t[]){3, 8}, 2, NULL), *dtab = mk(TFC_DTYPE_F32, (int64_t[]){3, 8}, 2, NULL);
+    tfc_tensor *table = mk(TFC_DTYPE_F32, (int64_t[]){3, 8}, 2, NULL),
+               *dtab = mk(TFC_DTYPE_F32, (int64_t[]){3, 8}, 2, NULL);
     CHECK_OK(tfc_embedding_forward(table, t, y));
     CHECK_OK(tfc_tensor_fill(dtab, 5));
     CHECK_OK(tfc_embedding_backward(y, t, dtab, 0));
@@ -1160,7 +1159,8 @@ TEST(empty_tensors_are_no_ops) {
     /* attention with no keys: out 0, lse −∞; with no queries: nothing */
     int64_t qd[4] = {1, 2, 3, 4}, kd[4] = {1, 2, 0, 4}, od[4] = {1, 2, 3, 4};
     tfc_tensor *q = mk(TFC_DTYPE_F32, qd, 4, NULL), *k = mk_empty(TFC_DTYPE_F32, kd, 4);
-    tfc_tensor *v = mk_empty(TFC_DTYPE_F32, kd, 4), *o = mk(TFC_DTYPE_F32, od, 4, NULL), *l = mk(TFC_DTYPE_F32, od, 3, NULL);
+    tfc_tensor *v = mk_empty(TFC_DTYPE_F32, kd, 4), *o = mk(TFC_DTYPE_F32, od, 4, NULL),
+               *l = mk(TFC_DTYPE_F32, od, 3, NULL);
     CHECK_OK(tfc_tensor_fill(o, 9));
     CHECK_OK(tfc_attention_forward(q, k, v, 0, 0.5, o, l));
     CHECK(((float *)tfc_tensor_data(o))[5] == 0 && isinf(((float *)tfc_tensor_data(l))[2]));
@@ -1201,11 +1201,13 @@ TEST(vmath_exp_and_erfc_accuracy_and_specials) {
         worst_exp = e > worst_exp ? e : worst_exp;
         float z = -6.0f + 15.0f * (float)i / 200000.0f; /* erfc(9) ~ 4e-37: still a normal float */
         double r = erfc((double)z), g = fabs(tfc_verfcf(z) - r) / r;
-        if (z < 6) worst_erfc = g > worst_erfc ? g : worst_erfc;
-        else worst_tail = g > worst_tail ? g : worst_tail;
+        if (z < 6)
+            worst_erfc = g > worst_erfc ? g : worst_erfc;
+        else
+            worst_tail = g > worst_tail ? g : worst_tail;
     }
-    CHECK(worst_exp < 2e-7);   /* ~1-2 ulp */
-    CHECK(worst_erfc < 5e-6);  /* |z| < 6 */
+    CHECK(worst_exp < 2e-7);    /* ~1-2 ulp */
+    CHECK(worst_erfc < 5e-6);   /* |z| < 6 */
     CHECK(worst_tail < 1.5e-5); /* z up to 9: f32 rounding of z² (~80) inside the exp */
     CHECK(tfc_vexpf(0.0f) == 1.0f);
     CHECK(tfc_vexpf(-INFINITY) == 0.0f && tfc_vexpf(-100.0f) == 0.0f && tfc_vexpf(-88.5f) == 0.0f);

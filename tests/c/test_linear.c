@@ -31,10 +31,9 @@ typedef struct lin_case {
 static tfc_status run_linear(tfc_graph *g, tfc_tensor *const *in, int32_t n, tfc_tensor **loss, void *ctx) {
     const lin_case *c = ctx;
     tfc_tensor *x = NULL, *w = NULL, *y = NULL;
-    tfc_status s = c->permute_x ? tfc_permute(g, in[0], (int32_t[]){1, 0, 2}, 3, &x)
-                                : (x = tfc_tensor_retain(in[0]), TFC_OK);
-    if (s == TFC_OK)
-        s = c->transpose_w ? tfc_transpose(g, in[1], 0, 1, &w) : (w = tfc_tensor_retain(in[1]), TFC_OK);
+    tfc_status s =
+        c->permute_x ? tfc_permute(g, in[0], (int32_t[]){1, 0, 2}, 3, &x) : (x = tfc_tensor_retain(in[0]), TFC_OK);
+    if (s == TFC_OK) s = c->transpose_w ? tfc_transpose(g, in[1], 0, 1, &w) : (w = tfc_tensor_retain(in[1]), TFC_OK);
     if (s == TFC_OK) s = tfc_linear(g, x, w, n > 2 ? in[2] : NULL, &y);
     tfc_tensor_release(x);
     tfc_tensor_release(w);
@@ -49,8 +48,10 @@ static void gradcheck_linear(const char *name, lin_case c, tfc_tensor **in, int3
     int64_t wk = -1;
     tfc_status s = tfc_gradcheck(run_linear, in, n, &c, 1e-6, &err, &wi, &wk);
     tfc_test_checks++;
-    if (s != TFC_OK) TFC_FAIL_AT("%s: gradcheck failed to run: %s", name, tfc_last_error());
-    else if (!(err < 1e-6)) TFC_FAIL_AT("%s: max relative error %g at input %d element %lld", name, err, wi, (long long)wk);
+    if (s != TFC_OK)
+        TFC_FAIL_AT("%s: gradcheck failed to run: %s", name, tfc_last_error());
+    else if (!(err < 1e-6))
+        TFC_FAIL_AT("%s: max relative error %g at input %d element %lld", name, err, wi, (long long)wk);
     for (int32_t i = 0; i < n; i++) tfc_tensor_release(in[i]);
 }
 
@@ -113,8 +114,10 @@ static void compare_with_unfused(int with_bias) {
             CHECK_OK(tfc_linear(g, x, w, with_bias ? b : NULL, &y));
         } else {
             CHECK_OK(tfc_matmul(g, x, w, &xw));
-            if (with_bias) CHECK_OK(tfc_add(g, xw, b, &y));
-            else y = tfc_tensor_retain(xw);
+            if (with_bias)
+                CHECK_OK(tfc_add(g, xw, b, &y));
+            else
+                y = tfc_tensor_retain(xw);
         }
         CHECK_OK(tfc_graph_backward(g, y, seed));
         CHECK_OK(tfc_tensor_grad(x, &gx));

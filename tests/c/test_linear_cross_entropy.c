@@ -130,8 +130,8 @@ TEST(matches_naive_loops_for_every_chunk_size) {
 /* ---- against the unfused composition ------------------------------------------- */
 
 /* loss = scale · CE(h · wᵀ) by the fused op (fused = 1) or by transpose + matmul + cross_entropy. */
-static tfc_status lce_or_unfused(tfc_graph *g, int fused, tfc_tensor *h, tfc_tensor *w, tfc_tensor *tg,
-                                 int64_t ignore, double scale, tfc_tensor **out) {
+static tfc_status lce_or_unfused(tfc_graph *g, int fused, tfc_tensor *h, tfc_tensor *w, tfc_tensor *tg, int64_t ignore,
+                                 double scale, tfc_tensor **out) {
     tfc_tensor *l = NULL, *wt = NULL, *z = NULL;
     tfc_status s;
     if (fused) {
@@ -307,7 +307,7 @@ static tfc_status gc_fn(tfc_graph *g, tfc_tensor *const *in, int32_t n, tfc_tens
         s = tfc_slice(g, in[0], 0, 0, 14, 2, &a);
         if (s == TFC_OK) s = tfc_slice(g, a, 1, 1, 6, 2, &h); /* [7, 3], strides (12, 2): not a BLAS operand */
         if (s == TFC_OK) s = tfc_slice(g, in[1], 1, 0, 6, 2, &b);
-        if (s == TFC_OK) w = tfc_tensor_retain(b);              /* [5, 3], strides (6, 2): compacted too */
+        if (s == TFC_OK) w = tfc_tensor_retain(b); /* [5, 3], strides (6, 2): compacted too */
         tfc_tensor_release(a);
         tfc_tensor_release(b);
     }
@@ -404,12 +404,12 @@ TEST(bad_inputs_name_function_argument_shapes) {
     tfc_graph *g;
     CHECK_OK(tfc_graph_new(&g));
     tfc_tensor *const sentinel = (tfc_tensor *)&g, *out = sentinel;
-#define BAD(call, status, frag)                                                                                   \
-    do {                                                                                                      \
-        CHECK_ERR(call, status, frag);                                                                        \
-        CHECK(strstr(tfc_last_error(), "tfc_linear_cross_entropy") != NULL);                                  \
-        CHECK(out == sentinel);                                                                               \
-        CHECK(tfc_graph_num_nodes(g) == 0);                                                                   \
+#define BAD(call, status, frag)                                              \
+    do {                                                                     \
+        CHECK_ERR(call, status, frag);                                       \
+        CHECK(strstr(tfc_last_error(), "tfc_linear_cross_entropy") != NULL); \
+        CHECK(out == sentinel);                                              \
+        CHECK(tfc_graph_num_nodes(g) == 0);                                  \
     } while (0)
     BAD(tfc_linear_cross_entropy(g, h, w, tg, -1, NULL), TFC_ERR_INVALID_ARG, "loss is NULL");
     BAD(tfc_linear_cross_entropy(g, NULL, w, tg, -1, &out), TFC_ERR_INVALID_ARG, "h is NULL");

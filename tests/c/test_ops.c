@@ -20,7 +20,11 @@ TEST(binary_broadcast_matches_naive) {
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 3; j++)
                 for (int l = 0; l < 4; l++) {
-                    double x = va[i * 4 + l], y = vb[j], want = k == 0 ? x + y : k == 1 ? x - y : k == 2 ? x * y : x / y;
+                    double x = va[i * 4 + l], y = vb[j],
+                           want = k == 0 ? x + y
+                        : k == 1         ? x - y
+                        : k == 2         ? x * y
+                                         : x / y;
                     CHECK_CLOSE(v[(i * 3 + j) * 4 + l], want, 1e-15);
                 }
         free(v);
@@ -37,9 +41,12 @@ TEST(unary_and_scalar_ops) {
     int64_t d[1] = {5};
     tfc_tensor *x = t_from(xs, d, 1), *pos = NULL, *r = NULL;
     CHECK_OK(tfc_add_scalar(NULL, x, 2.0, &pos)); /* all positive for log/sqrt */
-    struct { tfc_status (*f)(tfc_graph *, const tfc_tensor *, tfc_tensor **); int positive; int id; } fs[] = {
-        {tfc_neg, 0, 0}, {tfc_exp, 0, 1}, {tfc_log, 1, 2}, {tfc_sqrt, 1, 3}, {tfc_rsqrt, 1, 4},
-        {tfc_tanh, 0, 5}, {tfc_sigmoid, 0, 6}, {tfc_relu, 0, 7}};
+    struct {
+        tfc_status (*f)(tfc_graph *, const tfc_tensor *, tfc_tensor **);
+        int positive;
+        int id;
+    } fs[] = {{tfc_neg, 0, 0},   {tfc_exp, 0, 1},  {tfc_log, 1, 2},     {tfc_sqrt, 1, 3},
+              {tfc_rsqrt, 1, 4}, {tfc_tanh, 0, 5}, {tfc_sigmoid, 0, 6}, {tfc_relu, 0, 7}};
     for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {
         CHECK_OK(fs[k].f(NULL, fs[k].positive ? pos : x, &r));
         double *v = t_vals(r);
@@ -127,7 +134,10 @@ TEST(reductions_match_naive) {
         int64_t at = 0;
         for (int k = 0; k < 5; k++) {
             double e = v[r0 * 5 + k];
-            if (e > hi) { hi = e; at = k; }
+            if (e > hi) {
+                hi = e;
+                at = k;
+            }
             if (e < lo) lo = e;
             mean += e / 5;
         }
@@ -211,7 +221,8 @@ TEST(matmul_2d_batched_broadcast_transposed) {
     /* the DESIGN's message */
     int64_t e1[2] = {4, 8}, e2[2] = {7, 3};
     tfc_tensor *p = t_rand(e1, 2, 0, 1, 1), *q = t_rand(e2, 2, 0, 1, 1);
-    CHECK_ERR(tfc_matmul(NULL, p, q, &r), TFC_ERR_SHAPE, "tfc_matmul: a is [4,8], b is [7,3]: inner dimensions 8 and 7 differ");
+    CHECK_ERR(tfc_matmul(NULL, p, q, &r), TFC_ERR_SHAPE,
+              "tfc_matmul: a is [4,8], b is [7,3]: inner dimensions 8 and 7 differ");
     tfc_tensor *f32 = NULL;
     CHECK_OK(tfc_cast(NULL, p, TFC_DTYPE_F32, &f32));
     CHECK_ERR(tfc_matmul(NULL, f32, p, &r), TFC_ERR_DTYPE, "dtypes differ");
@@ -265,8 +276,8 @@ TEST(gemm_split_over_threads_matches_naive) {
             for (int ta = 0; ta < 2; ta++)
                 for (int tb = 0; tb < 2; tb++) {
                     for (int64_t i = 0; i < m * n; i++) c[i] = 0.5 * i;
-                    tfc_cpu_gemm(TFC_DTYPE_F64, ta, tb, m, n, k, 2.0, ta ? at : a, ta ? m : k, tb ? bt : b,
-                                 tb ? k : n, 1.0, c, n);
+                    tfc_cpu_gemm(TFC_DTYPE_F64, ta, tb, m, n, k, 2.0, ta ? at : a, ta ? m : k, tb ? bt : b, tb ? k : n,
+                                 1.0, c, n);
                     for (int64_t i = 0; i < m * n; i++) CHECK_CLOSE(c[i], 2.0 * w[i] + 0.5 * i, 1e-12);
                 }
         }

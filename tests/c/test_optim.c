@@ -87,8 +87,7 @@ static void ref_free(ref_state *s) {
  * v ← β2 v + (1 − β2) g²; m̂ = m/(1 − β1ᵗ); v̂ = v/(1 − β2ᵗ) with v replaced
  * by its running max under amsgrad; θ ← θ − γ m̂/(√v̂ + ε).
  */
-static void ref_update(const ref_cfg *c, double lr, double wd, double *p, const double *grad, int64_t n,
-                       ref_state *s) {
+static void ref_update(const ref_cfg *c, double lr, double wd, double *p, const double *grad, int64_t n, ref_state *s) {
     s->t++;
     for (int64_t i = 0; i < n; i++) {
         double g = c->maximize ? -grad[i] : grad[i];
@@ -100,8 +99,10 @@ static void ref_update(const ref_cfg *c, double lr, double wd, double *p, const 
             }
             p[i] -= lr * g;
         } else {
-            if (c->kind == TFC_OPTIM_ADAMW) p[i] -= lr * wd * p[i];
-            else if (wd != 0) g += wd * p[i];
+            if (c->kind == TFC_OPTIM_ADAMW)
+                p[i] -= lr * wd * p[i];
+            else if (wd != 0)
+                g += wd * p[i];
             s->m[i] = c->beta1 * s->m[i] + (1 - c->beta1) * g;
             s->v[i] = c->beta2 * s->v[i] + (1 - c->beta2) * g * g;
             double vv = s->v[i];
@@ -360,7 +361,8 @@ static void mlp_run(const ref_cfg *cfg) {
             worst = fmax(worst, max_rel(lib, ref[k], sizes[k]));
         }
     }
-    if (getenv("TFC_OPTIM_VERBOSE")) printf("MLP %-28s worst %.3g loss %.4g -> %.4g\n", cfg->label, worst, first_loss, last_loss);
+    if (getenv("TFC_OPTIM_VERBOSE"))
+        printf("MLP %-28s worst %.3g loss %.4g -> %.4g\n", cfg->label, worst, first_loss, last_loss);
     if (!(worst <= 1e-12)) TFC_FAIL_AT("MLP %s: worst relative difference %.3g", cfg->label, worst);
     tfc_test_checks++;
     if (!cfg->maximize && !(last_loss < first_loss))
@@ -441,7 +443,8 @@ static void big_run(tfc_dtype dtype, int threads, double **out) {
         double *v = malloc((size_t)(big_sizes[k] + 1) * sizeof *v);
         for (int64_t i = 0; i < big_sizes[k]; i++) v[i] = urand();
         tfc_tensor *t64 = make(v, &big_sizes[k], 1, 0);
-        if (dtype == TFC_DTYPE_F64) P[k] = t64;
+        if (dtype == TFC_DTYPE_F64)
+            P[k] = t64;
         else {
             CHECK_OK(tfc_tensor_empty(&big_sizes[k], 1, dtype, &P[k]));
             CHECK_OK(tfc_tensor_copy_from(P[k], t64));
@@ -964,9 +967,16 @@ TEST(state_names_and_live_buffers) {
     CHECK_OK(tfc_optim_step(opt));
     CHECK_OK(tfc_optim_state_count(opt, &n));
     CHECK(n == 5 + 3 * 4);
-    static const char *const want[] = {"step", "group.0.lr", "group.0.weight_decay", "group.1.lr",
-                                       "group.1.weight_decay", "param.0.step", "param.0.exp_avg",
-                                       "param.0.exp_avg_sq", "param.0.max_exp_avg_sq", "param.1.step"};
+    static const char *const want[] = {"step",
+                                       "group.0.lr",
+                                       "group.0.weight_decay",
+                                       "group.1.lr",
+                                       "group.1.weight_decay",
+                                       "param.0.step",
+                                       "param.0.exp_avg",
+                                       "param.0.exp_avg_sq",
+                                       "param.0.max_exp_avg_sq",
+                                       "param.1.step"};
     for (int i = 0; i < 10; i++) {
         char *name = NULL;
         CHECK_OK(tfc_optim_state_get(opt, i, &name, NULL));
@@ -1082,11 +1092,11 @@ TEST(state_load_bad_input_changes_nothing) {
 TEST(bad_hyperparameters_are_refused) {
     tfc_optim *opt = NULL;
     tfc_optim_options o = TFC_OPTIM_OPTIONS_INIT;
-#define BAD(kind, field, value, fragment)                                                  \
-    do {                                                                                   \
-        tfc_optim_options b_ = o;                                                          \
-        b_.field = value;                                                                  \
-        CHECK_ERR(tfc_optim_new(kind, &b_, &opt), TFC_ERR_INVALID_ARG, fragment);          \
+#define BAD(kind, field, value, fragment)                                         \
+    do {                                                                          \
+        tfc_optim_options b_ = o;                                                 \
+        b_.field = value;                                                         \
+        CHECK_ERR(tfc_optim_new(kind, &b_, &opt), TFC_ERR_INVALID_ARG, fragment); \
     } while (0)
     BAD(TFC_OPTIM_SGD, lr, -0.1, "opts->lr is -0.1");
     BAD(TFC_OPTIM_ADAM, lr, NAN, "opts->lr is nan");
@@ -1131,8 +1141,8 @@ TEST(bad_hyperparameters_are_refused) {
     /* Defaults are PyTorch's. */
     tfc_optim_options d;
     CHECK_OK(tfc_optim_options_default(TFC_OPTIM_ADAMW, &d));
-    CHECK(d.struct_size == sizeof d && d.lr == 1e-3 && d.weight_decay == 1e-2 && d.beta1 == 0.9 &&
-          d.beta2 == 0.999 && d.eps == 1e-8 && !d.amsgrad && !d.maximize);
+    CHECK(d.struct_size == sizeof d && d.lr == 1e-3 && d.weight_decay == 1e-2 && d.beta1 == 0.9 && d.beta2 == 0.999 &&
+          d.eps == 1e-8 && !d.amsgrad && !d.maximize);
     CHECK_OK(tfc_optim_options_default(TFC_OPTIM_ADAM, &d));
     CHECK(d.weight_decay == 0 && d.lr == 1e-3);
     CHECK_OK(tfc_optim_adamw(NULL, &opt));

@@ -83,7 +83,7 @@ TEST(one_step_is_recorded) {
     CHECK_CLOSE(mm[0], 1.0, 0);
     CHECK_CLOSE(sum[0], 1.0, 0);
     for (int i = 1; i < 4; i++) CHECK(mm[i] >= 0 && sum[i] >= 0 && between[i] >= 0);
-    CHECK_CLOSE(mm[3], mm[1] + mm[2], 2e-3); /* total = fwd + bwd, as printed to 3 decimals */
+    CHECK_CLOSE(mm[3], mm[1] + mm[2], 2e-3);          /* total = fwd + bwd, as printed to 3 decimals */
     CHECK(between[1] >= 29.0 && between[1] < 2000.0); /* the sleep, give or take the scheduler */
     CHECK(between[2] == 0);
     /* rows sorted by total time: the sleep is the first row */

@@ -31,7 +31,7 @@ static unsigned char *slurp(const char *path, size_t *len) {
 
 TEST(round_trip_every_dtype_with_metadata) {
     const tfc_dtype dts[8] = {TFC_DTYPE_F32, TFC_DTYPE_F64, TFC_DTYPE_BF16, TFC_DTYPE_F16,
-                              TFC_DTYPE_I32, TFC_DTYPE_I64, TFC_DTYPE_U8, TFC_DTYPE_BOOL};
+                              TFC_DTYPE_I32, TFC_DTYPE_I64, TFC_DTYPE_U8,   TFC_DTYPE_BOOL};
     const char *names[9] = {"f32", "f64", "bf16", "f16", "i32", "i64", "u8", "bool", "strided"};
     tfc_tensor *ts[9];
     const int64_t d[2] = {3, 5};
@@ -145,13 +145,18 @@ TEST(malformed_files_are_refused) {
         size_t ndata;
         const char *msg;
     } bad[] = {
-        {"{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2, "unknown or unsupported dtype 'F8_E4M3'"},
+        {"{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2,
+         "unknown or unsupported dtype 'F8_E4M3'"},
         {"{\"a\":{\"dtype\":\"I16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, "dtype 'I16'"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "(12 bytes) but data_offsets [0, 8] hold 8"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "overlaps"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, "gap"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8,
+         "(12 bytes) but data_offsets [0, 8] hold 8"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+         12, "overlaps"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+         12, "gap"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "gap"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 12, "12 data bytes but the tensors cover 8"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 12,
+         "12 data bytes but the tensors cover 8"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, "past the 4 data bytes"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "end before they begin"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "non-negative integer"},
@@ -159,8 +164,10 @@ TEST(malformed_files_are_refused) {
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8, "two entries"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "lacks data_offsets"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 8, "unknown or repeated key 'x'"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}", 8, "'a' appears twice"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,8]}}", 8, "overflows"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}",
+         8, "'a' appears twice"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,8]}}", 8,
+         "overflows"},
         {"{\"__metadata__\":{\"k\":1}}", 0, "__metadata__ values must be strings"},
         {"{\"__metadata__\":[]}", 0, "__metadata__ must be an object"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8, "expected '}'"},

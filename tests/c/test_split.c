@@ -73,8 +73,8 @@ static tfc_status run_split(tfc_graph *g, tfc_tensor *const *in, int32_t nin, tf
     (void)nin;
     const split_case *c = ctx;
     tfc_tensor *x = NULL, *parts[8] = {NULL}, *acc = NULL;
-    tfc_status s = c->permute ? tfc_permute(g, in[0], (int32_t[]){2, 0, 1}, 3, &x)
-                              : (x = tfc_tensor_retain(in[0]), TFC_OK);
+    tfc_status s =
+        c->permute ? tfc_permute(g, in[0], (int32_t[]){2, 0, 1}, 3, &x) : (x = tfc_tensor_retain(in[0]), TFC_OK);
     if (s == TFC_OK) s = tfc_split(g, x, c->sizes, c->n, c->dim, parts);
     for (int32_t i = 0; i < c->n && s == TFC_OK; i++) {
         if (!(c->mask >> i & 1)) continue;
@@ -111,8 +111,10 @@ static void gradcheck_split(const char *name, split_case c, tfc_tensor *x) {
     double err = 1;
     tfc_status s = tfc_gradcheck(run_split, &x, 1, &c, 1e-6, &err, NULL, NULL);
     tfc_test_checks++;
-    if (s != TFC_OK) TFC_FAIL_AT("%s: gradcheck failed to run: %s", name, tfc_last_error());
-    else if (!(err < 1e-6)) TFC_FAIL_AT("%s: max relative error %g", name, err);
+    if (s != TFC_OK)
+        TFC_FAIL_AT("%s: gradcheck failed to run: %s", name, tfc_last_error());
+    else if (!(err < 1e-6))
+        TFC_FAIL_AT("%s: max relative error %g", name, err);
     tfc_tensor_release(x);
 }
 
@@ -121,8 +123,7 @@ TEST(gradcheck_uneven_empty_and_permuted) {
     const int64_t uneven[4] = {3, 0, 1, 3};
     gradcheck_split("uneven sizes with an empty part, all used", (split_case){uneven, 4, 2, 0, 0xf},
                     t_rand(d, 3, -1, 1, 1));
-    gradcheck_split("uneven sizes, parts 0 and 3 unused", (split_case){uneven, 4, -1, 0, 0x6},
-                    t_rand(d, 3, -1, 1, 2));
+    gradcheck_split("uneven sizes, parts 0 and 3 unused", (split_case){uneven, 4, -1, 0, 0x6}, t_rand(d, 3, -1, 1, 2));
     /* x [2,3,7] permuted to [7,2,3]: the split dim 0 is the innermost in memory */
     const int64_t p7[3] = {2, 4, 1};
     gradcheck_split("permuted input, split along dim 0", (split_case){p7, 3, 0, 1, 0x5}, t_rand(d, 3, -1, 1, 3));
@@ -172,8 +173,7 @@ TEST(dx_keeps_the_memory_order_of_a_permuted_input) {
     CHECK_OK(tfc_tensor_grad(qkv, &gq));
     double *xv = t_vals(qkv), *gv = t_vals(gq);
     for (int64_t r = 0; r < B * T; r++)
-        for (int64_t c = 0; c < 3 * C; c++)
-            CHECK_CLOSE(gv[r * 3 * C + c], c >= 2 * C ? 2 * xv[r * 3 * C + c] : 0.0, 0);
+        for (int64_t c = 0; c < 3 * C; c++) CHECK_CLOSE(gv[r * 3 * C + c], c >= 2 * C ? 2 * xv[r * 3 * C + c] : 0.0, 0);
     free(xv);
     free(gv);
     tfc_tensor *objs[] = {qkv, v5, p, parts[0], parts[1], parts[2], dk, l, sq, gq};

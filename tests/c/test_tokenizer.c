@@ -23,9 +23,9 @@ static uint32_t rnd(void) { /* xorshift64* */
     return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
 }
 
-static const char *words[] = {"the", "cat", "sat", "on", "mat", "and", "then", "that", "there", "hat", "is",
-                              "it", "a", "ab", "abab", "ba", "I", "The", "THE", "don't", "it's", "we're",
-                              "42", "1234567", "3.14"};
+static const char *words[] = {"the", "cat",   "sat",  "on",    "mat", "and",     "then", "that", "there",
+                              "hat", "is",    "it",   "a",     "ab",  "abab",    "ba",   "I",    "The",
+                              "THE", "don't", "it's", "we're", "42",  "1234567", "3.14"};
 
 /* ASCII prose-like text: words, spaces (runs too), punctuation, newlines. */
 static char *make_ascii_text(size_t n) {
@@ -34,7 +34,14 @@ static char *make_ascii_text(size_t n) {
     while (k < n) {
         const char *w = words[rnd() % (sizeof words / sizeof *words)];
         uint32_t r = rnd() % 20;
-        const char *sep = r < 12 ? " " : r < 14 ? "  " : r < 15 ? ", " : r < 16 ? ".\n" : r < 17 ? "\n\n" : r < 18 ? "!?" : r < 19 ? "\t" : "   \n ";
+        const char *sep = r < 12 ? " "
+            : r < 14             ? "  "
+            : r < 15             ? ", "
+            : r < 16             ? ".\n"
+            : r < 17             ? "\n\n"
+            : r < 18             ? "!?"
+            : r < 19             ? "\t"
+                                 : "   \n ";
         for (const char *p = w; *p && k < n; p++) s[k++] = *p;
         for (const char *p = sep; *p && k < n; p++) s[k++] = *p;
     }
@@ -374,7 +381,9 @@ TEST(long_chunk_merge_equals_reference) {
 TEST(decode_utf8_replaces_maximal_subparts) {
     tfc_tokenizer *t;
     CHECK_OK(tfc_tokenizer_new(TFC_SPLIT_GPT2, &t));
-    const char in[] = "a\xf0\x9f\x98" "b\xff" "c\xed\xa0\x80\xe2\x82";
+    const char in[] = "a\xf0\x9f\x98"
+                      "b\xff"
+                      "c\xed\xa0\x80\xe2\x82";
     int32_t *ids;
     size_t n_ids;
     CHECK_OK(tfc_tokenizer_encode(t, in, sizeof in - 1, TFC_SPECIAL_AS_TEXT, &ids, &n_ids));
@@ -382,7 +391,9 @@ TEST(decode_utf8_replaces_maximal_subparts) {
     size_t len;
     CHECK_OK(tfc_tokenizer_decode_utf8(t, ids, n_ids, &text, &len));
     /* Python: b'a\xf0\x9f\x98b\xffc\xed\xa0\x80\xe2\x82'.decode('utf-8', 'replace') */
-    const char want[] = "a\xef\xbf\xbd" "b\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd";
+    const char want[] = "a\xef\xbf\xbd"
+                        "b\xef\xbf\xbd"
+                        "c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd";
     CHECK(len == sizeof want - 1 && memcmp(text, want, len) == 0);
     tfc_free(text);
     tfc_free(ids);
@@ -526,8 +537,8 @@ TEST(batch_encode_matches_single_and_reports_the_failing_text) {
     CHECK_ERR(tfc_tokenizer_encode_batch(t, texts, lens, N, TFC_SPECIAL_DISALLOWED, 4, &ids, &offs),
               TFC_ERR_INVALID_ARG, "(texts[7])");
     texts[3] = NULL;
-    CHECK_ERR(tfc_tokenizer_encode_batch(t, texts, lens, N, TFC_SPECIAL_AS_TEXT, 4, &ids, &offs),
-              TFC_ERR_INVALID_ARG, "texts[3] is NULL");
+    CHECK_ERR(tfc_tokenizer_encode_batch(t, texts, lens, N, TFC_SPECIAL_AS_TEXT, 4, &ids, &offs), TFC_ERR_INVALID_ARG,
+              "texts[3] is NULL");
     CHECK_OK(tfc_tokenizer_encode_batch(t, NULL, NULL, 0, TFC_SPECIAL_AS_TEXT, 0, &ids, &offs));
     CHECK(offs[0] == 0);
     tfc_free(ids);
@@ -616,8 +627,7 @@ TEST(save_load_round_trip) {
 static char *tiny_tiktoken(const char *extra) {
     static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char *s = malloc(256 * 12 + strlen(extra) + 1), *p = s;
-    for (int b = 0; b < 256; b++)
-        p += sprintf(p, "%c%c== %d\n", b64[b >> 2], b64[(b & 3) << 4], b);
+    for (int b = 0; b < 256; b++) p += sprintf(p, "%c%c== %d\n", b64[b >> 2], b64[(b & 3) << 4], b);
     strcpy(p, extra);
     return s;
 }
@@ -715,9 +725,12 @@ static char *tiny_encoder_json(const char *extra_entries) {
     for (int b = 0; b < 256; b++) {
         int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
         unsigned cp = printable ? (unsigned)b : 256u + (unsigned)extra++;
-        if (cp == '"' || cp == '\\') p += sprintf(p, "\"\\%c\": %d, ", (char)cp, b);
-        else if (cp < 0x80) p += sprintf(p, "\"%c\": %d, ", (char)cp, b);
-        else p += sprintf(p, "\"\\u%04x\": %d, ", cp, b);
+        if (cp == '"' || cp == '\\')
+            p += sprintf(p, "\"\\%c\": %d, ", (char)cp, b);
+        else if (cp < 0x80)
+            p += sprintf(p, "\"%c\": %d, ", (char)cp, b);
+        else
+            p += sprintf(p, "\"\\u%04x\": %d, ", cp, b);
     }
     p += sprintf(p, "%s}", extra_entries);
     return s;
@@ -750,7 +763,8 @@ TEST(load_gpt2_undoes_the_byte_alphabet) {
         const char *json_extra, *bpe, *fragment;
         tfc_status want;
     } cases[] = {
-        {"\"\\u0120t\": 256", "#version: 0.2\n\xc4\xa0 x\n", "line 2: merge '\xc4\xa0 x' makes a token not in", TFC_ERR_FORMAT},
+        {"\"\\u0120t\": 256", "#version: 0.2\n\xc4\xa0 x\n", "line 2: merge '\xc4\xa0 x' makes a token not in",
+         TFC_ERR_FORMAT},
         {"\"\\u0120t\": 256", "#version: 0.2\n\xc4\xa0 tq\n", "refers to a token not in encoder.json", TFC_ERR_FORMAT},
         {"\"\\u0120t\": 256", "\xc4\xa0 t extra\n", "line 1: expected 'left right'", TFC_ERR_FORMAT},
         {"\"\\u0120t\": 256", "\xc4\xa0 t\n\xc4\xa0 t\n", "appears twice", TFC_ERR_FORMAT},
@@ -815,7 +829,8 @@ TEST(load_rejects_bad_native_files) {
         {"\n1 AQ==\n", "\n1 AQ== 5\n", "expected '<id> <base64>'", TFC_ERR_FORMAT},
         {"merges 6\n256", "merges 6\n999", "merges are not in rank order", TFC_ERR_FORMAT},
         {"merges 6\n256 101 108", "merges 6\n256 101 9999", "merge refers to an unknown token", TFC_ERR_FORMAT},
-        {"merges 6\n256 101 108", "merges 6\n256 101 109", "merged token's bytes are not left's + right's", TFC_ERR_FORMAT},
+        {"merges 6\n256 101 108", "merges 6\n256 101 109", "merged token's bytes are not left's + right's",
+         TFC_ERR_FORMAT},
         {"merges 6\n256 101 108 256", "merges 6\n256 101 108", "expected '<rank> <left> <right> <id>'", TFC_ERR_FORMAT},
         {"specials 1\n262", "specials 1\n100", "line 275: id appears twice", TFC_ERR_FORMAT},
         {"end\n", "end\nmore\n", "text after 'end'", TFC_ERR_FORMAT},
@@ -913,11 +928,51 @@ TEST(ascii_fast_path_splits_like_pcre2) {
     /* pieces chosen to hit every branch: contractions in all cases, runs of each
        class, \r\n, digits up to and past 3, non-ASCII letters/digits/spaces next
        to ASCII, invalid bytes */
-    static const char *pieces[] = {"'s", "'S", "'t", "'re", "'RE", "'Ve", "'ll", "'LL", "'d", "'m", "'x", "'", "''",
-                                   "\xc5\xbf", "a", "Zz", "9", "12", "1234", " ", "  ", "\t", "\n", "\r\n", "\r",
-                                   "\x0b", "\x0c", "\x1c", "\x1f", ".", "!!", "-", "\xc2\x85", "\xc2\xa0", "\xc3\xa9",
-                                   "\xd9\xa3", "\xe3\x80\x80", "\xef\xbb\xbf", "\xe1\xa0\x8e", "\xff", "\xc3",
-                                   "\x80", "\xf0\x9f\x98\x80", "\x00", "\x7f"};
+    static const char *pieces[] = {"'s",
+                                   "'S",
+                                   "'t",
+                                   "'re",
+                                   "'RE",
+                                   "'Ve",
+                                   "'ll",
+                                   "'LL",
+                                   "'d",
+                                   "'m",
+                                   "'x",
+                                   "'",
+                                   "''",
+                                   "\xc5\xbf",
+                                   "a",
+                                   "Zz",
+                                   "9",
+                                   "12",
+                                   "1234",
+                                   " ",
+                                   "  ",
+                                   "\t",
+                                   "\n",
+                                   "\r\n",
+                                   "\r",
+                                   "\x0b",
+                                   "\x0c",
+                                   "\x1c",
+                                   "\x1f",
+                                   ".",
+                                   "!!",
+                                   "-",
+                                   "\xc2\x85",
+                                   "\xc2\xa0",
+                                   "\xc3\xa9",
+                                   "\xd9\xa3",
+                                   "\xe3\x80\x80",
+                                   "\xef\xbb\xbf",
+                                   "\xe1\xa0\x8e",
+                                   "\xff",
+                                   "\xc3",
+                                   "\x80",
+                                   "\xf0\x9f\x98\x80",
+                                   "\x00",
+                                   "\x7f"};
     int32_t patterns[] = {TFC_SPLIT_GPT2, TFC_SPLIT_CL100K};
     uint8_t text[400];
     size_t e1[400], e2[400];
@@ -940,9 +995,10 @@ TEST(ascii_fast_path_splits_like_pcre2) {
             if ((k1 != k2 || memcmp(e1, e2, k1 * sizeof *e1) != 0) && bad++ < 3) {
                 char hex[1300];
                 size_t h = 0;
-                for (size_t i = 0; i < n && h + 4 < sizeof hex; i++) h += (size_t)snprintf(hex + h, sizeof hex - h, "%02x", text[i]);
-                TFC_FAIL_AT("pattern %d: fast path and PCRE2 split %s differently (%zu vs %zu chunks)", (int)patterns[p],
-                            hex, k1, k2);
+                for (size_t i = 0; i < n && h + 4 < sizeof hex; i++)
+                    h += (size_t)snprintf(hex + h, sizeof hex - h, "%02x", text[i]);
+                TFC_FAIL_AT("pattern %d: fast path and PCRE2 split %s differently (%zu vs %zu chunks)",
+                            (int)patterns[p], hex, k1, k2);
             }
         }
         CHECK(bad == 0);

@@ -18,14 +18,13 @@
 
 static int failures, checks;
 
-#define EXPECT(cond)                                                           \
-    do {                                                                       \
-        checks++;                                                              \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            fprintf(stderr, "consumer.c:%d: FAILED %s (last error: %s)\n",     \
-                    __LINE__, #cond, tfc_last_error());                        \
-        }                                                                      \
+#define EXPECT(cond)                                                                                           \
+    do {                                                                                                       \
+        checks++;                                                                                              \
+        if (!(cond)) {                                                                                         \
+            failures++;                                                                                        \
+            fprintf(stderr, "consumer.c:%d: FAILED %s (last error: %s)\n", __LINE__, #cond, tfc_last_error()); \
+        }                                                                                                      \
     } while (0)
 
 static int deleter_calls;

@@ -18,9 +18,7 @@
 extern const tfc_backend *A; /* the CUDA module's backend table, set by main */
 
 /* Round x to what dtype stores (identity for f32). */
-static inline float round_dt(float x, int dt) {
-    return dt == TFC_DTYPE_BF16 ? tfc_bf16_to_f32(tfc_f32_to_bf16(x)) : x;
-}
+static inline float round_dt(float x, int dt) { return dt == TFC_DTYPE_BF16 ? tfc_bf16_to_f32(tfc_f32_to_bf16(x)) : x; }
 
 static inline uint64_t rng_next(uint64_t *s) {
     *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
@@ -31,16 +29,20 @@ static inline uint64_t rng_next(uint64_t *s) {
 static inline float *rand_host(size_t n, float lo, float hi, int dt, uint64_t seed) {
     float *x = malloc((n ? n : 1) * sizeof *x);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) x[i] = round_dt(lo + (hi - lo) * (float)((rng_next(&s) >> 40) * (1.0 / 16777216.0)), dt);
+    for (size_t i = 0; i < n; i++)
+        x[i] = round_dt(lo + (hi - lo) * (float)((rng_next(&s) >> 40) * (1.0 / 16777216.0)), dt);
     return x;
 }
 
 /* Bytes per element of dt (i64 index buffers included). */
 static inline size_t dt_size(int dt) {
     switch (dt) {
-    case TFC_DTYPE_BF16: case TFC_DTYPE_F16: return 2;
-    case TFC_DTYPE_F64: case TFC_DTYPE_I64: return 8;
-    case TFC_DTYPE_U8: case TFC_DTYPE_BOOL: return 1;
+    case TFC_DTYPE_BF16:
+    case TFC_DTYPE_F16: return 2;
+    case TFC_DTYPE_F64:
+    case TFC_DTYPE_I64: return 8;
+    case TFC_DTYPE_U8:
+    case TFC_DTYPE_BOOL: return 1;
     default: return 4;
     }
 }
@@ -113,29 +115,29 @@ static inline tfc_sview view_c(void *d, int dt, int32_t ndim, const int64_t *sha
 static inline tfc_sview view_flat(void *d, int dt, int64_t n) { return view_c(d, dt, 1, &n); }
 
 /* Every |got - want| <= tol (1 + |want|); reports the worst element once. */
-#define CHECK_ALL(got, want, n, tol, what)                                                              \
-    do {                                                                                               \
-        tfc_test_checks++;                                                                             \
-        size_t worst_ = 0;                                                                             \
-        double werr_ = -1.0;                                                                           \
-        for (size_t i_ = 0; i_ < (size_t)(n); i_++) {                                                  \
-            double g_ = (got)[i_], w_ = (want)[i_];                                                    \
-            double e_ = fabs(g_ - w_) / (1.0 + fabs(w_));                                              \
-            if (g_ != g_ || w_ != w_) e_ = (g_ != g_ && w_ != w_) ? 0.0 : INFINITY;                    \
-            if (isinf(w_) && g_ == w_) e_ = 0.0;                                                       \
-            if (e_ > werr_) werr_ = e_, worst_ = i_;                                                   \
-        }                                                                                              \
-        if ((size_t)(n) > 0 && !(werr_ <= (tol)))                                                      \
-            TFC_FAIL_AT("%s: element %zu is %.9g, want %.9g (rel err %.3g > tol %.3g)", what, worst_,  \
-                        (double)(got)[worst_], (double)(want)[worst_], werr_, (double)(tol));          \
+#define CHECK_ALL(got, want, n, tol, what)                                                            \
+    do {                                                                                              \
+        tfc_test_checks++;                                                                            \
+        size_t worst_ = 0;                                                                            \
+        double werr_ = -1.0;                                                                          \
+        for (size_t i_ = 0; i_ < (size_t)(n); i_++) {                                                 \
+            double g_ = (got)[i_], w_ = (want)[i_];                                                   \
+            double e_ = fabs(g_ - w_) / (1.0 + fabs(w_));                                             \
+            if (g_ != g_ || w_ != w_) e_ = (g_ != g_ && w_ != w_) ? 0.0 : INFINITY;                   \
+            if (isinf(w_) && g_ == w_) e_ = 0.0;                                                      \
+            if (e_ > werr_) werr_ = e_, worst_ = i_;                                                  \
+        }                                                                                             \
+        if ((size_t)(n) > 0 && !(werr_ <= (tol)))                                                     \
+            TFC_FAIL_AT("%s: element %zu is %.9g, want %.9g (rel err %.3g > tol %.3g)", what, worst_, \
+                        (double)(got)[worst_], (double)(want)[worst_], werr_, (double)(tol));         \
     } while (0)
 
 /* CHECK_OK for table entries: the module's message on failure. */
-#define CHECK_CU(expr)                                                                                 \
-    do {                                                                                               \
-        tfc_test_checks++;                                                                             \
-        tfc_status s_ = (expr);                                                                        \
-        if (s_ != TFC_OK) TFC_FAIL_AT("%s -> %s: %s", #expr, tfc_status_name(s_), A->last_error());    \
+#define CHECK_CU(expr)                                                                              \
+    do {                                                                                            \
+        tfc_test_checks++;                                                                          \
+        tfc_status s_ = (expr);                                                                     \
+        if (s_ != TFC_OK) TFC_FAIL_AT("%s -> %s: %s", #expr, tfc_status_name(s_), A->last_error()); \
     } while (0)
 
 /* The entry must fail with want and a message containing fragment. */

@@ -164,8 +164,8 @@ static double ref_map(int op, double a, double b, double c, double p) {
 
 /* Maps through libm-style functions: the unary tolerance (2x) of the original test. */
 static int map_is_transcendental(int op) {
-    return op == TFC_MAP_EXP || op == TFC_MAP_LOG || op == TFC_MAP_SQRT || op == TFC_MAP_RSQRT ||
-           op == TFC_MAP_TANH || op == TFC_MAP_SIGMOID || op == TFC_MAP_POW_S || op == TFC_MAP_POW_S_BWD;
+    return op == TFC_MAP_EXP || op == TFC_MAP_LOG || op == TFC_MAP_SQRT || op == TFC_MAP_RSQRT || op == TFC_MAP_TANH ||
+        op == TFC_MAP_SIGMOID || op == TFC_MAP_POW_S || op == TFC_MAP_POW_S_BWD;
 }
 
 /* n values with |v| in [0.5, 2), every other one negative (negation is exact in bf16). */
@@ -248,8 +248,8 @@ TEST(every_map_same_shape_broadcast_mask_and_strided_out) {
 
 /* The unary ops of the old table; each now runs as the ops layer runs it (lib/ops/unary.c). */
 enum { U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_GELU, U_SQRT, U_SQUARE, U_RSQRT, U_COUNT };
-static const char *const U_NAMES[U_COUNT] = {"neg", "exp", "log", "tanh", "sigmoid", "relu", "gelu", "sqrt",
-                                             "square", "rsqrt"};
+static const char *const U_NAMES[U_COUNT] = {"neg",  "exp",  "log",  "tanh",   "sigmoid",
+                                             "relu", "gelu", "sqrt", "square", "rsqrt"};
 /* Forward map, backward map over (a = dy, b = x, c = y), and p; GELU has entries of its own. */
 static const struct {
     int fwd, bwd;
@@ -298,14 +298,24 @@ static tfc_status unary_forward(int op, int dt, void *x, void *y, size_t n) {
 /* dx (+)= dy · f'(x), reading the forward's output y where the derivative does. */
 static tfc_status unary_backward(int op, int dt, void *dy, void *x, void *y, void *dx, size_t n, int accumulate) {
     if (op == U_GELU) {
-        tfc_gelu_problem g = {.dtype = (tfc_dtype)dt, .n = (int64_t)n, .approximate = 1, .x = x, .dy = dy,
-                              .dx = dx, .accumulate = accumulate};
+        tfc_gelu_problem g = {.dtype = (tfc_dtype)dt,
+                              .n = (int64_t)n,
+                              .approximate = 1,
+                              .x = x,
+                              .dy = dy,
+                              .dx = dx,
+                              .accumulate = accumulate};
         return A->gelu_backward(&g);
     }
     tfc_sview vdy = view_flat(dy, dt, n), vx = view_flat(x, dt, n), vy = view_flat(y, dt, n);
     tfc_sview vdx = view_flat(dx, dt, n);
-    tfc_map_problem m = {.op = (tfc_map_op)U_MAPS[op].bwd, .out = &vdx, .a = &vdy, .b = &vx, .c = &vy,
-                         .p = U_MAPS[op].p, .accumulate = accumulate};
+    tfc_map_problem m = {.op = (tfc_map_op)U_MAPS[op].bwd,
+                         .out = &vdx,
+                         .a = &vdy,
+                         .b = &vx,
+                         .c = &vy,
+                         .p = U_MAPS[op].p,
+                         .accumulate = accumulate};
     return A->map(&m);
 }
 
@@ -362,7 +372,9 @@ TEST(sums_and_means_over_a_middle_dim_and_max_refused) {
             float *x = rand_host(O * N * I, -1, 1, dt, 8 + si), *want = malloc(O * I * 4);
             void *dx = up(x, O * N * I, dt), *dout = dev(O * I, dt);
             /* The reduced dim moved last: in = [O, I, N] with strides (N·I, 1, I), out [O, I]. */
-            tfc_reduce_problem r = {.op = TFC_REDUCE_SUM, .nkeep = 2, .out = dout,
+            tfc_reduce_problem r = {.op = TFC_REDUCE_SUM,
+                                    .nkeep = 2,
+                                    .out = dout,
                                     .in = view_nd(dx, dt, 3, (int64_t[]){(int64_t)O, (int64_t)I, (int64_t)N},
                                                   (int64_t[]){(int64_t)(N * I), 1, (int64_t)I})};
             for (int mean = 0; mean < 2; mean++) {
@@ -411,8 +423,13 @@ TEST(softmax_and_log_softmax_forward_backward) {
                         }
                     }
                 void *d_x = up(x, n, dt), *d_y = dev(n, dt), *d_dy = up(dy, n, dt), *d_dx = dev(n, dt);
-                tfc_softmax_problem sp = {.dtype = (tfc_dtype)dt, .outer = (int64_t)O, .d = (int64_t)N,
-                                          .inner = (int64_t)I, .log = lg, .x = d_x, .y = d_y};
+                tfc_softmax_problem sp = {.dtype = (tfc_dtype)dt,
+                                          .outer = (int64_t)O,
+                                          .d = (int64_t)N,
+                                          .inner = (int64_t)I,
+                                          .log = lg,
+                                          .x = d_x,
+                                          .y = d_y};
                 CHECK_CU(A->softmax_forward(&sp));
                 float *g = down(d_y, n, dt);
                 CHECK_ALL(g, y, n, tol_sum(dt), "softmax forward");
@@ -431,8 +448,14 @@ TEST(softmax_and_log_softmax_forward_backward) {
                             dx[p] = (float)(lg ? dy[p] - exp(g[p]) * dot : g[p] * (dy[p] - dot));
                         }
                     }
-                sp = (tfc_softmax_problem){.dtype = (tfc_dtype)dt, .outer = (int64_t)O, .d = (int64_t)N,
-                                           .inner = (int64_t)I, .log = lg, .y_in = d_y, .dy = d_dy, .dx = d_dx};
+                sp = (tfc_softmax_problem){.dtype = (tfc_dtype)dt,
+                                           .outer = (int64_t)O,
+                                           .d = (int64_t)N,
+                                           .inner = (int64_t)I,
+                                           .log = lg,
+                                           .y_in = d_y,
+                                           .dy = d_dy,
+                                           .dx = d_dx};
                 CHECK_CU(A->softmax_backward(&sp));
                 free(g);
                 g = down(d_dx, n, dt);
@@ -475,8 +498,16 @@ TEST(layernorm_forward_backward) {
         void *d_x = up(x, n, dt), *d_w = up(w, C, dt), *d_b = up(b, C, dt), *d_y = dev(n, dt), *d_dy = up(dy, n, dt);
         void *d_dx = dev(n, dt), *d_dw = dev(C, dt), *d_db = dev(C, dt);
         float *d_mean = dev(R, TFC_DTYPE_F32), *d_rstd = dev(R, TFC_DTYPE_F32);
-        tfc_layernorm_problem lp = {.dtype = (tfc_dtype)dt, .rows = (int64_t)R, .cols = (int64_t)C, .eps = 1e-5,
-                                    .x = d_x, .weight = d_w, .bias = d_b, .y = d_y, .mean = d_mean, .rstd = d_rstd};
+        tfc_layernorm_problem lp = {.dtype = (tfc_dtype)dt,
+                                    .rows = (int64_t)R,
+                                    .cols = (int64_t)C,
+                                    .eps = 1e-5,
+                                    .x = d_x,
+                                    .weight = d_w,
+                                    .bias = d_b,
+                                    .y = d_y,
+                                    .mean = d_mean,
+                                    .rstd = d_rstd};
         CHECK_CU(A->layernorm_forward(&lp));
         float *g = down(d_y, n, dt);
         CHECK_ALL(g, y, n, tol_sum(dt), "layernorm y");
@@ -487,9 +518,18 @@ TEST(layernorm_forward_backward) {
         g = down(d_rstd, R, TFC_DTYPE_F32);
         CHECK_ALL(g, rstd, R, 1e-5, "layernorm rstd");
         free(g);
-        lp = (tfc_layernorm_problem){.dtype = (tfc_dtype)dt, .rows = (int64_t)R, .cols = (int64_t)C, .eps = 1e-5,
-                                     .x = d_x, .weight = d_w, .mean = d_mean, .rstd = d_rstd, .dy = d_dy,
-                                     .dx = d_dx, .dweight = d_dw, .dbias = d_db};
+        lp = (tfc_layernorm_problem){.dtype = (tfc_dtype)dt,
+                                     .rows = (int64_t)R,
+                                     .cols = (int64_t)C,
+                                     .eps = 1e-5,
+                                     .x = d_x,
+                                     .weight = d_w,
+                                     .mean = d_mean,
+                                     .rstd = d_rstd,
+                                     .dy = d_dy,
+                                     .dx = d_dx,
+                                     .dweight = d_dw,
+                                     .dbias = d_db};
         CHECK_CU(A->layernorm_backward(&lp));
         float *fw = malloc(C * 4), *fb = malloc(C * 4);
         for (size_t c = 0; c < C; c++) fw[c] = (float)dw[c], fb[c] = (float)db[c];
@@ -510,14 +550,21 @@ TEST(layernorm_forward_backward) {
         CHECK_ALL(g, fb, C, tol_sum(dt) * 2, "layernorm db accumulated");
         free(g);
         /* No weight, bias or saved stats: the module stands in ones and scratch stats. */
-        lp = (tfc_layernorm_problem){.dtype = (tfc_dtype)dt, .rows = (int64_t)R, .cols = (int64_t)C, .eps = 1e-5,
-                                     .x = d_x, .y = d_y};
+        lp = (tfc_layernorm_problem){
+            .dtype = (tfc_dtype)dt, .rows = (int64_t)R, .cols = (int64_t)C, .eps = 1e-5, .x = d_x, .y = d_y};
         CHECK_CU(A->layernorm_forward(&lp));
         g = down(d_y, n, dt);
         CHECK_ALL(g, y1, n, tol_sum(dt), "layernorm y without weight and bias");
         free(g);
-        lp = (tfc_layernorm_problem){.dtype = (tfc_dtype)dt, .rows = (int64_t)R, .cols = (int64_t)C, .eps = 1e-5,
-                                     .x = d_x, .mean = d_mean, .rstd = d_rstd, .dy = d_dy, .dx = d_dx};
+        lp = (tfc_layernorm_problem){.dtype = (tfc_dtype)dt,
+                                     .rows = (int64_t)R,
+                                     .cols = (int64_t)C,
+                                     .eps = 1e-5,
+                                     .x = d_x,
+                                     .mean = d_mean,
+                                     .rstd = d_rstd,
+                                     .dy = d_dy,
+                                     .dx = d_dx};
         CHECK_CU(A->layernorm_backward(&lp));
         g = down(d_dx, n, dt);
         CHECK_ALL(g, dx1, n, tol_sum(dt) * 2, "layernorm dx without weight");
@@ -553,15 +600,22 @@ TEST(cross_entropy_forward_backward_with_ignore_index) {
             float dloss = 0.5f;
             for (size_t r = 0; r < N; r++)
                 for (size_t c = 0; c < C; c++)
-                    dx[r * C + c] = t64[r] == -100 ? 0.0f
-                                                   : (float)(dloss / nvalid *
-                                                             (exp(x[r * C + c] - (double)lse[r]) - (c == (size_t)t64[r])));
+                    dx[r * C + c] = t64[r] == -100
+                        ? 0.0f
+                        : (float)(dloss / nvalid * (exp(x[r * C + c] - (double)lse[r]) - (c == (size_t)t64[r])));
             void *d_x = up(x, N * C, dt), *d_t = dev(N, TFC_DTYPE_I64), *d_dx = dev(N * C, dt);
-            float *d_loss = dev(1, TFC_DTYPE_F32), *d_lse = dev(N, TFC_DTYPE_F32), *d_dloss = up(&dloss, 1, TFC_DTYPE_F32);
+            float *d_loss = dev(1, TFC_DTYPE_F32), *d_lse = dev(N, TFC_DTYPE_F32),
+                  *d_dloss = up(&dloss, 1, TFC_DTYPE_F32);
             CHECK_CU(A->memcpy(0, d_t, it ? (void *)t64 : (void *)t32, N * (it ? 8 : 4), TFC_MEMCPY_H2D));
-            tfc_cross_entropy_problem cp = {.dtype = (tfc_dtype)dt, .index_dtype = (tfc_dtype)tdt, .n = (int64_t)N,
-                                            .c = (int64_t)C, .ignore_index = -100, .logits = d_x, .targets = d_t,
-                                            .loss = d_loss, .lse = d_lse};
+            tfc_cross_entropy_problem cp = {.dtype = (tfc_dtype)dt,
+                                            .index_dtype = (tfc_dtype)tdt,
+                                            .n = (int64_t)N,
+                                            .c = (int64_t)C,
+                                            .ignore_index = -100,
+                                            .logits = d_x,
+                                            .targets = d_t,
+                                            .loss = d_loss,
+                                            .lse = d_lse};
             CHECK_CU(A->cross_entropy_forward(&cp));
             float *g = down(d_loss, 1, TFC_DTYPE_F32), fl = (float)loss;
             CHECK_ALL(g, &fl, 1, 1e-5, "cross-entropy loss");
@@ -569,9 +623,16 @@ TEST(cross_entropy_forward_backward_with_ignore_index) {
             g = down(d_lse, N, TFC_DTYPE_F32);
             CHECK_ALL(g, lse, N, 1e-5, "cross-entropy lse");
             free(g);
-            tfc_cross_entropy_problem bp = {.dtype = (tfc_dtype)dt, .index_dtype = (tfc_dtype)tdt, .n = (int64_t)N,
-                                            .c = (int64_t)C, .ignore_index = -100, .logits = d_x, .targets = d_t,
-                                            .dloss = d_dloss, .lse_in = d_lse, .dlogits = d_dx};
+            tfc_cross_entropy_problem bp = {.dtype = (tfc_dtype)dt,
+                                            .index_dtype = (tfc_dtype)tdt,
+                                            .n = (int64_t)N,
+                                            .c = (int64_t)C,
+                                            .ignore_index = -100,
+                                            .logits = d_x,
+                                            .targets = d_t,
+                                            .dloss = d_dloss,
+                                            .lse_in = d_lse,
+                                            .dlogits = d_dx};
             CHECK_CU(A->cross_entropy_backward(&bp));
             g = down(d_dx, N * C, dt);
             CHECK_ALL(g, dx, N * C, dt == TFC_DTYPE_BF16 ? 1e-3 : 1e-6, "cross-entropy dlogits");
@@ -610,21 +671,36 @@ TEST(embedding_forward_backward_deterministic) {
         /* Sequential f32 sums in increasing r: exactly what the kernel does. */
         for (size_t r = 0; r < N; r++)
             for (size_t c = 0; c < C; c++) dw[ids[r] * C + c] += dout[r * C + c];
-        void *d_w = up(w, V * C, dt), *d_ids = dev(N, TFC_DTYPE_I64), *d_out = dev(N * C, dt), *d_do = up(dout, N * C, dt);
+        void *d_w = up(w, V * C, dt), *d_ids = dev(N, TFC_DTYPE_I64), *d_out = dev(N * C, dt),
+             *d_do = up(dout, N * C, dt);
         void *d_dw = dev(V * C, dt);
         CHECK_CU(A->memcpy(0, d_ids, ids, N * 8, TFC_MEMCPY_H2D));
-        tfc_embedding_problem ep = {.dtype = (tfc_dtype)dt, .index_dtype = TFC_DTYPE_I64, .n = (int64_t)N,
-                                    .v = (int64_t)V, .c = (int64_t)C, .ids_shape = ids_shape, .ids_ndim = 1,
-                                    .table = d_w, .ids = d_ids, .out = d_out};
+        tfc_embedding_problem ep = {.dtype = (tfc_dtype)dt,
+                                    .index_dtype = TFC_DTYPE_I64,
+                                    .n = (int64_t)N,
+                                    .v = (int64_t)V,
+                                    .c = (int64_t)C,
+                                    .ids_shape = ids_shape,
+                                    .ids_ndim = 1,
+                                    .table = d_w,
+                                    .ids = d_ids,
+                                    .out = d_out};
         CHECK_CU(A->embedding_forward(&ep));
         float *g = down(d_out, N * C, dt);
         CHECK_ALL(g, out, N * C, 0.0, "embedding forward");
         free(g);
         tfc_fill_problem f = {.dst = view_flat(d_dw, dt, V * C), .value = 7.0}; /* overwritten, including unused rows */
         CHECK_CU(A->fill(&f));
-        tfc_embedding_problem bp = {.dtype = (tfc_dtype)dt, .index_dtype = TFC_DTYPE_I64, .n = (int64_t)N,
-                                    .v = (int64_t)V, .c = (int64_t)C, .ids_shape = ids_shape, .ids_ndim = 1,
-                                    .ids = d_ids, .dout = d_do, .dtable = d_dw};
+        tfc_embedding_problem bp = {.dtype = (tfc_dtype)dt,
+                                    .index_dtype = TFC_DTYPE_I64,
+                                    .n = (int64_t)N,
+                                    .v = (int64_t)V,
+                                    .c = (int64_t)C,
+                                    .ids_shape = ids_shape,
+                                    .ids_ndim = 1,
+                                    .ids = d_ids,
+                                    .dout = d_do,
+                                    .dtable = d_dw};
         CHECK_CU(A->embedding_backward(&bp));
         g = down(d_dw, V * C, dt);
         float *g2;
@@ -652,8 +728,8 @@ TEST(bias_rows_and_bias_grad) {
         size_t R = 37, Nb = 70;
         float *b = rand_host(Nb, -1, 1, dt, 120), *y0 = rand_host(R * Nb, -1, 1, dt, 121), *want = malloc(R * Nb * 4);
         void *d_b = up(b, Nb, dt), *d_y = up(y0, R * Nb, dt);
-        tfc_bias_problem bp = {.dtype = (tfc_dtype)dt, .rows = (int64_t)R, .n = (int64_t)Nb, .ld = (int64_t)Nb,
-                               .b = d_b, .y = d_y};
+        tfc_bias_problem bp = {
+            .dtype = (tfc_dtype)dt, .rows = (int64_t)R, .n = (int64_t)Nb, .ld = (int64_t)Nb, .b = d_b, .y = d_y};
         CHECK_CU(A->bias_rows(&bp));
         for (size_t r = 0; r < R; r++)
             for (size_t j = 0; j < Nb; j++) want[r * Nb + j] = b[j];
@@ -678,8 +754,12 @@ TEST(bias_rows_and_bias_grad) {
             void *d_dy = up(dy, rows * ld, dt), *d_db = dev(n, dt);
             tfc_fill_problem f = {.dst = view_flat(d_db, dt, n), .value = 7.0}; /* overwritten */
             CHECK_CU(A->fill(&f));
-            tfc_bias_problem gp = {.dtype = (tfc_dtype)dt, .rows = (int64_t)rows, .n = (int64_t)n,
-                                   .ld = (int64_t)ld, .dy = d_dy, .db = d_db};
+            tfc_bias_problem gp = {.dtype = (tfc_dtype)dt,
+                                   .rows = (int64_t)rows,
+                                   .n = (int64_t)n,
+                                   .ld = (int64_t)ld,
+                                   .dy = d_dy,
+                                   .db = d_db};
             CHECK_CU(A->bias_grad(&gp));
             g = down(d_db, n, dt);
             snprintf(what, sizeof what, "bias_grad rows %zu n %zu ld %zu (%s)", rows, n, ld, dt_name(dt));
@@ -696,9 +776,7 @@ TEST(bias_rows_and_bias_grad) {
     }
 }
 
-static double gelu_ref(double x) {
-    return 0.5 * x * (1 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
+static double gelu_ref(double x) { return 0.5 * x * (1 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 
 /*
  * The old matmul's epilogues are what tfc_linear composes now: bias_rows
@@ -732,19 +810,32 @@ TEST(gemm_transposes_batches_and_the_linear_epilogues) {
                     void *d_a = up(a, batch * M * K, dt), *d_b = up(b, K * N, dt), *d_c = up(c0, batch * M * N, dt);
                     void *d_bias = up(bias, N, dt), *d_g = dev(batch * M * N, dt);
                     if (epi & 1) {
-                        tfc_bias_problem bp = {.dtype = (tfc_dtype)dt, .rows = batch * M, .n = N, .ld = N,
-                                               .b = d_bias, .y = d_c};
+                        tfc_bias_problem bp = {
+                            .dtype = (tfc_dtype)dt, .rows = batch * M, .n = N, .ld = N, .b = d_bias, .y = d_c};
                         CHECK_CU(A->bias_rows(&bp));
                     }
-                    tfc_gemm_problem gp = {.dtype = (tfc_dtype)dt, .trans_a = ta, .trans_b = tb, .M = M, .N = N,
-                                           .K = K, .batch = batch, .alpha = alpha,
-                                           .beta = (epi & 1) ? 1.0 : beta, .a = d_a, .b = d_b, .c = d_c,
-                                           .lda = ta ? M : K, .ldb = tb ? K : N, .ldc = N, .stride_a = M * K,
-                                           .stride_b = 0 /* b shared */, .stride_c = M * N};
+                    tfc_gemm_problem gp = {.dtype = (tfc_dtype)dt,
+                                           .trans_a = ta,
+                                           .trans_b = tb,
+                                           .M = M,
+                                           .N = N,
+                                           .K = K,
+                                           .batch = batch,
+                                           .alpha = alpha,
+                                           .beta = (epi & 1) ? 1.0 : beta,
+                                           .a = d_a,
+                                           .b = d_b,
+                                           .c = d_c,
+                                           .lda = ta ? M : K,
+                                           .ldb = tb ? K : N,
+                                           .ldc = N,
+                                           .stride_a = M * K,
+                                           .stride_b = 0 /* b shared */,
+                                           .stride_c = M * N};
                     CHECK_CU(A->gemm(&gp));
                     if (epi & 2) {
-                        tfc_gelu_problem gl = {.dtype = (tfc_dtype)dt, .n = batch * M * N, .approximate = 1,
-                                               .x = d_c, .y = d_g};
+                        tfc_gelu_problem gl = {
+                            .dtype = (tfc_dtype)dt, .n = batch * M * N, .approximate = 1, .x = d_c, .y = d_g};
                         CHECK_CU(A->gelu_forward(&gl));
                     }
                     float *g = down(epi & 2 ? d_g : d_c, batch * M * N, dt);
@@ -771,7 +862,7 @@ TEST(gemm_column_slices_and_empty_inner_dim) {
             for (int tb = 0; tb < 2; tb++) {
                 int dt = DTYPES[di];
                 const int64_t M = 33, N = 24, K = 40, batch = 2, lda = 64, ldb = 64, ldc = 48;
-                const int64_t oa = 8, ob = 16, oc = 8; /* column offsets of the slices */
+                const int64_t oa = 8, ob = 16, oc = 8;          /* column offsets of the slices */
                 const int64_t ra = ta ? K : M, rb = tb ? N : K; /* stored rows of A and B */
                 const int64_t sa = ra * lda, sb = rb * ldb, sc = M * ldc;
                 float *a = rand_host(batch * sa, -1, 1, dt, 64), *b = rand_host(batch * sb, -1, 1, dt, 65);
@@ -791,10 +882,24 @@ TEST(gemm_column_slices_and_empty_inner_dim) {
                             want[e] = (float)(alpha * s + beta * c0[e]);
                         }
                 void *d_a = up(a, batch * sa, dt), *d_b = up(b, batch * sb, dt), *d_c = up(c0, batch * sc, dt);
-                tfc_gemm_problem gp = {.dtype = (tfc_dtype)dt, .trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K,
-                                       .batch = batch, .alpha = alpha, .beta = beta, .a = elem(d_a, oa, dt),
-                                       .b = elem(d_b, ob, dt), .c = elem(d_c, oc, dt), .lda = lda, .ldb = ldb,
-                                       .ldc = ldc, .stride_a = sa, .stride_b = sb, .stride_c = sc};
+                tfc_gemm_problem gp = {.dtype = (tfc_dtype)dt,
+                                       .trans_a = ta,
+                                       .trans_b = tb,
+                                       .M = M,
+                                       .N = N,
+                                       .K = K,
+                                       .batch = batch,
+                                       .alpha = alpha,
+                                       .beta = beta,
+                                       .a = elem(d_a, oa, dt),
+                                       .b = elem(d_b, ob, dt),
+                                       .c = elem(d_c, oc, dt),
+                                       .lda = lda,
+                                       .ldb = ldb,
+                                       .ldc = ldc,
+                                       .stride_a = sa,
+                                       .stride_b = sb,
+                                       .stride_c = sc};
                 CHECK_CU(A->gemm(&gp));
                 float *g = down(d_c, batch * sc, dt);
                 /* Inside the slice within the GEMM tolerance, outside it untouched. */
@@ -803,8 +908,10 @@ TEST(gemm_column_slices_and_empty_inner_dim) {
                 float *gout = malloc(batch * sc * 4), *wout = malloc(batch * sc * 4);
                 for (int64_t e = 0; e < batch * sc; e++) {
                     int64_t col = e % ldc;
-                    if (col >= oc && col < oc + N) gin[nin] = g[e], win[nin++] = want[e];
-                    else gout[nout] = g[e], wout[nout++] = want[e];
+                    if (col >= oc && col < oc + N)
+                        gin[nin] = g[e], win[nin++] = want[e];
+                    else
+                        gout[nout] = g[e], wout[nout++] = want[e];
                 }
                 char what[96];
                 snprintf(what, sizeof what, "gemm on column slices ta %d tb %d (%s)", ta, tb, dt_name(dt));
@@ -820,8 +927,19 @@ TEST(gemm_column_slices_and_empty_inner_dim) {
         const int64_t M = 5, N = 7;
         float *c0 = rand_host(M * N, -1, 1, dt, 67), *want = malloc(M * N * 4);
         void *d_c = up(c0, M * N, dt), *d_ab = dev(M * N, dt);
-        tfc_gemm_problem gp = {.dtype = (tfc_dtype)dt, .M = M, .N = N, .K = 0, .batch = 1, .alpha = 1, .beta = 0.5,
-                               .a = d_ab, .b = d_ab, .c = d_c, .lda = 1, .ldb = N, .ldc = N};
+        tfc_gemm_problem gp = {.dtype = (tfc_dtype)dt,
+                               .M = M,
+                               .N = N,
+                               .K = 0,
+                               .batch = 1,
+                               .alpha = 1,
+                               .beta = 0.5,
+                               .a = d_ab,
+                               .b = d_ab,
+                               .c = d_c,
+                               .lda = 1,
+                               .ldb = N,
+                               .ldc = N};
         CHECK_CU(A->gemm(&gp));
         for (int64_t i = 0; i < M * N; i++) want[i] = round_dt(0.5f * c0[i], dt);
         float *g = down(d_c, M * N, dt);
@@ -875,7 +993,8 @@ static void attention_ref(const float *q, const float *k, const float *v, const 
                     dq[(bh * T + i) * D + d] += (float)(scale * dp[j] * k[(bh * S + j) * D + d]);
                     dk[(bh * S + j) * D + d] += (float)(scale * dp[j] * qi[d]);
                 }
-                for (size_t d = 0; d < Dv; d++) dv[(bh * S + j) * Dv + d] += (float)(p[j] * dout[(bh * T + i) * Dv + d]);
+                for (size_t d = 0; d < Dv; d++)
+                    dv[(bh * S + j) * Dv + d] += (float)(p[j] * dout[(bh * T + i) * Dv + d]);
             }
         }
     free(p), free(dp);
@@ -888,7 +1007,7 @@ static tfc_attn_operand attn_c(const void *data, int64_t H, int64_t rows, int64_
 
 TEST(attention_forward_backward) {
     /* (T, S, D, Dv, causal): square, T < S and T > S (bottom-right mask), D over 64, odd sizes. */
-    const size_t cfg[6][5] = {{70, 70, 64, 64, 1}, {70, 70, 64, 64, 0}, {33, 100, 32, 48, 1},
+    const size_t cfg[6][5] = {{70, 70, 64, 64, 1},  {70, 70, 64, 64, 0}, {33, 100, 32, 48, 1},
                               {100, 40, 16, 16, 1}, {65, 65, 80, 96, 1}, {1, 129, 128, 128, 0}};
     for (int di = 0; di < 2; di++)
         for (int ci = 0; ci < 6; ci++) {
@@ -906,10 +1025,20 @@ TEST(attention_forward_backward) {
             void *d_dq = dev(BH * T * D, dt), *d_dk = dev(BH * S * D, dt), *d_dv = dev(BH * S * Dv, dt);
             float *d_lse = dev(BH * T, TFC_DTYPE_F32);
             /* B = 1, H = BH: contiguous operands. */
-            tfc_attn_problem ap = {.dtype = (tfc_dtype)dt, .B = 1, .H = (int64_t)BH, .Tq = (int64_t)T,
-                                   .S = (int64_t)S, .D = (int64_t)D, .Dv = (int64_t)Dv, .causal = causal,
-                                   .scale = scale, .q = attn_c(d_q, BH, T, D), .k = attn_c(d_k, BH, S, D),
-                                   .v = attn_c(d_v, BH, S, Dv), .out_w = d_out, .lse_w = d_lse};
+            tfc_attn_problem ap = {.dtype = (tfc_dtype)dt,
+                                   .B = 1,
+                                   .H = (int64_t)BH,
+                                   .Tq = (int64_t)T,
+                                   .S = (int64_t)S,
+                                   .D = (int64_t)D,
+                                   .Dv = (int64_t)Dv,
+                                   .causal = causal,
+                                   .scale = scale,
+                                   .q = attn_c(d_q, BH, T, D),
+                                   .k = attn_c(d_k, BH, S, D),
+                                   .v = attn_c(d_v, BH, S, Dv),
+                                   .out_w = d_out,
+                                   .lse_w = d_lse};
             CHECK_CU(A->attention_forward(&ap));
             double tol = dt == TFC_DTYPE_BF16 ? 1.5e-2 : 2e-5;
             float *g = down(d_out, BH * T * Dv, dt);
@@ -918,11 +1047,23 @@ TEST(attention_forward_backward) {
             g = down(d_lse, BH * T, TFC_DTYPE_F32);
             CHECK_ALL(g, lse, BH * T, 2e-5, "attention lse");
             free(g);
-            tfc_attn_problem bp = {.dtype = (tfc_dtype)dt, .B = 1, .H = (int64_t)BH, .Tq = (int64_t)T,
-                                   .S = (int64_t)S, .D = (int64_t)D, .Dv = (int64_t)Dv, .causal = causal,
-                                   .scale = scale, .q = attn_c(d_q, BH, T, D), .k = attn_c(d_k, BH, S, D),
-                                   .v = attn_c(d_v, BH, S, Dv), .out = attn_c(d_out, BH, T, Dv),
-                                   .dout = attn_c(d_do, BH, T, Dv), .lse = d_lse, .dq = d_dq, .dk = d_dk,
+            tfc_attn_problem bp = {.dtype = (tfc_dtype)dt,
+                                   .B = 1,
+                                   .H = (int64_t)BH,
+                                   .Tq = (int64_t)T,
+                                   .S = (int64_t)S,
+                                   .D = (int64_t)D,
+                                   .Dv = (int64_t)Dv,
+                                   .causal = causal,
+                                   .scale = scale,
+                                   .q = attn_c(d_q, BH, T, D),
+                                   .k = attn_c(d_k, BH, S, D),
+                                   .v = attn_c(d_v, BH, S, Dv),
+                                   .out = attn_c(d_out, BH, T, Dv),
+                                   .dout = attn_c(d_do, BH, T, Dv),
+                                   .lse = d_lse,
+                                   .dq = d_dq,
+                                   .dk = d_dk,
                                    .dv = d_dv};
             CHECK_CU(A->attention_backward(&bp));
             /* bf16 gradients: the saved out is rounded, so Delta carries bf16 error into dS. */
@@ -948,8 +1089,17 @@ TEST(attention_forward_backward) {
             dfree(d_lse);
         }
     /* Operands laid out contiguously but never read: the head-dim check comes first. */
-    tfc_attn_problem big = {.dtype = TFC_DTYPE_F32, .B = 1, .H = 1, .Tq = 4, .S = 4, .D = 256, .Dv = 64, .causal = 1,
-                            .scale = 1.0, .q = attn_c(NULL, 1, 4, 256), .k = attn_c(NULL, 1, 4, 256),
+    tfc_attn_problem big = {.dtype = TFC_DTYPE_F32,
+                            .B = 1,
+                            .H = 1,
+                            .Tq = 4,
+                            .S = 4,
+                            .D = 256,
+                            .Dv = 64,
+                            .causal = 1,
+                            .scale = 1.0,
+                            .q = attn_c(NULL, 1, 4, 256),
+                            .k = attn_c(NULL, 1, 4, 256),
                             .v = attn_c(NULL, 1, 4, 64)};
     CHECK_CU_ERR(A->attention_forward(&big), TFC_ERR_UNSUPPORTED, "D 256");
 }
@@ -988,11 +1138,22 @@ TEST(attention_strided_operands) {
             tfc_attn_operand oq = {.data = d_qkv, .sb = sb, .sh = sh, .sr = sr};
             tfc_attn_operand ok = {.data = elem(d_qkv, (int64_t)(H * D), dt), .sb = sb, .sh = sh, .sr = sr};
             tfc_attn_operand ov = {.data = elem(d_qkv, (int64_t)(2 * H * D), dt), .sb = sb, .sh = sh, .sr = sr};
-            tfc_attn_operand odo = {.data = d_dperm, .sb = (int64_t)(T * H * D), .sh = (int64_t)D,
-                                    .sr = (int64_t)(H * D)};
-            tfc_attn_problem ap = {.dtype = (tfc_dtype)dt, .B = (int64_t)B, .H = (int64_t)H, .Tq = (int64_t)T,
-                                   .S = (int64_t)T, .D = (int64_t)D, .Dv = (int64_t)D, .causal = causal,
-                                   .scale = scale, .q = oq, .k = ok, .v = ov, .out_w = d_out, .lse_w = d_lse};
+            tfc_attn_operand odo = {
+                .data = d_dperm, .sb = (int64_t)(T * H * D), .sh = (int64_t)D, .sr = (int64_t)(H * D)};
+            tfc_attn_problem ap = {.dtype = (tfc_dtype)dt,
+                                   .B = (int64_t)B,
+                                   .H = (int64_t)H,
+                                   .Tq = (int64_t)T,
+                                   .S = (int64_t)T,
+                                   .D = (int64_t)D,
+                                   .Dv = (int64_t)D,
+                                   .causal = causal,
+                                   .scale = scale,
+                                   .q = oq,
+                                   .k = ok,
+                                   .v = ov,
+                                   .out_w = d_out,
+                                   .lse_w = d_lse};
             CHECK_CU(A->attention_forward(&ap));
             char what[96];
             float *g = down(d_out, BH * T * D, dt);
@@ -1003,10 +1164,24 @@ TEST(attention_strided_operands) {
             snprintf(what, sizeof what, "strided attention lse (%s, causal %d)", dt_name(dt), causal);
             CHECK_ALL(g, lse, BH * T, 2e-5, what);
             free(g);
-            tfc_attn_problem bp = {.dtype = (tfc_dtype)dt, .B = (int64_t)B, .H = (int64_t)H, .Tq = (int64_t)T,
-                                   .S = (int64_t)T, .D = (int64_t)D, .Dv = (int64_t)D, .causal = causal,
-                                   .scale = scale, .q = oq, .k = ok, .v = ov, .out = attn_c(d_out, H, T, D),
-                                   .dout = odo, .lse = d_lse, .dq = d_dq, .dk = d_dk, .dv = d_dv};
+            tfc_attn_problem bp = {.dtype = (tfc_dtype)dt,
+                                   .B = (int64_t)B,
+                                   .H = (int64_t)H,
+                                   .Tq = (int64_t)T,
+                                   .S = (int64_t)T,
+                                   .D = (int64_t)D,
+                                   .Dv = (int64_t)D,
+                                   .causal = causal,
+                                   .scale = scale,
+                                   .q = oq,
+                                   .k = ok,
+                                   .v = ov,
+                                   .out = attn_c(d_out, H, T, D),
+                                   .dout = odo,
+                                   .lse = d_lse,
+                                   .dq = d_dq,
+                                   .dk = d_dk,
+                                   .dv = d_dv};
             CHECK_CU(A->attention_backward(&bp));
             double gtol = dt == TFC_DTYPE_BF16 ? 3e-2 : 5e-5;
             g = down(d_dq, BH * T * D, dt);
@@ -1062,9 +1237,15 @@ TEST(grad_norm_clipping_and_adamw) {
             seg_of[t] = -1;
             if (!numel[t]) continue; /* empty parameters get no segment (n > 0), as in lib/optim */
             seg_of[t] = (int)nseg;
-            segs[nseg++] = (tfc_optim_seg){.param = dp[t], .grad = dg[t], .buf = {dm[t], dvv[t], NULL},
-                                           .n = (int64_t)numel[t], .start = start, .dtype = (tfc_dtype)gdt,
-                                           .step = step[t], .lr = lr[t], .weight_decay = wd[t],
+            segs[nseg++] = (tfc_optim_seg){.param = dp[t],
+                                           .grad = dg[t],
+                                           .buf = {dm[t], dvv[t], NULL},
+                                           .n = (int64_t)numel[t],
+                                           .start = start,
+                                           .dtype = (tfc_dtype)gdt,
+                                           .step = step[t],
+                                           .lr = lr[t],
+                                           .weight_decay = wd[t],
                                            .step_size = lr[t] / (1.0 - pow(0.9, (double)step[t])),
                                            .bc2_sqrt = sqrt(1.0 - pow(0.95, (double)step[t]))};
             start += (int64_t)numel[t];
@@ -1090,8 +1271,13 @@ TEST(grad_norm_clipping_and_adamw) {
             CHECK_ALL(hgs[t], w, n, gdt == TFC_DTYPE_BF16 ? 8e-3 : 1e-5, "clipped gradients");
             free(w);
         }
-        tfc_optim_problem op = {.rule = TFC_OPTIM_RULE_ADAM, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                                .decoupled = 1, .segs = segs, .nseg = nseg};
+        tfc_optim_problem op = {.rule = TFC_OPTIM_RULE_ADAM,
+                                .beta1 = 0.9,
+                                .beta2 = 0.95,
+                                .eps = 1e-8,
+                                .decoupled = 1,
+                                .segs = segs,
+                                .nseg = nseg};
         if (gdt == TFC_DTYPE_BF16) {
             CHECK_CU_ERR(A->optim_step(&op), TFC_ERR_DTYPE, "f32 master weights");
             /* The norm takes gradients of one dtype. */
@@ -1114,7 +1300,8 @@ TEST(grad_norm_clipping_and_adamw) {
             }
             char what[96];
             float *g = down(dp[t], n, TFC_DTYPE_F32);
-            snprintf(what, sizeof what, "adamw params of parameter %d (lr %g, step %lld)", t, lr[t], (long long)step[t]);
+            snprintf(what, sizeof what, "adamw params of parameter %d (lr %g, step %lld)", t, lr[t],
+                     (long long)step[t]);
             CHECK_ALL(g, wp, n, 1e-6, what);
             free(g);
             g = down(dm[t], n, TFC_DTYPE_F32);
@@ -1146,8 +1333,12 @@ TEST(random_streams_match_cpu) {
     }
     void *d = dev(n, TFC_DTYPE_F32), *dx = up(x, n, TFC_DTYPE_F32);
     /* dst = a + b · r: uniform in [-2, 3), normal of mean 0.5 and std 0.02. */
-    tfc_random_problem rp = {.kind = TFC_RANDOM_UNIFORM, .dst = view_flat(d, TFC_DTYPE_F32, n), .a = -2.0, .b = 5.0,
-                             .seed = seed, .offset = offset};
+    tfc_random_problem rp = {.kind = TFC_RANDOM_UNIFORM,
+                             .dst = view_flat(d, TFC_DTYPE_F32, n),
+                             .a = -2.0,
+                             .b = 5.0,
+                             .seed = seed,
+                             .offset = offset};
     CHECK_CU(A->random(&rp));
     float *g = down(d, n, TFC_DTYPE_F32);
     CHECK_ALL(g, wu, n, 1e-7, "uniform stream");
@@ -1157,8 +1348,8 @@ TEST(random_streams_match_cpu) {
     g = down(d, n, TFC_DTYPE_F32);
     CHECK_ALL(g, wn, n, 1e-6, "normal stream");
     free(g);
-    tfc_dropout_problem dp = {.dtype = TFC_DTYPE_F32, .n = (int64_t)n, .p = 0.25, .seed = seed, .offset = offset,
-                              .x = dx, .out = d};
+    tfc_dropout_problem dp = {
+        .dtype = TFC_DTYPE_F32, .n = (int64_t)n, .p = 0.25, .seed = seed, .offset = offset, .x = dx, .out = d};
     CHECK_CU(A->dropout(&dp));
     g = down(d, n, TFC_DTYPE_F32);
     CHECK_ALL(g, wd, n, 1e-7, "dropout mask and scale");

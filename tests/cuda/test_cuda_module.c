@@ -106,8 +106,8 @@ TEST(missing_device_is_an_error_not_an_abort) {
         CHECK(a->last_error()[0] != '\0');
         CHECK(a->synchronize(0) == TFC_ERR_DEVICE);
         float x = 0;
-        tfc_fill_problem f = {.dst = {.data = (char *)&x, .dtype = TFC_DTYPE_F32, .ndim = 1, .shape = {1}, .strides = {1}},
-                              .value = 1.0};
+        tfc_fill_problem f = {
+            .dst = {.data = (char *)&x, .dtype = TFC_DTYPE_F32, .ndim = 1, .shape = {1}, .strides = {1}}, .value = 1.0};
         CHECK(a->fill(&f) == TFC_ERR_DEVICE);
     } else {
         CHECK(a->alloc(n, 16, &p) == TFC_ERR_DEVICE); /* one past the last device */

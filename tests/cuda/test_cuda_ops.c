@@ -41,8 +41,10 @@ static tfc_tensor *ids_t(const int64_t *d, int nd, tfc_dtype dt, int64_t lo, int
     CHECK_OK(tfc_tensor_empty(d, nd, dt, &t));
     for (int64_t i = 0; i < tfc_tensor_numel(t); i++) {
         int64_t v = lo + (int64_t)urand(0, (double)(hi - lo));
-        if (dt == TFC_DTYPE_I32) ((int32_t *)tfc_tensor_data(t))[i] = (int32_t)v;
-        else ((int64_t *)tfc_tensor_data(t))[i] = v;
+        if (dt == TFC_DTYPE_I32)
+            ((int32_t *)tfc_tensor_data(t))[i] = (int32_t)v;
+        else
+            ((int64_t *)tfc_tensor_data(t))[i] = v;
     }
     return t;
 }
@@ -99,7 +101,8 @@ static void close_to(const char *what, const tfc_tensor *got, const tfc_tensor *
     if (!(err <= tol))
         TFC_FAIL_AT("%s: err %.3g > tol %.1g (element %lld: cuda %.9g, cpu %.9g)", what, err, tol, (long long)worst,
                     n ? g[worst] : 0.0, n ? w[worst] : 0.0);
-    else printf("  %-44s err %.2e (tol %.0e)\n", what, err, tol);
+    else
+        printf("  %-44s err %.2e (tol %.0e)\n", what, err, tol);
     free(g);
     free(w);
 }
@@ -182,7 +185,7 @@ static tfc_status f_div(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) { re
 
 TEST(broadcast_arithmetic) {
     const int64_t d456[3] = {4, 5, 6}, d6[1] = {6}, d51[2] = {5, 1}, d416[3] = {4, 1, 6};
-    tfc_tensor *t[6] = {rand_t(d456, 3, -2, 2), rand_t(d6, 1, -2, 2), rand_t(d51, 2, -2, 2),
+    tfc_tensor *t[6] = {rand_t(d456, 3, -2, 2), rand_t(d6, 1, -2, 2),    rand_t(d51, 2, -2, 2),
                         rand_t(d416, 3, -2, 2), rand_t(d456, 3, 0.5, 2), rand_t(d456, 3, -2, 2)};
     check_op("add [4,5,6] + [6]", f_add, (tfc_tensor *[]){t[0], t[1]}, 2, 3, 1e-6);
     check_op("sub [4,5,6] - [5,1]", f_sub, (tfc_tensor *[]){t[0], t[2]}, 2, 3, 1e-6);
@@ -192,7 +195,7 @@ TEST(broadcast_arithmetic) {
     release_all(t, 6);
 }
 
-#define UNARY(fname, call)                                                                     \
+#define UNARY(fname, call) \
     static tfc_status fname(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) { return call; }
 UNARY(f_neg, tfc_neg(g, x[0], o))
 UNARY(f_exp, tfc_exp(g, x[0], o))
@@ -253,7 +256,7 @@ static tfc_status f_split(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
     tfc_tensor *n1 = NULL, *e = NULL;
     tfc_status s = tfc_mul_scalar(g, parts[1], 2.0, &t);
     if (s == TFC_OK) s = tfc_narrow(g, x[0], 1, 0, 3, &n1);
-    if (s == TFC_OK) s = tfc_add(g, t, n1, &e); /* [4,3,5]: slice 1..4 twice + slice 0..3 */
+    if (s == TFC_OK) s = tfc_add(g, t, n1, &e);      /* [4,3,5]: slice 1..4 twice + slice 0..3 */
     if (s == TFC_OK) s = tfc_mul(g, e, parts[2], o); /* times the last slice, broadcast */
     for (int i = 0; i < 3; i++) tfc_tensor_release(parts[i]);
     tfc_tensor_release(t);
@@ -264,8 +267,8 @@ static tfc_status f_split(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
 
 static tfc_status f_expand_reshape(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
     tfc_tensor *e = NULL, *tr = NULL;
-    TFC_TRY(tfc_expand(g, x[0], (int64_t[]){3, 4, 5}, 3, &e)); /* x [4,1] */
-    tfc_status s = tfc_transpose(g, e, 0, 2, &tr);             /* [5,4,3], not contiguous */
+    TFC_TRY(tfc_expand(g, x[0], (int64_t[]){3, 4, 5}, 3, &e));         /* x [4,1] */
+    tfc_status s = tfc_transpose(g, e, 0, 2, &tr);                     /* [5,4,3], not contiguous */
     if (s == TFC_OK) s = tfc_reshape(g, tr, (int64_t[]){20, 3}, 2, o); /* needs a copy */
     tfc_tensor_release(e);
     tfc_tensor_release(tr);
@@ -503,7 +506,8 @@ TEST(gpt_forward_backward_and_adamw_match_the_cpu) {
         tfc_test_checks++;
         if (!(fabs(norm[1] - norm[0]) <= 1e-4 * norm[0]))
             TFC_FAIL_AT("GPT step %d: grad norm cuda %.9g, cpu %.9g", step, norm[1], norm[0]);
-        else printf("  GPT step %d: grad norm cuda %.7g cpu %.7g\n", step, norm[1], norm[0]);
+        else
+            printf("  GPT step %d: grad norm cuda %.7g cpu %.7g\n", step, norm[1], norm[0]);
     }
     /*
      * The weights after the steps are not compared element by element: where a

@@ -15,14 +15,14 @@
 
 #include "tfcore/tfcore.h"
 
-#define TRY(expr)                                                                                   \
-    do {                                                                                            \
-        tfc_status s_ = (expr);                                                                     \
-        if (s_ != TFC_OK) {                                                                         \
+#define TRY(expr)                                                                                    \
+    do {                                                                                             \
+        tfc_status s_ = (expr);                                                                      \
+        if (s_ != TFC_OK) {                                                                          \
             fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #expr, tfc_status_name(s_), \
-                    tfc_last_error());                                                              \
-            exit(1);                                                                                \
-        }                                                                                           \
+                    tfc_last_error());                                                               \
+            exit(1);                                                                                 \
+        }                                                                                            \
     } while (0)
 
 enum { N = 6, I = 3, H = 4, O = 2, STEPS = 60, WARMUP = 5 };
@@ -79,8 +79,8 @@ static void print_tensor(const char *tag, const char *name, const tfc_tensor *t)
 static void run(const cfg *c, tfc_dtype dt) {
     static const char *const kinds[] = {"sgd", "adam", "adamw"};
     printf("case %s %s %s %.17g %.17g %.17g %.17g %d %.17g %.17g %.17g %d %d\n", c->label, tfc_dtype_name(dt),
-           kinds[c->kind], c->lr, c->wd, c->momentum, c->dampening, c->nesterov, c->beta1, c->beta2, c->eps,
-           c->amsgrad, c->maximize);
+           kinds[c->kind], c->lr, c->wd, c->momentum, c->dampening, c->nesterov, c->beta1, c->beta2, c->eps, c->amsgrad,
+           c->maximize);
     rng = 1234;
     double x[N * I], t[N * O], w1[I * H], b1[H], w2[H * O], b2[O];
     for (int i = 0; i < N * I; i++) x[i] = urand();

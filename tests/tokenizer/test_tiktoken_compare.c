@@ -19,14 +19,14 @@
 
 static int failures;
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        tfc_status s_ = (expr);                                                                    \
-        if (s_ != TFC_OK) {                                                                        \
+#define OK(expr)                                                                                     \
+    do {                                                                                             \
+        tfc_status s_ = (expr);                                                                      \
+        if (s_ != TFC_OK) {                                                                          \
             fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #expr, tfc_status_name(s_), \
-                    tfc_last_error());                                                             \
-            exit(1);                                                                               \
-        }                                                                                          \
+                    tfc_last_error());                                                               \
+            exit(1);                                                                                 \
+        }                                                                                            \
     } while (0)
 
 static double now(void) {
@@ -94,9 +94,11 @@ static void compare(const char *name, const tfc_tokenizer *t, const text *texts,
             if (bad++ < 5) {
                 size_t k = 0;
                 while (k < n && k < x->n_ids[which] && (unsigned)ids[k] == x->ids[which][k]) k++;
-                fprintf(stderr, "%s: text %zu (%zu bytes, '%.40s'): ids differ at %zu: ours %d, tiktoken %u "
-                        "(%zu vs %zu ids)\n", name, i, x->n, x->bytes, k, k < n ? ids[k] : -1,
-                        k < x->n_ids[which] ? x->ids[which][k] : 0u, n, x->n_ids[which]);
+                fprintf(stderr,
+                        "%s: text %zu (%zu bytes, '%.40s'): ids differ at %zu: ours %d, tiktoken %u "
+                        "(%zu vs %zu ids)\n",
+                        name, i, x->n, x->bytes, k, k < n ? ids[k] : -1, k < x->n_ids[which] ? x->ids[which][k] : 0u, n,
+                        x->n_ids[which]);
             }
         }
         char *back;
