@@ -348,10 +348,10 @@ static int load(train_run *r) {
 /* ---- build: the model, its optimizer, a resumed run's state ---------------------- */
 
 /*
- * AdamW, weight decay on the 2-D parameters (weight matrices, embeddings)
- * only, as GPT-2 does; the public API has no per-parameter flag, so the
- * rank decides. The decayed group comes first: the optimizer state's
- * param.{k} order is part of the checkpoint format.
+ * AdamW, weight decay where the model's parameter table says so
+ * (tfc_gpt_param_decay: the weight matrices and embeddings, as GPT-2 does).
+ * The decayed group comes first: the optimizer state's param.{k} order is
+ * part of the checkpoint format.
  */
 static int make_optimizer(train_run *r) {
     int32_t np;
@@ -361,7 +361,9 @@ static int make_optimizer(train_run *r) {
     tfc_tensor **decay = malloc((size_t)np * sizeof *decay), **no_decay = malloc((size_t)np * sizeof *no_decay);
     int32_t nd = 0, nn = 0;
     for (int32_t i = 0; i < np && decay && no_decay; i++) {
-        if (tfc_tensor_ndim(params[i]) >= 2)
+        int32_t d = 0;
+        if (tfc_gpt_param_decay(r->m, i, &d) != TFC_OK) break;
+        if (d)
             decay[nd++] = params[i];
         else
             no_decay[nn++] = params[i];

@@ -95,6 +95,16 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_get_config(const tfc_gpt *m, tfc_gpt_co
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_params(const tfc_gpt *m, int32_t *n, const char *const **names,
                                                 tfc_tensor *const **params);
 
+/*
+ * Whether parameter i (in tfc_gpt_params order) takes weight decay in
+ * GPT-2's training recipe: 1 for the weight matrices and the embeddings, 0
+ * for biases and LayerNorm parameters. The model's parameter table says
+ * which; optimizer groups built from it (tfcore train does) follow the
+ * model. Errors: NULL m or decay, i outside [0, n) (TFC_ERR_INVALID_ARG);
+ * *decay is untouched on error. Thread-safe.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_param_decay(const tfc_gpt *m, int32_t i, int32_t *decay);
+
 /* Total number of parameter elements (tied weights counted once). */
 TFC_API int64_t tfc_gpt_num_elements(const tfc_gpt *m);
 

@@ -38,6 +38,7 @@ struct tfc_gpt {
     char **names;         /* n_params owned strings (Hugging Face names) */
     tfc_tensor **params;  /* n_params owned references, in tfc_gpt_params order */
     tfc_tensor ***fields; /* fields[i]: the named field that aliases params[i] */
+    int32_t *decays;      /* decays[i]: params[i] takes weight decay (its table row's column) */
 };
 
 /* TFC_OK for a valid config, else the error naming the bad field, prefixed by fn. */

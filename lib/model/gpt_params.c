@@ -2,18 +2,14 @@
  * The GPT's parameters, written once. Each row of `rows` is one parameter
  * (llm.c's fill_in_parameter_sizes plays this part there): its Hugging Face
  * name, the field the forward pass reads it from, its shape in terms of
- * the config, its GPT-2 init and when it exists. Construction,
- * the list tfc_gpt_params hands out (checkpoint names, the order of the
- * CLI's optimizer groups) and device moves all walk these rows; nothing
- * else lists the parameters.
+ * the config, its GPT-2 init, when it exists and whether it takes weight
+ * decay. Construction, the list tfc_gpt_params hands out (checkpoint
+ * names), the optimizer groups (tfc_gpt_param_decay) and device moves all
+ * walk these rows; nothing else lists the parameters.
  *
  * Row order is the parameter order, and the normal inits draw consecutive
  * Philox offsets in that order: moving a row changes the model every seed
  * gives and the layout of every checkpoint.
- *
- * Weight decay is not a column. The public API carries no per-parameter
- * flag, so its one user, tfcore train, decays by rank: the 2-D rows
- * (matrices and embeddings) and none of the 1-D ones (biases, LayerNorm).
  */
 #include <math.h>
 #include <stddef.h>
@@ -39,31 +35,35 @@ typedef struct param_row {
     dim_rule shape[2];
     init_rule init;
     presence when;
+    int decay; /* GPT-2's recipe: the matrices and embeddings decay, biases and LayerNorm do not */
 } param_row;
 
 #define MODEL(f) 0, offsetof(tfc_gpt, f)
 #define BLOCK(f) 1, offsetof(gpt_block, f)
 
+/* One row per parameter, aligned as a table. */
+/* clang-format off */
 static const param_row rows[] = {
-    /* name                     field                shape            init           exists */
-    {"transformer.wte.weight", MODEL(wte), {D_VOCAB, D_C}, INIT_NORMAL, ALWAYS},
-    {"transformer.wpe.weight", MODEL(wpe), {D_BLOCK, D_C}, INIT_NORMAL, ALWAYS},
-    {"ln_1.weight", BLOCK(ln1_w), {D_C}, INIT_ONE, ALWAYS},
-    {"ln_1.bias", BLOCK(ln1_b), {D_C}, INIT_ZERO, IF_BIAS},
-    {"attn.c_attn.weight", BLOCK(attn_w), {D_C, D_3C}, INIT_NORMAL, ALWAYS},
-    {"attn.c_attn.bias", BLOCK(attn_b), {D_3C}, INIT_ZERO, IF_BIAS},
-    {"attn.c_proj.weight", BLOCK(attn_proj_w), {D_C, D_C}, INIT_RESIDUAL, ALWAYS},
-    {"attn.c_proj.bias", BLOCK(attn_proj_b), {D_C}, INIT_ZERO, IF_BIAS},
-    {"ln_2.weight", BLOCK(ln2_w), {D_C}, INIT_ONE, ALWAYS},
-    {"ln_2.bias", BLOCK(ln2_b), {D_C}, INIT_ZERO, IF_BIAS},
-    {"mlp.c_fc.weight", BLOCK(fc_w), {D_C, D_4C}, INIT_NORMAL, ALWAYS},
-    {"mlp.c_fc.bias", BLOCK(fc_b), {D_4C}, INIT_ZERO, IF_BIAS},
-    {"mlp.c_proj.weight", BLOCK(mlp_proj_w), {D_4C, D_C}, INIT_RESIDUAL, ALWAYS},
-    {"mlp.c_proj.bias", BLOCK(mlp_proj_b), {D_C}, INIT_ZERO, IF_BIAS},
-    {"transformer.ln_f.weight", MODEL(lnf_w), {D_C}, INIT_ONE, ALWAYS},
-    {"transformer.ln_f.bias", MODEL(lnf_b), {D_C}, INIT_ZERO, IF_BIAS},
-    {"lm_head.weight", MODEL(lm_head), {D_VOCAB, D_C}, INIT_NORMAL, IF_UNTIED},
+    /* name                      field               shape             init           exists     decay */
+    {"transformer.wte.weight",  MODEL(wte),         {D_VOCAB, D_C},   INIT_NORMAL,   ALWAYS,    1},
+    {"transformer.wpe.weight",  MODEL(wpe),         {D_BLOCK, D_C},   INIT_NORMAL,   ALWAYS,    1},
+    {"ln_1.weight",             BLOCK(ln1_w),       {D_C},            INIT_ONE,      ALWAYS,    0},
+    {"ln_1.bias",               BLOCK(ln1_b),       {D_C},            INIT_ZERO,     IF_BIAS,   0},
+    {"attn.c_attn.weight",      BLOCK(attn_w),      {D_C, D_3C},      INIT_NORMAL,   ALWAYS,    1},
+    {"attn.c_attn.bias",        BLOCK(attn_b),      {D_3C},           INIT_ZERO,     IF_BIAS,   0},
+    {"attn.c_proj.weight",      BLOCK(attn_proj_w), {D_C, D_C},       INIT_RESIDUAL, ALWAYS,    1},
+    {"attn.c_proj.bias",        BLOCK(attn_proj_b), {D_C},            INIT_ZERO,     IF_BIAS,   0},
+    {"ln_2.weight",             BLOCK(ln2_w),       {D_C},            INIT_ONE,      ALWAYS,    0},
+    {"ln_2.bias",               BLOCK(ln2_b),       {D_C},            INIT_ZERO,     IF_BIAS,   0},
+    {"mlp.c_fc.weight",         BLOCK(fc_w),        {D_C, D_4C},      INIT_NORMAL,   ALWAYS,    1},
+    {"mlp.c_fc.bias",           BLOCK(fc_b),        {D_4C},           INIT_ZERO,     IF_BIAS,   0},
+    {"mlp.c_proj.weight",       BLOCK(mlp_proj_w),  {D_4C, D_C},      INIT_RESIDUAL, ALWAYS,    1},
+    {"mlp.c_proj.bias",         BLOCK(mlp_proj_b),  {D_C},            INIT_ZERO,     IF_BIAS,   0},
+    {"transformer.ln_f.weight", MODEL(lnf_w),       {D_C},            INIT_ONE,      ALWAYS,    0},
+    {"transformer.ln_f.bias",   MODEL(lnf_b),       {D_C},            INIT_ZERO,     IF_BIAS,   0},
+    {"lm_head.weight",          MODEL(lm_head),     {D_VOCAB, D_C},   INIT_NORMAL,   IF_UNTIED, 1},
 };
+/* clang-format on */
 enum { N_ROWS = sizeof rows / sizeof rows[0] };
 
 #undef MODEL
@@ -160,6 +160,7 @@ static tfc_status add_param(tfc_gpt *m, param_at p, init_stream *st) {
     int32_t i = m->n_params++;
     m->names[i] = copy;
     m->params[i] = t;
+    m->decays[i] = r->decay;
     m->fields[i] = field_of(m, p);
     *m->fields[i] = t;
     return TFC_OK;
@@ -181,9 +182,10 @@ TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt
         m->names = calloc((size_t)n, sizeof *m->names);
         m->params = calloc((size_t)n, sizeof *m->params);
         m->fields = calloc((size_t)n, sizeof *m->fields);
+        m->decays = calloc((size_t)n, sizeof *m->decays);
     }
     tfc_status s = TFC_OK;
-    if (!m || !at || !m->blocks || !m->names || !m->params || !m->fields)
+    if (!m || !at || !m->blocks || !m->names || !m->params || !m->fields || !m->decays)
         s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     init_stream st = {.seed = seed, .std = 0.02, .residual_std = 0.02 / sqrt(2.0 * cfg->n_layer)};
     if (s == TFC_OK) list_params(cfg, at, n);
@@ -206,6 +208,7 @@ TFC_API void tfc_gpt_release(tfc_gpt *m) {
     free(m->names);
     free(m->params);
     free(m->fields);
+    free(m->decays);
     free(m->blocks);
     free(m);
 }
@@ -219,6 +222,16 @@ TFC_API tfc_status tfc_gpt_params(const tfc_gpt *m, int32_t *n, const char *cons
     *n = m->n_params;
     *names = (const char *const *)m->names;
     *params = m->params;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_param_decay(const tfc_gpt *m, int32_t i, int32_t *decay) {
+    const char *fn = "tfc_gpt_param_decay";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, decay);
+    if (i < 0 || i >= m->n_params)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: i is %d, the model has %d parameters", fn, (int)i, (int)m->n_params);
+    *decay = m->decays[i];
     return TFC_OK;
 }
 

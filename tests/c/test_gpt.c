@@ -134,6 +134,34 @@ TEST(params_names_shapes_and_init) {
     tfc_gpt_release(m);
 }
 
+/* GPT-2's recipe by name: every weight matrix and embedding decays, no bias or LayerNorm parameter does. */
+TEST(param_decay_follows_gpt2) {
+    tfc_gpt *tied = small_model(2, 2, 16, 11, 8, 1, 1, TFC_DTYPE_F32, 7),
+            *untied = small_model(1, 2, 16, 11, 8, 0, 0, TFC_DTYPE_F32, 1);
+    tfc_gpt *models[2] = {tied, untied};
+    for (int k = 0; k < 2; k++) {
+        int32_t n, decay = -1, ndecay = 0;
+        const char *const *names;
+        tfc_tensor *const *ps;
+        CHECK_OK(tfc_gpt_params(models[k], &n, &names, &ps));
+        for (int32_t i = 0; i < n; i++) {
+            CHECK_OK(tfc_gpt_param_decay(models[k], i, &decay));
+            int want = strstr(names[i], ".bias") == NULL && strstr(names[i], "ln_") == NULL;
+            if (decay != want) TFC_FAIL_AT("%s: decay %d, want %d", names[i], (int)decay, want);
+            ndecay += decay;
+        }
+        CHECK(ndecay == (k == 0 ? 2 + 4 * 2 : 2 + 4 + 1)); /* wte, wpe, 4 matrices per block (+ lm_head) */
+        decay = 7;
+        CHECK_ERR(tfc_gpt_param_decay(models[k], n, &decay), TFC_ERR_INVALID_ARG, "tfc_gpt_param_decay: i is");
+        CHECK_ERR(tfc_gpt_param_decay(models[k], -1, &decay), TFC_ERR_INVALID_ARG, "parameters");
+        CHECK(decay == 7);
+    }
+    CHECK_ERR(tfc_gpt_param_decay(NULL, 0, &(int32_t){0}), TFC_ERR_INVALID_ARG, "m is NULL");
+    CHECK_ERR(tfc_gpt_param_decay(tied, 0, NULL), TFC_ERR_INVALID_ARG, "decay is NULL");
+    tfc_gpt_release(tied);
+    tfc_gpt_release(untied);
+}
+
 TEST(forward_argument_errors) {
     tfc_gpt *m = small_model(1, 2, 16, 11, 8, 1, 1, TFC_DTYPE_F32, 1);
     int32_t v[18] = {0};

@@ -239,6 +239,7 @@ tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt **out);
 void tfc_gpt_release(tfc_gpt *m);
 tfc_status tfc_gpt_get_config(const tfc_gpt *m, tfc_gpt_config *cfg);
 tfc_status tfc_gpt_params(const tfc_gpt *m, int32_t *n, const char *const **names, tfc_tensor *const **params);
+tfc_status tfc_gpt_param_decay(const tfc_gpt *m, int32_t i, int32_t *decay);
 int64_t tfc_gpt_num_elements(const tfc_gpt *m);
 tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t device_index);
 tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, const tfc_tensor *targets, tfc_tensor **logits, tfc_tensor **loss);

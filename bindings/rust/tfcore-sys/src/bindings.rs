@@ -350,6 +350,7 @@ extern "C" {
     pub fn tfc_gpt_release(m: *mut tfc_gpt);
     pub fn tfc_gpt_get_config(m: *const tfc_gpt, cfg: *mut tfc_gpt_config) -> tfc_status;
     pub fn tfc_gpt_params(m: *const tfc_gpt, n: *mut i32, names: *mut *const *const c_char, params: *mut *const *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_gpt_param_decay(m: *const tfc_gpt, i: i32, decay: *mut i32) -> tfc_status;
     pub fn tfc_gpt_num_elements(m: *const tfc_gpt) -> i64;
     pub fn tfc_gpt_to_device(m: *mut tfc_gpt, device: tfc_device_type, device_index: i32) -> tfc_status;
     pub fn tfc_gpt_forward(m: *mut tfc_gpt, g: *mut tfc_graph, idx: *const tfc_tensor, targets: *const tfc_tensor, logits: *mut *mut tfc_tensor, loss: *mut *mut tfc_tensor) -> tfc_status;
