@@ -52,6 +52,8 @@ void vocab_chars_from_text(vocab *v, const char *text, size_t len);
 int vocab_encode(const char *cmd, const vocab *v, const char *text, size_t len, int32_t **ids, size_t *n);
 /* Bytes of token id (for streaming output). */
 int vocab_token_bytes(const vocab *v, int32_t id, const char **bytes, size_t *len);
+/* tfc_gpt_generate's callback: writes token tok's bytes (ctx: the vocab) to stdout as it comes. */
+int32_t vocab_print_token(int32_t tok, void *ctx);
 /* Store in / restore from checkpoint metadata ("tfc.vocab" = "char:<hex bytes>" or "bpe"). */
 int vocab_to_meta(const vocab *v, char **value);
 int vocab_from_meta(const char *cmd, const char *value, const char *bpe_path, vocab *v);

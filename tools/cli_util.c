@@ -176,6 +176,15 @@ int vocab_token_bytes(const vocab *v, int32_t id, const char **bytes, size_t *le
     return 0;
 }
 
+int32_t vocab_print_token(int32_t tok, void *ctx) {
+    const vocab *v = ctx;
+    const char *b;
+    size_t n;
+    if (vocab_token_bytes(v, tok, &b, &n) == 0) fwrite(b, 1, n, stdout);
+    fflush(stdout);
+    return 0;
+}
+
 int vocab_to_meta(const vocab *v, char **value) {
     char *s = malloc(8 + 2 * 256 + 1);
     if (!s) return -1;

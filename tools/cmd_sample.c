@@ -7,15 +7,6 @@
 
 static const char *CMD = "sample";
 
-static int32_t print_token(int32_t tok, void *ctx) {
-    const vocab *v = ctx;
-    const char *b;
-    size_t n;
-    if (vocab_token_bytes(v, tok, &b, &n) == 0) fwrite(b, 1, n, stdout);
-    fflush(stdout);
-    return 0;
-}
-
 int cmd_sample(int argc, char **argv) {
     const char *ckpt = NULL, *prompt = NULL;
     int64_t max_new = 500, top_k = 0, seed = 1;
@@ -70,7 +61,7 @@ int cmd_sample(int argc, char **argv) {
     if (!rc) {
         if (prompt) fputs(prompt, stdout);
         if (tfc_gpt_generate(m, ids, (int32_t)n, (int32_t)max_new, temperature, (int32_t)top_k, top_p, (uint64_t)seed,
-                             out, (int32_t)max_new, print_token, &v) != TFC_OK)
+                             out, (int32_t)max_new, vocab_print_token, &v) != TFC_OK)
             rc = cli_lib_error(CMD, "generating");
         printf("\n");
     }

@@ -619,15 +619,6 @@ static void write_curve(const train_run *r) {
         fprintf(stderr, "tfcore train: warning: could not write %s / %s\n", csv, svg);
 }
 
-static int32_t print_token(int32_t tok, void *ctx) {
-    const vocab *v = ctx;
-    const char *b;
-    size_t n;
-    if (vocab_token_bytes(v, tok, &b, &n) == 0) fwrite(b, 1, n, stdout);
-    fflush(stdout);
-    return 0;
-}
-
 /* A short sample from a newline (or token 0), streamed to stdout. */
 static int sample(train_run *r) {
     int32_t prompt = 0;
@@ -643,7 +634,8 @@ static int sample(train_run *r) {
     fflush(stdout);
     int rc = 0;
     if (!out ||
-        tfc_gpt_generate(r->m, &prompt, 1, n, 0.8, 40, 1.0, (uint64_t)r->o.seed, out, n, print_token, &r->v) != TFC_OK)
+        tfc_gpt_generate(r->m, &prompt, 1, n, 0.8, 40, 1.0, (uint64_t)r->o.seed, out, n, vocab_print_token, &r->v) !=
+            TFC_OK)
         rc = cli_lib_error(CMD, "sampling");
     printf("\n---\n");
     free(out);

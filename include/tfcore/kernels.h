@@ -126,9 +126,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy_forward(const tfc_tensor *log
  * Gradient of tfc_cross_entropy_forward, fused:
  *   dlogits[n,c] = dloss · (exp(logits[n,c] − lse[n]) − [c == targets[n]]) / n_valid
  * and 0 on ignored rows (all rows when none is valid). dloss holds one
- * element (ndim 0 or [1]) of the logits' dtype. lse [N] is the forward's
- * output, or NULL to recompute it (one extra pass over each row). dlogits
- * [N, C] is required. Targets are checked as in the forward.
+ * element (ndim 0 or [1]) of the loss's dtype: the logits' dtype on the
+ * CPU, f32 on CUDA. lse [N] is the forward's output, or NULL to recompute
+ * it (one extra pass over each row; the CPU only). dlogits [N, C] is
+ * required. Targets are checked as in the forward.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy_backward(const tfc_tensor *dloss, const tfc_tensor *logits,
                                                             const tfc_tensor *targets, const tfc_tensor *lse,

@@ -36,7 +36,7 @@ static tfc_status binary_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
         case BIN_MUL: s = tfc_mul(NULL, dy, i == 0 ? b : a, &gi); break;
         default: /* BIN_DIV */
             s = i == 0 ? tfc_div(NULL, dy, b, &gi)
-                       : tfc_map_new(TFC_MAP_DIV_BWD_B, dy->shape, dy->ndim, dy->dtype, dy, b, out, 0.0, &gi);
+                       : tfc_map_new(n->name, TFC_MAP_DIV_BWD_B, dy->shape, dy->ndim, dy->dtype, dy, b, out, 0.0, &gi);
             break;
         }
         TFC_TRY(s);
@@ -56,7 +56,7 @@ static tfc_status binary(bin_kind k, tfc_graph *g, const tfc_tensor *a, const tf
     int32_t nd;
     TFC_TRY(tfc_broadcast_shape(fn, a, b, shape, &nd));
     tfc_tensor *r;
-    TFC_TRY(tfc_map_new(bin_maps[k], shape, nd, a->dtype, a, b, NULL, 0.0, &r));
+    TFC_TRY(tfc_map_new(fn, bin_maps[k], shape, nd, a->dtype, a, b, NULL, 0.0, &r));
     const tfc_tensor *ins[2] = {a, b};
     if (tfc_should_record(g, ins, 2)) {
         tfc_node *n;

@@ -17,7 +17,7 @@
 static tfc_status gemm_or_zero(tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b) {
     if (tfc_numel(out) == 0) return TFC_OK;
     if (a->shape[a->ndim - 1] == 0) return tfc_tensor_fill(out, 0.0);
-    return tfc_matmul_into(out, a, b, 0.0);
+    return tfc_matmul_into("tfc_linear", out, a, b, 0.0);
 }
 
 /* A fresh contiguous tensor of `shape` on like's device, and its [rows, cols] alias. */
@@ -151,7 +151,7 @@ static tfc_status forward(tfc_tensor *out2, const tfc_tensor *x2, const tfc_tens
     tfc_operands_release(&o);
     TFC_TRY(s);
     if (x2->shape[1] == 0) return TFC_OK;
-    return tfc_matmul_into(out2, x2, w, 1.0);
+    return tfc_matmul_into("tfc_linear", out2, x2, w, 1.0);
 }
 
 TFC_API tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *b,

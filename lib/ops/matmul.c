@@ -49,8 +49,8 @@ static int64_t batch_run(const tfc_tensor *out, const int64_t *as, const int64_t
 }
 
 /* Declared in ops/matmul_into.h. */
-tfc_status tfc_matmul_into(tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in, double beta) {
-    const char *fn = "tfc_matmul";
+tfc_status tfc_matmul_into(const char *fn, tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in,
+                           double beta) {
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, out, &be));
     tfc_tensor *a = NULL, *b = NULL;
@@ -185,7 +185,7 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
             memcpy(shape, dout->shape, sizeof(int64_t) * (size_t)nd);
             shape[nd - 1] = a->shape[a->ndim - 1];
             s = tfc_tensor_new_on(dout, shape, nd, dout->dtype, &full);
-            if (s == TFC_OK) s = tfc_matmul_into(full, dout, bt, 0.0);
+            if (s == TFC_OK) s = tfc_matmul_into(fn, full, dout, bt, 0.0);
         }
         tfc_tensor_release(bt);
         if (s == TFC_OK) return tfc_sum_to_shape(full, a->shape, a->ndim, out);
@@ -204,7 +204,7 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
         if (s == TFC_OK) s = tfc_reshape(NULL, dout, (int64_t[]){rows, dout->shape[nd - 1]}, 2, &df);
         if (s == TFC_OK) s = tfc_transpose(NULL, af, 0, 1, &at);
         if (s == TFC_OK) s = tfc_tensor_new_on(dout, b->shape, 2, dout->dtype, &full);
-        if (s == TFC_OK) s = tfc_matmul_into(full, at, df, 0.0);
+        if (s == TFC_OK) s = tfc_matmul_into(fn, full, at, df, 0.0);
         tfc_tensor_release(aexp);
         tfc_tensor_release(af);
         tfc_tensor_release(df);
@@ -220,13 +220,12 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
             memcpy(shape, dout->shape, sizeof(int64_t) * (size_t)nd);
             shape[nd - 2] = b->shape[b->ndim - 2];
             s = tfc_tensor_new_on(dout, shape, nd, dout->dtype, &full);
-            if (s == TFC_OK) s = tfc_matmul_into(full, at, dout, 0.0);
+            if (s == TFC_OK) s = tfc_matmul_into(fn, full, at, dout, 0.0);
         }
         tfc_tensor_release(at);
         if (s == TFC_OK) return tfc_sum_to_shape(full, b->shape, b->ndim, out);
     }
     tfc_tensor_release(full);
-    (void)fn;
     return s;
 }
 
@@ -290,7 +289,7 @@ TFC_API tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a0, const tfc_tens
     if (s == TFC_OK) s = promote(fn, b0, 1, &b);
     if (s == TFC_OK) s = mm_plan(fn, a0, b0, a, b, &p);
     if (s == TFC_OK) s = tfc_tensor_new_on(a0, p.out, p.nout, a0->dtype, &r);
-    if (s == TFC_OK) s = tfc_matmul_into(r, a, b, 0.0);
+    if (s == TFC_OK) s = tfc_matmul_into(fn, r, a, b, 0.0);
     if (s == TFC_OK) {
         int64_t strides[TFC_MAX_DIMS];
         tfc_contiguous_strides(p.final_shape, p.nfinal, strides);

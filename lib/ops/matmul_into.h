@@ -8,8 +8,9 @@
  * out (contiguous, [batch..., M, N]) = a · b + beta · out, with a [.., M, K]
  * and b [.., K, N] (at least 2-D) whose batch dims broadcast to out's.
  * Transposed operands go to BLAS as flags; operands whose last two dims
- * BLAS cannot address are compacted first. No graph, no argument checks.
+ * BLAS cannot address are compacted first. No graph, no argument checks;
+ * fn names the public op in messages.
  */
-tfc_status tfc_matmul_into(tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b, double beta);
+tfc_status tfc_matmul_into(const char *fn, tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b, double beta);
 
 #endif

@@ -30,12 +30,12 @@ tfc_status tfc_norm_dim(const char *fn, int32_t dim, int32_t ndim, int32_t *out)
     return TFC_OK;
 }
 
-tfc_status tfc_map_new(tfc_map_op op, const int64_t *shape, int32_t ndim, tfc_dtype dtype, const tfc_tensor *a,
-                       const tfc_tensor *b, const tfc_tensor *c, double p, tfc_tensor **out) {
+tfc_status tfc_map_new(const char *fn, tfc_map_op op, const int64_t *shape, int32_t ndim, tfc_dtype dtype,
+                       const tfc_tensor *a, const tfc_tensor *b, const tfc_tensor *c, double p, tfc_tensor **out) {
     const tfc_tensor *like = a ? a : b ? b : c;
     tfc_tensor *r;
     TFC_TRY(tfc_tensor_new_on(like, shape, ndim, dtype, &r));
-    tfc_status s = tfc_tensor_map("tfc_map", op, r, a, b, c, p, 0);
+    tfc_status s = tfc_tensor_map(fn, op, r, a, b, c, p, 0);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
         return s;

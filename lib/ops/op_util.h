@@ -24,10 +24,10 @@ tfc_status tfc_norm_dim(const char *fn, int32_t dim, int32_t ndim, int32_t *out)
 /*
  * out = map(a, b, c; p) into a new contiguous tensor of `shape` and dtype
  * (inputs broadcast to it), on the inputs' device, through the backend's
- * map entry.
+ * map entry; fn names the public op in messages.
  */
-tfc_status tfc_map_new(tfc_map_op op, const int64_t *shape, int32_t ndim, tfc_dtype dtype, const tfc_tensor *a,
-                       const tfc_tensor *b, const tfc_tensor *c, double p, tfc_tensor **out);
+tfc_status tfc_map_new(const char *fn, tfc_map_op op, const int64_t *shape, int32_t ndim, tfc_dtype dtype,
+                       const tfc_tensor *a, const tfc_tensor *b, const tfc_tensor *c, double p, tfc_tensor **out);
 
 /* grad (broadcast shape) summed over broadcast dims down to shape (lib/ops/reduce.c). Consumes grad. */
 tfc_status tfc_sum_to_shape(tfc_tensor *grad, const int64_t *shape, int32_t ndim, tfc_tensor **out);

@@ -111,7 +111,7 @@ static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
     TFC_TRY(tfc_reshape(NULL, dy, keep_shape, e->ndim, &dyk));
     tfc_status s = TFC_OK;
     if (k == R_SUM || k == R_MEAN) {
-        s = tfc_map_new(TFC_MAP_MUL_S, e->shape, e->ndim, dy->dtype, dyk, NULL, NULL,
+        s = tfc_map_new(n->name, TFC_MAP_MUL_S, e->shape, e->ndim, dy->dtype, dyk, NULL, NULL,
                         k == R_MEAN ? 1.0 / (double)nred : 1.0, &gin[0]);
     } else if (k == R_VAR) {
         /* dx = dy ⊙ 2 (x − mean) / (n − correction) */

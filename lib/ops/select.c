@@ -44,8 +44,8 @@ static tfc_status where_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tenso
     for (int32_t i = 1; i <= 2 && s == TFC_OK; i++) {
         if (!tfc_node_needs_grad(n, i)) continue;
         tfc_tensor *full;
-        s = tfc_map_new(TFC_MAP_MASK_SELECT, dy->shape, dy->ndim, dy->dtype, i == 1 ? dy : zero, i == 1 ? zero : dy,
-                        cond, 0.0, &full);
+        s = tfc_map_new(n->name, TFC_MAP_MASK_SELECT, dy->shape, dy->ndim, dy->dtype, i == 1 ? dy : zero,
+                        i == 1 ? zero : dy, cond, 0.0, &full);
         if (s == TFC_OK) s = tfc_sum_to_shape(full, n->in[i].shape, n->in[i].ndim, &gin[i]);
     }
     tfc_tensor_release(zero);
@@ -65,7 +65,7 @@ TFC_API tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_ten
     int32_t nd;
     TFC_TRY(shape3(fn, a, b, cond, shape, &nd));
     tfc_tensor *r;
-    TFC_TRY(tfc_map_new(TFC_MAP_MASK_SELECT, shape, nd, a->dtype, a, b, cond, 0.0, &r));
+    TFC_TRY(tfc_map_new(fn, TFC_MAP_MASK_SELECT, shape, nd, a->dtype, a, b, cond, 0.0, &r));
     const tfc_tensor *ins[3] = {cond, a, b};
     if (tfc_should_record(g, ins, 3)) {
         tfc_node *n;

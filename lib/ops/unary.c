@@ -44,7 +44,7 @@ static tfc_status unary_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tenso
     tfc_tensor *dy = gout[0];
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
     /* Maps read (a = dy, b = x, c = y); log's dy/x uses DIV(a = dy, b = x). */
-    return tfc_map_new(c->def->bwd, dy->shape, dy->ndim, dy->dtype, dy, c->x.t, c->y.t, c->p, &gin[0]);
+    return tfc_map_new(n->name, c->def->bwd, dy->shape, dy->ndim, dy->dtype, dy, c->x.t, c->y.t, c->p, &gin[0]);
 }
 
 static tfc_status unary(int which, tfc_graph *g, const tfc_tensor *x, double p, tfc_tensor **out) {
@@ -52,7 +52,7 @@ static tfc_status unary(int which, tfc_graph *g, const tfc_tensor *x, double p, 
     TFC_CHECK_NOT_NULL(d->name, out);
     TFC_TRY(tfc_check_float(d->name, "x", x));
     tfc_tensor *r;
-    TFC_TRY(tfc_map_new(d->fwd, x->shape, x->ndim, x->dtype, x, NULL, NULL, p, &r));
+    TFC_TRY(tfc_map_new(d->name, d->fwd, x->shape, x->ndim, x->dtype, x, NULL, NULL, p, &r));
     if (tfc_should_record(g, &x, 1)) {
         tfc_node *n;
         tfc_status s = tfc_node_new(g, d->name, unary_backward, 1, 1, sizeof(unary_ctx), &n);
