@@ -36,8 +36,7 @@ ROOT = os.path.dirname(HERE)
 
 
 def find_data():
-    for p in (os.environ.get("TFCORE_DATA"), os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"),
-              "/work/shared/data/tinyshakespeare.txt"):
+    for p in (os.environ.get("TFCORE_DATA"), os.path.join(ROOT, "data", "tinyshakespeare.txt")):
         if p and os.path.isfile(p):
             return p
     sys.exit("learning_curve.py: tinyshakespeare.txt not found (set TFCORE_DATA)")

@@ -11,7 +11,7 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 case $build in /*) ;; *) build=$root/$build ;; esac
-shakespeare=${TFC_TINYSHAKESPEARE:-$root/../shared/data/tinyshakespeare.txt}
+shakespeare=${TFC_TINYSHAKESPEARE:-$root/data/tinyshakespeare.txt}
 [ -x "$build/bench/tokenizer_bench" ] || { echo "build $build/bench/tokenizer_bench first (ninja -C $build)"; exit 1; }
 [ -f "$shakespeare" ] || { echo "tinyshakespeare.txt not found at $shakespeare (set TFC_TINYSHAKESPEARE)"; exit 1; }
 "$root/scripts/fetch-tokenizer-data.sh" >/dev/null

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 check=0
 [[ "${1:-}" == "--check" ]] && check=1
 if ! command -v clang-format >/dev/null 2>&1; then
-  echo "format: clang-format is not installed (bash scripts/setup.sh installs it)" >&2
+  echo "format: clang-format is not installed (bash scripts/setup.sh --for test installs it)" >&2
   exit 1
 fi
 mapfile -t files < <(git ls-files -- 'lib/*.c' 'lib/*.h' 'include/*.h' 'tools/*.c' 'tools/*.h' 'cuda/*.cu' \

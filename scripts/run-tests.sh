@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: bash scripts/run-tests.sh
 #
-# Installs missing packages (scripts/setup.sh), configures and builds two
+# Installs missing packages (scripts/setup.sh --for test), configures and builds two
 # build dirs, runs every meson test in both, then the consumer test and the
 # ABI check, and ends with exactly one line:
 #     N passed, N failed[, N skipped]
@@ -184,7 +184,7 @@ build_and_test() {
 }
 
 section "setup"
-if ! run_prereq setup bash scripts/setup.sh; then
+if ! run_prereq setup bash scripts/setup.sh --for test; then
   echo "$passed passed, $failed failed"
   exit 1
 fi

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Install the Debian 12 packages libtfcore needs to build, test and bind.
+# Install the Debian 12 packages a command needs, and no more.
 # Idempotent: asks dpkg what is installed and runs apt-get only when
 # something is missing. Works as root (CI, no sudo) or through sudo.
 #
-#   bash scripts/setup.sh            # install what is missing
-#   bash scripts/setup.sh --check    # only report; exit 1 if anything is missing
+#   bash scripts/setup.sh --for build   # the library and the CLI: the main job (scripts/train.sh)
+#   bash scripts/setup.sh --for test    # build + what the test command runs (scripts/run-tests.sh)
+#   bash scripts/setup.sh --for bench   # build + Python, numpy and PyTorch for bench/
+#   bash scripts/setup.sh               # everything (test + bench)
+#   bash scripts/setup.sh --check [--for WHAT]   # only report; exit 1 if anything is missing
 set -euo pipefail
 
-packages=(
-  # build
-  gcc meson ninja-build pkg-config libopenblas-dev libpcre2-dev binutils
+build=(gcc meson ninja-build pkg-config libopenblas-dev libpcre2-dev binutils)
+test=(
   # ABI baseline check (abidw / abidiff); the style check (scripts/format.sh)
   abigail-tools clang-format
   # ASan/UBSan runtimes (libasan8, libubsan1) come with gcc itself.
@@ -18,9 +20,27 @@ packages=(
   # Lua bindings
   lua5.4 liblua5.4-dev
 )
+bench=(python3 python3-numpy python3-torch)
 
-check_only=0
-[[ "${1:-}" == "--check" ]] && check_only=1
+check_only=0 want=all
+while (($#)); do
+  case "$1" in
+    --check) check_only=1 ;;
+    --for)
+      want="${2:-}"
+      shift
+      ;;
+    *) echo "setup: unknown argument $1 (use --for build|test|bench, --check)" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$want" in
+  build) packages=("${build[@]}") ;;
+  test) packages=("${build[@]}" "${test[@]}") ;;
+  bench) packages=("${build[@]}" "${bench[@]}") ;;
+  all) packages=("${build[@]}" "${test[@]}" "${bench[@]}") ;;
+  *) echo "setup: --for takes build, test or bench, not '$want'" >&2; exit 2 ;;
+esac
 
 is_installed() {
   [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null || true)" == "installed" ]]
@@ -31,17 +51,18 @@ for p in "${packages[@]}"; do
   is_installed "$p" || missing+=("$p")
 done
 
-# Node/npm: a node from elsewhere (e.g. NodeSource, which bundles npm) counts;
-# Debian's packages are added only when the commands are absent.
-if ! command -v node >/dev/null 2>&1; then
+# Node/npm (the tiktoken comparison of the test suite): a node from elsewhere
+# (e.g. NodeSource, which bundles npm) counts; Debian's packages are added
+# only when the commands are absent.
+if [[ "$want" == test || "$want" == all ]] && ! command -v node >/dev/null 2>&1; then
   missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
-elif ! command -v npm >/dev/null 2>&1; then
+elif [[ "$want" == test || "$want" == all ]] && ! command -v npm >/dev/null 2>&1; then
   echo "setup: note: node is installed but npm is not; not touching a non-Debian node install" >&2
 fi
 
 if ((${#missing[@]} == 0)); then
-  echo "setup: all ${#packages[@]} required packages are installed"
+  echo "setup: all ${#packages[@]} packages for '$want' are installed"
   exit 0
 fi
 

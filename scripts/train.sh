@@ -14,32 +14,12 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 jobs="${TFC_JOBS:-2}"
 
-bash scripts/setup.sh
+bash scripts/setup.sh --for build
 bash scripts/configure.sh build >/dev/null
 ninja -C build -j"$jobs" --quiet
 
-# The corpus: $TFCORE_DATA, ../shared/data/tinyshakespeare.txt, or else the
-# English text of Debian's `fortunes` package (never a download, never filler).
-data="${TFCORE_DATA:-}"
-if [[ -z "$data" ]]; then
-  for cand in "$root/../shared/data/tinyshakespeare.txt" /work/shared/data/tinyshakespeare.txt; do
-    [[ -f "$cand" ]] && { data="$cand"; break; }
-  done
-fi
-if [[ -z "$data" && ! -d /usr/share/games/fortunes ]]; then
-  echo "train.sh: no tinyshakespeare.txt here; installing Debian's fortunes text as the corpus"
-  if [[ $(id -u) -eq 0 ]]; then apt-get install -y -q fortunes >/dev/null || true
-  else sudo apt-get install -y -q fortunes >/dev/null || true; fi
-fi
-if [[ -z "$data" && -d /usr/share/games/fortunes ]]; then
-  data="$root/build/fortunes.txt"
-  find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' -print0 |
-    sort -z | xargs -0 cat | grep -v '^%$' > "$data"
-fi
-if [[ -z "$data" ]]; then
-  echo "train.sh: no corpus: put tinyshakespeare.txt at ../shared/data/, set TFCORE_DATA, or apt-get install fortunes" >&2
-  exit 2
-fi
+# The corpus ships with the project (data/README.md); $TFCORE_DATA overrides it.
+data="${TFCORE_DATA:-data/tinyshakespeare.txt}"
 
 out="${TFC_OUT:-out/char-tiny}"
 echo "== training char-tiny on $data"

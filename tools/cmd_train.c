@@ -59,7 +59,7 @@ static void usage(FILE *f) {
             "                    [--clip C] [--seed S] [--out DIR] [--resume] [--force] [--log-json FILE]\n"
             "                    [--eval-every K] [--eval-batches N] [--stop-after N] [--sample-tokens N]\n"
             "                    [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N] [--dtype f32|bf16]\n"
-            "Defaults: tinyshakespeare ($TFCORE_DATA or ../shared/data/tinyshakespeare.txt), char, char-tiny,\n"
+            "Defaults: tinyshakespeare ($TFCORE_DATA, else the project's data/tinyshakespeare.txt), char, char-tiny,\n"
             "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
             "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
             "--profile prints a per-op time table (calls, forward/backward ms, %%, the clip + optimizer\n"
@@ -81,15 +81,20 @@ static int file_exists(const char *p) {
     return f != NULL;
 }
 
-/* --data, else $TFCORE_DATA, else <repo>/../shared/data, else /work/shared/data. */
+/*
+ * --data, else $TFCORE_DATA, else the corpus that ships with the project:
+ * the source tree's data/ (a build-tree binary), else the installed copy.
+ * The last candidate is returned even when missing, so the error names it.
+ */
 static const char *find_data(const char *given) {
     if (given) return given;
     const char *env = getenv("TFCORE_DATA");
     if (env && *env) return env;
-    static char p[4096];
-    snprintf(p, sizeof p, "%s/../shared/data/tinyshakespeare.txt", TFC_SOURCE_ROOT);
-    if (file_exists(p)) return p;
-    return "/work/shared/data/tinyshakespeare.txt";
+    static const char *const candidates[] = {TFC_SOURCE_ROOT "/data/tinyshakespeare.txt",
+                                             TFC_DATA_DIR "/tinyshakespeare.txt"};
+    for (size_t i = 0; i + 1 < sizeof candidates / sizeof candidates[0]; i++)
+        if (file_exists(candidates[i])) return candidates[i];
+    return candidates[sizeof candidates / sizeof candidates[0] - 1];
 }
 
 static int parse(int argc, char **argv, train_opts *o) {

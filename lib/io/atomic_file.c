@@ -2,21 +2,32 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/error.h"
 
+/*
+ * The temporary file is created next to path with O_EXCL and mode 0666, so
+ * the umask applies as for any file the caller creates (0644 under the
+ * usual 022): mkstemp's 0600 would be kept by the rename. Its name is
+ * path.tmp.<pid>.<n>, n counting up until a name is free.
+ */
 tfc_status tfc_atomic_open(const char *fn, const char *path, tfc_atomic_file *af) {
+    static _Atomic unsigned counter;
     size_t n = strlen(path);
     af->fp = NULL;
     af->path = path;
-    af->tmp_path = malloc(n + 16);
+    af->tmp_path = malloc(n + 48);
     if (!af->tmp_path) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    memcpy(af->tmp_path, path, n);
-    memcpy(af->tmp_path + n, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(af->tmp_path);
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 100; tries++) {
+        snprintf(af->tmp_path, n + 48, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+        fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
     if (fd < 0) {
         tfc_status s =
             tfc_err(TFC_ERR_IO, "%s: cannot create a temporary file for '%s': %s", fn, path, strerror(errno));

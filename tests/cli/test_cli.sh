@@ -71,6 +71,22 @@ losses() { sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/p' "$1"; }
 if [ "$(losses "$work/straight.jsonl")" != "$(losses "$work/resumed.jsonl")" ] || [ "$(losses "$work/straight.jsonl" | wc -l)" != 6 ]; then
     fail "resume is not bit-exact:"; paste <(losses "$work/straight.jsonl") <(losses "$work/resumed.jsonl")
 fi
+# checkpoints are ordinary files: 0644 under umask 022 (not a temp file's 0600), no temp files left
+checks=$((checks + 1))
+(
+    umask 022
+    "$tfcore" train --data "$work/corpus.txt" --steps 2 --warmup 1 "${fast[@]}" --out "$work/perm" >"$work/logp" 2>&1
+) || fail "perm run: $(cat "$work/logp")"
+for f in model.safetensors optimizer.safetensors; do
+    [ "$(stat -c %a "$work/perm/$f" 2>/dev/null)" = 644 ] || fail "$f has mode $(stat -c %a "$work/perm/$f" 2>&1), want 644"
+done
+ls "$work/perm" | grep -q '\.tmp\.' && fail "temp files left in $work/perm: $(ls "$work/perm")"
+# without --data nor TFCORE_DATA, train reads the corpus that ships in data/, from any directory
+checks=$((checks + 1))
+tfcore_abs="$(cd "$(dirname "$tfcore")" && pwd)/$(basename "$tfcore")"
+(cd "$work" && env -u TFCORE_DATA "$tfcore_abs" train --steps 2 --warmup 1 "${fast[@]}" --out "$work/default" >"$work/logd" 2>&1) ||
+    fail "default corpus run: $(cat "$work/logd")"
+grep -qF "data/tinyshakespeare.txt" "$work/logd" || fail "default corpus is not data/tinyshakespeare.txt: $(head -2 "$work/logd")"
 # the resumed run's loss.csv / loss.svg cover the whole run, not only the resumed steps
 checks=$((checks + 1))
 [ "$(cut -d, -f1 "$work/resumed/loss.csv" | tr '\n' ' ')" = "step 1 2 3 4 5 6 " ] ||

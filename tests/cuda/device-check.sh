@@ -84,8 +84,7 @@ stage "training: char-tiny 200 steps, --device cuda vs --device cpu, same seed"
 # and the CUDA curve must fall (mean of 151..200 below mean of 1..10 by 0.5).
 TFC="$BUILD/tools/tfcore"
 CORPUS="${TFCORE_DATA:-}"
-for c in "$CORPUS" "$ROOT/../shared/data/tinyshakespeare.txt" "$ROOT/shared/data/tinyshakespeare.txt" \
-    /work/shared/data/tinyshakespeare.txt; do
+for c in "$CORPUS" "$ROOT/data/tinyshakespeare.txt"; do
     if [ -n "$c" ] && [ -f "$c" ]; then CORPUS="$c"; break; fi
     CORPUS=""
 done

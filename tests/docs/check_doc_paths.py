@@ -23,7 +23,7 @@ import os
 import re
 import sys
 
-TOP_DIRS = ("lib", "include", "cuda", "tests", "tools", "bindings", "bench", "docs", "scripts", "examples", "abi",
+TOP_DIRS = ("lib", "include", "cuda", "tests", "tools", "bindings", "bench", "docs", "scripts", "examples", "abi", "data",
             ".ci")
 TOP_FILES = ("README.md", "meson.build", "meson_options.txt", ".gitignore")
 

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 import tfcore
+from conftest import ROOT
 from helpers import needs
 
 pytestmark = needs("tfc_tokenizer_new")
 
-SHAKESPEARE = "/work/shared/data/tinyshakespeare.txt"
+SHAKESPEARE = os.path.join(ROOT, "data", "tinyshakespeare.txt")
 
 
 def textbook_bpe(data, vocab_size):

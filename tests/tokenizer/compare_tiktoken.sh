@@ -18,7 +18,7 @@ if ! command -v node >/dev/null 2>&1; then
     echo "SKIP: node (Node.js) is not installed; it runs the tiktoken reference"
     exit 77
 fi
-shakespeare=${TFC_TINYSHAKESPEARE:-$root/../shared/data/tinyshakespeare.txt}
+shakespeare=${TFC_TINYSHAKESPEARE:-$root/data/tinyshakespeare.txt}
 if [ ! -f "$shakespeare" ]; then
     echo "note: $shakespeare not found; comparing without it"
     shakespeare=/dev/null
