@@ -122,8 +122,9 @@ TFC_API size_t tfc_dtype_size(tfc_dtype dtype);
 TFC_API void tfc_free(void *p);
 
 /*
- * Number of CPU threads kernels use (OpenMP). n <= 0 restores the default
- * (all cores). Affects the whole process.
+ * Number of CPU threads kernels use (OpenMP). n == 0 restores the default
+ * (all cores). Affects the whole process. Errors: n negative or above 4096
+ * (TFC_ERR_INVALID_ARG).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_set_num_threads(int32_t n);
 

@@ -14,7 +14,8 @@ static int32_t default_threads(void) {
 }
 
 TFC_API tfc_status tfc_set_num_threads(int32_t n) {
-    if (n <= 0) n = default_threads();
+    if (n < 0) return tfc_err(TFC_ERR_INVALID_ARG, "tfc_set_num_threads: n is %d; 0 restores the default", (int)n);
+    if (n == 0) n = default_threads();
     if (n > 4096) return tfc_err(TFC_ERR_INVALID_ARG, "tfc_set_num_threads: n is %d, at most 4096", (int)n);
 #if TFC_HAVE_OPENMP
     omp_set_num_threads(n);

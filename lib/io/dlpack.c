@@ -186,7 +186,11 @@ static tfc_status import_dl(const char *fn, const DLTensor *dl, tfc_deleter del,
     if (dl->ndim < 0 || dl->ndim > TFC_MAX_DIMS)
         return tfc_err(TFC_ERR_UNSUPPORTED, "%s: ndim %d (at most %d)", fn, (int)dl->ndim, TFC_MAX_DIMS);
     if (dl->ndim > 0 && !dl->shape) return tfc_err(TFC_ERR_INVALID_ARG, "%s: shape is NULL", fn);
-    char *data = (char *)dl->data + dl->byte_offset;
+    if (!dl->data && dl->byte_offset)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: data is NULL with byte_offset %llu", fn,
+                       (unsigned long long)dl->byte_offset);
+    /* wrap refuses data not aligned to the element size: kernels load whole elements, vectors too. */
+    char *data = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
     return tfc_tensor_wrap(data, dl->shape, dl->strides, dl->ndim, dt, del, ctx, out);
 }
 

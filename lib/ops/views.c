@@ -9,6 +9,7 @@
  */
 #include <string.h>
 
+#include "core/checked.h"
 #include "ops/op_util.h"
 
 typedef enum { V_RESHAPE, V_PERMUTE, V_SLICE, V_EXPAND, V_IDENTITY, V_CAST } view_kind;
@@ -106,8 +107,9 @@ static tfc_status infer_shape(const char *fn, const tfc_tensor *x, const int64_t
             infer = i;
         } else if (dims[i] < 0) {
             return tfc_err(TFC_ERR_INVALID_ARG, "%s: negative size in %s", fn, tfc_fmt_dims(dims, ndim));
-        } else {
-            known *= dims[i];
+        } else if (!tfc_mul_i64(known, dims[i], &known)) {
+            return tfc_err(TFC_ERR_SHAPE, "%s: cannot view x %s as %s: the element count overflows", fn, SHAPE(x),
+                           tfc_fmt_dims(dims, ndim));
         }
         shape[i] = dims[i];
     }
@@ -235,8 +237,11 @@ TFC_API tfc_status tfc_slice(tfc_graph *g, const tfc_tensor *x, int32_t dim, int
     int64_t shape[TFC_MAX_DIMS], strides[TFC_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     memcpy(strides, x->strides, sizeof strides);
-    shape[d] = (end - start + step - 1) / step;
-    strides[d] = x->strides[d] * step;
+    /* ceil((end - start) / step) without forming end - start + step, which can overflow */
+    shape[d] = end > start ? (end - start - 1) / step + 1 : 0;
+    if (shape[d] > 1 && !tfc_mul_i64(x->strides[d], step, &strides[d]))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: step %lld overflows the stride of dim %d of x %s", fn, (long long)step,
+                       (int)d, SHAPE(x));
     tfc_tensor *r;
     TFC_TRY(tfc_tensor_alias(x, shape, strides, x->ndim, x->offset + start * x->strides[d], &r));
     int64_t params[4] = {d, start, end, step};
@@ -249,7 +254,7 @@ TFC_API tfc_status tfc_narrow(tfc_graph *g, const tfc_tensor *x, int32_t dim, in
     TFC_TRY(check_x(fn, x, out));
     int32_t d;
     TFC_TRY(tfc_norm_dim(fn, dim, x->ndim, &d));
-    if (start < 0 || length < 0 || start + length > x->shape[d])
+    if (start < 0 || length < 0 || start > x->shape[d] || length > x->shape[d] - start)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: start %lld, length %lld out of range for dim %d of x %s", fn,
                        (long long)start, (long long)length, (int)d, SHAPE(x));
     return tfc_slice(g, x, d, start, start + length, 1, out);
@@ -271,6 +276,10 @@ TFC_API tfc_status tfc_expand(tfc_graph *g, const tfc_tensor *x, const int64_t *
         shape[i] = want;
         strides[i] = (k < 0 || (have == 1 && want != 1)) ? 0 : x->strides[k];
     }
+    int64_t numel;
+    if (!tfc_dims_numel(shape, ndim, INT64_MAX / 16, &numel))
+        return tfc_err(TFC_ERR_SHAPE, "%s: x %s expanded to %s: the element count overflows", fn, SHAPE(x),
+                       tfc_fmt_dims(dims, ndim));
     tfc_tensor *r;
     TFC_TRY(tfc_tensor_alias(x, shape, strides, ndim, x->offset, &r));
     return finish(g, fn, V_EXPAND, x, r, NULL, 0, out);

@@ -8,6 +8,7 @@
 
 #include "core/alloc.h"
 #include "core/dtype.h"
+#include "core/checked.h"
 #include "core/error.h"
 #include "device/device.h"
 
@@ -17,16 +18,13 @@ tfc_status tfc_check_dims(const char *fn, const int64_t *dims, int32_t ndim, int
     if (ndim < 0 || ndim > TFC_MAX_DIMS)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: ndim is %d, must be in [0, %d]", fn, (int)ndim, TFC_MAX_DIMS);
     if (ndim > 0 && !dims) return tfc_err(TFC_ERR_INVALID_ARG, "%s: dims is NULL with ndim %d", fn, (int)ndim);
-    int64_t n = 1;
-    for (int32_t i = 0; i < ndim; i++) {
+    for (int32_t i = 0; i < ndim; i++)
         if (dims[i] < 0)
             return tfc_err(TFC_ERR_INVALID_ARG, "%s: dims %s has negative size at dim %d", fn, tfc_fmt_dims(dims, ndim),
                            (int)i);
-        if (dims[i] > 0 && n > INT64_MAX / 16 / dims[i])
-            return tfc_err(TFC_ERR_OOM, "%s: dims %s overflow the element count", fn, tfc_fmt_dims(dims, ndim));
-        n *= dims[i];
-    }
-    *numel = n;
+    /* Byte sizes of up to 16-byte elements must fit too. */
+    if (!tfc_dims_numel(dims, ndim, INT64_MAX / 16, numel))
+        return tfc_err(TFC_ERR_OOM, "%s: dims %s overflow the element count", fn, tfc_fmt_dims(dims, ndim));
     return TFC_OK;
 }
 
@@ -154,6 +152,7 @@ TFC_API tfc_status tfc_tensor_empty(const int64_t *dims, int32_t ndim, tfc_dtype
 
 static tfc_status create_filled(const char *fn, const int64_t *dims, int32_t ndim, tfc_dtype dtype, double value,
                                 tfc_tensor **out) {
+    TFC_CHECK_NOT_NULL(fn, out);
     tfc_tensor *t;
     TFC_TRY(cpu_create(fn, dims, ndim, dtype, &t));
     tfc_status s = tfc_tensor_fill(t, value);
@@ -220,21 +219,20 @@ TFC_API tfc_status tfc_tensor_wrap(void *data, const int64_t *dims, const int64_
     TFC_TRY(tfc_check_dims(fn, dims, ndim, &numel));
     if (!data && numel)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: data is NULL for shape %s", fn, tfc_fmt_dims(dims, ndim));
+    if ((uintptr_t)data % tfc_dtype_size(dtype))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: data %p is not aligned to its %zu-byte %s elements", fn, data,
+                       tfc_dtype_size(dtype), tfc_dtype_name(dtype));
     int64_t st[TFC_MAX_DIMS];
     if (strides) {
         for (int32_t i = 0; i < ndim; i++) st[i] = strides[i];
     } else {
         tfc_contiguous_strides(dims, ndim, st);
     }
-    /* Span of the addressed elements, for the storage size (negative strides allowed). */
-    int64_t lo = 0, hi = 0;
-    for (int32_t i = 0; i < ndim && numel; i++) {
-        int64_t ext = (dims[i] - 1) * st[i];
-        if (ext < 0)
-            lo += ext;
-        else
-            hi += ext;
-    }
+    /* Span of the addressed elements, for the storage size; its byte size must fit too. */
+    int64_t lo = 0, hi = 0, bytes;
+    if (!tfc_view_span(dims, st, ndim, &lo, &hi) || !tfc_mul_i64(hi + 1, (int64_t)tfc_dtype_size(dtype), &bytes))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: strides %s for shape %s address beyond the 64-bit range", fn,
+                       tfc_fmt_dims(st, ndim), tfc_fmt_dims(dims, ndim));
     if (lo < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: negative strides are not supported", fn);
     tfc_storage *s = calloc(1, sizeof *s);
     if (!s) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);

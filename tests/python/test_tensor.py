@@ -274,3 +274,28 @@ def test_cuda_round_trip_or_clear_error():
     with pytest.raises(TypeError, match="cpu"):
         y.numpy()
     assert y.cpu().tolist() == x.tolist()
+
+
+def _survives(code):
+    """Run code in a fresh interpreter (a crash there must not take the test run down); return its result."""
+    import os
+    import subprocess
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_overflowing_shapes_raise_instead_of_crashing():
+    """Issue #21's reproducers: shapes whose element count or range wraps in 64 bits."""
+    r = _survives(
+        "import tfcore\n"
+        "try:\n"
+        "    tfcore.ones(2).reshape(3, 6148914691236517206)[:, :100000000].contiguous()\n"
+        "except tfcore.ShapeError as e:\n"
+        "    print('ShapeError:', e)\n")
+    assert r.returncode == 0, "the interpreter died (%d): %s" % (r.returncode, r.stderr[-2000:])
+    assert "ShapeError: tfc_reshape: cannot view x [2] as [3,6148914691236517206]" in r.stdout, r.stdout + r.stderr
+    with pytest.raises(tfcore.ShapeError):
+        tfcore.ones(1).expand(2 ** 40, 2 ** 40, 2 ** 40)
+    x = tfcore.arange(6.0)
+    assert x[2:6:2 ** 63 - 2].tolist() == [2.0]  # torch gives one element too
