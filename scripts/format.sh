@@ -12,7 +12,7 @@ if ! command -v clang-format >/dev/null 2>&1; then
   echo "format: clang-format is not installed (bash scripts/setup.sh --for test installs it)" >&2
   exit 1
 fi
-mapfile -t files < <(git ls-files -- 'lib/*.c' 'lib/*.h' 'include/*.h' 'tools/*.c' 'tools/*.h' 'cuda/*.cu' \
+mapfile -t files < <(git ls-files --cached --others --exclude-standard -- 'lib/*.c' 'lib/*.h' 'include/*.h' 'tools/*.c' 'tools/*.h' 'cuda/*.cu' \
   'cuda/*.cuh' 'cuda/*.h' 'tests/*.c' 'tests/*.h' 'bench/*.c' 'bench/*.h' 'bindings/lua/*.c')
 drift=()
 for f in "${files[@]}"; do

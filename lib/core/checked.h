@@ -48,8 +48,7 @@ static inline int tfc_dims_numel(const int64_t *dims, int32_t ndim, int64_t limi
  * view addresses relative to its element 0 (lo <= 0 <= hi); an empty view
  * gives 0 and 0.
  */
-static inline int tfc_view_span(const int64_t *shape, const int64_t *strides, int32_t ndim, int64_t *lo,
-                                int64_t *hi) {
+static inline int tfc_view_span(const int64_t *shape, const int64_t *strides, int32_t ndim, int64_t *lo, int64_t *hi) {
     int64_t l = 0, h = 0, ext;
     for (int32_t i = 0; i < ndim; i++)
         if (shape[i] == 0) {

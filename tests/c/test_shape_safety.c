@@ -84,8 +84,7 @@ TEST(wrap_refuses_overflowing_strides_and_misaligned_data) {
     /* (3 - 1) · 2^62 overflows: the byte span must not wrap past the checks */
     CHECK_ERR(tfc_tensor_wrap(buf, (int64_t[]){3}, (int64_t[]){(int64_t)1 << 62}, 1, TFC_DTYPE_F32, NULL, NULL, &t),
               TFC_ERR_INVALID_ARG, "address beyond the 64-bit range");
-    CHECK_ERR(tfc_tensor_wrap(buf, (int64_t[]){2, 3}, (int64_t[]){INT64_MAX / 2, 1}, 2, TFC_DTYPE_F32, NULL, NULL,
-                              &t),
+    CHECK_ERR(tfc_tensor_wrap(buf, (int64_t[]){2, 3}, (int64_t[]){INT64_MAX / 2, 1}, 2, TFC_DTYPE_F32, NULL, NULL, &t),
               TFC_ERR_INVALID_ARG, "tfc_tensor_wrap: strides");
     CHECK_ERR(tfc_tensor_wrap((char *)buf + 2, (int64_t[]){3}, NULL, 1, TFC_DTYPE_F32, NULL, NULL, &t),
               TFC_ERR_INVALID_ARG, "is not aligned to its 4-byte f32 elements");
