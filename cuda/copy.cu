@@ -8,22 +8,9 @@
 #include <cuda_fp16.h>
 
 #include "common.cuh"
+#include "core/dtype.h"
 #include "entries.h"
 #include "strided.cuh"
-
-static size_t elem_size(int32_t dt) {
-    switch (dt) {
-    case TFC_DTYPE_F64:
-    case TFC_DTYPE_I64: return 8;
-    case TFC_DTYPE_F32:
-    case TFC_DTYPE_I32: return 4;
-    case TFC_DTYPE_BF16:
-    case TFC_DTYPE_F16: return 2;
-    case TFC_DTYPE_U8:
-    case TFC_DTYPE_BOOL: return 1;
-    default: return 0;
-    }
-}
 
 template <class W> __global__ void copy_kernel(tfc_sview dst, tfc_sview src, int64_t n) {
     TFCU_GRID_STRIDE(i, n)((W *)dst.data)[tfcu_offset(dst, i)] = ((const W *)src.data)[tfcu_offset(src, i)];
@@ -39,7 +26,7 @@ tfc_status tfcu_copy(const tfc_copy_problem *p) {
     tfcu_ctx *c;
     int64_t n = tfcu_view_numel(p->dst);
     const bool same = p->dst.dtype == p->src.dtype;
-    const size_t es = elem_size(p->dst.dtype);
+    const size_t es = tfc_dtype_bytes(p->dst.dtype);
     if (same && !es) return tfcu_err(TFC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)p->dst.dtype);
     const bool fl = (p->src.dtype == TFC_DTYPE_F32 || p->src.dtype == TFC_DTYPE_BF16) &&
         (p->dst.dtype == TFC_DTYPE_F32 || p->dst.dtype == TFC_DTYPE_BF16);
@@ -80,7 +67,7 @@ tfc_status tfcu_fill(const tfc_fill_problem *p) {
     tfcu_ctx *c;
     int64_t n = tfcu_view_numel(p->dst);
     if (!n) return TFC_OK;
-    size_t es = elem_size(p->dst.dtype);
+    size_t es = tfc_dtype_bytes(p->dst.dtype);
     if (!es) return tfcu_err(TFC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)p->dst.dtype);
     TFCU_TRY(tfcu_ctx_get(p->device, fn, &c));
     if (p->value == 0.0 && tfc_sview_is_contiguous(&p->dst))

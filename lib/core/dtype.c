@@ -17,19 +17,7 @@ TFC_API const char *tfc_dtype_name(tfc_dtype d) {
     }
 }
 
-TFC_API size_t tfc_dtype_size(tfc_dtype d) {
-    switch (d) {
-    case TFC_DTYPE_F64:
-    case TFC_DTYPE_I64: return 8;
-    case TFC_DTYPE_F32:
-    case TFC_DTYPE_I32: return 4;
-    case TFC_DTYPE_BF16:
-    case TFC_DTYPE_F16: return 2;
-    case TFC_DTYPE_U8:
-    case TFC_DTYPE_BOOL: return 1;
-    default: return 0;
-    }
-}
+TFC_API size_t tfc_dtype_size(tfc_dtype d) { return tfc_dtype_bytes(d); }
 
 int tfc_dtype_valid(tfc_dtype d) { return tfc_dtype_size(d) != 0; }
 

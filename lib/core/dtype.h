@@ -7,6 +7,25 @@
 
 #include "tfcore/core.h"
 
+/*
+ * Bytes per element of d, 0 for an unknown dtype: tfc_dtype_size's body,
+ * inline here so the CUDA module (which does not link libtfcore) uses the
+ * same table.
+ */
+static inline size_t tfc_dtype_bytes(tfc_dtype d) {
+    switch (d) {
+    case TFC_DTYPE_F64:
+    case TFC_DTYPE_I64: return 8;
+    case TFC_DTYPE_F32:
+    case TFC_DTYPE_I32: return 4;
+    case TFC_DTYPE_BF16:
+    case TFC_DTYPE_F16: return 2;
+    case TFC_DTYPE_U8:
+    case TFC_DTYPE_BOOL: return 1;
+    default: return 0;
+    }
+}
+
 int tfc_dtype_valid(tfc_dtype d);
 int tfc_dtype_is_float(tfc_dtype d); /* f32, f64, bf16, f16 */
 int tfc_dtype_is_int(tfc_dtype d);   /* i32, i64, u8, bool */

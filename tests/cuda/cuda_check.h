@@ -132,6 +132,14 @@ static inline tfc_sview view_flat(void *d, int dt, int64_t n) { return view_c(d,
                         (double)(got)[worst_], (double)(want)[worst_], werr_, (double)(tol));         \
     } while (0)
 
+/* CHECK_ALL of n elements of dtype dt downloaded from device buffer d. */
+#define CHECK_DEVICE(d, n, dt, want, tol, what)      \
+    do {                                             \
+        float *got_ = down((d), (n), (dt));          \
+        CHECK_ALL(got_, (want), (n), (tol), (what)); \
+        free(got_);                                  \
+    } while (0)
+
 /* CHECK_OK for table entries: the module's message on failure. */
 #define CHECK_CU(expr)                                                                              \
     do {                                                                                            \

@@ -512,12 +512,8 @@ TEST(layernorm_forward_backward) {
         float *g = down(d_y, n, dt);
         CHECK_ALL(g, y, n, tol_sum(dt), "layernorm y");
         free(g);
-        g = down(d_mean, R, TFC_DTYPE_F32);
-        CHECK_ALL(g, mean, R, 1e-5, "layernorm mean");
-        free(g);
-        g = down(d_rstd, R, TFC_DTYPE_F32);
-        CHECK_ALL(g, rstd, R, 1e-5, "layernorm rstd");
-        free(g);
+        CHECK_DEVICE(d_mean, R, TFC_DTYPE_F32, mean, 1e-5, "layernorm mean");
+        CHECK_DEVICE(d_rstd, R, TFC_DTYPE_F32, rstd, 1e-5, "layernorm rstd");
         lp = (tfc_layernorm_problem){.dtype = (tfc_dtype)dt,
                                      .rows = (int64_t)R,
                                      .cols = (int64_t)C,
@@ -533,29 +529,19 @@ TEST(layernorm_forward_backward) {
         CHECK_CU(A->layernorm_backward(&lp));
         float *fw = malloc(C * 4), *fb = malloc(C * 4);
         for (size_t c = 0; c < C; c++) fw[c] = (float)dw[c], fb[c] = (float)db[c];
-        g = down(d_dx, n, dt);
-        CHECK_ALL(g, dx, n, tol_sum(dt) * 2, "layernorm dx");
-        free(g);
-        g = down(d_dw, C, dt);
-        CHECK_ALL(g, fw, C, tol_sum(dt), "layernorm dw");
-        free(g);
-        g = down(d_db, C, dt);
-        CHECK_ALL(g, fb, C, tol_sum(dt), "layernorm db");
-        free(g);
+        CHECK_DEVICE(d_dx, n, dt, dx, tol_sum(dt) * 2, "layernorm dx");
+        CHECK_DEVICE(d_dw, C, dt, fw, tol_sum(dt), "layernorm dw");
+        CHECK_DEVICE(d_db, C, dt, fb, tol_sum(dt), "layernorm db");
         /* Accumulating db a second time doubles it; dx and dw may be NULL. */
         lp.dx = NULL, lp.dweight = NULL, lp.accumulate = 1;
         CHECK_CU(A->layernorm_backward(&lp));
         for (size_t c = 0; c < C; c++) fb[c] *= 2;
-        g = down(d_db, C, dt);
-        CHECK_ALL(g, fb, C, tol_sum(dt) * 2, "layernorm db accumulated");
-        free(g);
+        CHECK_DEVICE(d_db, C, dt, fb, tol_sum(dt) * 2, "layernorm db accumulated");
         /* No weight, bias or saved stats: the module stands in ones and scratch stats. */
         lp = (tfc_layernorm_problem){
             .dtype = (tfc_dtype)dt, .rows = (int64_t)R, .cols = (int64_t)C, .eps = 1e-5, .x = d_x, .y = d_y};
         CHECK_CU(A->layernorm_forward(&lp));
-        g = down(d_y, n, dt);
-        CHECK_ALL(g, y1, n, tol_sum(dt), "layernorm y without weight and bias");
-        free(g);
+        CHECK_DEVICE(d_y, n, dt, y1, tol_sum(dt), "layernorm y without weight and bias");
         lp = (tfc_layernorm_problem){.dtype = (tfc_dtype)dt,
                                      .rows = (int64_t)R,
                                      .cols = (int64_t)C,
@@ -620,9 +606,7 @@ TEST(cross_entropy_forward_backward_with_ignore_index) {
             float *g = down(d_loss, 1, TFC_DTYPE_F32), fl = (float)loss;
             CHECK_ALL(g, &fl, 1, 1e-5, "cross-entropy loss");
             free(g);
-            g = down(d_lse, N, TFC_DTYPE_F32);
-            CHECK_ALL(g, lse, N, 1e-5, "cross-entropy lse");
-            free(g);
+            CHECK_DEVICE(d_lse, N, TFC_DTYPE_F32, lse, 1e-5, "cross-entropy lse");
             tfc_cross_entropy_problem bp = {.dtype = (tfc_dtype)dt,
                                             .index_dtype = (tfc_dtype)tdt,
                                             .n = (int64_t)N,
@@ -634,15 +618,11 @@ TEST(cross_entropy_forward_backward_with_ignore_index) {
                                             .lse_in = d_lse,
                                             .dlogits = d_dx};
             CHECK_CU(A->cross_entropy_backward(&bp));
-            g = down(d_dx, N * C, dt);
-            CHECK_ALL(g, dx, N * C, dt == TFC_DTYPE_BF16 ? 1e-3 : 1e-6, "cross-entropy dlogits");
-            free(g);
+            CHECK_DEVICE(d_dx, N * C, dt, dx, dt == TFC_DTYPE_BF16 ? 1e-3 : 1e-6, "cross-entropy dlogits");
             bp.accumulate = 1;
             CHECK_CU(A->cross_entropy_backward(&bp));
             for (size_t i = 0; i < N * C; i++) dx[i] *= 2;
-            g = down(d_dx, N * C, dt);
-            CHECK_ALL(g, dx, N * C, dt == TFC_DTYPE_BF16 ? 2e-3 : 2e-6, "cross-entropy dlogits accumulated");
-            free(g);
+            CHECK_DEVICE(d_dx, N * C, dt, dx, dt == TFC_DTYPE_BF16 ? 2e-3 : 2e-6, "cross-entropy dlogits accumulated");
             /* The CUDA backward needs the forward's lse. */
             bp.lse_in = NULL;
             CHECK_CU_ERR(A->cross_entropy_backward(&bp), TFC_ERR_UNSUPPORTED, "lse");
@@ -1044,9 +1024,7 @@ TEST(attention_forward_backward) {
             float *g = down(d_out, BH * T * Dv, dt);
             CHECK_ALL(g, out, BH * T * Dv, tol, "attention out");
             free(g);
-            g = down(d_lse, BH * T, TFC_DTYPE_F32);
-            CHECK_ALL(g, lse, BH * T, 2e-5, "attention lse");
-            free(g);
+            CHECK_DEVICE(d_lse, BH * T, TFC_DTYPE_F32, lse, 2e-5, "attention lse");
             tfc_attn_problem bp = {.dtype = (tfc_dtype)dt,
                                    .B = 1,
                                    .H = (int64_t)BH,
@@ -1068,22 +1046,14 @@ TEST(attention_forward_backward) {
             CHECK_CU(A->attention_backward(&bp));
             /* bf16 gradients: the saved out is rounded, so Delta carries bf16 error into dS. */
             double gtol = dt == TFC_DTYPE_BF16 ? 3e-2 : 5e-5;
-            g = down(d_dq, BH * T * D, dt);
-            CHECK_ALL(g, dq, BH * T * D, gtol, "attention dq");
-            free(g);
-            g = down(d_dk, BH * S * D, dt);
-            CHECK_ALL(g, dk, BH * S * D, gtol, "attention dk");
-            free(g);
-            g = down(d_dv, BH * S * Dv, dt);
-            CHECK_ALL(g, dv, BH * S * Dv, gtol, "attention dv");
-            free(g);
+            CHECK_DEVICE(d_dq, BH * T * D, dt, dq, gtol, "attention dq");
+            CHECK_DEVICE(d_dk, BH * S * D, dt, dk, gtol, "attention dk");
+            CHECK_DEVICE(d_dv, BH * S * Dv, dt, dv, gtol, "attention dv");
             /* Accumulating (dk only asked for) doubles dk. */
             bp.dq = NULL, bp.dv = NULL, bp.accumulate = 1;
             CHECK_CU(A->attention_backward(&bp));
             for (size_t i = 0; i < BH * S * D; i++) dk[i] *= 2;
-            g = down(d_dk, BH * S * D, dt);
-            CHECK_ALL(g, dk, BH * S * D, 2 * gtol, "attention dk accumulated");
-            free(g);
+            CHECK_DEVICE(d_dk, BH * S * D, dt, dk, 2 * gtol, "attention dk accumulated");
             free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
             dfree(d_q), dfree(d_k), dfree(d_v), dfree(d_out), dfree(d_do), dfree(d_dq), dfree(d_dk), dfree(d_dv);
             dfree(d_lse);
@@ -1304,9 +1274,7 @@ TEST(grad_norm_clipping_and_adamw) {
                      (long long)step[t]);
             CHECK_ALL(g, wp, n, 1e-6, what);
             free(g);
-            g = down(dm[t], n, TFC_DTYPE_F32);
-            CHECK_ALL(g, wm, n, 1e-6, "adamw m");
-            free(g);
+            CHECK_DEVICE(dm[t], n, TFC_DTYPE_F32, wm, 1e-6, "adamw m");
             g = down(dvv[t], n, TFC_DTYPE_F32);
             CHECK_ALL(g, wv, n, 1e-6, "adamw v");
             free(g), free(wp), free(wm), free(wv);
@@ -1345,15 +1313,11 @@ TEST(random_streams_match_cpu) {
     free(g);
     rp.kind = TFC_RANDOM_NORMAL, rp.a = 0.5, rp.b = 0.02;
     CHECK_CU(A->random(&rp));
-    g = down(d, n, TFC_DTYPE_F32);
-    CHECK_ALL(g, wn, n, 1e-6, "normal stream");
-    free(g);
+    CHECK_DEVICE(d, n, TFC_DTYPE_F32, wn, 1e-6, "normal stream");
     tfc_dropout_problem dp = {
         .dtype = TFC_DTYPE_F32, .n = (int64_t)n, .p = 0.25, .seed = seed, .offset = offset, .x = dx, .out = d};
     CHECK_CU(A->dropout(&dp));
-    g = down(d, n, TFC_DTYPE_F32);
-    CHECK_ALL(g, wd, n, 1e-7, "dropout mask and scale");
-    free(g);
+    CHECK_DEVICE(d, n, TFC_DTYPE_F32, wd, 1e-7, "dropout mask and scale");
     dp.p = 1.5;
     CHECK_CU_ERR(A->dropout(&dp), TFC_ERR_INVALID_ARG, "p is 1.5");
     free(wu), free(wn), free(wd), free(x), dfree(d), dfree(dx);
