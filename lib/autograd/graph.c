@@ -85,7 +85,7 @@ static tfc_status add_new(const tfc_tensor *a, const tfc_tensor *b, tfc_tensor *
  * inputs), so an accumulator is only updated in place when nothing else
  * can see its memory; otherwise the sum goes to a fresh tensor.
  */
-tfc_status tfc_grad_accumulate(tfc_tensor **acc, tfc_tensor *g) {
+static tfc_status grad_accumulate(tfc_tensor **acc, tfc_tensor *g) {
     if (!*acc) {
         *acc = g;
         return TFC_OK;
@@ -295,7 +295,7 @@ static tfc_status run_node(const char *fn, tfc_node *n, tfc_node **ready, int64_
         } else if (e->leaf) {
             if (gi) st = accumulate_leaf(e->leaf, gi);
         } else {
-            if (gi) st = tfc_grad_accumulate(&e->node->grad_acc[e->index], gi);
+            if (gi) st = grad_accumulate(&e->node->grad_acc[e->index], gi);
             if (--e->node->pending == 0) ready[(*top)++] = e->node;
         }
     }

@@ -100,8 +100,6 @@ void tfc_node_attach_output(tfc_node *n, int32_t i, tfc_tensor *out) {
 
 int tfc_node_needs_grad(const tfc_node *n, int32_t i) { return n->in[i].node || n->in[i].leaf; }
 
-tfc_edge *tfc_node_edge(tfc_node *n, int32_t i) { return &n->in[i]; }
-
 static tfc_status modified_error(const tfc_node *n, const char *fn, const tfc_tensor *t, uint64_t now, uint64_t then) {
     return tfc_err(TFC_ERR_INVALID_ARG,
                    "%s: a tensor %s saved by %s for backward was modified in place "

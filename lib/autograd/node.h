@@ -97,13 +97,10 @@ tfc_status tfc_node_set_input(tfc_node *n, int32_t i, const tfc_tensor *t);
 tfc_status tfc_node_keep(tfc_node *n, tfc_saved *slot, const tfc_tensor *t);
 void tfc_node_attach_output(tfc_node *n, int32_t i, tfc_tensor *out);
 int tfc_node_needs_grad(const tfc_node *n, int32_t i);
-tfc_edge *tfc_node_edge(tfc_node *n, int32_t i);
 /* For backward: an error naming fn if a tensor n saved was modified in place since. */
 tfc_status tfc_node_check_saved(const tfc_node *n, const char *fn);
 /* Free n's saved tensors (the graph is cleared or the node dies). */
 void tfc_node_drop_saved(tfc_node *n);
 void tfc_node_unref(tfc_node *n);
-/* acc += g, taking g itself as acc when *acc is NULL (consumes the g reference). */
-tfc_status tfc_grad_accumulate(tfc_tensor **acc, tfc_tensor *g);
 
 #endif

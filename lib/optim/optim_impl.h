@@ -64,9 +64,4 @@ tfc_status tfc_optim_check_nonneg(const char *fn, const char *what, double v);
 tfc_status tfc_optim_check_grad(const char *fn, const char *gname, const tfc_tensor *g, const char *refname,
                                 const tfc_tensor *ref, const tfc_tensor *param);
 
-/* After a step's kernels ran (CPU or CUDA): every parameter with a gradient
- * now has state and one more step, and the in-place writes to it and its
- * buffers are visible to autograd's version counters; opt->step advances. */
-void tfc_optim_commit(tfc_optim *opt);
-
 #endif

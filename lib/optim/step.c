@@ -15,8 +15,10 @@
 #include "optim/optim_impl.h"
 #include "tensor/dispatch.h"
 
-/* Declared in optim_impl.h. */
-void tfc_optim_commit(tfc_optim *opt) {
+/* After a step's kernels ran (CPU or CUDA): every parameter with a gradient
+ * now has state and one more step, and the in-place writes to it and its
+ * buffers are visible to autograd's version counters; opt->step advances. */
+static void commit(tfc_optim *opt) {
     for (int64_t k = 0; k < opt->n_params; k++) {
         tfc_optim_slot *pp = &opt->params[k];
         if (!pp->p->grad) continue;
@@ -114,6 +116,6 @@ TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
     };
     if (pr.nseg > 0) TFC_TRY(TFC_BACKEND_RUN_DT(fn, be, optim_step, &pr, ref->dtype));
     /* 3. Commit: state exists now, counts advance, in-place writes are visible to autograd. */
-    tfc_optim_commit(opt);
+    commit(opt);
     return TFC_OK;
 }
