@@ -209,6 +209,7 @@ if ((build_ok)); then
   run_step consumer bash tests/consumer/run.sh build
   run_step abi bash scripts/abi-check.sh build
   run_step format bash scripts/format.sh --check
+  run_step tsan bash scripts/tsan.sh
 else
   record_fail "consumer (build/ failed)"
   record_fail "abi (build/ failed)"

@@ -14,6 +14,8 @@ build=(gcc meson ninja-build pkg-config libopenblas-dev libpcre2-dev binutils)
 test=(
   # ABI baseline check (abidw / abidiff); the style check (scripts/format.sh)
   abigail-tools clang-format
+  # ThreadSanitizer build (scripts/tsan.sh): clang, LLVM's libomp and its Archer tool
+  clang libomp-dev
   # ASan/UBSan runtimes (libasan8, libubsan1) come with gcc itself.
   # Python bindings and reference tests (Debian's /usr/bin/python3)
   python3 python3-cffi python3-numpy python3-pytest python3-torch
