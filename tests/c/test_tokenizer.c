@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -817,7 +818,7 @@ static long proc_kib(pid_t pid, const char *key) {
 
 typedef struct bounded_load {
     const char *paths[2];
-    int kind; /* 0 tiktoken, 1 native, 2 gpt2 */
+    int kind; /* 0 tiktoken, 1 native, 2 gpt2, 3 train on paths[0] as text with vocab_size 2^30 */
     tfc_status status;
     char msg[512];
     long grew_kib; /* peak RSS minus RSS before the call */
@@ -844,11 +845,25 @@ static void run_bounded_load(bounded_load *b) {
     pid_t pid = fork();
     if (pid == 0) {
         close(fd[0]);
+#if !defined(__SANITIZE_ADDRESS__)
+        /* Without ASan also cap the address space, so one big malloc fails instead of being granted lazily. */
+        struct rlimit lim;
+        lim.rlim_cur = lim.rlim_max = (rlim_t)proc_kib(getpid(), "VmSize:") * 1024 + ((rlim_t)1 << 30);
+        setrlimit(RLIMIT_AS, &lim);
+#endif
         long start = proc_kib(getpid(), "VmRSS:");
         tfc_tokenizer *t = NULL;
-        tfc_status s = b->kind == 0 ? tfc_tokenizer_load_tiktoken(b->paths[0], TFC_SPLIT_NONE, &t)
-            : b->kind == 1          ? tfc_tokenizer_load(b->paths[0], &t)
-                                    : tfc_tokenizer_load_gpt2(b->paths[0], b->paths[1], &t);
+        tfc_status s;
+        if (b->kind == 3) {
+            s = tfc_tokenizer_new(TFC_SPLIT_GPT2, &t);
+            if (s == TFC_OK) s = tfc_tokenizer_train(t, b->paths[0], strlen(b->paths[0]), 1 << 30);
+        } else if (b->kind == 0) {
+            s = tfc_tokenizer_load_tiktoken(b->paths[0], TFC_SPLIT_NONE, &t);
+        } else if (b->kind == 1) {
+            s = tfc_tokenizer_load(b->paths[0], &t);
+        } else {
+            s = tfc_tokenizer_load_gpt2(b->paths[0], b->paths[1], &t);
+        }
         tfc_tokenizer_release(t);
         bounded_load r = *b;
         r.status = s;
@@ -908,6 +923,19 @@ TEST(loaders_memory_is_bounded_by_the_file) {
     }
     remove(a);
     remove(bpe);
+}
+
+/*
+ * Found by tests/fuzz/fuzz_train: the merge table was sized by vocab_size
+ * alone, 16 GiB for vocab_size 2^30 on a few bytes of text. The text
+ * bounds the merges it can yield; training learns what it can and succeeds.
+ */
+TEST(train_memory_is_bounded_by_the_text) {
+    bounded_load b = {{"hello hello world"}, 3, TFC_OK, "", 0};
+    run_bounded_load(&b);
+    if (b.status != TFC_OK) TFC_FAIL_AT("train: %s: %s", tfc_status_name(b.status), b.msg);
+    if (b.grew_kib < 0 || b.grew_kib > (16L << 10)) TFC_FAIL_AT("training grew the process by %ld KiB", b.grew_kib);
+    tfc_test_checks += 2;
 }
 
 /* The bound leaves room for what real files do: special tokens far past a small vocabulary. */
