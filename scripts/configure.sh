@@ -4,8 +4,10 @@
 #
 #   bash scripts/configure.sh build        release, -g (ABI check needs DWARF), cuda=auto
 #   bash scripts/configure.sh build-asan   ASan+UBSan, debugoptimized, cuda=disabled
+#   bash scripts/configure.sh build-fuzz   clang, libFuzzer targets + ASan+UBSan (docs/FUZZING.md)
 #
-# A dir whose name contains "asan" gets the sanitizer options. Extra -D
+# A dir whose name contains "asan" gets the sanitizer options, one whose
+# name contains "fuzz" the fuzzing options (and CC=clang when it is set up). Extra -D
 # options after the dir are added (e.g. -Dblas=disabled).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -13,7 +15,12 @@ cd "$root"
 dir="${1:?usage: configure.sh BUILDDIR [-Dopt=value...]}"
 shift
 # shellcheck disable=SC2054  # the comma is meson's list syntax
-if [[ "$(basename "$dir")" == *asan* ]]; then
+if [[ "$(basename "$dir")" == *fuzz* ]]; then
+  # One thread (no OpenMP) keeps runs reproducible; tests, bindings off: only the targets matter here.
+  opts=(-Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled
+    -Dfuzz=true -Dopenmp=disabled -Dtests=false -Dbindings=false)
+  export CC="${CC:-clang}"
+elif [[ "$(basename "$dir")" == *asan* ]]; then
   opts=(-Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled)
 else
   opts=(-Dbuildtype=release -Ddebug=true -Dcuda=auto)

@@ -9,6 +9,7 @@
 #
 #   build/       release + debug info (-g, for the ABI check), cuda=auto
 #   build-asan/  ASan+UBSan, debugoptimized, cuda=disabled
+#   build-fuzz/  clang, the libFuzzer targets (scripts/fuzz.sh, step "fuzz")
 #
 # scripts/configure.sh owns the options of those two dirs: an existing dir
 # whose options differ is reconfigured. Options:
@@ -214,6 +215,8 @@ else
   record_fail "consumer (build/ failed)"
   record_fail "abi (build/ failed)"
 fi
+# Every libFuzzer target for 20 s, two at a time (its own build-fuzz, clang): ~3 min.
+run_step fuzz bash scripts/fuzz.sh --seconds 20 --jobs 2
 # run_step python /usr/bin/python3 -m pytest -q tests/python
 # run_step lua lua5.4 tests/lua/run.lua
 # ------------------------------------------------------------------------------

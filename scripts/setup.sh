@@ -21,6 +21,8 @@ test=(
   python3 python3-cffi python3-numpy python3-pytest python3-torch
   # Lua bindings
   lua5.4 liblua5.4-dev
+  # libFuzzer targets (scripts/fuzz.sh): clang 14; libclang-rt-14-dev holds libclang_rt.fuzzer
+  clang libclang-rt-14-dev
 )
 bench=(python3 python3-numpy python3-torch)
 

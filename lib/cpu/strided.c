@@ -11,6 +11,19 @@ void tfc_iter_init(tfc_iter *it, const tfc_sview *const *views, int32_t nviews) 
     it->nviews = nviews;
     it->ndim = 0;
     it->numel = 1;
+    for (int32_t d = 0; d < v0->ndim; d++) it->numel *= v0->shape[d] ? 1 : 0;
+    /*
+     * An empty view addresses nothing, so its strides were never checked
+     * (DLPack hands in any): multiplying them below could overflow. It is
+     * one empty dim. Otherwise the dims' product and every stride × (shape
+     * - 1) fit in 64 bits, and a merge's stride × shape is checked.
+     */
+    if (it->numel == 0) {
+        it->ndim = 1;
+        it->shape[0] = 0;
+        for (int32_t v = 0; v < nviews; v++) it->strides[v][0] = 0;
+        return;
+    }
     for (int32_t d = 0; d < v0->ndim; d++) it->numel *= v0->shape[d];
     /* Drop size-1 dims, then merge dim d into d+1 when every view has
      * stride[d] == stride[d+1] * shape[d+1]. */
@@ -19,8 +32,12 @@ void tfc_iter_init(tfc_iter *it, const tfc_sview *const *views, int32_t nviews) 
         int32_t k = it->ndim;
         if (k > 0) {
             int mergeable = 1;
-            for (int32_t v = 0; v < nviews; v++)
-                if (it->strides[v][k - 1] != views[v]->strides[d] * v0->shape[d]) mergeable = 0;
+            for (int32_t v = 0; v < nviews; v++) {
+                int64_t outer;
+                if (__builtin_mul_overflow(views[v]->strides[d], v0->shape[d], &outer) ||
+                    it->strides[v][k - 1] != outer)
+                    mergeable = 0;
+            }
             if (mergeable) {
                 it->shape[k - 1] *= v0->shape[d];
                 for (int32_t v = 0; v < nviews; v++) it->strides[v][k - 1] = views[v]->strides[d];

@@ -189,6 +189,9 @@ static tfc_status import_dl(const char *fn, const DLTensor *dl, tfc_deleter del,
     if (!dl->data && dl->byte_offset)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: data is NULL with byte_offset %llu", fn,
                        (unsigned long long)dl->byte_offset);
+    if (dl->data && dl->byte_offset > UINTPTR_MAX - (uintptr_t)dl->data)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: byte_offset %llu from data %p passes the end of the address space", fn,
+                       (unsigned long long)dl->byte_offset, dl->data);
     /* wrap refuses data not aligned to the element size: kernels load whole elements, vectors too. */
     char *data = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
     return tfc_tensor_wrap(data, dl->shape, dl->strides, dl->ndim, dt, del, ctx, out);

@@ -44,6 +44,13 @@ struct tfc_gpt {
 /* TFC_OK for a valid config, else the error naming the bad field, prefixed by fn. */
 tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *cfg);
 
+/*
+ * Number of parameter values (elements) a model of cfg holds, from the
+ * parameter table without building it; INT64_MAX when that overflows.
+ * Loaders compare it with what a file holds before allocating anything.
+ */
+int64_t tfc_gpt_config_numel(const tfc_gpt_config *cfg);
+
 /* Keys and values per layer: [batch, n_head, block_size, head_dim], valid up to len. */
 struct tfc_gpt_cache {
     const tfc_gpt *model;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "model/gpt_impl.h"
 
@@ -117,6 +118,18 @@ static int64_t dim_size(dim_rule d, const tfc_gpt_config *c) {
     case D_4C: return 4 * (int64_t)c->n_embd;
     }
     return 0;
+}
+
+int64_t tfc_gpt_config_numel(const tfc_gpt_config *c) {
+    int64_t total = 0, n;
+    for (size_t i = 0; i < N_ROWS; i++) {
+        if (!exists(&rows[i], c)) continue;
+        const int64_t d1 = rows[i].shape[1] == D_NONE ? 1 : dim_size(rows[i].shape[1], c);
+        if (!tfc_mul_i64(dim_size(rows[i].shape[0], c), d1, &n) ||
+            !tfc_mul_i64(n, rows[i].per_block ? c->n_layer : 1, &n) || !tfc_add_i64(total, n, &total))
+            return INT64_MAX;
+    }
+    return total;
 }
 
 static tfc_tensor **field_of(tfc_gpt *m, param_at p) {

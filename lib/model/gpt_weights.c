@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "model/gpt_impl.h"
 #include "tfcore/io.h"
 #include "tfcore/ops.h"
 
@@ -143,6 +144,32 @@ static tfc_status copy_params(const char *fn, const char *path, tfc_gpt *m, cons
     return s;
 }
 
+/*
+ * The model a file's config describes is built before its tensors are
+ * read, so a few bytes of metadata could ask for gigabytes: refuse a config
+ * that needs more values than the file holds (each stored value takes at
+ * least one byte, so memory stays O(file size)).
+ */
+static tfc_status check_file_holds_config(const char *fn, const char *path, const tfc_safetensors *f,
+                                          const tfc_gpt_config *c) {
+    TFC_TRY(tfc_gpt_check_config(fn, c));
+    int64_t held = 0;
+    for (int32_t i = 0; i < tfc_safetensors_count(f); i++) {
+        tfc_tensor *t = NULL;
+        TFC_TRY(tfc_safetensors_get(f, i, NULL, &t));
+        held += tfc_tensor_numel(t);
+        tfc_tensor_release(t);
+    }
+    const int64_t need = tfc_gpt_config_numel(c);
+    if (need > held)
+        return tfc_err(TFC_ERR_FORMAT,
+                       "%s: '%s' holds %lld values but its config (n_layer %d, n_embd %d, vocab_size %d, "
+                       "block_size %d) needs %lld",
+                       fn, path, (long long)held, (int)c->n_layer, (int)c->n_embd, (int)c->vocab_size,
+                       (int)c->block_size, (long long)need);
+    return TFC_OK;
+}
+
 TFC_API tfc_status tfc_gpt_load(const char *path, tfc_gpt **out) {
     const char *fn = "tfc_gpt_load";
     TFC_CHECK_NOT_NULL(fn, path);
@@ -152,6 +179,7 @@ TFC_API tfc_status tfc_gpt_load(const char *path, tfc_gpt **out) {
     tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
     tfc_gpt *m = NULL;
     tfc_status s = read_config(fn, path, f, &c);
+    if (s == TFC_OK) s = check_file_holds_config(fn, path, f, &c);
     if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
     if (s == TFC_OK) s = copy_params(fn, path, m, f);
     tfc_safetensors_release(f);

@@ -287,6 +287,15 @@ static tfc_status check_trainable(const char *fn, const tfc_tokenizer *t, int32_
 /* Learn from the counted chunks and, only when everything succeeded, swap the result into t. */
 static tfc_status train_from_chunks(const char *fn, tfc_tokenizer *t, const byte_map *chunks, int32_t vocab_size) {
     int32_t n_merges = vocab_size - 256, done = 0;
+    /*
+     * Each merge shortens some distinct chunk by one token, so the text
+     * allows at most sum(len - 1) of them: size the table by that, not by
+     * vocab_size alone (2^30 asked 16 GiB for a few bytes of text).
+     */
+    int64_t possible = 0;
+    for (size_t i = 0; i <= chunks->mask && possible < n_merges; i++)
+        if (chunks->slots[i].hash) possible += chunks->slots[i].len - 1;
+    if (possible < n_merges) n_merges = (int32_t)possible;
     tfc_merge *merges = malloc(((size_t)n_merges + 1) * sizeof *merges);
     if (!merges) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = learn(fn, chunks, n_merges, merges, &done);

@@ -46,6 +46,15 @@ int tok_next_line(const uint8_t *buf, size_t len, size_t *pos, const char **line
     return 1;
 }
 
+size_t tok_count_lines(const uint8_t *buf, size_t len) {
+    size_t n = 0;
+    for (const uint8_t *p = buf, *end = buf + len; p < end; n++) {
+        const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+    }
+    return n;
+}
+
 int tok_parse_int(const char *s, size_t n, int64_t max, int64_t *out) {
     if (n == 0 || n > 12) return -1;
     int64_t v = 0;

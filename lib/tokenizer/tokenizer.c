@@ -102,7 +102,9 @@ tfc_status tok_finalize(const char *fn, tfc_tokenizer *t) {
         if (t->byte_id[b] < 0) return tfc_err(TFC_ERR_FORMAT, "%s: byte 0x%02x has no token", fn, b);
     if (t->n_merges > 1) qsort(t->merges, (size_t)t->n_merges, sizeof *t->merges, merge_cmp);
     byte_map_free(&t->direct);
-    if (byte_map_init(&t->direct, (size_t)t->n_ids)) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    size_t n_ordinary = 0; /* not n_ids: the map's size follows the tokens, not the largest id */
+    for (int32_t id = 0; id < t->n_ids; id++) n_ordinary += t->tok_kind[id] == TOK_ORDINARY;
+    if (byte_map_init(&t->direct, n_ordinary)) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     ids_vec tmp = {0};
     for (int32_t id = 0; id < t->n_ids; id++) {
         if (t->tok_kind[id] != TOK_ORDINARY) continue;

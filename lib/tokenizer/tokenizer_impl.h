@@ -111,6 +111,24 @@ int tok_next_line(const uint8_t *buf, size_t len, size_t *pos, const char **line
 /* A decimal integer of exactly n digits in [0, max]: 0 and *out, else -1. */
 int tok_parse_int(const char *s, size_t n, int64_t max, int64_t *out);
 
+/*
+ * The largest id a file may use is below 2 x its entries + TOK_ID_SLACK.
+ * The id table is dense (9 bytes per id up to the largest), so an id the
+ * file cannot justify would cost memory out of all proportion to the file
+ * ("QQ== 536870000", 15 bytes, asked for 9 GiB); with this bound a
+ * loader's memory is O(file size). Real files are dense (tiktoken ranks
+ * 0..n-1, GPT-2's ids 0..50256); the factor 2 leaves room for gaps and the
+ * slack for special tokens placed past the vocabulary (cl100k's at
+ * 100257..100276, also in a saved file of a small tokenizer).
+ */
+#define TOK_ID_SLACK (1 << 17)
+static inline int64_t tok_id_limit(size_t entries) {
+    int64_t lim = 2 * (int64_t)(entries > TFC_TOKENIZER_MAX_ID ? TFC_TOKENIZER_MAX_ID : entries) + TOK_ID_SLACK;
+    return lim < TFC_TOKENIZER_MAX_ID ? lim : TFC_TOKENIZER_MAX_ID;
+}
+/* Number of lines in buf[0..len) (a last line without "\n" counts). */
+size_t tok_count_lines(const uint8_t *buf, size_t len);
+
 /* Longest ordinary token a file may hold. */
 #define TFC_TOKEN_MAX_LEN 65536
 

@@ -327,7 +327,12 @@ TFC_API tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const 
     for (size_t i = 0; s == TFC_OK && i < v.n; i++) {
         const entry *e = &v.entries[i];
         int ordinary = e->len == 1 || v.produced[i];
-        if (e->id < t->n_ids && t->tok_kind[e->id] != TOK_UNUSED)
+        if (e->id >= tok_id_limit(v.n))
+            s = tfc_err(TFC_ERR_FORMAT,
+                        "%s: '%s': id %d is beyond what a file of %zu entries can hold (ids must be below 2 x "
+                        "entries + %d)",
+                        fn, encoder_json_path, (int)e->id, v.n, TOK_ID_SLACK);
+        else if (e->id < t->n_ids && t->tok_kind[e->id] != TOK_UNUSED)
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': id %d appears twice", fn, encoder_json_path, (int)e->id);
         else if (ordinary)
             s = tok_set_token(fn, t, e->id, v.index.arena + e->off, e->len, TOK_ORDINARY);

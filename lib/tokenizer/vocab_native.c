@@ -92,6 +92,7 @@ typedef struct reader {
     size_t len, pos, lineno;
     const char *line;
     size_t ll;
+    int64_t id_limit; /* tok_id_limit of the file's line count */
 } reader;
 
 static tfc_status bad_line(reader *r, const char *what) {
@@ -148,6 +149,13 @@ static tfc_status read_token_lines(reader *r, tfc_tokenizer *t, int64_t count, i
         if (fl[1] > (TFC_TOKEN_MAX_LEN / 3 + 1) * 4) return bad_line(r, "token too long");
         long n = tok_base64_decode(f[1], fl[1], tok);
         if (n <= 0) return bad_line(r, "bad base64 token");
+        if (id >= r->id_limit) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "id %lld is beyond what a file of %zu lines can hold (ids must be below 2 x lines + %d)",
+                     (long long)id, tok_count_lines(r->buf, r->len), TOK_ID_SLACK);
+            return bad_line(r, msg);
+        }
         if (id < t->n_ids && t->tok_kind[id] != TOK_UNUSED) return bad_line(r, "id appears twice");
         if (kind == TOK_SPECIAL) {
             char text[TFC_SPECIAL_MAX_LEN + 1];
@@ -257,6 +265,7 @@ TFC_API tfc_status tfc_tokenizer_load(const char *path, tfc_tokenizer **out) {
     uint8_t *buf;
     TFC_TRY(tok_read_file(fn, path, &buf, &r.len));
     r.buf = buf;
+    r.id_limit = tok_id_limit(tok_count_lines(buf, r.len));
     tfc_status s = parse_native(&r, out);
     free(buf);
     return s;

@@ -16,7 +16,8 @@ static tfc_status parse_ranks(const char *fn, const char *path, tfc_tokenizer *t
     uint8_t *tok = malloc(TFC_TOKEN_MAX_LEN + 4);
     if (!tok) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = TFC_OK;
-    size_t pos = 0, lineno = 0, ll;
+    size_t pos = 0, lineno = 0, ll, n_lines = tok_count_lines(buf, len);
+    int64_t limit = tok_id_limit(n_lines);
     const char *line;
     while (s == TFC_OK && tok_next_line(buf, len, &pos, &line, &ll)) {
         lineno++;
@@ -33,6 +34,11 @@ static tfc_status parse_ranks(const char *fn, const char *path, tfc_tokenizer *t
         } else if (tok_parse_int(sp + 1, ll - (size_t)(sp - line) - 1, TFC_TOKENIZER_MAX_ID - 1, &rank)) {
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: rank '%.*s' is not an integer in [0, 2^30)", fn, path,
                         lineno, (int)(ll - (size_t)(sp - line) - 1 > 32 ? 32 : ll - (size_t)(sp - line) - 1), sp + 1);
+        } else if (rank >= limit) {
+            s = tfc_err(TFC_ERR_FORMAT,
+                        "%s: '%s' line %zu: rank %lld is beyond what a file of %zu lines can hold (ranks must be "
+                        "below 2 x lines + %d)",
+                        fn, path, lineno, (long long)rank, n_lines, TOK_ID_SLACK);
         } else {
             long n = tok_base64_decode(line, (size_t)(sp - line), tok);
             int added;

@@ -74,3 +74,34 @@ TEST(versioned_export_and_import) {
     tfc_tensor_release(t);
     tfc_tensor_release(b);
 }
+
+/* Found by tests/fuzz/fuzz_dlpack: a byte_offset that wraps the address space is refused, not added. */
+TEST(import_refuses_a_byte_offset_past_the_address_space) {
+    double buf[2] = {1, 2};
+    int64_t shape[1] = {1};
+    DLManagedTensor m = {{buf, {1, 0}, 1, {2, 64, 1}, shape, NULL, UINT64_MAX - 7}, NULL, count};
+    tfc_tensor *t = NULL;
+    deleted = 0;
+    CHECK_ERR(tfc_tensor_from_dlpack(&m, &t), TFC_ERR_INVALID_ARG, "passes the end of the address space");
+    CHECK(t == NULL && deleted == 0);
+}
+
+/*
+ * Found by tests/fuzz/fuzz_dlpack: an empty tensor's strides address
+ * nothing, so import takes any; copying it must not multiply them (UBSan
+ * reported a signed overflow in the strided iterator).
+ */
+TEST(empty_import_with_huge_strides_copies) {
+    float buf[1] = {0};
+    int64_t shape[4] = {6, 0, 4, 3}, strides[4] = {3, 0, INT64_C(7566047373982433280), 1};
+    DLManagedTensor m = {{buf, {1, 0}, 4, {2, 32, 1}, shape, strides, 0}, NULL, count};
+    tfc_tensor *t = NULL, *c = NULL;
+    deleted = 0;
+    CHECK_OK(tfc_tensor_from_dlpack(&m, &t));
+    CHECK(tfc_tensor_numel(t) == 0);
+    CHECK_OK(tfc_tensor_clone(t, &c));
+    CHECK(c && tfc_tensor_numel(c) == 0);
+    tfc_tensor_release(c);
+    tfc_tensor_release(t);
+    CHECK(deleted == 1);
+}

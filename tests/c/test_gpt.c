@@ -666,4 +666,44 @@ TEST(weights_save_load_round_trip) {
     unlink(path);
 }
 
+/*
+ * A checkpoint's config is read before its tensors: a small file whose
+ * metadata claims a large model is refused before the model is built
+ * (it used to allocate and initialise the whole claimed model first).
+ */
+TEST(weights_load_refuses_a_config_the_file_cannot_hold) {
+    char path[] = "/tmp/tfc_test_gpt_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    tfc_gpt *m = small_model(1, 2, 8, 16, 8, 1, 1, TFC_DTYPE_F32, 3);
+    CHECK_OK(tfc_gpt_save(m, path, NULL, NULL, 0));
+    tfc_gpt_release(m);
+    /* the same tensors, metadata claiming 4 layers of width 1024 (~200 MB) or 2^31-1 layers */
+    const char *claims[2][2] = {{"4", "1024"}, {"2147483647", "2147483640"}};
+    for (int k = 0; k < 2; k++) {
+        tfc_safetensors *f;
+        CHECK_OK(tfc_safetensors_load(path, &f));
+        int32_t n = tfc_safetensors_count(f), nm = tfc_safetensors_metadata_count(f);
+        const char *names[64], *keys[32], *vals[32];
+        tfc_tensor *ts[64];
+        for (int32_t i = 0; i < n && i < 64; i++) CHECK_OK(tfc_safetensors_get(f, i, &names[i], &ts[i]));
+        for (int32_t i = 0; i < nm && i < 32; i++) {
+            CHECK_OK(tfc_safetensors_metadata_at(f, i, &keys[i], &vals[i]));
+            if (strcmp(keys[i], "tfc.n_layer") == 0) vals[i] = claims[k][0];
+            if (strcmp(keys[i], "tfc.n_embd") == 0) vals[i] = claims[k][1];
+        }
+        char big[sizeof path + 4];
+        snprintf(big, sizeof big, "%s.big", path);
+        CHECK_OK(tfc_safetensors_save(big, names, ts, n, keys, vals, nm));
+        tfc_gpt *back = NULL;
+        CHECK_ERR(tfc_gpt_load(big, &back), TFC_ERR_FORMAT, "values but its config (n_layer");
+        CHECK(back == NULL);
+        for (int32_t i = 0; i < n && i < 64; i++) tfc_tensor_release(ts[i]);
+        tfc_safetensors_release(f);
+        unlink(big);
+    }
+    unlink(path);
+}
+
 TFC_TEST_MAIN

@@ -5,7 +5,10 @@
  * tiktoken: tests/tokenizer/.)
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tfc_test.h"
@@ -796,6 +799,163 @@ TEST(load_gpt2_undoes_the_byte_alphabet) {
     remove(ej);
     CHECK_ERR(tfc_tokenizer_load_gpt2(ej, vb, &t), TFC_ERR_IO, "encoder.json");
     remove(vb);
+}
+
+/* ---- loaders' memory is bounded by the file (issue #21, defect 3) ------------ */
+
+/* A process's resident set in KiB (VmRSS or VmHWM from /proc/<pid>/status), -1 when unreadable. */
+static long proc_kib(pid_t pid, const char *key) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, strlen(key)) == 0) v = strtol(line + strlen(key), NULL, 10);
+    fclose(f);
+    return v;
+}
+
+typedef struct bounded_load {
+    const char *paths[2];
+    int kind; /* 0 tiktoken, 1 native, 2 gpt2, 3 train on paths[0] as text with vocab_size 2^30 */
+    tfc_status status;
+    char msg[512];
+    long grew_kib; /* peak RSS minus RSS before the call */
+} bounded_load;
+
+#define LOAD_KILL_KIB (512L << 10) /* a child growing past this is stopped: the bound is broken */
+
+/*
+ * Run one load in a child process and report its status, message and how
+ * much its resident set grew. The parent watches the child and kills it
+ * once it has grown by LOAD_KILL_KIB, so a regression fails fast instead of
+ * taking gigabytes (no RLIMIT_AS: ASan reserves terabytes of address space).
+ */
+static void run_bounded_load(bounded_load *b) {
+    int fd[2];
+    b->status = TFC_ERR_INTERNAL;
+    b->grew_kib = -1;
+    snprintf(b->msg, sizeof b->msg, "(child reported nothing)");
+    if (pipe(fd)) {
+        TFC_FAIL_AT("pipe failed");
+        return;
+    }
+    long before = proc_kib(getpid(), "VmRSS:");
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+#if !defined(__SANITIZE_ADDRESS__)
+        /* Without ASan also cap the address space, so one big malloc fails instead of being granted lazily. */
+        struct rlimit lim;
+        lim.rlim_cur = lim.rlim_max = (rlim_t)proc_kib(getpid(), "VmSize:") * 1024 + ((rlim_t)1 << 30);
+        setrlimit(RLIMIT_AS, &lim);
+#endif
+        long start = proc_kib(getpid(), "VmRSS:");
+        tfc_tokenizer *t = NULL;
+        tfc_status s;
+        if (b->kind == 3) {
+            s = tfc_tokenizer_new(TFC_SPLIT_GPT2, &t);
+            if (s == TFC_OK) s = tfc_tokenizer_train(t, b->paths[0], strlen(b->paths[0]), 1 << 30);
+        } else if (b->kind == 0) {
+            s = tfc_tokenizer_load_tiktoken(b->paths[0], TFC_SPLIT_NONE, &t);
+        } else if (b->kind == 1) {
+            s = tfc_tokenizer_load(b->paths[0], &t);
+        } else {
+            s = tfc_tokenizer_load_gpt2(b->paths[0], b->paths[1], &t);
+        }
+        tfc_tokenizer_release(t);
+        bounded_load r = *b;
+        r.status = s;
+        snprintf(r.msg, sizeof r.msg, "%s", tfc_last_error());
+        r.grew_kib = proc_kib(getpid(), "VmHWM:") - start;
+        ssize_t w = write(fd[1], &r, sizeof r);
+        _exit(w == (ssize_t)sizeof r ? 0 : 1);
+    }
+    close(fd[1]);
+    int killed = 0, st = 0;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        long rss = proc_kib(pid, "VmRSS:");
+        if (!killed && rss > 0 && before > 0 && rss - before > LOAD_KILL_KIB) {
+            kill(pid, SIGKILL);
+            killed = 1;
+        }
+        usleep(2000);
+    }
+    bounded_load r;
+    if (!killed && read(fd[0], &r, sizeof r) == (ssize_t)sizeof r) *b = r;
+    close(fd[0]);
+    if (killed) {
+        b->grew_kib = LOAD_KILL_KIB;
+        snprintf(b->msg, sizeof b->msg, "killed after growing by %ld MiB", LOAD_KILL_KIB >> 10);
+    }
+}
+
+/* A file of a few bytes naming a huge id is refused before the id table grows to it. */
+TEST(loaders_memory_is_bounded_by_the_file) {
+    const char *a = tmp_path("huge_id.a"), *bpe = tmp_path("huge_id.bpe");
+    struct {
+        int kind;
+        const char *text, *fragment;
+    } cases[] = {
+        /* the 15-byte file of the issue: it used to ask for 2^30 ids (9 GiB) */
+        {0, "QQ== 536870000\n", "tfc_tokenizer_load_tiktoken: '"},
+        {0, "QQ== 536870000\n", "line 1: rank 536870000 is beyond what a file of 1 lines can hold"},
+        {1, "tfcore-tokenizer 1\npattern none\ndirect merges\ntokens 1\n536870000 QQ==\nmerges 0\nspecials 0\nend\n",
+         "line 5: id 536870000 is beyond what a file of 8 lines can hold"},
+        {1, "tfcore-tokenizer 1\npattern none\ndirect merges\ntokens 0\nmerges 0\nspecials 1\n1000000 PHM+\nend\n",
+         "line 7: id 1000000 is beyond"},
+        {2, "{\"A\": 536870000}", "tfc_tokenizer_load_gpt2: '"},
+        {2, "{\"A\": 536870000}", "id 536870000 is beyond what a file of 1 entries can hold"},
+    };
+    write_text(bpe, "#version: 0.2\n");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        write_text(a, cases[i].text);
+        bounded_load b = {{a, bpe}, cases[i].kind, TFC_OK, "", 0};
+        run_bounded_load(&b);
+        if (b.status != TFC_ERR_FORMAT || !strstr(b.msg, cases[i].fragment))
+            TFC_FAIL_AT("case %zu: %s: '%s', wanted TFC_ERR_FORMAT with '%s'", i, tfc_status_name(b.status), b.msg,
+                        cases[i].fragment);
+        if (b.grew_kib < 0 || b.grew_kib > (16L << 10))
+            TFC_FAIL_AT("case %zu: loading %zu bytes grew the process by %ld KiB", i, strlen(cases[i].text),
+                        b.grew_kib);
+        tfc_test_checks += 2;
+    }
+    remove(a);
+    remove(bpe);
+}
+
+/*
+ * Found by tests/fuzz/fuzz_train: the merge table was sized by vocab_size
+ * alone, 16 GiB for vocab_size 2^30 on a few bytes of text. The text
+ * bounds the merges it can yield; training learns what it can and succeeds.
+ */
+TEST(train_memory_is_bounded_by_the_text) {
+    bounded_load b = {{"hello hello world"}, 3, TFC_OK, "", 0};
+    run_bounded_load(&b);
+    if (b.status != TFC_OK) TFC_FAIL_AT("train: %s: %s", tfc_status_name(b.status), b.msg);
+    if (b.grew_kib < 0 || b.grew_kib > (16L << 10)) TFC_FAIL_AT("training grew the process by %ld KiB", b.grew_kib);
+    tfc_test_checks += 2;
+}
+
+/* The bound leaves room for what real files do: special tokens far past a small vocabulary. */
+TEST(loaders_accept_specials_past_the_vocabulary) {
+    const char *path = tmp_path("far_special.tfctok");
+    tfc_tokenizer *t, *u;
+    CHECK_OK(tfc_tokenizer_new(TFC_SPLIT_GPT2, &t));
+    CHECK_OK(tfc_tokenizer_add_special(t, "<|im_end|>", 100276)); /* cl100k's id, on 256 tokens */
+    CHECK_OK(tfc_tokenizer_save(t, path));
+    CHECK_OK(tfc_tokenizer_load(path, &u));
+    const char *bytes;
+    size_t len;
+    int32_t sp = 0, n = 0;
+    CHECK_OK(tfc_tokenizer_token_bytes(u, 100276, &bytes, &len, &sp));
+    CHECK(sp == 1 && len == 10 && memcmp(bytes, "<|im_end|>", 10) == 0);
+    CHECK_OK(tfc_tokenizer_vocab_size(u, &n));
+    CHECK(n == 100277);
+    tfc_tokenizer_release(t);
+    tfc_tokenizer_release(u);
+    remove(path);
 }
 
 TEST(load_rejects_bad_native_files) {
