@@ -60,6 +60,13 @@ static void blas_gemm(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int
 }
 
 /*
+ * Below this many multiply-adds (~0.5 MFLOP, tens of microseconds) waking a
+ * second thread costs more than it saves; OpenBLAS's own threshold is of the
+ * same order.
+ */
+#define GEMM_SPLIT_MIN_MNK (1 << 18)
+
+/*
  * C = alpha op(A) op(B) + beta C split into independent blocks of C, one per
  * OpenMP thread, each a single-threaded BLAS call (blas_threads.c explains
  * why the BLAS itself runs one thread). The longer of M and N is split, in
@@ -74,7 +81,7 @@ static void gemm_split(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, in
     size_t es = dtype == TFC_DTYPE_F64 ? 8 : 4;
     int split_rows = m >= n;
     int64_t len = split_rows ? m : n, blocks = (len + 63) / 64;
-    int nth = tfc_threads_for(m * n * k / TFC_GEMM_SPLIT_MIN_MNK, 1);
+    int nth = tfc_threads_for(m * n * k / GEMM_SPLIT_MIN_MNK, 1);
     if (nth > blocks) nth = (int)blocks;
     if (nth <= 1) {
         blas_gemm(dtype, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -1,10 +1,9 @@
 /*
  * bf16 on the CPU: f32 <-> bf16 conversion (round to nearest even) through
- * tfc_cast, the bf16 GEMM entry (both paths: the AVX512-BF16 kernel when
- * the CPU has it, and the portable one, forced through
- * tfc_cpu_bf16_force_portable in the same process), tfc_matmul and its
- * backward on bf16 tensors, and the refusals (mixed dtypes, a backend whose
- * gemm takes no bf16, bf16 where only gemm takes it).
+ * tfc_cast, the bf16 GEMM entry (lib/cpu/gemm_bf16.c: one path on every
+ * CPU, widening to f32), tfc_matmul and its backward on bf16 tensors, and
+ * the refusals (mixed dtypes, a backend whose gemm takes no bf16, bf16
+ * where only gemm takes it).
  *
  * References are f64 sums over the same bf16-rounded inputs, written here;
  * the tolerance is the f32 accumulation bound (K + 4) · 2^-24 · Σ|a·b|
@@ -91,7 +90,7 @@ TEST(cast_from_bf16_is_exact) {
 /* ---- the gemm entry -------------------------------------------------------- */
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-/* A bf16 uniform in (-1, 1) (normal numbers only: the fast path flushes subnormals). */
+/* A bf16 uniform in (-1, 1), away from 0. */
 static uint16_t rand_bf16(void) {
     g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
     float f = (float)((double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
@@ -184,11 +183,10 @@ static int run_gemm_case(const gemm_case *g) {
                 double tol = (double)(g->k + 4) * 0x1p-24 * (fabs(g->alpha) * mag + fabs(g->beta * c0[ci]));
                 if (!g->c_f32) tol = tol * (1 + 0x1p-8) + 0x1p-8 * fabs(want);
                 if (!(fabs(got - want) <= tol)) {
-                    TFC_FAIL_AT("gemm %s ta %d tb %d c_f32 %d m %lld n %lld k %lld batch %lld: C[%lld][%lld,%lld] = "
+                    TFC_FAIL_AT("gemm ta %d tb %d c_f32 %d m %lld n %lld k %lld batch %lld: C[%lld][%lld,%lld] = "
                                 "%.9g, want %.9g (tol %.3g)",
-                                tfc_cpu_bf16_gemm_path(), g->ta, g->tb, g->c_f32, (long long)g->m, (long long)g->n,
-                                (long long)g->k, (long long)g->batch, (long long)it, (long long)i, (long long)j, got,
-                                want, tol);
+                                g->ta, g->tb, g->c_f32, (long long)g->m, (long long)g->n, (long long)g->k,
+                                (long long)g->batch, (long long)it, (long long)i, (long long)j, got, want, tol);
                     bad = 1;
                 }
             }
@@ -198,9 +196,10 @@ static int run_gemm_case(const gemm_case *g) {
 }
 
 static void gemm_cases(void) {
-    /* ragged sizes: below, at and across the micro-tile (12 × 32) and the K block (384) */
-    static const int64_t mnk[][3] = {{1, 1, 1},     {7, 17, 65},   {17, 130, 7}, {65, 7, 130},  {130, 65, 17},
-                                     {13, 33, 385}, {1, 100, 777}, {100, 1, 64}, {24, 64, 768}, {37, 45, 2}};
+    /* ragged sizes: vectors, odd K, sizes around the 64-row blocks gemm.c splits over threads */
+    static const int64_t mnk[][3] = {{1, 1, 1},     {7, 17, 65},   {17, 130, 7},   {65, 7, 130},
+                                     {130, 65, 17}, {13, 33, 385}, {1, 100, 777},  {100, 1, 64},
+                                     {24, 64, 768}, {37, 45, 2},   {200, 150, 300}};
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++)
             for (size_t s = 0; s < sizeof mnk / sizeof *mnk; s++)
@@ -216,24 +215,9 @@ static void gemm_cases(void) {
     for (size_t i = 0; i < sizeof more / sizeof *more; i++) run_gemm_case(&more[i]);
 }
 
-TEST(bf16_gemm_fast_path_against_f64) {
-    if (!tfc_cpu_has_avx512bf16()) {
-        printf("  (no AVX512-BF16 on this CPU: the fast path is not run, the portable test covers it)\n");
-        return;
-    }
-    tfc_cpu_bf16_force_portable = 0;
-    CHECK(!strcmp(tfc_cpu_bf16_gemm_path(), "avx512bf16"));
-    gemm_cases();
-}
+TEST(bf16_gemm_against_f64) { gemm_cases(); }
 
-TEST(bf16_gemm_portable_path_against_f64) {
-    tfc_cpu_bf16_force_portable = 1;
-    CHECK(!strcmp(tfc_cpu_bf16_gemm_path(), "portable"));
-    gemm_cases();
-    tfc_cpu_bf16_force_portable = 0;
-}
-
-/* The fast path splits C over threads; each element is still summed by one thread in K order. */
+/* Large products are split over threads (gemm.c); each element is still summed by one thread in K order. */
 TEST(bf16_gemm_bits_do_not_depend_on_the_thread_count) {
     const int64_t m = 300, n = 200, k = 800;
     uint16_t *a = malloc((size_t)(m * k) * 2), *b = malloc((size_t)(k * n) * 2);
@@ -345,12 +329,7 @@ static void matmul_cases(void) {
     tfc_tensor_release(btc), tfc_tensor_release(b3), tfc_tensor_release(v);
 }
 
-TEST(matmul_bf16_is_bf16_with_f32_accumulation) {
-    matmul_cases();
-    tfc_cpu_bf16_force_portable = 1;
-    matmul_cases();
-    tfc_cpu_bf16_force_portable = 0;
-}
+TEST(matmul_bf16_is_bf16_with_f32_accumulation) { matmul_cases(); }
 
 /*
  * Backward through the graph: a [2, 5, 40] · b [1, 40, 9] (b broadcast over
@@ -400,6 +379,37 @@ TEST(matmul_bf16_backward) {
     tfc_tensor_release(ga), tfc_tensor_release(gb), tfc_tensor_release(out);
     tfc_graph_release(g);
     tfc_tensor_release(a), tfc_tensor_release(b), tfc_tensor_release(dout);
+}
+
+/*
+ * a [2, 1, 5, 40] · b [1, 3, 40, 9]: both broadcast, so the GEMMs of the
+ * backward loop over batch items and both gradients are sums (in f32,
+ * rounded once). Against the same backward in f64 (test_autograd.c checks
+ * that one by finite differences) on the bf16 values.
+ */
+TEST(matmul_bf16_backward_with_both_operands_broadcast) {
+    const int64_t da[4] = {2, 1, 5, 40}, db[4] = {1, 3, 40, 9}, dd[4] = {2, 3, 5, 9};
+    tfc_tensor *a = rand_of(da, 4, TFC_DTYPE_BF16, 41), *b = rand_of(db, 4, TFC_DTYPE_BF16, 42);
+    tfc_tensor *dout = rand_of(dd, 4, TFC_DTYPE_BF16, 43), *ga = NULL, *gb = NULL, *x[3] = {NULL, NULL, NULL};
+    tfc_tensor *ra = NULL, *rb = NULL;
+    CHECK_OK(tfc_tensor_zeros(da, 4, TFC_DTYPE_BF16, &ga));
+    CHECK_OK(tfc_tensor_zeros(db, 4, TFC_DTYPE_BF16, &gb));
+    CHECK_OK(tfc_matmul_backward(dout, a, b, ga, gb, 0));
+    CHECK_OK(tfc_cast(NULL, a, TFC_DTYPE_F64, &x[0]));
+    CHECK_OK(tfc_cast(NULL, b, TFC_DTYPE_F64, &x[1]));
+    CHECK_OK(tfc_cast(NULL, dout, TFC_DTYPE_F64, &x[2]));
+    CHECK_OK(tfc_tensor_zeros(da, 4, TFC_DTYPE_F64, &ra));
+    CHECK_OK(tfc_tensor_zeros(db, 4, TFC_DTYPE_F64, &rb));
+    CHECK_OK(tfc_matmul_backward(x[2], x[0], x[1], ra, rb, 0));
+    double *g1 = t_vals(ga), *r1 = t_vals(ra), *g2 = t_vals(gb), *r2 = t_vals(rb);
+    int bad = 0;
+    for (int i = 0; i < 2 * 5 * 40; i++) bad += !(fabs(g1[i] - r1[i]) <= 0x1p-8 * fabs(r1[i]) + 1e-5);
+    for (int i = 0; i < 3 * 40 * 9; i++) bad += !(fabs(g2[i] - r2[i]) <= 0x1p-8 * fabs(r2[i]) + 1e-5);
+    CHECK(bad == 0);
+    free(g1), free(r1), free(g2), free(r2);
+    tfc_tensor_release(a), tfc_tensor_release(b), tfc_tensor_release(dout), tfc_tensor_release(ga);
+    tfc_tensor_release(gb), tfc_tensor_release(ra), tfc_tensor_release(rb);
+    for (int i = 0; i < 3; i++) tfc_tensor_release(x[i]);
 }
 
 /* ---- refusals ---------------------------------------------------------- */
