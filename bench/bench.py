@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """libtfcore's CPU benchmark suite: ours and PyTorch side by side, in one run.
 
-    /usr/bin/python3 bench/bench.py [--build build] [--only peak,gemm,micro,adamw,train]
+    /usr/bin/python3 bench/bench.py [--build build] [--only peak,gemm,gemm_bf16,micro,adamw,train]
                                     [--quick] [--json results.json]
 
 Run from the source tree after `ninja -C build` (docs/PERFORMANCE.md). It
@@ -11,6 +11,10 @@ issue #8's target is met:
   peak   the fp32 FMA peak, measured (bench/fma_peak.c, AVX2 and AVX-512)
   gemm   tfc_matmul vs a bare cblas_sgemm on the same buffers and the same
          OpenBLAS kernels, plus bare OpenBLAS with its own default kernels
+  gemm_bf16  tfc_matmul in f32 and bf16 (f32 accumulation) vs PyTorch 1.13
+         f32 and bf16 (oneDNN) on training GEMM shapes, 1 and all threads,
+         as % of the measured vdpbf16ps and f32 FMA peaks (issue #20);
+         not in the default set
   micro  fused kernels (attention, LayerNorm, GELU, cross-entropy) vs
          PyTorch 1.13 eager fwd+bwd, the composition a 1.13 user writes
   adamw  one AdamW step over 10M parameters (1 tensor, 100 tensors)
@@ -108,6 +112,10 @@ def torch_worker(args):
         for nt in args.threads:
             torch.set_num_threads(nt)
             out += torch_micro(torch, F, nt, args.budget)
+    elif args.mode == "gemm_bf16":
+        for nt in args.threads:
+            torch.set_num_threads(nt)
+            out += torch_gemm_bf16(torch, nt, args.budget)
     elif args.mode == "adamw":
         for nt in args.threads:
             torch.set_num_threads(nt)
@@ -119,6 +127,34 @@ def torch_worker(args):
         r["coretype"] = os.environ.get("OPENBLAS_CORETYPE", "default")
         r["blas_threads"] = int(os.environ.get("OPENBLAS_NUM_THREADS", NPROC))
         print(json.dumps(r))
+
+
+# tfc_bench gemm_bf16's cases, in its order: (what, m, n, k, ta, tb).
+GEMM_BF16_CASES = [("qkv fwd C=384", 1024, 1152, 384, 0, 0), ("mlp up fwd", 1024, 1536, 384, 0, 0),
+                   ("mlp down fwd", 1024, 384, 1536, 0, 0), ("mlp up dX", 1024, 384, 1536, 0, 1),
+                   ("mlp up dW", 384, 1536, 1024, 1, 0), ("qkv fwd C=256", 8192, 768, 256, 0, 0),
+                   ("square", 1024, 1024, 1024, 0, 0)]
+
+
+def gemm_case_name(what, m, n, k, ta, tb):
+    a = (k, m) if ta else (m, k)
+    b = (n, k) if tb else (k, n)
+    return "%s [%d,%d]%sx[%d,%d]%s" % (what, a[0], a[1], "T" if ta else "", b[0], b[1], "T" if tb else "")
+
+
+def torch_gemm_bf16(torch, nt, budget):
+    res = []
+    for c in GEMM_BF16_CASES:
+        what, m, n, k, ta, tb = c
+        a = torch.randn((k, m) if ta else (m, k))
+        b = torch.randn((n, k) if tb else (k, n))
+        for dt, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+            x, y = a.to(dt), b.to(dt)
+            x, y = (x.t() if ta else x), (y.t() if tb else y)
+            ms, mn, reps = timeit(lambda: torch.matmul(x, y), budget)
+            res.append({"bench": "gemm_bf16", "case": gemm_case_name(*c), "dtype": name, "threads": nt, "ms": ms,
+                        "ms_min": mn, "gflops": 2.0 * m * n * k / ms / 1e6, "reps": reps})
+    return res
 
 
 def torch_micro(torch, F, nt, budget):
@@ -340,6 +376,44 @@ def sec_gemm(a, res):
            "bare, OpenBLAS default kernels", "ours vs default (x)"], rows)
 
 
+def sec_gemm_bf16(a, res):
+    threads = sorted({1, NPROC})
+    peaks = {}
+    for nt in threads:  # best of three, as sec_peak
+        runs = [run_lines([os.path.join(a.build, "bench", "fma_peak"), str(nt)]) for _ in range(3)]
+        for i in range(len(runs[0])):
+            r = max((x[i] for x in runs), key=lambda x: x["gflops"])
+            peaks[(r["isa"], nt)] = r["gflops"]
+    res["gemm_bf16_peaks"] = [{"isa": k[0], "threads": k[1], "gflops": v} for k, v in peaks.items()]
+    table("Measured peaks (CPU time) for the bf16 GEMM: vdpbf16ps counts 64 flops per instruction",
+          ["ISA", "threads", "GFLOP/s"], [[k[0], k[1], "%.1f" % v] for k, v in sorted(peaks.items())])
+    exe = os.path.join(a.build, "bench", "tfc_bench")
+    ours = ours_runs([exe, "gemm_bf16", str(a.budget)], a, threads)
+    theirs = torch_runs("gemm_bf16", threads, a.budget, a.quick)
+    res["gemm_bf16"], res["gemm_bf16_torch"] = ours, theirs
+    bo = {(r["case"], r["threads"], r["dtype"]): r for r in ours}
+    bt = best_by(theirs, lambda r: (r["case"], r["threads"], r["dtype"]))
+    rows = []
+    for c in GEMM_BF16_CASES:
+        name = gemm_case_name(*c)
+        for nt in threads:
+            o32, o16 = bo.get((name, nt, "f32")), bo.get((name, nt, "bf16"))
+            t32, t16 = bt.get((name, nt, "f32")), bt.get((name, nt, "bf16"))
+            if not o32 or not o16:
+                continue
+            pk16, pk32 = peaks.get(("avx512_bf16", nt)), peaks.get(("avx512", nt))
+            g = lambda r: "%.1f" % r["gflops"] if r else "-"
+            rows.append([name, nt, g(o32), g(o16), "%.2f" % (o16["gflops"] / o32["gflops"]), g(t32), g(t16),
+                         "%.2f" % (o16["gflops"] / t16["gflops"]) if t16 else "-",
+                         "%.0f%%" % (100 * o16["gflops"] / pk16) if pk16 else "-",
+                         "%.0f%%" % (100 * t16["gflops"] / pk16) if pk16 and t16 else "-",
+                         "%.0f%%" % (100 * o16["gflops"] / pk32) if pk32 else "-"])
+    table("GEMM, bf16 (f32 accumulation) vs f32, median GFLOP/s; PyTorch's best over its OpenBLAS settings",
+          ["shape", "threads", "ours f32", "ours bf16", "ours bf16/f32", "PyTorch f32", "PyTorch bf16 (oneDNN)",
+           "ours bf16/PyTorch bf16", "ours bf16 % of bf16 peak", "PyTorch bf16 % of bf16 peak",
+           "ours bf16 % of f32 AVX-512 peak"], rows)
+
+
 def ours_runs(args_list, a, threads):
     out = []
     for nt in threads:
@@ -469,6 +543,8 @@ def main():
     peak = sec_peak(a, res) if "peak" in only else None
     if "gemm" in only:
         sec_gemm(a, res)
+    if "gemm_bf16" in only:
+        sec_gemm_bf16(a, res)
     if "micro" in only:
         sec_micro(a, res)
     if "adamw" in only:

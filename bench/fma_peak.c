@@ -5,8 +5,9 @@
  * chains · lanes · 2. The best of several short runs is reported: on a
  * shared machine interference only ever slows a run down.
  *
- *   fma_peak [threads]   ->  one JSON line per ISA the CPU has; "gflops" is
- *   the CPU-time rate (the peak), "gflops_wall" the wall-clock one.
+ *   fma_peak [threads]   ->  one JSON line per ISA the CPU has (avx2,
+ *   avx512, and avx512_bf16: vdpbf16ps, the bf16 peak); "gflops" is the
+ *   CPU-time rate (the peak), "gflops_wall" the wall-clock one.
  */
 #include <immintrin.h>
 #include <omp.h>
@@ -49,6 +50,23 @@ __attribute__((target("avx512f"))) static float chains_avx512(long iters, float 
     return s;
 }
 
+/*
+ * vdpbf16ps: each of the 16 f32 lanes adds two bf16 products, 4 flops per
+ * lane, 64 per instruction (counted as lanes = 32 below). The peak a bf16
+ * GEMM is measured against.
+ */
+__attribute__((target("avx512bf16,avx512f"))) static float chains_avx512_bf16(long iters, float seed) {
+    __m512 acc[CHAINS];
+    __m512bh m = (__m512bh)_mm512_set1_epi32(0x3f803f80), a = (__m512bh)_mm512_set1_epi32(0x33d633d6);
+    for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_set1_ps(seed + (float)c);
+    for (long i = 0; i < iters; i++)
+#pragma GCC unroll 16
+        for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_dpbf16_ps(acc[c], m, a);
+    float s = 0;
+    for (int c = 0; c < CHAINS; c++) s += _mm512_reduce_add_ps(acc[c]);
+    return s;
+}
+
 static double clock_of(clockid_t id) {
     struct timespec t;
     clock_gettime(id, &t);
@@ -68,7 +86,9 @@ static void peak(int threads, int lanes, long iters, int reps, double *wall_best
 #pragma omp parallel num_threads(threads)
         {
             double c0 = clock_of(CLOCK_THREAD_CPUTIME_ID);
-            float v = lanes == 8 ? chains_avx2(iters, (float)omp_get_thread_num()) : chains_avx512(iters, 1.0f);
+            float v = lanes == 8 ? chains_avx2(iters, (float)omp_get_thread_num())
+                : lanes == 16    ? chains_avx512(iters, 1.0f)
+                                 : chains_avx512_bf16(iters, 1.0f);
             double rate = (double)iters * CHAINS * lanes * 2 / (clock_of(CLOCK_THREAD_CPUTIME_ID) - c0) / 1e9;
 #pragma omp critical
             {
@@ -87,12 +107,13 @@ int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : omp_get_num_procs();
     if (threads < 1) threads = 1;
     __builtin_cpu_init();
-    int have[2] = {__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), __builtin_cpu_supports("avx512f")};
+    int have[3] = {__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), __builtin_cpu_supports("avx512f"),
+                   __builtin_cpu_supports("avx512bf16")};
     static const struct {
         const char *isa;
-        int lanes;
-    } isas[] = {{"avx2", 8}, {"avx512", 16}};
-    for (int i = 0; i < 2; i++) {
+        int lanes; /* f32 lanes × 2 for vdpbf16ps, whose lane does two multiply-adds */
+    } isas[] = {{"avx2", 8}, {"avx512", 16}, {"avx512_bf16", 32}};
+    for (int i = 0; i < 3; i++) {
         if (!have[i]) continue;
         double wall, cpu;
         peak(threads, isas[i].lanes, ITERS / isas[i].lanes, 10, &wall, &cpu);

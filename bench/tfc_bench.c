@@ -5,6 +5,8 @@
  *
  *   tfc_bench gemm    tfc_matmul (and its backward shapes) vs a bare
  *                     cblas_sgemm on the same buffers, interleaved rep by rep
+ *   tfc_bench gemm_bf16  tfc_matmul in f32 and in bf16 (f32 accumulation) on
+ *                     the same shapes, interleaved block by block
  *   tfc_bench micro   fused kernels through their public explicit doors
  *
  * Timing: warm-up, then reps until a time budget (at least min_reps),
@@ -243,9 +245,61 @@ static void run_micro(void) {
     }
 }
 
+/*
+ * bf16 vs f32 tfc_matmul on the same shapes, reps of the two alternating in
+ * blocks so both sample the same machine. Which bf16 path runs is the
+ * library's choice (TFC_BF16_GEMM=portable forces the portable one).
+ */
+static void run_gemm_bf16(void) {
+    static const gemm_case cases[] = {
+        {"qkv fwd C=384", 1024, 1152, 384, 0, 0}, {"mlp up fwd", 1024, 1536, 384, 0, 0},
+        {"mlp down fwd", 1024, 384, 1536, 0, 0},  {"mlp up dX", 1024, 384, 1536, 0, 1},
+        {"mlp up dW", 384, 1536, 1024, 1, 0},     {"qkv fwd C=256", 8192, 768, 256, 0, 0},
+        {"square", 1024, 1024, 1024, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const gemm_case *c = &cases[i];
+        int64_t ad[2] = {c->ta ? c->k : c->m, c->ta ? c->m : c->k};
+        int64_t bd[2] = {c->tb ? c->n : c->k, c->tb ? c->k : c->n};
+        tfc_tensor *x[2][2] = {{randn(ad, 2, 1), randn(bd, 2, 2)}, {NULL, NULL}}, *v[2][2];
+        for (int j = 0; j < 2; j++) OK(tfc_cast(NULL, x[0][j], TFC_DTYPE_BF16, &x[1][j]));
+        for (int d = 0; d < 2; d++) {
+            v[d][0] = x[d][0], v[d][1] = x[d][1];
+            if (c->ta) OK(tfc_transpose(NULL, x[d][0], 0, 1, &v[d][0]));
+            if (c->tb) OK(tfc_transpose(NULL, x[d][1], 0, 1, &v[d][1]));
+        }
+        samples sm[2] = {{.n = 0}, {.n = 0}};
+        double t_end = now() + g_budget;
+        for (int blk = 0; sm[0].n + GEMM_BLOCK <= MAX_REPS && (blk < 3 || now() < t_end); blk++)
+            for (int d = 0; d < 2; d++)
+                for (int r = -1; r < GEMM_BLOCK; r++) {
+                    tfc_tensor *o;
+                    double t0 = now();
+                    OK(tfc_matmul(NULL, v[d][0], v[d][1], &o));
+                    double t1 = now();
+                    tfc_tensor_release(o);
+                    if (r >= 0) sm[d].t[sm[d].n++] = t1 - t0;
+                }
+        double flop = 2.0 * c->m * c->n * c->k;
+        for (int d = 0; d < 2; d++) {
+            double ms = median(&sm[d]);
+            printf("{\"bench\":\"gemm_bf16\",\"case\":\"%s [%d,%d]%sx[%d,%d]%s\",\"dtype\":\"%s\",\"threads\":%d,"
+                   "\"ms\":%.4f,\"ms_min\":%.4f,\"gflops\":%.2f,\"reps\":%d}\n",
+                   c->what, (int)ad[0], (int)ad[1], c->ta ? "T" : "", (int)bd[0], (int)bd[1], c->tb ? "T" : "",
+                   d ? "bf16" : "f32", tfc_get_num_threads(), ms, best(&sm[d]), flop / ms / 1e6, sm[d].n);
+        }
+        fflush(stdout);
+        for (int d = 0; d < 2; d++)
+            for (int j = 0; j < 2; j++) {
+                if (v[d][j] != x[d][j]) tfc_tensor_release(v[d][j]);
+                tfc_tensor_release(x[d][j]);
+            }
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: tfc_bench gemm|micro [seconds per case]\n");
+        fprintf(stderr, "usage: tfc_bench gemm|gemm_bf16|micro [seconds per case]\n");
         return 2;
     }
     if (argc > 2) g_budget = atof(argv[2]);
@@ -255,6 +309,8 @@ int main(int argc, char **argv) {
         printf("{\"bench\":\"gemm_info\",\"coretype\":\"%s\",\"threads\":%d}\n", openblas_get_corename(),
                tfc_get_num_threads());
         run_gemm();
+    } else if (!strcmp(argv[1], "gemm_bf16")) {
+        run_gemm_bf16();
     } else if (!strcmp(argv[1], "micro")) {
         run_micro();
     } else {

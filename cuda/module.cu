@@ -95,6 +95,12 @@ static tfc_status scale_c(const tfc_gemm_problem *p) {
 }
 
 static tfc_status cu_gemm(const tfc_gemm_problem *p) {
+    /* cuBLASLt could write an f32 C from bf16 A and B, but nothing on this
+     * device asks for it yet (the CPU's bf16 backward does) and it has never
+     * run on a GPU here: refused, not guessed. */
+    if (p->c_f32)
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "an f32 C from %s A and B (c_f32) is not implemented on cuda",
+                        tfcu_dtype_name(p->dtype));
     if (p->K == 0 && p->M * p->N * p->batch > 0 && p->beta != 1.0) return scale_c(p);
     tfc_cuda_matmul_desc d = {};
     d.struct_size = sizeof d;
@@ -400,6 +406,7 @@ static tfc_backend make_table(void) {
     b.optim_step = cu_optim_step;
     b.grad_norm = cu_grad_norm;
     b.grad_scale = cu_grad_scale;
+    b.gemm_dtypes = b.float_dtypes;
     return b;
 }
 

@@ -89,6 +89,11 @@ TFC_API TFC_NODISCARD tfc_status tfc_log_softmax(tfc_graph *g, const tfc_tensor 
  * (and the added dim removed), leading batch dims broadcast. a [..., M, K],
  * b [..., K, N] → out [..., M, N]. Transposed operands (unit stride on
  * either of the last two dims) go to BLAS as flags, never copied.
+ * Dtypes: a and b share one (TFC_ERR_DTYPE naming both otherwise): f32, f64
+ * or bf16 on the CPU, f32 or bf16 on CUDA. bf16 · bf16 gives bf16 computed
+ * with f32 accumulation and one rounding (torch.matmul's semantics); on the
+ * CPU it runs on any CPU (lib/cpu/gemm_bf16.c), though the other CPU ops
+ * take f32/f64 only. Gradients of a bf16 matmul are bf16.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
 
@@ -96,8 +101,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a, c
  * Explicit backward of out = a · b (matmul semantics as above) on
  * caller-owned buffers, no graph: da = dout · bᵀ, db = aᵀ · dout, each
  * summed over the batch dims its operand was broadcast along. da/db must
- * have a's/b's shape and dtype (either may be NULL = not needed).
- * TFC_GRAD_ACCUMULATE adds into them instead of overwriting.
+ * have a's/b's shape and dtype (either may be NULL = not needed), dout
+ * the operands' dtype. TFC_GRAD_ACCUMULATE adds into them instead of
+ * overwriting; for bf16 on the CPU, which has no bf16 elementwise add, it
+ * is TFC_ERR_UNSUPPORTED (nothing written).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor *a, const tfc_tensor *b,
                                                      tfc_tensor *da, tfc_tensor *db, uint32_t flags);

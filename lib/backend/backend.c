@@ -7,15 +7,15 @@
 #include "core/dtype.h"
 #include "core/error.h"
 
-const char *tfc_backend_dtype_list(const tfc_backend *b, const char *conj) {
+const char *tfc_dtype_mask_list(uint32_t mask, const char *conj) {
     /* One buffer per thread is enough: callers format it into a message at once. */
     static _Thread_local char buf[96];
     size_t len = 0;
     buf[0] = '\0';
     int n = 0, total = 0;
-    for (int32_t dt = 0; dt < 32; dt++) total += tfc_backend_takes(b, (tfc_dtype)dt);
+    for (int32_t dt = 0; dt < 32; dt++) total += (mask >> dt) & 1u;
     for (int32_t dt = 0; dt < 32 && len < sizeof buf; dt++) {
-        if (!tfc_backend_takes(b, (tfc_dtype)dt)) continue;
+        if (!((mask >> dt) & 1u)) continue;
         n++;
         char sep[16];
         snprintf(sep, sizeof sep, "%s", n == 1 ? "" : n == total ? " " : ", ");
@@ -23,6 +23,10 @@ const char *tfc_backend_dtype_list(const tfc_backend *b, const char *conj) {
         len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", sep, tfc_dtype_name((tfc_dtype)dt));
     }
     return buf;
+}
+
+const char *tfc_backend_dtype_list(const tfc_backend *b, const char *conj) {
+    return tfc_dtype_mask_list(b->float_dtypes, conj);
 }
 
 tfc_status tfc_backend_missing(const char *fn, const tfc_backend *b, int32_t device, const char *entry, int32_t dtype) {

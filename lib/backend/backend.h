@@ -44,7 +44,7 @@
 #include "backend/view.h"
 #include "tfcore/core.h"
 
-#define TFC_BACKEND_ABI 3
+#define TFC_BACKEND_ABI 4
 
 /* ---- problems ----------------------------------------------------------- */
 
@@ -135,6 +135,10 @@ typedef struct tfc_scatter_problem {
  * with row stride lda; likewise B [K, N] / (trans_b) [N, K] with ldb; C has
  * row stride ldc. Item i sits at a + i·stride_a (elements; 0 shares one
  * matrix). beta = 0 never reads C. K = 0 gives beta · C.
+ * dtype is the dtype of A and B (one of the backend's gemm_dtypes) and of C
+ * unless c_f32. bf16 A and B are multiplied with f32 accumulation; C is
+ * rounded once, at the end: to bf16 (c_f32 = 0) or kept f32 (c_f32 = 1, the
+ * only mixed case, for consumers that sum or accumulate the product further).
  */
 typedef struct tfc_gemm_problem {
     int32_t device;
@@ -146,6 +150,7 @@ typedef struct tfc_gemm_problem {
     void *c;
     int64_t lda, ldb, ldc;
     int64_t stride_a, stride_b, stride_c;
+    int32_t c_f32; /* 1: C is f32 while A and B are bf16; 0: C has dtype */
 } tfc_gemm_problem;
 
 /*
@@ -441,6 +446,13 @@ typedef struct tfc_backend {
     tfc_status (*optim_step)(const tfc_optim_problem *p);
     tfc_status (*grad_norm)(const tfc_grad_norm_problem *p);
     tfc_status (*grad_scale)(const tfc_grad_norm_problem *p);
+
+    /*
+     * bit (1u << dtype) for each dtype of A and B the gemm entry takes:
+     * float_dtypes, plus bf16 on the CPU, whose other kernels take f32 and
+     * f64 only (lib/cpu/gemm_bf16.c).
+     */
+    uint32_t gemm_dtypes;
 } tfc_backend;
 
 /* The entry point a backend module exports (dlsym name "tfc_backend_module_get"). */
@@ -468,6 +480,8 @@ int tfc_gemm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *tra
 
 /* "f32 and f64" (conj "and"): the float dtypes b takes, for messages (a thread-local buffer). */
 const char *tfc_backend_dtype_list(const tfc_backend *b, const char *conj);
+/* The same for any mask of dtype bits (b->gemm_dtypes). */
+const char *tfc_dtype_mask_list(uint32_t mask, const char *conj);
 
 /*
  * TFC_ERR_UNSUPPORTED: "fn: <entry> is not implemented on <name>:<device> for <dtype>".

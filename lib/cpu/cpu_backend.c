@@ -2,7 +2,8 @@
  * The CPU's backend table: the entries of backend/backend.h, each a thin
  * adapter from a problem struct to the CPU kernels of this folder (which
  * take plain arguments so they read like their formulas). The CPU runs
- * every entry in f32 and f64; stats keep the input's dtype.
+ * every entry in f32 and f64, and gemm in bf16 too; stats keep the input's
+ * dtype.
  */
 #include <math.h>
 #include <string.h>
@@ -69,12 +70,27 @@ static tfc_status cpu_random(const tfc_random_problem *p) {
     return TFC_OK;
 }
 
+/*
+ * The element kernels read f32 or f64 only; a bf16 view can reach them since
+ * bf16 GEMM results exist on the CPU (a gradient accumulated by the autograd
+ * engine), and must be refused rather than read as f32.
+ */
+static tfc_status check_kernel_dtype(const char *entry, const tfc_sview *v) {
+    if (!v || v->dtype == TFC_DTYPE_F32 || v->dtype == TFC_DTYPE_F64 || !tfc_dtype_is_float(v->dtype)) return TFC_OK;
+    return tfc_err(TFC_ERR_UNSUPPORTED, "%s is not implemented on cpu:0 for %s (f32 or f64; only gemm takes bf16)",
+                   entry, tfc_dtype_name(v->dtype));
+}
+
 static tfc_status cpu_map(const tfc_map_problem *p) {
+    TFC_TRY(check_kernel_dtype("map", p->out));
+    TFC_TRY(check_kernel_dtype("map", p->a));
+    TFC_TRY(check_kernel_dtype("map", p->b));
     tfc_cpu_map(p->op, p->out, p->a, p->b, p->c, p->p, p->accumulate);
     return TFC_OK;
 }
 
 static tfc_status cpu_reduce(const tfc_reduce_problem *p) {
+    TFC_TRY(check_kernel_dtype("reduce", &p->in));
     tfc_cpu_reduce(p->op, &p->in, p->nkeep, p->out, p->scale);
     return TFC_OK;
 }
@@ -93,7 +109,23 @@ static tfc_status cpu_reduce_scatter(const tfc_scatter_problem *p) {
 
 /* ---- products ---- */
 
+/* f32 and f64 through BLAS; bf16 A and B (f32 accumulation, bf16 or f32 C) through gemm_bf16.c. */
 static tfc_status cpu_gemm(const tfc_gemm_problem *p) {
+    if (p->dtype == TFC_DTYPE_BF16) {
+        const int64_t ec = p->c_f32 ? 4 : 2;
+        for (int64_t i = 0; i < p->batch; i++)
+            TFC_TRY(tfc_cpu_gemm_bf16(p->trans_a, p->trans_b, p->M, p->N, p->K, p->alpha,
+                                      (const uint16_t *)p->a + i * p->stride_a, p->lda,
+                                      (const uint16_t *)p->b + i * p->stride_b, p->ldb, p->beta,
+                                      (char *)p->c + i * p->stride_c * ec, p->ldc, p->c_f32));
+        return TFC_OK;
+    }
+    if (p->c_f32)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "gemm: an f32 C is for bf16 A and B only, not %s",
+                       tfc_dtype_name(p->dtype));
+    if (p->dtype != TFC_DTYPE_F32 && p->dtype != TFC_DTYPE_F64)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "gemm: %s is not implemented on the CPU (f32, f64 or bf16)",
+                       tfc_dtype_name(p->dtype));
     const int64_t es = (int64_t)tfc_dtype_size(p->dtype);
     for (int64_t i = 0; i < p->batch; i++)
         tfc_cpu_gemm(p->dtype, p->trans_a, p->trans_b, p->M, p->N, p->K, p->alpha,
@@ -299,4 +331,5 @@ const tfc_backend tfc_cpu_backend = {
     .optim_step = cpu_optim_step,
     .grad_norm = cpu_grad_norm,
     .grad_scale = cpu_grad_scale,
+    .gemm_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_F64) | (1u << TFC_DTYPE_BF16),
 };

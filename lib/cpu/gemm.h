@@ -17,6 +17,15 @@ void tfc_cpu_gemm(tfc_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t 
 void tfc_cpu_gemm_blocked(tfc_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                           const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 
+/*
+ * bf16 GEMM (gemm_bf16.c): C = alpha · op(A) · op(B) + beta · C for bf16 A
+ * and B, products summed in f32; C is f32 (c_f32) or bf16, rounded once at
+ * the end. TFC_ERR_OOM (message set) when scratch cannot be allocated;
+ * nothing is written then.
+ */
+tfc_status tfc_cpu_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha, const uint16_t *a,
+                             int64_t lda, const uint16_t *b, int64_t ldb, double beta, void *c, int64_t ldc, int c_f32);
+
 /* OpenBLAS's kernel family before (before != 0) and after the load-time
  * choice in blas_coretype.c; "" without a DYNAMIC_ARCH OpenBLAS. */
 const char *tfc_cpu_blas_coretype(int before);

@@ -64,7 +64,8 @@ tfc_status tfc_matmul_into(const char *fn, tfc_tensor *out, const tfc_tensor *a_
     int32_t nd = out->ndim, nb = nd - 2;
     int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a->shape[a->ndim - 1];
     tfc_gemm_problem p = {.device = tfc_device_index(out),
-                          .dtype = out->dtype,
+                          .dtype = a->dtype,
+                          .c_f32 = out->dtype != a->dtype,
                           .M = M,
                           .N = N,
                           .K = K,
@@ -85,7 +86,7 @@ tfc_status tfc_matmul_into(const char *fn, tfc_tensor *out, const tfc_tensor *a_
         bs[d] = (db >= 0 && b->shape[db] != 1) ? b->strides[db] : 0;
         batch *= out->shape[d];
     }
-    const size_t es = tfc_dtype_size(out->dtype);
+    const int64_t es = (int64_t)tfc_dtype_size(a->dtype), esc = (int64_t)tfc_dtype_size(out->dtype);
     char *pa = tfc_data(a), *pb = tfc_data(b), *pc = tfc_data(out);
     /* Fold the batch into M when b is shared and a's rows run on across batches: one tall GEMM. */
     int fold = !ta && batch > 1;
@@ -109,7 +110,7 @@ tfc_status tfc_matmul_into(const char *fn, tfc_tensor *out, const tfc_tensor *a_
                 oa += idx * as[d];
                 ob += idx * bs[d];
             }
-            p.a = pa + oa * (int64_t)es, p.b = pb + ob * (int64_t)es, p.c = pc + oc * (int64_t)es;
+            p.a = pa + oa * es, p.b = pb + ob * es, p.c = pc + oc * esc;
             s = TFC_BACKEND_RUN(fn, be, gemm, &p);
         }
     }
@@ -165,10 +166,50 @@ static tfc_status mm_plan(const char *fn, const tfc_tensor *a0, const tfc_tensor
     return TFC_OK;
 }
 
+/* x is a dtype the gemm entry of its device's backend takes (bf16 too on the CPU, whose other ops take f32/f64). */
+static tfc_status check_gemm_dtype(const char *fn, const char *arg, const tfc_tensor *x) {
+    if (!x) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, arg);
+    const tfc_backend *b;
+    TFC_TRY(tfc_tensor_backend(fn, x, &b));
+    if ((unsigned)x->dtype >= 32 || !((b->gemm_dtypes >> (unsigned)x->dtype) & 1u)) {
+        char dev[32];
+        return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; matmul needs %s on %s", fn, arg, tfc_dtype_name(x->dtype),
+                       SHAPE(x), tfc_dtype_mask_list(b->gemm_dtypes, "or"), tfc_device_str(x, dev, sizeof dev));
+    }
+    return TFC_OK;
+}
+
 static tfc_status check_operands(const char *fn, const tfc_tensor *a, const tfc_tensor *b) {
-    TFC_TRY(tfc_check_float(fn, "a", a));
-    TFC_TRY(tfc_check_float(fn, "b", b));
+    TFC_TRY(check_gemm_dtype(fn, "a", a));
+    TFC_TRY(check_gemm_dtype(fn, "b", b));
     return tfc_check_same(fn, a, b);
+}
+
+/*
+ * The dtype to compute a gradient in before it is summed over broadcast
+ * dims: dout's, unless the backend's sum cannot take it (bf16 on the CPU),
+ * then f32 (the GEMM's f32 accumulation, summed, rounded to bf16 once).
+ */
+static tfc_dtype sum_dtype(const tfc_tensor *dout, const int64_t *full, int32_t nd, const tfc_tensor *operand) {
+    int same = nd == operand->ndim;
+    for (int32_t i = 0; same && i < nd; i++) same = full[i] == operand->shape[i];
+    const tfc_backend *b;
+    if (same || tfc_tensor_backend("tfc_matmul", dout, &b) != TFC_OK || tfc_backend_takes(b, dout->dtype))
+        return dout->dtype;
+    return TFC_DTYPE_F32;
+}
+
+/* tfc_sum_to_shape, then back to dtype when the sum ran in f32 (sum_dtype). Consumes full. */
+static tfc_status sum_to_operand(tfc_tensor *full, const tfc_tensor *operand, tfc_dtype dtype, tfc_tensor **out) {
+    tfc_tensor *summed;
+    TFC_TRY(tfc_sum_to_shape(full, operand->shape, operand->ndim, &summed));
+    if (summed->dtype == dtype) {
+        *out = summed;
+        return TFC_OK;
+    }
+    tfc_status s = tfc_cast(NULL, summed, dtype, out);
+    tfc_tensor_release(summed);
+    return s;
 }
 
 /* Gradient of one operand at the broadcast shape, summed to the operand's. */
@@ -184,11 +225,11 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
             int64_t shape[TFC_MAX_DIMS];
             memcpy(shape, dout->shape, sizeof(int64_t) * (size_t)nd);
             shape[nd - 1] = a->shape[a->ndim - 1];
-            s = tfc_tensor_new_on(dout, shape, nd, dout->dtype, &full);
+            s = tfc_tensor_new_on(dout, shape, nd, sum_dtype(dout, shape, nd, a), &full);
             if (s == TFC_OK) s = tfc_matmul_into(fn, full, dout, bt, 0.0);
         }
         tfc_tensor_release(bt);
-        if (s == TFC_OK) return tfc_sum_to_shape(full, a->shape, a->ndim, out);
+        if (s == TFC_OK) return sum_to_operand(full, a, dout->dtype, out);
     } else if (b->ndim == 2 && nd > 2) {
         /* Shared weight: fold the batch, db = a_flatᵀ · dout_flat. */
         tfc_tensor *af = NULL, *df = NULL;
@@ -219,11 +260,11 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
             int64_t shape[TFC_MAX_DIMS];
             memcpy(shape, dout->shape, sizeof(int64_t) * (size_t)nd);
             shape[nd - 2] = b->shape[b->ndim - 2];
-            s = tfc_tensor_new_on(dout, shape, nd, dout->dtype, &full);
+            s = tfc_tensor_new_on(dout, shape, nd, sum_dtype(dout, shape, nd, b), &full);
             if (s == TFC_OK) s = tfc_matmul_into(fn, full, at, dout, 0.0);
         }
         tfc_tensor_release(at);
-        if (s == TFC_OK) return tfc_sum_to_shape(full, b->shape, b->ndim, out);
+        if (s == TFC_OK) return sum_to_operand(full, b, dout->dtype, out);
     }
     tfc_tensor_release(full);
     return s;
@@ -335,7 +376,7 @@ static tfc_status store_grad(const char *fn, tfc_tensor *dst, tfc_tensor *src, u
 
 static tfc_status check_grad_buf(const char *fn, const char *arg, const tfc_tensor *buf, const tfc_tensor *like) {
     if (!buf) return TFC_OK;
-    TFC_TRY(tfc_check_float(fn, arg, buf));
+    TFC_TRY(check_gemm_dtype(fn, arg, buf));
     if (buf->dtype != like->dtype)
         return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s, expected %s", fn, arg, tfc_dtype_name(buf->dtype),
                        tfc_dtype_name(like->dtype));
@@ -349,7 +390,10 @@ TFC_API tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor 
                                        tfc_tensor *db, uint32_t flags) {
     const char *fn = "tfc_matmul_backward";
     TFC_TRY(check_operands(fn, a, b));
-    TFC_TRY(tfc_check_float(fn, "dout", dout));
+    TFC_TRY(check_gemm_dtype(fn, "dout", dout));
+    if (dout->dtype != a->dtype)
+        return tfc_err(TFC_ERR_DTYPE, "%s: dout is %s %s, a and b are %s: dtypes differ", fn,
+                       tfc_dtype_name(dout->dtype), SHAPE(dout), tfc_dtype_name(a->dtype));
     TFC_TRY(check_grad_buf(fn, "da", da, a));
     TFC_TRY(check_grad_buf(fn, "db", db, b));
     {

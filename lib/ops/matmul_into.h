@@ -9,7 +9,8 @@
  * and b [.., K, N] (at least 2-D) whose batch dims broadcast to out's.
  * Transposed operands go to BLAS as flags; operands whose last two dims
  * BLAS cannot address are compacted first. No graph, no argument checks;
- * fn names the public op in messages.
+ * fn names the public op in messages. a and b share a dtype, out has it too,
+ * or is f32 when a and b are bf16 (f32 accumulation kept unrounded).
  */
 tfc_status tfc_matmul_into(const char *fn, tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b, double beta);
 

@@ -828,6 +828,9 @@ TEST(gemm_transposes_batches_and_the_linear_epilogues) {
                 }
     tfc_gemm_problem bad = {.dtype = TFC_DTYPE_I32, .M = 1, .N = 1, .K = 1, .batch = 1, .alpha = 1};
     CHECK_CU_ERR(A->gemm(&bad), TFC_ERR_DTYPE, "i32");
+    /* an f32 C from bf16 A and B is the CPU's (its backward sums in f32); CUDA refuses it before the device */
+    tfc_gemm_problem mixed = {.dtype = TFC_DTYPE_BF16, .M = 1, .N = 1, .K = 1, .batch = 1, .alpha = 1, .c_f32 = 1};
+    CHECK_CU_ERR(A->gemm(&mixed), TFC_ERR_UNSUPPORTED, "an f32 C from bf16 A and B (c_f32) is not implemented on cuda");
 }
 
 /*

@@ -38,13 +38,15 @@ TEST(version_negotiation) {
     CHECK(a->stats_f32 == 1);
     CHECK(tfc_backend_takes(a, TFC_DTYPE_F32) && tfc_backend_takes(a, TFC_DTYPE_BF16));
     CHECK(!tfc_backend_takes(a, TFC_DTYPE_F64));
+    CHECK(a->gemm_dtypes == a->float_dtypes);
 }
 
 TEST(every_entry_but_the_cpu_only_ones_is_filled) {
     const tfc_backend *a = load(TFC_BACKEND_ABI);
     if (!a) return;
-    /* After name, float_dtypes and stats_f32 the table is nothing but function pointers. */
-    size_t first = offsetof(tfc_backend, describe), n = (sizeof(tfc_backend) - first) / sizeof(void (*)(void));
+    /* From describe up to gemm_dtypes the table is nothing but function pointers. */
+    size_t first = offsetof(tfc_backend, describe),
+           n = (offsetof(tfc_backend, gemm_dtypes) - first) / sizeof(void (*)(void));
     CHECK(n == 36);
     int missing = 0;
     for (size_t i = 0; i < n; i++) {
