@@ -14,15 +14,15 @@ build=(gcc meson ninja-build pkg-config libopenblas-dev libpcre2-dev binutils)
 test=(
   # ABI baseline check (abidw / abidiff); the style check (scripts/format.sh)
   abigail-tools clang-format
-  # ThreadSanitizer build (scripts/tsan.sh): clang, LLVM's libomp and its Archer tool
-  clang libomp-dev
   # ASan/UBSan runtimes (libasan8, libubsan1) come with gcc itself.
   # Python bindings and reference tests (Debian's /usr/bin/python3)
   python3 python3-cffi python3-numpy python3-pytest python3-torch
   # Lua bindings
   lua5.4 liblua5.4-dev
-  # libFuzzer targets (scripts/fuzz.sh): clang 14; libclang-rt-14-dev holds libclang_rt.fuzzer
-  clang libclang-rt-14-dev
+  # clang 14 for the libFuzzer targets (scripts/fuzz.sh; libclang-rt-14-dev holds
+  # libclang_rt.fuzzer) and the ThreadSanitizer build (scripts/tsan.sh: LLVM's
+  # libomp and its Archer tool come with libomp-dev)
+  clang libclang-rt-14-dev libomp-dev
 )
 bench=(python3 python3-numpy python3-torch)
 
