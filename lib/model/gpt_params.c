@@ -193,7 +193,7 @@ TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt
     free(at);
     if (s != TFC_OK) {
         tfc_gpt_release(m);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = m;
     return TFC_OK;

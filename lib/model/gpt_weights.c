@@ -54,9 +54,9 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
     const char *fn = "tfc_gpt_save";
     TFC_CHECK_NOT_NULL(fn, m);
     TFC_CHECK_NOT_NULL(fn, path);
-    if (n_meta < 0 || (n_meta > 0 && (!meta_keys || !meta_values)))
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: n_meta is %d with keys %p values %p", fn, n_meta,
-                       (const void *)meta_keys, (const void *)meta_values);
+    if (n_meta < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n_meta is %d, must be >= 0", fn, n_meta);
+    if (n_meta > 0) TFC_CHECK_NOT_NULL(fn, meta_keys);
+    if (n_meta > 0) TFC_CHECK_NOT_NULL(fn, meta_values);
     tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
     TFC_TRY(tfc_gpt_get_config(m, &c));
     int32_t n;

@@ -6,7 +6,7 @@
 #include "ops/op_util.h"
 
 static tfc_status check_mask(const char *fn, const char *arg, const tfc_tensor *m) {
-    TFC_CHECK_NOT_NULL(fn, m);
+    if (!m) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, arg);
     if (m->dtype != TFC_DTYPE_BOOL && m->dtype != TFC_DTYPE_U8)
         return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; it must be bool or u8", fn, arg, tfc_dtype_name(m->dtype),
                        SHAPE(m));

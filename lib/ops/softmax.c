@@ -118,8 +118,10 @@ static tfc_status softmax_op(const char *fn, int32_t log, tfc_graph *g, const tf
                              tfc_tensor **out) {
     TFC_CHECK_NOT_NULL(fn, out);
     TFC_TRY(tfc_check_float(fn, "x", x));
+    int64_t outer, d, inner;
+    TFC_TRY(split_at(fn, x, dim, log, &outer, &d, &inner)); /* a bad dim names this op, not the door */
     tfc_tensor *y;
-    TFC_TRY(tfc_tensor_new_like(x, x->dtype, &y));
+    TFC_TRY_IN(fn, tfc_tensor_new_like(x, x->dtype, &y));
     tfc_status s = tfc_softmax_forward(x, dim, log, y);
     if (s == TFC_OK && tfc_should_record(g, &x, 1)) {
         tfc_node *n;
@@ -135,7 +137,7 @@ static tfc_status softmax_op(const char *fn, int32_t log, tfc_graph *g, const tf
     }
     if (s != TFC_OK) {
         tfc_tensor_release(y);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = y;
     return TFC_OK;

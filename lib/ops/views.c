@@ -96,8 +96,9 @@ static tfc_status check_x(const char *fn, const tfc_tensor *x, tfc_tensor **out)
 /* Resolve one -1 and check the element count. */
 static tfc_status infer_shape(const char *fn, const tfc_tensor *x, const int64_t *dims, int32_t ndim, int64_t *shape) {
     int64_t numel;
-    if (ndim < 0 || ndim > TFC_MAX_DIMS || (ndim > 0 && !dims))
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: ndim %d invalid", fn, (int)ndim);
+    if (ndim < 0 || ndim > TFC_MAX_DIMS)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: ndim is %d, must be in [0, %d]", fn, (int)ndim, TFC_MAX_DIMS);
+    if (ndim > 0 && !dims) return tfc_err(TFC_ERR_INVALID_ARG, "%s: dims is NULL with ndim %d", fn, (int)ndim);
     int32_t infer = -1;
     int64_t known = 1;
     for (int32_t i = 0; i < ndim; i++) {
@@ -190,8 +191,9 @@ TFC_API tfc_status tfc_reshape(tfc_graph *g, const tfc_tensor *x, const int64_t 
 TFC_API tfc_status tfc_permute(tfc_graph *g, const tfc_tensor *x, const int32_t *perm, int32_t ndim, tfc_tensor **out) {
     const char *fn = "tfc_permute";
     TFC_TRY(check_x(fn, x, out));
-    if (ndim != x->ndim || (ndim > 0 && !perm))
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: x is %s, perm has %d entries", fn, SHAPE(x), (int)ndim);
+    if (ndim != x->ndim)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: x is %s, perm has ndim = %d entries", fn, SHAPE(x), (int)ndim);
+    if (ndim > 0 && !perm) return tfc_err(TFC_ERR_INVALID_ARG, "%s: perm is NULL with ndim %d", fn, (int)ndim);
     int64_t shape[TFC_MAX_DIMS], strides[TFC_MAX_DIMS], params[TFC_MAX_DIMS];
     int seen[TFC_MAX_DIMS] = {0};
     for (int32_t i = 0; i < ndim; i++) {
@@ -263,8 +265,9 @@ TFC_API tfc_status tfc_narrow(tfc_graph *g, const tfc_tensor *x, int32_t dim, in
 TFC_API tfc_status tfc_expand(tfc_graph *g, const tfc_tensor *x, const int64_t *dims, int32_t ndim, tfc_tensor **out) {
     const char *fn = "tfc_expand";
     TFC_TRY(check_x(fn, x, out));
-    if (ndim < x->ndim || ndim > TFC_MAX_DIMS || (ndim > 0 && !dims))
-        return tfc_err(TFC_ERR_SHAPE, "%s: cannot expand x %s to %d dims", fn, SHAPE(x), (int)ndim);
+    if (ndim > 0 && !dims) return tfc_err(TFC_ERR_INVALID_ARG, "%s: dims is NULL with ndim %d", fn, (int)ndim);
+    if (ndim < x->ndim || ndim > TFC_MAX_DIMS)
+        return tfc_err(TFC_ERR_SHAPE, "%s: cannot expand x %s to ndim = %d dims", fn, SHAPE(x), (int)ndim);
     int64_t shape[TFC_MAX_DIMS], strides[TFC_MAX_DIMS];
     for (int32_t i = 0; i < ndim; i++) {
         int32_t k = i - (ndim - x->ndim);
