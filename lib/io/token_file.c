@@ -189,7 +189,7 @@ TFC_API tfc_status tfc_token_file_batch(const tfc_token_file *f, int64_t begin, 
     free(ys);
     if (s != TFC_OK) {
         tfc_tensor_release(tx);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *x = tx;
     *y = ty;

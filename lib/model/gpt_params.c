@@ -279,7 +279,7 @@ TFC_API tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t
         /* the model is unchanged until every parameter has its copy */
         for (int32_t i = 0; i < m->n_params; i++) tfc_tensor_release(moved[i]);
         free(moved);
-        return s;
+        return tfc_err_in(fn, s);
     }
     for (int32_t i = 0; i < m->n_params; i++) {
         tfc_tensor_release(m->params[i]);

@@ -78,7 +78,7 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
     }
     free(keys);
     free(vals);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 static tfc_status meta_int(const char *fn, const char *path, const tfc_safetensors *f, const char *key, int32_t *v) {
@@ -140,7 +140,7 @@ static tfc_status copy_params(const char *fn, const char *path, tfc_gpt *m, cons
     for (int32_t i = 0; i < n && s == TFC_OK; i++) s = tfc_tensor_copy_from(params[i], src[i]);
     for (int32_t i = 0; i < n; i++) tfc_tensor_release(src[i]);
     free(src);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 TFC_API tfc_status tfc_gpt_load(const char *path, tfc_gpt **out) {
@@ -157,7 +157,7 @@ TFC_API tfc_status tfc_gpt_load(const char *path, tfc_gpt **out) {
     tfc_safetensors_release(f);
     if (s != TFC_OK) {
         tfc_gpt_release(m);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = m;
     return TFC_OK;
@@ -178,5 +178,5 @@ TFC_API tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path) {
                         int_fields[i].key + strlen("tfc."), int_value(&theirs, i), int_value(&mine, i));
     if (s == TFC_OK) s = copy_params(fn, path, m, f);
     tfc_safetensors_release(f);
-    return s;
+    return tfc_err_in(fn, s);
 }

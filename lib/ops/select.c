@@ -78,7 +78,7 @@ TFC_API tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_ten
         }
         if (s != TFC_OK) {
             tfc_tensor_release(r);
-            return s;
+            return tfc_err_in(fn, s);
         }
     }
     *out = r;
@@ -105,5 +105,5 @@ TFC_API tfc_status tfc_masked_fill(tfc_graph *g, const tfc_tensor *x, const tfc_
     tfc_status s = tfc_tensor_fill(v, value);
     if (s == TFC_OK) s = tfc_where(g, mask, v, x, out);
     tfc_tensor_release(v);
-    return s;
+    return tfc_err_in(fn, s);
 }

@@ -57,7 +57,7 @@ TFC_API tfc_status tfc_softmax_forward(const tfc_tensor *x, int32_t dim, int32_t
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, softmax_forward, &p);
     if (s == TFC_OK) tfc_written(y, NULL, NULL);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 TFC_API tfc_status tfc_softmax_backward(const tfc_tensor *dy, const tfc_tensor *y, int32_t dim, int32_t log,
@@ -90,7 +90,7 @@ TFC_API tfc_status tfc_softmax_backward(const tfc_tensor *dy, const tfc_tensor *
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, softmax_backward, &p);
     if (s == TFC_OK) tfc_written(dx, NULL, NULL);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /* ---- the graph door (include/tfcore/ops.h) ---- */

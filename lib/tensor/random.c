@@ -45,7 +45,7 @@ static tfc_status create_dist(const char *fn, const int64_t *dims, int32_t ndim,
     tfc_status s = fill_dist(fn, t, kind, a, b, seed, offset);
     if (s != TFC_OK) {
         tfc_tensor_release(t);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = t;
     return TFC_OK;

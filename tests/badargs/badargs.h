@@ -6,6 +6,7 @@ typedef struct badargs_case {
     const char *fn;   /* the public function called */
     const char *what; /* "valid call", "x = NULL", "ndim = -1", ... */
     int (*run)(void); /* 0: pass */
+    int valid;        /* the valid call of a function returning a status: the OOM mode runs these */
 } badargs_case;
 
 extern const badargs_case badargs_cases[];

@@ -7,8 +7,12 @@
  * child. Prints every failing case with what the child wrote to stderr,
  * then "N passed, N failed" (scripts/run-tests.sh reads the counts).
  *
- * Usage: test_badargs [SUBSTRING]   runs only the cases of functions whose
- * name contains SUBSTRING.
+ * Usage: test_badargs [--oom] [SUBSTRING]   runs only the cases of functions
+ * whose name contains SUBSTRING. With --oom, the valid call of every
+ * function returning a status runs again and again, the n-th allocation
+ * libtfcore makes failing in run n (oom_inject.c), until a run makes fewer
+ * than n allocations (or OOM_MAX_RUNS): each must end in TFC_OK or a clean
+ * TFC_ERR_OOM naming the function, without a crash or a leak.
  */
 #include <errno.h>
 #include <signal.h>
@@ -37,7 +41,7 @@ static int run_child(int (*f)(void), char *buf, size_t cap) {
         int r = f();
         fx_cleanup();
         fflush(NULL);
-        exit(r ? 1 : 0);
+        exit(r);
     }
     close(fd[1]);
     size_t n = 0;
@@ -60,10 +64,34 @@ static int run_child(int (*f)(void), char *buf, size_t cap) {
 
 static int setup(void) { return fx_setup_files() ? 0 : 1; }
 
+#define OOM_MAX_RUNS 300
+#define NOT_REACHED 10
+
+static const badargs_case *oom_case;
+static long oom_n;
+
+/* Child of the OOM mode: 0 pass, 1 fail, NOT_REACHED when the call made fewer than oom_n allocations. */
+static int oom_run(void) {
+    fx_oom_set(oom_n);
+    int r = oom_case->run();
+    return r ? 1 : fx_oom_injected() ? 0 : NOT_REACHED;
+}
+
+static const char *describe(int st, char *why, size_t cap) {
+    if (st == -1)
+        snprintf(why, cap, "could not run");
+    else if (WIFSIGNALED(st))
+        snprintf(why, cap, "killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        snprintf(why, cap, "exit status %d", WEXITSTATUS(st));
+    return why;
+}
+
 static char outbuf[1 << 16];
 
 int main(int argc, char **argv) {
-    const char *filter = argc > 1 ? argv[1] : NULL;
+    int oom = argc > 1 && strcmp(argv[1], "--oom") == 0;
+    const char *filter = argc > 1 + oom ? argv[1 + oom] : NULL;
     char dir[] = "/tmp/tfc_badargs_XXXXXX";
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
@@ -77,31 +105,50 @@ int main(int argc, char **argv) {
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, ran = 0;
+    long runs = 0;
+    char why[64];
     for (int i = 0; i < badargs_n_cases; i++) {
         const badargs_case *c = &badargs_cases[i];
         if (filter && !strstr(c->fn, filter)) continue;
-        st = run_child(c->run, outbuf, sizeof outbuf);
-        if (st == 0) {
-            passed++;
+        if (!oom) {
+            ran++;
+            st = run_child(c->run, outbuf, sizeof outbuf);
+            if (st == 0) {
+                passed++;
+                continue;
+            }
+            failed++;
+            printf("FAIL %s: %s: %s\n%s", c->fn, c->what, describe(st, why, sizeof why), outbuf);
             continue;
         }
-        failed++;
-        char why[64];
-        if (st == -1)
-            snprintf(why, sizeof why, "could not run");
-        else if (WIFSIGNALED(st))
-            snprintf(why, sizeof why, "killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
-        else
-            snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(st));
-        printf("FAIL %s: %s: %s\n%s", c->fn, c->what, why, outbuf);
+        if (!c->valid) continue;
+        ran++;
+        /* One verdict per function: its first failing allocation is reported. */
+        int bad = 0;
+        oom_case = c;
+        for (oom_n = 1; oom_n <= OOM_MAX_RUNS; oom_n++) {
+            st = run_child(oom_run, outbuf, sizeof outbuf);
+            runs++;
+            if (WIFEXITED(st) && WEXITSTATUS(st) == NOT_REACHED) break;
+            if (st == 0) continue;
+            bad = 1;
+            printf("FAIL %s: allocation %ld fails: %s\n%s", c->fn, oom_n, describe(st, why, sizeof why), outbuf);
+            break;
+        }
+        if (oom_n > OOM_MAX_RUNS)
+            printf("note: %s makes more than %d allocations; the rest are not tried\n", c->fn, OOM_MAX_RUNS);
+        bad ? failed++ : passed++;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    printf("%d functions, %d cases in %.1f s\n", badargs_n_functions, badargs_n_cases,
-           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (oom)
+        printf("%d functions' valid calls with each allocation failing in turn: %ld runs in %.1f s\n", ran, runs, secs);
+    else
+        printf("%d functions, %d of %d cases in %.1f s\n", badargs_n_functions, ran, badargs_n_cases, secs);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

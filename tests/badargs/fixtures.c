@@ -465,6 +465,12 @@ static int names_arg(const char *arg) {
 
 int fx_expect_ok(tfc_status s, const char *fn) {
     if (s == TFC_OK) return 0;
+    if (fx_oom_injected()) { /* an allocation failed: a clean TFC_ERR_OOM naming fn */
+        if (s == TFC_ERR_OOM) return fx_expect_clean(s, fn);
+        fprintf(stderr, "    an allocation failed, and the call returned %s: %s\n", tfc_status_name(s),
+                tfc_last_error());
+        return 1;
+    }
     fprintf(stderr, "    valid call failed: %s: %s\n", tfc_status_name(s), tfc_last_error());
     (void)fn;
     return 1;

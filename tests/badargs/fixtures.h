@@ -85,6 +85,16 @@ int fx_outs_untouched(void);
 
 void fx_cleanup(void);
 
+/*
+ * Allocation-failure injection (oom_inject.c): after fx_oom_set(n), the
+ * n-th allocation libtfcore makes between fx_arm() and fx_disarm() fails.
+ * fx_oom_injected() says whether it happened.
+ */
+void fx_oom_set(long n);
+void fx_arm(void);
+void fx_disarm(void);
+int fx_oom_injected(void);
+
 /* Verdicts; each prints why it fails to stderr and returns 0 (pass) or 1 (fail). */
 int fx_expect_ok(tfc_status s, const char *fn);
 int fx_expect_error(tfc_status s, const char *fn, const char *arg);
