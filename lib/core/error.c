@@ -23,7 +23,7 @@ tfc_status tfc_err(tfc_status s, const char *fmt, ...) {
 tfc_status tfc_err_in(const char *fn, tfc_status s) {
     if (s == TFC_OK || !fn) return s;
     size_t n = strlen(fn);
-    if ((strncmp(tl_message, fn, n) == 0 && tl_message[n] == ':')) return s;
+    if (strncmp(tl_message, fn, n) == 0 && tl_message[n] == ':') return s;
     return tfc_err(s, "%s: %s", fn, tl_message[0] ? tl_message : tfc_status_name(s));
 }
 
