@@ -62,6 +62,7 @@ def join_declarations(lines):
     """One declaration per line; struct and enum bodies one member per line.
     (cpp keeps the headers' own line breaks inside prototypes.)"""
     text = re.sub(r"\s+", " ", " ".join(lines)).strip()
+    text = re.sub(r" ([,)])", r"\1", text)  # where a comment stood before a comma (/* nullable */)
     out, cur, depth = [], "", 0
     for ch in text:
         if ch == "}":

@@ -119,7 +119,7 @@ TFC_API size_t tfc_dtype_size(tfc_dtype dtype);
  * Free memory the library returned to the caller (strings, id arrays).
  * NULL is accepted. Thread-safe.
  */
-TFC_API void tfc_free(void *p);
+TFC_API void tfc_free(void *p /* nullable */);
 
 /*
  * Number of CPU threads kernels use (OpenMP). n == 0 restores the default

@@ -81,7 +81,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_config_preset(const char *name, tfc_gpt
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt **out);
 
 /* Free the model; tensors the caller still holds stay valid. NULL is accepted. */
-TFC_API void tfc_gpt_release(tfc_gpt *m);
+TFC_API void tfc_gpt_release(tfc_gpt *m /* nullable */);
 
 /* Copy the model's config into *cfg (cfg->struct_size must be set; copies that many bytes at most). */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_get_config(const tfc_gpt *m, tfc_gpt_config *cfg);
@@ -106,7 +106,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_params(const tfc_gpt *m, int32_t *n, co
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_param_decay(const tfc_gpt *m, int32_t i, int32_t *decay);
 
 /* Total number of parameter elements (tied weights counted once). */
-TFC_API int64_t tfc_gpt_num_elements(const tfc_gpt *m);
+TFC_API int64_t tfc_gpt_num_elements(const tfc_gpt *m /* nullable: 0 */);
 
 /*
  * Move every parameter of m to `device` (TFC_DEVICE_CPU, index 0, or
@@ -135,8 +135,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type d
  * (TFC_ERR_SHAPE / TFC_ERR_DTYPE / TFC_ERR_INVALID_ARG), targets with
  * loss == NULL, TFC_ERR_OOM. On error nothing is written.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx,
-                                                 const tfc_tensor *targets, tfc_tensor **logits, tfc_tensor **loss);
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g /* nullable */, const tfc_tensor *idx,
+                                                 const tfc_tensor *targets /* nullable */,
+                                                 tfc_tensor **logits /* nullable */, tfc_tensor **loss);
 
 /*
  * A key/value cache for incremental decoding of `batch` sequences: holds
@@ -146,9 +147,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_cache_new(const tfc_gpt *m, int32_t bat
 /* Forget the cached positions (length back to 0). */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_cache_reset(tfc_gpt_cache *c);
 /* Number of positions currently cached (0 for NULL). */
-TFC_API int32_t tfc_gpt_cache_length(const tfc_gpt_cache *c);
+TFC_API int32_t tfc_gpt_cache_length(const tfc_gpt_cache *c /* nullable: 0 */);
 /* Free a cache. NULL is accepted. */
-TFC_API void tfc_gpt_cache_release(tfc_gpt_cache *c);
+TFC_API void tfc_gpt_cache_release(tfc_gpt_cache *c /* nullable */);
 
 /*
  * Incremental forward, no graph: idx [batch, T] are the tokens at
@@ -197,7 +198,8 @@ typedef int32_t (*tfc_gpt_token_fn)(int32_t token, void *ctx);
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *prompt, int32_t n_prompt, int32_t max_new,
                                                   double temperature, int32_t top_k, double top_p, uint64_t seed,
-                                                  int32_t *out, int32_t cap, tfc_gpt_token_fn on_token, void *ctx);
+                                                  int32_t *out, int32_t cap, tfc_gpt_token_fn on_token /* nullable */,
+                                                  void *ctx /* nullable */);
 
 #ifdef __cplusplus
 }

@@ -36,7 +36,7 @@ typedef struct tfc_graph tfc_graph;
 /* New empty graph with recording enabled. */
 TFC_API TFC_NODISCARD tfc_status tfc_graph_new(tfc_graph **out);
 /* Drop the caller's graph reference; nodes stay valid while tensors use them. NULL ok. */
-TFC_API void tfc_graph_release(tfc_graph *g);
+TFC_API void tfc_graph_release(tfc_graph *g /* nullable */);
 /*
  * Release every recorded node's saved tensors and forget the nodes, so the
  * activations' memory returns. Tensors produced before the clear keep
@@ -46,9 +46,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_graph_clear(tfc_graph *g);
 /* Turn recording on (1) or off (0: no_grad). */
 TFC_API TFC_NODISCARD tfc_status tfc_graph_set_grad_enabled(tfc_graph *g, int32_t on);
 /* 1 when g records, 0 when not (or g is NULL). */
-TFC_API int32_t tfc_graph_is_grad_enabled(const tfc_graph *g);
+TFC_API int32_t tfc_graph_is_grad_enabled(const tfc_graph *g /* nullable: 0 */);
 /* Number of nodes currently recorded on g. */
-TFC_API int64_t tfc_graph_num_nodes(const tfc_graph *g);
+TFC_API int64_t tfc_graph_num_nodes(const tfc_graph *g /* nullable: 0 */);
 
 /*
  * Backpropagate from loss, which must have been produced by an op recorded
@@ -59,21 +59,22 @@ TFC_API int64_t tfc_graph_num_nodes(const tfc_graph *g);
  * path is checked (not cleared, saved tensors not modified in place since
  * they were saved), so a failure leaves all gradients untouched.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, const tfc_tensor *seed);
+TFC_API TFC_NODISCARD tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss,
+                                                    const tfc_tensor *seed /* nullable */);
 
 /* Mark a leaf tensor as requiring (1) or not (0) a gradient. Non-leaves refuse. */
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_set_requires_grad(tfc_tensor *t, int32_t on);
 /* 1 when t requires grad (leaf flag set, or produced from such a tensor on a recording graph). */
-TFC_API int32_t tfc_tensor_requires_grad(const tfc_tensor *t);
+TFC_API int32_t tfc_tensor_requires_grad(const tfc_tensor *t /* nullable: 0 */);
 /* 1 when t was not produced by a recorded op. */
-TFC_API int32_t tfc_tensor_is_leaf(const tfc_tensor *t);
+TFC_API int32_t tfc_tensor_is_leaf(const tfc_tensor *t /* nullable: 0 */);
 /*
  * The accumulated gradient of t: *out is a new reference, or NULL when t has
  * none yet (returns TFC_OK either way).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_grad(const tfc_tensor *t, tfc_tensor **out);
 /* Replace t's gradient with grad (same shape and dtype) or NULL. */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_set_grad(tfc_tensor *t, tfc_tensor *grad);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_set_grad(tfc_tensor *t, tfc_tensor *grad /* nullable */);
 /*
  * Zero t's gradient: set_to_none=1 drops it (the next backward allocates a
  * fresh one), 0 fills the existing one with zeros.
@@ -98,9 +99,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_detach(const tfc_tensor *t, tfc_tens
  * The inputs' values are restored and their .grad left as analytic grads.
  */
 typedef tfc_status (*tfc_gradcheck_fn)(tfc_graph *g, tfc_tensor *const *inputs, int32_t n, tfc_tensor **out, void *ctx);
-TFC_API TFC_NODISCARD tfc_status tfc_gradcheck(tfc_gradcheck_fn f, tfc_tensor *const *inputs, int32_t n, void *ctx,
-                                               double eps, double *max_rel_err, int32_t *worst_input,
-                                               int64_t *worst_index);
+TFC_API TFC_NODISCARD tfc_status tfc_gradcheck(tfc_gradcheck_fn f, tfc_tensor *const *inputs, int32_t n,
+                                               void *ctx /* nullable */, double eps, double *max_rel_err,
+                                               int32_t *worst_input /* nullable */,
+                                               int64_t *worst_index /* nullable */);
 
 /* ---- per-op time profile ------------------------------------------------------ */
 

@@ -34,7 +34,8 @@ extern "C" {
  */
 TFC_API TFC_NODISCARD tfc_status tfc_safetensors_save(const char *path, const char *const *names,
                                                       tfc_tensor *const *tensors, int32_t n,
-                                                      const char *const *meta_keys, const char *const *meta_values,
+                                                      const char *const *meta_keys /* nullable when n_meta == 0 */,
+                                                      const char *const *meta_values /* nullable when n_meta == 0 */,
                                                       int32_t n_meta);
 
 /* A parsed safetensors file: its tensors (in file order) and metadata. */
@@ -52,20 +53,21 @@ TFC_API TFC_NODISCARD tfc_status tfc_safetensors_load(const char *path, tfc_safe
 /* As tfc_safetensors_load from len bytes in memory (copied; data may be freed after). */
 TFC_API TFC_NODISCARD tfc_status tfc_safetensors_load_buffer(const void *data, size_t len, tfc_safetensors **out);
 /* Free a loaded file; tensors handed out stay valid. NULL is accepted. */
-TFC_API void tfc_safetensors_release(tfc_safetensors *f);
+TFC_API void tfc_safetensors_release(tfc_safetensors *f /* nullable */);
 /* Number of tensors (0 for NULL). */
-TFC_API int32_t tfc_safetensors_count(const tfc_safetensors *f);
+TFC_API int32_t tfc_safetensors_count(const tfc_safetensors *f /* nullable: 0 */);
 /*
  * Tensor i (file order = order of data_offsets): *name is borrowed (valid
  * while f lives), *tensor a new reference to a CPU tensor (either may be
  * NULL = not wanted). Errors: NULL f, i out of range (TFC_ERR_INVALID_ARG).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_safetensors_get(const tfc_safetensors *f, int32_t i, const char **name,
-                                                     tfc_tensor **tensor);
+TFC_API TFC_NODISCARD tfc_status tfc_safetensors_get(const tfc_safetensors *f, int32_t i,
+                                                     const char **name /* nullable */,
+                                                     tfc_tensor **tensor /* nullable */);
 /* The tensor called name (new reference). Missing: TFC_ERR_INVALID_ARG naming it. */
 TFC_API TFC_NODISCARD tfc_status tfc_safetensors_find(const tfc_safetensors *f, const char *name, tfc_tensor **tensor);
 /* Number of metadata pairs (0 for NULL). */
-TFC_API int32_t tfc_safetensors_metadata_count(const tfc_safetensors *f);
+TFC_API int32_t tfc_safetensors_metadata_count(const tfc_safetensors *f /* nullable: 0 */);
 /* Metadata pair i (both borrowed). Errors: NULL arguments, i out of range. */
 TFC_API TFC_NODISCARD tfc_status tfc_safetensors_metadata_at(const tfc_safetensors *f, int32_t i, const char **key,
                                                              const char **value);
@@ -100,11 +102,11 @@ typedef struct tfc_token_file tfc_token_file;
  */
 TFC_API TFC_NODISCARD tfc_status tfc_token_file_open(const char *path, tfc_token_file **out);
 /* Unmap and free. NULL is accepted. */
-TFC_API void tfc_token_file_close(tfc_token_file *f);
+TFC_API void tfc_token_file_close(tfc_token_file *f /* nullable */);
 /* Number of tokens (0 for NULL). */
-TFC_API int64_t tfc_token_file_count(const tfc_token_file *f);
+TFC_API int64_t tfc_token_file_count(const tfc_token_file *f /* nullable: 0 */);
 /* The vocabulary size recorded in the header (0 for NULL). */
-TFC_API int32_t tfc_token_file_vocab_size(const tfc_token_file *f);
+TFC_API int32_t tfc_token_file_vocab_size(const tfc_token_file *f /* nullable: 0 */);
 /* Copy tokens [start, start + n) into ids. Errors: range outside the file, an id >= vocab (TFC_ERR_FORMAT). */
 TFC_API TFC_NODISCARD tfc_status tfc_token_file_read(const tfc_token_file *f, int64_t start, int64_t n, int32_t *ids);
 
@@ -132,8 +134,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_token_file_batch(const tfc_token_file *f, i
  * n_meta extra pairs of the caller. With tied weights lm_head.weight is not
  * stored (transformers re-ties it). Atomic as tfc_safetensors_save.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *const *meta_keys,
-                                              const char *const *meta_values, int32_t n_meta);
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path,
+                                              const char *const *meta_keys /* nullable when n_meta == 0 */,
+                                              const char *const *meta_values /* nullable when n_meta == 0 */,
+                                              int32_t n_meta);
 
 /*
  * Build a model from a file written by tfc_gpt_save (config from the

@@ -65,9 +65,10 @@ extern "C" {
  * mean [N] and rstd [N] may be NULL (keep them for the backward). Statistics
  * are accumulated in f64 with two passes. eps must be finite and >= 0.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_layernorm_forward(const tfc_tensor *x, const tfc_tensor *weight,
-                                                       const tfc_tensor *bias, double eps, tfc_tensor *y,
-                                                       tfc_tensor *mean, tfc_tensor *rstd);
+TFC_API TFC_NODISCARD tfc_status tfc_layernorm_forward(const tfc_tensor *x, const tfc_tensor *weight /* nullable */,
+                                                       const tfc_tensor *bias /* nullable */, double eps, tfc_tensor *y,
+                                                       tfc_tensor *mean /* nullable */,
+                                                       tfc_tensor *rstd /* nullable */);
 
 /*
  * Gradients of tfc_layernorm_forward. dy and x are [..., C] (same shape),
@@ -80,9 +81,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_layernorm_forward(const tfc_tensor *x, cons
  * the same for any thread count.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor *x,
-                                                        const tfc_tensor *weight, const tfc_tensor *mean,
-                                                        const tfc_tensor *rstd, tfc_tensor *dx, tfc_tensor *dweight,
-                                                        tfc_tensor *dbias, uint32_t flags);
+                                                        const tfc_tensor *weight /* nullable */, const tfc_tensor *mean,
+                                                        const tfc_tensor *rstd, tfc_tensor *dx /* nullable */,
+                                                        tfc_tensor *dweight /* nullable */,
+                                                        tfc_tensor *dbias /* nullable */, uint32_t flags);
 
 /* ---- softmax / log-softmax ------------------------------------------------ */
 
@@ -120,7 +122,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_softmax_backward(const tfc_tensor *dy, cons
  * is the same for any thread count.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy_forward(const tfc_tensor *logits, const tfc_tensor *targets,
-                                                           int64_t ignore_index, tfc_tensor *loss, tfc_tensor *lse);
+                                                           int64_t ignore_index, tfc_tensor *loss,
+                                                           tfc_tensor *lse /* nullable */);
 
 /*
  * Gradient of tfc_cross_entropy_forward, fused:
@@ -132,8 +135,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy_forward(const tfc_tensor *log
  * required. Targets are checked as in the forward.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy_backward(const tfc_tensor *dloss, const tfc_tensor *logits,
-                                                            const tfc_tensor *targets, const tfc_tensor *lse,
-                                                            int64_t ignore_index, tfc_tensor *dlogits, uint32_t flags);
+                                                            const tfc_tensor *targets,
+                                                            const tfc_tensor *lse /* nullable */, int64_t ignore_index,
+                                                            tfc_tensor *dlogits, uint32_t flags);
 
 /* ---- embedding ------------------------------------------------------------ */
 
@@ -173,7 +177,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_embedding_backward(const tfc_tensor *dout, 
  * shared keys). Parallel over B·H and blocks of 32 queries.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_attention_forward(const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v,
-                                                       int32_t causal, double scale, tfc_tensor *out, tfc_tensor *lse);
+                                                       int32_t causal, double scale, tfc_tensor *out,
+                                                       tfc_tensor *lse /* nullable */);
 
 /*
  * Gradients of tfc_attention_forward. dout and out are [B,H,T,Dv], lse
@@ -189,7 +194,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_attention_forward(const tfc_tensor *q, cons
 TFC_API TFC_NODISCARD tfc_status tfc_attention_backward(const tfc_tensor *dout, const tfc_tensor *q,
                                                         const tfc_tensor *k, const tfc_tensor *v, const tfc_tensor *out,
                                                         const tfc_tensor *lse, int32_t causal, double scale,
-                                                        tfc_tensor *dq, tfc_tensor *dk, tfc_tensor *dv, uint32_t flags);
+                                                        tfc_tensor *dq /* nullable */, tfc_tensor *dk /* nullable */,
+                                                        tfc_tensor *dv /* nullable */, uint32_t flags);
 
 /* ---- GELU ----------------------------------------------------------------- */
 

@@ -29,31 +29,41 @@ extern "C" {
 /* ---- elementwise, broadcasting ------------------------------------------ */
 
 /* out = a + b, a − b, a ⊙ b, a / b (broadcast). */
-TFC_API TFC_NODISCARD tfc_status tfc_add(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_sub(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_mul(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_div(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_add(tfc_graph *g /* nullable */, const tfc_tensor *a, const tfc_tensor *b,
+                                         tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_sub(tfc_graph *g /* nullable */, const tfc_tensor *a, const tfc_tensor *b,
+                                         tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_mul(tfc_graph *g /* nullable */, const tfc_tensor *a, const tfc_tensor *b,
+                                         tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_div(tfc_graph *g /* nullable */, const tfc_tensor *a, const tfc_tensor *b,
+                                         tfc_tensor **out);
 /* out = x + s, x · s, s − x, s / x, x^s for a scalar s. */
-TFC_API TFC_NODISCARD tfc_status tfc_add_scalar(tfc_graph *g, const tfc_tensor *x, double s, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_mul_scalar(tfc_graph *g, const tfc_tensor *x, double s, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_rsub_scalar(tfc_graph *g, const tfc_tensor *x, double s, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_rdiv_scalar(tfc_graph *g, const tfc_tensor *x, double s, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_pow_scalar(tfc_graph *g, const tfc_tensor *x, double s, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_add_scalar(tfc_graph *g /* nullable */, const tfc_tensor *x, double s,
+                                                tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_mul_scalar(tfc_graph *g /* nullable */, const tfc_tensor *x, double s,
+                                                tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_rsub_scalar(tfc_graph *g /* nullable */, const tfc_tensor *x, double s,
+                                                 tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_rdiv_scalar(tfc_graph *g /* nullable */, const tfc_tensor *x, double s,
+                                                 tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_pow_scalar(tfc_graph *g /* nullable */, const tfc_tensor *x, double s,
+                                                tfc_tensor **out);
 
 /* Unary maps: −x, eˣ, ln x, √x, 1/√x, tanh x, σ(x) = 1/(1+e⁻ˣ), max(x, 0). */
-TFC_API TFC_NODISCARD tfc_status tfc_neg(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_exp(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_log(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_sqrt(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_rsqrt(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_tanh(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_sigmoid(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_relu(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_neg(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_exp(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_log(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_sqrt(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_rsqrt(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tanh(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_sigmoid(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_relu(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
 
 /* GELU approximations for tfc_gelu. */
 #define TFC_GELU_ERF 0  /* x Φ(x), exact */
 #define TFC_GELU_TANH 1 /* 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))), GPT-2's */
-TFC_API TFC_NODISCARD tfc_status tfc_gelu(tfc_graph *g, const tfc_tensor *x, int32_t approximate, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_gelu(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t approximate,
+                                          tfc_tensor **out);
 
 /* ---- reductions ------------------------------------------------------------ */
 
@@ -61,17 +71,22 @@ TFC_API TFC_NODISCARD tfc_status tfc_gelu(tfc_graph *g, const tfc_tensor *x, int
  * Reduce over the ndims dims listed in dims (negative counts from the end;
  * ndims == 0 with dims NULL means all dims). keepdim keeps them as size 1.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_sum(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims,
+TFC_API TFC_NODISCARD tfc_status tfc_sum(tfc_graph *g /* nullable */, const tfc_tensor *x,
+                                         const int32_t *dims /* nullable when ndims == 0 */, int32_t ndims,
                                          int32_t keepdim, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_mean(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims,
+TFC_API TFC_NODISCARD tfc_status tfc_mean(tfc_graph *g /* nullable */, const tfc_tensor *x,
+                                          const int32_t *dims /* nullable when ndims == 0 */, int32_t ndims,
                                           int32_t keepdim, tfc_tensor **out);
 /* Max / min values; the gradient goes to the first extremal element. */
-TFC_API TFC_NODISCARD tfc_status tfc_max(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims,
+TFC_API TFC_NODISCARD tfc_status tfc_max(tfc_graph *g /* nullable */, const tfc_tensor *x,
+                                         const int32_t *dims /* nullable when ndims == 0 */, int32_t ndims,
                                          int32_t keepdim, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_min(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims,
+TFC_API TFC_NODISCARD tfc_status tfc_min(tfc_graph *g /* nullable */, const tfc_tensor *x,
+                                         const int32_t *dims /* nullable when ndims == 0 */, int32_t ndims,
                                          int32_t keepdim, tfc_tensor **out);
 /* Variance Σ(x − mean)² / (n − correction) (correction 1 = unbiased, torch's default). */
-TFC_API TFC_NODISCARD tfc_status tfc_var(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims,
+TFC_API TFC_NODISCARD tfc_status tfc_var(tfc_graph *g /* nullable */, const tfc_tensor *x,
+                                         const int32_t *dims /* nullable when ndims == 0 */, int32_t ndims,
                                          int32_t correction, int32_t keepdim, tfc_tensor **out);
 /* Index (i64) of the first maximum along dim. Not differentiable. */
 TFC_API TFC_NODISCARD tfc_status tfc_argmax(const tfc_tensor *x, int32_t dim, int32_t keepdim, tfc_tensor **out);
@@ -79,8 +94,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_argmax(const tfc_tensor *x, int32_t dim, in
 /* ---- softmax family -------------------------------------------------------- */
 
 /* Numerically stable (max-subtracted) softmax / log_softmax over dim. */
-TFC_API TFC_NODISCARD tfc_status tfc_softmax(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_log_softmax(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_softmax(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim,
+                                             tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_log_softmax(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim,
+                                                 tfc_tensor **out);
 
 /* ---- linear algebra ---------------------------------------------------------- */
 
@@ -95,7 +112,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_log_softmax(tfc_graph *g, const tfc_tensor 
  * CPU it runs on any CPU (lib/cpu/gemm_bf16.c), though the other CPU ops
  * take f32/f64 only. Gradients of a bf16 matmul are bf16.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_matmul(tfc_graph *g /* nullable */, const tfc_tensor *a, const tfc_tensor *b,
+                                            tfc_tensor **out);
 
 /*
  * Explicit backward of out = a · b (matmul semantics as above) on
@@ -107,7 +125,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a, c
  * is TFC_ERR_UNSUPPORTED (nothing written).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor *a, const tfc_tensor *b,
-                                                     tfc_tensor *da, tfc_tensor *db, uint32_t flags);
+                                                     tfc_tensor *da /* nullable */, tfc_tensor *db /* nullable */,
+                                                     uint32_t flags);
 
 /* ---- neural-network layers --------------------------------------------------- */
 
@@ -128,22 +147,23 @@ TFC_API TFC_NODISCARD tfc_status tfc_matmul_backward(const tfc_tensor *dout, con
  * TFC_ERR_DEVICE (tensors on different devices, or no usable GPU),
  * TFC_ERR_UNSUPPORTED (w dims above 2^31). Thread-safety as for every op.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *b,
-                                            tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_linear(tfc_graph *g /* nullable */, const tfc_tensor *x, const tfc_tensor *w,
+                                            const tfc_tensor *b /* nullable */, tfc_tensor **out);
 
 /* LayerNorm over the last dim: (x − mean)/√(var + eps) ⊙ weight + bias; weight/bias may be NULL. */
-TFC_API TFC_NODISCARD tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *weight,
-                                               const tfc_tensor *bias, double eps, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_layernorm(tfc_graph *g /* nullable */, const tfc_tensor *x,
+                                               const tfc_tensor *weight /* nullable */,
+                                               const tfc_tensor *bias /* nullable */, double eps, tfc_tensor **out);
 /* out[..., :] = table[ids[...], :]; ids i32 or i64, bounds-checked. */
-TFC_API TFC_NODISCARD tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tfc_tensor *ids,
-                                               tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_embedding(tfc_graph *g /* nullable */, const tfc_tensor *table,
+                                               const tfc_tensor *ids, tfc_tensor **out);
 /*
  * Mean cross-entropy of logits [N, C] (or [..., C], flattened) against
  * integer targets [N] (i32/i64); rows whose target == ignore_index are
  * skipped. Fused log-softmax + NLL; out is a scalar.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, const tfc_tensor *targets,
-                                                   int64_t ignore_index, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy(tfc_graph *g /* nullable */, const tfc_tensor *logits,
+                                                   const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **out);
 /*
  * An LM head and its loss in one op, never holding the logits:
  *   loss = Σ_{r: t_r != ignore_index} (logsumexp_v z_rv − z_{r,t_r}) / n_valid,   z = h · wᵀ,
@@ -171,16 +191,16 @@ TFC_API TFC_NODISCARD tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tenso
  * nothing is recorded. Thread-safety: as every op (distinct graphs may be
  * used concurrently).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
-                                                          const tfc_tensor *targets, int64_t ignore_index,
-                                                          tfc_tensor **loss);
+TFC_API TFC_NODISCARD tfc_status tfc_linear_cross_entropy(tfc_graph *g /* nullable */, const tfc_tensor *h,
+                                                          const tfc_tensor *w, const tfc_tensor *targets,
+                                                          int64_t ignore_index, tfc_tensor **loss);
 /*
  * Scaled dot-product attention softmax(scale · q kᵀ + mask) v with
  * q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv] → [B,H,T,Dv]. causal masks key j
  * for query i when j > i + (S − T). Flash-style: saves only out and the
  * per-row log-sum-exp for backward.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_attention(tfc_graph *g, const tfc_tensor *q, const tfc_tensor *k,
+TFC_API TFC_NODISCARD tfc_status tfc_attention(tfc_graph *g /* nullable */, const tfc_tensor *q, const tfc_tensor *k,
                                                const tfc_tensor *v, int32_t causal, double scale, tfc_tensor **out);
 /*
  * Inverted dropout: zero each element with probability p and scale the rest
@@ -188,69 +208,72 @@ TFC_API TFC_NODISCARD tfc_status tfc_attention(tfc_graph *g, const tfc_tensor *q
  * same (seed, offset) gives the same mask, in forward and backward.
  * p == 0 returns x's values unchanged (a copy); p must be in [0, 1).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_dropout(tfc_graph *g, const tfc_tensor *x, double p, uint64_t seed,
+TFC_API TFC_NODISCARD tfc_status tfc_dropout(tfc_graph *g /* nullable */, const tfc_tensor *x, double p, uint64_t seed,
                                              uint64_t offset, tfc_tensor **out);
 
 /* ---- selection and joining --------------------------------------------------- */
 
 /* out = cond ? a : b elementwise (cond bool/u8, all three broadcast). */
-TFC_API TFC_NODISCARD tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_tensor *a,
+TFC_API TFC_NODISCARD tfc_status tfc_where(tfc_graph *g /* nullable */, const tfc_tensor *cond, const tfc_tensor *a,
                                            const tfc_tensor *b, tfc_tensor **out);
 /* out = mask ? value : x (mask bool/u8, broadcast to x). */
-TFC_API TFC_NODISCARD tfc_status tfc_masked_fill(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *mask,
-                                                 double value, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_masked_fill(tfc_graph *g /* nullable */, const tfc_tensor *x,
+                                                 const tfc_tensor *mask, double value, tfc_tensor **out);
 /* Join n tensors (same dtype, equal shapes except along dim) along dim. */
-TFC_API TFC_NODISCARD tfc_status tfc_concat(tfc_graph *g, const tfc_tensor *const *xs, int32_t n, int32_t dim,
-                                            tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_concat(tfc_graph *g /* nullable */, const tfc_tensor *const *xs, int32_t n,
+                                            int32_t dim, tfc_tensor **out);
 /*
  * Split x along dim into n pieces of the given sizes (summing to the dim's
  * size); outs[i] are views. outs must hold n pointers.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_split(tfc_graph *g, const tfc_tensor *x, const int64_t *sizes, int32_t n,
-                                           int32_t dim, tfc_tensor **outs);
+TFC_API TFC_NODISCARD tfc_status tfc_split(tfc_graph *g /* nullable */, const tfc_tensor *x, const int64_t *sizes,
+                                           int32_t n, int32_t dim, tfc_tensor **outs);
 /*
  * The k largest (largest = 1) or smallest values along dim, sorted, and
  * their i64 indices. values are differentiable (gradient scattered back).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_topk(tfc_graph *g, const tfc_tensor *x, int64_t k, int32_t dim, int32_t largest,
-                                          tfc_tensor **values, tfc_tensor **indices);
+TFC_API TFC_NODISCARD tfc_status tfc_topk(tfc_graph *g /* nullable */, const tfc_tensor *x, int64_t k, int32_t dim,
+                                          int32_t largest, tfc_tensor **values, tfc_tensor **indices);
 
 /* ---- views and layout ---------------------------------------------------------- */
 
 /* View with a new shape; fails with TFC_ERR_SHAPE when strides don't allow it. One dim may be -1. */
-TFC_API TFC_NODISCARD tfc_status tfc_view(tfc_graph *g, const tfc_tensor *x, const int64_t *dims, int32_t ndim,
-                                          tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_view(tfc_graph *g /* nullable */, const tfc_tensor *x, const int64_t *dims,
+                                          int32_t ndim, tfc_tensor **out);
 /* Like tfc_view, but copies (to contiguous) when a view is impossible. */
-TFC_API TFC_NODISCARD tfc_status tfc_reshape(tfc_graph *g, const tfc_tensor *x, const int64_t *dims, int32_t ndim,
-                                             tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_reshape(tfc_graph *g /* nullable */, const tfc_tensor *x, const int64_t *dims,
+                                             int32_t ndim, tfc_tensor **out);
 /* Reorder dims: out dim i is x dim perm[i]. */
-TFC_API TFC_NODISCARD tfc_status tfc_permute(tfc_graph *g, const tfc_tensor *x, const int32_t *perm, int32_t ndim,
-                                             tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_transpose(tfc_graph *g, const tfc_tensor *x, int32_t dim0, int32_t dim1,
-                                               tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_permute(tfc_graph *g /* nullable */, const tfc_tensor *x, const int32_t *perm,
+                                             int32_t ndim, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_transpose(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim0,
+                                               int32_t dim1, tfc_tensor **out);
 /*
  * Elements start, start+step, ... < end along dim (python slicing: negative
  * start/end count from the end and are clamped; step >= 1).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_slice(tfc_graph *g, const tfc_tensor *x, int32_t dim, int64_t start, int64_t end,
-                                           int64_t step, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_slice(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim, int64_t start,
+                                           int64_t end, int64_t step, tfc_tensor **out);
 /* length elements from start along dim (no clamping: out of range is an error). */
-TFC_API TFC_NODISCARD tfc_status tfc_narrow(tfc_graph *g, const tfc_tensor *x, int32_t dim, int64_t start,
-                                            int64_t length, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_narrow(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim,
+                                            int64_t start, int64_t length, tfc_tensor **out);
 /* Broadcast to dims (size-1 dims stretched with stride 0; -1 keeps a size). */
-TFC_API TFC_NODISCARD tfc_status tfc_expand(tfc_graph *g, const tfc_tensor *x, const int64_t *dims, int32_t ndim,
-                                            tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_expand(tfc_graph *g /* nullable */, const tfc_tensor *x, const int64_t *dims,
+                                            int32_t ndim, tfc_tensor **out);
 /* Remove dim (must have size 1). */
-TFC_API TFC_NODISCARD tfc_status tfc_squeeze(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_tensor **out);
-/* Insert a size-1 dim at position dim (0..ndim). */
-TFC_API TFC_NODISCARD tfc_status tfc_unsqueeze(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_tensor **out);
-/* Merge dims start..end (inclusive) into one (a view when strides allow, else a copy). */
-TFC_API TFC_NODISCARD tfc_status tfc_flatten(tfc_graph *g, const tfc_tensor *x, int32_t start, int32_t end,
+TFC_API TFC_NODISCARD tfc_status tfc_squeeze(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim,
                                              tfc_tensor **out);
+/* Insert a size-1 dim at position dim (0..ndim). */
+TFC_API TFC_NODISCARD tfc_status tfc_unsqueeze(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim,
+                                               tfc_tensor **out);
+/* Merge dims start..end (inclusive) into one (a view when strides allow, else a copy). */
+TFC_API TFC_NODISCARD tfc_status tfc_flatten(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t start,
+                                             int32_t end, tfc_tensor **out);
 /* x itself (new reference) when contiguous, else a contiguous copy. */
-TFC_API TFC_NODISCARD tfc_status tfc_contiguous(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_contiguous(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
 /* Convert to dtype (new tensor; gradient converted back for float dtypes). */
-TFC_API TFC_NODISCARD tfc_status tfc_cast(tfc_graph *g, const tfc_tensor *x, tfc_dtype dtype, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_cast(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_dtype dtype,
+                                          tfc_tensor **out);
 
 #ifdef __cplusplus
 }

@@ -106,14 +106,15 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_options_default(tfc_optim_kind kind, 
  * struct_size not one this library knows (TFC_ERR_VERSION); TFC_ERR_OOM.
  * Release with tfc_optim_release.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_optim_sgd(const tfc_optim_options *opts, tfc_optim **out);
-TFC_API TFC_NODISCARD tfc_status tfc_optim_adam(const tfc_optim_options *opts, tfc_optim **out);
-TFC_API TFC_NODISCARD tfc_status tfc_optim_adamw(const tfc_optim_options *opts, tfc_optim **out);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_sgd(const tfc_optim_options *opts /* nullable */, tfc_optim **out);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_adam(const tfc_optim_options *opts /* nullable */, tfc_optim **out);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_adamw(const tfc_optim_options *opts /* nullable */, tfc_optim **out);
 /* The same, kind chosen by value (for bindings). */
-TFC_API TFC_NODISCARD tfc_status tfc_optim_new(tfc_optim_kind kind, const tfc_optim_options *opts, tfc_optim **out);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_new(tfc_optim_kind kind, const tfc_optim_options *opts /* nullable */,
+                                               tfc_optim **out);
 
 /* Free the optimizer, its state and its references to the parameters. NULL ok. */
-TFC_API void tfc_optim_release(tfc_optim *opt);
+TFC_API void tfc_optim_release(tfc_optim *opt /* nullable */);
 
 /* ---- parameters and groups ------------------------------------------------ */
 
@@ -131,11 +132,13 @@ TFC_API void tfc_optim_release(tfc_optim *opt);
  * f32/f64 (TFC_ERR_DTYPE). Parameters may live on the CPU or CUDA;
  * tfc_optim_step checks what the device offers.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_optim_add_group(tfc_optim *opt, tfc_tensor *const *params, int32_t n, double lr,
-                                                     double weight_decay, int32_t *group);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_add_group(tfc_optim *opt,
+                                                     tfc_tensor *const *params /* nullable when n == 0 */, int32_t n,
+                                                     double lr, double weight_decay, int32_t *group /* nullable */);
 /* As tfc_optim_add_group with the optimizer's current lr and weight decay. */
-TFC_API TFC_NODISCARD tfc_status tfc_optim_add_params(tfc_optim *opt, tfc_tensor *const *params, int32_t n,
-                                                      int32_t *group);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_add_params(tfc_optim *opt,
+                                                      tfc_tensor *const *params /* nullable when n == 0 */, int32_t n,
+                                                      int32_t *group /* nullable */);
 
 /* Number of groups / of parameters over all groups. NULL out is TFC_ERR_INVALID_ARG. */
 TFC_API TFC_NODISCARD tfc_status tfc_optim_num_groups(const tfc_optim *opt, int32_t *out);
@@ -144,7 +147,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_num_params(const tfc_optim *opt, int6
  * Parameter k (in the order added): *param is a new reference, *group (may
  * be NULL) its group. k out of range is TFC_ERR_INVALID_ARG.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_optim_param(const tfc_optim *opt, int64_t k, tfc_tensor **param, int32_t *group);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_param(const tfc_optim *opt, int64_t k, tfc_tensor **param,
+                                                 int32_t *group /* nullable */);
 
 /* ---- stepping ---------------------------------------------------------------- */
 
@@ -206,10 +210,11 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_get_group_weight_decay(const tfc_opti
  * (TFC_ERR_NONFINITE): then no gradient is changed and *total_norm is left
  * untouched.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_clip_grad_norm(tfc_tensor *const *params, int32_t n, double max_norm,
-                                                    double *total_norm);
+TFC_API TFC_NODISCARD tfc_status tfc_clip_grad_norm(tfc_tensor *const *params /* nullable when n == 0 */, int32_t n,
+                                                    double max_norm, double *total_norm /* nullable */);
 /* tfc_clip_grad_norm over all of opt's parameters. */
-TFC_API TFC_NODISCARD tfc_status tfc_optim_clip_grad_norm(tfc_optim *opt, double max_norm, double *total_norm);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_clip_grad_norm(tfc_optim *opt, double max_norm,
+                                                          double *total_norm /* nullable */);
 
 /* ---- learning-rate schedules ----------------------------------------------------------- */
 /*
@@ -271,7 +276,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_state_count(const tfc_optim *opt, int
  * fresh tensors. Either out may be NULL. Errors: i out of range
  * (TFC_ERR_INVALID_ARG), TFC_ERR_OOM.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_optim_state_get(const tfc_optim *opt, int64_t i, char **name, tfc_tensor **tensor);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_state_get(const tfc_optim *opt, int64_t i, char **name /* nullable */,
+                                                     tfc_tensor **tensor /* nullable */);
 /*
  * Load n entries (copied; the caller keeps its tensors). Every entry is
  * checked before any is applied, so on error nothing changed. State not
@@ -285,8 +291,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_state_get(const tfc_optim *opt, int64
  * or a non-numeric scalar (TFC_ERR_DTYPE); a non-CPU tensor
  * (TFC_ERR_UNSUPPORTED); TFC_ERR_OOM.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_optim_state_load(tfc_optim *opt, const char *const *names,
-                                                      const tfc_tensor *const *tensors, int64_t n);
+TFC_API TFC_NODISCARD tfc_status tfc_optim_state_load(tfc_optim *opt,
+                                                      const char *const *names /* nullable when n == 0 */,
+                                                      const tfc_tensor *const *tensors /* nullable when n == 0 */,
+                                                      int64_t n);
 /* Load one entry: tfc_optim_state_load with n = 1. */
 TFC_API TFC_NODISCARD tfc_status tfc_optim_state_set(tfc_optim *opt, const char *name, const tfc_tensor *tensor);
 

@@ -34,14 +34,17 @@ typedef void (*tfc_deleter)(void *data, void *ctx);
  * (TFC_ERR_INVALID_ARG / TFC_ERR_DTYPE), sizes that overflow or cannot be
  * allocated (TFC_ERR_OOM).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_empty(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_empty(const int64_t *dims /* nullable when ndim == 0 */, int32_t ndim,
+                                                  tfc_dtype dtype, tfc_tensor **out);
 /* As tfc_tensor_empty, filled with 0. */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_zeros(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_zeros(const int64_t *dims /* nullable when ndim == 0 */, int32_t ndim,
+                                                  tfc_dtype dtype, tfc_tensor **out);
 /* As tfc_tensor_empty, filled with 1. */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_ones(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_ones(const int64_t *dims /* nullable when ndim == 0 */, int32_t ndim,
+                                                 tfc_dtype dtype, tfc_tensor **out);
 /* As tfc_tensor_empty, filled with value (converted to dtype). */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_full(const int64_t *dims, int32_t ndim, tfc_dtype dtype, double value,
-                                                 tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_full(const int64_t *dims /* nullable when ndim == 0 */, int32_t ndim,
+                                                 tfc_dtype dtype, double value, tfc_tensor **out);
 /*
  * 1-D tensor start, start+step, ... while < end (> end for negative step),
  * like numpy.arange. step == 0 or a non-finite bound is TFC_ERR_INVALID_ARG.
@@ -52,7 +55,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_arange(double start, double end, dou
  * A new contiguous CPU tensor holding a copy of data (row-major, numel
  * elements of dtype). ndim == 0 makes a scalar (then dims may be NULL).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_from_data(const void *data, const int64_t *dims, int32_t ndim,
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_from_data(const void *data,
+                                                      const int64_t *dims /* nullable when ndim == 0 */, int32_t ndim,
                                                       tfc_dtype dtype, tfc_tensor **out);
 /*
  * Zero-copy: a CPU tensor over the caller's memory `data` with the given
@@ -62,8 +66,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_from_data(const void *data, const in
  * it. deleter may be NULL when the caller keeps the memory alive longer than
  * every tensor over it. On error the deleter is NOT called.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_wrap(void *data, const int64_t *dims, const int64_t *strides, int32_t ndim,
-                                                 tfc_dtype dtype, tfc_deleter deleter, void *deleter_ctx,
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_wrap(void *data, const int64_t *dims /* nullable when ndim == 0 */,
+                                                 const int64_t *strides /* nullable */, int32_t ndim, tfc_dtype dtype,
+                                                 tfc_deleter deleter /* nullable */, void *deleter_ctx /* nullable */,
                                                  tfc_tensor **out);
 
 /*
@@ -74,12 +79,13 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_wrap(void *data, const int64_t *dims
  *  - randn: standard normal (Box-Muller); normal: mean + std * randn
  *  - rand: uniform [0, 1); uniform: low + (high - low) * rand
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_randn(const int64_t *dims, int32_t ndim, tfc_dtype dtype, uint64_t seed,
-                                                  uint64_t offset, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_rand(const int64_t *dims, int32_t ndim, tfc_dtype dtype, uint64_t seed,
-                                                 uint64_t offset, tfc_tensor **out);
-TFC_API TFC_NODISCARD tfc_status tfc_tensor_uniform(const int64_t *dims, int32_t ndim, tfc_dtype dtype, double low,
-                                                    double high, uint64_t seed, uint64_t offset, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_randn(const int64_t *dims /* nullable when ndim == 0 */, int32_t ndim,
+                                                  tfc_dtype dtype, uint64_t seed, uint64_t offset, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_rand(const int64_t *dims /* nullable when ndim == 0 */, int32_t ndim,
+                                                 tfc_dtype dtype, uint64_t seed, uint64_t offset, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_uniform(const int64_t *dims /* nullable when ndim == 0 */, int32_t ndim,
+                                                    tfc_dtype dtype, double low, double high, uint64_t seed,
+                                                    uint64_t offset, tfc_tensor **out);
 /* In-place fills of an existing float tensor (any strides) from the same streams. */
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_fill_normal(tfc_tensor *t, double mean, double std, uint64_t seed,
                                                         uint64_t offset);
@@ -89,42 +95,42 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_fill_uniform(tfc_tensor *t, double l
 /* ---- references ---------------------------------------------------------- */
 
 /* Add a reference; returns t. NULL is accepted. */
-TFC_API tfc_tensor *tfc_tensor_retain(tfc_tensor *t);
+TFC_API tfc_tensor *tfc_tensor_retain(tfc_tensor *t /* nullable: NULL */);
 /* Drop a reference; frees when it was the last. NULL is accepted. */
-TFC_API void tfc_tensor_release(tfc_tensor *t);
+TFC_API void tfc_tensor_release(tfc_tensor *t /* nullable */);
 
 /* ---- queries (never fail on a valid handle; NULL gives 0 / -1) ------------ */
 
-TFC_API int32_t tfc_tensor_ndim(const tfc_tensor *t);
+TFC_API int32_t tfc_tensor_ndim(const tfc_tensor *t /* nullable: -1 */);
 /* Copy the shape into dims[0..ndim); cap must be >= ndim (TFC_ERR_BUFFER_TOO_SMALL). */
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_shape(const tfc_tensor *t, int64_t *dims, int32_t cap);
 /* Copy the strides (in elements) into strides[0..ndim). */
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_strides(const tfc_tensor *t, int64_t *strides, int32_t cap);
 /* Size of dimension dim (negative counts from the end); -1 when out of range. */
-TFC_API int64_t tfc_tensor_dim(const tfc_tensor *t, int32_t dim);
+TFC_API int64_t tfc_tensor_dim(const tfc_tensor *t /* nullable: -1 */, int32_t dim);
 /* Number of elements (1 for a scalar). */
-TFC_API int64_t tfc_tensor_numel(const tfc_tensor *t);
-TFC_API tfc_dtype tfc_tensor_dtype(const tfc_tensor *t);
+TFC_API int64_t tfc_tensor_numel(const tfc_tensor *t /* nullable: 0 */);
+TFC_API tfc_dtype tfc_tensor_dtype(const tfc_tensor *t /* nullable: (tfc_dtype)-1 */);
 /* Device kind (tfc_device_type) and index of the tensor's memory. */
-TFC_API tfc_device_type tfc_tensor_device_type(const tfc_tensor *t);
-TFC_API int32_t tfc_tensor_device_index(const tfc_tensor *t);
+TFC_API tfc_device_type tfc_tensor_device_type(const tfc_tensor *t /* nullable: (tfc_device_type)0 */);
+TFC_API int32_t tfc_tensor_device_index(const tfc_tensor *t /* nullable: -1 */);
 /*
  * Pointer to the first element (storage base + offset). Borrowed: valid
  * while the tensor lives. For CUDA tensors it is a device pointer.
  */
-TFC_API void *tfc_tensor_data(const tfc_tensor *t);
+TFC_API void *tfc_tensor_data(const tfc_tensor *t /* nullable: NULL */);
 /* Element offset of the first element inside its storage. */
-TFC_API int64_t tfc_tensor_storage_offset(const tfc_tensor *t);
+TFC_API int64_t tfc_tensor_storage_offset(const tfc_tensor *t /* nullable: 0 */);
 /* 1 when the tensor is row-major contiguous (size-1 dims ignored), else 0. */
-TFC_API int32_t tfc_tensor_is_contiguous(const tfc_tensor *t);
+TFC_API int32_t tfc_tensor_is_contiguous(const tfc_tensor *t /* nullable: 0 */);
 /* 1 when a and b share storage. */
-TFC_API int32_t tfc_tensor_shares_storage(const tfc_tensor *a, const tfc_tensor *b);
+TFC_API int32_t tfc_tensor_shares_storage(const tfc_tensor *a /* nullable: 0 */, const tfc_tensor *b /* nullable: 0 */);
 /*
  * Number of times the storage was written in place through the API
  * (copy_from, fill, optimizer steps). Autograd uses it to detect saved
  * tensors modified before backward.
  */
-TFC_API uint64_t tfc_tensor_version(const tfc_tensor *t);
+TFC_API uint64_t tfc_tensor_version(const tfc_tensor *t /* nullable: 0 */);
 
 /* ---- data in and out ---------------------------------------------------- */
 
@@ -177,7 +183,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_print(const tfc_tensor *t, int32_t m
  * by tensors, bytes held in the cache, and the peak of bytes in use. Any
  * pointer may be NULL.
  */
-TFC_API void tfc_memory_stats(uint64_t *os_allocs, uint64_t *live_bytes, uint64_t *cached_bytes, uint64_t *peak_bytes);
+TFC_API void tfc_memory_stats(uint64_t *os_allocs /* nullable */, uint64_t *live_bytes /* nullable */,
+                              uint64_t *cached_bytes /* nullable */, uint64_t *peak_bytes /* nullable */);
 /* Return every cached free block to the OS. */
 TFC_API void tfc_memory_empty_cache(void);
 

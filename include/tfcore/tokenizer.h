@@ -61,7 +61,7 @@ typedef enum tfc_special_mode {
 TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_new(int32_t pattern, tfc_tokenizer **out);
 
 /* Free a tokenizer. NULL is accepted. Not concurrently with other calls on it. */
-TFC_API void tfc_tokenizer_release(tfc_tokenizer *tok);
+TFC_API void tfc_tokenizer_release(tfc_tokenizer *tok /* nullable */);
 
 /*
  * Train merges on len bytes of text (any bytes; NUL and invalid UTF-8 are
@@ -76,8 +76,8 @@ TFC_API void tfc_tokenizer_release(tfc_tokenizer *tok);
  * 2^30, already trained, special id collision (TFC_ERR_INVALID_ARG),
  * TFC_ERR_OOM. On error the tokenizer is unchanged.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_train(tfc_tokenizer *tok, const char *text, size_t len,
-                                                     int32_t vocab_size);
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_train(tfc_tokenizer *tok, const char *text /* nullable when len == 0 */,
+                                                     size_t len, int32_t vocab_size);
 
 /*
  * As tfc_tokenizer_train, over the contents of n_paths files, each split
@@ -109,7 +109,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_add_special(tfc_tokenizer *tok, c
  * TFC_SPECIAL_DISALLOWED mode (TFC_ERR_INVALID_ARG, naming the token and
  * its byte offset), TFC_ERR_OOM. Thread-safe (see top of file).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_encode(const tfc_tokenizer *tok, const char *text, size_t len,
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_encode(const tfc_tokenizer *tok,
+                                                      const char *text /* nullable when len == 0 */, size_t len,
                                                       int32_t special_mode, int32_t **ids, size_t *n_ids);
 
 /*
@@ -120,9 +121,11 @@ TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_encode(const tfc_tokenizer *tok, 
  * text alone. Errors: as tfc_tokenizer_encode (the first failing text is
  * named); TFC_ERR_INVALID_ARG for NULL texts[i] with lens[i] > 0.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_encode_batch(const tfc_tokenizer *tok, const char *const *texts,
-                                                            const size_t *lens, size_t n_texts, int32_t special_mode,
-                                                            int32_t n_threads, int32_t **ids, size_t **offsets);
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_encode_batch(const tfc_tokenizer *tok,
+                                                            const char *const *texts /* nullable when n_texts == 0 */,
+                                                            const size_t *lens /* nullable when n_texts == 0 */,
+                                                            size_t n_texts, int32_t special_mode, int32_t n_threads,
+                                                            int32_t **ids, size_t **offsets);
 
 /*
  * Decode ids to the exact bytes they stand for (special tokens give their
@@ -131,7 +134,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_encode_batch(const tfc_tokenizer 
  * when n_ids is 0), an id that is not a token (TFC_ERR_INVALID_ARG naming
  * its index and value), TFC_ERR_OOM. Thread-safe.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_decode(const tfc_tokenizer *tok, const int32_t *ids, size_t n_ids,
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_decode(const tfc_tokenizer *tok,
+                                                      const int32_t *ids /* nullable when n_ids == 0 */, size_t n_ids,
                                                       char **bytes, size_t *len);
 
 /*
@@ -139,8 +143,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_decode(const tfc_tokenizer *tok, 
  * maximal ill-formed subsequence is replaced with U+FFFD (the Unicode
  * "maximal subpart" practice, as Python's errors="replace").
  */
-TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_decode_utf8(const tfc_tokenizer *tok, const int32_t *ids, size_t n_ids,
-                                                           char **text, size_t *len);
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_decode_utf8(const tfc_tokenizer *tok,
+                                                           const int32_t *ids /* nullable when n_ids == 0 */,
+                                                           size_t n_ids, char **text, size_t *len);
 
 /*
  * One more than the largest token id (ordinary or special), like tiktoken's
@@ -154,7 +159,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_vocab_size(const tfc_tokenizer *t
  * Errors: NULL arguments, id out of range or unused (TFC_ERR_INVALID_ARG).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_token_bytes(const tfc_tokenizer *tok, int32_t id, const char **bytes,
-                                                           size_t *len, int32_t *is_special);
+                                                           size_t *len, int32_t *is_special /* nullable */);
 
 /* Number of merge rules (pairs that merge into a token). */
 TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_n_merges(const tfc_tokenizer *tok, int32_t *out);

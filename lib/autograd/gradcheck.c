@@ -26,6 +26,7 @@ TFC_API tfc_status tfc_gradcheck(tfc_gradcheck_fn f, tfc_tensor *const *inputs, 
     const char *fn = "tfc_gradcheck";
     TFC_CHECK_NOT_NULL(fn, f);
     TFC_CHECK_NOT_NULL(fn, max_rel_err);
+    if (n < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %d, must be >= 0", fn, (int)n);
     if (n > 0) TFC_CHECK_NOT_NULL(fn, inputs);
     if (!(eps > 0)) return tfc_err(TFC_ERR_INVALID_ARG, "%s: eps is %g, must be > 0", fn, eps);
     for (int32_t i = 0; i < n; i++) {

@@ -341,7 +341,7 @@ TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, cons
             all[i]->grad_acc[o] = NULL;
         }
     free(all);
-    return st;
+    return tfc_err_in(fn, st);
 }
 
 /* ---- per-tensor autograd state ------------------------------------------- */
@@ -407,5 +407,5 @@ TFC_API tfc_status tfc_tensor_retain_grad(tfc_tensor *t) {
 TFC_API tfc_status tfc_tensor_detach(const tfc_tensor *t, tfc_tensor **out) {
     TFC_CHECK_NOT_NULL("tfc_tensor_detach", t);
     TFC_CHECK_NOT_NULL("tfc_tensor_detach", out);
-    return tfc_tensor_alias(t, t->shape, t->strides, t->ndim, t->offset, out);
+    return tfc_err_in("tfc_tensor_detach", tfc_tensor_alias(t, t->shape, t->strides, t->ndim, t->offset, out));
 }

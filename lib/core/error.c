@@ -10,11 +10,21 @@
 static _Thread_local char tl_message[TFC_ERROR_CAP];
 
 tfc_status tfc_err(tfc_status s, const char *fmt, ...) {
+    /* Formatted aside first: callers may pass tfc_last_error() itself as an argument. */
+    char msg[TFC_ERROR_CAP];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tl_message, sizeof tl_message, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(tl_message, msg, sizeof tl_message);
     return s;
+}
+
+tfc_status tfc_err_in(const char *fn, tfc_status s) {
+    if (s == TFC_OK || !fn) return s;
+    size_t n = strlen(fn);
+    if (strncmp(tl_message, fn, n) == 0 && tl_message[n] == ':') return s;
+    return tfc_err(s, "%s: %s", fn, tl_message[0] ? tl_message : tfc_status_name(s));
 }
 
 const char *tfc_fmt_dims(const int64_t *dims, int32_t ndim) {

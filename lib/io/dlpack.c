@@ -122,7 +122,7 @@ static void versioned_deleter(DLManagedTensorVersioned *self) {
 static tfc_status export_keep(const char *fn, const tfc_tensor *t, tfc_tensor **keep) {
     TFC_CHECK_NOT_NULL(fn, t);
     /* An alias, not t itself: the export must not keep t's graph node alive. */
-    return tfc_tensor_alias(t, t->shape, t->strides, t->ndim, t->offset, keep);
+    return tfc_err_in(fn, tfc_tensor_alias(t, t->shape, t->strides, t->ndim, t->offset, keep));
 }
 
 TFC_API tfc_status tfc_tensor_to_dlpack(const tfc_tensor *t, DLManagedTensor **out) {
@@ -194,7 +194,7 @@ static tfc_status import_dl(const char *fn, const DLTensor *dl, tfc_deleter del,
                        (unsigned long long)dl->byte_offset, dl->data);
     /* wrap refuses data not aligned to the element size: kernels load whole elements, vectors too. */
     char *data = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
-    return tfc_tensor_wrap(data, dl->shape, dl->strides, dl->ndim, dt, del, ctx, out);
+    return tfc_err_in(fn, tfc_tensor_wrap(data, dl->shape, dl->strides, dl->ndim, dt, del, ctx, out));
 }
 
 TFC_API tfc_status tfc_tensor_from_dlpack(DLManagedTensor *m, tfc_tensor **out) {

@@ -162,9 +162,10 @@ TFC_API tfc_status tfc_token_file_batch(const tfc_token_file *f, int64_t begin, 
     TFC_CHECK_NOT_NULL(fn, y);
     if (B < 1 || T < 1) return tfc_err(TFC_ERR_INVALID_ARG, "%s: B is %d and T is %d, need >= 1", fn, B, T);
     if (begin < 0 || end > f->count || end < begin || end - begin < (int64_t)T + 1)
-        return tfc_err(TFC_ERR_INVALID_ARG,
-                       "%s: range [%lld, %lld) of a %lld-token file cannot hold a window of T+1 = %lld tokens", fn,
-                       (long long)begin, (long long)end, (long long)f->count, (long long)T + 1);
+        return tfc_err(
+            TFC_ERR_INVALID_ARG,
+            "%s: range [begin %lld, end %lld) of a %lld-token file cannot hold a window of T+1 = %lld tokens", fn,
+            (long long)begin, (long long)end, (long long)f->count, (long long)T + 1);
     const uint64_t choices = (uint64_t)(end - begin - T); /* window starts begin .. end-T-1 */
     int32_t *win = malloc(((size_t)T + 1) * sizeof *win);
     int32_t *xs = malloc((size_t)B * (size_t)T * sizeof *xs), *ys = malloc((size_t)B * (size_t)T * sizeof *ys);
@@ -188,7 +189,7 @@ TFC_API tfc_status tfc_token_file_batch(const tfc_token_file *f, int64_t begin, 
     free(ys);
     if (s != TFC_OK) {
         tfc_tensor_release(tx);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *x = tx;
     *y = ty;

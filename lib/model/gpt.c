@@ -207,7 +207,7 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
 done:
     scope_free(&sc);
     if (s == TFC_OK) *hidden = out;
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /* The LM head's weight [V, C]: wte when tied. */
@@ -224,7 +224,7 @@ tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_
     tfc_tensor_release(h);
     tfc_tensor_release(head_t);
     tfc_tensor_release(lg);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, const tfc_tensor *targets,
@@ -273,7 +273,7 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
         tfc_tensor_release(tflat);
         if (s != TFC_OK) {
             tfc_tensor_release(lg);
-            return s;
+            return tfc_err_in(fn, s);
         }
         *loss = l;
     }

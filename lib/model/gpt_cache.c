@@ -35,7 +35,7 @@ TFC_API tfc_status tfc_gpt_cache_new(const tfc_gpt *m, int32_t batch, tfc_gpt_ca
         if (s == TFC_OK) s = tfc_tensor_zeros(dims, 4, c->dtype, &kc->v[l]);
         if (s != TFC_OK) {
             tfc_gpt_cache_release(kc);
-            return s;
+            return tfc_err_in(fn, s);
         }
     }
     *out = kc;
@@ -108,7 +108,7 @@ TFC_API tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *prompt, int32_t n
     /* validate the sampling arguments once, before any work */
     float probe = 0;
     int32_t dummy;
-    TFC_TRY(tfc_sample(&probe, 1, temperature, top_k, top_p, seed, 0, &dummy));
+    TFC_TRY_IN(fn, tfc_sample(&probe, 1, temperature, top_k, top_p, seed, 0, &dummy));
     const int32_t V = m->cfg.vocab_size, block = m->cfg.block_size;
     for (int32_t i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= V)
@@ -146,5 +146,5 @@ TFC_API tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *prompt, int32_t n
     tfc_gpt_cache_release(c);
     free(ctxt);
     free(row);
-    return s;
+    return tfc_err_in(fn, s);
 }

@@ -206,7 +206,7 @@ TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt
     free(at);
     if (s != TFC_OK) {
         tfc_gpt_release(m);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = m;
     return TFC_OK;
@@ -292,7 +292,7 @@ TFC_API tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t
         /* the model is unchanged until every parameter has its copy */
         for (int32_t i = 0; i < m->n_params; i++) tfc_tensor_release(moved[i]);
         free(moved);
-        return s;
+        return tfc_err_in(fn, s);
     }
     for (int32_t i = 0; i < m->n_params; i++) {
         tfc_tensor_release(m->params[i]);

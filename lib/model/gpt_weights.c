@@ -55,9 +55,9 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
     const char *fn = "tfc_gpt_save";
     TFC_CHECK_NOT_NULL(fn, m);
     TFC_CHECK_NOT_NULL(fn, path);
-    if (n_meta < 0 || (n_meta > 0 && (!meta_keys || !meta_values)))
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: n_meta is %d with keys %p values %p", fn, n_meta,
-                       (const void *)meta_keys, (const void *)meta_values);
+    if (n_meta < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n_meta is %d, must be >= 0", fn, n_meta);
+    if (n_meta > 0) TFC_CHECK_NOT_NULL(fn, meta_keys);
+    if (n_meta > 0) TFC_CHECK_NOT_NULL(fn, meta_values);
     tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
     TFC_TRY(tfc_gpt_get_config(m, &c));
     int32_t n;
@@ -79,7 +79,7 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
     }
     free(keys);
     free(vals);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 static tfc_status meta_int(const char *fn, const char *path, const tfc_safetensors *f, const char *key, int32_t *v) {
@@ -141,7 +141,7 @@ static tfc_status copy_params(const char *fn, const char *path, tfc_gpt *m, cons
     for (int32_t i = 0; i < n && s == TFC_OK; i++) s = tfc_tensor_copy_from(params[i], src[i]);
     for (int32_t i = 0; i < n; i++) tfc_tensor_release(src[i]);
     free(src);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /*
@@ -185,7 +185,7 @@ TFC_API tfc_status tfc_gpt_load(const char *path, tfc_gpt **out) {
     tfc_safetensors_release(f);
     if (s != TFC_OK) {
         tfc_gpt_release(m);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = m;
     return TFC_OK;
@@ -206,5 +206,5 @@ TFC_API tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path) {
                         int_fields[i].key + strlen("tfc."), int_value(&theirs, i), int_value(&mine, i));
     if (s == TFC_OK) s = copy_params(fn, path, m, f);
     tfc_safetensors_release(f);
-    return s;
+    return tfc_err_in(fn, s);
 }

@@ -73,7 +73,7 @@ static tfc_status binary(bin_kind k, tfc_graph *g, const tfc_tensor *a, const tf
         }
         if (s != TFC_OK) {
             tfc_tensor_release(r);
-            return s;
+            return tfc_err_in(fn, s);
         }
     }
     *out = r;

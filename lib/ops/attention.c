@@ -82,7 +82,7 @@ TFC_API tfc_status tfc_attention_forward(const tfc_tensor *q, const tfc_tensor *
     }
     if (s == TFC_OK) tfc_written(out, lse, NULL);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 TFC_API tfc_status tfc_attention_backward(const tfc_tensor *dout, const tfc_tensor *q, const tfc_tensor *k,
@@ -127,7 +127,7 @@ TFC_API tfc_status tfc_attention_backward(const tfc_tensor *dout, const tfc_tens
     }
     if (s == TFC_OK) tfc_written(dq, dk, dv);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /* ---- the graph door (include/tfcore/ops.h) ---- */
@@ -192,7 +192,7 @@ TFC_API tfc_status tfc_attention(tfc_graph *g, const tfc_tensor *q, const tfc_te
     tfc_tensor_release(lse);
     if (s != TFC_OK) {
         tfc_tensor_release(o);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = o;
     return TFC_OK;

@@ -84,7 +84,7 @@ TFC_API tfc_status tfc_concat(tfc_graph *g, const tfc_tensor *const *xs, int32_t
     }
     if (s != TFC_OK) {
         tfc_tensor_release(r);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = r;
     return TFC_OK;
@@ -197,5 +197,5 @@ TFC_API tfc_status tfc_split(tfc_graph *g, const tfc_tensor *x, const int64_t *s
         for (int32_t i = 0; i < n; i++) outs[i] = tmp[i];
     }
     free(tmp);
-    return s;
+    return tfc_err_in(fn, s);
 }

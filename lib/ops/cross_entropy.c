@@ -51,7 +51,7 @@ TFC_API tfc_status tfc_cross_entropy_forward(const tfc_tensor *logits, const tfc
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, cross_entropy_forward, &p);
     if (s == TFC_OK) tfc_written(loss, lse, NULL);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 TFC_API tfc_status tfc_cross_entropy_backward(const tfc_tensor *dloss, const tfc_tensor *logits,
@@ -91,7 +91,7 @@ TFC_API tfc_status tfc_cross_entropy_backward(const tfc_tensor *dloss, const tfc
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, cross_entropy_backward, &p);
     if (s == TFC_OK) tfc_written(dlogits, NULL, NULL);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /* ---- the graph door (include/tfcore/ops.h) ---- */
@@ -151,7 +151,7 @@ TFC_API tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, con
     tfc_tensor_release(lse);
     if (s != TFC_OK) {
         tfc_tensor_release(loss);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = loss;
     return TFC_OK;

@@ -26,7 +26,7 @@ static tfc_status run_dropout(const char *fn, const tfc_tensor *x, double p, uin
     tfc_operands_release(&o);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = r;
     return TFC_OK;
@@ -64,7 +64,7 @@ TFC_API tfc_status tfc_dropout(tfc_graph *g, const tfc_tensor *x, double p, uint
         }
         if (s != TFC_OK) {
             tfc_tensor_release(r);
-            return s;
+            return tfc_err_in(fn, s);
         }
     }
     *out = r;

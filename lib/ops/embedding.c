@@ -56,7 +56,7 @@ TFC_API tfc_status tfc_embedding_forward(const tfc_tensor *table, const tfc_tens
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, embedding_forward, &p);
     if (s == TFC_OK) tfc_written(out, NULL, NULL);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 TFC_API tfc_status tfc_embedding_backward(const tfc_tensor *dout, const tfc_tensor *ids, tfc_tensor *dtable,
@@ -100,7 +100,7 @@ TFC_API tfc_status tfc_embedding_backward(const tfc_tensor *dout, const tfc_tens
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, embedding_backward, &p);
     if (s == TFC_OK) tfc_written(dtable, NULL, NULL);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /* ---- the graph door (include/tfcore/ops.h) ---- */
@@ -149,7 +149,7 @@ TFC_API tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tf
     }
     if (s != TFC_OK) {
         tfc_tensor_release(y);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = y;
     return TFC_OK;

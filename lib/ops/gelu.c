@@ -37,7 +37,7 @@ TFC_API tfc_status tfc_gelu_forward(const tfc_tensor *x, int32_t approximate, tf
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, gelu_forward, &p);
     if (s == TFC_OK) tfc_written(y, NULL, NULL);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 TFC_API tfc_status tfc_gelu_backward(const tfc_tensor *dy, const tfc_tensor *x, int32_t approximate, tfc_tensor *dx,
@@ -67,7 +67,7 @@ TFC_API tfc_status tfc_gelu_backward(const tfc_tensor *dy, const tfc_tensor *x, 
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, gelu_backward, &p);
     if (s == TFC_OK) tfc_written(dx, NULL, NULL);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /* ---- the graph door (include/tfcore/ops.h) ---- */
@@ -114,7 +114,7 @@ TFC_API tfc_status tfc_gelu(tfc_graph *g, const tfc_tensor *x, int32_t approxima
     }
     if (s != TFC_OK) {
         tfc_tensor_release(y);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = y;
     return TFC_OK;

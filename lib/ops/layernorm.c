@@ -58,7 +58,7 @@ TFC_API tfc_status tfc_layernorm_forward(const tfc_tensor *x, const tfc_tensor *
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, layernorm_forward, &p);
     if (s == TFC_OK) tfc_written(y, mean, rstd);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 TFC_API tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor *x, const tfc_tensor *weight,
@@ -105,7 +105,7 @@ TFC_API tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, layernorm_backward, &p);
     if (s == TFC_OK) tfc_written(dx, dweight, dbias);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /* ---- the graph door (include/tfcore/ops.h) ---- */
@@ -170,7 +170,7 @@ TFC_API tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_te
     tfc_tensor_release(rstd);
     if (s != TFC_OK) {
         tfc_tensor_release(y);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = y;
     return TFC_OK;

@@ -59,7 +59,7 @@ static tfc_status bias_grad(const tfc_tensor *dy2, tfc_tensor **db) {
     else
         tfc_tensor_release(r);
     tfc_tensor_release(d);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /* x is saved only when w needs a gradient, w only when x does. */
@@ -183,7 +183,7 @@ TFC_API tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tenso
     }
     if (s != TFC_OK) {
         tfc_tensor_release(r);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = r;
     return TFC_OK;

@@ -171,7 +171,7 @@ static tfc_status lce_pass(const tfc_backend *be, const tfc_tensor *h, const tfc
     if (s == TFC_OK) s = tfc_tensor_fill(loss, nv ? total / (double)nv : (double)NAN);
     free(row_loss);
     tfc_tensor_release(z);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /*
@@ -273,7 +273,7 @@ TFC_API tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, c
     tfc_tensor_release(dw);
     if (s != TFC_OK) {
         tfc_tensor_release(out);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *loss = out;
     return TFC_OK;

@@ -59,7 +59,7 @@ tfc_status tfc_matmul_into(const char *fn, tfc_tensor *out, const tfc_tensor *a_
         s = gemm_ok(b_in) ? (b = tfc_tensor_retain((tfc_tensor *)b_in), TFC_OK) : tfc_make_contiguous(b_in, &b);
     if (s != TFC_OK) {
         tfc_tensor_release(a);
-        return s;
+        return tfc_err_in(fn, s);
     }
     int32_t nd = out->ndim, nb = nd - 2;
     int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a->shape[a->ndim - 1];
@@ -116,7 +116,7 @@ tfc_status tfc_matmul_into(const char *fn, tfc_tensor *out, const tfc_tensor *a_
     }
     tfc_tensor_release(a);
     tfc_tensor_release(b);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /* Shapes of a matmul after 1-D promotion; fails with the DESIGN message. */
@@ -267,7 +267,7 @@ static tfc_status mm_grad(const char *fn, const tfc_tensor *dout, const tfc_tens
         if (s == TFC_OK) return sum_to_operand(full, b, dout->dtype, out);
     }
     tfc_tensor_release(full);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /* Gradients for the original (unpromoted) operands. */
@@ -301,7 +301,7 @@ static tfc_status matmul_grads(const char *fn, const tfc_tensor *dout0, const tf
     if (s != TFC_OK) {
         tfc_tensor_release(ga);
         tfc_tensor_release(gb);
-        return s;
+        return tfc_err_in(fn, s);
     }
     if (da) *da = ga;
     if (db) *db = gb;
@@ -339,7 +339,7 @@ TFC_API tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a0, const tfc_tens
     tfc_tensor_release(a);
     tfc_tensor_release(b);
     tfc_tensor_release(r);
-    if (s != TFC_OK) return s;
+    if (s != TFC_OK) return tfc_err_in(fn, s);
     const tfc_tensor *ins[2] = {a0, b0};
     if (tfc_should_record(g, ins, 2)) {
         tfc_node *n;
@@ -354,7 +354,7 @@ TFC_API tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a0, const tfc_tens
         }
         if (s != TFC_OK) {
             tfc_tensor_release(res);
-            return s;
+            return tfc_err_in(fn, s);
         }
     }
     *out = res;
@@ -371,7 +371,7 @@ static tfc_status store_grad(const char *fn, tfc_tensor *dst, tfc_tensor *src, u
         s = tfc_tensor_copy_from(dst, src);
     }
     tfc_tensor_release(src);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 static tfc_status check_grad_buf(const char *fn, const char *arg, const tfc_tensor *buf, const tfc_tensor *like) {
@@ -413,5 +413,5 @@ TFC_API tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor 
         s = store_grad(fn, db, gb, flags);
     else
         tfc_tensor_release(gb);
-    return s;
+    return tfc_err_in(fn, s);
 }

@@ -38,7 +38,7 @@ tfc_status tfc_map_new(const char *fn, tfc_map_op op, const int64_t *shape, int3
     tfc_status s = tfc_tensor_map(fn, op, r, a, b, c, p, 0);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = r;
     return TFC_OK;

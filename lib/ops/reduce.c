@@ -87,7 +87,7 @@ static tfc_status scatter_max(tfc_tensor *dx, const reduce_plan *p, const tfc_te
     tfc_status s = tfc_operand(&o, dyk, &pr.dy);
     if (s == TFC_OK) s = TFC_BACKEND_RUN_DT(fn, be, reduce_scatter, &pr, dx->dtype);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 typedef struct reduce_ctx {
@@ -181,7 +181,7 @@ static tfc_status reduce(red_kind k, tfc_graph *g, const tfc_tensor *x, const in
     if (s != TFC_OK) {
         tfc_tensor_release(pos);
         tfc_tensor_release(r);
-        return s;
+        return tfc_err_in(fn, s);
     }
     if (tfc_should_record(g, &x, 1)) {
         tfc_node *n;
@@ -201,7 +201,7 @@ static tfc_status reduce(red_kind k, tfc_graph *g, const tfc_tensor *x, const in
     tfc_tensor_release(pos);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = r;
     return TFC_OK;
@@ -241,7 +241,7 @@ TFC_API tfc_status tfc_argmax(const tfc_tensor *x, int32_t dim, int32_t keepdim,
     tfc_status s = run_reduce(fn, x, &p, TFC_REDUCE_ARGMAX, r, 0.0);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = r;
     return TFC_OK;

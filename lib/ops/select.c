@@ -6,7 +6,7 @@
 #include "ops/op_util.h"
 
 static tfc_status check_mask(const char *fn, const char *arg, const tfc_tensor *m) {
-    TFC_CHECK_NOT_NULL(fn, m);
+    if (!m) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, arg);
     if (m->dtype != TFC_DTYPE_BOOL && m->dtype != TFC_DTYPE_U8)
         return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; it must be bool or u8", fn, arg, tfc_dtype_name(m->dtype),
                        SHAPE(m));
@@ -78,7 +78,7 @@ TFC_API tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_ten
         }
         if (s != TFC_OK) {
             tfc_tensor_release(r);
-            return s;
+            return tfc_err_in(fn, s);
         }
     }
     *out = r;
@@ -105,5 +105,5 @@ TFC_API tfc_status tfc_masked_fill(tfc_graph *g, const tfc_tensor *x, const tfc_
     tfc_status s = tfc_tensor_fill(v, value);
     if (s == TFC_OK) s = tfc_where(g, mask, v, x, out);
     tfc_tensor_release(v);
-    return s;
+    return tfc_err_in(fn, s);
 }

@@ -57,7 +57,7 @@ TFC_API tfc_status tfc_softmax_forward(const tfc_tensor *x, int32_t dim, int32_t
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, softmax_forward, &p);
     if (s == TFC_OK) tfc_written(y, NULL, NULL);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 TFC_API tfc_status tfc_softmax_backward(const tfc_tensor *dy, const tfc_tensor *y, int32_t dim, int32_t log,
@@ -90,7 +90,7 @@ TFC_API tfc_status tfc_softmax_backward(const tfc_tensor *dy, const tfc_tensor *
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, softmax_backward, &p);
     if (s == TFC_OK) tfc_written(dx, NULL, NULL);
     tfc_operands_release(&o);
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 /* ---- the graph door (include/tfcore/ops.h) ---- */
@@ -118,8 +118,10 @@ static tfc_status softmax_op(const char *fn, int32_t log, tfc_graph *g, const tf
                              tfc_tensor **out) {
     TFC_CHECK_NOT_NULL(fn, out);
     TFC_TRY(tfc_check_float(fn, "x", x));
+    int64_t outer, d, inner;
+    TFC_TRY(split_at(fn, x, dim, log, &outer, &d, &inner)); /* a bad dim names this op, not the door */
     tfc_tensor *y;
-    TFC_TRY(tfc_tensor_new_like(x, x->dtype, &y));
+    TFC_TRY_IN(fn, tfc_tensor_new_like(x, x->dtype, &y));
     tfc_status s = tfc_softmax_forward(x, dim, log, y);
     if (s == TFC_OK && tfc_should_record(g, &x, 1)) {
         tfc_node *n;
@@ -135,7 +137,7 @@ static tfc_status softmax_op(const char *fn, int32_t log, tfc_graph *g, const tf
     }
     if (s != TFC_OK) {
         tfc_tensor_release(y);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = y;
     return TFC_OK;

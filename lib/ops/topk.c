@@ -43,7 +43,7 @@ static tfc_status topk_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor
     tfc_operands_release(&o);
     if (s != TFC_OK) {
         tfc_tensor_release(dx);
-        return s;
+        return tfc_err_in(fn, s);
     }
     gin[0] = dx;
     return TFC_OK;
@@ -83,7 +83,7 @@ TFC_API tfc_status tfc_topk(tfc_graph *g, const tfc_tensor *x, int64_t k, int32_
     if (s != TFC_OK) {
         tfc_tensor_release(vals);
         tfc_tensor_release(idx);
-        return s;
+        return tfc_err_in(fn, s);
     }
     if (tfc_should_record(g, &x, 1)) {
         tfc_node *n;
@@ -98,7 +98,7 @@ TFC_API tfc_status tfc_topk(tfc_graph *g, const tfc_tensor *x, int64_t k, int32_
         if (s != TFC_OK) {
             tfc_tensor_release(vals);
             tfc_tensor_release(idx);
-            return s;
+            return tfc_err_in(fn, s);
         }
     }
     *values = vals;

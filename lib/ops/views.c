@@ -81,7 +81,7 @@ static tfc_status finish(tfc_graph *g, const char *fn, view_kind k, const tfc_te
     tfc_status s = record(g, fn, k, x, r, params, np);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = r;
     return TFC_OK;
@@ -96,8 +96,9 @@ static tfc_status check_x(const char *fn, const tfc_tensor *x, tfc_tensor **out)
 /* Resolve one -1 and check the element count. */
 static tfc_status infer_shape(const char *fn, const tfc_tensor *x, const int64_t *dims, int32_t ndim, int64_t *shape) {
     int64_t numel;
-    if (ndim < 0 || ndim > TFC_MAX_DIMS || (ndim > 0 && !dims))
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: ndim %d invalid", fn, (int)ndim);
+    if (ndim < 0 || ndim > TFC_MAX_DIMS)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: ndim is %d, must be in [0, %d]", fn, (int)ndim, TFC_MAX_DIMS);
+    if (ndim > 0 && !dims) return tfc_err(TFC_ERR_INVALID_ARG, "%s: dims is NULL with ndim %d", fn, (int)ndim);
     int32_t infer = -1;
     int64_t known = 1;
     for (int32_t i = 0; i < ndim; i++) {
@@ -190,8 +191,9 @@ TFC_API tfc_status tfc_reshape(tfc_graph *g, const tfc_tensor *x, const int64_t 
 TFC_API tfc_status tfc_permute(tfc_graph *g, const tfc_tensor *x, const int32_t *perm, int32_t ndim, tfc_tensor **out) {
     const char *fn = "tfc_permute";
     TFC_TRY(check_x(fn, x, out));
-    if (ndim != x->ndim || (ndim > 0 && !perm))
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: x is %s, perm has %d entries", fn, SHAPE(x), (int)ndim);
+    if (ndim != x->ndim)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: x is %s, perm has ndim = %d entries", fn, SHAPE(x), (int)ndim);
+    if (ndim > 0 && !perm) return tfc_err(TFC_ERR_INVALID_ARG, "%s: perm is NULL with ndim %d", fn, (int)ndim);
     int64_t shape[TFC_MAX_DIMS], strides[TFC_MAX_DIMS], params[TFC_MAX_DIMS];
     int seen[TFC_MAX_DIMS] = {0};
     for (int32_t i = 0; i < ndim; i++) {
@@ -217,7 +219,7 @@ TFC_API tfc_status tfc_transpose(tfc_graph *g, const tfc_tensor *x, int32_t dim0
     for (int32_t i = 0; i < x->ndim; i++) perm[i] = i;
     perm[d0] = d1;
     perm[d1] = d0;
-    return tfc_permute(g, x, perm, x->ndim, out);
+    return tfc_err_in(fn, tfc_permute(g, x, perm, x->ndim, out));
 }
 
 TFC_API tfc_status tfc_slice(tfc_graph *g, const tfc_tensor *x, int32_t dim, int64_t start, int64_t end, int64_t step,
@@ -257,14 +259,15 @@ TFC_API tfc_status tfc_narrow(tfc_graph *g, const tfc_tensor *x, int32_t dim, in
     if (start < 0 || length < 0 || start > x->shape[d] || length > x->shape[d] - start)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: start %lld, length %lld out of range for dim %d of x %s", fn,
                        (long long)start, (long long)length, (int)d, SHAPE(x));
-    return tfc_slice(g, x, d, start, start + length, 1, out);
+    return tfc_err_in(fn, tfc_slice(g, x, d, start, start + length, 1, out));
 }
 
 TFC_API tfc_status tfc_expand(tfc_graph *g, const tfc_tensor *x, const int64_t *dims, int32_t ndim, tfc_tensor **out) {
     const char *fn = "tfc_expand";
     TFC_TRY(check_x(fn, x, out));
-    if (ndim < x->ndim || ndim > TFC_MAX_DIMS || (ndim > 0 && !dims))
-        return tfc_err(TFC_ERR_SHAPE, "%s: cannot expand x %s to %d dims", fn, SHAPE(x), (int)ndim);
+    if (ndim > 0 && !dims) return tfc_err(TFC_ERR_INVALID_ARG, "%s: dims is NULL with ndim %d", fn, (int)ndim);
+    if (ndim < x->ndim || ndim > TFC_MAX_DIMS)
+        return tfc_err(TFC_ERR_SHAPE, "%s: cannot expand x %s to ndim = %d dims", fn, SHAPE(x), (int)ndim);
     int64_t shape[TFC_MAX_DIMS], strides[TFC_MAX_DIMS];
     for (int32_t i = 0; i < ndim; i++) {
         int32_t k = i - (ndim - x->ndim);
@@ -330,7 +333,7 @@ TFC_API tfc_status tfc_unsqueeze(tfc_graph *g, const tfc_tensor *x, int32_t dim,
 TFC_API tfc_status tfc_flatten(tfc_graph *g, const tfc_tensor *x, int32_t start, int32_t end, tfc_tensor **out) {
     const char *fn = "tfc_flatten";
     TFC_TRY(check_x(fn, x, out));
-    if (x->ndim == 0) return tfc_reshape(g, x, (int64_t[]){1}, 1, out);
+    if (x->ndim == 0) return tfc_err_in(fn, tfc_reshape(g, x, (int64_t[]){1}, 1, out));
     int32_t s0, e0;
     TFC_TRY(tfc_norm_dim(fn, start, x->ndim, &s0));
     TFC_TRY(tfc_norm_dim(fn, end, x->ndim, &e0));
@@ -343,7 +346,7 @@ TFC_API tfc_status tfc_flatten(tfc_graph *g, const tfc_tensor *x, int32_t start,
         else
             shape[k - 1] *= x->shape[i];
     }
-    return tfc_reshape(g, x, shape, k, out);
+    return tfc_err_in(fn, tfc_reshape(g, x, shape, k, out));
 }
 
 TFC_API tfc_status tfc_contiguous(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out) {
@@ -367,7 +370,7 @@ TFC_API tfc_status tfc_cast(tfc_graph *g, const tfc_tensor *x, tfc_dtype dtype, 
     tfc_status s = tfc_tensor_copy_view(fn, r, x);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
-        return s;
+        return tfc_err_in(fn, s);
     }
     if (!tfc_dtype_is_float(dtype)) { /* integer results carry no gradient */
         *out = r;

@@ -28,7 +28,7 @@ static tfc_status check_decay(const char *fn, double min_lr, int64_t warmup, int
 
 /* nanoGPT's ramp: max_lr·(s + 1)/(warmup + 1) for s < warmup. */
 static double warmup_lr(int64_t step, double max_lr, int64_t warmup) {
-    return max_lr * (double)(step + 1) / (double)(warmup + 1);
+    return max_lr * ((double)step + 1.0) / ((double)warmup + 1.0); /* in double: warmup + 1 may not fit */
 }
 
 TFC_API tfc_status tfc_lr_constant(int64_t step, double max_lr, int64_t warmup, double *lr) {

@@ -301,5 +301,5 @@ TFC_API tfc_status tfc_optim_state_set(tfc_optim *opt, const char *name, const t
     TFC_CHECK_NOT_NULL("tfc_optim_state_set", opt);
     TFC_CHECK_NOT_NULL("tfc_optim_state_set", name);
     TFC_CHECK_NOT_NULL("tfc_optim_state_set", tensor);
-    return tfc_optim_state_load(opt, &name, &tensor, 1);
+    return tfc_err_in("tfc_optim_state_set", tfc_optim_state_load(opt, &name, &tensor, 1));
 }

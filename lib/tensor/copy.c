@@ -40,7 +40,7 @@ TFC_API tfc_status tfc_tensor_copy_to_host(const tfc_tensor *t, void *dst, size_
         tfc_status s =
             tfc_device_memcpy(TFC_DEVICE_CPU, 0, dst, c->storage->device, c->storage->device_index, tfc_data(c), need);
         tfc_tensor_release(c);
-        return s;
+        return tfc_err_in(fn, s);
     }
     tfc_sview dv = tfc_sview_of(t);
     dv.data = dst;
@@ -140,7 +140,7 @@ TFC_API tfc_status tfc_tensor_clone(const tfc_tensor *t, tfc_tensor **out) {
     TFC_CHECK_NOT_NULL("tfc_tensor_clone", t);
     TFC_CHECK_NOT_NULL("tfc_tensor_clone", out);
     tfc_tensor *r;
-    TFC_TRY(tfc_tensor_new_like(t, t->dtype, &r));
+    TFC_TRY_IN("tfc_tensor_clone", tfc_tensor_new_like(t, t->dtype, &r));
     tfc_status s = tfc_tensor_copy_view("tfc_tensor_clone", r, t);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
@@ -179,7 +179,7 @@ TFC_API tfc_status tfc_tensor_to_device(const tfc_tensor *t, tfc_device_type dev
         if (s != TFC_OK) tfc_tensor_release(r);
     }
     tfc_tensor_release(src);
-    if (s != TFC_OK) return s;
+    if (s != TFC_OK) return tfc_err_in(fn, s);
     *out = r;
     return TFC_OK;
 }

@@ -50,7 +50,7 @@ TFC_API tfc_status tfc_tensor_print(const tfc_tensor *t, int32_t max_per_dim) {
     TFC_CHECK_NOT_NULL("tfc_tensor_print", t);
     if (max_per_dim <= 0) max_per_dim = 3;
     char *desc;
-    TFC_TRY(tfc_tensor_describe(t, &desc));
+    TFC_TRY_IN("tfc_tensor_print", tfc_tensor_describe(t, &desc));
     printf("%s\n", desc);
     free(desc);
     int64_t n = tfc_numel(t);

@@ -41,11 +41,11 @@ static tfc_status create_dist(const char *fn, const int64_t *dims, int32_t ndim,
     if (!tfc_dtype_is_float(dtype))
         return tfc_err(TFC_ERR_DTYPE, "%s: dtype %s, random tensors need a float dtype", fn, tfc_dtype_name(dtype));
     tfc_tensor *t;
-    TFC_TRY(tfc_tensor_empty(dims, ndim, dtype, &t));
+    TFC_TRY_IN(fn, tfc_tensor_empty(dims, ndim, dtype, &t));
     tfc_status s = fill_dist(fn, t, kind, a, b, seed, offset);
     if (s != TFC_OK) {
         tfc_tensor_release(t);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = t;
     return TFC_OK;

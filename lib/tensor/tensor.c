@@ -143,7 +143,7 @@ static tfc_status cpu_create(const char *fn, const int64_t *dims, int32_t ndim, 
     if (s == TFC_ERR_OOM)
         return tfc_err(s, "%s: cannot allocate %s %s (%lld bytes)", fn, tfc_dtype_name(dtype), tfc_fmt_dims(dims, ndim),
                        (long long)(numel * (int64_t)tfc_dtype_size(dtype)));
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 TFC_API tfc_status tfc_tensor_empty(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_tensor **out) {
@@ -158,7 +158,7 @@ static tfc_status create_filled(const char *fn, const int64_t *dims, int32_t ndi
     tfc_status s = tfc_tensor_fill(t, value);
     if (s != TFC_OK) {
         tfc_tensor_release(t);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = t;
     return TFC_OK;

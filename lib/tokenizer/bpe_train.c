@@ -347,7 +347,7 @@ static tfc_status train_from_chunks(const char *fn, tfc_tokenizer *t, const byte
 
 TFC_API tfc_status tfc_tokenizer_train(tfc_tokenizer *t, const char *text, size_t len, int32_t vocab_size) {
     static const char fn[] = "tfc_tokenizer_train";
-    TFC_CHECK_NOT_NULL(fn, t);
+    TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     if (!text && len > 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: text is NULL and len is %zu", fn, len);
     TFC_TRY(check_trainable(fn, t, vocab_size));
     byte_map chunks;
@@ -408,7 +408,7 @@ static tfc_status count_file(const char *fn, const tfc_tokenizer *t, const char 
 TFC_API tfc_status tfc_tokenizer_train_files(tfc_tokenizer *t, const char *const *paths, int32_t n_paths,
                                              int32_t vocab_size) {
     static const char fn[] = "tfc_tokenizer_train_files";
-    TFC_CHECK_NOT_NULL(fn, t);
+    TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     TFC_CHECK_NOT_NULL(fn, paths);
     if (n_paths < 1) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n_paths is %d, expected >= 1", fn, (int)n_paths);
     for (int32_t i = 0; i < n_paths; i++)

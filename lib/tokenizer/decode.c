@@ -42,7 +42,7 @@ static tfc_status decode_bytes(const char *fn, const tfc_tokenizer *t, const int
 TFC_API tfc_status tfc_tokenizer_decode(const tfc_tokenizer *t, const int32_t *ids, size_t n_ids, char **bytes,
                                         size_t *len) {
     static const char fn[] = "tfc_tokenizer_decode";
-    TFC_CHECK_NOT_NULL(fn, t);
+    TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     TFC_CHECK_NOT_NULL(fn, bytes);
     TFC_CHECK_NOT_NULL(fn, len);
     if (!ids && n_ids > 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: ids is NULL and n_ids is %zu", fn, n_ids);
@@ -84,7 +84,7 @@ static size_t utf8_valid_len(const uint8_t *p, size_t n, size_t *bad) {
 TFC_API tfc_status tfc_tokenizer_decode_utf8(const tfc_tokenizer *t, const int32_t *ids, size_t n_ids, char **text,
                                              size_t *len) {
     static const char fn[] = "tfc_tokenizer_decode_utf8";
-    TFC_CHECK_NOT_NULL(fn, t);
+    TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     TFC_CHECK_NOT_NULL(fn, text);
     TFC_CHECK_NOT_NULL(fn, len);
     if (!ids && n_ids > 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: ids is NULL and n_ids is %zu", fn, n_ids);

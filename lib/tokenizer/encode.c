@@ -192,7 +192,7 @@ static tfc_status check_mode(const char *fn, int32_t mode) {
 TFC_API tfc_status tfc_tokenizer_encode(const tfc_tokenizer *t, const char *text, size_t len, int32_t special_mode,
                                         int32_t **ids, size_t *n_ids) {
     static const char fn[] = "tfc_tokenizer_encode";
-    TFC_CHECK_NOT_NULL(fn, t);
+    TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     TFC_CHECK_NOT_NULL(fn, ids);
     TFC_CHECK_NOT_NULL(fn, n_ids);
     if (!text && len > 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: text is NULL and len is %zu", fn, len);
@@ -266,7 +266,7 @@ TFC_API tfc_status tfc_tokenizer_encode_batch(const tfc_tokenizer *t, const char
                                               size_t n_texts, int32_t special_mode, int32_t n_threads, int32_t **ids,
                                               size_t **offsets) {
     static const char fn[] = "tfc_tokenizer_encode_batch";
-    TFC_CHECK_NOT_NULL(fn, t);
+    TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     TFC_CHECK_NOT_NULL(fn, ids);
     TFC_CHECK_NOT_NULL(fn, offsets);
     if (n_texts > 0) {

@@ -159,7 +159,7 @@ TFC_API void tfc_tokenizer_release(tfc_tokenizer *t) {
 
 TFC_API tfc_status tfc_tokenizer_add_special(tfc_tokenizer *t, const char *text, int32_t id) {
     static const char fn[] = "tfc_tokenizer_add_special";
-    TFC_CHECK_NOT_NULL(fn, t);
+    TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     TFC_CHECK_NOT_NULL(fn, text);
     size_t n = strlen(text);
     if (n == 0 || n > TFC_SPECIAL_MAX_LEN)
@@ -182,7 +182,7 @@ TFC_API tfc_status tfc_tokenizer_add_special(tfc_tokenizer *t, const char *text,
 }
 
 TFC_API tfc_status tfc_tokenizer_vocab_size(const tfc_tokenizer *t, int32_t *out) {
-    TFC_CHECK_NOT_NULL("tfc_tokenizer_vocab_size", t);
+    TFC_CHECK_NOT_NULL_AS("tfc_tokenizer_vocab_size", t, "tok");
     TFC_CHECK_NOT_NULL("tfc_tokenizer_vocab_size", out);
     *out = t->n_ids;
     return TFC_OK;
@@ -191,7 +191,7 @@ TFC_API tfc_status tfc_tokenizer_vocab_size(const tfc_tokenizer *t, int32_t *out
 TFC_API tfc_status tfc_tokenizer_token_bytes(const tfc_tokenizer *t, int32_t id, const char **bytes, size_t *len,
                                              int32_t *is_special) {
     static const char fn[] = "tfc_tokenizer_token_bytes";
-    TFC_CHECK_NOT_NULL(fn, t);
+    TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     TFC_CHECK_NOT_NULL(fn, bytes);
     TFC_CHECK_NOT_NULL(fn, len);
     if (id < 0 || id >= t->n_ids || t->tok_kind[id] == TOK_UNUSED)
@@ -203,7 +203,7 @@ TFC_API tfc_status tfc_tokenizer_token_bytes(const tfc_tokenizer *t, int32_t id,
 }
 
 TFC_API tfc_status tfc_tokenizer_n_merges(const tfc_tokenizer *t, int32_t *out) {
-    TFC_CHECK_NOT_NULL("tfc_tokenizer_n_merges", t);
+    TFC_CHECK_NOT_NULL_AS("tfc_tokenizer_n_merges", t, "tok");
     TFC_CHECK_NOT_NULL("tfc_tokenizer_n_merges", out);
     *out = t->n_merges;
     return TFC_OK;
@@ -212,7 +212,7 @@ TFC_API tfc_status tfc_tokenizer_n_merges(const tfc_tokenizer *t, int32_t *out) 
 TFC_API tfc_status tfc_tokenizer_get_merge(const tfc_tokenizer *t, int32_t i, int32_t *left, int32_t *right,
                                            int32_t *id, int32_t *rank) {
     static const char fn[] = "tfc_tokenizer_get_merge";
-    TFC_CHECK_NOT_NULL(fn, t);
+    TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     TFC_CHECK_NOT_NULL(fn, left);
     TFC_CHECK_NOT_NULL(fn, right);
     TFC_CHECK_NOT_NULL(fn, id);

@@ -363,7 +363,7 @@ TFC_API tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const 
     if (s == TFC_OK) s = tok_finalize(fn, t);
     if (s != TFC_OK) {
         tfc_tokenizer_release(t);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = t;
     return TFC_OK;

@@ -29,7 +29,7 @@ static const char *pattern_name(int32_t p) {
 
 TFC_API tfc_status tfc_tokenizer_save(const tfc_tokenizer *t, const char *path) {
     static const char fn[] = "tfc_tokenizer_save";
-    TFC_CHECK_NOT_NULL(fn, t);
+    TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     TFC_CHECK_NOT_NULL(fn, path);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);

@@ -38,6 +38,7 @@ _capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_c
 _capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object,
                                      ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
 _capsule_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)(("PyCapsule_SetName", _api))
+_capsule_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", _api))
 # The destructor's view: the capsule as a bare address.
 _raw_name = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(("PyCapsule_GetName", _api))
 _raw_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(("PyCapsule_GetPointer", _api))
@@ -120,9 +121,15 @@ def from_dlpack(obj):
     elif _capsule_is_valid(capsule, b"dltensor"):
         managed = ffi.cast("DLManagedTensor *", _capsule_pointer(capsule, b"dltensor"))
         fn, used = lib.tfc_tensor_from_dlpack, _NAME_USED
+    elif type(capsule).__name__ != "PyCapsule":
+        raise TypeError("tfcore.from_dlpack: expected an object with __dlpack__ or a 'dltensor' capsule, got %s"
+                        % type(capsule).__name__)
     else:
-        raise ValueError("tfcore.from_dlpack: expected a 'dltensor' capsule (DLPack capsules can be "
-                         "consumed only once)")
+        name = _capsule_name(capsule)
+        if name in (b"used_dltensor", b"used_dltensor_versioned"):
+            raise ValueError("tfcore.from_dlpack: this capsule was consumed already (DLPack capsules can be "
+                             "consumed only once)")
+        raise ValueError("tfcore.from_dlpack: expected a 'dltensor' capsule, got one named %r" % name)
     out = ffi.new("tfc_tensor **")
     check(fn(managed, out))  # on error the capsule still owns the tensor
     _capsule_set_name(capsule, ctypes.addressof(used))
