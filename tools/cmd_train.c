@@ -28,6 +28,7 @@ typedef struct train_opts {
     int64_t stop_after; /* 0: run to --steps */
     int64_t sample_tokens;
     int64_t profile_steps; /* 0: no --profile */
+    int64_t save_every;    /* 0: checkpoint at the end only */
     double lr, min_lr, weight_decay, clip;
     int resume, force, preset_given;
 } train_opts;
@@ -58,10 +59,12 @@ static void usage(FILE *f) {
             "                    [--steps N] [--batch B] [--lr LR] [--min-lr LR] [--warmup N] [--weight-decay WD]\n"
             "                    [--clip C] [--seed S] [--out DIR] [--resume] [--force] [--log-json FILE]\n"
             "                    [--eval-every K] [--eval-batches N] [--stop-after N] [--sample-tokens N]\n"
-            "                    [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N] [--dtype f32|bf16]\n"
+            "                    [--save-every N] [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N]\n"
+            "                    [--dtype f32|bf16]\n"
             "Defaults: tinyshakespeare ($TFCORE_DATA, else the project's data/tinyshakespeare.txt), char, char-tiny,\n"
             "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
             "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
+            "--save-every N also checkpoints (model, optimizer, loss curve) every N steps, not only at the end.\n"
             "--profile prints a per-op time table (calls, forward/backward ms, %%, the clip + optimizer\n"
             "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
             "--device cuda trains on the GPU (the model is initialised on the CPU, so a seed gives the same\n"
@@ -159,6 +162,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         INT_FLAG("stop-after", stop_after, 1, 100000000)
         INT_FLAG("sample-tokens", sample_tokens, 0, 1000000)
         INT_FLAG("profile-steps", profile_steps, 1, 100000000)
+        INT_FLAG("save-every", save_every, 1, 100000000)
         DBL_FLAG("lr", lr, 0, 10)
         DBL_FLAG("min-lr", min_lr, 0, 10)
         DBL_FLAG("weight-decay", weight_decay, 0, 10)
@@ -569,6 +573,9 @@ static void print_header(const train_run *r) {
     fflush(stdout);
 }
 
+static int save_checkpoint(const train_run *r, int64_t step);
+static void write_curve(const train_run *r, int64_t step);
+
 static int loop(train_run *r) {
     print_header(r);
     /* --profile: the steps after the first (warm-up: allocator, caches), or the only one */
@@ -596,16 +603,22 @@ static int loop(train_run *r) {
         loss_log_add(&r->curve, st.done, st.loss, st.val, st.lr);
         if (r->jl) log_json(r->jl, &st);
         print_progress(r, &st);
+        /* --save-every: the last step's checkpoint is save()'s */
+        if (r->o.save_every && st.done % r->o.save_every == 0 && st.done < r->end_step) {
+            int rc = save_checkpoint(r, st.done);
+            if (rc) return rc;
+            write_curve(r, st.done);
+        }
     }
     return 0;
 }
 
 /* ---- save: checkpoint, loss curve, a sample ----------------------------------------- */
 
-/* Weights, optimizer state and the position to resume from. */
-static int save_checkpoint(const train_run *r) {
+/* Weights, optimizer state and the position to resume from (`done` steps trained). */
+static int save_checkpoint(const train_run *r, int64_t done) {
     char step[32], seed[32], batch[32], steps[32];
-    snprintf(step, sizeof step, "%lld", (long long)r->end_step);
+    snprintf(step, sizeof step, "%lld", (long long)done);
     snprintf(seed, sizeof seed, "%lld", (long long)r->o.seed);
     snprintf(batch, sizeof batch, "%lld", (long long)r->o.batch);
     snprintf(steps, sizeof steps, "%lld", (long long)r->o.steps);
@@ -615,11 +628,11 @@ static int save_checkpoint(const train_run *r) {
 }
 
 /* loss.csv and loss.svg; failing to write them costs only a warning. */
-static void write_curve(const train_run *r) {
+static void write_curve(const train_run *r, int64_t done) {
     const char *csv = path_join(r->o.out, "loss.csv"), *svg = path_join(r->o.out, "loss.svg");
     char title[256];
     snprintf(title, sizeof title, "tfcore train: %s, %s, batch %d, steps %lld-%lld", r->o.preset, r->o.tokenizer,
-             (int)r->o.batch, (long long)(r->curve.n ? r->curve.step[0] - 1 : r->start), (long long)r->end_step);
+             (int)r->o.batch, (long long)(r->curve.n ? r->curve.step[0] - 1 : r->start), (long long)done);
     if (loss_log_write_csv(&r->curve, csv) != 0 || loss_log_write_svg(&r->curve, svg, title) != 0)
         fprintf(stderr, "tfcore train: warning: could not write %s / %s\n", csv, svg);
 }
@@ -648,9 +661,9 @@ static int sample(train_run *r) {
 }
 
 static int save(train_run *r) {
-    int rc = save_checkpoint(r);
+    int rc = save_checkpoint(r, r->end_step);
     if (rc) return rc;
-    write_curve(r);
+    write_curve(r, r->end_step);
     const loss_log *c = &r->curve;
     printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs\n", c->n ? c->loss[c->n - 1] : NAN,
            r->last_val, (long long)r->end_step, now_s() - r->t0);
