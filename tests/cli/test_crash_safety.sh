@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# Crash safety of tfcore train's checkpoints (issue #21, defect 4).
+#   test_crash_safety.sh <path to tfcore> <source root> [--kills N] [--seed S]
+# (also $CRASH_KILLS, $CRASH_SEED; scripts/crash-test.sh runs it with 100 kills)
+#
+# Part 1, by hand-made damage: a mismatched model/optimizer pair is refused
+# (with and without checkpoint.json), a committed but unfinished save is
+# finished, an abandoned one and orphaned temporaries are removed (files of
+# other names are kept).
+# Part 2, by kill -9: train with --save-every 1 and kill it after a random
+# delay (seeded; the seed is printed), again and again, resuming each time.
+# After every kill an independent reader (ckpt_check.py) finds the model and
+# optimizer at the same step, whole loss/config files, and no temporary file
+# other than the killed processes' own; tfcore sample loads the checkpoint.
+# Each run that is allowed to finish must equal a run never interrupted, bit
+# for bit (model.safetensors and loss.csv): every resume continued exactly.
+set -u
+tfcore="$1"
+src="$2"
+shift 2
+kills_wanted="${CRASH_KILLS:-30}"
+seed="${CRASH_SEED:-$(date +%s%N | cut -c8-15)}"
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --kills) kills_wanted="$2"; shift 2 ;;
+    --seed) seed="$2"; shift 2 ;;
+    *) echo "unknown argument $1"; exit 2 ;;
+    esac
+done
+here="$(cd "$(dirname "$0")" && pwd)"
+check=(/usr/bin/python3 "$here/ckpt_check.py")
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+now_ms() { date +%s%3N; }
+
+cat "$src"/README.md "$src"/docs/*.md > "$work/corpus.txt"
+N=8 # steps of each run
+args=(--data "$work/corpus.txt" --steps "$N" --batch 1 --warmup 1 --eval-every 1000000 --eval-batches 1
+    --sample-tokens 0 --seed 7)
+
+# ---- part 1: hand-made damage -------------------------------------------------------------
+"$tfcore" train "${args[@]}" --stop-after 2 --out "$work/a" >/dev/null 2>&1 || fail "train to step 2 failed"
+"$tfcore" train "${args[@]}" --stop-after 3 --out "$work/b" >/dev/null 2>&1 || fail "train to step 3 failed"
+
+# expect_refusal DESCRIPTION FRAGMENT cmd...: exit 2, one line on stderr holding FRAGMENT
+expect_refusal() {
+    local what="$1" frag="$2"
+    shift 2
+    "$@" >/dev/null 2>"$work/err"
+    local rc=$?
+    if [ "$rc" != 2 ] || ! grep -qF -- "$frag" "$work/err" || [ "$(wc -l <"$work/err")" != 1 ]; then
+        fail "$what: exit $rc, stderr '$(cat "$work/err")', wanted exit 2 and one line with '$frag'"
+    fi
+}
+cp -r "$work/a" "$work/m1"
+cp "$work/b/optimizer.safetensors" "$work/m1/"
+expect_refusal "resume with another run's optimizer" "optimizer.safetensors does not match" \
+    "$tfcore" train "${args[@]}" --out "$work/m1" --resume
+rm -f "$work/m1/checkpoint.json" # an old-style directory: no manifest, the steps in the files are compared
+expect_refusal "resume of a mismatched old-style pair" \
+    "model.safetensors is at step 2 but optimizer.safetensors is at step 3" \
+    "$tfcore" train "${args[@]}" --out "$work/m1" --resume
+"$tfcore" sample --ckpt "$work/m1" --max-new-tokens 2 >/dev/null 2>"$work/err" ||
+    fail "an old-style directory does not load for sampling: $(cat "$work/err")"
+cp -r "$work/a" "$work/m2"
+cp "$work/b/model.safetensors" "$work/m2/"
+expect_refusal "sample with a model not in checkpoint.json" "model.safetensors does not match" \
+    "$tfcore" sample --ckpt "$work/m2" --max-new-tokens 2
+
+# a save committed (staging manifest written) but not moved in: readers use it, train finishes it
+cp -r "$work/a" "$work/c"
+mkdir "$work/c/.checkpoint.new"
+for f in model.safetensors config.json loss.csv loss.svg checkpoint.json; do cp "$work/b/$f" "$work/c/.checkpoint.new/"; done
+cp "$work/b/optimizer.safetensors" "$work/c/" # the first file was already moved in when the save stopped
+[ "$("${check[@]}" "$work/c")" = 3 ] || fail "ckpt_check does not see the committed save: $("${check[@]}" "$work/c")"
+"$tfcore" sample --ckpt "$work/c" --max-new-tokens 2 >/dev/null 2>"$work/err" ||
+    fail "sample of a committed, unfinished save: $(cat "$work/err")"
+# an abandoned save of another directory and orphans of a dead process; files of other names stay
+mkdir "$work/d"
+cp -r "$work/a/." "$work/d/"
+mkdir "$work/d/.checkpoint.new"
+dead=$(sh -c 'echo $$')
+touch "$work/d/.checkpoint.new/model.safetensors" "$work/d/.checkpoint.new/optimizer.safetensors.tmp.$dead.0" \
+    "$work/d/model.safetensors.tmp.$dead.3" "$work/d/loss.csv.tmp.$dead.1" "$work/d/tokenizer.tfctok.tmp" \
+    "$work/d/notes.tmp.$dead.0" "$work/d/model.safetensors.tmp.keep" "$work/d/my.txt"
+for dir in c d; do
+    "$tfcore" train "${args[@]}" --out "$work/$dir" --resume --stop-after 4 >/dev/null 2>"$work/err" ||
+        fail "resume in $dir: $(cat "$work/err")"
+    got=$("${check[@]}" "$work/$dir" --clean) || fail "after resuming in $dir: $got"
+done
+for f in notes.tmp.$dead.0 model.safetensors.tmp.keep my.txt; do
+    [ -e "$work/d/$f" ] || fail "the cleanup removed $f, which is not a tfcore temporary file"
+done
+grep -q '^3,' "$work/c/loss.csv" || fail "the finished save's loss.csv lacks step 3"
+
+# ---- part 2: kill -9 ----------------------------------------------------------------------
+echo "crash test: seed $seed, $kills_wanted kills (CRASH_SEED=$seed reproduces the delays)"
+RANDOM=$seed
+t0=$(now_ms)
+"$tfcore" train "${args[@]}" --stop-after 1 --save-every 1 --out "$work/t1" >/dev/null 2>&1 || fail "reference run 1"
+t1=$(now_ms)
+"$tfcore" train "${args[@]}" --save-every 1 --out "$work/ref" >/dev/null 2>&1 || fail "reference run"
+t2=$(now_ms)
+first=$((t1 - t0))                            # start-up + one step + one save
+per_step=$(((t2 - t1 - first) / (N - 1) + 1)) # one step + one save
+max_delay=$((first + 3 * per_step / 2)) # mostly start-up, the first save (or two) and the steps between
+echo "one run to the first save ${first} ms, one step + save ${per_step} ms: delays 0..${max_delay} ms"
+
+kills=0 segments=0 finished=0 iters=0
+seg_dir="$work/seg0"
+state=none # the step of seg_dir's checkpoint
+pids=""    # processes killed since the last completed save
+# finish_run: the run in seg_dir has finished: it must equal the uninterrupted run and leave nothing behind
+finish_run() {
+    finished=$((finished + 1))
+    got=$("${check[@]}" "$seg_dir" --clean) || fail "finished run $segments: $got"
+    cmp -s "$work/ref/model.safetensors" "$seg_dir/model.safetensors" ||
+        fail "run $segments (killed and resumed) ends with other weights than the uninterrupted run"
+    cmp -s "$work/ref/loss.csv" "$seg_dir/loss.csv" ||
+        fail "run $segments: loss.csv differs from the uninterrupted run's:"$'\n'"$(diff "$work/ref/loss.csv" "$seg_dir/loss.csv" | head -5)"
+}
+# settle: the last save was committed but perhaps not moved in (readers already use it); --resume finishes
+# moving it in, then finds nothing to do
+settle() {
+    "$tfcore" train "${args[@]}" --out "$seg_dir" --resume >/dev/null 2>"$work/err"
+    local rc=$?
+    [ "$rc" = 2 ] && grep -q "nothing to do" "$work/err" ||
+        fail "--resume of a finished run: exit $rc, $(cat "$work/err"), wanted 'nothing to do'"
+}
+while [ "$kills" -lt "$kills_wanted" ] && [ "$iters" -lt $((kills_wanted * 4)) ]; do
+    iters=$((iters + 1))
+    resume=()
+    [ "$state" != none ] && resume=(--resume)
+    status=0
+    if [ "$state" = "$N" ]; then # the final save was committed when the process was killed
+        settle
+    else
+        "$tfcore" train "${args[@]}" --save-every 1 --out "$seg_dir" "${resume[@]}" >"$work/log" 2>&1 &
+        pid=$!
+        delay=$(((RANDOM * 32768 + RANDOM) % (max_delay + 1)))
+        sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
+        kill -9 "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        status=$?
+    fi
+    if [ "$status" = 137 ]; then # killed (a run that had already exited reports its own status)
+        kills=$((kills + 1))
+        pids="$pids$pid,"
+        after=$("${check[@]}" "$seg_dir" --pids "$pids")
+        ok=$?
+        [ "$ok" = 0 ] || fail "after kill $kills (pid $pid, ${delay} ms, checkpoint was at step $state):"$'\n'"$after"
+        before=$state
+        state=$(head -1 <<<"$after")
+        [[ "$state" =~ ^([0-9]+|none)$ ]] || { fail "after kill $kills: ckpt_check printed no step"; break; }
+        # a save happened (its start removes the earlier runs' leftovers): only this run's temporaries may remain
+        if [ "$ok" = 0 ] && [ "$state" != none ] && { [ "$before" = none ] || [ "$state" -gt "$before" ]; }; then
+            got=$("${check[@]}" "$seg_dir" --pids "$pid,") ||
+                fail "after kill $kills (pid $pid): the save at step $state left older temporaries:"$'\n'"$got"
+            pids="$pid,"
+        fi
+        if [ "$state" != none ] && [ "$state" != "$before" ]; then # (an unchanged one was loaded before)
+            "$tfcore" sample --ckpt "$seg_dir" --max-new-tokens 1 >/dev/null 2>"$work/err" ||
+                fail "after kill $kills: sample cannot load the checkpoint (step $state): $(cat "$work/err")"
+        fi
+        continue
+    fi
+    [ "$status" = 0 ] || { fail "run $iters exited $status: $(tail -3 "$work/log")"; break; }
+    finish_run
+    segments=$((segments + 1))
+    seg_dir="$work/seg$segments"
+    state=none
+    pids=""
+done
+# finish the last run too: its kills must also have resumed exactly
+if [ -d "$seg_dir" ]; then
+    resume=()
+    [ "$state" != none ] && resume=(--resume)
+    if [ "$state" = "$N" ]; then
+        settle
+    else
+        "$tfcore" train "${args[@]}" --save-every 1 --out "$seg_dir" "${resume[@]}" >"$work/log" 2>&1 ||
+            fail "finishing the last run: $(tail -3 "$work/log")"
+    fi
+    finish_run
+fi
+[ "$kills" -ge "$kills_wanted" ] || fail "only $kills kills in $iters runs (wanted $kills_wanted)"
+echo "crash test: $kills kills, $finished runs finished and compared bit for bit, $(($(now_ms) - t0)) ms, seed $seed"
+if [ "$fails" -gt 0 ]; then
+    echo "$fails failures (seed $seed)"
+    exit 1
+fi
+echo "all crash-safety checks passed"
