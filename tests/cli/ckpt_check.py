@@ -15,7 +15,9 @@ itself (safetensors header and the optimizer's `step` tensor):
     file's name) belongs to one of --pids
     (the processes killed since the last completed save); with --clean none
     may exist, nor a staging directory.
-Prints the checkpoint's step, or "none" when there is no checkpoint.
+Prints the checkpoint's step, or "none" when there is no checkpoint, then
+"in-save" when a staging directory or a temporary file is there (a kill
+interrupted a write), else "idle".
 Exit 1 with one "FAIL: ..." line per problem.
 """
 import json
@@ -72,6 +74,7 @@ def main():
     if "--pids" in sys.argv:
         pids = {p for p in sys.argv[sys.argv.index("--pids") + 1].split(",") if p}
     stage = os.path.join(d, STAGE)
+    in_save = os.path.isdir(stage)
 
     # temporaries anywhere under DIR
     for root, _, files in os.walk(d):
@@ -80,6 +83,7 @@ def main():
             if not m:
                 continue
             where = os.path.join(root, n)
+            in_save = True
             if clean:
                 fail("temporary file left behind: %s" % where)
             elif m.group(2) is None or m.group(2) not in pids:
@@ -103,6 +107,7 @@ def main():
         if manifest:
             fail("%s names a checkpoint but %s is missing" % (manifest, model))
         print("none")
+        print("in-save" if in_save else "idle")
         return
     step = model_step(model)
     ostep = optimizer_step(resolve("optimizer.safetensors", first))
@@ -146,6 +151,7 @@ def main():
         except ValueError as e:
             fail("%s does not parse: %s" % (cfg, e))
     print(step)
+    print("in-save" if in_save else "idle")
 
 
 try:

@@ -36,7 +36,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 now_ms() { date +%s%3N; }
 
 cat "$src"/README.md "$src"/docs/*.md > "$work/corpus.txt"
-N=8 # steps of each run
+N=8 # steps of the runs in part 1
 args=(--data "$work/corpus.txt" --steps "$N" --batch 1 --warmup 1 --eval-every 1000000 --eval-batches 1
     --sample-tokens 0 --seed 7)
 
@@ -74,7 +74,7 @@ cp -r "$work/a" "$work/c"
 mkdir "$work/c/.checkpoint.new"
 for f in model.safetensors config.json loss.csv loss.svg checkpoint.json; do cp "$work/b/$f" "$work/c/.checkpoint.new/"; done
 cp "$work/b/optimizer.safetensors" "$work/c/" # the first file was already moved in when the save stopped
-[ "$("${check[@]}" "$work/c")" = 3 ] || fail "ckpt_check does not see the committed save: $("${check[@]}" "$work/c")"
+[ "$("${check[@]}" "$work/c" | head -1)" = 3 ] || fail "ckpt_check does not see the committed save: $("${check[@]}" "$work/c")"
 "$tfcore" sample --ckpt "$work/c" --max-new-tokens 2 >/dev/null 2>"$work/err" ||
     fail "sample of a committed, unfinished save: $(cat "$work/err")"
 # an abandoned save of another directory and orphans of a dead process; files of other names stay
@@ -96,23 +96,31 @@ done
 grep -q '^3,' "$work/c/loss.csv" || fail "the finished save's loss.csv lacks step 3"
 
 # ---- part 2: kill -9 ----------------------------------------------------------------------
+# Runs of N2 steps, killed after a random delay and resumed, until one has taken kills_per_run kills; then it
+# is run to the end and compared with an uninterrupted run. N2 is large enough that a run rarely ends before
+# its kill; the delays cover start-up, the first saves and the steps between, and follow the machine's speed
+# (measured on every run that goes to the end).
+N2=12
+kills_per_run=10
+args2=("${args[@]}" --steps "$N2" --save-every 1)
 echo "crash test: seed $seed, $kills_wanted kills (CRASH_SEED=$seed reproduces the delays)"
 RANDOM=$seed
 t0=$(now_ms)
-"$tfcore" train "${args[@]}" --stop-after 1 --save-every 1 --out "$work/t1" >/dev/null 2>&1 || fail "reference run 1"
+"$tfcore" train "${args2[@]}" --stop-after 1 --out "$work/t1" >/dev/null 2>&1 || fail "reference run 1"
 t1=$(now_ms)
-"$tfcore" train "${args[@]}" --save-every 1 --out "$work/ref" >/dev/null 2>&1 || fail "reference run"
+"$tfcore" train "${args2[@]}" --out "$work/ref" >/dev/null 2>&1 || fail "reference run"
 t2=$(now_ms)
-first=$((t1 - t0))                            # start-up + one step + one save
-per_step=$(((t2 - t1 - first) / (N - 1) + 1)) # one step + one save
-max_delay=$((first + 3 * per_step / 2)) # mostly start-up, the first save (or two) and the steps between
-echo "one run to the first save ${first} ms, one step + save ${per_step} ms: delays 0..${max_delay} ms"
+first=$((t1 - t0))                              # start-up + one step + one save
+per_step=$(((t2 - t1) / N2 + 1))              # one step + one save, at most (start-up included)
+calibrate() { max_delay=$((first + 2 * per_step)); }
+calibrate
+echo "start-up to the first save ${first} ms, one step + save ${per_step} ms: delays 0..${max_delay} ms"
 
-kills=0 segments=0 finished=0 iters=0
+kills=0 in_save=0 seg_kills=0 segments=0 finished=0 iters=0
 seg_dir="$work/seg0"
 state=none # the step of seg_dir's checkpoint
 pids=""    # processes killed since the last completed save
-# finish_run: the run in seg_dir has finished: it must equal the uninterrupted run and leave nothing behind
+# finish_run: the run in seg_dir has ended: it must equal the uninterrupted run and leave nothing behind
 finish_run() {
     finished=$((finished + 1))
     got=$("${check[@]}" "$seg_dir" --clean) || fail "finished run $segments: $got"
@@ -120,73 +128,81 @@ finish_run() {
         fail "run $segments (killed and resumed) ends with other weights than the uninterrupted run"
     cmp -s "$work/ref/loss.csv" "$seg_dir/loss.csv" ||
         fail "run $segments: loss.csv differs from the uninterrupted run's:"$'\n'"$(diff "$work/ref/loss.csv" "$seg_dir/loss.csv" | head -5)"
+    segments=$((segments + 1))
+    seg_dir="$work/seg$segments"
+    state=none pids="" seg_kills=0
 }
-# settle: the last save was committed but perhaps not moved in (readers already use it); --resume finishes
-# moving it in, then finds nothing to do
-settle() {
-    "$tfcore" train "${args[@]}" --out "$seg_dir" --resume >/dev/null 2>"$work/err"
-    local rc=$?
-    [ "$rc" = 2 ] && grep -q "nothing to do" "$work/err" ||
-        fail "--resume of a finished run: exit $rc, $(cat "$work/err"), wanted 'nothing to do'"
+# complete_run: resume seg_dir's run to the end (a committed final save: --resume moves it in and finds
+# nothing to do), then finish_run; the time it took rescales the delays
+complete_run() {
+    local resume=() t=$(now_ms) rc
+    [ "$state" != none ] && resume=(--resume)
+    "$tfcore" train "${args2[@]}" --out "$seg_dir" "${resume[@]}" >"$work/log" 2>&1
+    rc=$?
+    if [ "$state" = "$N2" ]; then
+        [ "$rc" = 2 ] && grep -q "nothing to do" "$work/log" ||
+            fail "--resume of a finished run: exit $rc, $(cat "$work/log"), wanted 'nothing to do'"
+    elif [ "$rc" != 0 ]; then
+        fail "resuming run $segments to the end (from step $state): $(tail -3 "$work/log")"
+    else
+        local n=$((N2 - ${state/none/0})) dt=$(($(now_ms) - t))
+        local want=$((first + (n - 1) * per_step))
+        if [ "$n" -ge 4 ]; then # scale by dt / want, within [1/4, 4]
+            [ "$dt" -gt $((4 * want)) ] && dt=$((4 * want))
+            [ "$dt" -lt $((want / 4)) ] && dt=$((want / 4))
+            first=$((first * dt / want + 1)) per_step=$((per_step * dt / want + 1))
+            calibrate
+        fi
+    fi
+    finish_run
 }
 while [ "$kills" -lt "$kills_wanted" ] && [ "$iters" -lt $((kills_wanted * 4)) ]; do
     iters=$((iters + 1))
-    resume=()
-    [ "$state" != none ] && resume=(--resume)
-    status=0
-    if [ "$state" = "$N" ]; then # the final save was committed when the process was killed
-        settle
-    else
-        "$tfcore" train "${args[@]}" --save-every 1 --out "$seg_dir" "${resume[@]}" >"$work/log" 2>&1 &
-        pid=$!
-        delay=$(((RANDOM * 32768 + RANDOM) % (max_delay + 1)))
-        sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
-        kill -9 "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-        status=$?
-    fi
-    if [ "$status" = 137 ]; then # killed (a run that had already exited reports its own status)
-        kills=$((kills + 1))
-        pids="$pids$pid,"
-        after=$("${check[@]}" "$seg_dir" --pids "$pids")
-        ok=$?
-        [ "$ok" = 0 ] || fail "after kill $kills (pid $pid, ${delay} ms, checkpoint was at step $state):"$'\n'"$after"
-        before=$state
-        state=$(head -1 <<<"$after")
-        [[ "$state" =~ ^([0-9]+|none)$ ]] || { fail "after kill $kills: ckpt_check printed no step"; break; }
-        # a save happened (its start removes the earlier runs' leftovers): only this run's temporaries may remain
-        if [ "$ok" = 0 ] && [ "$state" != none ] && { [ "$before" = none ] || [ "$state" -gt "$before" ]; }; then
-            got=$("${check[@]}" "$seg_dir" --pids "$pid,") ||
-                fail "after kill $kills (pid $pid): the save at step $state left older temporaries:"$'\n'"$got"
-            pids="$pid,"
-        fi
-        if [ "$state" != none ] && [ "$state" != "$before" ]; then # (an unchanged one was loaded before)
-            "$tfcore" sample --ckpt "$seg_dir" --max-new-tokens 1 >/dev/null 2>"$work/err" ||
-                fail "after kill $kills: sample cannot load the checkpoint (step $state): $(cat "$work/err")"
-        fi
+    if [ "$seg_kills" -ge "$kills_per_run" ] || [ "$state" = "$N2" ]; then
+        complete_run
         continue
     fi
-    [ "$status" = 0 ] || { fail "run $iters exited $status: $(tail -3 "$work/log")"; break; }
-    finish_run
-    segments=$((segments + 1))
-    seg_dir="$work/seg$segments"
-    state=none
-    pids=""
-done
-# finish the last run too: its kills must also have resumed exactly
-if [ -d "$seg_dir" ]; then
     resume=()
     [ "$state" != none ] && resume=(--resume)
-    if [ "$state" = "$N" ]; then
-        settle
-    else
-        "$tfcore" train "${args[@]}" --save-every 1 --out "$seg_dir" "${resume[@]}" >"$work/log" 2>&1 ||
-            fail "finishing the last run: $(tail -3 "$work/log")"
+    "$tfcore" train "${args2[@]}" --out "$seg_dir" "${resume[@]}" >"$work/log" 2>&1 &
+    pid=$!
+    delay=$(((RANDOM * 32768 + RANDOM) % (max_delay + 1)))
+    sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    status=$?
+    if [ "$status" = 0 ]; then # it ended before the kill: the delays are too long for this machine now
+        first=$((first * 3 / 4 + 1)) per_step=$((per_step * 3 / 4 + 1))
+        calibrate
+        finish_run
+        continue
     fi
-    finish_run
-fi
+    [ "$status" = 137 ] || { fail "run $iters exited $status: $(tail -3 "$work/log")"; break; }
+    kills=$((kills + 1)) seg_kills=$((seg_kills + 1))
+    pids="$pids$pid,"
+    after=$("${check[@]}" "$seg_dir" --pids "$pids")
+    ok=$?
+    [ "$ok" = 0 ] || fail "after kill $kills (pid $pid, ${delay} ms, checkpoint was at step $state):"$'\n'"$after"
+    before=$state
+    state=$(head -1 <<<"$after")
+    [ "$(sed -n 2p <<<"$after")" = in-save ] && in_save=$((in_save + 1))
+    [[ "$state" =~ ^([0-9]+|none)$ ]] || { fail "after kill $kills: ckpt_check printed no step"; break; }
+    # a save happened (its start removes the earlier runs' leftovers): only this run's temporaries may remain
+    if [ "$ok" = 0 ] && [ "$state" != none ] && { [ "$before" = none ] || [ "$state" -gt "$before" ]; }; then
+        got=$("${check[@]}" "$seg_dir" --pids "$pid,") ||
+            fail "after kill $kills (pid $pid): the save at step $state left older temporaries:"$'\n'"$got"
+        pids="$pid,"
+    fi
+    if [ "$state" != none ] && [ "$state" != "$before" ]; then # (an unchanged one was loaded before)
+        "$tfcore" sample --ckpt "$seg_dir" --max-new-tokens 1 >/dev/null 2>"$work/err" ||
+            fail "after kill $kills: sample cannot load the checkpoint (step $state): $(cat "$work/err")"
+    fi
+done
+# the last run too: its kills must also have resumed exactly
+[ -d "$seg_dir" ] && complete_run
 [ "$kills" -ge "$kills_wanted" ] || fail "only $kills kills in $iters runs (wanted $kills_wanted)"
-echo "crash test: $kills kills, $finished runs finished and compared bit for bit, $(($(now_ms) - t0)) ms, seed $seed"
+echo "crash test: $kills kills ($in_save of them during a write), $finished runs finished and compared bit for bit, $(($(now_ms) - t0)) ms" \
+    "(delays at the end 0..${max_delay} ms), seed $seed"
 if [ "$fails" -gt 0 ]; then
     echo "$fails failures (seed $seed)"
     exit 1
