@@ -8,7 +8,9 @@
 # finished, an abandoned one and orphaned temporaries are removed (files of
 # other names are kept).
 # Part 2, by kill -9: train with --save-every 1 and kill it after a random
-# delay (seeded; the seed is printed), again and again, resuming each time.
+# delay (seeded; the seed is printed), counted from its start or, every
+# other run, from the moment a save begins to write; again and again,
+# resuming each time.
 # After every kill an independent reader (ckpt_check.py) finds the model and
 # optimizer at the same step, whole loss/config files, and no temporary file
 # other than the killed processes' own; tfcore sample loads the checkpoint.
@@ -68,6 +70,32 @@ cp -r "$work/a" "$work/m2"
 cp "$work/b/model.safetensors" "$work/m2/"
 expect_refusal "sample with a model not in checkpoint.json" "model.safetensors does not match" \
     "$tfcore" sample --ckpt "$work/m2" --max-new-tokens 2
+
+cp -r "$work/a" "$work/m3"
+head -n 7 "$work/a/checkpoint.json" > "$work/m3/checkpoint.json"
+expect_refusal "a cut checkpoint.json" "is damaged: $work/m3/checkpoint.json: it ends early, after line 7" \
+    "$tfcore" sample --ckpt "$work/m3" --max-new-tokens 2
+sed 's/"size": /"size": -/' "$work/a/checkpoint.json" > "$work/m3/checkpoint.json"
+expect_refusal "a checkpoint.json with negative sizes" "is damaged: $work/m3/checkpoint.json: line 6 is not" \
+    "$tfcore" eval --ckpt "$work/m3" --data "$work/corpus.txt"
+
+# readers while saves run: each sample finds one whole checkpoint (retrying when a save swaps files under it)
+"$tfcore" train "${args[@]}" --steps 30 --save-every 1 --out "$work/live" >/dev/null 2>&1 &
+live=$!
+samples=0
+while kill -0 "$live" 2>/dev/null && [ "$samples" -lt 15 ]; do
+    if [ -e "$work/live/checkpoint.json" ]; then
+        samples=$((samples + 1))
+        "$tfcore" sample --ckpt "$work/live" --max-new-tokens 1 >/dev/null 2>"$work/err" ||
+            fail "sample during training (#$samples): $(cat "$work/err")"
+    else
+        sleep 0.02
+    fi
+done
+kill -9 "$live" 2>/dev/null
+wait "$live" 2>/dev/null
+[ "$samples" -gt 0 ] || fail "no sample ran while training saved"
+echo "$samples samples loaded the checkpoint while training saved every step"
 
 # a save committed (staging manifest written) but not moved in: readers use it, train finishes it
 cp -r "$work/a" "$work/c"
@@ -167,6 +195,20 @@ while [ "$kills" -lt "$kills_wanted" ] && [ "$iters" -lt $((kills_wanted * 4)) ]
     "$tfcore" train "${args2[@]}" --out "$seg_dir" "${resume[@]}" >"$work/log" 2>&1 &
     pid=$!
     delay=$(((RANDOM * 32768 + RANDOM) % (max_delay + 1)))
+    how="after ${delay} ms"
+    if [ $((iters % 2)) = 0 ]; then
+        # every other run: wait until this process writes an optimizer file (the first file of a save), then
+        # kill within one step + save, so many kills land inside saves whatever the machine's speed
+        delay=$(((RANDOM * 32768 + RANDOM) % (per_step + 1)))
+        how="${delay} ms after a save began"
+        waited=0
+        while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 2000 ] &&
+            ! compgen -G "$seg_dir/optimizer.safetensors.tmp.$pid.*" >/dev/null &&
+            ! compgen -G "$seg_dir/.checkpoint.new/optimizer.safetensors.tmp.$pid.*" >/dev/null; do
+            sleep 0.005
+            waited=$((waited + 1))
+        done
+    fi
     sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
     kill -9 "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
@@ -182,7 +224,7 @@ while [ "$kills" -lt "$kills_wanted" ] && [ "$iters" -lt $((kills_wanted * 4)) ]
     pids="$pids$pid,"
     after=$("${check[@]}" "$seg_dir" --pids "$pids")
     ok=$?
-    [ "$ok" = 0 ] || fail "after kill $kills (pid $pid, ${delay} ms, checkpoint was at step $state):"$'\n'"$after"
+    [ "$ok" = 0 ] || fail "after kill $kills (pid $pid, $how, checkpoint was at step $state):"$'\n'"$after"
     before=$state
     state=$(head -1 <<<"$after")
     [ "$(sed -n 2p <<<"$after")" = in-save ] && in_save=$((in_save + 1))
