@@ -78,6 +78,9 @@ expect_refusal "a cut checkpoint.json" "is damaged: $work/m3/checkpoint.json: it
 sed 's/"size": /"size": -/' "$work/a/checkpoint.json" > "$work/m3/checkpoint.json"
 expect_refusal "a checkpoint.json with negative sizes" "is damaged: $work/m3/checkpoint.json: line 6 is not" \
     "$tfcore" eval --ckpt "$work/m3" --data "$work/corpus.txt"
+"$tfcore" train "${args[@]}" --stop-after 1 --out "$work/m3" >/dev/null 2>"$work/err" ||
+    fail "a fresh run over a damaged checkpoint.json: $(cat "$work/err")"
+got=$("${check[@]}" "$work/m3" --clean) || fail "after a fresh run over a damaged checkpoint.json: $got"
 
 # readers while saves run: each sample finds one whole checkpoint (retrying when a save swaps files under it)
 "$tfcore" train "${args[@]}" --steps 30 --save-every 1 --out "$work/live" >/dev/null 2>&1 &
