@@ -40,7 +40,10 @@ int cmd_eval(int argc, char **argv) {
     if (read_file(data, &text, &len) != 0) return cli_error(EXIT_USAGE, CMD, "cannot read the data file '%s'", data);
     tfc_gpt *m = NULL;
     vocab v;
-    int rc = ckpt_load_model(CMD, ckpt, &m, &v);
+    ckpt_set ck;
+    int rc = ckpt_open(CMD, ckpt, CKPT_VERIFY, &ck);
+    if (!rc) rc = ckpt_load_model(CMD, &ck, &m, &v);
+    ckpt_close(&ck);
     if (rc) {
         free(text);
         return rc;

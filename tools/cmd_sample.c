@@ -44,7 +44,10 @@ int cmd_sample(int argc, char **argv) {
     if (!ckpt) return cli_error(EXIT_USAGE, CMD, "--ckpt DIR is required (a directory written by tfcore train)");
     tfc_gpt *m = NULL;
     vocab v;
-    int rc = ckpt_load_model(CMD, ckpt, &m, &v);
+    ckpt_set ck;
+    int rc = ckpt_open(CMD, ckpt, CKPT_VERIFY, &ck);
+    if (!rc) rc = ckpt_load_model(CMD, &ck, &m, &v);
+    ckpt_close(&ck);
     if (rc) return rc;
     int32_t *ids = NULL;
     size_t n = 0;

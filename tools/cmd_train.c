@@ -28,6 +28,7 @@ typedef struct train_opts {
     int64_t stop_after; /* 0: run to --steps */
     int64_t sample_tokens;
     int64_t profile_steps; /* 0: no --profile */
+    int64_t save_every;    /* 0: checkpoint at the end only */
     double lr, min_lr, weight_decay, clip;
     int resume, force, preset_given;
 } train_opts;
@@ -58,10 +59,12 @@ static void usage(FILE *f) {
             "                    [--steps N] [--batch B] [--lr LR] [--min-lr LR] [--warmup N] [--weight-decay WD]\n"
             "                    [--clip C] [--seed S] [--out DIR] [--resume] [--force] [--log-json FILE]\n"
             "                    [--eval-every K] [--eval-batches N] [--stop-after N] [--sample-tokens N]\n"
-            "                    [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N] [--dtype f32|bf16]\n"
+            "                    [--save-every N] [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N]\n"
+            "                    [--dtype f32|bf16]\n"
             "Defaults: tinyshakespeare ($TFCORE_DATA, else the project's data/tinyshakespeare.txt), char, char-tiny,\n"
             "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
             "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
+            "--save-every N also checkpoints (model, optimizer, loss curve) every N steps, not only at the end.\n"
             "--profile prints a per-op time table (calls, forward/backward ms, %%, the clip + optimizer\n"
             "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
             "--device cuda trains on the GPU (the model is initialised on the CPU, so a seed gives the same\n"
@@ -159,6 +162,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         INT_FLAG("stop-after", stop_after, 1, 100000000)
         INT_FLAG("sample-tokens", sample_tokens, 0, 1000000)
         INT_FLAG("profile-steps", profile_steps, 1, 100000000)
+        INT_FLAG("save-every", save_every, 1, 100000000)
         DBL_FLAG("lr", lr, 0, 10)
         DBL_FLAG("min-lr", min_lr, 0, 10)
         DBL_FLAG("weight-decay", weight_decay, 0, 10)
@@ -204,7 +208,8 @@ typedef struct train_run {
     tfc_gpt *m;
     tfc_optim *opt;
     tfc_graph *g;
-    FILE *jl; /* --log-json */
+    ckpt_set ck; /* --resume: the checkpoint, open from load until build has read it */
+    FILE *jl;    /* --log-json */
     loss_log curve;
     int64_t prof_begin, prof_end; /* the profiled steps; empty without --profile */
     double t0, last_val;
@@ -239,20 +244,20 @@ static int make_vocab(const train_opts *o, const char *text, size_t len, vocab *
 
 /* --resume: the vocabulary (so token ids mean the same) and, unless --preset is given, the preset. */
 static int vocab_from_checkpoint(train_run *r) {
-    if (!file_exists(path_join(r->o.out, "model.safetensors")))
-        return cli_error(EXIT_USAGE, CMD, "--resume: no checkpoint in '%s'", r->o.out);
-    tfc_safetensors *f = NULL;
-    int rc = ckpt_open(CMD, r->o.out, &f);
+    /* first finish or discard a save a kill interrupted */
+    int rc = ckpt_recover(CMD, r->o.out);
+    if (rc) return rc;
+    if (!ckpt_exists(r->o.out)) return cli_error(EXIT_USAGE, CMD, "--resume: no checkpoint in '%s'", r->o.out);
+    /* model and optimizer checked against checkpoint.json and against each other before anything is written */
+    rc = ckpt_open(CMD, r->o.out, CKPT_VERIFY | CKPT_OPTIMIZER, &r->ck);
     if (rc) return rc;
     const char *vm = NULL, *pr = NULL;
-    if (tfc_safetensors_metadata(f, "tfc.vocab", &vm) != TFC_OK) vm = NULL;
-    if (!r->o.preset_given && tfc_safetensors_metadata(f, "train.preset", &pr) == TFC_OK && pr) {
+    if (tfc_safetensors_metadata(r->ck.model, "tfc.vocab", &vm) != TFC_OK) vm = NULL;
+    if (!r->o.preset_given && tfc_safetensors_metadata(r->ck.model, "train.preset", &pr) == TFC_OK && pr) {
         snprintf(r->preset, sizeof r->preset, "%s", pr);
         r->o.preset = r->preset;
     }
-    rc = vocab_from_meta(CMD, vm, path_join(r->o.out, "tokenizer.tfctok"), &r->v);
-    tfc_safetensors_release(f);
-    return rc;
+    return vocab_from_meta(CMD, vm, ckpt_path(&r->ck, "tokenizer.tfctok"), &r->v);
 }
 
 static int config_for(const train_opts *o, const vocab *v, tfc_gpt_config *c) {
@@ -267,15 +272,23 @@ static int config_for(const train_opts *o, const vocab *v, tfc_gpt_config *c) {
     return 0;
 }
 
-/* Refuse a checkpoint in --out whose config differs from c (checked before anything is written). */
-static int check_existing(const train_opts *o, const tfc_gpt_config *c, int64_t *start_step) {
-    tfc_safetensors *f = NULL;
-    if (!file_exists(path_join(o->out, "model.safetensors"))) {
-        if (o->resume) return cli_error(EXIT_USAGE, CMD, "--resume: no checkpoint in '%s'", o->out);
-        return 0;
+/*
+ * Refuse a checkpoint in --out whose config differs from c (checked before
+ * anything is written); --resume: the step to start from. A --resume run's
+ * checkpoint is open already (vocab_from_checkpoint).
+ */
+static int check_existing(train_run *r, const tfc_gpt_config *c, int64_t *start_step) {
+    const train_opts *o = &r->o;
+    ckpt_set fresh;
+    memset(&fresh, 0, sizeof fresh);
+    ckpt_set *ck = o->resume ? &r->ck : &fresh;
+    int rc = 0;
+    if (!o->resume) {
+        if ((rc = ckpt_recover(CMD, o->out)) != 0) return rc;
+        if (!ckpt_exists(o->out)) return 0;
+        if ((rc = ckpt_open(CMD, o->out, 0, ck)) != 0) return rc;
     }
-    int rc = ckpt_open(CMD, o->out, &f);
-    if (rc) return rc;
+    tfc_safetensors *f = ck->model;
     struct {
         const char *key;
         int32_t want;
@@ -293,17 +306,13 @@ static int check_existing(const train_opts *o, const tfc_gpt_config *c, int64_t 
                            o->out, keys[i].key + 4, s ? s : "?", keys[i].want, o->resume ? "" : " or --force");
         }
     }
-    const char *st = NULL;
     if (!rc && o->resume) {
-        if (tfc_safetensors_metadata(f, "train.step", &st) != TFC_OK || !st)
-            rc = cli_error(EXIT_USAGE, CMD, "the checkpoint in '%s' has no training position", o->out);
-        else
-            *start_step = atoll(st);
-        if (!rc && *start_step >= o->steps)
+        *start_step = ck->step; /* ckpt_open refused a checkpoint without one */
+        if (*start_step >= o->steps)
             rc = cli_error(EXIT_USAGE, CMD, "the checkpoint is at step %lld, --steps is %lld: nothing to do",
                            (long long)*start_step, (long long)o->steps);
     }
-    tfc_safetensors_release(f);
+    ckpt_close(&fresh);
     return rc;
 }
 
@@ -343,7 +352,7 @@ static int load(train_run *r) {
                          r->data_path);
     int rc = r->o.resume ? vocab_from_checkpoint(r) : make_vocab(&r->o, text, len, &r->v);
     if (!rc) rc = config_for(&r->o, &r->v, &r->cfg);
-    if (!rc) rc = check_existing(&r->o, &r->cfg, &r->start);
+    if (!rc) rc = check_existing(r, &r->cfg, &r->start);
     if (!rc) rc = load_tokens(r, text, len);
     free(text);
     r->end_step = r->o.stop_after && r->o.stop_after < r->o.steps ? r->o.stop_after : r->o.steps;
@@ -413,9 +422,10 @@ static void load_history(const train_opts *o, int64_t start, loss_log *curve) {
 
 /* --resume: weights, optimizer state and loss history from the checkpoint in --out. */
 static int resume_state(train_run *r) {
-    if (tfc_gpt_load_into(r->m, path_join(r->o.out, "model.safetensors")) != TFC_OK)
+    if (tfc_gpt_load_into(r->m, ckpt_path(&r->ck, "model.safetensors")) != TFC_OK)
         return cli_lib_error(CMD, "resuming");
-    int rc = ckpt_load_optim(CMD, r->o.out, r->opt);
+    int rc = ckpt_load_optim(CMD, &r->ck, r->opt);
+    ckpt_close(&r->ck);
     if (rc) return rc;
     load_history(&r->o, r->start, &r->curve);
     return 0;
@@ -569,6 +579,8 @@ static void print_header(const train_run *r) {
     fflush(stdout);
 }
 
+static int save_checkpoint(const train_run *r, int64_t step);
+
 static int loop(train_run *r) {
     print_header(r);
     /* --profile: the steps after the first (warm-up: allocator, caches), or the only one */
@@ -596,32 +608,38 @@ static int loop(train_run *r) {
         loss_log_add(&r->curve, st.done, st.loss, st.val, st.lr);
         if (r->jl) log_json(r->jl, &st);
         print_progress(r, &st);
+        /* --save-every: the last step's checkpoint is save()'s */
+        if (r->o.save_every && st.done % r->o.save_every == 0 && st.done < r->end_step) {
+            int rc = save_checkpoint(r, st.done);
+            if (rc) return rc;
+        }
     }
     return 0;
 }
 
 /* ---- save: checkpoint, loss curve, a sample ----------------------------------------- */
 
-/* Weights, optimizer state and the position to resume from. */
-static int save_checkpoint(const train_run *r) {
-    char step[32], seed[32], batch[32], steps[32];
-    snprintf(step, sizeof step, "%lld", (long long)r->end_step);
+/* Weights, optimizer state, the position to resume from (`done` steps trained) and the loss curve so far. */
+static int save_checkpoint(const train_run *r, int64_t done) {
+    char step[32], seed[32], batch[32], steps[32], title[256];
+    snprintf(step, sizeof step, "%lld", (long long)done);
     snprintf(seed, sizeof seed, "%lld", (long long)r->o.seed);
     snprintf(batch, sizeof batch, "%lld", (long long)r->o.batch);
     snprintf(steps, sizeof steps, "%lld", (long long)r->o.steps);
+    snprintf(title, sizeof title, "tfcore train: %s, %s, batch %d, steps %lld-%lld", r->o.preset, r->o.tokenizer,
+             (int)r->o.batch, (long long)(r->curve.n ? r->curve.step[0] - 1 : r->start), (long long)done);
     const char *keys[] = {"train.step", "train.seed", "train.batch", "train.steps", "train.preset"};
     const char *vals[] = {step, seed, batch, steps, r->o.preset};
-    return ckpt_save(CMD, r->o.out, r->m, r->opt, &r->v, keys, vals, 5);
-}
-
-/* loss.csv and loss.svg; failing to write them costs only a warning. */
-static void write_curve(const train_run *r) {
-    const char *csv = path_join(r->o.out, "loss.csv"), *svg = path_join(r->o.out, "loss.svg");
-    char title[256];
-    snprintf(title, sizeof title, "tfcore train: %s, %s, batch %d, steps %lld-%lld", r->o.preset, r->o.tokenizer,
-             (int)r->o.batch, (long long)(r->curve.n ? r->curve.step[0] - 1 : r->start), (long long)r->end_step);
-    if (loss_log_write_csv(&r->curve, csv) != 0 || loss_log_write_svg(&r->curve, svg, title) != 0)
-        fprintf(stderr, "tfcore train: warning: could not write %s / %s\n", csv, svg);
+    const ckpt_contents c = {.model = r->m,
+                             .opt = r->opt,
+                             .v = &r->v,
+                             .keys = keys,
+                             .vals = vals,
+                             .n_meta = 5,
+                             .step = done,
+                             .curve = &r->curve,
+                             .curve_title = title};
+    return ckpt_save(CMD, r->o.out, &c);
 }
 
 /* A short sample from a newline (or token 0), streamed to stdout. */
@@ -648,18 +666,19 @@ static int sample(train_run *r) {
 }
 
 static int save(train_run *r) {
-    int rc = save_checkpoint(r);
+    int rc = save_checkpoint(r, r->end_step);
     if (rc) return rc;
-    write_curve(r);
     const loss_log *c = &r->curve;
     printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs\n", c->n ? c->loss[c->n - 1] : NAN,
            r->last_val, (long long)r->end_step, now_s() - r->t0);
-    printf("wrote %s/model.safetensors, optimizer.safetensors, config.json, loss.csv, loss.svg\n", r->o.out);
+    printf("wrote %s/model.safetensors, optimizer.safetensors, config.json, loss.csv, loss.svg, checkpoint.json\n",
+           r->o.out);
     return r->o.sample_tokens > 0 ? sample(r) : 0;
 }
 
 static void run_free(train_run *r) {
     if (r->jl) fclose(r->jl);
+    ckpt_close(&r->ck);
     loss_log_free(&r->curve);
     tfc_graph_release(r->g);
     tfc_optim_release(r->opt);
