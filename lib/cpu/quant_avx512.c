@@ -21,6 +21,8 @@
 #endif
 
 #define INLINE static inline __attribute__((always_inline))
+/* MB is a constant after inlining: unrolled, the row accumulators stay in registers (not so at -O2 otherwise). */
+#define ROWS(i) _Pragma("GCC unroll 4") for (int i = 0; i < MB; i++)
 
 INLINE __m512 widen(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
 
@@ -35,12 +37,12 @@ INLINE void unpack32(const uint8_t *p, __m512 *w0, __m512 *w1) {
 /* out[i] = Σ_k c[k] · x_i[k] for MB rows x_i = x + i·K (int8 codes of one row). */
 INLINE void dot_i8(int MB, int64_t K, const int8_t *c, const float *x, float *out) {
     __m512 a[4], a2[4];
-    for (int i = 0; i < MB; i++) a[i] = a2[i] = _mm512_setzero_ps();
+    ROWS(i) a[i] = a2[i] = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 32 <= K; k += 32) {
         const __m512 w0 = widen(_mm_loadu_si128((const __m128i *)(c + k)));
         const __m512 w1 = widen(_mm_loadu_si128((const __m128i *)(c + k + 16)));
-        for (int i = 0; i < MB; i++) {
+        ROWS(i) {
             a[i] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i * K + k), a[i]);
             a2[i] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i * K + k + 16), a2[i]);
         }
@@ -49,30 +51,30 @@ INLINE void dot_i8(int MB, int64_t K, const int8_t *c, const float *x, float *ou
         const int64_t r = K - k < 16 ? K - k : 16;
         const __mmask16 mk = (__mmask16)((1u << r) - 1u);
         const __m512 w0 = widen(_mm_maskz_loadu_epi8(mk, c + k));
-        for (int i = 0; i < MB; i++) a[i] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(mk, x + i * K + k), a[i]);
+        ROWS(i) a[i] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(mk, x + i * K + k), a[i]);
     }
-    for (int i = 0; i < MB; i++) out[i] = _mm512_reduce_add_ps(_mm512_add_ps(a[i], a2[i]));
+    ROWS(i) out[i] = _mm512_reduce_add_ps(_mm512_add_ps(a[i], a2[i]));
 }
 
 /* The same for int4 codes with one scale per group of G (a multiple of 32). */
 INLINE void dot_i4(int MB, int64_t K, int64_t G, const uint8_t *c, const float *s, const float *x, float *out) {
     __m512 acc[4];
-    for (int i = 0; i < MB; i++) acc[i] = _mm512_setzero_ps();
+    ROWS(i) acc[i] = _mm512_setzero_ps();
     for (int64_t g = 0; g < K / G; g++) {
         __m512 a[4], a2[4];
-        for (int i = 0; i < MB; i++) a[i] = a2[i] = _mm512_setzero_ps();
+        ROWS(i) a[i] = a2[i] = _mm512_setzero_ps();
         for (int64_t k = g * G; k < (g + 1) * G; k += 32) {
             __m512 w0, w1;
             unpack32(c + k / 2, &w0, &w1);
-            for (int i = 0; i < MB; i++) {
+            ROWS(i) {
                 a[i] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i * K + k), a[i]);
                 a2[i] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i * K + k + 16), a2[i]);
             }
         }
         const __m512 sv = _mm512_set1_ps(s[g]);
-        for (int i = 0; i < MB; i++) acc[i] = _mm512_fmadd_ps(_mm512_add_ps(a[i], a2[i]), sv, acc[i]);
+        ROWS(i) acc[i] = _mm512_fmadd_ps(_mm512_add_ps(a[i], a2[i]), sv, acc[i]);
     }
-    for (int i = 0; i < MB; i++) out[i] = _mm512_reduce_add_ps(acc[i]);
+    ROWS(i) out[i] = _mm512_reduce_add_ps(acc[i]);
 }
 
 INLINE void rows_block(int MB, int32_t format, int64_t n, int64_t m, int64_t N, int64_t K, int64_t G, const float *x,
@@ -81,10 +83,10 @@ INLINE void rows_block(int MB, int32_t format, int64_t n, int64_t m, int64_t N, 
     const float bn = b ? b[n] : 0.0f;
     if (format == TFC_QFORMAT_INT8) {
         dot_i8(MB, K, (const int8_t *)codes + n * K, x + m * K, o);
-        for (int i = 0; i < MB; i++) y[(m + i) * N + n] = o[i] * scales[n] + bn;
+        ROWS(i) y[(m + i) * N + n] = o[i] * scales[n] + bn;
     } else {
         dot_i4(MB, K, G, (const uint8_t *)codes + n * (K / 2), scales + n * (K / G), x + m * K, o);
-        for (int i = 0; i < MB; i++) y[(m + i) * N + n] = o[i] + bn;
+        ROWS(i) y[(m + i) * N + n] = o[i] + bn;
     }
 }
 
