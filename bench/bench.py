@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """libtfcore's CPU benchmark suite: ours and PyTorch side by side, in one run.
 
-    /usr/bin/python3 bench/bench.py [--build build] [--only peak,gemm,gemm_bf16,micro,adamw,train]
+    /usr/bin/python3 bench/bench.py [--build build] [--only peak,gemm,gemm_bf16,micro,qlinear,adamw,train]
                                     [--quick] [--json results.json]
 
 Run from the source tree after `ninja -C build` (docs/PERFORMANCE.md). It
@@ -18,6 +18,10 @@ issue #8's target is met:
   micro  fused kernels (attention, LayerNorm, GELU, cross-entropy) vs
          PyTorch 1.13 eager fwd+bwd, the composition a 1.13 user writes
   adamw  one AdamW step over 10M parameters (1 tensor, 100 tensors)
+  qlinear  the quantized linear (issue #15): f32 tfc_linear vs int8 and int4
+         tfc_qlinear on GPT-2 layer shapes, M = 1, 4, 16 rows; weight GB/s
+         and speed-ups, with PyTorch 1.13's f32 linear and
+         quantize_dynamic int8 Linear; not in the default set
   train  a full training step (fwd + CE + bwd + clip 1.0 + AdamW) for the
          char-tiny, char-small and gpt2-mini presets vs an equivalent
          PyTorch GPT-2: tokens/s, GFLOP/s, % of peak, peak RSS
@@ -116,6 +120,10 @@ def torch_worker(args):
         for nt in args.threads:
             torch.set_num_threads(nt)
             out += torch_gemm_bf16(torch, nt, args.budget)
+    elif args.mode == "qlinear":
+        for nt in args.threads:
+            torch.set_num_threads(nt)
+            out += torch_qlinear(torch, nt, args.budget)
     elif args.mode == "adamw":
         for nt in args.threads:
             torch.set_num_threads(nt)
@@ -211,6 +219,30 @@ def torch_micro(torch, F, nt, budget):
             logits.grad = None
 
         rec("cross_entropy_fwd_bwd", "(%d, %d)" % (n, c), ce)
+    return res
+
+
+# tfc_bench qlinear's cases, in its order: (K, N) x M.
+QLINEAR_SHAPES = [(768, 2304), (768, 3072), (3072, 768)]
+QLINEAR_MS = [1, 4, 16]
+
+
+def torch_qlinear(torch, nt, budget):
+    """F.linear in f32 and torch.quantization.quantize_dynamic's int8 Linear
+    (which also quantizes the activations per call: other semantics, same job)."""
+    import torch.nn as nn
+    res = []
+    for K, N in QLINEAR_SHAPES:
+        lin = nn.Linear(K, N)
+        qlin = torch.quantization.quantize_dynamic(nn.Sequential(lin), {nn.Linear}, dtype=torch.qint8)
+        for M in QLINEAR_MS:
+            x = torch.randn(M, K)
+            case = "K=%d N=%d M=%d" % (K, N, M)
+            with torch.no_grad():
+                for kind, fn in (("torch_f32", lambda: lin(x)), ("torch_int8_dynamic", lambda: qlin(x))):
+                    ms, mn, reps = timeit(fn, budget / 2)
+                    res.append({"bench": "qlinear", "case": case, "kind": kind, "threads": nt, "ms": ms,
+                                "ms_min": mn, "reps": reps})
     return res
 
 
@@ -441,6 +473,33 @@ def sec_micro(a, res):
           ["bench", "case", "ours ms", "ours rate", "PyTorch 1.13 ms", "speed-up vs PyTorch (x)"], rows)
 
 
+def sec_qlinear(a, res):
+    threads = sorted({1, NPROC})
+    exe = os.path.join(a.build, "bench", "tfc_bench")
+    ours = ours_runs([exe, "qlinear", str(a.budget)], a, threads)
+    theirs = torch_runs("qlinear", threads, a.budget, True)  # one OpenBLAS family: the f32 GEMV is not the point
+    res["qlinear"], res["qlinear_torch"] = ours, theirs
+    bo = {(r["case"], r["threads"], r["kind"]): r for r in ours}
+    bt = best_by(theirs, lambda r: (r["case"], r["threads"], r["kind"]))
+    rows = []
+    for K, N in QLINEAR_SHAPES:
+        for M in QLINEAR_MS:
+            case = "K=%d N=%d M=%d" % (K, N, M)
+            for nt in threads:
+                f, i8, i4 = (bo.get((case, nt, k)) for k in ("f32", "int8", "int4"))
+                if not (f and i8 and i4):
+                    continue
+                tf, tq = bt.get((case, nt, "torch_f32")), bt.get((case, nt, "torch_int8_dynamic"))
+                ms = lambda r: "%.3f" % r["ms"] if r else "-"
+                rows.append([case, nt, "%s (%.1f)" % (ms(f), f["gbs"]), "%s (%.1f)" % (ms(i8), i8["gbs"]),
+                             "%s (%.1f)" % (ms(i4), i4["gbs"]), "%.2f" % (f["ms"] / i8["ms"]),
+                             "%.2f" % (f["ms"] / i4["ms"]), ms(tf), ms(tq),
+                             "%.2f" % (tq["ms"] / i8["ms"]) if tq else "-"])
+    table("Quantized linear y = x·Wᵀ + b, median ms (weight GB/s); x-fold = f32 ms / quantized ms (tokens/s ratio at M=1)",
+          ["shape", "threads", "ours f32", "ours int8", "ours int4 g32", "int8 x", "int4 x", "PyTorch f32",
+           "PyTorch int8 dynamic", "ours int8 vs PyTorch int8 (x)"], rows)
+
+
 def sec_adamw(a, res):
     exe = os.path.join(a.build, "bench", "train_bench")
     if not os.path.exists(exe):
@@ -547,6 +606,8 @@ def main():
         sec_gemm_bf16(a, res)
     if "micro" in only:
         sec_micro(a, res)
+    if "qlinear" in only:
+        sec_qlinear(a, res)
     if "adamw" in only:
         sec_adamw(a, res)
     if "train" in only:

@@ -8,6 +8,8 @@
  *   tfc_bench gemm_bf16  tfc_matmul in f32 and in bf16 (f32 accumulation) on
  *                     the same shapes, interleaved block by block
  *   tfc_bench micro   fused kernels through their public explicit doors
+ *   tfc_bench qlinear f32 tfc_linear vs int8 and int4 tfc_qlinear on GPT-2
+ *                     layer shapes, M = 1, 4, 16 rows, interleaved block by block
  *
  * Timing: warm-up, then reps until a time budget (at least min_reps),
  * median reported. The machine may be shared: medians, never means.
@@ -297,9 +299,65 @@ static void run_gemm_bf16(void) {
     }
 }
 
+/*
+ * The quantized linear against the f32 one on GPT-2 (124M) layer shapes:
+ * qkv (768 -> 2304), mlp up (768 -> 3072), mlp down (3072 -> 768), with M
+ * rows of activations (1: one decoded token). GB/s is the weight's bytes
+ * (f32: 4·K·N; quantized: codes + scales) over the median time: at M = 1
+ * the layer is one pass over its weight, so this is the memory roofline's
+ * measure. The three kinds alternate in blocks so they sample the same load.
+ */
+static void run_qlinear(void) {
+    static const int64_t shapes[][2] = {{768, 2304}, {768, 3072}, {3072, 768}};
+    static const int64_t Ms[] = {1, 4, 16};
+    const char *isa = getenv("TFC_QUANT_KERNEL");
+    for (size_t si = 0; si < 3; si++) {
+        const int64_t K = shapes[si][0], N = shapes[si][1];
+        tfc_tensor *w = randn((int64_t[]){K, N}, 2, 1), *b = randn((int64_t[]){N}, 1, 2);
+        tfc_qweight *q[2] = {NULL, NULL};
+        OK(tfc_quantize(w, TFC_QFORMAT_INT8, 0, TFC_QUANT_IN_OUT, &q[0]));
+        OK(tfc_quantize(w, TFC_QFORMAT_INT4, 32, TFC_QUANT_IN_OUT, &q[1]));
+        const double bytes[3] = {4.0 * (double)(K * N), (double)tfc_qweight_nbytes(q[0]),
+                                 (double)tfc_qweight_nbytes(q[1])};
+        static const char *kinds[3] = {"f32", "int8", "int4"};
+        for (size_t mi = 0; mi < 3; mi++) {
+            const int64_t M = Ms[mi];
+            tfc_tensor *x = randn((int64_t[]){M, K}, 2, 3);
+            samples sm[3] = {{.n = 0}, {.n = 0}, {.n = 0}};
+            double t_end = now() + g_budget;
+            for (int blk = 0; sm[0].n + GEMM_BLOCK <= MAX_REPS && (blk < 3 || now() < t_end); blk++)
+                for (int d = 0; d < 3; d++)
+                    for (int r = -1; r < GEMM_BLOCK; r++) {
+                        tfc_tensor *o;
+                        double t0 = now();
+                        if (d == 0)
+                            OK(tfc_linear(NULL, x, w, b, &o));
+                        else
+                            OK(tfc_qlinear(NULL, x, q[d - 1], b, &o));
+                        double t1 = now();
+                        tfc_tensor_release(o);
+                        if (r >= 0) sm[d].t[sm[d].n++] = t1 - t0;
+                    }
+            for (int d = 0; d < 3; d++) {
+                double ms = median(&sm[d]);
+                printf("{\"bench\":\"qlinear\",\"case\":\"K=%lld N=%lld M=%lld\",\"kind\":\"%s\",\"threads\":%d,"
+                       "\"isa\":\"%s\",\"ms\":%.4f,\"ms_min\":%.4f,\"gbs\":%.2f,\"weight_mb\":%.2f,\"reps\":%d}\n",
+                       (long long)K, (long long)N, (long long)M, kinds[d], tfc_get_num_threads(), isa ? isa : "auto",
+                       ms, best(&sm[d]), bytes[d] / ms / 1e6, bytes[d] / 1e6, sm[d].n);
+            }
+            fflush(stdout);
+            tfc_tensor_release(x);
+        }
+        tfc_qweight_release(q[0]);
+        tfc_qweight_release(q[1]);
+        tfc_tensor_release(w);
+        tfc_tensor_release(b);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: tfc_bench gemm|gemm_bf16|micro [seconds per case]\n");
+        fprintf(stderr, "usage: tfc_bench gemm|gemm_bf16|micro|qlinear [seconds per case]\n");
         return 2;
     }
     if (argc > 2) g_budget = atof(argv[2]);
@@ -313,6 +371,8 @@ int main(int argc, char **argv) {
         run_gemm_bf16();
     } else if (!strcmp(argv[1], "micro")) {
         run_micro();
+    } else if (!strcmp(argv[1], "qlinear")) {
+        run_qlinear();
     } else {
         fprintf(stderr, "tfc_bench: unknown mode %s\n", argv[1]);
         return 2;

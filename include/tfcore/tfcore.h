@@ -15,5 +15,6 @@
 #include "tfcore/io.h"
 #include "tfcore/optim.h"
 #include "tfcore/tokenizer.h"
+#include "tfcore/quant.h"
 
 #endif

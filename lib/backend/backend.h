@@ -44,7 +44,7 @@
 #include "backend/view.h"
 #include "tfcore/core.h"
 
-#define TFC_BACKEND_ABI 4
+#define TFC_BACKEND_ABI 5
 
 /* ---- problems ----------------------------------------------------------- */
 
@@ -388,6 +388,33 @@ typedef struct tfc_grad_norm_problem {
     int32_t *overflow;
 } tfc_grad_norm_problem;
 
+/*
+ * Quantized weights W [N, K] in format (TFC_QFORMAT_INT8: codes [N, K]
+ * int8, scales [N]; TFC_QFORMAT_INT4: codes [N, K/2] two a byte, low nibble
+ * first, value = nibble − 8, scales [N, K/group]; include/tfcore/quant.h has
+ * the layouts byte by byte). Float buffers have dtype (f32).
+ *   quantize:   codes, scales ← w, element (n, k) of w at w + n·w_sn + k·w_sk
+ *               (w_sn, w_sk: element strides; the transposed layout is just
+ *               other strides). A non-finite element is TFC_ERR_NONFINITE.
+ *   dequantize: w_out (contiguous [N, K], or [K, N] when out_in) ← codes·scale.
+ *   qlinear:    y [M, N] = x [M, K] · Wᵀ + b [N] (b or NULL), f32
+ *               accumulation of the dequantized products; x, y contiguous.
+ */
+typedef struct tfc_quant_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int32_t format; /* tfc_qformat */
+    int64_t N, K, group;
+    const void *w;
+    int64_t w_sn, w_sk;
+    void *w_out;
+    int32_t out_in;
+    void *codes, *scales; /* written by quantize, read by the others */
+    int64_t M;
+    const void *x, *b;
+    void *y;
+} tfc_quant_problem;
+
 /* ---- the table ---------------------------------------------------------- */
 
 typedef enum tfc_memcpy_kind { TFC_MEMCPY_H2D = 0, TFC_MEMCPY_D2H = 1, TFC_MEMCPY_D2D = 2 } tfc_memcpy_kind;
@@ -453,6 +480,11 @@ typedef struct tfc_backend {
      * f64 only (lib/cpu/gemm_bf16.c).
      */
     uint32_t gemm_dtypes;
+
+    /* quantized weights (ABI 5): include/tfcore/quant.h; CPU only so far */
+    tfc_status (*quantize)(const tfc_quant_problem *p);
+    tfc_status (*dequantize)(const tfc_quant_problem *p);
+    tfc_status (*qlinear)(const tfc_quant_problem *p);
 } tfc_backend;
 
 /* The entry point a backend module exports (dlsym name "tfc_backend_module_get"). */

@@ -2,8 +2,8 @@
  * The CPU's backend table: the entries of backend/backend.h, each a thin
  * adapter from a problem struct to the CPU kernels of this folder (which
  * take plain arguments so they read like their formulas). The CPU runs
- * every entry in f32 and f64, and gemm in bf16 too; stats keep the input's
- * dtype.
+ * every entry in f32 and f64, and gemm in bf16 too; the quantized-weight
+ * entries (cpu/quant.h) in f32 only; stats keep the input's dtype.
  */
 #include <math.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 #include "cpu/gemm.h"
 #include "cpu/kernels.h"
 #include "cpu/optim_kernels.h"
+#include "cpu/quant.h"
 #include "cpu/reduce.h"
 
 static const char *cpu_describe(void) { return "CPU"; }
@@ -332,4 +333,7 @@ const tfc_backend tfc_cpu_backend = {
     .grad_norm = cpu_grad_norm,
     .grad_scale = cpu_grad_scale,
     .gemm_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_F64) | (1u << TFC_DTYPE_BF16),
+    .quantize = tfc_cpu_quantize,
+    .dequantize = tfc_cpu_dequantize,
+    .qlinear = tfc_cpu_qlinear,
 };

@@ -57,6 +57,8 @@ TEST(every_entry_but_the_cpu_only_ones_is_filled) {
     /* reduce_scatter (max/min backward), cross_entropy_rows (the fused LM head) and topk are CPU-only. */
     CHECK(missing == 4);
     CHECK(a->reduce_scatter == NULL && a->cross_entropy_rows == NULL && a->topk == NULL && a->topk_backward == NULL);
+    /* After gemm_dtypes (ABI 5): the quantized-weight entries, CPU-only so far. */
+    CHECK(a->quantize == NULL && a->dequantize == NULL && a->qlinear == NULL);
 }
 
 TEST(what_cuda_does_not_offer_is_refused_before_the_device) {

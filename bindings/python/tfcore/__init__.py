@@ -26,6 +26,8 @@ from .tokenizer import Tokenizer
 from .gpt import GPT, GPTConfig
 from .io import TokenFile, load_safetensors, save_safetensors
 from . import io  # noqa: F401
+from .quant import QWeight, qlinear, quantize
+from . import quant  # noqa: F401
 
 bool = bool_  # tfcore.bool, like torch.bool  # noqa: A001
 

@@ -10,6 +10,7 @@
 #define TFC_GELU_TANH 1
 #define DLPACK_MAJOR_VERSION 1
 #define DLPACK_MINOR_VERSION 1
+#define TFC_QUANT_IN_OUT 1
 typedef enum tfc_status {
 TFC_OK = 0,
 TFC_ERR_INVALID_ARG = -1,
@@ -353,3 +354,21 @@ tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const char *vo
 tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern, tfc_tokenizer **out);
 tfc_status tfc_tokenizer_save(const tfc_tokenizer *tok, const char *path);
 tfc_status tfc_tokenizer_load(const char *path, tfc_tokenizer **out);
+typedef struct tfc_qweight tfc_qweight;
+typedef enum tfc_qformat {
+TFC_QFORMAT_INT8 = 1,
+TFC_QFORMAT_INT4 = 2,
+TFC_QFORMAT_FORCE_INT32 = 0x7fffffff
+} tfc_qformat;
+tfc_status tfc_quantize(const tfc_tensor *w, tfc_qformat format, int32_t group_size, uint32_t flags, tfc_qweight **out);
+tfc_status tfc_qweight_dequantize(const tfc_qweight *q, uint32_t flags, tfc_tensor **out);
+tfc_status tfc_qlinear(tfc_graph *g, const tfc_tensor *x, const tfc_qweight *w, const tfc_tensor *b, tfc_tensor **out);
+tfc_status tfc_qweight_tensors(const tfc_qweight *q, tfc_tensor **packed, tfc_tensor **scales);
+tfc_status tfc_qweight_from_tensors(tfc_qformat format, int64_t n, int64_t k, int32_t group_size, const tfc_tensor *packed, const tfc_tensor *scales, tfc_qweight **out);
+tfc_qweight *tfc_qweight_retain(tfc_qweight *q);
+void tfc_qweight_release(tfc_qweight *q);
+tfc_qformat tfc_qweight_format(const tfc_qweight *q);
+int64_t tfc_qweight_out_features(const tfc_qweight *q);
+int64_t tfc_qweight_in_features(const tfc_qweight *q);
+int32_t tfc_qweight_group_size(const tfc_qweight *q);
+int64_t tfc_qweight_nbytes(const tfc_qweight *q);

@@ -15,6 +15,7 @@ pub const TFC_GELU_ERF: i32 = 0;
 pub const TFC_GELU_TANH: i32 = 1;
 pub const DLPACK_MAJOR_VERSION: i32 = 1;
 pub const DLPACK_MINOR_VERSION: i32 = 1;
+pub const TFC_QUANT_IN_OUT: u32 = 1;
 
 pub type tfc_status = i32;
 pub const TFC_OK: tfc_status = 0;
@@ -205,6 +206,17 @@ pub const TFC_SPECIAL_AS_TEXT: tfc_special_mode = 0;
 pub const TFC_SPECIAL_ALLOWED: tfc_special_mode = 1;
 pub const TFC_SPECIAL_DISALLOWED: tfc_special_mode = 2;
 pub const TFC_SPECIAL_FORCE_INT32: tfc_special_mode = 2147483647;
+
+#[repr(C)]
+pub struct tfc_qweight {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+pub type tfc_qformat = i32;
+pub const TFC_QFORMAT_INT8: tfc_qformat = 1;
+pub const TFC_QFORMAT_INT4: tfc_qformat = 2;
+pub const TFC_QFORMAT_FORCE_INT32: tfc_qformat = 2147483647;
 
 extern "C" {
     pub fn tfc_version() -> i32;
@@ -428,4 +440,16 @@ extern "C" {
     pub fn tfc_tokenizer_load_tiktoken(path: *const c_char, pattern: i32, out: *mut *mut tfc_tokenizer) -> tfc_status;
     pub fn tfc_tokenizer_save(tok: *const tfc_tokenizer, path: *const c_char) -> tfc_status;
     pub fn tfc_tokenizer_load(path: *const c_char, out: *mut *mut tfc_tokenizer) -> tfc_status;
+    pub fn tfc_quantize(w: *const tfc_tensor, format: tfc_qformat, group_size: i32, flags: u32, out: *mut *mut tfc_qweight) -> tfc_status;
+    pub fn tfc_qweight_dequantize(q: *const tfc_qweight, flags: u32, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_qlinear(g: *mut tfc_graph, x: *const tfc_tensor, w: *const tfc_qweight, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_qweight_tensors(q: *const tfc_qweight, packed: *mut *mut tfc_tensor, scales: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_qweight_from_tensors(format: tfc_qformat, n: i64, k: i64, group_size: i32, packed: *const tfc_tensor, scales: *const tfc_tensor, out: *mut *mut tfc_qweight) -> tfc_status;
+    pub fn tfc_qweight_retain(q: *mut tfc_qweight) -> *mut tfc_qweight;
+    pub fn tfc_qweight_release(q: *mut tfc_qweight);
+    pub fn tfc_qweight_format(q: *const tfc_qweight) -> tfc_qformat;
+    pub fn tfc_qweight_out_features(q: *const tfc_qweight) -> i64;
+    pub fn tfc_qweight_in_features(q: *const tfc_qweight) -> i64;
+    pub fn tfc_qweight_group_size(q: *const tfc_qweight) -> i32;
+    pub fn tfc_qweight_nbytes(q: *const tfc_qweight) -> i64;
 }

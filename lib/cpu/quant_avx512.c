@@ -1,0 +1,112 @@
+/*
+ * The quantized linear with AVX-512 (avx512f/bw/vl): codes widened to f32 in
+ * registers (16 a vector) and accumulated with FMA against f32 x, four rows
+ * of x at a time so each unpacked weight vector feeds four FMAs, two
+ * accumulators per row to hide FMA latency. K tails use masked loads.
+ * Built for these instructions only inside this file; called only when
+ * tfc_cpu_qisa() says the CPU has them.
+ */
+#include "cpu/quant.h"
+
+#if TFC_HAVE_QUANT_SIMD
+#include <immintrin.h>
+
+#include "tfcore/quant.h"
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma")
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+/* MB is a constant after inlining: unrolled, the row accumulators stay in registers (not so at -O2 otherwise). */
+#define ROWS(i) _Pragma("GCC unroll 4") for (int i = 0; i < MB; i++)
+
+INLINE __m512 widen(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
+
+/* 32 int4 codes (16 bytes, low nibble first) as two vectors of k order 0..15, 16..31. */
+INLINE void unpack32(const uint8_t *p, __m512 *w0, __m512 *w1) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(15), e = _mm_set1_epi8(8);
+    const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+    *w0 = widen(_mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), e));
+    *w1 = widen(_mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), e));
+}
+
+/* out[i] = Σ_k c[k] · x_i[k] for MB rows x_i = x + i·K (int8 codes of one row). */
+INLINE void dot_i8(int MB, int64_t K, const int8_t *c, const float *x, float *out) {
+    __m512 a[4], a2[4];
+    ROWS(i) a[i] = a2[i] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
+        const __m512 w0 = widen(_mm_loadu_si128((const __m128i *)(c + k)));
+        const __m512 w1 = widen(_mm_loadu_si128((const __m128i *)(c + k + 16)));
+        ROWS(i) {
+            a[i] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i * K + k), a[i]);
+            a2[i] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i * K + k + 16), a2[i]);
+        }
+    }
+    for (; k < K; k += 16) {
+        const int64_t r = K - k < 16 ? K - k : 16;
+        const __mmask16 mk = (__mmask16)((1u << r) - 1u);
+        const __m512 w0 = widen(_mm_maskz_loadu_epi8(mk, c + k));
+        ROWS(i) a[i] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(mk, x + i * K + k), a[i]);
+    }
+    ROWS(i) out[i] = _mm512_reduce_add_ps(_mm512_add_ps(a[i], a2[i]));
+}
+
+/* The same for int4 codes with one scale per group of G (a multiple of 32). */
+INLINE void dot_i4(int MB, int64_t K, int64_t G, const uint8_t *c, const float *s, const float *x, float *out) {
+    __m512 acc[4];
+    ROWS(i) acc[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < K / G; g++) {
+        __m512 a[4], a2[4];
+        ROWS(i) a[i] = a2[i] = _mm512_setzero_ps();
+        for (int64_t k = g * G; k < (g + 1) * G; k += 32) {
+            __m512 w0, w1;
+            unpack32(c + k / 2, &w0, &w1);
+            ROWS(i) {
+                a[i] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i * K + k), a[i]);
+                a2[i] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i * K + k + 16), a2[i]);
+            }
+        }
+        const __m512 sv = _mm512_set1_ps(s[g]);
+        ROWS(i) acc[i] = _mm512_fmadd_ps(_mm512_add_ps(a[i], a2[i]), sv, acc[i]);
+    }
+    ROWS(i) out[i] = _mm512_reduce_add_ps(acc[i]);
+}
+
+INLINE void rows_block(int MB, int32_t format, int64_t n, int64_t m, int64_t N, int64_t K, int64_t G, const float *x,
+                       const void *codes, const float *scales, const float *b, float *y) {
+    float o[4];
+    const float bn = b ? b[n] : 0.0f;
+    if (format == TFC_QFORMAT_INT8) {
+        dot_i8(MB, K, (const int8_t *)codes + n * K, x + m * K, o);
+        ROWS(i) y[(m + i) * N + n] = o[i] * scales[n] + bn;
+    } else {
+        dot_i4(MB, K, G, (const uint8_t *)codes + n * (K / 2), scales + n * (K / G), x + m * K, o);
+        ROWS(i) y[(m + i) * N + n] = o[i] + bn;
+    }
+}
+
+void tfc_cpu_qrows_avx512(int32_t format, int64_t n0, int64_t n1, int64_t M, int64_t N, int64_t K, int64_t G,
+                          const float *x, const void *codes, const float *scales, const float *b, float *y) {
+    for (int64_t n = n0; n < n1; n++) {
+        int64_t m = 0;
+        for (; m + 4 <= M; m += 4) rows_block(4, format, n, m, N, K, G, x, codes, scales, b, y);
+        switch (M - m) {
+        case 3: rows_block(3, format, n, m, N, K, G, x, codes, scales, b, y); break;
+        case 2: rows_block(2, format, n, m, N, K, G, x, codes, scales, b, y); break;
+        case 1: rows_block(1, format, n, m, N, K, G, x, codes, scales, b, y); break;
+        default: break;
+        }
+    }
+}
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif
