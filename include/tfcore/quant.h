@@ -123,8 +123,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_qweight_dequantize(const tfc_qweight *q, ui
  * TFC_ERR_SHAPE; x or b on CUDA → TFC_ERR_UNSUPPORTED (qlinear is not
  * implemented on cuda:0). Thread-safe (see above).
  */
-TFC_API TFC_NODISCARD tfc_status tfc_qlinear(tfc_graph *g, const tfc_tensor *x, const tfc_qweight *w,
-                                             const tfc_tensor *b, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_qlinear(tfc_graph *g /* nullable */, const tfc_tensor *x, const tfc_qweight *w,
+                                             const tfc_tensor *b /* nullable */, tfc_tensor **out);
 
 /*
  * New references to q's two arrays, in the layouts above: *packed a u8
@@ -134,7 +134,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_qlinear(tfc_graph *g, const tfc_tensor *x, 
  * or scales may be NULL when that array is not wanted. Errors: NULL q →
  * TFC_ERR_INVALID_ARG. Thread-safe.
  */
-TFC_API TFC_NODISCARD tfc_status tfc_qweight_tensors(const tfc_qweight *q, tfc_tensor **packed, tfc_tensor **scales);
+TFC_API TFC_NODISCARD tfc_status tfc_qweight_tensors(const tfc_qweight *q, tfc_tensor **packed /* nullable */,
+                                                     tfc_tensor **scales /* nullable */);
 
 /*
  * A handle from arrays in the layouts above (the inverse of
@@ -155,20 +156,20 @@ TFC_API TFC_NODISCARD tfc_status tfc_qweight_from_tensors(tfc_qformat format, in
                                                           tfc_qweight **out);
 
 /* Another reference to q (returned; NULL for NULL). Thread-safe. */
-TFC_API tfc_qweight *tfc_qweight_retain(tfc_qweight *q);
+TFC_API tfc_qweight *tfc_qweight_retain(tfc_qweight *q /* nullable: NULL */);
 /* Drop a reference; the last one frees the handle. NULL is a no-op. Thread-safe. */
-TFC_API void tfc_qweight_release(tfc_qweight *q);
+TFC_API void tfc_qweight_release(tfc_qweight *q /* nullable */);
 
 /* q's format; 0 for NULL. */
-TFC_API tfc_qformat tfc_qweight_format(const tfc_qweight *q);
+TFC_API tfc_qformat tfc_qweight_format(const tfc_qweight *q /* nullable: 0 */);
 /* N, the rows of W (out_features); -1 for NULL. */
-TFC_API int64_t tfc_qweight_out_features(const tfc_qweight *q);
+TFC_API int64_t tfc_qweight_out_features(const tfc_qweight *q /* nullable: -1 */);
 /* K, the columns of W (in_features); -1 for NULL. */
-TFC_API int64_t tfc_qweight_in_features(const tfc_qweight *q);
+TFC_API int64_t tfc_qweight_in_features(const tfc_qweight *q /* nullable: -1 */);
 /* The int4 group size; 0 for INT8; -1 for NULL. */
-TFC_API int32_t tfc_qweight_group_size(const tfc_qweight *q);
+TFC_API int32_t tfc_qweight_group_size(const tfc_qweight *q /* nullable: -1 */);
 /* Bytes of packed codes plus scales: what one pass of tfc_qlinear reads of W; -1 for NULL. */
-TFC_API int64_t tfc_qweight_nbytes(const tfc_qweight *q);
+TFC_API int64_t tfc_qweight_nbytes(const tfc_qweight *q /* nullable: -1 */);
 
 #ifdef __cplusplus
 }

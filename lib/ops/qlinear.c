@@ -70,7 +70,7 @@ TFC_API tfc_status tfc_qlinear(tfc_graph *g, const tfc_tensor *x, const tfc_qwei
     tfc_tensor_release(x2);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = r;
     return TFC_OK;

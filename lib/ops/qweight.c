@@ -96,7 +96,7 @@ TFC_API tfc_status tfc_quantize(const tfc_tensor *w, tfc_qformat format, int32_t
         tfc_tensor_release(codes);
         tfc_tensor_release(scales);
     }
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 TFC_API tfc_status tfc_qweight_dequantize(const tfc_qweight *q, uint32_t flags, tfc_tensor **out) {
@@ -124,7 +124,7 @@ TFC_API tfc_status tfc_qweight_dequantize(const tfc_qweight *q, uint32_t flags, 
     tfc_status s = TFC_BACKEND_RUN(fn, be, dequantize, &p);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
-        return s;
+        return tfc_err_in(fn, s);
     }
     *out = r;
     return TFC_OK;
@@ -187,7 +187,7 @@ TFC_API tfc_status tfc_qweight_from_tensors(tfc_qformat format, int64_t n, int64
         tfc_tensor_release(c);
         tfc_tensor_release(sc);
     }
-    return s;
+    return tfc_err_in(fn, s);
 }
 
 TFC_API tfc_qweight *tfc_qweight_retain(tfc_qweight *q) {

@@ -16,7 +16,7 @@ static int n_tensors_;
 static void *mem_[FX_MAX];
 static int n_mem_;
 
-enum slot_kind { S_TENSOR, S_GRAPH, S_OPTIM, S_TOK, S_GPT, S_CACHE, S_ST, S_TF, S_DL, S_DLV, S_MEM };
+enum slot_kind { S_TENSOR, S_GRAPH, S_OPTIM, S_TOK, S_GPT, S_CACHE, S_ST, S_TF, S_DL, S_DLV, S_QW, S_MEM };
 static struct {
     enum slot_kind kind;
     void **p;
@@ -185,6 +185,7 @@ static tfc_safetensors *st_;
 static void *st_bytes_;
 static size_t st_len_;
 static tfc_token_file *tf_;
+static tfc_qweight *qw_;
 static tfc_optim_options opts_;
 
 tfc_graph *fx_graph(void) {
@@ -228,6 +229,11 @@ tfc_gpt_config *fx_gpt_config(void) {
 tfc_gpt *fx_gpt(void) {
     if (!gpt_ && tfc_gpt_new(fx_gpt_config(), 1, &gpt_) != TFC_OK) fatal("tfc_gpt_new");
     return gpt_;
+}
+
+tfc_qweight *fx_qweight(void) {
+    if (!qw_ && tfc_quantize(fx_f32(2, 4, 64, 0, 0), TFC_QFORMAT_INT8, 0, 0, &qw_) != TFC_OK) fatal("tfc_quantize");
+    return qw_;
 }
 
 tfc_gpt_cache *fx_cache(void) {
@@ -340,6 +346,7 @@ tfc_safetensors **fx_out_st(void) { return (tfc_safetensors **)slot(S_ST, 1); }
 tfc_token_file **fx_out_tf(void) { return (tfc_token_file **)slot(S_TF, 1); }
 DLManagedTensor **fx_out_dlpack(void) { return (DLManagedTensor **)slot(S_DL, 1); }
 DLManagedTensorVersioned **fx_out_dlpack_v(void) { return (DLManagedTensorVersioned **)slot(S_DLV, 1); }
+tfc_qweight **fx_out_qweight(void) { return (tfc_qweight **)slot(S_QW, 1); }
 void *fx_out_mem(void) { return slot(S_MEM, 1); }
 
 int fx_outs_untouched(void) {
@@ -361,6 +368,7 @@ static void release_slot(enum slot_kind kind, void *p) {
     case S_TF: tfc_token_file_close(p); break;
     case S_DL: ((DLManagedTensor *)p)->deleter(p); break;
     case S_DLV: ((DLManagedTensorVersioned *)p)->deleter(p); break;
+    case S_QW: tfc_qweight_release(p); break;
     case S_MEM: tfc_free(p); break;
     }
 }
@@ -371,6 +379,7 @@ void fx_cleanup(void) {
             if (slots_[i].p[j]) release_slot(slots_[i].kind, slots_[i].p[j]);
     n_slots_ = 0;
     tfc_gpt_cache_release(cache_);
+    tfc_qweight_release(qw_);
     tfc_gpt_release(gpt_);
     tfc_optim_release(optim_);
     tfc_tokenizer_release(tok_);
@@ -380,6 +389,7 @@ void fx_cleanup(void) {
     for (int i = 0; i < n_tensors_; i++) tfc_tensor_release(tensors_[i]);
     n_tensors_ = 0;
     tfc_graph_release(graph_);
+    qw_ = NULL;
     cache_ = NULL, gpt_ = NULL, optim_ = NULL, tok_ = tok_fresh_ = NULL, st_ = NULL, tf_ = NULL, graph_ = NULL;
     for (int i = 0; i < n_mem_; i++) free(mem_[i]);
     n_mem_ = 0;

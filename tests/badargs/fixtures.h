@@ -55,6 +55,7 @@ tfc_safetensors *fx_st(void);
 const void *fx_st_bytes(void);
 size_t fx_st_len(void);
 tfc_token_file *fx_tf(void);
+tfc_qweight *fx_qweight(void); /* int8, W [4, 64] */
 tfc_optim_options *fx_opts(void);
 DLManagedTensor *fx_dlpack(void);
 DLManagedTensorVersioned *fx_dlpack_v(void);
@@ -75,6 +76,7 @@ tfc_graph **fx_out_graph(void);
 tfc_optim **fx_out_optim(void);
 tfc_tokenizer **fx_out_tok(void);
 tfc_gpt **fx_out_gpt(void);
+tfc_qweight **fx_out_qweight(void);
 tfc_gpt_cache **fx_out_cache(void);
 tfc_safetensors **fx_out_st(void);
 tfc_token_file **fx_out_tf(void);

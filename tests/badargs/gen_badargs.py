@@ -148,6 +148,10 @@ BY_TYPE = {
     "tfc_token_file *": "fx_tf()",
     "const tfc_token_file *": "fx_tf()",
     "tfc_token_file **": "fx_out_tf()",
+    "tfc_qweight *": "fx_qweight()",
+    "const tfc_qweight *": "fx_qweight()",
+    "tfc_qweight **": "fx_out_qweight()",
+    "tfc_qformat": "TFC_QFORMAT_INT8",
     "DLManagedTensor **": "fx_out_dlpack()",
     "DLManagedTensorVersioned **": "fx_out_dlpack_v()",
     "char **": "fx_out_mem()",
@@ -279,13 +283,18 @@ FIXTURES = {
                                 "vocab_bpe_path": 'fx_path("vocab.bpe")'},
     "tfc_tokenizer_load_tiktoken": {"path": 'fx_path("ranks.tiktoken")'},
     "tfc_tokenizer_load": {"path": 'fx_path("tok.txt")'},
+    "tfc_quantize": {"format": "TFC_QFORMAT_INT8", "group_size": "0", "flags": "0"},
+    "tfc_qweight_dequantize": {"flags": "0"},
+    "tfc_qlinear": {"x": t(2, 64), "b": t(4)},
+    "tfc_qweight_from_tensors": {"format": "TFC_QFORMAT_INT8", "n": "2", "k": "3", "group_size": "0",
+                                 "packed": "fx_t(TFC_DTYPE_U8, 2, 2, 3, 0, 0)", "scales": t(2)},
 }
 # Release-style functions: a valid call would free a fixture, so only NULL is tried.
 NO_VALID_CALL = {"tfc_free", "tfc_tensor_release", "tfc_graph_release", "tfc_optim_release",
                  "tfc_tokenizer_release", "tfc_gpt_release", "tfc_gpt_cache_release", "tfc_safetensors_release",
-                 "tfc_token_file_close"}
+                 "tfc_token_file_close", "tfc_qweight_release"}
 # Returned handles the caller owns.
-RETURN_RELEASE = {"tfc_tensor *": "tfc_tensor_release"}
+RETURN_RELEASE = {"tfc_tensor *": "tfc_tensor_release", "tfc_qweight *": "tfc_qweight_release"}
 
 
 class ParseError(Exception):
