@@ -80,32 +80,8 @@ INLINE void dot_i4(int MB, int64_t K, int64_t G, const uint8_t *c, const float *
     ROWS(i) out[i] = hsum(acc[i]);
 }
 
-INLINE void rows_block(int MB, int32_t format, int64_t n, int64_t m, int64_t N, int64_t K, int64_t G, const float *x,
-                       const void *codes, const float *scales, const float *b, float *y) {
-    float o[4];
-    const float bn = b ? b[n] : 0.0f;
-    if (format == TFC_QFORMAT_INT8) {
-        dot_i8(MB, K, (const int8_t *)codes + n * K, x + m * K, o);
-        ROWS(i) y[(m + i) * N + n] = o[i] * scales[n] + bn;
-    } else {
-        dot_i4(MB, K, G, (const uint8_t *)codes + n * (K / 2), scales + n * (K / G), x + m * K, o);
-        ROWS(i) y[(m + i) * N + n] = o[i] + bn;
-    }
-}
-
-void tfc_cpu_qrows_avx2(int32_t format, int64_t n0, int64_t n1, int64_t M, int64_t N, int64_t K, int64_t G,
-                        const float *x, const void *codes, const float *scales, const float *b, float *y) {
-    for (int64_t n = n0; n < n1; n++) {
-        int64_t m = 0;
-        for (; m + 4 <= M; m += 4) rows_block(4, format, n, m, N, K, G, x, codes, scales, b, y);
-        switch (M - m) {
-        case 3: rows_block(3, format, n, m, N, K, G, x, codes, scales, b, y); break;
-        case 2: rows_block(2, format, n, m, N, K, G, x, codes, scales, b, y); break;
-        case 1: rows_block(1, format, n, m, N, K, G, x, codes, scales, b, y); break;
-        default: break;
-        }
-    }
-}
+#define QROWS_NAME tfc_cpu_qrows_avx2
+#include "cpu/quant_rows.h"
 
 #if defined(__clang__)
 #pragma clang attribute pop
