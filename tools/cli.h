@@ -35,6 +35,15 @@ int cli_next(cli_args *a, const char **name, const char **value, int takes_value
 int cli_int(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_double(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 
+/*
+ * --quantize and --group-size of sample and eval. cli_quant_flag parses
+ * "int8" | "int4" | "none" into *format (0 for none); 0 on failure (message
+ * printed). cli_quantize quantizes m when format is not 0 (group_size -1:
+ * the default, 32 for int4 and 0 for int8); 0 on success, else the exit code.
+ */
+int cli_quant_flag(const char *cmd, const char *s, tfc_qformat *format);
+int cli_quantize(const char *cmd, tfc_gpt *m, tfc_qformat format, int64_t group_size);
+
 /* ---- vocabularies: characters (bytes) or a BPE tokenizer ---------------------- */
 
 typedef struct vocab {

@@ -72,6 +72,36 @@ int cli_double(const char *cmd, const char *flag, const char *s, double lo, doub
     return 1;
 }
 
+int cli_quant_flag(const char *cmd, const char *s, tfc_qformat *format) {
+    if (s && strcmp(s, "int8") == 0)
+        *format = TFC_QFORMAT_INT8;
+    else if (s && strcmp(s, "int4") == 0)
+        *format = TFC_QFORMAT_INT4;
+    else if (s && strcmp(s, "none") == 0)
+        *format = (tfc_qformat)0;
+    else {
+        cli_error(EXIT_USAGE, cmd, "--quantize needs int8, int4 or none, got '%s'", s ? s : "(nothing)");
+        return 0;
+    }
+    return 1;
+}
+
+int cli_quantize(const char *cmd, tfc_gpt *m, tfc_qformat format, int64_t group_size) {
+    if (!format) {
+        if (group_size >= 0) return cli_error(EXIT_USAGE, cmd, "--group-size needs --quantize int4");
+        return 0;
+    }
+    if (group_size < 0) group_size = format == TFC_QFORMAT_INT4 ? 32 : 0;
+    if (format == TFC_QFORMAT_INT8 && group_size != 0)
+        return cli_error(EXIT_USAGE, cmd, "--group-size is for int4; int8 has one scale per output feature");
+    if (tfc_gpt_quantize(m, format, (int32_t)group_size) != TFC_OK) {
+        /* the library's message says why (a group size that does not divide n_embd, ...) */
+        cli_lib_error(cmd, "quantizing the model");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 int read_file(const char *path, char **data, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;

@@ -1,7 +1,8 @@
 /*
  * tfcore eval: the mean cross-entropy of a checkpoint on a text file, over
  * every non-overlapping window of block_size + 1 tokens (the benchmark's
- * definition of val loss), in nats per token.
+ * definition of val loss), in nats per token. With --quantize, the f32
+ * model's loss, then the quantized model's and the difference.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -12,51 +13,10 @@
 
 static const char *CMD = "eval";
 
-int cmd_eval(int argc, char **argv) {
-    const char *ckpt = NULL, *data = NULL;
-    int64_t batch = 16;
-    cli_args a = {.argc = argc, .argv = argv};
-    const char *name, *val;
-    int r;
-    while ((r = cli_next(&a, &name, &val, 1)) != 0) {
-        if (r < 0) return cli_error(EXIT_USAGE, CMD, "unexpected argument '%s'", name);
-        if (strcmp(name, "help") == 0) {
-            printf("usage: tfcore eval --ckpt DIR --data FILE [--batch B (16)]\n");
-            return 0;
-        }
-        if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
-        if (strcmp(name, "ckpt") == 0)
-            ckpt = val;
-        else if (strcmp(name, "data") == 0)
-            data = val;
-        else if (strcmp(name, "batch") == 0) {
-            if (!cli_int(CMD, name, val, 1, 65536, &batch)) return EXIT_USAGE;
-        } else
-            return cli_error(EXIT_USAGE, CMD, "unknown flag --%s (see tfcore eval --help)", name);
-    }
-    if (!ckpt || !data) return cli_error(EXIT_USAGE, CMD, "--ckpt DIR and --data FILE are required");
-    char *text = NULL;
-    size_t len = 0;
-    if (read_file(data, &text, &len) != 0) return cli_error(EXIT_USAGE, CMD, "cannot read the data file '%s'", data);
-    tfc_gpt *m = NULL;
-    vocab v;
-    ckpt_set ck;
-    int rc = ckpt_open(CMD, ckpt, CKPT_VERIFY, &ck);
-    if (!rc) rc = ckpt_load_model(CMD, &ck, &m, &v);
-    ckpt_close(&ck);
-    if (rc) {
-        free(text);
-        return rc;
-    }
-    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
-    if (tfc_gpt_get_config(m, &c) != TFC_OK) rc = cli_lib_error(CMD, "config");
-    int32_t *ids = NULL;
-    size_t n = 0;
-    rc = vocab_encode(CMD, &v, text, len, &ids, &n);
-    const int64_t T = c.block_size, windows = rc ? 0 : ((int64_t)n - 1) / T;
-    if (!rc && windows < 1)
-        rc = cli_error(EXIT_USAGE, CMD, "'%s' has %zu tokens, fewer than one block of %lld+1", data, n, (long long)T);
+/* The mean loss of m over `windows` windows of T+1 tokens of ids, batch at a time; 0 or an exit code. */
+static int mean_loss(tfc_gpt *m, const int32_t *ids, int64_t windows, int64_t T, int64_t batch, double *out) {
     double sum = 0;
+    int rc = 0;
     for (int64_t w0 = 0; !rc && w0 < windows; w0 += batch) {
         int64_t B = windows - w0 < batch ? windows - w0 : batch;
         const int64_t dims[2] = {B, T};
@@ -79,9 +39,78 @@ int cmd_eval(int argc, char **argv) {
         tfc_tensor_release(y);
         tfc_tensor_release(loss);
     }
+    *out = sum / (double)windows;
+    return rc;
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *ckpt = NULL, *data = NULL;
+    int64_t batch = 16, group = -1;
+    tfc_qformat qformat = (tfc_qformat)0;
+    cli_args a = {.argc = argc, .argv = argv};
+    const char *name, *val;
+    int r;
+    while ((r = cli_next(&a, &name, &val, 1)) != 0) {
+        if (r < 0) return cli_error(EXIT_USAGE, CMD, "unexpected argument '%s'", name);
+        if (strcmp(name, "help") == 0) {
+            printf("usage: tfcore eval --ckpt DIR --data FILE [--batch B (16)]\n"
+                   "                   [--quantize int8|int4|none (none)] [--group-size G (int4: 32)]\n"
+                   "  with --quantize: the f32 loss, then the quantized model's and the difference\n");
+            return 0;
+        }
+        if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
+        if (strcmp(name, "ckpt") == 0)
+            ckpt = val;
+        else if (strcmp(name, "data") == 0)
+            data = val;
+        else if (strcmp(name, "batch") == 0) {
+            if (!cli_int(CMD, name, val, 1, 65536, &batch)) return EXIT_USAGE;
+        } else if (strcmp(name, "quantize") == 0) {
+            if (!cli_quant_flag(CMD, val, &qformat)) return EXIT_USAGE;
+        } else if (strcmp(name, "group-size") == 0) {
+            if (!cli_int(CMD, name, val, 1, 1 << 20, &group)) return EXIT_USAGE;
+        } else
+            return cli_error(EXIT_USAGE, CMD, "unknown flag --%s (see tfcore eval --help)", name);
+    }
+    if (!ckpt || !data) return cli_error(EXIT_USAGE, CMD, "--ckpt DIR and --data FILE are required");
+    if (!qformat && group >= 0) return cli_error(EXIT_USAGE, CMD, "--group-size needs --quantize int4");
+    char *text = NULL;
+    size_t len = 0;
+    if (read_file(data, &text, &len) != 0) return cli_error(EXIT_USAGE, CMD, "cannot read the data file '%s'", data);
+    tfc_gpt *m = NULL;
+    vocab v;
+    ckpt_set ck;
+    int rc = ckpt_open(CMD, ckpt, CKPT_VERIFY, &ck);
+    if (!rc) rc = ckpt_load_model(CMD, &ck, &m, &v);
+    ckpt_close(&ck);
+    if (rc) {
+        free(text);
+        return rc;
+    }
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    if (tfc_gpt_get_config(m, &c) != TFC_OK) rc = cli_lib_error(CMD, "config");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (!rc) rc = vocab_encode(CMD, &v, text, len, &ids, &n);
+    const int64_t T = c.block_size, windows = rc ? 0 : ((int64_t)n - 1) / T;
+    if (!rc && windows < 1)
+        rc = cli_error(EXIT_USAGE, CMD, "'%s' has %zu tokens, fewer than one block of %lld+1", data, n, (long long)T);
+    double loss = NAN, qloss = NAN;
+    if (!rc) rc = mean_loss(m, ids, windows, T, batch, &loss);
     if (!rc)
         printf("eval: %s: loss %.4f nats/token (perplexity %.2f) over %lld windows of %lld tokens (%zu tokens)\n", data,
-               sum / (double)windows, exp(sum / (double)windows), (long long)windows, (long long)T, n);
+               loss, exp(loss), (long long)windows, (long long)T, n);
+    if (!rc && qformat) {
+        rc = cli_quantize(CMD, m, qformat, group);
+        if (!rc) rc = mean_loss(m, ids, windows, T, batch, &qloss);
+        if (!rc) {
+            char how[32] = "";
+            if (qformat == TFC_QFORMAT_INT4) snprintf(how, sizeof how, " group %d", (int)tfc_gpt_quant_group_size(m));
+            printf("eval: %s: %s%s loss %.4f nats/token (perplexity %.2f): %+.4f nats/token vs f32\n", data,
+                   qformat == TFC_QFORMAT_INT8 ? "int8" : "int4", how, qloss, exp(qloss), qloss - loss);
+        }
+    }
+    fflush(stdout);
     free(ids);
     free(text);
     vocab_free(&v);

@@ -26,6 +26,7 @@
 
 #include "tfcore/core.h"
 #include "tfcore/graph.h"
+#include "tfcore/quant.h"
 #include "tfcore/tensor.h"
 
 #ifdef __cplusplus
@@ -200,6 +201,42 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *pro
                                                   double temperature, int32_t top_k, double top_p, uint64_t seed,
                                                   int32_t *out, int32_t cap, tfc_gpt_token_fn on_token /* nullable */,
                                                   void *ctx /* nullable */);
+
+/*
+ * Quantize m for inference (formats: include/tfcore/quant.h): the weights
+ * of the four Linear layers of every block (attn.c_attn, attn.c_proj,
+ * mlp.c_fc, mlp.c_proj) become tfc_qweight handles, and forward passes
+ * without a graph, tfc_gpt_forward_cached and tfc_gpt_generate run them
+ * with tfc_qlinear. group_size: 0 for INT8 (one scale per output feature);
+ * for INT4 a multiple of 32 that divides n_embd (32 or 64 usually).
+ *
+ * Stays f32: the embeddings wte and wpe, LayerNorms, biases and the LM
+ * head. The head is tied to wte (GPT-2), which is also the embedding table
+ * the forward pass gathers rows from, so quantizing it would change the
+ * input embedding too; an untied lm_head stays f32 as well (one matrix of
+ * V·C, read once per token like the rest, is a later step).
+ *
+ * The f32 weights of the quantized layers are dropped (the point is
+ * memory): they leave the list of tfc_gpt_params (and tfc_gpt_num_elements),
+ * earlier pointers into that list are no longer valid, and the model cannot
+ * go back to f32 (load the f32 checkpoint again). tfc_gpt_save then writes
+ * the packed codes (docs/MODEL.md, "Quantized inference").
+ *
+ * A quantized model is inference-only: tfc_gpt_forward with a graph and
+ * tfc_gpt_to_device to CUDA are TFC_ERR_UNSUPPORTED, as is tfc_gpt_load_into.
+ * Errors (m unchanged): NULL m, an unknown format, a bad group_size (with
+ * the reason) → TFC_ERR_INVALID_ARG; m already quantized →
+ * TFC_ERR_INVALID_ARG; an f64 model → TFC_ERR_DTYPE (quantize from f32);
+ * m on CUDA → TFC_ERR_UNSUPPORTED; a non-finite weight → TFC_ERR_NONFINITE
+ * naming the parameter and row; TFC_ERR_OOM. Not thread-safe with any other
+ * use of m.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t group_size);
+
+/* The format m's block Linear layers are quantized in; 0 for an f32 (or f64) model and for NULL. */
+TFC_API tfc_qformat tfc_gpt_quant_format(const tfc_gpt *m /* nullable: 0 */);
+/* The int4 group size of a quantized model; 0 for INT8 and unquantized models; -1 for NULL. */
+TFC_API int32_t tfc_gpt_quant_group_size(const tfc_gpt *m /* nullable: -1 */);
 
 #ifdef __cplusplus
 }

@@ -133,6 +133,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_token_file_batch(const tfc_token_file *f, i
  * "tfc.dtype", plus "format" = "pt" that transformers expects) and
  * n_meta extra pairs of the caller. With tied weights lm_head.weight is not
  * stored (transformers re-ties it). Atomic as tfc_safetensors_save.
+ * A quantized model (tfc_gpt_quantize) stores each quantized weight NAME as
+ * NAME.qcodes (u8) and NAME.qscales (f32) in tfc_qweight_tensors' layouts
+ * ([out, in], include/tfcore/quant.h) instead of NAME, with metadata
+ * "tfc.quant.format" = "int8" | "int4" and "tfc.quant.group_size".
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path,
                                               const char *const *meta_keys /* nullable when n_meta == 0 */,
@@ -142,8 +146,13 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path
 /*
  * Build a model from a file written by tfc_gpt_save (config from the
  * metadata, every parameter present with the right shape; f32/f64/bf16/f16
- * values are converted to the config dtype). Errors: TFC_ERR_IO,
- * TFC_ERR_FORMAT naming the missing key, tensor or shape mismatch.
+ * values are converted to the config dtype). A file with "tfc.quant.format"
+ * gives a quantized model (as tfc_gpt_quantize leaves it; the f32 model is
+ * built first, then its quantized weights dropped). Errors: TFC_ERR_IO,
+ * TFC_ERR_FORMAT naming the missing key, tensor or shape mismatch, and for a
+ * quantized file an unknown format, a missing or ill-sized .qcodes/.qscales
+ * tensor, a wrong dtype or a non-finite scale (the message gives
+ * tfc_qweight_from_tensors' reason).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_load(const char *path, tfc_gpt **out);
 
@@ -151,7 +160,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_load(const char *path, tfc_gpt **out);
  * Copy the parameters stored in a file written by tfc_gpt_save into an
  * existing model of the same config. Errors: a config that differs
  * (TFC_ERR_INVALID_ARG naming the field and both values; nothing copied),
- * as tfc_gpt_load otherwise.
+ * a quantized model or file (TFC_ERR_UNSUPPORTED: use tfc_gpt_load), as
+ * tfc_gpt_load otherwise.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path);
 

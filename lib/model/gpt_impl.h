@@ -7,8 +7,11 @@
 #ifndef TFC_MODEL_GPT_IMPL_H
 #define TFC_MODEL_GPT_IMPL_H
 
+#include <stddef.h>
+
 #include "tfcore/gpt.h"
 #include "tfcore/ops.h"
+#include "tfcore/quant.h"
 
 /*
  * One transformer block's parameters by name, for the forward pass; the
@@ -22,7 +25,29 @@ typedef struct gpt_block {
     tfc_tensor *ln2_w, *ln2_b;
     tfc_tensor *fc_w, *fc_b;             /* mlp.c_fc */
     tfc_tensor *mlp_proj_w, *mlp_proj_b; /* mlp.c_proj */
+    /* After tfc_gpt_quantize: the four Linear weights as owned handles (the *_w above are then NULL). */
+    tfc_qweight *attn_q, *attn_proj_q, *fc_q, *mlp_proj_q;
 } gpt_block;
+
+/* The block Linear layers tfc_gpt_quantize turns into tfc_qweights: name suffix, f32 field, handle field. */
+typedef struct gpt_qlinear {
+    const char *name; /* the weight's name after "transformer.h.<layer>." */
+    size_t weight;    /* offsetof(gpt_block, <f32 weight>) */
+    size_t qweight;   /* offsetof(gpt_block, <its handle>) */
+} gpt_qlinear;
+enum { GPT_N_QLINEAR = 4 };
+extern const gpt_qlinear tfc_gpt_qlinears[GPT_N_QLINEAR];
+
+/* Block l's f32 weight / handle of tfc_gpt_qlinears[j]. */
+tfc_tensor **tfc_gpt_block_weight(tfc_gpt *m, int32_t l, int j);
+tfc_qweight **tfc_gpt_block_qweight(const tfc_gpt *m, int32_t l, int j);
+
+/*
+ * Make m quantized with the handles qs[l·GPT_N_QLINEAR + j] (ownership
+ * passes to m): the f32 weights they replace leave the parameter list and
+ * are released. Allocates nothing, so it cannot fail.
+ */
+void tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t group_size, tfc_qweight **qs);
 
 /*
  * params[] owns the model's one reference to each parameter. The named
@@ -39,6 +64,8 @@ struct tfc_gpt {
     tfc_tensor **params;  /* n_params owned references, in tfc_gpt_params order */
     tfc_tensor ***fields; /* fields[i]: the named field that aliases params[i] */
     int32_t *decays;      /* decays[i]: params[i] takes weight decay (its table row's column) */
+    tfc_qformat qformat;  /* 0: f32 (or f64); else the block Linears are the handles in blocks[] */
+    int32_t qgroup;       /* the int4 group size; 0 for int8 */
 };
 
 /* TFC_OK for a valid config, else the error naming the bad field, prefixed by fn. */

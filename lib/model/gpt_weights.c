@@ -50,6 +50,17 @@ static void config_to_meta(const tfc_gpt_config *c, const char **keys, const cha
     snprintf(bufs[N_INT + 2], 32, "%s", tfc_dtype_name(c->dtype));
 }
 
+/*
+ * A quantized model's extra tensors and metadata (docs/MODEL.md, "Quantized
+ * inference"): each quantized weight NAME is stored as NAME.qcodes (u8) and
+ * NAME.qscales (f32) in tfc_qweight_tensors' layouts, [out, in] like
+ * nn.Linear (the f32 NAME was [in, out]); "tfc.quant.format" (int8|int4) and
+ * "tfc.quant.group_size" say how to read them.
+ */
+#define QUANT_FORMAT_KEY "tfc.quant.format"
+#define QUANT_GROUP_KEY "tfc.quant.group_size"
+static const char *const qsuffix[2] = {".qcodes", ".qscales"};
+
 TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *const *meta_keys,
                                 const char *const *meta_values, int32_t n_meta) {
     const char *fn = "tfc_gpt_save";
@@ -64,19 +75,52 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
     const char *const *names;
     tfc_tensor *const *params;
     TFC_TRY(tfc_gpt_params(m, &n, &names, &params));
-    const char **keys = malloc(((size_t)n_meta + N_CFG) * sizeof *keys);
-    const char **vals = malloc(((size_t)n_meta + N_CFG) * sizeof *vals);
-    char bufs[N_CFG][32];
+    const int32_t nq = m->qformat ? 2 * GPT_N_QLINEAR * c.n_layer : 0, n_cfg = N_CFG + (m->qformat ? 2 : 0);
+    const char **keys = malloc(((size_t)n_meta + (size_t)n_cfg) * sizeof *keys);
+    const char **vals = malloc(((size_t)n_meta + (size_t)n_cfg) * sizeof *vals);
+    const char **tnames = calloc((size_t)n + (size_t)nq, sizeof *tnames);
+    tfc_tensor **tensors = calloc((size_t)n + (size_t)nq, sizeof *tensors);
+    char **qnames = calloc((size_t)nq + 1, sizeof *qnames);
+    char bufs[N_CFG][32], group[32];
     tfc_status s = TFC_OK;
-    if (!keys || !vals) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (!keys || !vals || !tnames || !tensors || !qnames) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     if (s == TFC_OK) {
         config_to_meta(&c, keys, vals, bufs);
-        for (int32_t i = 0; i < n_meta; i++) {
-            keys[N_CFG + i] = meta_keys[i];
-            vals[N_CFG + i] = meta_values[i];
+        if (m->qformat) {
+            snprintf(group, sizeof group, "%d", (int)m->qgroup);
+            keys[N_CFG] = QUANT_FORMAT_KEY;
+            vals[N_CFG] = m->qformat == TFC_QFORMAT_INT8 ? "int8" : "int4";
+            keys[N_CFG + 1] = QUANT_GROUP_KEY;
+            vals[N_CFG + 1] = group;
         }
-        s = tfc_safetensors_save(path, names, params, n, keys, vals, N_CFG + n_meta);
+        for (int32_t i = 0; i < n_meta; i++) {
+            keys[n_cfg + i] = meta_keys[i];
+            vals[n_cfg + i] = meta_values[i];
+        }
+        for (int32_t i = 0; i < n; i++) {
+            tnames[i] = names[i];
+            tensors[i] = tfc_tensor_retain(params[i]);
+        }
     }
+    for (int32_t q = 0; s == TFC_OK && q < nq / 2; q++) {
+        const int32_t l = q / GPT_N_QLINEAR;
+        const int j = q % GPT_N_QLINEAR;
+        s = tfc_qweight_tensors(*tfc_gpt_block_qweight(m, l, j), &tensors[n + 2 * q], &tensors[n + 2 * q + 1]);
+        for (int k = 0; k < 2 && s == TFC_OK; k++) {
+            char name[128];
+            snprintf(name, sizeof name, "transformer.h.%d.%s%s", (int)l, tfc_gpt_qlinears[j].name, qsuffix[k]);
+            qnames[2 * q + k] = strdup(name);
+            if (!qnames[2 * q + k]) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+            tnames[n + 2 * q + k] = qnames[2 * q + k];
+        }
+    }
+    if (s == TFC_OK)
+        s = tfc_safetensors_save(path, tnames, (tfc_tensor *const *)tensors, n + nq, keys, vals, n_cfg + n_meta);
+    for (int32_t i = 0; tensors && i < n + nq; i++) tfc_tensor_release(tensors[i]);
+    for (int32_t i = 0; qnames && i < nq; i++) free(qnames[i]);
+    free(qnames);
+    free(tensors);
+    free(tnames);
     free(keys);
     free(vals);
     return tfc_err_in(fn, s);
@@ -108,6 +152,69 @@ static tfc_status read_config(const char *fn, const char *path, const tfc_safete
         c->dtype = TFC_DTYPE_F32;
     else
         return tfc_err(TFC_ERR_FORMAT, "%s: '%s' lacks a valid metadata entry 'tfc.dtype'", fn, path);
+    return TFC_OK;
+}
+
+/* The file's quantization: *format 0 when it holds an f32/f64 model. */
+static tfc_status read_quant(const char *fn, const char *path, const tfc_safetensors *f, tfc_qformat *format,
+                             int32_t *group) {
+    const char *v = NULL;
+    TFC_TRY(tfc_safetensors_metadata(f, QUANT_FORMAT_KEY, &v));
+    *format = (tfc_qformat)0;
+    *group = 0;
+    if (!v) return TFC_OK;
+    if (strcmp(v, "int8") == 0)
+        *format = TFC_QFORMAT_INT8;
+    else if (strcmp(v, "int4") == 0)
+        *format = TFC_QFORMAT_INT4;
+    else
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has metadata '%s' = '%s', need int8 or int4", fn, path,
+                       QUANT_FORMAT_KEY, v);
+    return meta_int(fn, path, f, QUANT_GROUP_KEY, group);
+}
+
+/*
+ * The quantized weights of a file written by tfc_gpt_save from a quantized
+ * model, checked against m's shapes (tfc_qweight_from_tensors refuses a
+ * wrong dtype or shape, or a non-finite scale), then installed in m.
+ */
+static tfc_status load_qweights(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
+                                tfc_qformat format, int32_t group) {
+    const int32_t n = m->cfg.n_layer * GPT_N_QLINEAR;
+    tfc_qweight **qs = calloc((size_t)n, sizeof *qs);
+    if (!qs) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    tfc_status s = TFC_OK;
+    for (int32_t i = 0; i < n && s == TFC_OK; i++) {
+        const int32_t l = i / GPT_N_QLINEAR;
+        const int j = i % GPT_N_QLINEAR;
+        const tfc_tensor *w = *tfc_gpt_block_weight(m, l, j); /* [in, out] */
+        tfc_tensor *arr[2] = {NULL, NULL};
+        char name[2][128];
+        for (int k = 0; k < 2 && s == TFC_OK; k++) {
+            snprintf(name[k], sizeof name[k], "transformer.h.%d.%s%s", (int)l, tfc_gpt_qlinears[j].name, qsuffix[k]);
+            if (tfc_safetensors_find(f, name[k], &arr[k]) != TFC_OK)
+                s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' is quantized (%s) but has no tensor '%s'", fn, path,
+                            format == TFC_QFORMAT_INT8 ? "int8" : "int4", name[k]);
+        }
+        if (s == TFC_OK) {
+            s = tfc_qweight_from_tensors(format, tfc_tensor_dim(w, 1), tfc_tensor_dim(w, 0), group, arr[0], arr[1],
+                                         &qs[i]);
+            if (s != TFC_OK) {
+                char why[512];
+                snprintf(why, sizeof why, "%s", tfc_last_error());
+                s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': %s / .qscales: %s", fn, path, name[0], why);
+            }
+        }
+        tfc_tensor_release(arr[0]);
+        tfc_tensor_release(arr[1]);
+    }
+    if (s != TFC_OK) {
+        for (int32_t i = 0; i < n; i++) tfc_qweight_release(qs[i]);
+        free(qs);
+        return s;
+    }
+    tfc_gpt_install_qweights(m, format, group, qs);
+    free(qs);
     return TFC_OK;
 }
 
@@ -151,13 +258,15 @@ static tfc_status copy_params(const char *fn, const char *path, tfc_gpt *m, cons
  * least one byte, so memory stays O(file size)).
  */
 static tfc_status check_file_holds_config(const char *fn, const char *path, const tfc_safetensors *f,
-                                          const tfc_gpt_config *c) {
+                                          const tfc_gpt_config *c, tfc_qformat format) {
     TFC_TRY(tfc_gpt_check_config(fn, c));
     int64_t held = 0;
     for (int32_t i = 0; i < tfc_safetensors_count(f); i++) {
         tfc_tensor *t = NULL;
         TFC_TRY(tfc_safetensors_get(f, i, NULL, &t));
-        held += tfc_tensor_numel(t);
+        /* a byte of int4 codes stands for two weights */
+        const int64_t per = format == TFC_QFORMAT_INT4 && tfc_tensor_dtype(t) == TFC_DTYPE_U8 ? 2 : 1;
+        held += per * tfc_tensor_numel(t);
         tfc_tensor_release(t);
     }
     const int64_t need = tfc_gpt_config_numel(c);
@@ -178,9 +287,17 @@ TFC_API tfc_status tfc_gpt_load(const char *path, tfc_gpt **out) {
     TFC_TRY(tfc_safetensors_load(path, &f));
     tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
     tfc_gpt *m = NULL;
+    tfc_qformat format = (tfc_qformat)0;
+    int32_t group = 0;
     tfc_status s = read_config(fn, path, f, &c);
-    if (s == TFC_OK) s = check_file_holds_config(fn, path, f, &c);
+    if (s == TFC_OK) s = read_quant(fn, path, f, &format, &group);
+    if (s == TFC_OK && format && c.dtype != TFC_DTYPE_F32)
+        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' is quantized but its tfc.dtype is %s, need f32", fn, path,
+                    tfc_dtype_name(c.dtype));
+    if (s == TFC_OK) s = check_file_holds_config(fn, path, f, &c, format);
     if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
+    /* the quantized layers first: their f32 weights then leave m's parameter list, which copy_params walks */
+    if (s == TFC_OK && format) s = load_qweights(fn, path, m, f, format, group);
     if (s == TFC_OK) s = copy_params(fn, path, m, f);
     tfc_safetensors_release(f);
     if (s != TFC_OK) {
@@ -195,11 +312,19 @@ TFC_API tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path) {
     const char *fn = "tfc_gpt_load_into";
     TFC_CHECK_NOT_NULL(fn, m);
     TFC_CHECK_NOT_NULL(fn, path);
+    if (m->qformat)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: the model is quantized; load quantized checkpoints with tfc_gpt_load",
+                       fn);
     tfc_gpt_config mine = TFC_GPT_CONFIG_INIT, theirs = TFC_GPT_CONFIG_INIT;
     TFC_TRY(tfc_gpt_get_config(m, &mine));
     tfc_safetensors *f;
     TFC_TRY(tfc_safetensors_load(path, &f));
+    tfc_qformat format = (tfc_qformat)0;
+    int32_t group = 0;
     tfc_status s = read_config(fn, path, f, &theirs);
+    if (s == TFC_OK) s = read_quant(fn, path, f, &format, &group);
+    if (s == TFC_OK && format)
+        s = tfc_err(TFC_ERR_UNSUPPORTED, "%s: the file is quantized; load quantized checkpoints with tfc_gpt_load", fn);
     for (size_t i = 0; s == TFC_OK && i < N_INT; i++)
         if (int_value(&mine, i) != int_value(&theirs, i))
             s = tfc_err(TFC_ERR_INVALID_ARG, "%s: '%s' has %s %d but the model has %d", fn, path,

@@ -187,6 +187,25 @@ checks=$((checks + 1))
 "$tfcore" eval --ckpt "$work/straight" --data "$work/corpus.txt" | grep -q "nats/token" || fail "eval printed no loss"
 expect_fail 2 "--ckpt DIR and --data FILE are required" "$tfcore" eval --ckpt "$work/straight"
 
+# quantized inference: --quantize int8|int4 [--group-size G] on sample and eval
+checks=$((checks + 1))
+head -c 3000 "$work/corpus.txt" > "$work/small.txt"
+"$tfcore" eval --ckpt "$work/straight" --data "$work/small.txt" --quantize int4 --group-size 64 > "$work/q.out" || fail "eval --quantize int4 failed"
+grep -q "^eval: .*: loss .* nats/token" "$work/q.out" && grep -q "int4 group 64 loss .* nats/token vs f32" "$work/q.out" ||
+    fail "eval --quantize did not print the f32 and int4 losses: $(cat "$work/q.out")"
+for q in int8 int4; do
+    checks=$((checks + 1))
+    a=$("$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 20 --seed 3 --quantize $q)
+    b=$("$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 20 --seed 3 --quantize $q)
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "seeded sampling with --quantize $q differs: '$a' vs '$b'"
+done
+expect_fail 2 "--quantize needs int8, int4 or none, got 'int2'" "$tfcore" sample --ckpt "$work/straight" --quantize int2
+expect_fail 2 "--quantize needs int8, int4 or none, got 'fp8'" "$tfcore" eval --ckpt "$work/straight" --data "$work/small.txt" --quantize fp8
+expect_fail 2 "--group-size needs --quantize int4" "$tfcore" eval --ckpt "$work/straight" --data "$work/small.txt" --group-size 32
+expect_fail 2 "--group-size is for int4" "$tfcore" sample --ckpt "$work/straight" --quantize int8 --group-size 32
+expect_fail 2 "tfc_gpt_quantize: group_size is 48" "$tfcore" sample --ckpt "$work/straight" --quantize int4 --group-size 48
+expect_fail 2 "--group-size needs an integer" "$tfcore" sample --ckpt "$work/straight" --quantize int4 --group-size x
+
 # the checkpoint read by an independent PyTorch GPT-2 (HF layout) gives the same loss
 if /usr/bin/python3 -c "import torch, numpy" 2>/dev/null; then
     checks=$((checks + 1))
@@ -194,6 +213,14 @@ if /usr/bin/python3 -c "import torch, numpy" 2>/dev/null; then
     ours=$("$tfcore" eval --ckpt "$work/straight" --data "$work/small.txt" | sed 's/.*loss \([0-9.]*\) nats.*/\1/')
     ref=$(/usr/bin/python3 "$(dirname "$0")/torch_reference.py" "$work/straight" "$work/small.txt")
     [ -n "$ours" ] && awk -v a="$ours" -v b="$ref" 'BEGIN { exit !(a - b < 2e-4 && b - a < 2e-4) }' || fail "tfcore eval loss '$ours' != PyTorch reading the checkpoint '$ref'"
+    # quantized: the same loss as PyTorch on weights quantized by numpy from quant.h's description
+    for q in int8 int4:32 int4:64; do
+        checks=$((checks + 1))
+        ours=$("$tfcore" eval --ckpt "$work/straight" --data "$work/small.txt" --quantize "${q%%:*}" \
+            $([ "$q" != int8 ] && echo --group-size "${q#*:}") | grep " vs f32" | sed 's/.* loss \([0-9.]*\) nats.*/\1/')
+        ref=$(/usr/bin/python3 "$(dirname "$0")/torch_reference.py" "$work/straight" "$work/small.txt" "$q")
+        [ -n "$ours" ] && awk -v a="$ours" -v b="$ref" 'BEGIN { exit !(a - b < 2e-4 && b - a < 2e-4) }' || fail "tfcore eval --quantize $q loss '$ours' != PyTorch on numpy-quantized weights '$ref'"
+    done
 else
     echo "skip: PyTorch check (no torch in /usr/bin/python3)"
 fi

@@ -5,7 +5,12 @@ GPT2LMHeadModel does (Conv1D weights [in, out]: y = x @ W + b; tied head),
 and print the mean loss over the non-overlapping windows of a text file —
 which must equal `tfcore eval` on the same checkpoint and file.
 
-    torch_reference.py CKPT_DIR TEXT_FILE
+    torch_reference.py CKPT_DIR TEXT_FILE [int8 | int4:GROUP]
+
+With a format, the four Linear weights of every block are first quantized
+and dequantized in numpy as include/tfcore/quant.h lays the formats out
+(symmetric, round half to even, one f32 scale per output feature or per
+group of GROUP inputs), which must equal `tfcore eval --quantize`.
 """
 import json
 import math
@@ -32,9 +37,24 @@ def load(path):
     return out, meta
 
 
+def fake_quant(w, fmt):
+    """w [in, out] (Conv1D) through quantize → dequantize, per quant.h: rows are outputs, groups run along in."""
+    wt = w.numpy().astype(np.float32).T  # [N, K]
+    N, K = wt.shape
+    G, qmax = (K, 127) if fmt == "int8" else (int(fmt.split(":")[1]), 7)
+    g = wt.reshape(N, K // G, G)
+    scale = (np.abs(g).max(axis=2, keepdims=True) / np.float32(qmax)).astype(np.float32)
+    q = np.rint(np.divide(g, scale, out=np.zeros_like(g), where=scale > 0))
+    return torch.from_numpy((q.astype(np.float32) * scale).reshape(N, K).T.copy())
+
+
 def main():
     ckpt, text = sys.argv[1], sys.argv[2]
     w, meta = load(ckpt + "/model.safetensors")
+    if len(sys.argv) > 3:
+        for name in list(w):
+            if name.endswith(("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")):
+                w[name] = fake_quant(w[name], sys.argv[3])
     L, H, C, T = (int(meta["tfc." + k]) for k in ("n_layer", "n_head", "n_embd", "block_size"))
     eps = float(meta["tfc.ln_eps"])
     chars = bytes.fromhex(meta["tfc.vocab"][5:])

@@ -221,6 +221,24 @@ tfc_status tfc_tensor_to_dlpack(const tfc_tensor *t, DLManagedTensor **out);
 tfc_status tfc_tensor_to_dlpack_versioned(const tfc_tensor *t, DLManagedTensorVersioned **out);
 tfc_status tfc_tensor_from_dlpack(DLManagedTensor *m, tfc_tensor **out);
 tfc_status tfc_tensor_from_dlpack_versioned(DLManagedTensorVersioned *m, tfc_tensor **out);
+typedef struct tfc_qweight tfc_qweight;
+typedef enum tfc_qformat {
+TFC_QFORMAT_INT8 = 1,
+TFC_QFORMAT_INT4 = 2,
+TFC_QFORMAT_FORCE_INT32 = 0x7fffffff
+} tfc_qformat;
+tfc_status tfc_quantize(const tfc_tensor *w, tfc_qformat format, int32_t group_size, uint32_t flags, tfc_qweight **out);
+tfc_status tfc_qweight_dequantize(const tfc_qweight *q, uint32_t flags, tfc_tensor **out);
+tfc_status tfc_qlinear(tfc_graph *g, const tfc_tensor *x, const tfc_qweight *w, const tfc_tensor *b, tfc_tensor **out);
+tfc_status tfc_qweight_tensors(const tfc_qweight *q, tfc_tensor **packed, tfc_tensor **scales);
+tfc_status tfc_qweight_from_tensors(tfc_qformat format, int64_t n, int64_t k, int32_t group_size, const tfc_tensor *packed, const tfc_tensor *scales, tfc_qweight **out);
+tfc_qweight *tfc_qweight_retain(tfc_qweight *q);
+void tfc_qweight_release(tfc_qweight *q);
+tfc_qformat tfc_qweight_format(const tfc_qweight *q);
+int64_t tfc_qweight_out_features(const tfc_qweight *q);
+int64_t tfc_qweight_in_features(const tfc_qweight *q);
+int32_t tfc_qweight_group_size(const tfc_qweight *q);
+int64_t tfc_qweight_nbytes(const tfc_qweight *q);
 typedef struct tfc_gpt tfc_gpt;
 typedef struct tfc_gpt_cache tfc_gpt_cache;
 typedef struct tfc_gpt_config {
@@ -252,6 +270,9 @@ tfc_status tfc_gpt_forward_cached(tfc_gpt *m, tfc_gpt_cache *c, const tfc_tensor
 tfc_status tfc_sample(const float *logits, int64_t n, double temperature, int32_t top_k, double top_p, uint64_t seed, uint64_t offset, int32_t *token);
 typedef int32_t (*tfc_gpt_token_fn)(int32_t token, void *ctx);
 tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *prompt, int32_t n_prompt, int32_t max_new, double temperature, int32_t top_k, double top_p, uint64_t seed, int32_t *out, int32_t cap, tfc_gpt_token_fn on_token, void *ctx);
+tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t group_size);
+tfc_qformat tfc_gpt_quant_format(const tfc_gpt *m);
+int32_t tfc_gpt_quant_group_size(const tfc_gpt *m);
 tfc_status tfc_safetensors_save(const char *path, const char *const *names, tfc_tensor *const *tensors, int32_t n, const char *const *meta_keys, const char *const *meta_values, int32_t n_meta);
 typedef struct tfc_safetensors tfc_safetensors;
 tfc_status tfc_safetensors_load(const char *path, tfc_safetensors **out);
@@ -354,21 +375,3 @@ tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const char *vo
 tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern, tfc_tokenizer **out);
 tfc_status tfc_tokenizer_save(const tfc_tokenizer *tok, const char *path);
 tfc_status tfc_tokenizer_load(const char *path, tfc_tokenizer **out);
-typedef struct tfc_qweight tfc_qweight;
-typedef enum tfc_qformat {
-TFC_QFORMAT_INT8 = 1,
-TFC_QFORMAT_INT4 = 2,
-TFC_QFORMAT_FORCE_INT32 = 0x7fffffff
-} tfc_qformat;
-tfc_status tfc_quantize(const tfc_tensor *w, tfc_qformat format, int32_t group_size, uint32_t flags, tfc_qweight **out);
-tfc_status tfc_qweight_dequantize(const tfc_qweight *q, uint32_t flags, tfc_tensor **out);
-tfc_status tfc_qlinear(tfc_graph *g, const tfc_tensor *x, const tfc_qweight *w, const tfc_tensor *b, tfc_tensor **out);
-tfc_status tfc_qweight_tensors(const tfc_qweight *q, tfc_tensor **packed, tfc_tensor **scales);
-tfc_status tfc_qweight_from_tensors(tfc_qformat format, int64_t n, int64_t k, int32_t group_size, const tfc_tensor *packed, const tfc_tensor *scales, tfc_qweight **out);
-tfc_qweight *tfc_qweight_retain(tfc_qweight *q);
-void tfc_qweight_release(tfc_qweight *q);
-tfc_qformat tfc_qweight_format(const tfc_qweight *q);
-int64_t tfc_qweight_out_features(const tfc_qweight *q);
-int64_t tfc_qweight_in_features(const tfc_qweight *q);
-int32_t tfc_qweight_group_size(const tfc_qweight *q);
-int64_t tfc_qweight_nbytes(const tfc_qweight *q);

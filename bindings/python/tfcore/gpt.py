@@ -96,6 +96,9 @@ class GPT:
 
     def _adopt(self, ptr):
         self._h = ffi.gc(ptr, lib.tfc_gpt_release)
+        self._adopt_params()
+
+    def _adopt_params(self):
         n = ffi.new("int32_t *")
         names = ffi.new("char ***")
         params = ffi.new("tfc_tensor ***")
@@ -145,13 +148,41 @@ class GPT:
     def num_parameters(self):
         return int(lib.tfc_gpt_num_elements(self._h))
 
+    def quantize(self, format="int8", group_size=None):
+        """Quantize the block Linear weights in place for inference (tfc_gpt_quantize):
+        format "int8" (per output feature) or "int4" (group_size along the input,
+        default 32). Embeddings, LayerNorms, biases and the LM head stay float32;
+        the float32 weights of the quantized layers are dropped, so they leave
+        named_parameters(). The model is then inference-only (forward records no
+        graph). Returns self."""
+        from .quant import _format
+        fmt = _format(format)
+        if group_size is None:
+            group_size = 32 if fmt == lib.TFC_QFORMAT_INT4 else 0
+        check(lib.tfc_gpt_quantize(self._h, fmt, int(group_size)))
+        self._params = []  # the dropped weights must not stay alive through old references
+        self._adopt_params()
+        return self
+
+    @property
+    def quant_format(self):
+        """None for a float model, else "int8" or "int4"."""
+        f = lib.tfc_gpt_quant_format(self._h)
+        return {lib.TFC_QFORMAT_INT8: "int8", lib.TFC_QFORMAT_INT4: "int4"}.get(f)
+
+    @property
+    def quant_group_size(self):
+        """The int4 group size; 0 for int8 and float models."""
+        return int(lib.tfc_gpt_quant_group_size(self._h))
+
     def forward(self, idx, targets=None):
         """(logits [B, T, vocab], loss or None) for token ids idx [B, T]; the
         loss is the mean cross-entropy against targets [B, T]. Recorded for
-        backward unless under no_grad."""
+        backward unless under no_grad (never for a quantized model)."""
         idx = _ids(idx)
         tg = ffi.NULL if targets is None else _ids(targets)._h
-        g = _ag.graph() if _ag.is_grad_enabled() else ffi.NULL
+        quantized = lib.tfc_gpt_quant_format(self._h) != 0
+        g = _ag.graph() if _ag.is_grad_enabled() and not quantized else ffi.NULL
         logits = ffi.new("tfc_tensor **")
         loss = ffi.new("tfc_tensor **")
         check(lib.tfc_gpt_forward(self._h, g, idx._h, tg, logits, loss if targets is not None else ffi.NULL))
@@ -183,7 +214,8 @@ class GPT:
         return list(ffi.unpack(out, int(max_new_tokens)))
 
     def __repr__(self):
-        return "GPT(%r, %d parameters)" % (self.config, self.num_parameters())
+        q = ", %s" % self.quant_format if self.quant_format else ""
+        return "GPT(%r, %d parameters%s)" % (self.config, self.num_parameters(), q)
 
 
 def sample(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, offset=0):

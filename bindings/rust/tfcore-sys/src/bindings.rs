@@ -121,6 +121,17 @@ pub struct DLManagedTensorVersioned {
 }
 
 #[repr(C)]
+pub struct tfc_qweight {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+pub type tfc_qformat = i32;
+pub const TFC_QFORMAT_INT8: tfc_qformat = 1;
+pub const TFC_QFORMAT_INT4: tfc_qformat = 2;
+pub const TFC_QFORMAT_FORCE_INT32: tfc_qformat = 2147483647;
+
+#[repr(C)]
 pub struct tfc_gpt {
     _private: [u8; 0],
     _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
@@ -206,17 +217,6 @@ pub const TFC_SPECIAL_AS_TEXT: tfc_special_mode = 0;
 pub const TFC_SPECIAL_ALLOWED: tfc_special_mode = 1;
 pub const TFC_SPECIAL_DISALLOWED: tfc_special_mode = 2;
 pub const TFC_SPECIAL_FORCE_INT32: tfc_special_mode = 2147483647;
-
-#[repr(C)]
-pub struct tfc_qweight {
-    _private: [u8; 0],
-    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
-}
-
-pub type tfc_qformat = i32;
-pub const TFC_QFORMAT_INT8: tfc_qformat = 1;
-pub const TFC_QFORMAT_INT4: tfc_qformat = 2;
-pub const TFC_QFORMAT_FORCE_INT32: tfc_qformat = 2147483647;
 
 extern "C" {
     pub fn tfc_version() -> i32;
@@ -357,6 +357,18 @@ extern "C" {
     pub fn tfc_tensor_to_dlpack_versioned(t: *const tfc_tensor, out: *mut *mut DLManagedTensorVersioned) -> tfc_status;
     pub fn tfc_tensor_from_dlpack(m: *mut DLManagedTensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_from_dlpack_versioned(m: *mut DLManagedTensorVersioned, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_quantize(w: *const tfc_tensor, format: tfc_qformat, group_size: i32, flags: u32, out: *mut *mut tfc_qweight) -> tfc_status;
+    pub fn tfc_qweight_dequantize(q: *const tfc_qweight, flags: u32, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_qlinear(g: *mut tfc_graph, x: *const tfc_tensor, w: *const tfc_qweight, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_qweight_tensors(q: *const tfc_qweight, packed: *mut *mut tfc_tensor, scales: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_qweight_from_tensors(format: tfc_qformat, n: i64, k: i64, group_size: i32, packed: *const tfc_tensor, scales: *const tfc_tensor, out: *mut *mut tfc_qweight) -> tfc_status;
+    pub fn tfc_qweight_retain(q: *mut tfc_qweight) -> *mut tfc_qweight;
+    pub fn tfc_qweight_release(q: *mut tfc_qweight);
+    pub fn tfc_qweight_format(q: *const tfc_qweight) -> tfc_qformat;
+    pub fn tfc_qweight_out_features(q: *const tfc_qweight) -> i64;
+    pub fn tfc_qweight_in_features(q: *const tfc_qweight) -> i64;
+    pub fn tfc_qweight_group_size(q: *const tfc_qweight) -> i32;
+    pub fn tfc_qweight_nbytes(q: *const tfc_qweight) -> i64;
     pub fn tfc_gpt_config_preset(name: *const c_char, cfg: *mut tfc_gpt_config) -> tfc_status;
     pub fn tfc_gpt_new(cfg: *const tfc_gpt_config, seed: u64, out: *mut *mut tfc_gpt) -> tfc_status;
     pub fn tfc_gpt_release(m: *mut tfc_gpt);
@@ -373,6 +385,9 @@ extern "C" {
     pub fn tfc_gpt_forward_cached(m: *mut tfc_gpt, c: *mut tfc_gpt_cache, idx: *const tfc_tensor, logits: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_sample(logits: *const f32, n: i64, temperature: f64, top_k: i32, top_p: f64, seed: u64, offset: u64, token: *mut i32) -> tfc_status;
     pub fn tfc_gpt_generate(m: *mut tfc_gpt, prompt: *const i32, n_prompt: i32, max_new: i32, temperature: f64, top_k: i32, top_p: f64, seed: u64, out: *mut i32, cap: i32, on_token: tfc_gpt_token_fn, ctx: *mut c_void) -> tfc_status;
+    pub fn tfc_gpt_quantize(m: *mut tfc_gpt, format: tfc_qformat, group_size: i32) -> tfc_status;
+    pub fn tfc_gpt_quant_format(m: *const tfc_gpt) -> tfc_qformat;
+    pub fn tfc_gpt_quant_group_size(m: *const tfc_gpt) -> i32;
     pub fn tfc_safetensors_save(path: *const c_char, names: *const *const c_char, tensors: *const *mut tfc_tensor, n: i32, meta_keys: *const *const c_char, meta_values: *const *const c_char, n_meta: i32) -> tfc_status;
     pub fn tfc_safetensors_load(path: *const c_char, out: *mut *mut tfc_safetensors) -> tfc_status;
     pub fn tfc_safetensors_load_buffer(data: *const c_void, len: usize, out: *mut *mut tfc_safetensors) -> tfc_status;
@@ -440,16 +455,4 @@ extern "C" {
     pub fn tfc_tokenizer_load_tiktoken(path: *const c_char, pattern: i32, out: *mut *mut tfc_tokenizer) -> tfc_status;
     pub fn tfc_tokenizer_save(tok: *const tfc_tokenizer, path: *const c_char) -> tfc_status;
     pub fn tfc_tokenizer_load(path: *const c_char, out: *mut *mut tfc_tokenizer) -> tfc_status;
-    pub fn tfc_quantize(w: *const tfc_tensor, format: tfc_qformat, group_size: i32, flags: u32, out: *mut *mut tfc_qweight) -> tfc_status;
-    pub fn tfc_qweight_dequantize(q: *const tfc_qweight, flags: u32, out: *mut *mut tfc_tensor) -> tfc_status;
-    pub fn tfc_qlinear(g: *mut tfc_graph, x: *const tfc_tensor, w: *const tfc_qweight, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
-    pub fn tfc_qweight_tensors(q: *const tfc_qweight, packed: *mut *mut tfc_tensor, scales: *mut *mut tfc_tensor) -> tfc_status;
-    pub fn tfc_qweight_from_tensors(format: tfc_qformat, n: i64, k: i64, group_size: i32, packed: *const tfc_tensor, scales: *const tfc_tensor, out: *mut *mut tfc_qweight) -> tfc_status;
-    pub fn tfc_qweight_retain(q: *mut tfc_qweight) -> *mut tfc_qweight;
-    pub fn tfc_qweight_release(q: *mut tfc_qweight);
-    pub fn tfc_qweight_format(q: *const tfc_qweight) -> tfc_qformat;
-    pub fn tfc_qweight_out_features(q: *const tfc_qweight) -> i64;
-    pub fn tfc_qweight_in_features(q: *const tfc_qweight) -> i64;
-    pub fn tfc_qweight_group_size(q: *const tfc_qweight) -> i32;
-    pub fn tfc_qweight_nbytes(q: *const tfc_qweight) -> i64;
 }
