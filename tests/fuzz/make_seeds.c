@@ -73,6 +73,17 @@ static void gpt_seeds(void) {
     ok(tfc_gpt_new(&c, 2, &m), "gpt");
     ok(tfc_gpt_save(m, path_of("gpt_load", "untied_nobias.safetensors"), NULL, NULL, 0), "gpt save");
     tfc_gpt_release(m);
+    /* quantized checkpoints (NAME.qcodes / NAME.qscales, tfc.quant.* metadata): int8, and int4 in groups of 32 */
+    c = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
+    c.n_layer = 1, c.n_head = 2, c.n_embd = 32, c.block_size = 4, c.vocab_size = 8;
+    ok(tfc_gpt_new(&c, 3, &m), "gpt");
+    ok(tfc_gpt_quantize(m, TFC_QFORMAT_INT8, 0), "gpt quantize");
+    ok(tfc_gpt_save(m, path_of("gpt_load", "int8.safetensors"), NULL, NULL, 0), "gpt save");
+    tfc_gpt_release(m);
+    ok(tfc_gpt_new(&c, 4, &m), "gpt");
+    ok(tfc_gpt_quantize(m, TFC_QFORMAT_INT4, 32), "gpt quantize");
+    ok(tfc_gpt_save(m, path_of("gpt_load", "int4_g32.safetensors"), NULL, NULL, 0), "gpt save");
+    tfc_gpt_release(m);
 }
 
 static void tokenizer_seeds(void) {
