@@ -177,6 +177,8 @@ TEST(bad_quantize_arguments_and_training_entry_points) {
     CHECK_OK(tfc_gpt_to_device(m, TFC_DEVICE_CPU, 0));
     /* the loss without a graph still works (the eval path), fused head and all */
     CHECK_OK(tfc_gpt_forward(m, NULL, x, x, NULL, &loss));
+    tfc_tensor_release(loss);
+    loss = NULL;
     CHECK_OK(tfc_gpt_forward(m, NULL, x, x, &lg, &loss));
     tfc_tensor_release(lg);
     tfc_tensor_release(loss);
