@@ -43,11 +43,14 @@ tfc_tensor **tfc_gpt_block_weight(tfc_gpt *m, int32_t l, int j);
 tfc_qweight **tfc_gpt_block_qweight(const tfc_gpt *m, int32_t l, int j);
 
 /*
- * Make m quantized with the handles qs[l·GPT_N_QLINEAR + j] (ownership
- * passes to m): the f32 weights they replace leave the parameter list and
- * are released. Allocates nothing, so it cannot fail.
+ * The last step of quantizing or loading a quantized model, given the status
+ * s of building the handles qs[l·GPT_N_QLINEAR + j] (a malloc'd array, freed
+ * here; failed slots are NULL). When s is TFC_OK, m becomes quantized with
+ * them (ownership passes to m): the f32 weights they replace leave the
+ * parameter list and are released. Otherwise every handle is released and m
+ * is untouched. Allocates nothing; returns s.
  */
-void tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t group_size, tfc_qweight **qs);
+tfc_status tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t group_size, tfc_qweight **qs, tfc_status s);
 
 /*
  * params[] owns the model's one reference to each parameter. The named

@@ -35,7 +35,13 @@ static int is_quantized_field(const tfc_gpt *m, tfc_tensor **field) {
     return 0;
 }
 
-void tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t group_size, tfc_qweight **qs) {
+tfc_status tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t group_size, tfc_qweight **qs,
+                                    tfc_status s) {
+    if (s != TFC_OK) {
+        for (int32_t i = 0; i < m->cfg.n_layer * GPT_N_QLINEAR; i++) tfc_qweight_release(qs[i]);
+        free(qs);
+        return s;
+    }
     for (int32_t l = 0; l < m->cfg.n_layer; l++)
         for (int j = 0; j < GPT_N_QLINEAR; j++) *tfc_gpt_block_qweight(m, l, j) = qs[l * GPT_N_QLINEAR + j];
     /* drop the f32 weights from the parameter list, keeping the order of the rest */
@@ -56,6 +62,8 @@ void tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t group_size
     m->n_params = kept;
     m->qformat = format;
     m->qgroup = group_size;
+    free(qs);
+    return TFC_OK;
 }
 
 static const char *format_name(tfc_qformat f) { return f == TFC_QFORMAT_INT8 ? "int8" : "int4"; }
@@ -100,14 +108,7 @@ TFC_API tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t grou
             s = tfc_err(s, "%s: transformer.h.%d.%s: %s", fn, (int)l, tfc_gpt_qlinears[j].name, why);
         }
     }
-    if (s != TFC_OK) {
-        for (int32_t i = 0; i < n; i++) tfc_qweight_release(qs[i]);
-        free(qs);
-        return s;
-    }
-    tfc_gpt_install_qweights(m, format, group_size, qs);
-    free(qs);
-    return TFC_OK;
+    return tfc_gpt_install_qweights(m, format, group_size, qs, s);
 }
 
 TFC_API tfc_qformat tfc_gpt_quant_format(const tfc_gpt *m) { return m ? m->qformat : (tfc_qformat)0; }

@@ -208,14 +208,7 @@ static tfc_status load_qweights(const char *fn, const char *path, tfc_gpt *m, co
         tfc_tensor_release(arr[0]);
         tfc_tensor_release(arr[1]);
     }
-    if (s != TFC_OK) {
-        for (int32_t i = 0; i < n; i++) tfc_qweight_release(qs[i]);
-        free(qs);
-        return s;
-    }
-    tfc_gpt_install_qweights(m, format, group, qs);
-    free(qs);
-    return TFC_OK;
+    return tfc_gpt_install_qweights(m, format, group, qs, s);
 }
 
 /* Copy every parameter of m from f, converting dtype; shapes must match. Nothing is written unless all match. */
