@@ -62,6 +62,63 @@ TFC_API int64_t tfc_graph_num_nodes(const tfc_graph *g /* nullable: 0 */);
 TFC_API TFC_NODISCARD tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss,
                                                     const tfc_tensor *seed /* nullable */);
 
+/*
+ * Gradient hook: called during tfc_graph_backward on g once a leaf's
+ * gradient for that pass is final — what data-parallel training needs to
+ * start reducing a bucket of gradients while backward still runs (PyTorch
+ * DDP's post-accumulate-grad hooks).
+ *
+ * When: for every leaf (a tensor that requires grad and was not produced by
+ * a recorded op) that at least one node reachable from the loss takes as an
+ * input, fn(leaf, user) is called exactly once per backward call, right
+ * after the last of those edges has accumulated its contribution, so
+ * leaf's .grad (tfc_tensor_grad) then holds its final value for the pass:
+ * this pass's contributions plus whatever earlier backward calls left
+ * there. A leaf used by several ops, or twice by one (a tied weight, x·x),
+ * is called once, after its last use has been differentiated. If none of
+ * those nodes passed it a gradient (a node's backward may return none for
+ * an input), fn is still called once, after its last edge was processed,
+ * and .grad is whatever it was before (possibly none). Leaves not reachable
+ * from the loss are not called; neither are non-leaf tensors that retain
+ * their grad (tfc_tensor_retain_grad). Calls come in the order leaves
+ * become final — roughly the reverse of the forward pass: a parameter used
+ * last in the forward is final first.
+ *
+ * Threading: fn runs on the thread that called tfc_graph_backward, between
+ * two nodes' backwards. It may read, scale or replace leaf's gradient
+ * (tfc_tensor_grad, in-place ops, tfc_tensor_set_grad), run ops (with any
+ * graph; nodes it records on g are not part of this pass), and hand a
+ * reference to the gradient to another thread (to start an all-reduce):
+ * this pass writes that leaf's .grad no more, but the next backward or
+ * optimizer step must wait until that thread is done with it. While
+ * backward runs, fn must not call tfc_graph_backward or tfc_graph_clear on
+ * g (both refuse with TFC_ERR_INVALID_ARG); tfc_graph_release(g) from fn
+ * is deferred until backward returns.
+ *
+ * Ownership: leaf is borrowed for the call (tfc_tensor_retain to keep it);
+ * user is passed through untouched and never freed by the library. The
+ * hook belongs to g: setting one replaces the previous one, fn NULL removes
+ * it, tfc_graph_clear keeps it, and a backward already running keeps
+ * calling the hook it started with (a change made from inside the hook
+ * takes effect from the next backward call). With no hook set, backward
+ * does no extra work.
+ *
+ * Errors: fn returning a status other than TFC_OK stops backward, which
+ * returns that status. tfc_last_error() then holds, prefixed
+ * "tfc_graph_backward: ", the message of the library call that failed
+ * inside fn (the status fn passed on), or, when fn failed without a failing
+ * library call (returning TFC_ERR_CANCELLED, say), a message naming that
+ * status and the leaf. Unlike a failed validation, a hook failure leaves
+ * gradients partially accumulated: leaves already final hold this pass's
+ * gradient, others may hold part of it (zero them before retrying).
+ * tfc_graph_set_grad_hook itself fails only on g NULL (TFC_ERR_INVALID_ARG).
+ *
+ * Thread-safety: as for the graph itself, one thread at a time.
+ */
+typedef tfc_status (*tfc_grad_hook_fn)(tfc_tensor *leaf, void *user);
+TFC_API TFC_NODISCARD tfc_status tfc_graph_set_grad_hook(tfc_graph *g, tfc_grad_hook_fn fn /* nullable */,
+                                                         void *user /* nullable */);
+
 /* Mark a leaf tensor as requiring (1) or not (0) a gradient. Non-leaves refuse. */
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_set_requires_grad(tfc_tensor *t, int32_t on);
 /* 1 when t requires grad (leaf flag set, or produced from such a tensor on a recording graph). */

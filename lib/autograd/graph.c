@@ -30,6 +30,10 @@ static void graph_forget_nodes(tfc_graph *g) {
 
 TFC_API void tfc_graph_release(tfc_graph *g) {
     if (!g) return;
+    if (g->in_backward) { /* from a grad hook: backward finishes first */
+        g->release_pending = 1;
+        return;
+    }
     graph_forget_nodes(g);
     free(g->nodes);
     free(g);
@@ -37,6 +41,10 @@ TFC_API void tfc_graph_release(tfc_graph *g) {
 
 TFC_API tfc_status tfc_graph_clear(tfc_graph *g) {
     TFC_CHECK_NOT_NULL("tfc_graph_clear", g);
+    if (g->in_backward)
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "tfc_graph_clear: g is running tfc_graph_backward (called from its grad hook?); "
+                       "clear it after backward returns");
     graph_forget_nodes(g);
     return TFC_OK;
 }
@@ -44,6 +52,13 @@ TFC_API tfc_status tfc_graph_clear(tfc_graph *g) {
 TFC_API tfc_status tfc_graph_set_grad_enabled(tfc_graph *g, int32_t on) {
     TFC_CHECK_NOT_NULL("tfc_graph_set_grad_enabled", g);
     g->enabled = on != 0;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_graph_set_grad_hook(tfc_graph *g, tfc_grad_hook_fn fn, void *user) {
+    TFC_CHECK_NOT_NULL("tfc_graph_set_grad_hook", g);
+    g->grad_hook = fn;
+    g->grad_hook_user = fn ? user : NULL;
     return TFC_OK;
 }
 
@@ -199,9 +214,10 @@ static int64_t g_epoch;
 /*
  * The nodes reachable from root (explicit-stack DFS) into *all, each
  * validated before any gradient is touched, and each node's pending set to
- * the number of edges that will deliver a gradient to it.
+ * the number of edges that will deliver a gradient to it; with count_leaves
+ * (a grad hook is set), each leaf's hook_pending likewise.
  */
-static tfc_status collect(const char *fn, tfc_node *root, tfc_node ***all_out, int64_t *n_all) {
+static tfc_status collect(const char *fn, tfc_node *root, int count_leaves, tfc_node ***all_out, int64_t *n_all) {
     int64_t epoch = __atomic_add_fetch(&g_epoch, 1, __ATOMIC_RELAXED);
     int64_t cap = 256, top = 0, nall = 0, allcap = 256;
     tfc_node **stack = malloc(sizeof *stack * (size_t)cap), **all = malloc(sizeof *all * (size_t)allcap);
@@ -219,6 +235,14 @@ static tfc_status collect(const char *fn, tfc_node *root, tfc_node ***all_out, i
         if (st == TFC_OK) st = validate_node(fn, n);
         for (int32_t i = 0; i < n->n_in && st == TFC_OK; i++) {
             tfc_node *p = n->in[i].node;
+            tfc_tensor *leaf = n->in[i].leaf;
+            if (count_leaves && leaf) {
+                if (leaf->hook_epoch != epoch) {
+                    leaf->hook_epoch = epoch;
+                    leaf->hook_pending = 0;
+                }
+                leaf->hook_pending++;
+            }
             if (!p) continue;
             if (p->visit_epoch != epoch) {
                 p->visit_epoch = epoch;
@@ -260,13 +284,32 @@ static tfc_status seed_loss(const tfc_tensor *loss, const tfc_tensor *seed) {
     return TFC_OK;
 }
 
+/* The grad hook a backward pass calls (fn NULL: none), fixed when the pass starts. */
+typedef struct grad_hook {
+    tfc_grad_hook_fn fn;
+    void *user;
+} grad_hook;
+
+/* One edge into leaf has been processed: call the hook if it was the last. */
+static tfc_status leaf_edge_done(const grad_hook *h, tfc_tensor *leaf) {
+    if (!h->fn || --leaf->hook_pending != 0) return TFC_OK;
+    /* A stale message must not pass for the hook's own. */
+    tfc_clear_error();
+    tfc_status s = h->fn(leaf, h->user);
+    if (s != TFC_OK && !tfc_last_error()[0])
+        return tfc_err(s, "the grad hook returned %s for leaf %s %s without a message", tfc_status_name(s),
+                       tfc_dtype_name(leaf->dtype), SHAPE(leaf));
+    return s;
+}
+
 /*
  * Run n, whose consumers have all delivered: retained outputs take their
  * gradient, backward runs, each input's gradient goes to its leaf or
  * producer, and a producer that has now heard from every consumer is
- * pushed on ready.
+ * pushed on ready; a leaf that has now heard from every consumer goes to
+ * the grad hook.
  */
-static tfc_status run_node(const char *fn, tfc_node *n, tfc_node **ready, int64_t *top) {
+static tfc_status run_node(const char *fn, const grad_hook *h, tfc_node *n, tfc_node **ready, int64_t *top) {
     tfc_tensor *grad_in_small[16];
     tfc_tensor **grad_in = n->n_in <= 16 ? grad_in_small : calloc((size_t)n->n_in, sizeof *grad_in);
     if (!grad_in) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
@@ -294,6 +337,7 @@ static tfc_status run_node(const char *fn, tfc_node *n, tfc_node **ready, int64_
             tfc_tensor_release(gi);
         } else if (e->leaf) {
             if (gi) st = accumulate_leaf(e->leaf, gi);
+            if (st == TFC_OK) st = leaf_edge_done(h, e->leaf);
         } else {
             if (gi) st = grad_accumulate(&e->node->grad_acc[e->index], gi);
             if (--e->node->pending == 0) ready[(*top)++] = e->node;
@@ -307,7 +351,7 @@ static tfc_status run_node(const char *fn, tfc_node *n, tfc_node **ready, int64_
  * Kahn's order from root over the n_all collected nodes. Each is pushed
  * once, but many can be ready at once, so ready has room for all of them.
  */
-static tfc_status run(const char *fn, tfc_node *root, int64_t n_all) {
+static tfc_status run(const char *fn, const grad_hook *h, tfc_node *root, int64_t n_all) {
     tfc_node **ready = malloc(sizeof *ready * (size_t)n_all);
     if (!ready) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     int64_t top = 0;
@@ -318,7 +362,7 @@ static tfc_status run(const char *fn, tfc_node *root, int64_t n_all) {
     while (top > 0 && st == TFC_OK) {
         tfc_node *n = ready[--top];
         double t_node = prof ? tfc_profile_now() : 0;
-        st = run_node(fn, n, ready, &top);
+        st = run_node(fn, h, n, ready, &top);
         if (prof) tfc_profile_backward(n->name, tfc_profile_now() - t_node);
     }
     if (prof) tfc_profile_backward_pass(0);
@@ -329,11 +373,16 @@ static tfc_status run(const char *fn, tfc_node *root, int64_t n_all) {
 TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, const tfc_tensor *seed) {
     const char *fn = "tfc_graph_backward";
     TFC_TRY(check_backward_args(fn, g, loss, seed));
+    if (g->in_backward)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: g is already running backward (called from its grad hook?)", fn);
+    grad_hook h = {g->grad_hook, g->grad_hook_user};
     tfc_node **all;
     int64_t n_all;
-    TFC_TRY(collect(fn, loss->node, &all, &n_all));
+    TFC_TRY(collect(fn, loss->node, h.fn != NULL, &all, &n_all));
     tfc_status st = seed_loss(loss, seed);
-    if (st == TFC_OK) st = run(fn, loss->node, n_all);
+    g->in_backward = 1;
+    if (st == TFC_OK) st = run(fn, &h, loss->node, n_all);
+    g->in_backward = 0;
     /* On failure, drop in-flight gradients so nothing lingers. */
     for (int64_t i = 0; i < n_all; i++)
         for (int32_t o = 0; o < all[i]->n_out; o++) {
@@ -341,6 +390,7 @@ TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, cons
             all[i]->grad_acc[o] = NULL;
         }
     free(all);
+    if (g->release_pending) tfc_graph_release(g);
     return tfc_err_in(fn, st);
 }
 

@@ -79,6 +79,15 @@ struct tfc_node {
 struct tfc_graph {
     atomic_int refcount;
     int32_t enabled;
+    tfc_grad_hook_fn grad_hook; /* NULL: none (then backward counts nothing for it) */
+    void *grad_hook_user;
+    /*
+     * A backward on this graph is running: its hook may not clear or
+     * re-enter it, and a release it asks for waits until backward returns
+     * (backward walks node pointers the clear would free).
+     */
+    int32_t in_backward;
+    int32_t release_pending;
     tfc_node **nodes;
     int64_t n_nodes, cap_nodes;
 };

@@ -39,6 +39,13 @@ struct tfc_tensor {
     tfc_tensor *grad;      /* accumulated gradient (leaf or retained) */
     struct tfc_node *node; /* producing node (strong); NULL for leaves */
     int32_t out_index;     /* which output of node this is */
+    /*
+     * Grad-hook bookkeeping of the backward pass numbered hook_epoch: the
+     * edges still to deliver to this leaf (lib/autograd/graph.c). Stale
+     * values from an earlier pass are ignored, so nothing resets them.
+     */
+    int64_t hook_epoch;
+    int32_t hook_pending;
 };
 
 /* Elements (1 for scalars) — overflow already excluded at creation. */

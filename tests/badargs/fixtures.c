@@ -322,6 +322,12 @@ tfc_status fx_gradcheck_fn(tfc_graph *g, tfc_tensor *const *inputs, int32_t n, t
     return s;
 }
 
+tfc_status fx_grad_hook(tfc_tensor *leaf, void *user) {
+    (void)leaf;
+    (void)user;
+    return TFC_OK;
+}
+
 void *fx_ctx(void) { return fx_scratch(16); }
 
 /* ---- out slots --------------------------------------------------------------------------- */

@@ -67,6 +67,7 @@ void fx_dlpack_v_done(tfc_status s, DLManagedTensorVersioned *m);
 void fx_deleter(void *data, void *ctx);
 int32_t fx_on_token(int32_t token, void *ctx);
 tfc_status fx_gradcheck_fn(tfc_graph *g, tfc_tensor *const *inputs, int32_t n, tfc_tensor **out, void *ctx);
+tfc_status fx_grad_hook(tfc_tensor *leaf, void *user);
 void *fx_ctx(void);
 
 /* Out-parameter slots, released by type at cleanup. */

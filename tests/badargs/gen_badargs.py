@@ -43,7 +43,7 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 # Function-pointer typedefs of the API: pointer parameters without a '*'.
-FUNC_PTR_TYPES = {"tfc_deleter", "tfc_gpt_token_fn", "tfc_gradcheck_fn"}
+FUNC_PTR_TYPES = {"tfc_deleter", "tfc_gpt_token_fn", "tfc_gradcheck_fn", "tfc_grad_hook_fn"}
 INT_TYPES = {"int32_t", "int64_t", "size_t", "uint32_t", "uint64_t"}
 LIMITS = {"int32_t": ("INT32_MIN", "INT32_MAX"), "int64_t": ("INT64_MIN", "INT64_MAX")}
 
@@ -161,6 +161,7 @@ BY_TYPE = {
     "tfc_deleter": "fx_deleter",
     "tfc_gpt_token_fn": "fx_on_token",
     "tfc_gradcheck_fn": "fx_gradcheck_fn",
+    "tfc_grad_hook_fn": "fx_grad_hook",
     "tfc_dtype": "TFC_DTYPE_F32",
     "double": "1.0",
     "uint32_t": "0",

@@ -104,6 +104,8 @@ tfc_status tfc_graph_set_grad_enabled(tfc_graph *g, int32_t on);
 int32_t tfc_graph_is_grad_enabled(const tfc_graph *g);
 int64_t tfc_graph_num_nodes(const tfc_graph *g);
 tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, const tfc_tensor *seed);
+typedef tfc_status (*tfc_grad_hook_fn)(tfc_tensor *leaf, void *user);
+tfc_status tfc_graph_set_grad_hook(tfc_graph *g, tfc_grad_hook_fn fn, void *user);
 tfc_status tfc_tensor_set_requires_grad(tfc_tensor *t, int32_t on);
 int32_t tfc_tensor_requires_grad(const tfc_tensor *t);
 int32_t tfc_tensor_is_leaf(const tfc_tensor *t);

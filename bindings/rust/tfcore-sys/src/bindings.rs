@@ -64,6 +64,8 @@ pub struct tfc_graph {
     _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
 }
 
+pub type tfc_grad_hook_fn = Option<unsafe extern "C" fn(leaf: *mut tfc_tensor, user: *mut c_void) -> tfc_status>;
+
 pub type tfc_gradcheck_fn = Option<unsafe extern "C" fn(g: *mut tfc_graph, inputs: *const *mut tfc_tensor, n: i32, out: *mut *mut tfc_tensor, ctx: *mut c_void) -> tfc_status>;
 
 #[repr(C)]
@@ -276,6 +278,7 @@ extern "C" {
     pub fn tfc_graph_is_grad_enabled(g: *const tfc_graph) -> i32;
     pub fn tfc_graph_num_nodes(g: *const tfc_graph) -> i64;
     pub fn tfc_graph_backward(g: *mut tfc_graph, loss: *const tfc_tensor, seed: *const tfc_tensor) -> tfc_status;
+    pub fn tfc_graph_set_grad_hook(g: *mut tfc_graph, r#fn: tfc_grad_hook_fn, user: *mut c_void) -> tfc_status;
     pub fn tfc_tensor_set_requires_grad(t: *mut tfc_tensor, on: i32) -> tfc_status;
     pub fn tfc_tensor_requires_grad(t: *const tfc_tensor) -> i32;
     pub fn tfc_tensor_is_leaf(t: *const tfc_tensor) -> i32;
