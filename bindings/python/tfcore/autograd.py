@@ -96,6 +96,44 @@ def clear_graph():
         check(lib.tfc_graph_clear(g))
 
 
+def set_grad_hook(fn, params=None):
+    """Call fn(leaf) during every backward on this thread, once per leaf
+    reachable from the loss, as soon as that leaf's .grad is final for the
+    pass (tfc_graph_set_grad_hook: what overlapping a data-parallel gradient
+    all-reduce with backward needs). leaf is the very Tensor object from
+    params (an iterable of Tensors) when it is one of them, else a new
+    Tensor handle on the same leaf. fn=None removes the hook. The hook stays
+    across backward calls and graph clears. An exception raised by fn stops
+    backward (gradients may then be partially accumulated) and is re-raised
+    from Tensor.backward."""
+    st = _state()
+    g = graph()
+    if fn is None:
+        check(lib.tfc_graph_set_grad_hook(g, ffi.NULL, ffi.NULL))
+        st["grad_hook"] = None
+        return
+    by_handle = {}
+    for p in params or ():
+        by_handle[int(ffi.cast("uintptr_t", p._h))] = p
+    failure = []
+
+    def hook(leaf, user):
+        try:
+            t = by_handle.get(int(ffi.cast("uintptr_t", leaf)))
+            if t is None:
+                from .tensor import _wrap
+                t = _wrap(lib.tfc_tensor_retain(leaf))
+            fn(t)
+            return 0
+        except BaseException as e:  # KeyboardInterrupt too: nothing may vanish inside C
+            failure.append(e)
+            return lib.TFC_ERR_CANCELLED
+    # The callback (a native trampoline) lives as long as it is installed.
+    cb = ffi.callback("tfc_grad_hook_fn", hook)
+    check(lib.tfc_graph_set_grad_hook(g, cb, ffi.NULL))
+    st["grad_hook"] = (cb, failure)
+
+
 def backward(tensor, grad=None, retain_graph=False):
     """d(tensor)/d(leaves) accumulated into the leaves' .grad; see Tensor.backward."""
     if not lib.tfc_tensor_requires_grad(tensor._h):
@@ -103,6 +141,12 @@ def backward(tensor, grad=None, retain_graph=False):
                            "by a recorded op (set requires_grad=True on a leaf, outside no_grad)")
     g = graph()
     seed = ffi.NULL if grad is None else grad._h
-    check(lib.tfc_graph_backward(g, tensor._h, seed))
+    status = lib.tfc_graph_backward(g, tensor._h, seed)
+    hook = _state().get("grad_hook")
+    if status != 0 and hook is not None and hook[1]:
+        exc = hook[1].pop()
+        hook[1].clear()
+        raise exc
+    check(status)
     if not retain_graph:
         check(lib.tfc_graph_clear(g))
