@@ -23,6 +23,9 @@ test=(
   # libclang_rt.fuzzer) and the ThreadSanitizer build (scripts/tsan.sh: LLVM's
   # libomp and its Archer tool come with libomp-dev)
   clang libclang-rt-14-dev libomp-dev
+  # multi-process training: Open MPI 4.1 (mpirun, and mpi.h + libmpi for the
+  # MPI module libtfcore-mpi.so; tests/dist)
+  openmpi-bin libopenmpi-dev
 )
 bench=(python3 python3-numpy python3-torch)
 

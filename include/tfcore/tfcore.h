@@ -16,5 +16,6 @@
 #include "tfcore/optim.h"
 #include "tfcore/tokenizer.h"
 #include "tfcore/quant.h"
+#include "tfcore/dist.h"
 
 #endif

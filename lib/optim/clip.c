@@ -89,6 +89,7 @@ TFC_API tfc_status tfc_clip_grad_norm(tfc_tensor *const *params, int32_t n, doub
 TFC_API tfc_status tfc_optim_clip_grad_norm(tfc_optim *opt, double max_norm, double *total_norm) {
     const char *fn = "tfc_optim_clip_grad_norm";
     TFC_CHECK_NOT_NULL(fn, opt);
+    if (opt->shard) return tfc_optim_shard_clip(fn, opt, max_norm, total_norm);
     if (opt->n_params == 0) return clip(fn, NULL, 0, max_norm, total_norm);
     tfc_tensor **ps = malloc((size_t)opt->n_params * sizeof *ps);
     if (!ps) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);

@@ -22,6 +22,9 @@ typedef struct tfc_optim_slot {
     tfc_tensor *buf[TFC_OPTIM_MAX_BUFS];
 } tfc_optim_slot;
 
+/* ZeRO-1 sharding (lib/optim/shard.c); NULL in an optimizer that holds all its state. */
+typedef struct tfc_shard_state tfc_shard_state;
+
 typedef struct tfc_optim_group {
     double lr, weight_decay;
 } tfc_optim_group;
@@ -36,6 +39,7 @@ struct tfc_optim {
     int64_t step;
     tfc_optim_seg *segs; /* scratch for the fused pass, reused every step */
     int64_t cap_segs;
+    tfc_shard_state *shard; /* tfc_optim_shard: buf[j] hold this rank's piece only (shard.c) */
 };
 
 /* Validate opts (NULL = defaults of kind) and make an empty optimizer; fn names the caller. */
@@ -63,5 +67,13 @@ tfc_status tfc_optim_check_nonneg(const char *fn, const char *what, double v);
  */
 tfc_status tfc_optim_check_grad(const char *fn, const char *gname, const tfc_tensor *g, const char *refname,
                                 const tfc_tensor *ref, const tfc_tensor *param);
+
+/* Sharded (ZeRO-1) clipping and step, for tfc_optim_clip_grad_norm and tfc_optim_step (shard.c). */
+tfc_status tfc_optim_shard_clip(const char *fn, tfc_optim *o, double max_norm, double *total_norm);
+/* proto: the step's rule and hyperparameters (segs and device are filled in here). */
+tfc_status tfc_optim_shard_step(const char *fn, tfc_optim *o, const tfc_optim_problem *proto);
+void tfc_optim_shard_free(tfc_shard_state *z);
+/* TFC_ERR_UNSUPPORTED naming fn when o is sharded: what needs every parameter's full state. */
+tfc_status tfc_optim_refuse_sharded(const char *fn, const tfc_optim *o);
 
 #endif

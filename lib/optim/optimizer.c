@@ -18,6 +18,7 @@ TFC_API void tfc_optim_release(tfc_optim *opt) {
     free(opt->params);
     free(opt->groups);
     free(opt->segs);
+    tfc_optim_shard_free(opt->shard);
     free(opt);
 }
 
@@ -33,6 +34,14 @@ const char *tfc_optim_buf_name(const tfc_optim *o, int32_t i) {
 }
 
 int tfc_optim_has_param_step(const tfc_optim *o) { return o->kind != TFC_OPTIM_SGD; }
+
+tfc_status tfc_optim_refuse_sharded(const char *fn, const tfc_optim *o) {
+    if (!o->shard) return TFC_OK;
+    return tfc_err(TFC_ERR_UNSUPPORTED,
+                   "%s: the optimizer is sharded across ranks (ZeRO-1, tfc_optim_shard); its whole state is on no "
+                   "rank: gather it first with tfc_optim_gather",
+                   fn);
+}
 
 tfc_status tfc_optim_alloc_state(const char *fn, tfc_optim *o, tfc_optim_slot *pp) {
     for (int32_t j = 0; j < tfc_optim_num_bufs(o); j++) {
@@ -97,6 +106,7 @@ static tfc_status add_group(const char *fn, tfc_optim *opt, tfc_tensor *const *p
                             int32_t *group) {
     TFC_CHECK_NOT_NULL(fn, opt);
     tfc_optim *o = opt;
+    TFC_TRY(tfc_optim_refuse_sharded(fn, o));
     if (n < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %d: must be >= 0", fn, (int)n);
     if (n > 0 && !params) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params is NULL with n = %d", fn, (int)n);
     TFC_TRY(tfc_optim_check_nonneg(fn, "lr", lr));

@@ -65,6 +65,7 @@ static int entry_at(const tfc_optim *o, int64_t i, entry *e) {
 TFC_API tfc_status tfc_optim_state_count(const tfc_optim *opt, int64_t *n) {
     TFC_CHECK_NOT_NULL("tfc_optim_state_count", opt);
     TFC_CHECK_NOT_NULL("tfc_optim_state_count", n);
+    TFC_TRY(tfc_optim_refuse_sharded("tfc_optim_state_count", opt));
     *n = count_entries(opt);
     return TFC_OK;
 }
@@ -78,6 +79,7 @@ static tfc_status scalar_tensor(const char *fn, tfc_dtype dtype, const void *val
 TFC_API tfc_status tfc_optim_state_get(const tfc_optim *opt, int64_t i, char **name, tfc_tensor **tensor) {
     const char *fn = "tfc_optim_state_get";
     TFC_CHECK_NOT_NULL(fn, opt);
+    TFC_TRY(tfc_optim_refuse_sharded(fn, opt));
     entry e;
     if (!entry_at(opt, i, &e))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: i is %lld: the optimizer has %lld state entries", fn, (long long)i,
@@ -257,6 +259,7 @@ TFC_API tfc_status tfc_optim_state_load(tfc_optim *opt, const char *const *names
                                         int64_t n) {
     const char *fn = "tfc_optim_state_load";
     TFC_CHECK_NOT_NULL(fn, opt);
+    TFC_TRY(tfc_optim_refuse_sharded(fn, opt));
     if (n < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %lld: must be >= 0", fn, (long long)n);
     if (n > 0 && (!names || !tensors))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL with n = %lld", fn, !names ? "names" : "tensors",
@@ -301,5 +304,6 @@ TFC_API tfc_status tfc_optim_state_set(tfc_optim *opt, const char *name, const t
     TFC_CHECK_NOT_NULL("tfc_optim_state_set", opt);
     TFC_CHECK_NOT_NULL("tfc_optim_state_set", name);
     TFC_CHECK_NOT_NULL("tfc_optim_state_set", tensor);
+    TFC_TRY(tfc_optim_refuse_sharded("tfc_optim_state_set", opt));
     return tfc_err_in("tfc_optim_state_set", tfc_optim_state_load(opt, &name, &tensor, 1));
 }

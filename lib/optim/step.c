@@ -85,6 +85,22 @@ static int64_t lay_segments(tfc_optim *opt) {
 TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
     const char *fn = "tfc_optim_step";
     TFC_CHECK_NOT_NULL(fn, opt);
+    if (opt->shard) {
+        const tfc_optim_options *o = &opt->opts;
+        tfc_optim_problem proto = {
+            .rule = opt->kind != TFC_OPTIM_SGD ? TFC_OPTIM_RULE_ADAM : TFC_OPTIM_RULE_SGD,
+            .momentum = o->momentum,
+            .dampening = o->dampening,
+            .beta1 = o->beta1,
+            .beta2 = o->beta2,
+            .eps = o->eps,
+            .nesterov = o->nesterov,
+            .amsgrad = o->amsgrad,
+            .decoupled = opt->kind == TFC_OPTIM_ADAMW,
+            .maximize = o->maximize,
+        };
+        return tfc_optim_shard_step(fn, opt, &proto);
+    }
     TFC_TRY(tfc_optim_reserve_segs(fn, opt, opt->n_params));
     const tfc_tensor *ref = NULL; /* the first parameter with a gradient: the step runs on its device */
     for (int64_t k = 0; k < opt->n_params && !ref; k++)

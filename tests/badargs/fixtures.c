@@ -16,7 +16,22 @@ static int n_tensors_;
 static void *mem_[FX_MAX];
 static int n_mem_;
 
-enum slot_kind { S_TENSOR, S_GRAPH, S_OPTIM, S_TOK, S_GPT, S_CACHE, S_ST, S_TF, S_DL, S_DLV, S_QW, S_MEM };
+enum slot_kind {
+    S_COMM,
+    S_DDP,
+    S_TENSOR,
+    S_GRAPH,
+    S_OPTIM,
+    S_TOK,
+    S_GPT,
+    S_CACHE,
+    S_ST,
+    S_TF,
+    S_DL,
+    S_DLV,
+    S_QW,
+    S_MEM
+};
 static struct {
     enum slot_kind kind;
     void **p;
@@ -177,6 +192,9 @@ size_t *fx_sizes(int n, ...) {
 
 static tfc_graph *graph_;
 static tfc_optim *optim_;
+static tfc_optim *optim_sharded_;
+static tfc_comm *comm_;
+static tfc_ddp *ddp_;
 static tfc_tokenizer *tok_, *tok_fresh_;
 static tfc_gpt *gpt_;
 static tfc_gpt_config cfg_;
@@ -200,6 +218,33 @@ tfc_optim *fx_optim(void) {
     if (tfc_optim_add_params(optim_, p, 2, NULL) != TFC_OK) fatal("tfc_optim_add_params");
     if (tfc_optim_step(optim_) != TFC_OK) fatal("tfc_optim_step"); /* so state exists */
     return optim_;
+}
+
+tfc_comm *fx_comm(void) {
+    if (!comm_ && tfc_comm_init_single(&comm_) != TFC_OK) fatal("tfc_comm_init_single");
+    return comm_;
+}
+
+tfc_optim *fx_optim_sharded(void) {
+    if (optim_sharded_) return optim_sharded_;
+    if (tfc_optim_adamw(NULL, &optim_sharded_) != TFC_OK) fatal("tfc_optim_adamw");
+    tfc_tensor *p[2] = {fx_leaf(), fx_leaf()};
+    if (tfc_optim_add_params(optim_sharded_, p, 2, NULL) != TFC_OK) fatal("tfc_optim_add_params");
+    if (tfc_optim_shard(optim_sharded_, fx_comm()) != TFC_OK) fatal("tfc_optim_shard");
+    if (tfc_optim_step(optim_sharded_) != TFC_OK) fatal("tfc_optim_step (sharded)");
+    return optim_sharded_;
+}
+
+tfc_ddp *fx_ddp(void) {
+    tfc_tensor *p[1] = {fx_leaf()};
+    if (!ddp_ && tfc_ddp_new(fx_comm(), p, 1, 0, &ddp_) != TFC_OK) fatal("tfc_ddp_new");
+    return ddp_;
+}
+
+tfc_ddp_stats *fx_ddp_stats(void) {
+    tfc_ddp_stats *st = fx_scratch(sizeof *st);
+    st->struct_size = sizeof *st;
+    return st;
 }
 
 static const char train_text[] = "the cat sat on the mat; the cat ate the rat. the end, the end.";
@@ -345,6 +390,8 @@ tfc_tensor **fx_out_tensor(void) { return (tfc_tensor **)slot(S_TENSOR, 1); }
 tfc_tensor **fx_out_tensors(int n) { return (tfc_tensor **)slot(S_TENSOR, n); }
 tfc_graph **fx_out_graph(void) { return (tfc_graph **)slot(S_GRAPH, 1); }
 tfc_optim **fx_out_optim(void) { return (tfc_optim **)slot(S_OPTIM, 1); }
+tfc_comm **fx_out_comm(void) { return (tfc_comm **)slot(S_COMM, 1); }
+tfc_ddp **fx_out_ddp(void) { return (tfc_ddp **)slot(S_DDP, 1); }
 tfc_tokenizer **fx_out_tok(void) { return (tfc_tokenizer **)slot(S_TOK, 1); }
 tfc_gpt **fx_out_gpt(void) { return (tfc_gpt **)slot(S_GPT, 1); }
 tfc_gpt_cache **fx_out_cache(void) { return (tfc_gpt_cache **)slot(S_CACHE, 1); }
@@ -364,6 +411,8 @@ int fx_outs_untouched(void) {
 
 static void release_slot(enum slot_kind kind, void *p) {
     switch (kind) {
+    case S_COMM: tfc_comm_release(p); break;
+    case S_DDP: tfc_ddp_release(p); break;
     case S_TENSOR: tfc_tensor_release(p); break;
     case S_GRAPH: tfc_graph_release(p); break;
     case S_OPTIM: tfc_optim_release(p); break;
@@ -388,6 +437,10 @@ void fx_cleanup(void) {
     tfc_qweight_release(qw_);
     tfc_gpt_release(gpt_);
     tfc_optim_release(optim_);
+    tfc_optim_release(optim_sharded_);
+    tfc_ddp_release(ddp_);
+    tfc_comm_release(comm_);
+    optim_sharded_ = NULL, ddp_ = NULL, comm_ = NULL;
     tfc_tokenizer_release(tok_);
     tfc_tokenizer_release(tok_fresh_);
     tfc_safetensors_release(st_);

@@ -57,6 +57,10 @@ size_t fx_st_len(void);
 tfc_token_file *fx_tf(void);
 tfc_qweight *fx_qweight(void); /* int8, W [4, 64] */
 tfc_optim_options *fx_opts(void);
+tfc_comm *fx_comm(void);           /* one rank (tfc_comm_init_single) */
+tfc_optim *fx_optim_sharded(void); /* fx_optim()-like, sharded over fx_comm(), stepped once */
+tfc_ddp *fx_ddp(void);             /* over one fx_leaf() */
+tfc_ddp_stats *fx_ddp_stats(void); /* struct_size set */
 DLManagedTensor *fx_dlpack(void);
 DLManagedTensorVersioned *fx_dlpack_v(void);
 /* After a from_dlpack call: on error the caller still owns m. */
@@ -75,6 +79,8 @@ tfc_tensor **fx_out_tensor(void);
 tfc_tensor **fx_out_tensors(int n);
 tfc_graph **fx_out_graph(void);
 tfc_optim **fx_out_optim(void);
+tfc_comm **fx_out_comm(void);
+tfc_ddp **fx_out_ddp(void);
 tfc_tokenizer **fx_out_tok(void);
 tfc_gpt **fx_out_gpt(void);
 tfc_qweight **fx_out_qweight(void);

@@ -377,3 +377,39 @@ tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const char *vo
 tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern, tfc_tokenizer **out);
 tfc_status tfc_tokenizer_save(const tfc_tokenizer *tok, const char *path);
 tfc_status tfc_tokenizer_load(const char *path, tfc_tokenizer **out);
+typedef struct tfc_comm tfc_comm;
+typedef enum tfc_comm_op {
+TFC_COMM_SUM = 0,
+TFC_COMM_AVG = 1
+} tfc_comm_op;
+tfc_status tfc_comm_init(tfc_comm **out);
+tfc_status tfc_comm_init_single(tfc_comm **out);
+void tfc_comm_release(tfc_comm *c);
+int32_t tfc_comm_rank(const tfc_comm *c);
+int32_t tfc_comm_size(const tfc_comm *c);
+const char *tfc_comm_backend(const tfc_comm *c);
+tfc_status tfc_comm_set_timeout(tfc_comm *c, double seconds);
+void tfc_comm_abort(tfc_comm *c, int32_t code);
+tfc_status tfc_barrier(tfc_comm *c);
+tfc_status tfc_all_reduce(tfc_comm *c, tfc_tensor *t, tfc_comm_op op);
+tfc_status tfc_broadcast(tfc_comm *c, tfc_tensor *t, int32_t root);
+tfc_status tfc_all_gather(tfc_comm *c, const tfc_tensor *in, tfc_tensor *out);
+tfc_status tfc_reduce_scatter(tfc_comm *c, const tfc_tensor *in, tfc_tensor *out, tfc_comm_op op);
+typedef struct tfc_ddp tfc_ddp;
+typedef struct tfc_ddp_stats {
+int32_t struct_size;
+int64_t syncs;
+int64_t buckets;
+int64_t bytes;
+double comm_s;
+double exposed_s;
+} tfc_ddp_stats;
+tfc_status tfc_ddp_new(tfc_comm *c, tfc_tensor *const *params, int32_t n, int64_t bucket_bytes, tfc_ddp **out);
+tfc_status tfc_ddp_attach(tfc_ddp *d, tfc_graph *g);
+tfc_status tfc_ddp_set_sync(tfc_ddp *d, int32_t on);
+tfc_status tfc_ddp_finish(tfc_ddp *d);
+tfc_status tfc_ddp_get_stats(const tfc_ddp *d, tfc_ddp_stats *st);
+void tfc_ddp_release(tfc_ddp *d);
+tfc_status tfc_optim_shard(tfc_optim *opt, tfc_comm *c);
+int32_t tfc_optim_is_sharded(const tfc_optim *opt);
+tfc_status tfc_optim_gather(const tfc_optim *opt, int32_t root, tfc_optim **out);

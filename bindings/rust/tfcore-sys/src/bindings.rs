@@ -220,6 +220,33 @@ pub const TFC_SPECIAL_ALLOWED: tfc_special_mode = 1;
 pub const TFC_SPECIAL_DISALLOWED: tfc_special_mode = 2;
 pub const TFC_SPECIAL_FORCE_INT32: tfc_special_mode = 2147483647;
 
+#[repr(C)]
+pub struct tfc_comm {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+pub type tfc_comm_op = i32;
+pub const TFC_COMM_SUM: tfc_comm_op = 0;
+pub const TFC_COMM_AVG: tfc_comm_op = 1;
+
+#[repr(C)]
+pub struct tfc_ddp {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tfc_ddp_stats {
+    pub struct_size: i32,
+    pub syncs: i64,
+    pub buckets: i64,
+    pub bytes: i64,
+    pub comm_s: f64,
+    pub exposed_s: f64,
+}
+
 extern "C" {
     pub fn tfc_version() -> i32;
     pub fn tfc_version_string() -> *const c_char;
@@ -458,4 +485,26 @@ extern "C" {
     pub fn tfc_tokenizer_load_tiktoken(path: *const c_char, pattern: i32, out: *mut *mut tfc_tokenizer) -> tfc_status;
     pub fn tfc_tokenizer_save(tok: *const tfc_tokenizer, path: *const c_char) -> tfc_status;
     pub fn tfc_tokenizer_load(path: *const c_char, out: *mut *mut tfc_tokenizer) -> tfc_status;
+    pub fn tfc_comm_init(out: *mut *mut tfc_comm) -> tfc_status;
+    pub fn tfc_comm_init_single(out: *mut *mut tfc_comm) -> tfc_status;
+    pub fn tfc_comm_release(c: *mut tfc_comm);
+    pub fn tfc_comm_rank(c: *const tfc_comm) -> i32;
+    pub fn tfc_comm_size(c: *const tfc_comm) -> i32;
+    pub fn tfc_comm_backend(c: *const tfc_comm) -> *const c_char;
+    pub fn tfc_comm_set_timeout(c: *mut tfc_comm, seconds: f64) -> tfc_status;
+    pub fn tfc_comm_abort(c: *mut tfc_comm, code: i32);
+    pub fn tfc_barrier(c: *mut tfc_comm) -> tfc_status;
+    pub fn tfc_all_reduce(c: *mut tfc_comm, t: *mut tfc_tensor, op: tfc_comm_op) -> tfc_status;
+    pub fn tfc_broadcast(c: *mut tfc_comm, t: *mut tfc_tensor, root: i32) -> tfc_status;
+    pub fn tfc_all_gather(c: *mut tfc_comm, r#in: *const tfc_tensor, out: *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_reduce_scatter(c: *mut tfc_comm, r#in: *const tfc_tensor, out: *mut tfc_tensor, op: tfc_comm_op) -> tfc_status;
+    pub fn tfc_ddp_new(c: *mut tfc_comm, params: *const *mut tfc_tensor, n: i32, bucket_bytes: i64, out: *mut *mut tfc_ddp) -> tfc_status;
+    pub fn tfc_ddp_attach(d: *mut tfc_ddp, g: *mut tfc_graph) -> tfc_status;
+    pub fn tfc_ddp_set_sync(d: *mut tfc_ddp, on: i32) -> tfc_status;
+    pub fn tfc_ddp_finish(d: *mut tfc_ddp) -> tfc_status;
+    pub fn tfc_ddp_get_stats(d: *const tfc_ddp, st: *mut tfc_ddp_stats) -> tfc_status;
+    pub fn tfc_ddp_release(d: *mut tfc_ddp);
+    pub fn tfc_optim_shard(opt: *mut tfc_optim, c: *mut tfc_comm) -> tfc_status;
+    pub fn tfc_optim_is_sharded(opt: *const tfc_optim) -> i32;
+    pub fn tfc_optim_gather(opt: *const tfc_optim, root: i32, out: *mut *mut tfc_optim) -> tfc_status;
 }
