@@ -8,6 +8,14 @@
  * drawn from (seed, step), the learning rate is a function of the step, and
  * the checkpoint holds the weights and the whole optimizer state — so N
  * steps, save, --resume, M more steps give the same numbers as N+M steps.
+ *
+ * Under `mpirun -np N`, --batch stays the global batch: each step's B rows
+ * are drawn as in one process and split into --grad-accum K micro-steps of
+ * N slices of B/(N·K) rows, rank r taking slice r of each micro-step, so N
+ * ranks see exactly the tokens one process sees. Gradients are averaged by
+ * tfc_ddp during backward (or reduce-scattered by the ZeRO-1 optimizer,
+ * --zero 1); rank 0 logs, evaluates, samples and writes the checkpoint,
+ * which does not depend on N (docs/DISTRIBUTED.md).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -29,6 +37,9 @@ typedef struct train_opts {
     int64_t sample_tokens;
     int64_t profile_steps; /* 0: no --profile */
     int64_t save_every;    /* 0: checkpoint at the end only */
+    int64_t grad_accum;    /* micro-steps per optimizer step */
+    int64_t zero;          /* 1: ZeRO-1 sharded optimizer state */
+    int64_t bucket_mb;     /* DDP bucket size, MiB */
     double lr, min_lr, weight_decay, clip;
     int resume, force, preset_given;
 } train_opts;
@@ -51,6 +62,8 @@ static const train_opts defaults = {
     .min_lr = 1e-4,
     .weight_decay = 0.1,
     .clip = 1.0,
+    .grad_accum = 1,
+    .bucket_mb = 25,
 };
 
 static void usage(FILE *f) {
@@ -60,7 +73,7 @@ static void usage(FILE *f) {
             "                    [--clip C] [--seed S] [--out DIR] [--resume] [--force] [--log-json FILE]\n"
             "                    [--eval-every K] [--eval-batches N] [--stop-after N] [--sample-tokens N]\n"
             "                    [--save-every N] [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N]\n"
-            "                    [--dtype f32|bf16]\n"
+            "                    [--dtype f32|f64|bf16] [--grad-accum K] [--zero 0|1] [--bucket-mb M]\n"
             "Defaults: tinyshakespeare ($TFCORE_DATA, else the project's data/tinyshakespeare.txt), char, char-tiny,\n"
             "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
             "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
@@ -69,7 +82,11 @@ static void usage(FILE *f) {
             "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
             "--device cuda trains on the GPU (the model is initialised on the CPU, so a seed gives the same\n"
             "weights on either device); checkpoints are written from the device and the final sample runs on\n"
-            "the CPU. --dtype bf16 (mixed precision) is not implemented yet.\n");
+            "the CPU. --dtype f64 trains in double precision; bf16 (mixed precision) is not implemented yet.\n"
+            "--grad-accum K splits each batch into K micro-steps whose gradients add up before one optimizer step.\n"
+            "Under mpirun -np N (docs/DISTRIBUTED.md) --batch is the global batch (divisible by N x K), gradients\n"
+            "are averaged in --bucket-mb buckets (25) during backward, --zero 1 shards the optimizer state\n"
+            "across ranks; rank 0 logs, evaluates and writes checkpoints, which resume with any N.\n");
 }
 
 static double now_s(void) {
@@ -163,6 +180,9 @@ static int parse(int argc, char **argv, train_opts *o) {
         INT_FLAG("sample-tokens", sample_tokens, 0, 1000000)
         INT_FLAG("profile-steps", profile_steps, 1, 100000000)
         INT_FLAG("save-every", save_every, 1, 100000000)
+        INT_FLAG("grad-accum", grad_accum, 1, 65536)
+        INT_FLAG("zero", zero, 0, 1)
+        INT_FLAG("bucket-mb", bucket_mb, 1, 65536)
         DBL_FLAG("lr", lr, 0, 10)
         DBL_FLAG("min-lr", min_lr, 0, 10)
         DBL_FLAG("weight-decay", weight_decay, 0, 10)
@@ -185,8 +205,8 @@ static int parse(int argc, char **argv, train_opts *o) {
     }
     if (strcmp(o->dtype, "bf16") == 0)
         return cli_error(EXIT_USAGE, CMD, "--dtype bf16: bf16 training not implemented yet (use --dtype f32)");
-    if (strcmp(o->dtype, "f32") != 0)
-        return cli_error(EXIT_USAGE, CMD, "--dtype must be f32 or bf16, got '%s'", o->dtype);
+    if (strcmp(o->dtype, "f32") != 0 && strcmp(o->dtype, "f64") != 0)
+        return cli_error(EXIT_USAGE, CMD, "--dtype must be f32, f64 or bf16, got '%s'", o->dtype);
     if (o->min_lr > o->lr) return cli_error(EXIT_USAGE, CMD, "--min-lr %g is above --lr %g", o->min_lr, o->lr);
     if (o->warmup < 0) o->warmup = o->steps >= 1000 ? 100 : o->steps / 10;
     if (o->warmup >= o->steps)
@@ -208,8 +228,11 @@ typedef struct train_run {
     tfc_gpt *m;
     tfc_optim *opt;
     tfc_graph *g;
-    ckpt_set ck; /* --resume: the checkpoint, open from load until build has read it */
-    FILE *jl;    /* --log-json */
+    tfc_comm *comm; /* mpirun's ranks, or this process alone */
+    int32_t rank, size;
+    tfc_ddp *ddp; /* several ranks without --zero: gradients averaged during backward */
+    ckpt_set ck;  /* --resume: the checkpoint, open from load until build has read it */
+    FILE *jl;     /* --log-json */
     loss_log curve;
     int64_t prof_begin, prof_end; /* the profiled steps; empty without --profile */
     double t0, last_val;
@@ -266,6 +289,7 @@ static int config_for(const train_opts *o, const vocab *v, tfc_gpt_config *c) {
     if (tfc_gpt_config_preset(o->preset, c) != TFC_OK)
         return cli_error(EXIT_USAGE, CMD, "unknown preset '%s' (known: char-tiny, char-small, gpt2-mini, gpt2)",
                          o->preset);
+    if (strcmp(o->dtype, "f64") == 0) c->dtype = TFC_DTYPE_F64;
     if (v->size > c->vocab_size)
         return cli_error(EXIT_USAGE, CMD, "the tokenizer has %d tokens but preset %s has a vocabulary of %d", v->size,
                          o->preset, c->vocab_size);
@@ -331,11 +355,15 @@ static int load_tokens(train_run *r, const char *text, size_t len) {
                        "the corpus '%s' is too small: %zu tokens, but its last 10%% (validation) must hold one block "
                        "of %lld+1 tokens, so at least %lld tokens are needed",
                        r->data_path, n_ids, (long long)T, (long long)(10 * (T + 1)));
-    else if (ensure_dir(r->o.out) != 0)
+    else if (r->rank == 0 && ensure_dir(r->o.out) != 0)
         rc = cli_error(EXIT_USAGE, CMD, "cannot create the output directory '%s'", r->o.out);
-    else if (tfc_token_file_write(tok_path, ids, r->n_tokens, r->v.size) != TFC_OK ||
-             tfc_token_file_open(tok_path, &r->tf) != TFC_OK)
+    else if (r->rank == 0 && tfc_token_file_write(tok_path, ids, r->n_tokens, r->v.size) != TFC_OK)
         rc = cli_lib_error(CMD, "writing the token file");
+    /* the other ranks open the file rank 0 wrote (a rank 0 failure ends the job instead) */
+    else if (tfc_barrier(r->comm) != TFC_OK)
+        rc = cli_lib_error(CMD, "waiting for rank 0's token file");
+    else if (tfc_token_file_open(tok_path, &r->tf) != TFC_OK)
+        rc = cli_lib_error(CMD, "opening the token file");
     free(ids);
     return rc;
 }
@@ -344,6 +372,23 @@ static int load(train_run *r) {
     /* Before anything is read or written: is the asked-for device there? */
     if (r->o.cuda_index >= 0 && !tfc_cuda_available())
         return cli_error(EXIT_RUNTIME, CMD, "--device %s: %s", r->o.device, tfc_last_error());
+    if (r->o.cuda_index >= 0 && r->size > 1)
+        return cli_error(EXIT_USAGE, CMD,
+                         "--device %s with %d ranks: multi-GPU training needs NCCL, which this build does not "
+                         "provide yet (train on the CPU, or with one rank)",
+                         r->o.device, r->size);
+    if (r->o.batch % (r->size * r->o.grad_accum) != 0)
+        return cli_error(EXIT_USAGE, CMD,
+                         "--batch %lld does not split evenly into %d ranks x %lld micro-steps (--grad-accum): use a "
+                         "multiple of %lld",
+                         (long long)r->o.batch, r->size, (long long)r->o.grad_accum,
+                         (long long)(r->size * r->o.grad_accum));
+    /* rank 0 finishes or discards a save a kill interrupted before any rank reads the checkpoint */
+    if (r->rank == 0) {
+        int rc = ckpt_recover(CMD, r->o.out);
+        if (rc) return rc;
+    }
+    if (tfc_barrier(r->comm) != TFC_OK) return cli_lib_error(CMD, "waiting for rank 0");
     r->data_path = find_data(r->o.data);
     char *text = NULL;
     size_t len = 0;
@@ -439,9 +484,20 @@ static int build(train_run *r) {
     int rc = make_optimizer(r);
     if (!rc && r->o.resume) rc = resume_state(r);
     if (rc) return rc;
-    if (r->o.log_json && !(r->jl = fopen(r->o.log_json, r->o.resume ? "a" : "w")))
-        return cli_error(EXIT_USAGE, CMD, "cannot write --log-json file '%s'", r->o.log_json);
     if (tfc_graph_new(&r->g) != TFC_OK) return cli_lib_error(CMD, "graph");
+    /* After a resume's state is loaded: sharding keeps this rank's slice of it. */
+    if (r->o.zero && tfc_optim_shard(r->opt, r->comm) != TFC_OK) return cli_lib_error(CMD, "sharding the optimizer");
+    if (!r->o.zero && r->size > 1) {
+        int32_t np;
+        const char *const *pnames;
+        tfc_tensor *const *params;
+        if (tfc_gpt_params(r->m, &np, &pnames, &params) != TFC_OK ||
+            tfc_ddp_new(r->comm, params, np, r->o.bucket_mb << 20, &r->ddp) != TFC_OK ||
+            tfc_ddp_attach(r->ddp, r->g) != TFC_OK)
+            return cli_lib_error(CMD, "setting up data-parallel gradient averaging");
+    }
+    if (r->rank == 0 && r->o.log_json && !(r->jl = fopen(r->o.log_json, r->o.resume ? "a" : "w")))
+        return cli_error(EXIT_USAGE, CMD, "cannot write --log-json file '%s'", r->o.log_json);
     return 0;
 }
 
@@ -488,10 +544,46 @@ static tfc_status print_profile(int64_t begin, int64_t end) {
     return TFC_OK;
 }
 
+/*
+ * Micro-step j of K on this rank: rows [(j·N + rank)·b, +b) of the global
+ * batch x, y (b = B/(N·K)), forward and backward with the loss scaled by
+ * 1/K (the seed), so K micro-steps add up to the gradient of the batch
+ * mean; *l gets the micro-batch's loss.
+ */
+static tfc_status micro_step(train_run *r, const tfc_tensor *x, const tfc_tensor *y, int64_t j, double *l) {
+    const int64_t K = r->o.grad_accum, b = r->o.batch / (r->size * K), first = (j * r->size + r->rank) * b;
+    tfc_tensor *xs = NULL, *ys = NULL, *loss = NULL, *seed = NULL;
+    tfc_status s = tfc_narrow(NULL, x, 0, first, b, &xs);
+    if (s == TFC_OK) s = tfc_narrow(NULL, y, 0, first, b, &ys);
+    if (s == TFC_OK && K > 1) s = tfc_tensor_full(NULL, 0, r->cfg.dtype, 1.0 / (double)K, &seed);
+    /* the gradients are averaged over ranks once the last micro-step's backward finishes them */
+    if (s == TFC_OK && r->ddp) s = tfc_ddp_set_sync(r->ddp, j == K - 1);
+    if (s == TFC_OK) s = tfc_gpt_forward(r->m, r->g, xs, ys, NULL, &loss);
+    if (s == TFC_OK) s = tfc_graph_backward(r->g, loss, seed);
+    if (s == TFC_OK) s = tfc_tensor_item(loss, l);
+    if (s == TFC_OK) s = tfc_graph_clear(r->g);
+    tfc_tensor_release(xs);
+    tfc_tensor_release(ys);
+    tfc_tensor_release(loss);
+    tfc_tensor_release(seed);
+    return s;
+}
+
+/* The mean of this rank's micro-step losses over all ranks: the loss one process reports for the batch. */
+static tfc_status global_loss(train_run *r, double *l) {
+    if (r->size == 1) return TFC_OK;
+    tfc_tensor *t = NULL;
+    tfc_status s = tfc_tensor_from_data(l, NULL, 0, TFC_DTYPE_F64, &t);
+    if (s == TFC_OK) s = tfc_all_reduce(r->comm, t, TFC_COMM_AVG);
+    if (s == TFC_OK) s = tfc_tensor_item(t, l);
+    tfc_tensor_release(t);
+    return s;
+}
+
 /* One optimizer step on batch `step`: sets its learning rate, loss and gradient norm. */
 static tfc_status train_step(train_run *r, int64_t step, double *lr, double *l, double *norm) {
     const train_opts *o = &r->o;
-    tfc_tensor *x = NULL, *y = NULL, *loss = NULL;
+    tfc_tensor *x = NULL, *y = NULL;
     tfc_status s = tfc_lr_cosine(step, o->lr, o->min_lr, o->warmup, o->steps, lr);
     if (s == TFC_OK) s = tfc_optim_set_lr(r->opt, *lr);
     if (s == TFC_OK)
@@ -501,18 +593,23 @@ static tfc_status train_step(train_run *r, int64_t step, double *lr, double *l, 
     const int profiled = step >= r->prof_begin && step < r->prof_end;
     if (s == TFC_OK && profiled && step == r->prof_begin) s = tfc_profile_reset();
     if (s == TFC_OK && profiled) s = tfc_profile_enable(1);
-    if (s == TFC_OK) s = tfc_gpt_forward(r->m, r->g, x, y, NULL, &loss);
-    if (s == TFC_OK) s = tfc_graph_backward(r->g, loss, NULL);
-    if (s == TFC_OK) s = tfc_tensor_item(loss, l);
-    if (s == TFC_OK) s = tfc_graph_clear(r->g);
+    double sum = 0;
+    for (int64_t j = 0; j < o->grad_accum && s == TFC_OK; j++) {
+        double lj = 0;
+        s = micro_step(r, x, y, j, &lj);
+        sum += lj;
+    }
+    *l = sum / (double)o->grad_accum;
+    if (s == TFC_OK && r->ddp) s = tfc_ddp_finish(r->ddp);
+    if (s == TFC_OK) s = global_loss(r, l);
     if (s == TFC_OK) s = tfc_optim_clip_grad_norm(r->opt, o->clip, norm);
     if (s == TFC_OK) s = tfc_optim_step(r->opt);
     if (s == TFC_OK) s = tfc_optim_zero_grad(r->opt, 1);
     if (s == TFC_OK && profiled) s = tfc_profile_enable(0);
-    if (s == TFC_OK && profiled && step == r->prof_end - 1) s = print_profile(r->prof_begin, r->prof_end);
+    if (s == TFC_OK && profiled && step == r->prof_end - 1 && r->rank == 0)
+        s = print_profile(r->prof_begin, r->prof_end);
     tfc_tensor_release(x);
     tfc_tensor_release(y);
-    tfc_tensor_release(loss);
     return s;
 }
 
@@ -537,9 +634,9 @@ typedef struct step_stats {
 static void log_json(FILE *jl, const step_stats *st) {
     fprintf(
         jl,
-        "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.6g, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f",
+        "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f",
         (long long)st->done, st->loss, st->lr, st->norm, st->tokens_per_s, st->elapsed_s);
-    if (st->eval) fprintf(jl, ", \"val_loss\": %.9g", st->val);
+    if (st->eval) fprintf(jl, ", \"val_loss\": %.17g", st->val);
     fprintf(jl, "}\n");
     fflush(jl);
 }
@@ -573,6 +670,12 @@ static void print_header(const train_run *r) {
            r->data_path, r->o.preset, c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size,
            (long long)tfc_gpt_num_elements(r->m));
     printf("device: %s, dtype %s\n", r->o.device, r->o.dtype);
+    if (r->size > 1 || r->o.zero || r->o.grad_accum > 1)
+        printf("ranks: %d (%s); %lld micro-steps of %lld rows per rank; %s\n", r->size, tfc_comm_backend(r->comm),
+               (long long)r->o.grad_accum, (long long)(r->o.batch / (r->size * r->o.grad_accum)),
+               r->o.zero         ? "ZeRO-1 sharded optimizer state"
+                   : r->size > 1 ? "gradients averaged in buckets during backward"
+                                 : "one process");
     printf("data: %lld tokens (%lld train, %lld val); batch %d x %d; steps %lld..%lld of %lld; out %s\n",
            (long long)r->n_tokens, (long long)r->n_train, (long long)(r->n_tokens - r->n_train), (int)r->o.batch,
            c->block_size, (long long)r->start, (long long)r->end_step, (long long)r->o.steps, r->o.out);
@@ -600,7 +703,7 @@ static int loop(train_run *r) {
         st.elapsed_s = t1 - r->t0;
         st.tokens_per_s = tokens_per_step / (t1 - t_step);
         st.eval = st.done % r->o.eval_every == 0 || st.done == r->end_step;
-        if (st.eval) {
+        if (st.eval && r->rank == 0) {
             int rc = val_loss(r, &st.val);
             if (rc) return rc;
             r->last_val = st.val;
@@ -630,8 +733,13 @@ static int save_checkpoint(const train_run *r, int64_t done) {
              (int)r->o.batch, (long long)(r->curve.n ? r->curve.step[0] - 1 : r->start), (long long)done);
     const char *keys[] = {"train.step", "train.seed", "train.batch", "train.steps", "train.preset"};
     const char *vals[] = {step, seed, batch, steps, r->o.preset};
+    /* a sharded optimizer's state is gathered on rank 0 (every rank takes part) */
+    tfc_optim *full = NULL;
+    if (tfc_optim_is_sharded(r->opt) && tfc_optim_gather(r->opt, 0, &full) != TFC_OK)
+        return cli_lib_error(CMD, "gathering the sharded optimizer state");
+    if (r->rank != 0) return 0;
     const ckpt_contents c = {.model = r->m,
-                             .opt = r->opt,
+                             .opt = full ? full : r->opt,
                              .v = &r->v,
                              .keys = keys,
                              .vals = vals,
@@ -639,7 +747,9 @@ static int save_checkpoint(const train_run *r, int64_t done) {
                              .step = done,
                              .curve = &r->curve,
                              .curve_title = title};
-    return ckpt_save(CMD, r->o.out, &c);
+    int rc = ckpt_save(CMD, r->o.out, &c);
+    tfc_optim_release(full);
+    return rc;
 }
 
 /* A short sample from a newline (or token 0), streamed to stdout. */
@@ -665,9 +775,22 @@ static int sample(train_run *r) {
     return rc;
 }
 
+/* How much of the gradient communication backward hid (tfc_ddp's measurements). */
+static void print_dist_stats(const train_run *r) {
+    tfc_ddp_stats st = {.struct_size = sizeof st};
+    if (!r->ddp || tfc_ddp_get_stats(r->ddp, &st) != TFC_OK || st.syncs == 0) return;
+    double hidden = st.comm_s > 0 ? 1.0 - st.exposed_s / st.comm_s : 0;
+    printf("ddp: %lld buckets in %lld steps, %.1f MB all-reduced per step, communication %.3f s of which %.0f%% "
+           "hidden behind backward\n",
+           (long long)st.buckets, (long long)st.syncs, (double)st.bytes / (double)st.syncs / 1e6, st.comm_s,
+           100.0 * (hidden > 0 ? hidden : 0));
+}
+
 static int save(train_run *r) {
     int rc = save_checkpoint(r, r->end_step);
     if (rc) return rc;
+    if (r->rank != 0) return 0;
+    print_dist_stats(r);
     const loss_log *c = &r->curve;
     printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs\n", c->n ? c->loss[c->n - 1] : NAN,
            r->last_val, (long long)r->end_step, now_s() - r->t0);
@@ -678,22 +801,44 @@ static int save(train_run *r) {
 
 static void run_free(train_run *r) {
     if (r->jl) fclose(r->jl);
+    tfc_ddp_release(r->ddp);
     ckpt_close(&r->ck);
     loss_log_free(&r->curve);
     tfc_graph_release(r->g);
     tfc_optim_release(r->opt);
+    /* the last one: finalizes MPI when libtfcore started it */
     tfc_gpt_release(r->m);
     tfc_token_file_close(r->tf);
     vocab_free(&r->v);
+    tfc_comm_release(r->comm);
+}
+
+/*
+ * mpirun's ranks, or this process alone. Ranks other than 0 stay quiet on
+ * stdout; their errors still reach stderr.
+ */
+static int join(train_run *r) {
+    if (tfc_comm_init(&r->comm) != TFC_OK) return cli_lib_error(CMD, "joining the other ranks");
+    r->rank = tfc_comm_rank(r->comm);
+    r->size = tfc_comm_size(r->comm);
+    if (r->rank != 0 && !freopen("/dev/null", "w", stdout))
+        return cli_error(EXIT_RUNTIME, CMD, "rank %d: cannot silence stdout", r->rank);
+    return 0;
 }
 
 int cmd_train(int argc, char **argv) {
     train_run r = {0};
     int rc = parse(argc, argv, &r.o);
+    if (!rc) rc = join(&r);
     if (!rc) rc = load(&r);
     if (!rc) rc = build(&r);
     if (!rc) rc = loop(&r);
     if (!rc) rc = save(&r);
+    /* A rank that failed ends the job, so the others do not wait for it in their next collective. */
+    if (rc && r.size > 1) {
+        fprintf(stderr, "tfcore train: rank %d of %d failed (exit status %d); ending the job\n", r.rank, r.size, rc);
+        tfc_comm_abort(r.comm, rc);
+    }
     run_free(&r);
     return rc;
 }
