@@ -28,7 +28,7 @@ import weakref
 
 from . import autograd as _ag
 from ._lib import ShapeError, check, ffi, lib
-from .tensor import Tensor, _wrap, empty
+from .tensor import Tensor, empty
 
 _lock = threading.Lock()
 _comm = None          # the module's tfc_comm* (a plain pointer: released by destroy(), not by the GC)
