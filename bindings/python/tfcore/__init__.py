@@ -21,7 +21,7 @@ from .functional import (argmax, argmin, attention, cat, chunk, concat, cross_en
                          min, permute, relu, reshape, rsqrt, scaled_dot_product_attention, sigmoid, softmax,
                          split, sqrt, squeeze, stack, std, sum, tanh, topk, transpose, unsqueeze, var, where)
 from .dlpack import from_dlpack
-from . import autograd, functional, kernels, optim  # noqa: F401
+from . import autograd, distributed, functional, kernels, optim  # noqa: F401
 from .tokenizer import Tokenizer
 from .gpt import GPT, GPTConfig
 from .io import TokenFile, load_safetensors, save_safetensors

@@ -15,6 +15,11 @@ import threading
 from ._lib import check, ffi, lib
 
 _local = threading.local()
+# graph address -> token of the owner whose native hook (a tfc_ddp's) is
+# installed on it, so that owner removes the hook when it goes only if
+# nothing replaced it since. (A token, not a weak reference: weak references
+# are already cleared when a finalizer of a garbage cycle runs.)
+_native_hooks = {}
 
 
 def _state():
@@ -108,6 +113,7 @@ def set_grad_hook(fn, params=None):
     from Tensor.backward."""
     st = _state()
     g = graph()
+    _native_hooks.pop(_addr(g), None)
     if fn is None:
         check(lib.tfc_graph_set_grad_hook(g, ffi.NULL, ffi.NULL))
         st["grad_hook"] = None
@@ -132,6 +138,29 @@ def set_grad_hook(fn, params=None):
     cb = ffi.callback("tfc_grad_hook_fn", hook)
     check(lib.tfc_graph_set_grad_hook(g, cb, ffi.NULL))
     st["grad_hook"] = (cb, failure)
+
+
+def _addr(g):
+    return int(ffi.cast("uintptr_t", g))
+
+
+def _claim_hook(g, token):
+    """Record that the owner of token (any unique value) just installed a
+    native grad hook on graph g (replacing a set_grad_hook one, whose
+    callback can then go)."""
+    _native_hooks[_addr(g)] = token
+    st = _state()
+    if st["graph"] is not None and _addr(st["graph"]) == _addr(g):
+        st["grad_hook"] = None
+
+
+def _release_hook(g, token):
+    """True when token's native hook is still the one on g: the caller must
+    then remove it from g (it is forgotten here)."""
+    if _native_hooks.get(_addr(g)) != token:
+        return False
+    del _native_hooks[_addr(g)]
+    return True
 
 
 def backward(tensor, grad=None, retain_graph=False):
