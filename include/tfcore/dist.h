@@ -25,10 +25,13 @@
  *
  * Collectives are blocking and collective: every rank of the communicator
  * calls them in the same order with tensors of the same dtype and shape.
- * Each first checks, across ranks, that the calls agree (collective, dtype,
- * element count, root); a disagreement is TFC_ERR_SHAPE / TFC_ERR_DTYPE /
- * TFC_ERR_INVALID_ARG on EVERY rank with the same message naming both
- * sides, never a hang or a wrong result. CPU tensors of f32, f64, bf16
+ * Each first checks its own arguments, then checks with the other ranks
+ * that the calls agree (collective, dtype, element count, root) and that no
+ * rank refused its arguments: a disagreement is TFC_ERR_INVALID_ARG (another
+ * collective), TFC_ERR_DTYPE or TFC_ERR_SHAPE on EVERY rank, naming the
+ * range seen across ranks; a rank that refused its arguments keeps its own
+ * error and the others get TFC_ERR_INVALID_ARG naming that rank — never a
+ * hang or a wrong result. CPU tensors of f32, f64, bf16
  * (summed in f32), i32 and i64 are accepted, contiguous or not (views
  * are staged through a contiguous copy). CUDA tensors need NCCL, which this
  * build does not provide: TFC_ERR_UNSUPPORTED.
@@ -93,8 +96,9 @@ TFC_API int32_t tfc_comm_rank(const tfc_comm *c /* nullable: 0 */);
 /* Number of ranks in c; 0 for NULL. */
 TFC_API int32_t tfc_comm_size(const tfc_comm *c /* nullable: 0 */);
 /*
- * "single", or "mpi (Open MPI v4.1.4, ...)": what carries c's collectives.
- * Static string; "" for NULL.
+ * What carries c's collectives: "single" (one rank, no MPI), or the MPI
+ * library's name and version, e.g. "Open MPI v4.1.4". Static string; ""
+ * for NULL.
  */
 TFC_API const char *tfc_comm_backend(const tfc_comm *c /* nullable: "" */);
 /*

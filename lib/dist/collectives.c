@@ -1,6 +1,8 @@
 /*
- * Collectives on tensors: check the arguments, check that every rank made
- * the same call (tfc_comm_agree), stage views and 16-bit floats through a
+ * Collectives on tensors: check this rank's arguments, then check with the
+ * other ranks that all made the same call and none refused its arguments
+ * (tfc_comm_check: a rank with bad arguments must not leave the others
+ * waiting in a collective it will not run), stage views and 16-bit floats through a
  * contiguous buffer of the wire dtype, run the raw collective, write back.
  *
  * all_reduce:     t[i] = sum_r t_r[i]            (avg: / N)
@@ -101,27 +103,31 @@ TFC_API tfc_status tfc_barrier(tfc_comm *c) {
     TFC_CHECK_NOT_NULL(fn, c);
     /* The agreement check is itself an all-reduce: no rank leaves it before all arrived. */
     const int64_t v[1] = {TFC_COLL_BARRIER};
+    const tfc_status codes[1] = {TFC_ERR_INVALID_ARG};
     const char *names[1] = {"the collective called (barrier vs another)"};
-    return tfc_comm_agree(fn, c, TFC_ERR_INVALID_ARG, v, names, 1);
+    return tfc_comm_check(fn, c, TFC_OK, v, codes, names, 1);
 }
 
-/* The agreement every collective starts with: same collective, dtype, element count and root/op. */
-static tfc_status agree(const char *fn, tfc_comm *c, int64_t kind, const tfc_tensor *t, int64_t numel, int64_t arg,
-                        const char *argname) {
-    const int64_t v[4] = {kind, t->dtype, numel, arg};
+/*
+ * The check every collective starts with: local is this rank's verdict on
+ * its arguments; then the same collective, dtype, element count and root/op
+ * on every rank.
+ */
+static tfc_status agree(const char *fn, tfc_comm *c, tfc_status local, int64_t kind, const tfc_tensor *t, int64_t numel,
+                        int64_t arg, const char *argname) {
+    const int64_t v[4] = {kind, local == TFC_OK ? t->dtype : 0, numel, arg};
+    const tfc_status codes[4] = {TFC_ERR_INVALID_ARG, TFC_ERR_DTYPE, TFC_ERR_SHAPE, TFC_ERR_INVALID_ARG};
     const char *names[4] = {"the collective called", "the dtype (tfc_dtype code)", "the element count", argname};
-    tfc_status s = tfc_comm_agree(fn, c, TFC_ERR_SHAPE, v, names, 2);
-    if (s == TFC_OK) s = tfc_comm_agree(fn, c, TFC_ERR_SHAPE, v + 2, names + 2, 2);
-    return s;
+    return tfc_comm_check(fn, c, local, v, codes, names, 4);
 }
 
 TFC_API tfc_status tfc_all_reduce(tfc_comm *c, tfc_tensor *t, tfc_comm_op op) {
     const char *fn = "tfc_all_reduce";
     TFC_CHECK_NOT_NULL(fn, c);
-    TFC_TRY(check_tensor(fn, "t", t));
-    TFC_TRY(check_op(fn, t, op));
-    const int64_t n = tfc_numel(t);
-    TFC_TRY(agree(fn, c, TFC_COLL_ALL_REDUCE, t, n, op, "the reduce op"));
+    tfc_status local = check_tensor(fn, "t", t);
+    if (local == TFC_OK) local = check_op(fn, t, op);
+    const int64_t n = local == TFC_OK ? tfc_numel(t) : 0;
+    TFC_TRY(agree(fn, c, local, TFC_COLL_ALL_REDUCE, t, n, op, "the reduce op"));
     tfc_tensor *stage;
     void *p;
     TFC_TRY(stage_of(fn, t, 1, &stage, &p));
@@ -137,11 +143,11 @@ TFC_API tfc_status tfc_all_reduce(tfc_comm *c, tfc_tensor *t, tfc_comm_op op) {
 TFC_API tfc_status tfc_broadcast(tfc_comm *c, tfc_tensor *t, int32_t root) {
     const char *fn = "tfc_broadcast";
     TFC_CHECK_NOT_NULL(fn, c);
-    TFC_TRY(check_tensor(fn, "t", t));
-    if (root < 0 || root >= c->size)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: root is %d; the communicator has ranks 0..%d", fn, root, c->size - 1);
-    const int64_t n = tfc_numel(t);
-    TFC_TRY(agree(fn, c, TFC_COLL_BROADCAST, t, n, root, "the root rank"));
+    tfc_status local = check_tensor(fn, "t", t);
+    if (local == TFC_OK && (root < 0 || root >= c->size))
+        local = tfc_err(TFC_ERR_INVALID_ARG, "%s: root is %d; the communicator has ranks 0..%d", fn, root, c->size - 1);
+    const int64_t n = local == TFC_OK ? tfc_numel(t) : 0;
+    TFC_TRY(agree(fn, c, local, TFC_COLL_BROADCAST, t, n, root, "the root rank"));
     tfc_tensor *stage;
     void *p;
     TFC_TRY(stage_of(fn, t, c->rank == root, &stage, &p));
@@ -185,11 +191,11 @@ static int64_t *equal_counts(int32_t size, int64_t n) {
 TFC_API tfc_status tfc_all_gather(tfc_comm *c, const tfc_tensor *in, tfc_tensor *out) {
     const char *fn = "tfc_all_gather";
     TFC_CHECK_NOT_NULL(fn, c);
-    TFC_TRY(check_tensor(fn, "in", in));
-    TFC_TRY(check_tensor(fn, "out", out));
-    TFC_TRY(check_stacked(fn, "out", out, "in", in, c->size));
-    const int64_t n = tfc_numel(in);
-    TFC_TRY(agree(fn, c, TFC_COLL_ALL_GATHER, in, n, 0, "-"));
+    tfc_status local = check_tensor(fn, "in", in);
+    if (local == TFC_OK) local = check_tensor(fn, "out", out);
+    if (local == TFC_OK) local = check_stacked(fn, "out", out, "in", in, c->size);
+    const int64_t n = local == TFC_OK ? tfc_numel(in) : 0;
+    TFC_TRY(agree(fn, c, local, TFC_COLL_ALL_GATHER, in, n, 0, "-"));
     int64_t *counts = equal_counts(c->size, n);
     if (!counts) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_tensor *sin = NULL, *sout = NULL;
@@ -209,12 +215,12 @@ TFC_API tfc_status tfc_all_gather(tfc_comm *c, const tfc_tensor *in, tfc_tensor 
 TFC_API tfc_status tfc_reduce_scatter(tfc_comm *c, const tfc_tensor *in, tfc_tensor *out, tfc_comm_op op) {
     const char *fn = "tfc_reduce_scatter";
     TFC_CHECK_NOT_NULL(fn, c);
-    TFC_TRY(check_tensor(fn, "in", in));
-    TFC_TRY(check_tensor(fn, "out", out));
-    TFC_TRY(check_op(fn, in, op));
-    TFC_TRY(check_stacked(fn, "in", in, "out", out, c->size));
-    const int64_t n = tfc_numel(out);
-    TFC_TRY(agree(fn, c, TFC_COLL_REDUCE_SCATTER, out, n, op, "the reduce op"));
+    tfc_status local = check_tensor(fn, "in", in);
+    if (local == TFC_OK) local = check_tensor(fn, "out", out);
+    if (local == TFC_OK) local = check_op(fn, in, op);
+    if (local == TFC_OK) local = check_stacked(fn, "in", in, "out", out, c->size);
+    const int64_t n = local == TFC_OK ? tfc_numel(out) : 0;
+    TFC_TRY(agree(fn, c, local, TFC_COLL_REDUCE_SCATTER, out, n, op, "the reduce op"));
     int64_t *counts = equal_counts(c->size, n);
     if (!counts) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_tensor *sin = NULL, *sout = NULL;

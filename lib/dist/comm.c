@@ -257,23 +257,33 @@ static tfc_status mpi_failed(const char *fn, const tfc_comm *c, const char *err)
     } while (0)
 #define ERR err_, sizeof err_
 
-tfc_status tfc_comm_agree(const char *fn, tfc_comm *c, tfc_status s, const int64_t *vals, const char *const *names,
-                          int32_t n) {
-    if (!c->m || c->size == 1) return TFC_OK;
+tfc_status tfc_comm_check(const char *fn, tfc_comm *c, tfc_status local, const int64_t *vals, const tfc_status *codes,
+                          const char *const *names, int32_t n) {
+    if (!c->m || c->size == 1) return local;
     enum { MAX_VALS = 8 };
-    int64_t mm[2 * MAX_VALS];
     if (n > MAX_VALS) return tfc_err(TFC_ERR_INTERNAL, "%s: agreement check of %d values", fn, n);
+    /* max over ranks of (v, -v, the refusing rank): -max(-v) is min(v) */
+    int64_t mm[2 * MAX_VALS + 1];
     for (int32_t i = 0; i < n; i++) {
-        mm[i] = vals[i];
-        /* max of -v is -min; INT64_MIN cannot be negated, and no checked value is */
-        mm[n + i] = vals[i] == INT64_MIN ? INT64_MAX : -vals[i];
+        int64_t v = local == TFC_OK ? vals[i] : 0; /* a refusing rank's values may be unset */
+        mm[i] = v;
+        mm[n + i] = v == INT64_MIN ? INT64_MAX : -v;
     }
-    RUN_COLLECTIVE(fn, c->m->allreduce_max_i64(c->mc, mm, 2 * n, ERR));
+    mm[2 * n] = local == TFC_OK ? -1 : c->rank;
+    char saved[1024] = "";
+    if (local != TFC_OK) snprintf(saved, sizeof saved, "%s", tfc_last_error());
+    RUN_COLLECTIVE(fn, c->m->allreduce_max_i64(c->mc, mm, 2 * n + 1, ERR));
+    if (local != TFC_OK) return tfc_err(local, "%s", saved);
+    if (mm[2 * n] >= 0)
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "%s: rank %lld refused its arguments (its own error says why), so no rank ran the collective",
+                       fn, (long long)mm[2 * n]);
     for (int32_t i = 0; i < n; i++)
         if (mm[i] != -mm[n + i])
-            return tfc_err(
-                s, "%s: the ranks disagree on %s: it ranges from %lld to %lld across the %d ranks (rank %d has %lld)",
-                fn, names[i], (long long)-mm[n + i], (long long)mm[i], c->size, c->rank, (long long)vals[i]);
+            return tfc_err(codes[i],
+                           "%s: the ranks disagree on %s: it ranges from %lld to %lld across the %d ranks (rank %d has "
+                           "%lld)",
+                           fn, names[i], (long long)-mm[n + i], (long long)mm[i], c->size, c->rank, (long long)vals[i]);
     return TFC_OK;
 }
 

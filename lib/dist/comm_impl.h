@@ -32,7 +32,7 @@ struct tfc_comm {
     const char *busy_what;
 };
 
-/* The kinds of collective, for the agreement check (tfc_comm_agree). */
+/* The kinds of collective, for the agreement check (tfc_comm_check). */
 enum {
     TFC_COLL_BARRIER = 1,
     TFC_COLL_ALL_REDUCE,
@@ -45,13 +45,18 @@ enum {
 };
 
 /*
- * Check that every rank passed the same n values (names[i] says what
- * value i is, for the message). On a disagreement every rank returns
- * status s with the range seen across ranks and its own value; on one rank
- * it is a no-op. Collective.
+ * The check every collective starts with, so that no rank is left waiting
+ * in a collective the others will not run. local is this rank's own verdict
+ * on its arguments (TFC_OK, or the status of the error it just reported);
+ * vals are n values every rank must pass equal (names[i] says what value i
+ * is, codes[i] is the status a disagreement gets). Every rank returns an
+ * error when any rank refused its arguments (that rank keeps its own error;
+ * the others get TFC_ERR_INVALID_ARG naming it) or the values differ (codes[i],
+ * with the range seen across ranks and this rank's value). One rank:
+ * returns local. Collective; n <= 8.
  */
-tfc_status tfc_comm_agree(const char *fn, tfc_comm *c, tfc_status s, const int64_t *vals, const char *const *names,
-                          int32_t n);
+tfc_status tfc_comm_check(const char *fn, tfc_comm *c, tfc_status local, const int64_t *vals, const tfc_status *codes,
+                          const char *const *names, int32_t n);
 
 /* Raw collectives on contiguous host buffers of dt (f32, f64, i32, i64); no agreement check. */
 tfc_status tfc_comm_sum_raw(const char *fn, tfc_comm *c, void *buf, int64_t count, tfc_dtype dt);

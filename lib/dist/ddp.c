@@ -157,20 +157,25 @@ static tfc_status check_param(const char *fn, const tfc_tensor *p, int32_t i) {
     return TFC_OK;
 }
 
-/* Same parameter list on every rank: count, then each parameter's element count and dtype. */
-static tfc_status agree_params(const char *fn, tfc_comm *c, tfc_tensor *const *params, int32_t n,
+/*
+ * Every rank's arguments accepted (local: this rank's verdict), and the same
+ * parameter list on every rank: count, then each one's element count and dtype.
+ */
+static tfc_status agree_params(const char *fn, tfc_comm *c, tfc_status local, tfc_tensor *const *params, int32_t n,
                                int64_t bucket_bytes) {
     const int64_t head[3] = {TFC_COLL_DDP, n, bucket_bytes};
+    const tfc_status hcodes[3] = {TFC_ERR_INVALID_ARG, TFC_ERR_SHAPE, TFC_ERR_INVALID_ARG};
     const char *hnames[3] = {"the collective called (tfc_ddp_new vs another)", "the number of parameters",
                              "bucket_bytes"};
-    TFC_TRY(tfc_comm_agree(fn, c, TFC_ERR_SHAPE, head, hnames, 3));
+    TFC_TRY(tfc_comm_check(fn, c, local, head, hcodes, hnames, 3));
     for (int32_t i = 0; i < n; i++) {
         char what[2][64];
         snprintf(what[0], sizeof what[0], "the element count of params[%d]", i);
         snprintf(what[1], sizeof what[1], "the dtype of params[%d]", i);
         const int64_t v[2] = {tfc_numel(params[i]), params[i]->dtype};
+        const tfc_status codes[2] = {TFC_ERR_SHAPE, TFC_ERR_DTYPE};
         const char *names[2] = {what[0], what[1]};
-        TFC_TRY(tfc_comm_agree(fn, c, TFC_ERR_SHAPE, v, names, 2));
+        TFC_TRY(tfc_comm_check(fn, c, TFC_OK, v, codes, names, 2));
     }
     return TFC_OK;
 }
@@ -215,13 +220,16 @@ TFC_API tfc_status tfc_ddp_new(tfc_comm *c, tfc_tensor *const *params, int32_t n
     const char *fn = "tfc_ddp_new";
     TFC_CHECK_NOT_NULL(fn, c);
     TFC_CHECK_NOT_NULL(fn, out);
-    if (n < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %d; it must be >= 0", fn, n);
-    if (n > 0 && !params) return tfc_err(TFC_ERR_INVALID_ARG, "%s: params is NULL with n = %d", fn, n);
-    if (bucket_bytes < 0)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: bucket_bytes is %lld; it must be >= 0 (0: 25 MiB)", fn,
-                       (long long)bucket_bytes);
-    for (int32_t i = 0; i < n; i++) TFC_TRY(check_param(fn, params[i], i));
-    TFC_TRY(agree_params(fn, c, params, n, bucket_bytes));
+    tfc_status local = TFC_OK;
+    if (n < 0)
+        local = tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %d; it must be >= 0", fn, n);
+    else if (n > 0 && !params)
+        local = tfc_err(TFC_ERR_INVALID_ARG, "%s: params is NULL with n = %d", fn, n);
+    else if (bucket_bytes < 0)
+        local = tfc_err(TFC_ERR_INVALID_ARG, "%s: bucket_bytes is %lld; it must be >= 0 (0: 25 MiB)", fn,
+                        (long long)bucket_bytes);
+    for (int32_t i = 0; local == TFC_OK && i < n; i++) local = check_param(fn, params[i], i);
+    TFC_TRY(agree_params(fn, c, local, params, n, bucket_bytes));
     tfc_ddp *d = calloc(1, sizeof *d);
     if (!d) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     pthread_mutex_init(&d->mu, NULL);

@@ -72,31 +72,32 @@ TFC_API tfc_status tfc_optim_shard(tfc_optim *opt, tfc_comm *c) {
     const char *fn = "tfc_optim_shard";
     TFC_CHECK_NOT_NULL(fn, opt);
     TFC_CHECK_NOT_NULL(fn, c);
-    if (opt->shard) return tfc_err(TFC_ERR_UNSUPPORTED, "%s: the optimizer is sharded already", fn);
+    tfc_status local = TFC_OK;
+    if (opt->shard) local = tfc_err(TFC_ERR_UNSUPPORTED, "%s: the optimizer is sharded already", fn);
     tfc_dtype dt = opt->n_params ? opt->params[0].p->dtype : TFC_DTYPE_F32;
     int64_t total = 0;
-    for (int64_t k = 0; k < opt->n_params; k++) {
+    for (int64_t k = 0; k < opt->n_params && local == TFC_OK; k++) {
         const tfc_tensor *p = opt->params[k].p;
         if (p->storage->device != TFC_DEVICE_CPU)
-            return tfc_err(
-                TFC_ERR_UNSUPPORTED,
-                "%s: parameter %lld %s is on a CUDA device; sharding needs NCCL, which this build does not provide", fn,
-                (long long)k, SHAPE(p));
-        if (p->dtype != dt || (dt != TFC_DTYPE_F32 && dt != TFC_DTYPE_F64))
-            return tfc_err(TFC_ERR_UNSUPPORTED,
-                           "%s: parameter %lld is %s, parameter 0 is %s; sharding takes parameters of one dtype, f32 "
-                           "or f64",
-                           fn, (long long)k, tfc_dtype_name(p->dtype), tfc_dtype_name(dt));
-        if (!tfc_is_contiguous(p))
-            return tfc_err(TFC_ERR_UNSUPPORTED, "%s: parameter %lld %s is not contiguous", fn, (long long)k, SHAPE(p));
+            local = tfc_err(TFC_ERR_UNSUPPORTED,
+                            "%s: parameter %lld %s is on a CUDA device; sharding needs NCCL, which this build does not "
+                            "provide",
+                            fn, (long long)k, SHAPE(p));
+        else if (p->dtype != dt || (dt != TFC_DTYPE_F32 && dt != TFC_DTYPE_F64))
+            local = tfc_err(TFC_ERR_UNSUPPORTED,
+                            "%s: parameter %lld is %s, parameter 0 is %s; sharding takes parameters of one dtype, f32 "
+                            "or f64",
+                            fn, (long long)k, tfc_dtype_name(p->dtype), tfc_dtype_name(dt));
+        else if (!tfc_is_contiguous(p))
+            local = tfc_err(TFC_ERR_UNSUPPORTED, "%s: parameter %lld %s is not contiguous", fn, (long long)k, SHAPE(p));
         total += tfc_numel(p);
     }
     {
         const int64_t v[4] = {TFC_COLL_SHARD, opt->n_params, total, dt};
+        const tfc_status codes[4] = {TFC_ERR_INVALID_ARG, TFC_ERR_SHAPE, TFC_ERR_SHAPE, TFC_ERR_DTYPE};
         const char *names[4] = {"the collective called (tfc_optim_shard vs another)", "the number of parameters",
                                 "the total element count of the parameters", "the parameters' dtype"};
-        TFC_TRY(tfc_comm_agree(fn, c, TFC_ERR_SHAPE, v, names, 2));
-        TFC_TRY(tfc_comm_agree(fn, c, TFC_ERR_SHAPE, v + 2, names + 2, 2));
+        TFC_TRY(tfc_comm_check(fn, c, local, v, codes, names, 4));
     }
     tfc_shard_state *z = calloc(1, sizeof *z);
     if (!z) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
@@ -157,15 +158,16 @@ static tfc_status reduce(const char *fn, tfc_optim *o) {
     tfc_shard_state *z = o->shard;
     const size_t es = tfc_dtype_size(z->dtype);
     int64_t mask_hash = 0;
-    for (int64_t k = 0; k < o->n_params; k++) {
+    tfc_status local = TFC_OK;
+    for (int64_t k = 0; k < o->n_params && local == TFC_OK; k++) {
         const tfc_tensor *p = o->params[k].p, *g = p->grad;
         char *dst = (char *)z->flat + (size_t)z->start[k] * es;
         z->has_grad[k] = g != NULL;
         if (g) {
             char gname[64];
             snprintf(gname, sizeof gname, "the grad of parameter %lld", (long long)k);
-            TFC_TRY(tfc_optim_check_grad(fn, gname, g, "its parameter", p, p));
-            memcpy(dst, tfc_data(g), (size_t)tfc_numel(p) * es);
+            local = tfc_optim_check_grad(fn, gname, g, "its parameter", p, p);
+            if (local == TFC_OK) memcpy(dst, tfc_data(g), (size_t)tfc_numel(p) * es);
             mask_hash = mask_hash * 31 + k + 1;
         } else {
             memset(dst, 0, (size_t)tfc_numel(p) * es);
@@ -173,8 +175,9 @@ static tfc_status reduce(const char *fn, tfc_optim *o) {
     }
     /* Every rank must update the same parameters, or their copies would drift apart. */
     const int64_t v[1] = {mask_hash};
+    const tfc_status codes[1] = {TFC_ERR_INVALID_ARG};
     const char *names[1] = {"which parameters have a gradient"};
-    TFC_TRY(tfc_comm_agree(fn, z->c, TFC_ERR_INVALID_ARG, v, names, 1));
+    TFC_TRY(tfc_comm_check(fn, z->c, local, v, codes, names, 1));
     TFC_TRY(tfc_comm_reduce_scatterv_raw(fn, z->c, z->flat, z->gshard, z->counts, z->dtype));
     const int64_t n = z->hi - z->lo;
     if (z->c->size > 1) {
@@ -322,13 +325,15 @@ TFC_API tfc_status tfc_optim_gather(const tfc_optim *opt, int32_t root, tfc_opti
     TFC_CHECK_NOT_NULL(fn, out);
     const tfc_shard_state *z = opt->shard;
     if (!z) return tfc_err(TFC_ERR_INVALID_ARG, "%s: the optimizer is not sharded (tfc_optim_shard)", fn);
+    tfc_status local = TFC_OK;
     if (root < 0 || root >= z->c->size)
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: root is %d; the communicator has ranks 0..%d", fn, root,
-                       z->c->size - 1);
-    *out = NULL;
+        local =
+            tfc_err(TFC_ERR_INVALID_ARG, "%s: root is %d; the communicator has ranks 0..%d", fn, root, z->c->size - 1);
     const int64_t v[2] = {TFC_COLL_GATHER, root};
+    const tfc_status codes[2] = {TFC_ERR_INVALID_ARG, TFC_ERR_INVALID_ARG};
     const char *names[2] = {"the collective called (tfc_optim_gather vs another)", "the root rank"};
-    TFC_TRY(tfc_comm_agree(fn, z->c, TFC_ERR_INVALID_ARG, v, names, 2));
+    TFC_TRY(tfc_comm_check(fn, z->c, local, v, codes, names, 2));
+    *out = NULL;
     const int is_root = z->c->rank == root;
     const size_t es = tfc_dtype_size(z->dtype);
     tfc_optim *full = NULL;

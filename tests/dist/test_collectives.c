@@ -201,13 +201,32 @@ TEST(disagreement_is_an_error_on_every_rank) {
     tfc_tensor_release(t);
     n = 4;
     t = filled(&n, 1, R == 0 ? TFC_DTYPE_F32 : TFC_DTYPE_F64, fill_mine);
-    if (N > 1) CHECK_ERR(tfc_all_reduce(C, t, TFC_COMM_SUM), TFC_ERR_SHAPE, "the dtype");
+    if (N > 1) CHECK_ERR(tfc_all_reduce(C, t, TFC_COMM_SUM), TFC_ERR_DTYPE, "the dtype");
     tfc_tensor_release(t);
     /* rank 0 broadcasts, the others all-reduce */
     t = filled(&n, 1, TFC_DTYPE_F32, fill_mine);
     if (N > 1)
-        CHECK_ERR(R == 0 ? tfc_broadcast(C, t, 0) : tfc_all_reduce(C, t, TFC_COMM_SUM), TFC_ERR_SHAPE,
+        CHECK_ERR(R == 0 ? tfc_broadcast(C, t, 0) : tfc_all_reduce(C, t, TFC_COMM_SUM), TFC_ERR_INVALID_ARG,
                   "the collective called");
+    /* one rank's own arguments are bad: it keeps its error, the others learn which rank refused */
+    if (N > 1) {
+        int64_t two = 2;
+        tfc_tensor *small = filled(&two, 1, TFC_DTYPE_F32, fill_mine), *big = NULL;
+        int64_t nbig = (int64_t)2 * N + (R == N - 1 ? 1 : 0);
+        big = filled(&nbig, 1, TFC_DTYPE_F32, fill_mine);
+        char want[64];
+        snprintf(want, sizeof want, "rank %d refused its arguments", N - 1);
+        if (R == N - 1)
+            CHECK_ERR(tfc_all_gather(C, small, big), TFC_ERR_SHAPE, "times in along dim 0");
+        else
+            CHECK_ERR(tfc_all_gather(C, small, big), TFC_ERR_INVALID_ARG, want);
+        if (R == 0)
+            CHECK_ERR(tfc_broadcast(C, small, N), TFC_ERR_INVALID_ARG, "root is");
+        else
+            CHECK_ERR(tfc_broadcast(C, small, 0), TFC_ERR_INVALID_ARG, "rank 0 refused its arguments");
+        tfc_tensor_release(small);
+        tfc_tensor_release(big);
+    }
     CHECK_OK(tfc_all_reduce(C, t, TFC_COMM_SUM));
     double *h = host(t);
     check_elems("all_reduce after the errors", h, 4, want_sum);

@@ -297,6 +297,15 @@ TEST(mismatched_parameters_fail_on_every_rank) {
         tfc_tensor *q[NP] = {p[0], p[1], p[2], p[3]};
         if (R == 1) q[1] = p[3]; /* rank 1: parameter 1 has another size */
         CHECK_ERR(tfc_ddp_new(C, q, NP, 0, &d), TFC_ERR_SHAPE, "the element count of params[1]");
+        /* rank 1 passes a parameter that does not require grad: it refuses, the others hear of it at once */
+        tfc_tensor *nograd = NULL;
+        CHECK_OK(tfc_tensor_zeros((int64_t[]){3}, 1, TFC_DTYPE_F64, &nograd));
+        tfc_tensor *r1[1] = {R == 1 ? nograd : p[3]};
+        if (R == 1)
+            CHECK_ERR(tfc_ddp_new(C, r1, 1, 0, &d), TFC_ERR_INVALID_ARG, "not a leaf that requires grad");
+        else
+            CHECK_ERR(tfc_ddp_new(C, r1, 1, 0, &d), TFC_ERR_INVALID_ARG, "rank 1 refused its arguments");
+        tfc_tensor_release(nograd);
     }
     CHECK(d == NULL);
     tfc_tensor *nog = NULL;

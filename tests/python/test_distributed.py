@@ -88,7 +88,7 @@ def test_collective_errors_raise_the_packages_exceptions():
     with pytest.raises(tfcore.InvalidArgumentError, match="tfc_comm_set_timeout"):
         dist.set_timeout(float("nan"))
     dist.set_timeout(600)
-    with pytest.raises(tfcore.ShapeError, match="reduce_scatter: t is \\[\\]"):
+    with pytest.raises(tfcore.ShapeError, match="tfc_reduce_scatter: out is \\[\\], in is \\[\\]"):
         dist.reduce_scatter(tfcore.tensor(1.0, dtype="float64"))
 
 

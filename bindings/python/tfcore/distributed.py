@@ -27,7 +27,7 @@ import threading
 import weakref
 
 from . import autograd as _ag
-from ._lib import ShapeError, check, ffi, lib
+from ._lib import check, ffi, lib
 from .tensor import Tensor, empty
 
 _lock = threading.Lock()
@@ -168,17 +168,10 @@ def reduce_scatter(t, op="sum"):
     code = _op(op)
     n = int(lib.tfc_comm_size(c))
     shape = t.shape
-    if not shape or shape[0] % n:
-        # Raising here alone would leave the ranks whose t does fit waiting in
-        # their reduce_scatter until the timeout. A deliberately different
-        # collective makes theirs fail at once (the agreement check names
-        # both calls), then this rank reports the real problem.
-        probe = empty((1,), dtype=t.dtype)
-        probe.zero_()
-        lib.tfc_all_reduce(c, probe._h, 0)
-        raise ShapeError("tfcore.distributed.reduce_scatter: t is %s; its dim 0 must be a multiple of the %d ranks"
-                         % (list(shape), n), lib.TFC_ERR_SHAPE)
-    out = empty((shape[0] // n,) + shape[1:], dtype=t.dtype)
+    # A t whose dim 0 does not split over the ranks still goes to the library, with
+    # the nearest out: its check refuses it on this rank and tells the other ranks,
+    # so theirs fail at once instead of waiting for this one until the timeout.
+    out = empty((shape[0] // n,) + shape[1:] if shape else (), dtype=t.dtype)
     check(lib.tfc_reduce_scatter(c, t._h, out._h, code))
     return out
 
