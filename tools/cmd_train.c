@@ -786,9 +786,40 @@ static void print_dist_stats(const train_run *r) {
            100.0 * (hidden > 0 ? hidden : 0));
 }
 
+/*
+ * The optimizer state each rank holds (the largest over ranks) next to what
+ * one process holds: what --zero 1 saves. Collective.
+ */
+static int print_state_memory(train_run *r) {
+    int64_t mine = 0;
+    tfc_tensor *t = NULL;
+    double most = 0;
+    if (tfc_optim_state_bytes(r->opt, &mine) != TFC_OK) return cli_lib_error(CMD, "optimizer state size");
+    double v = (double)mine;
+    if (tfc_tensor_from_data(&v, NULL, 0, TFC_DTYPE_F64, &t) != TFC_OK) return cli_lib_error(CMD, "state size");
+    /* every rank's size, to report the largest */
+    tfc_tensor *all = NULL;
+    int64_t n = r->size;
+    tfc_status s = tfc_tensor_zeros(&n, 1, TFC_DTYPE_F64, &all);
+    if (s == TFC_OK) s = tfc_all_gather(r->comm, t, all);
+    double *h = malloc(sizeof *h * (size_t)n);
+    if (s == TFC_OK && h) s = tfc_tensor_copy_to_host(all, h, sizeof *h * (size_t)n);
+    for (int64_t i = 0; s == TFC_OK && h && i < n; i++)
+        if (h[i] > most) most = h[i];
+    free(h);
+    tfc_tensor_release(t);
+    tfc_tensor_release(all);
+    if (s != TFC_OK) return cli_lib_error(CMD, "gathering the optimizer state sizes");
+    const double one = 2.0 * (double)tfc_gpt_num_elements(r->m) * (r->cfg.dtype == TFC_DTYPE_F64 ? 8 : 4);
+    printf("optimizer state: %.2f MB on the largest of %d ranks (%.2f MB in one process, %.2fx)\n", most / 1e6, r->size,
+           one / 1e6, one / (most > 0 ? most : 1));
+    return 0;
+}
+
 static int save(train_run *r) {
     int rc = save_checkpoint(r, r->end_step);
     if (rc) return rc;
+    if ((r->size > 1 || r->o.zero) && (rc = print_state_memory(r)) != 0) return rc;
     if (r->rank != 0) return 0;
     print_dist_stats(r);
     const loss_log *c = &r->curve;

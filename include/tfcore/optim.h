@@ -176,6 +176,13 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_zero_grad(tfc_optim *opt, int32_t set
 
 /* Number of completed tfc_optim_step calls (restored by state load). */
 TFC_API TFC_NODISCARD tfc_status tfc_optim_step_count(const tfc_optim *opt, int64_t *out);
+/*
+ * Bytes of state buffers (momentum, exp_avg, ...) this optimizer holds in
+ * this process now: allocated on a parameter's first step or state load;
+ * a sharded optimizer (tfc_optim_shard, include/tfcore/dist.h) holds only
+ * its rank's slice. Read-only; not thread-safe against a concurrent step.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_optim_state_bytes(const tfc_optim *opt, int64_t *out);
 
 /* ---- learning rate and weight decay --------------------------------------------- */
 

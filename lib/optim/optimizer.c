@@ -183,6 +183,19 @@ TFC_API tfc_status tfc_optim_zero_grad(tfc_optim *opt, int32_t set_to_none) {
     return TFC_OK;
 }
 
+TFC_API tfc_status tfc_optim_state_bytes(const tfc_optim *opt, int64_t *out) {
+    TFC_CHECK_NOT_NULL("tfc_optim_state_bytes", opt);
+    TFC_CHECK_NOT_NULL("tfc_optim_state_bytes", out);
+    int64_t total = 0;
+    for (int64_t k = 0; k < opt->n_params; k++)
+        for (int32_t j = 0; j < TFC_OPTIM_MAX_BUFS; j++) {
+            const tfc_tensor *b = opt->params[k].buf[j];
+            if (b) total += tfc_numel(b) * (int64_t)tfc_dtype_size(b->dtype);
+        }
+    *out = total;
+    return TFC_OK;
+}
+
 TFC_API tfc_status tfc_optim_step_count(const tfc_optim *opt, int64_t *out) {
     TFC_CHECK_NOT_NULL("tfc_optim_step_count", opt);
     TFC_CHECK_NOT_NULL("tfc_optim_step_count", out);

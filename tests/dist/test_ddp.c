@@ -213,6 +213,21 @@ TEST(zero1_equals_one_process) {
         double d = max_rel_diff(p[k], ref[k]);
         if (!(d < 1e-12)) TFC_FAIL_AT("parameter %d differs from one process's by %g (rank %d)", k, d, R);
     }
+    /* each rank holds its share of the state: the shares add up to one process's, the largest is ~1/N */
+    int64_t mine = -1, whole = -1;
+    CHECK_OK(tfc_optim_state_bytes(opt, &mine));
+    CHECK_OK(tfc_optim_state_bytes(ropt, &whole));
+    const int64_t total = IN * HID + HID + HID * OUT + OUT;
+    CHECK(whole == 2 * 8 * total);
+    tfc_tensor *b = NULL;
+    double bm = (double)mine;
+    CHECK_OK(tfc_tensor_from_data(&bm, NULL, 0, TFC_DTYPE_F64, &b));
+    CHECK_OK(tfc_all_reduce(C, b, TFC_COMM_SUM));
+    double sum = 0;
+    CHECK_OK(tfc_tensor_item(b, &sum));
+    CHECK(sum == (double)whole);
+    CHECK(mine <= 2 * 8 * (total / N + 1));
+    tfc_tensor_release(b);
     /* the state as one process has it, on root; nothing elsewhere */
     int root = N - 1;
     tfc_optim *full = NULL;

@@ -331,6 +331,7 @@ tfc_status tfc_optim_param(const tfc_optim *opt, int64_t k, tfc_tensor **param, 
 tfc_status tfc_optim_step(tfc_optim *opt);
 tfc_status tfc_optim_zero_grad(tfc_optim *opt, int32_t set_to_none);
 tfc_status tfc_optim_step_count(const tfc_optim *opt, int64_t *out);
+tfc_status tfc_optim_state_bytes(const tfc_optim *opt, int64_t *out);
 tfc_status tfc_optim_set_lr(tfc_optim *opt, double lr);
 tfc_status tfc_optim_get_lr(const tfc_optim *opt, double *lr);
 tfc_status tfc_optim_set_group_lr(tfc_optim *opt, int32_t group, double lr);

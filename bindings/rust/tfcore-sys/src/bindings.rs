@@ -452,6 +452,7 @@ extern "C" {
     pub fn tfc_optim_step(opt: *mut tfc_optim) -> tfc_status;
     pub fn tfc_optim_zero_grad(opt: *mut tfc_optim, set_to_none: i32) -> tfc_status;
     pub fn tfc_optim_step_count(opt: *const tfc_optim, out: *mut i64) -> tfc_status;
+    pub fn tfc_optim_state_bytes(opt: *const tfc_optim, out: *mut i64) -> tfc_status;
     pub fn tfc_optim_set_lr(opt: *mut tfc_optim, lr: f64) -> tfc_status;
     pub fn tfc_optim_get_lr(opt: *const tfc_optim, lr: *mut f64) -> tfc_status;
     pub fn tfc_optim_set_group_lr(opt: *mut tfc_optim, group: i32, lr: f64) -> tfc_status;
