@@ -9,8 +9,8 @@ docs/DISTRIBUTED.md, "Cost model".
 Every number it prints is MODELLED. The only measured inputs are the
 2-rank figures of bench/allreduce.c (MEASURED below), which fix what
 libtfcore adds on top of MPI: nothing per byte (tfc/MPI busbw ratio ~1.0
-from 1 MB up) and the agreement check per tfc_all_reduce call (~2 us at 2 ranks when it
-was two small all-reduces; one since d2edb86). The network figures (latency per ring step, achieved
+from 1 MB up) and the agreement check per tfc_all_reduce call (~1 us at 2 ranks: one
+small all-reduce). The network figures (latency per ring step, achieved
 fraction of the line rate) and the compute throughput are assumptions,
 stated in ASSUME and printed with the table.
 
@@ -22,7 +22,7 @@ import math
 # Measured on the 2-core VM (bench/allreduce.sh, Open MPI 4.1 over shared memory, 2 ranks).
 MEASURED = {
     "mpi_4k_us": 3.4,        # bare MPI_Allreduce of 4 KB: the shared-memory latency floor
-    "tfc_extra_us": 2.0,     # tfc_all_reduce minus bare MPI at 4-8 KB with two agreement all-reduces (one since d2edb86)
+    "tfc_extra_us": 1.0,     # tfc_all_reduce minus bare MPI at 4 KB: the agreement all-reduce (+2 us before d2edb86: two)
     "busbw_gbs": 4.0,        # busbw plateau, 1-16 MB, both sides (memory-copy bound, not a network)
     "ratio_ge_1mb": 1.0,     # tfc/MPI busbw from 1 MB up (0.98-1.02 within noise)
 }
@@ -120,7 +120,7 @@ def main():
           % (ASSUME["flops_per_s"] / 1e12, ASSUME["tokens_per_rank"], ASSUME["alpha_s"] * 1e6,
              ASSUME["link_efficiency"] * 100, ASSUME["hbm_bytes_per_s"] / 1e12, ASSUME["bucket_bytes"] >> 20))
     print("Measured (2 ranks, shared memory): tfc/MPI busbw %.2f from 1 MB up; +%.1f us per tfc_all_reduce call "
-          "(agreement check as two all-reduces; one since d2edb86; not paid by tfc_ddp buckets)." % (MEASURED["ratio_ge_1mb"], MEASURED["tfc_extra_us"]))
+          "(the agreement check, not paid by tfc_ddp buckets)." % (MEASURED["ratio_ge_1mb"], MEASURED["tfc_extra_us"]))
     for line in calibration():
         print("Calibration: " + line)
     print()
