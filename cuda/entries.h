@@ -18,6 +18,15 @@ tfc_status tfcu_memset0(int32_t device, void *p, size_t nbytes);
 tfc_status tfcu_memcpy(int32_t device, void *dst, const void *src, size_t nbytes, int32_t kind);
 tfc_status tfcu_synchronize(int32_t device);
 
+/* NCCL collectives (nccl.cu): the backend table's coll_* entries. */
+tfc_status tfcu_coll_unique_id(void *id);
+tfc_status tfcu_coll_init(const void *id, int32_t rank, int32_t size, int32_t device, void **comm);
+void tfcu_coll_release(void *comm);
+tfc_status tfcu_coll_all_reduce(const tfc_coll_problem *p);
+tfc_status tfcu_coll_broadcast(const tfc_coll_problem *p);
+tfc_status tfcu_coll_all_gather(const tfc_coll_problem *p);
+tfc_status tfcu_coll_reduce_scatter(const tfc_coll_problem *p);
+
 tfc_status tfcu_softmax_forward(int32_t device, int32_t dtype, int32_t log, const void *x, void *y, size_t outer,
                                 size_t n, size_t inner);
 tfc_status tfcu_softmax_backward(int32_t device, int32_t dtype, int32_t log, const void *dy, const void *y, void *dx,

@@ -410,6 +410,13 @@ static tfc_backend make_table(void) {
     b.quantize = NULL; /* quantized weights: CPU only so far (docs/CUDA.md) */
     b.dequantize = NULL;
     b.qlinear = NULL;
+    b.coll_unique_id = tfcu_coll_unique_id;
+    b.coll_init = tfcu_coll_init;
+    b.coll_release = tfcu_coll_release;
+    b.coll_all_reduce = tfcu_coll_all_reduce;
+    b.coll_broadcast = tfcu_coll_broadcast;
+    b.coll_all_gather = tfcu_coll_all_gather;
+    b.coll_reduce_scatter = tfcu_coll_reduce_scatter;
     return b;
 }
 

@@ -32,9 +32,12 @@
  * range seen across ranks; a rank that refused its arguments keeps its own
  * error and the others get TFC_ERR_INVALID_ARG naming that rank — never a
  * hang or a wrong result. CPU tensors of f32, f64, bf16
- * (summed in f32), i32 and i64 are accepted, contiguous or not (views
- * are staged through a contiguous copy). CUDA tensors need NCCL, which this
- * build does not provide: TFC_ERR_UNSUPPORTED.
+ * (summed in f32), f16, i32 and i64 travel through MPI, contiguous or not
+ * (views are staged through a contiguous copy). CUDA tensors of the same
+ * dtypes travel through NCCL (the CUDA module opens libnccl.so.2 on first
+ * use; a communicator per process and GPU, made from an id rank 0 creates
+ * and broadcasts over MPI); without NCCL they get TFC_ERR_UNSUPPORTED.
+ * Every rank passes a tensor on the same kind of device (TFC_ERR_DEVICE).
  *
  * Failure: MPI errors come back as statuses (MPI_ERRORS_RETURN). A rank
  * that dies makes mpirun end the job and name it ("mpirun noticed that
@@ -152,7 +155,7 @@ typedef struct tfc_ddp_stats {
 
 /*
  * Average the gradients of n parameters (leaf tensors that require grad,
- * CPU, f32 or f64) over c's ranks. Parameters are grouped into buckets of
+ * CPU, f32 or f64; CUDA parameters are not supported yet) over c's ranks. Parameters are grouped into buckets of
  * about bucket_bytes (0: 25 MiB), last parameter first (roughly the order
  * backward finishes them). Collective: every rank passes the same shapes in
  * the same order; then rank 0's values are broadcast into every rank's

@@ -44,7 +44,7 @@
 #include "backend/view.h"
 #include "tfcore/core.h"
 
-#define TFC_BACKEND_ABI 5
+#define TFC_BACKEND_ABI 6
 
 /* ---- problems ----------------------------------------------------------- */
 
@@ -353,6 +353,27 @@ typedef struct tfc_optim_seg {
     double bc2_sqrt;  /* Adam: √(1 − β2^t) */
 } tfc_optim_seg;
 
+/*
+ * One collective on device memory (the coll_* entries): contiguous buffers
+ * of dtype (f32, f64, bf16, f16, i32, i64) on device; the entry returns
+ * once the result is in place.
+ *   all_reduce:     recv[i] = sum (avg: / N) over ranks of send[i], count elements (send == recv: in place)
+ *   broadcast:      recv[i] = root's send[i], count elements (in place)
+ *   all_gather:     recv[r*count + i] = rank r's send[i]
+ *   reduce_scatter: recv[i] = sum (avg) over ranks q of q's send[rank*count + i]
+ */
+#define TFC_COLL_ID_BYTES 128
+typedef struct tfc_coll_problem {
+    void *comm; /* from coll_init */
+    int32_t device;
+    tfc_dtype dtype;
+    int32_t avg; /* all_reduce, reduce_scatter: the average instead of the sum */
+    int32_t root;
+    const void *send;
+    void *recv;
+    int64_t count;
+} tfc_coll_problem;
+
 typedef enum tfc_optim_rule { TFC_OPTIM_RULE_SGD = 0, TFC_OPTIM_RULE_ADAM = 1 } tfc_optim_rule;
 
 /*
@@ -485,6 +506,21 @@ typedef struct tfc_backend {
     tfc_status (*quantize)(const tfc_quant_problem *p);
     tfc_status (*dequantize)(const tfc_quant_problem *p);
     tfc_status (*qlinear)(const tfc_quant_problem *p);
+
+    /*
+     * Collectives on this device's memory across the processes of a job
+     * (ABI 6): NCCL in the CUDA module; NULL on the CPU, whose collectives
+     * lib/dist runs through MPI on host memory. A communicator is made on
+     * every rank from the id rank 0 creates (coll_unique_id writes
+     * TFC_COLL_ID_BYTES bytes), which lib/dist broadcasts over MPI.
+     */
+    tfc_status (*coll_unique_id)(void *id);
+    tfc_status (*coll_init)(const void *id, int32_t rank, int32_t size, int32_t device, void **comm);
+    void (*coll_release)(void *comm);
+    tfc_status (*coll_all_reduce)(const tfc_coll_problem *p);
+    tfc_status (*coll_broadcast)(const tfc_coll_problem *p);
+    tfc_status (*coll_all_gather)(const tfc_coll_problem *p);
+    tfc_status (*coll_reduce_scatter)(const tfc_coll_problem *p);
 } tfc_backend;
 
 /* The entry point a backend module exports (dlsym name "tfc_backend_module_get"). */

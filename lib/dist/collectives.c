@@ -5,6 +5,9 @@
  * waiting in a collective it will not run), stage views and 16-bit floats through a
  * contiguous buffer of the wire dtype, run the raw collective, write back.
  *
+ * CPU tensors go through MPI (host buffers), CUDA tensors through NCCL
+ * (the CUDA module's coll_* entries; lib/dist/nccl.c).
+ *
  * all_reduce:     t[i] = sum_r t_r[i]            (avg: / N)
  * broadcast:      t[i] = t_root[i]
  * all_gather:     out[r*n + i] = in_r[i]         in: n elements, out: N*n
@@ -17,17 +20,23 @@
 #include "dist/comm_impl.h"
 #include "tensor/dispatch.h"
 
-/* The dtype a tensor of dt travels as: 16-bit floats are summed in f32, as MPI has no such type. */
-static tfc_dtype wire_dtype(tfc_dtype dt) { return dt == TFC_DTYPE_BF16 || dt == TFC_DTYPE_F16 ? TFC_DTYPE_F32 : dt; }
+static int on_cuda(const tfc_tensor *t) { return t->storage->device == TFC_DEVICE_CUDA; }
+
+/*
+ * The dtype a tensor travels as: on the CPU 16-bit floats are summed in
+ * f32, as MPI has no such type; NCCL (CUDA) takes every dtype as it is.
+ */
+static tfc_dtype wire_dtype(const tfc_tensor *t) {
+    if (on_cuda(t)) return t->dtype;
+    return t->dtype == TFC_DTYPE_BF16 || t->dtype == TFC_DTYPE_F16 ? TFC_DTYPE_F32 : t->dtype;
+}
 
 static tfc_status check_tensor(const char *fn, const char *name, const tfc_tensor *t) {
     if (!t) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, name);
-    if (t->storage->device != TFC_DEVICE_CPU) {
+    if (t->storage->device != TFC_DEVICE_CPU && t->storage->device != TFC_DEVICE_CUDA) {
         char dev[32];
-        return tfc_err(TFC_ERR_UNSUPPORTED,
-                       "%s: %s is on %s; collectives on CUDA tensors need NCCL, which this build does not provide "
-                       "(copy to the CPU first)",
-                       fn, name, tfc_device_str(t, dev, sizeof dev));
+        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: %s is on %s; collectives take CPU or CUDA tensors", fn, name,
+                       tfc_device_str(t, dev, sizeof dev));
     }
     switch (t->dtype) {
     case TFC_DTYPE_F32:
@@ -58,12 +67,12 @@ static tfc_status check_op(const char *fn, const tfc_tensor *t, tfc_comm_op op) 
  */
 static tfc_status stage_of(const char *fn, const tfc_tensor *t, int copy_in, tfc_tensor **stage, void **ptr) {
     *stage = NULL;
-    tfc_dtype w = wire_dtype(t->dtype);
+    tfc_dtype w = wire_dtype(t);
     if (w == t->dtype && tfc_is_contiguous(t)) {
         *ptr = tfc_numel(t) ? tfc_data(t) : NULL;
         return TFC_OK;
     }
-    TFC_TRY(tfc_tensor_new(t->shape, t->ndim, w, TFC_DEVICE_CPU, 0, stage));
+    TFC_TRY(tfc_tensor_new(t->shape, t->ndim, w, t->storage->device, t->storage->device_index, stage));
     if (copy_in) {
         tfc_status s = tfc_tensor_copy_view(fn, *stage, t);
         if (s != TFC_OK) {
@@ -98,6 +107,13 @@ static void divide(void *p, int64_t n, tfc_dtype w, int32_t size) {
 
 static int overlap(const tfc_tensor *a, const tfc_tensor *b) { return a->storage == b->storage; }
 
+/* in and out of one collective live on one device. */
+static tfc_status same_device(const char *fn, const tfc_tensor *in, const tfc_tensor *out) {
+    const tfc_tensor *ts[2] = {in, out};
+    const char *names[2] = {"in", "out"};
+    return tfc_same_device(fn, ts, names, 2);
+}
+
 TFC_API tfc_status tfc_barrier(tfc_comm *c) {
     const char *fn = "tfc_barrier";
     TFC_CHECK_NOT_NULL(fn, c);
@@ -115,10 +131,29 @@ TFC_API tfc_status tfc_barrier(tfc_comm *c) {
  */
 static tfc_status agree(const char *fn, tfc_comm *c, tfc_status local, int64_t kind, const tfc_tensor *t, int64_t numel,
                         int64_t arg, const char *argname) {
-    const int64_t v[4] = {kind, local == TFC_OK ? t->dtype : 0, numel, arg};
-    const tfc_status codes[4] = {TFC_ERR_INVALID_ARG, TFC_ERR_DTYPE, TFC_ERR_SHAPE, TFC_ERR_INVALID_ARG};
-    const char *names[4] = {"the collective called", "the dtype (tfc_dtype code)", "the element count", argname};
-    return tfc_comm_check(fn, c, local, v, codes, names, 4);
+    const int64_t v[5] = {kind, local == TFC_OK ? t->dtype : 0, numel, arg, local == TFC_OK ? on_cuda(t) : 0};
+    const tfc_status codes[5] = {TFC_ERR_INVALID_ARG, TFC_ERR_DTYPE, TFC_ERR_SHAPE, TFC_ERR_INVALID_ARG,
+                                 TFC_ERR_DEVICE};
+    const char *names[5] = {"the collective called", "the dtype (tfc_dtype code)", "the element count", argname,
+                            "whether the tensor is on a CUDA device (1) or the CPU (0)"};
+    return tfc_comm_check(fn, c, local, v, codes, names, 5);
+}
+
+/* A collective on CUDA memory through NCCL (the CUDA module's coll_* entries); p has all but the communicator. */
+typedef enum { COLL_ALL_REDUCE, COLL_BROADCAST, COLL_ALL_GATHER, COLL_REDUCE_SCATTER } coll_kind;
+static tfc_status run_nccl(const char *fn, tfc_comm *c, coll_kind k, tfc_coll_problem *p) {
+    const tfc_backend *be;
+    TFC_TRY(tfc_comm_nccl(fn, c, p->device, &be, &p->comm));
+    tfc_status s;
+    tfc_comm_busy(c, fn);
+    switch (k) {
+    case COLL_ALL_REDUCE: s = TFC_BACKEND_RUN(fn, be, coll_all_reduce, p); break;
+    case COLL_BROADCAST: s = TFC_BACKEND_RUN(fn, be, coll_broadcast, p); break;
+    case COLL_ALL_GATHER: s = TFC_BACKEND_RUN(fn, be, coll_all_gather, p); break;
+    default: s = TFC_BACKEND_RUN(fn, be, coll_reduce_scatter, p); break;
+    }
+    tfc_comm_idle(c);
+    return s;
 }
 
 TFC_API tfc_status tfc_all_reduce(tfc_comm *c, tfc_tensor *t, tfc_comm_op op) {
@@ -131,8 +166,19 @@ TFC_API tfc_status tfc_all_reduce(tfc_comm *c, tfc_tensor *t, tfc_comm_op op) {
     tfc_tensor *stage;
     void *p;
     TFC_TRY(stage_of(fn, t, 1, &stage, &p));
-    tfc_status s = tfc_comm_sum_raw(fn, c, p, n, wire_dtype(t->dtype));
-    if (s == TFC_OK && op == TFC_COMM_AVG && c->size > 1) divide(p, n, wire_dtype(t->dtype), c->size);
+    tfc_status s;
+    if (on_cuda(t)) {
+        tfc_coll_problem cp = {.device = t->storage->device_index,
+                               .dtype = t->dtype,
+                               .avg = op == TFC_COMM_AVG,
+                               .send = p,
+                               .recv = p,
+                               .count = n};
+        s = n ? run_nccl(fn, c, COLL_ALL_REDUCE, &cp) : TFC_OK;
+    } else {
+        s = tfc_comm_sum_raw(fn, c, p, n, wire_dtype(t));
+        if (s == TFC_OK && op == TFC_COMM_AVG && c->size > 1) divide(p, n, wire_dtype(t), c->size);
+    }
     if (s != TFC_OK) {
         tfc_tensor_release(stage);
         return s;
@@ -151,7 +197,14 @@ TFC_API tfc_status tfc_broadcast(tfc_comm *c, tfc_tensor *t, int32_t root) {
     tfc_tensor *stage;
     void *p;
     TFC_TRY(stage_of(fn, t, c->rank == root, &stage, &p));
-    tfc_status s = tfc_comm_bcast_raw(fn, c, p, n, wire_dtype(t->dtype), root);
+    tfc_status s;
+    if (on_cuda(t)) {
+        tfc_coll_problem cp = {
+            .device = t->storage->device_index, .dtype = t->dtype, .root = root, .send = p, .recv = p, .count = n};
+        s = n ? run_nccl(fn, c, COLL_BROADCAST, &cp) : TFC_OK;
+    } else {
+        s = tfc_comm_bcast_raw(fn, c, p, n, wire_dtype(t), root);
+    }
     if (s != TFC_OK) {
         tfc_tensor_release(stage);
         return s;
@@ -193,6 +246,7 @@ TFC_API tfc_status tfc_all_gather(tfc_comm *c, const tfc_tensor *in, tfc_tensor 
     TFC_CHECK_NOT_NULL(fn, c);
     tfc_status local = check_tensor(fn, "in", in);
     if (local == TFC_OK) local = check_tensor(fn, "out", out);
+    if (local == TFC_OK) local = same_device(fn, in, out);
     if (local == TFC_OK) local = check_stacked(fn, "out", out, "in", in, c->size);
     const int64_t n = local == TFC_OK ? tfc_numel(in) : 0;
     TFC_TRY(agree(fn, c, local, TFC_COLL_ALL_GATHER, in, n, 0, "-"));
@@ -202,7 +256,13 @@ TFC_API tfc_status tfc_all_gather(tfc_comm *c, const tfc_tensor *in, tfc_tensor 
     void *pin, *pout;
     tfc_status s = stage_of(fn, in, 1, &sin, &pin);
     if (s == TFC_OK) s = stage_of(fn, out, 0, &sout, &pout);
-    if (s == TFC_OK) s = tfc_comm_allgatherv_raw(fn, c, pin, pout, counts, wire_dtype(in->dtype));
+    if (s == TFC_OK && on_cuda(in)) {
+        tfc_coll_problem cp = {
+            .device = in->storage->device_index, .dtype = in->dtype, .send = pin, .recv = pout, .count = n};
+        s = n ? run_nccl(fn, c, COLL_ALL_GATHER, &cp) : TFC_OK;
+    } else if (s == TFC_OK) {
+        s = tfc_comm_allgatherv_raw(fn, c, pin, pout, counts, wire_dtype(in));
+    }
     free(counts);
     tfc_tensor_release(sin);
     if (s != TFC_OK) {
@@ -218,6 +278,7 @@ TFC_API tfc_status tfc_reduce_scatter(tfc_comm *c, const tfc_tensor *in, tfc_ten
     tfc_status local = check_tensor(fn, "in", in);
     if (local == TFC_OK) local = check_tensor(fn, "out", out);
     if (local == TFC_OK) local = check_op(fn, in, op);
+    if (local == TFC_OK) local = same_device(fn, in, out);
     if (local == TFC_OK) local = check_stacked(fn, "in", in, "out", out, c->size);
     const int64_t n = local == TFC_OK ? tfc_numel(out) : 0;
     TFC_TRY(agree(fn, c, local, TFC_COLL_REDUCE_SCATTER, out, n, op, "the reduce op"));
@@ -227,8 +288,18 @@ TFC_API tfc_status tfc_reduce_scatter(tfc_comm *c, const tfc_tensor *in, tfc_ten
     void *pin, *pout;
     tfc_status s = stage_of(fn, in, 1, &sin, &pin);
     if (s == TFC_OK) s = stage_of(fn, out, 0, &sout, &pout);
-    if (s == TFC_OK) s = tfc_comm_reduce_scatterv_raw(fn, c, pin, pout, counts, wire_dtype(in->dtype));
-    if (s == TFC_OK && op == TFC_COMM_AVG && c->size > 1) divide(pout, n, wire_dtype(in->dtype), c->size);
+    if (s == TFC_OK && on_cuda(in)) {
+        tfc_coll_problem cp = {.device = in->storage->device_index,
+                               .dtype = in->dtype,
+                               .avg = op == TFC_COMM_AVG,
+                               .send = pin,
+                               .recv = pout,
+                               .count = n};
+        s = n ? run_nccl(fn, c, COLL_REDUCE_SCATTER, &cp) : TFC_OK;
+    } else if (s == TFC_OK) {
+        s = tfc_comm_reduce_scatterv_raw(fn, c, pin, pout, counts, wire_dtype(in));
+        if (s == TFC_OK && op == TFC_COMM_AVG && c->size > 1) divide(pout, n, wire_dtype(in), c->size);
+    }
     free(counts);
     tfc_tensor_release(sin);
     if (s != TFC_OK) {

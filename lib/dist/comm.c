@@ -108,14 +108,14 @@ static void *watchdog(void *arg) {
     return NULL;
 }
 
-static void busy(tfc_comm *c, const char *what) {
+void tfc_comm_busy(tfc_comm *c, const char *what) {
     pthread_mutex_lock(&c->mu);
     c->busy_what = what;
     c->busy_since = tfc_comm_now();
     pthread_mutex_unlock(&c->mu);
 }
 
-static void idle(tfc_comm *c) {
+void tfc_comm_idle(tfc_comm *c) {
     pthread_mutex_lock(&c->mu);
     c->busy_since = 0;
     pthread_mutex_unlock(&c->mu);
@@ -203,6 +203,7 @@ TFC_API void tfc_comm_release(tfc_comm *c) {
         pthread_mutex_unlock(&c->mu);
         pthread_join(c->wd, NULL);
     }
+    tfc_comm_nccl_release(c);
     if (c->m && c->mc) c->m->release(c->mc);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
@@ -250,9 +251,9 @@ static tfc_status mpi_failed(const char *fn, const tfc_comm *c, const char *err)
 #define RUN_COLLECTIVE(what, call)                    \
     do {                                              \
         char err_[512] = "";                          \
-        busy(c, what);                                \
+        tfc_comm_busy(c, what);                       \
         int rc_ = (call);                             \
-        idle(c);                                      \
+        tfc_comm_idle(c);                             \
         if (rc_ != 0) return mpi_failed(fn, c, err_); \
     } while (0)
 #define ERR err_, sizeof err_

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "backend/backend.h"
 #include "dist/dist_module.h"
 #include "tensor/tensor_impl.h"
 #include "tfcore/dist.h"
@@ -30,6 +31,10 @@ struct tfc_comm {
     int wd_started, wd_stop;
     double timeout_s, busy_since;
     const char *busy_what;
+    /* NCCL, for CUDA tensors: made on the first CUDA collective (nccl.c), for one device */
+    const tfc_backend *cuda;
+    void *nccl;
+    int32_t nccl_device;
 };
 
 /* The kinds of collective, for the agreement check (tfc_comm_check). */
@@ -74,6 +79,22 @@ tfc_status tfc_comm_barrier_raw(const char *fn, tfc_comm *c);
 void tfc_comm_share(int64_t n, int32_t size, int32_t r, int64_t *lo, int64_t *hi);
 
 tfc_comm *tfc_comm_retain(tfc_comm *c);
+
+/* The watchdog's view: a collective named what is waiting from now on / is done. */
+void tfc_comm_busy(tfc_comm *c, const char *what);
+void tfc_comm_idle(tfc_comm *c);
+
+/*
+ * The NCCL communicator of c for CUDA device `device` (the CUDA module's
+ * coll_* entries): made on the first call, from an id rank 0 creates and
+ * broadcasts over MPI. Collective. Errors: the CUDA module unavailable or
+ * without NCCL (TFC_ERR_UNSUPPORTED / TFC_ERR_DEVICE, on every rank when
+ * rank 0 cannot create the id), another device than the first call's
+ * (TFC_ERR_UNSUPPORTED: one device per process).
+ */
+tfc_status tfc_comm_nccl(const char *fn, tfc_comm *c, int32_t device, const tfc_backend **be, void **nccl);
+/* Free c's NCCL communicator (comm.c's release). */
+void tfc_comm_nccl_release(tfc_comm *c);
 
 /* Seconds on the monotonic clock. */
 double tfc_comm_now(void);

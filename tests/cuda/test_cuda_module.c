@@ -59,6 +59,9 @@ TEST(every_entry_but_the_cpu_only_ones_is_filled) {
     CHECK(a->reduce_scatter == NULL && a->cross_entropy_rows == NULL && a->topk == NULL && a->topk_backward == NULL);
     /* After gemm_dtypes (ABI 5): the quantized-weight entries, CPU-only so far. */
     CHECK(a->quantize == NULL && a->dequantize == NULL && a->qlinear == NULL);
+    /* ABI 6: the NCCL collectives, all there. */
+    CHECK(a->coll_unique_id && a->coll_init && a->coll_release && a->coll_all_reduce && a->coll_broadcast &&
+          a->coll_all_gather && a->coll_reduce_scatter);
 }
 
 TEST(what_cuda_does_not_offer_is_refused_before_the_device) {

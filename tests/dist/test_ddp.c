@@ -219,15 +219,15 @@ TEST(zero1_equals_one_process) {
     CHECK_OK(tfc_optim_state_bytes(ropt, &whole));
     const int64_t total = IN * HID + HID + HID * OUT + OUT;
     CHECK(whole == 2 * 8 * total);
-    tfc_tensor *b = NULL;
+    tfc_tensor *bytes = NULL;
     double bm = (double)mine;
-    CHECK_OK(tfc_tensor_from_data(&bm, NULL, 0, TFC_DTYPE_F64, &b));
-    CHECK_OK(tfc_all_reduce(C, b, TFC_COMM_SUM));
+    CHECK_OK(tfc_tensor_from_data(&bm, NULL, 0, TFC_DTYPE_F64, &bytes));
+    CHECK_OK(tfc_all_reduce(C, bytes, TFC_COMM_SUM));
     double sum = 0;
-    CHECK_OK(tfc_tensor_item(b, &sum));
+    CHECK_OK(tfc_tensor_item(bytes, &sum));
     CHECK(sum == (double)whole);
     CHECK(mine <= 2 * 8 * (total / N + 1));
-    tfc_tensor_release(b);
+    tfc_tensor_release(bytes);
     /* the state as one process has it, on root; nothing elsewhere */
     int root = N - 1;
     tfc_optim *full = NULL;
