@@ -38,10 +38,10 @@ print("%.0f" % statistics.median(r["tokens_per_s"] for r in rows[3:]))' "$1"
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
 echo "tfcore train --preset char-small --batch 16 (global) --steps $steps"
-printf "%-36s %10s %8s  %s\n" "configuration" "tokens/s" "ratio" "notes"
+printf "%-44s %9s %6s  %s\n" "configuration" "tokens/s" "ratio" "notes"
 run base 0 2
 base=$(median_tps "$work/base.json")
-printf "%-36s %10s %8s\n" "1 process x 2 threads" "$base" "1.00"
+printf "%-44s %9s %6s\n" "1 process x 2 threads" "$base" "1.00"
 for cfg in "ddp:2 ranks x 1 thread (DDP, 25 MiB buckets)" "ddp4:2 ranks x 1 thread (DDP, 4 MiB buckets):--bucket-mb 4" \
   "zero:2 ranks x 1 thread (--zero 1):--zero 1"; do
   name=${cfg%%:*}
@@ -53,5 +53,5 @@ for cfg in "ddp:2 ranks x 1 thread (DDP, 25 MiB buckets)" "ddp4:2 ranks x 1 thre
   run "$name" 2 1 $extra
   tps=$(median_tps "$work/$name.json")
   note=$(grep -E "^ddp: |^optimizer state: " "$work/$name.log" | sed 's/^ddp: //' | paste -sd ';' -)
-  printf "%-36s %10s %8s  %s\n" "$label" "$tps" "$(echo "scale=2; $tps / $base" | bc)" "$note"
+  printf "%-44s %9s %6.2f  %s\n" "$label" "$tps" "$(echo "scale=4; $tps / $base" | bc)" "$note"
 done

@@ -12,7 +12,13 @@ TFC_API const char *tfc_version_string(void) { return TFC_VERSION_STRING; }
 TFC_API const char *tfc_build_info(void) {
     return "libtfcore " TFC_VERSION_STRING "; backends: cpu"
 #if TFC_HAVE_CUDA_MODULE
-           ", cuda (module " TFC_CUDA_MODULE_NAME ", sm " TFC_CUDA_ARCHS ")"
+           ", cuda (module " TFC_CUDA_MODULE_NAME ", sm " TFC_CUDA_ARCHS ", NCCL collectives when libnccl.so.2 loads)"
+#endif
+           "; processes: "
+#if TFC_HAVE_MPI_MODULE
+           "mpi (module " TFC_MPI_MODULE_NAME ")"
+#else
+           "one (built without the MPI module)"
 #endif
            "; blas: "
 #if TFC_HAVE_BLAS

@@ -5,12 +5,13 @@
 #   2 ranks with --zero 1 (sharded AdamW state)
 #   1 process with --grad-accum 2, and 2 ranks with --grad-accum 2
 # each equal to one process with batch 16: every parameter, every AdamW
-# buffer and every step's loss to 1e-12 relative (compare_runs.py); in f32,
-# 2 ranks to 1e-5, leaving out the key bias, whose gradient is zero in exact
-# arithmetic and whose f32 AdamW steps are rounding noise (compare_runs.py). Checkpoints do not depend on the rank count: 10 steps on
-# 2 ranks (ZeRO) resumed on 1, and 10 on 1 resumed on 2, end where one
-# process's 20 steps end. A rank killed mid-run ends the job with mpirun
-# naming it; a bad --batch is refused on every rank.
+# buffer and every step's loss and gradient norm to 1e-12 relative
+# (compare_runs.py); in f32, 2 ranks to 1e-5, leaving out the key bias,
+# whose gradient is zero in exact arithmetic and whose f32 AdamW steps are
+# rounding noise. Checkpoints do not depend on the rank count: 10 steps on
+# 2 ranks (ZeRO-1) resumed on 1, 10 on 1 resumed on 2, and 10 on 2 resumed
+# on 4 (ZeRO-1) end where one process's 20 steps end. A rank killed mid-run
+# ends the job with mpirun naming it; a bad --batch is refused on every rank.
 #
 #   test_train_exact.sh TFCORE_CLI SOURCE_ROOT
 set -u
@@ -55,6 +56,8 @@ train res21 2 --dtype f64 --zero 1 --stop-after 10 && train res21 0 --dtype f64 
   same "10 steps on 2 ranks (ZeRO-1) + 10 resumed on 1 == 20 on 1" ref res21 1e-12
 train res12 0 --dtype f64 --stop-after 10 && train res12 2 --dtype f64 --resume &&
   same "10 steps on 1 + 10 resumed on 2 == 20 on 1" ref res12 1e-12
+train res24 2 --dtype f64 --stop-after 10 && train res24 4 --dtype f64 --resume --zero 1 &&
+  same "10 steps on 2 + 10 resumed on 4 (ZeRO-1) == 20 on 1" ref res24 1e-12
 
 # Only rank 0 writes: one progress stream, one checkpoint.
 n=$(grep -c "^final: " "$work/ddp2.log")

@@ -228,3 +228,28 @@ def test_destroy_releases_everything_and_init_starts_again():
     assert dist.world_size() == 1
     # The released DDP left no hook behind on the tape.
     _forward(tfcore.tensor(_batch(), dtype="float64"), p).backward()
+
+
+def test_launched_by_mpirun_without_the_mpi_module(tmp_path):
+    """A program started by an MPI launcher, with a libtfcore that has no
+    libtfcore-mpi.so beside it or on the loader's path: tfc_comm_init is a
+    clear TFC_ERR_UNSUPPORTED naming the module and what to install."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    lib = os.environ["TFCORE_LIBRARY"]
+    alone = tmp_path / os.path.basename(lib)
+    shutil.copy(os.path.realpath(lib), alone)
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(tfcore.__file__)))
+    env = dict(os.environ, TFCORE_LIBRARY=str(alone), OMPI_COMM_WORLD_SIZE="2", LD_LIBRARY_PATH=str(tmp_path),
+               PYTHONPATH=pkg)
+    code = ("import tfcore, tfcore.distributed as d\n"
+            "try:\n    d.init()\nexcept tfcore.Error as e:\n"
+            "    print(type(e).__name__, e.status_name, e)\nelse:\n    print('no error')\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert "TFC_ERR_UNSUPPORTED" in out.stdout, out.stdout + out.stderr
+    assert "OMPI_COMM_WORLD_SIZE=2" in out.stdout and "libtfcore-mpi.so" in out.stdout, out.stdout
+    assert "libopenmpi-dev" in out.stdout, out.stdout
+    assert "processes: " in tfcore.build_info()
