@@ -105,6 +105,18 @@ static void divide(void *p, int64_t n, tfc_dtype w, int32_t size) {
     }
 }
 
+/* The NCCL problem of a collective on t's device (send/recv: the staged buffers, n elements per rank). */
+static tfc_coll_problem coll_of(const tfc_tensor *t, tfc_comm_op op, int32_t root, const void *send, void *recv,
+                                int64_t n) {
+    return (tfc_coll_problem){.device = t->storage->device_index,
+                              .dtype = t->dtype,
+                              .avg = op == TFC_COMM_AVG,
+                              .root = root,
+                              .send = send,
+                              .recv = recv,
+                              .count = n};
+}
+
 static int overlap(const tfc_tensor *a, const tfc_tensor *b) { return a->storage == b->storage; }
 
 /* in and out of one collective live on one device. */
@@ -168,12 +180,7 @@ TFC_API tfc_status tfc_all_reduce(tfc_comm *c, tfc_tensor *t, tfc_comm_op op) {
     TFC_TRY(stage_of(fn, t, 1, &stage, &p));
     tfc_status s;
     if (on_cuda(t)) {
-        tfc_coll_problem cp = {.device = t->storage->device_index,
-                               .dtype = t->dtype,
-                               .avg = op == TFC_COMM_AVG,
-                               .send = p,
-                               .recv = p,
-                               .count = n};
+        tfc_coll_problem cp = coll_of(t, op, 0, p, p, n);
         s = n ? run_nccl(fn, c, COLL_ALL_REDUCE, &cp) : TFC_OK;
     } else {
         s = tfc_comm_sum_raw(fn, c, p, n, wire_dtype(t));
@@ -199,8 +206,7 @@ TFC_API tfc_status tfc_broadcast(tfc_comm *c, tfc_tensor *t, int32_t root) {
     TFC_TRY(stage_of(fn, t, c->rank == root, &stage, &p));
     tfc_status s;
     if (on_cuda(t)) {
-        tfc_coll_problem cp = {
-            .device = t->storage->device_index, .dtype = t->dtype, .root = root, .send = p, .recv = p, .count = n};
+        tfc_coll_problem cp = coll_of(t, TFC_COMM_SUM, root, p, p, n);
         s = n ? run_nccl(fn, c, COLL_BROADCAST, &cp) : TFC_OK;
     } else {
         s = tfc_comm_bcast_raw(fn, c, p, n, wire_dtype(t), root);
@@ -257,8 +263,7 @@ TFC_API tfc_status tfc_all_gather(tfc_comm *c, const tfc_tensor *in, tfc_tensor 
     tfc_status s = stage_of(fn, in, 1, &sin, &pin);
     if (s == TFC_OK) s = stage_of(fn, out, 0, &sout, &pout);
     if (s == TFC_OK && on_cuda(in)) {
-        tfc_coll_problem cp = {
-            .device = in->storage->device_index, .dtype = in->dtype, .send = pin, .recv = pout, .count = n};
+        tfc_coll_problem cp = coll_of(in, TFC_COMM_SUM, 0, pin, pout, n);
         s = n ? run_nccl(fn, c, COLL_ALL_GATHER, &cp) : TFC_OK;
     } else if (s == TFC_OK) {
         s = tfc_comm_allgatherv_raw(fn, c, pin, pout, counts, wire_dtype(in));
@@ -289,12 +294,7 @@ TFC_API tfc_status tfc_reduce_scatter(tfc_comm *c, const tfc_tensor *in, tfc_ten
     tfc_status s = stage_of(fn, in, 1, &sin, &pin);
     if (s == TFC_OK) s = stage_of(fn, out, 0, &sout, &pout);
     if (s == TFC_OK && on_cuda(in)) {
-        tfc_coll_problem cp = {.device = in->storage->device_index,
-                               .dtype = in->dtype,
-                               .avg = op == TFC_COMM_AVG,
-                               .send = pin,
-                               .recv = pout,
-                               .count = n};
+        tfc_coll_problem cp = coll_of(in, op, 0, pin, pout, n);
         s = n ? run_nccl(fn, c, COLL_REDUCE_SCATTER, &cp) : TFC_OK;
     } else if (s == TFC_OK) {
         s = tfc_comm_reduce_scatterv_raw(fn, c, pin, pout, counts, wire_dtype(in));

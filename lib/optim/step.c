@@ -82,23 +82,28 @@ static int64_t lay_segments(tfc_optim *opt) {
     return nseg;
 }
 
+/* The step's rule and hyperparameters (segments and device left for the caller). */
+static tfc_optim_problem problem_of(const tfc_optim *opt) {
+    const tfc_optim_options *o = &opt->opts;
+    return (tfc_optim_problem){
+        .rule = opt->kind != TFC_OPTIM_SGD ? TFC_OPTIM_RULE_ADAM : TFC_OPTIM_RULE_SGD,
+        .momentum = o->momentum,
+        .dampening = o->dampening,
+        .beta1 = o->beta1,
+        .beta2 = o->beta2,
+        .eps = o->eps,
+        .nesterov = o->nesterov,
+        .amsgrad = o->amsgrad,
+        .decoupled = opt->kind == TFC_OPTIM_ADAMW,
+        .maximize = o->maximize,
+    };
+}
+
 TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
     const char *fn = "tfc_optim_step";
     TFC_CHECK_NOT_NULL(fn, opt);
     if (opt->shard) {
-        const tfc_optim_options *o = &opt->opts;
-        tfc_optim_problem proto = {
-            .rule = opt->kind != TFC_OPTIM_SGD ? TFC_OPTIM_RULE_ADAM : TFC_OPTIM_RULE_SGD,
-            .momentum = o->momentum,
-            .dampening = o->dampening,
-            .beta1 = o->beta1,
-            .beta2 = o->beta2,
-            .eps = o->eps,
-            .nesterov = o->nesterov,
-            .amsgrad = o->amsgrad,
-            .decoupled = opt->kind == TFC_OPTIM_ADAMW,
-            .maximize = o->maximize,
-        };
+        const tfc_optim_problem proto = problem_of(opt);
         return tfc_optim_shard_step(fn, opt, &proto);
     }
     TFC_TRY(tfc_optim_reserve_segs(fn, opt, opt->n_params));
@@ -114,22 +119,10 @@ TFC_API tfc_status tfc_optim_step(tfc_optim *opt) {
     /* 1. Check everything and allocate missing state before writing anything. */
     TFC_TRY(check_and_reserve(fn, opt, ref, be));
     /* 2. The fused pass. */
-    const tfc_optim_options *o = &opt->opts;
-    tfc_optim_problem pr = {
-        .device = tfc_device_index(ref),
-        .rule = opt->kind != TFC_OPTIM_SGD ? TFC_OPTIM_RULE_ADAM : TFC_OPTIM_RULE_SGD,
-        .momentum = o->momentum,
-        .dampening = o->dampening,
-        .beta1 = o->beta1,
-        .beta2 = o->beta2,
-        .eps = o->eps,
-        .nesterov = o->nesterov,
-        .amsgrad = o->amsgrad,
-        .decoupled = opt->kind == TFC_OPTIM_ADAMW,
-        .maximize = o->maximize,
-        .segs = opt->segs,
-        .nseg = lay_segments(opt),
-    };
+    tfc_optim_problem pr = problem_of(opt);
+    pr.device = tfc_device_index(ref);
+    pr.segs = opt->segs;
+    pr.nseg = lay_segments(opt);
     if (pr.nseg > 0) TFC_TRY(TFC_BACKEND_RUN_DT(fn, be, optim_step, &pr, ref->dtype));
     /* 3. Commit: state exists now, counts advance, in-place writes are visible to autograd. */
     commit(opt);

@@ -12,24 +12,7 @@
  * calls that disagree across ranks, which must fail on every rank with
  * the same status, never hang.
  */
-#include "../c/tfc_test.h"
-
-#include <stdint.h>
-
-static tfc_comm *C;
-static int R, N;
-
-static void finish(void) { tfc_comm_release(C); }
-
-__attribute__((constructor(200))) static void start(void) {
-    if (tfc_comm_init(&C) != TFC_OK) {
-        fprintf(stderr, "tfc_comm_init: %s\n", tfc_last_error());
-        exit(2);
-    }
-    R = tfc_comm_rank(C);
-    N = tfc_comm_size(C);
-    atexit(finish);
-}
+#include "dist_test.h"
 
 /* Small integers (|v| <= 200), exact in bf16 too, different on every rank. */
 static double value(int r, int64_t i) { return (double)((i * 7 + r * 13) % 23) - 11.0 + (double)r; }

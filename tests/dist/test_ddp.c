@@ -10,22 +10,7 @@
  * sharded AdamW with clipping, must equal what one process computes on the
  * whole batch (the reference, computed here on every rank in f64).
  */
-#include "../c/tfc_test.h"
-
-static tfc_comm *C;
-static int R, N;
-
-static void finish(void) { tfc_comm_release(C); }
-
-__attribute__((constructor(200))) static void start(void) {
-    if (tfc_comm_init(&C) != TFC_OK) {
-        fprintf(stderr, "tfc_comm_init: %s\n", tfc_last_error());
-        exit(2);
-    }
-    R = tfc_comm_rank(C);
-    N = tfc_comm_size(C);
-    atexit(finish);
-}
+#include "dist_test.h"
 
 enum { ROWS = 6, IN = 5, HID = 7, OUT = 3, NP = 4 };
 
