@@ -48,7 +48,7 @@ expect_fail 2 "--resume: no checkpoint" "$tfcore" train --data "$work/corpus.txt
 expect_fail 2 "--device must be cpu, cuda or cuda:N, got 'tpu'" "$tfcore" train --data "$work/corpus.txt" --device tpu
 expect_fail 2 "--device cuda: needs an integer" "$tfcore" train --data "$work/corpus.txt" --device cuda:x
 expect_fail 2 "--dtype bf16: bf16 training not implemented yet" "$tfcore" train --data "$work/corpus.txt" --dtype bf16
-expect_fail 2 "--dtype must be f32 or bf16, got 'f16'" "$tfcore" train --data "$work/corpus.txt" --dtype f16
+expect_fail 2 "--dtype must be f32, f64 or bf16, got 'f16'" "$tfcore" train --data "$work/corpus.txt" --dtype f16
 # --device cuda: trains where a GPU is usable; elsewhere one clean line with the loader's reason, nothing written.
 if "$tfcore" train --data "$work/corpus.txt" --device cuda --steps 2 --batch 2 --eval-every 1 --eval-batches 1 \
     --sample-tokens 0 --out "$work/o_cuda" >"$work/cuda.log" 2>&1; then
