@@ -172,7 +172,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_ddp_new(tfc_comm *c, tfc_tensor *const *par
  * every gradient in it is final (tfc_graph_set_grad_hook), on a thread of
  * the tfc_ddp, so communication overlaps the rest of backward. Replaces g's
  * grad hook; detach by setting g's hook to NULL. Without attach,
- * tfc_ddp_finish reduces everything after backward (no overlap).
+ * tfc_ddp_finish reduces everything after backward (no overlap). With sync
+ * on, run one backward between finishes: a bucket is packed when its
+ * gradients are final, so what a second backward adds to them is not
+ * averaged (accumulate with tfc_ddp_set_sync(d, 0) instead).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_ddp_attach(tfc_ddp *d, tfc_graph *g);
 /*
