@@ -247,6 +247,37 @@ static int64_t *equal_counts(int32_t size, int64_t n) {
     return counts;
 }
 
+/*
+ * The part all_gather and reduce_scatter share once their checks passed:
+ * stage in and out, move n elements per rank (NCCL on CUDA, MPI on the
+ * CPU), write out back. gather: all-gather, else reduce-scatter with op.
+ */
+static tfc_status stacked(const char *fn, tfc_comm *c, int gather, const tfc_tensor *in, tfc_tensor *out,
+                          tfc_comm_op op, int64_t n) {
+    int64_t *counts = equal_counts(c->size, n);
+    if (!counts) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    tfc_tensor *sin = NULL, *sout = NULL;
+    void *pin, *pout;
+    tfc_status s = stage_of(fn, in, 1, &sin, &pin);
+    if (s == TFC_OK) s = stage_of(fn, out, 0, &sout, &pout);
+    if (s == TFC_OK && on_cuda(in)) {
+        tfc_coll_problem cp = coll_of(in, op, 0, pin, pout, n);
+        s = n ? run_nccl(fn, c, gather ? COLL_ALL_GATHER : COLL_REDUCE_SCATTER, &cp) : TFC_OK;
+    } else if (s == TFC_OK && gather) {
+        s = tfc_comm_allgatherv_raw(fn, c, pin, pout, counts, wire_dtype(in));
+    } else if (s == TFC_OK) {
+        s = tfc_comm_reduce_scatterv_raw(fn, c, pin, pout, counts, wire_dtype(in));
+        if (s == TFC_OK && op == TFC_COMM_AVG && c->size > 1) divide(pout, n, wire_dtype(in), c->size);
+    }
+    free(counts);
+    tfc_tensor_release(sin);
+    if (s != TFC_OK) {
+        tfc_tensor_release(sout);
+        return s;
+    }
+    return unstage(fn, out, sout);
+}
+
 TFC_API tfc_status tfc_all_gather(tfc_comm *c, const tfc_tensor *in, tfc_tensor *out) {
     const char *fn = "tfc_all_gather";
     TFC_CHECK_NOT_NULL(fn, c);
@@ -256,25 +287,7 @@ TFC_API tfc_status tfc_all_gather(tfc_comm *c, const tfc_tensor *in, tfc_tensor 
     if (local == TFC_OK) local = check_stacked(fn, "out", out, "in", in, c->size);
     const int64_t n = local == TFC_OK ? tfc_numel(in) : 0;
     TFC_TRY(agree(fn, c, local, TFC_COLL_ALL_GATHER, in, n, 0, "-"));
-    int64_t *counts = equal_counts(c->size, n);
-    if (!counts) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    tfc_tensor *sin = NULL, *sout = NULL;
-    void *pin, *pout;
-    tfc_status s = stage_of(fn, in, 1, &sin, &pin);
-    if (s == TFC_OK) s = stage_of(fn, out, 0, &sout, &pout);
-    if (s == TFC_OK && on_cuda(in)) {
-        tfc_coll_problem cp = coll_of(in, TFC_COMM_SUM, 0, pin, pout, n);
-        s = n ? run_nccl(fn, c, COLL_ALL_GATHER, &cp) : TFC_OK;
-    } else if (s == TFC_OK) {
-        s = tfc_comm_allgatherv_raw(fn, c, pin, pout, counts, wire_dtype(in));
-    }
-    free(counts);
-    tfc_tensor_release(sin);
-    if (s != TFC_OK) {
-        tfc_tensor_release(sout);
-        return s;
-    }
-    return unstage(fn, out, sout);
+    return stacked(fn, c, 1, in, out, TFC_COMM_SUM, n);
 }
 
 TFC_API tfc_status tfc_reduce_scatter(tfc_comm *c, const tfc_tensor *in, tfc_tensor *out, tfc_comm_op op) {
@@ -287,24 +300,5 @@ TFC_API tfc_status tfc_reduce_scatter(tfc_comm *c, const tfc_tensor *in, tfc_ten
     if (local == TFC_OK) local = check_stacked(fn, "in", in, "out", out, c->size);
     const int64_t n = local == TFC_OK ? tfc_numel(out) : 0;
     TFC_TRY(agree(fn, c, local, TFC_COLL_REDUCE_SCATTER, out, n, op, "the reduce op"));
-    int64_t *counts = equal_counts(c->size, n);
-    if (!counts) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    tfc_tensor *sin = NULL, *sout = NULL;
-    void *pin, *pout;
-    tfc_status s = stage_of(fn, in, 1, &sin, &pin);
-    if (s == TFC_OK) s = stage_of(fn, out, 0, &sout, &pout);
-    if (s == TFC_OK && on_cuda(in)) {
-        tfc_coll_problem cp = coll_of(in, op, 0, pin, pout, n);
-        s = n ? run_nccl(fn, c, COLL_REDUCE_SCATTER, &cp) : TFC_OK;
-    } else if (s == TFC_OK) {
-        s = tfc_comm_reduce_scatterv_raw(fn, c, pin, pout, counts, wire_dtype(in));
-        if (s == TFC_OK && op == TFC_COMM_AVG && c->size > 1) divide(pout, n, wire_dtype(in), c->size);
-    }
-    free(counts);
-    tfc_tensor_release(sin);
-    if (s != TFC_OK) {
-        tfc_tensor_release(sout);
-        return s;
-    }
-    return unstage(fn, out, sout);
+    return stacked(fn, c, 0, in, out, op, n);
 }
