@@ -247,6 +247,49 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate_batch(tfc_gpt *m, int32_t n_se
                                                         tfc_gpt_batch_token_fn on_token /* nullable */,
                                                         void *ctx /* nullable */);
 
+/* What a speculative generation did (tfc_gpt_generate_speculative). Set struct_size = sizeof(tfc_spec_stats). */
+typedef struct tfc_spec_stats {
+    uint32_t struct_size;
+    int64_t drafted;       /* tokens the draft model proposed */
+    int64_t accepted;      /* of those, tokens the target accepted */
+    int64_t target_passes; /* forward passes of the target model, the prompt's included */
+} tfc_spec_stats;
+
+/*
+ * Speculative decoding: generate max_new tokens after the prompt with
+ * `target`, a smaller `draft` model of the same vocabulary proposing k
+ * tokens at a time that the target checks in one forward pass of k + 1
+ * positions. Token j of the output is accepted from the draft with
+ * probability min(1, p(x)/q(x)) (p: the target's distribution, q: the
+ * draft's, both after temperature, top_k and top_p as tfc_sample applies
+ * them); at the first rejection the token is drawn from the normalised
+ * max(0, p − q) instead, and when all k are accepted one more is drawn from
+ * the target's next distribution. The output therefore follows the
+ * target's distribution exactly (Leviathan et al. 2023; Chen et al. 2023),
+ * whatever the draft; greedy (temperature 0) gives the tokens
+ * tfc_gpt_generate(target, ...) gives, up to the rounding of a k+1-position
+ * pass against single steps. Random numbers: Philox stream (seed, j) for
+ * output position j (element 0 for the target's draws, 1 for the draft's,
+ * 2 for the acceptance test), so a seed reproduces a text for a given k but
+ * not the text tfc_gpt_generate draws with that seed.
+ *
+ * Each model keeps its own KV cache; rejected positions are dropped from
+ * both. When a context reaches either block_size, both restart from the
+ * last half block. stats (may be NULL) receives the counts (acceptance rate
+ * = accepted / drafted). out, cap, on_token and ctx as tfc_gpt_generate
+ * (stopping → TFC_ERR_CANCELLED with the tokens so far in out).
+ *
+ * Errors: NULL target, draft or prompt; vocab sizes that differ; k < 1,
+ * k > 64 or k > the smaller block_size / 2; n_prompt < 1, ids outside the vocabulary,
+ * max_new < 0, sampling arguments as tfc_sample, stats->struct_size too
+ * small (TFC_ERR_INVALID_ARG); cap < max_new (TFC_ERR_BUFFER_TOO_SMALL); a
+ * model on CUDA (TFC_ERR_DEVICE); TFC_ERR_OOM. Both models are only read.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate_speculative(
+    tfc_gpt *target, tfc_gpt *draft, const int32_t *prompt, int32_t n_prompt, int32_t max_new, int32_t k,
+    double temperature, int32_t top_k, double top_p, uint64_t seed, int32_t *out, int32_t cap,
+    tfc_spec_stats *stats /* nullable */, tfc_gpt_token_fn on_token /* nullable */, void *ctx /* nullable */);
+
 /*
  * Quantize m for inference (formats: include/tfcore/quant.h): the weights
  * of the four Linear layers of every block (attn.c_attn, attn.c_proj,

@@ -122,4 +122,20 @@ tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_
 tfc_status tfc_gpt_run_seqs(tfc_gpt *m, const tfc_tensor *idx, tfc_gpt_cache *const *seqs, const char *fn,
                             tfc_tensor **logits);
 
+/*
+ * The distribution tfc_sample draws from (sample.c): candidates most
+ * probable first (ties by id), the first *keep of them kept by top-k and
+ * top-p, with unnormalised probabilities summing to *mass over the kept
+ * ones. Greedy (temperature 0) is the argmax alone with p = 1. Arguments
+ * are checked as tfc_sample does, errors prefixed by fn; *out is malloc'd.
+ */
+typedef struct tfc_sample_cand {
+    double p;
+    int32_t id;
+} tfc_sample_cand;
+tfc_status tfc_sample_dist(const char *fn, const float *logits, int64_t n, double temperature, int32_t top_k,
+                           double top_p, tfc_sample_cand **out, int64_t *keep, double *mass);
+/* The kept candidate whose cumulative probability first exceeds u·mass (u uniform in [0, 1)). */
+int32_t tfc_sample_draw(const tfc_sample_cand *c, int64_t keep, double mass, double u);
+
 #endif

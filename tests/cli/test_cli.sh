@@ -200,6 +200,19 @@ expect_fail 2 "holds no line" "$tfcore" sample --ckpt "$work/straight" --prompts
 printf 'The \n\x01\n' > "$work/odd_prompts.txt"
 expect_fail 2 "sample (--prompts line 2): " "$tfcore" sample --ckpt "$work/straight" --prompts "$work/odd_prompts.txt"
 
+# speculative sampling: a checkpoint as its own draft accepts every proposal and gives the greedy text;
+# a draft of another vocabulary (the default corpus) is refused
+checks=$((checks + 1))
+plain=$("$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 30 --temperature 0)
+spec=$("$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 30 --temperature 0 --draft "$work/straight" --draft-k 3 2>"$work/err") ||
+    fail "sample --draft failed: $(cat "$work/err")"
+[ "$spec" = "$plain" ] || fail "sample --draft (greedy) '$spec' is not the plain greedy sample '$plain'"
+grep -q "^tfcore sample: speculative, k = 3: \([0-9]*\) of \1 drafted tokens accepted (100%), [0-9]* target passes for 30 tokens$" "$work/err" ||
+    fail "sample --draft printed no acceptance line: $(cat "$work/err")"
+expect_fail 2 "has another vocabulary than --ckpt" "$tfcore" sample --ckpt "$work/straight" --draft "$work/default"
+expect_fail 2 "--draft decodes one prompt" "$tfcore" sample --ckpt "$work/straight" --draft "$work/straight" --prompts "$work/prompts.txt"
+expect_fail 2 "--draft-k" "$tfcore" sample --ckpt "$work/straight" --draft "$work/straight" --draft-k 0
+
 # eval over non-overlapping windows
 checks=$((checks + 1))
 "$tfcore" eval --ckpt "$work/straight" --data "$work/corpus.txt" | grep -q "nats/token" || fail "eval printed no loss"

@@ -274,6 +274,13 @@ typedef int32_t (*tfc_gpt_token_fn)(int32_t token, void *ctx);
 tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *prompt, int32_t n_prompt, int32_t max_new, double temperature, int32_t top_k, double top_p, uint64_t seed, int32_t *out, int32_t cap, tfc_gpt_token_fn on_token, void *ctx);
 typedef int32_t (*tfc_gpt_batch_token_fn)(int32_t seq, int32_t token, void *ctx);
 tfc_status tfc_gpt_generate_batch(tfc_gpt *m, int32_t n_seq, const int32_t *const *prompts, const int32_t *n_prompts, int32_t max_new, double temperature, int32_t top_k, double top_p, uint64_t seed, int32_t *out, int64_t cap, int32_t *lengths, tfc_gpt_batch_token_fn on_token, void *ctx);
+typedef struct tfc_spec_stats {
+uint32_t struct_size;
+int64_t drafted;
+int64_t accepted;
+int64_t target_passes;
+} tfc_spec_stats;
+tfc_status tfc_gpt_generate_speculative( tfc_gpt *target, tfc_gpt *draft, const int32_t *prompt, int32_t n_prompt, int32_t max_new, int32_t k, double temperature, int32_t top_k, double top_p, uint64_t seed, int32_t *out, int32_t cap, tfc_spec_stats *stats, tfc_gpt_token_fn on_token, void *ctx);
 tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t group_size);
 tfc_qformat tfc_gpt_quant_format(const tfc_gpt *m);
 int32_t tfc_gpt_quant_group_size(const tfc_gpt *m);

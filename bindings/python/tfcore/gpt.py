@@ -246,6 +246,36 @@ class GPT:
             raise failed[0]
         return [list(ffi.unpack(out + i * max_new, produced[i])) for i in range(n)]
 
+    def generate_speculative(self, draft, prompt, max_new_tokens, k=4, temperature=1.0, top_k=0, top_p=1.0, seed=0,
+                             callback=None, stats=None):
+        """max_new_tokens ids after prompt from this (target) model, with `draft` (a
+        smaller GPT of the same vocabulary) proposing k tokens a step that this model
+        checks in one pass (tfc_gpt_generate_speculative): the output follows this
+        model's distribution exactly; greedy gives generate(..., temperature=0)'s
+        tokens. stats, a dict if given, receives drafted, accepted, target_passes."""
+        prompt = [int(i) for i in (prompt.tolist() if isinstance(prompt, Tensor) else prompt)]
+        out = ffi.new("int32_t[]", max(int(max_new_tokens), 1))
+        st = ffi.new("tfc_spec_stats *")
+        st.struct_size = ffi.sizeof("tfc_spec_stats")
+        got = []
+
+        def on_token(token, ctx):
+            got.append(token)
+            try:
+                return 1 if callback is not None and callback(token) else 0
+            except Exception:  # an error in the callback stops generation
+                return 1
+        cb = ffi.callback("tfc_gpt_token_fn", on_token)
+        status = lib.tfc_gpt_generate_speculative(self._h, draft._h, ffi.new("int32_t[]", prompt), len(prompt),
+                                                  int(max_new_tokens), int(k), float(temperature), int(top_k),
+                                                  float(top_p), int(seed), out, int(max_new_tokens), st, cb, ffi.NULL)
+        if stats is not None:
+            stats.update(drafted=st.drafted, accepted=st.accepted, target_passes=st.target_passes)
+        if status == lib.TFC_ERR_CANCELLED:
+            return got
+        check(status)
+        return list(ffi.unpack(out, int(max_new_tokens)))
+
     def __repr__(self):
         q = ", %s" % self.quant_format if self.quant_format else ""
         return "GPT(%r, %d parameters%s)" % (self.config, self.num_parameters(), q)
