@@ -100,6 +100,12 @@ struct tfc_gpt_cache {
  */
 tfc_status tfc_gpt_feed(tfc_gpt *m, tfc_gpt_cache *c, const int32_t *tokens, int32_t n, float *row);
 
+/*
+ * Rows first .. first+n-1 of logits lg (any shape [..., V], taken as
+ * [rows, V]) copied to dst as f32; consumes the reference to lg.
+ */
+tfc_status tfc_gpt_logits_rows(tfc_tensor *lg, int64_t first, int64_t n, float *dst);
+
 /* A cache for batch sequences of at most cap (1 .. block_size) positions; fn names the caller in errors. */
 tfc_status tfc_gpt_cache_with_cap(const tfc_gpt *m, int32_t batch, int32_t cap, const char *fn, tfc_gpt_cache **out);
 

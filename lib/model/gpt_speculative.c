@@ -58,21 +58,12 @@ static tfc_status dist(const spec *s, const float *logits, double *dense, double
 /* Feed tokens[0..T) to the target and copy the T logits rows to s->rows (f32). */
 static tfc_status target_pass(spec *s, const int32_t *tokens, int32_t T) {
     const int64_t dims[2] = {1, T};
-    tfc_tensor *idx, *lg, *lf;
+    tfc_tensor *idx, *lg;
     TFC_TRY(tfc_tensor_from_data(tokens, dims, 2, TFC_DTYPE_I32, &idx));
     tfc_status st = tfc_gpt_forward_cached(s->t, s->tc, idx, &lg);
     tfc_tensor_release(idx);
     TFC_TRY(st);
-    if (tfc_tensor_dtype(lg) == TFC_DTYPE_F32) {
-        lf = lg;
-    } else {
-        st = tfc_cast(NULL, lg, TFC_DTYPE_F32, &lf);
-        tfc_tensor_release(lg);
-        TFC_TRY(st);
-    }
-    st = tfc_tensor_copy_to_host(lf, s->rows, (size_t)T * (size_t)s->V * sizeof(float));
-    tfc_tensor_release(lf);
-    return st;
+    return tfc_gpt_logits_rows(lg, 0, T, s->rows);
 }
 
 /* Restart both caches from the last `keep` tokens of the context (all but the last fed). */

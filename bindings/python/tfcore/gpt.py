@@ -196,15 +196,7 @@ class GPT:
         same seed gives the same tokens. callback(token) returning True stops."""
         prompt = [int(i) for i in (prompt.tolist() if isinstance(prompt, Tensor) else prompt)]
         out = ffi.new("int32_t[]", max(int(max_new_tokens), 1))
-        got = []
-
-        def on_token(token, ctx):
-            got.append(token)
-            try:
-                return 1 if callback is not None and callback(token) else 0
-            except Exception:  # an error in the callback stops generation
-                return 1
-        cb = ffi.callback("tfc_gpt_token_fn", on_token)
+        got, cb = _token_callback(callback)
         status = lib.tfc_gpt_generate(self._h, ffi.new("int32_t[]", prompt), len(prompt), int(max_new_tokens),
                                       float(temperature), int(top_k), float(top_p), int(seed), out,
                                       int(max_new_tokens), cb, ffi.NULL)
@@ -257,15 +249,7 @@ class GPT:
         out = ffi.new("int32_t[]", max(int(max_new_tokens), 1))
         st = ffi.new("tfc_spec_stats *")
         st.struct_size = ffi.sizeof("tfc_spec_stats")
-        got = []
-
-        def on_token(token, ctx):
-            got.append(token)
-            try:
-                return 1 if callback is not None and callback(token) else 0
-            except Exception:  # an error in the callback stops generation
-                return 1
-        cb = ffi.callback("tfc_gpt_token_fn", on_token)
+        got, cb = _token_callback(callback)
         status = lib.tfc_gpt_generate_speculative(self._h, draft._h, ffi.new("int32_t[]", prompt), len(prompt),
                                                   int(max_new_tokens), int(k), float(temperature), int(top_k),
                                                   float(top_p), int(seed), out, int(max_new_tokens), st, cb, ffi.NULL)
@@ -280,6 +264,19 @@ class GPT:
         q = ", %s" % self.quant_format if self.quant_format else ""
         return "GPT(%r, %d parameters%s)" % (self.config, self.num_parameters(), q)
 
+
+def _token_callback(callback):
+    """The list the tokens are appended to as they come, and the tfc_gpt_token_fn that
+    appends them and asks callback(token) whether to stop (an exception stops too)."""
+    got = []
+
+    def on_token(token, ctx):
+        got.append(token)
+        try:
+            return 1 if callback is not None and callback(token) else 0
+        except Exception:
+            return 1
+    return got, ffi.callback("tfc_gpt_token_fn", on_token)
 
 def sample(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, offset=0):
     """One token id drawn from a 1-D float32 logits vector (tfc_sample's rules)."""
