@@ -77,6 +77,33 @@ INLINE void dot_i4(int MB, int64_t K, int64_t G, const uint8_t *c, const float *
     ROWS(i) out[i] = _mm512_reduce_add_ps(acc[i]);
 }
 
+/* Rows [n0, n0+nb) of W as f32 into dst [nb, K]: the same product (float)q · scale per element as quant.c's. */
+void tfc_cpu_qtile_avx512(int32_t format, int64_t n0, int64_t nb, int64_t k0, int64_t kb, int64_t K, int64_t G,
+                          const void *codes, const float *scales, float *dst) {
+    for (int64_t r = 0; r < nb; r++) {
+        float *d = dst + r * kb;
+        if (format == TFC_QFORMAT_INT8) {
+            const int8_t *c = (const int8_t *)codes + (n0 + r) * K + k0;
+            const float s = scales[n0 + r];
+            const __m512 sv = _mm512_set1_ps(s);
+            int64_t k = 0;
+            for (; k + 16 <= kb; k += 16)
+                _mm512_storeu_ps(d + k, _mm512_mul_ps(widen(_mm_loadu_si128((const __m128i *)(c + k))), sv));
+            for (; k < kb; k++) d[k] = (float)c[k] * s;
+        } else {
+            const uint8_t *c = (const uint8_t *)codes + (n0 + r) * (K / 2) + k0 / 2;
+            const float *s = scales + (n0 + r) * (K / G);
+            for (int64_t k = 0; k < kb; k += 32) {
+                __m512 w0, w1;
+                unpack32(c + k / 2, &w0, &w1);
+                const __m512 sv = _mm512_set1_ps(s[(k0 + k) / G]);
+                _mm512_storeu_ps(d + k, _mm512_mul_ps(w0, sv));
+                _mm512_storeu_ps(d + k + 16, _mm512_mul_ps(w1, sv));
+            }
+        }
+    }
+}
+
 #define QROWS_NAME tfc_cpu_qrows_avx512
 #include "cpu/quant_rows.h"
 
