@@ -126,7 +126,7 @@ static int sample_batch(tfc_gpt *m, const vocab *v, const char *path, int64_t ma
 int cmd_sample(int argc, char **argv) {
     const char *ckpt = NULL, *prompt = NULL, *prompts = NULL, *draft_dir = NULL;
     int64_t max_new = 500, top_k = 0, seed = 1, group = -1, draft_k = 4;
-    tfc_qformat qformat = (tfc_qformat)0;
+    tfc_qformat qformat = (tfc_qformat)0, hformat = (tfc_qformat)0;
     double temperature = 0.8, top_p = 1.0;
     cli_args a = {.argc = argc, .argv = argv};
     const char *name, *val;
@@ -137,11 +137,12 @@ int cmd_sample(int argc, char **argv) {
             printf("usage: tfcore sample --ckpt DIR [--prompt TEXT | --prompts FILE] [--max-new-tokens N (500)]\n"
                    "                     [--temperature T (0.8)]\n"
                    "                     [--top-k K (0 = off)] [--top-p P (1 = off)] [--seed S (1)]\n"
-                   "                     [--quantize int8|int4|none (none)] [--group-size G (int4: 32)]\n"
-                   "                     [--draft DIR [--draft-k K (4)]]\n"
-                   "--draft DIR decodes speculatively: a smaller checkpoint trained on the same corpus and\n"
-                   "tokenizer proposes K tokens a step, which the --ckpt model checks in one pass; the text\n"
-                   "follows the --ckpt model's distribution (greedy: its own tokens).\n");
+                   "                     [--quantize int8|int4|none (none)] [--quantize-head int8|int4|none (none)]\n"
+                   "                     [--group-size G (every int4 part; 32)] [--draft DIR [--draft-k K (4)]]\n"
+                   "  --quantize: the block Linear layers; --quantize-head: the LM head (tied: a copy of wte)\n"
+                   "  --draft DIR decodes speculatively: a smaller checkpoint trained on the same corpus and\n"
+                   "  tokenizer proposes K tokens a step, which the --ckpt model checks in one pass; the text\n"
+                   "  follows the --ckpt model's distribution (greedy: its own tokens).\n");
             return 0;
         }
         if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
@@ -162,7 +163,9 @@ int cmd_sample(int argc, char **argv) {
         } else if (strcmp(name, "seed") == 0) {
             if (!cli_int(CMD, name, val, 0, INT64_MAX, &seed)) return EXIT_USAGE;
         } else if (strcmp(name, "quantize") == 0) {
-            if (!cli_quant_flag(CMD, val, &qformat)) return EXIT_USAGE;
+            if (!cli_quant_flag(CMD, name, val, &qformat)) return EXIT_USAGE;
+        } else if (strcmp(name, "quantize-head") == 0) {
+            if (!cli_quant_flag(CMD, name, val, &hformat)) return EXIT_USAGE;
         } else if (strcmp(name, "group-size") == 0) {
             if (!cli_int(CMD, name, val, 1, 1 << 20, &group)) return EXIT_USAGE;
         } else if (strcmp(name, "temperature") == 0) {
@@ -185,7 +188,7 @@ int cmd_sample(int argc, char **argv) {
     if (!rc) rc = ckpt_load_model(CMD, &ck, &m, &v);
     ckpt_close(&ck);
     if (rc) return rc;
-    if ((rc = cli_quantize(CMD, m, qformat, group)) != 0) {
+    if ((rc = cli_quantize(CMD, m, qformat, hformat, group)) != 0) {
         vocab_free(&v);
         tfc_gpt_release(m);
         return rc;

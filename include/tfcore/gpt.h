@@ -300,9 +300,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate_speculative(
  *
  * Stays f32: the embeddings wte and wpe, LayerNorms, biases and the LM
  * head. The head is tied to wte (GPT-2), which is also the embedding table
- * the forward pass gathers rows from, so quantizing it would change the
- * input embedding too; an untied lm_head stays f32 as well (one matrix of
- * V·C, read once per token like the rest, is a later step).
+ * the forward pass gathers rows from; tfc_gpt_quantize_head (below)
+ * quantizes a copy of it for the head alone (or an untied lm_head).
  *
  * The f32 weights of the quantized layers are dropped (the point is
  * memory): they leave the list of tfc_gpt_params (and tfc_gpt_num_elements),
@@ -325,6 +324,51 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format
 TFC_API tfc_qformat tfc_gpt_quant_format(const tfc_gpt *m /* nullable: 0 */);
 /* The int4 group size of a quantized model; 0 for INT8 and unquantized models; -1 for NULL. */
 TFC_API int32_t tfc_gpt_quant_group_size(const tfc_gpt *m /* nullable: -1 */);
+
+/*
+ * Quantize m's LM head for inference (formats: include/tfcore/quant.h):
+ * the head weight [V, C] — lm_head.weight, or wte for a tied model —
+ * becomes a tfc_qweight quantized along C, and forward passes without a
+ * graph, tfc_gpt_forward_cached and tfc_gpt_generate compute the logits
+ * with tfc_qlinear on it (the loss-only forward then materialises the
+ * [B·T, V] logits instead of the fused f32 head). It is the largest matrix
+ * of GPT-2 (38.6M of 124M parameters) and is read once per decoded token,
+ * so decoding at the memory roofline needs it quantized. group_size: 0 for
+ * INT8 (one scale per vocab row); for INT4 a multiple of 32 that divides
+ * n_embd.
+ *
+ * Independent of tfc_gpt_quantize: the head can be quantized on a model
+ * whose blocks are f32 or quantized (in either order, in any format), and
+ * tfc_gpt_quant_format keeps describing the blocks only.
+ *
+ * Memory. Untied: lm_head.weight is replaced — it leaves tfc_gpt_params and
+ * tfc_gpt_num_elements, earlier pointers into that list are no longer
+ * valid. Tied: wte stays f32 (the embedding gathers one row of it per
+ * token, a negligible read) and the handle is an extra copy of it: V·C
+ * bytes (int8: +4 bytes of scale per row) or V·C/2 (int4: + 4·V·C/G of
+ * scales) on top of the f32 model, e.g. +38.8 MB (int8) for GPT-2 124M; the
+ * handle is owned by m and freed with it.
+ *
+ * Like a quantized model, a model with a quantized head is inference-only:
+ * tfc_gpt_forward with a graph and tfc_gpt_to_device to CUDA are
+ * TFC_ERR_UNSUPPORTED, as is tfc_gpt_load_into; the head cannot go back to
+ * f32 (load the f32 checkpoint again). tfc_gpt_save writes the handle as
+ * lm_head.weight.qcodes / .qscales with the metadata tfc.quant.head.format
+ * and tfc.quant.head.group_size (docs/MODEL.md, "Quantized inference");
+ * tfc_gpt_load restores it.
+ *
+ * Errors (m unchanged): NULL m, an unknown format, a bad group_size (with
+ * the reason) → TFC_ERR_INVALID_ARG; the head already quantized →
+ * TFC_ERR_INVALID_ARG; an f64 model → TFC_ERR_DTYPE; m on CUDA →
+ * TFC_ERR_UNSUPPORTED; a non-finite head weight → TFC_ERR_NONFINITE naming
+ * it and its row; TFC_ERR_OOM. Not thread-safe with any other use of m.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_quantize_head(tfc_gpt *m, tfc_qformat format, int32_t group_size);
+
+/* The format m's LM head is quantized in (tfc_gpt_quantize_head); 0 for an f32 head and for NULL. */
+TFC_API tfc_qformat tfc_gpt_head_quant_format(const tfc_gpt *m /* nullable: 0 */);
+/* The int4 group size of m's quantized LM head; 0 for INT8 and an f32 head; -1 for NULL. */
+TFC_API int32_t tfc_gpt_head_quant_group_size(const tfc_gpt *m /* nullable: -1 */);
 
 #ifdef __cplusplus
 }

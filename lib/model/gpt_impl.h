@@ -69,7 +69,24 @@ struct tfc_gpt {
     int32_t *decays;      /* decays[i]: params[i] takes weight decay (its table row's column) */
     tfc_qformat qformat;  /* 0: f32 (or f64); else the block Linears are the handles in blocks[] */
     int32_t qgroup;       /* the int4 group size; 0 for int8 */
+    tfc_qweight *head_q;  /* owned; after tfc_gpt_quantize_head the LM head [V, C] (else NULL) */
 };
+
+/* Whether m is inference-only: its block Linears or its LM head are quantized. */
+static inline int tfc_gpt_is_quantized(const tfc_gpt *m) { return m->qformat != 0 || m->head_q != NULL; }
+
+/*
+ * What is quantized, for messages: "int8", "int4 (head int8)", "f32 blocks, head int8"
+ * and so on, written into buf (n >= 48 bytes) and returned.
+ */
+const char *tfc_gpt_quant_desc(const tfc_gpt *m, char *buf, size_t n);
+
+/*
+ * Make q (owned from here) m's LM head: an untied lm_head.weight then leaves
+ * the parameter list and is released (a tied wte stays: the embedding reads
+ * it). Allocates nothing.
+ */
+void tfc_gpt_install_head(tfc_gpt *m, tfc_qweight *q);
 
 /* TFC_OK for a valid config, else the error naming the bad field, prefixed by fn. */
 tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *cfg);

@@ -306,6 +306,7 @@ FIXTURES = {
     "tfc_tokenizer_load": {"path": 'fx_path("tok.txt")'},
     "tfc_quantize": {"format": "TFC_QFORMAT_INT8", "group_size": "0", "flags": "0"},
     "tfc_gpt_quantize": {"format": "TFC_QFORMAT_INT8", "group_size": "0"},
+    "tfc_gpt_quantize_head": {"format": "TFC_QFORMAT_INT8", "group_size": "0"},
     "tfc_qweight_dequantize": {"flags": "0"},
     "tfc_qlinear": {"x": t(2, 64), "b": t(4)},
     "tfc_qweight_from_tensors": {"format": "TFC_QFORMAT_INT8", "n": "2", "k": "3", "group_size": "0",

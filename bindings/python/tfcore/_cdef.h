@@ -284,6 +284,9 @@ tfc_status tfc_gpt_generate_speculative( tfc_gpt *target, tfc_gpt *draft, const 
 tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t group_size);
 tfc_qformat tfc_gpt_quant_format(const tfc_gpt *m);
 int32_t tfc_gpt_quant_group_size(const tfc_gpt *m);
+tfc_status tfc_gpt_quantize_head(tfc_gpt *m, tfc_qformat format, int32_t group_size);
+tfc_qformat tfc_gpt_head_quant_format(const tfc_gpt *m);
+int32_t tfc_gpt_head_quant_group_size(const tfc_gpt *m);
 tfc_status tfc_safetensors_save(const char *path, const char *const *names, tfc_tensor *const *tensors, int32_t n, const char *const *meta_keys, const char *const *meta_values, int32_t n_meta);
 typedef struct tfc_safetensors tfc_safetensors;
 tfc_status tfc_safetensors_load(const char *path, tfc_safetensors **out);

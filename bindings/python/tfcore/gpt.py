@@ -148,10 +148,11 @@ class GPT:
     def num_parameters(self):
         return int(lib.tfc_gpt_num_elements(self._h))
 
-    def quantize(self, format="int8", group_size=None):
+    def quantize(self, format="int8", group_size=None, head=False):
         """Quantize the block Linear weights in place for inference (tfc_gpt_quantize):
         format "int8" (per output feature) or "int4" (group_size along the input,
-        default 32). Embeddings, LayerNorms, biases and the LM head stay float32;
+        default 32). Embeddings, LayerNorms, biases and the LM head stay float32
+        unless head=True, which then also runs quantize_head(format, group_size);
         the float32 weights of the quantized layers are dropped, so they leave
         named_parameters(). The model is then inference-only (forward records no
         graph). Returns self."""
@@ -162,7 +163,36 @@ class GPT:
         check(lib.tfc_gpt_quantize(self._h, fmt, int(group_size)))
         self._params = []  # the dropped weights must not stay alive through old references
         self._adopt_params()
+        if head:
+            self.quantize_head(format, group_size)
         return self
+
+    def quantize_head(self, format="int8", group_size=None):
+        """Quantize the LM head in place for inference (tfc_gpt_quantize_head),
+        independently of the blocks: format "int8" (per vocab row) or "int4"
+        (group_size along n_embd, default 32). A tied model keeps wte in float32
+        for the embedding and adds the quantized copy for the head; an untied
+        lm_head.weight is dropped from named_parameters(). The model is then
+        inference-only. Returns self."""
+        from .quant import _format
+        fmt = _format(format)
+        if group_size is None:
+            group_size = 32 if fmt == lib.TFC_QFORMAT_INT4 else 0
+        check(lib.tfc_gpt_quantize_head(self._h, fmt, int(group_size)))
+        self._params = []
+        self._adopt_params()
+        return self
+
+    @property
+    def head_quant_format(self):
+        """None for a float32 LM head, else "int8" or "int4"."""
+        f = lib.tfc_gpt_head_quant_format(self._h)
+        return {lib.TFC_QFORMAT_INT8: "int8", lib.TFC_QFORMAT_INT4: "int4"}.get(f)
+
+    @property
+    def head_quant_group_size(self):
+        """The int4 group size of the LM head; 0 for int8 and a float32 head."""
+        return int(lib.tfc_gpt_head_quant_group_size(self._h))
 
     @property
     def quant_format(self):
@@ -178,10 +208,10 @@ class GPT:
     def forward(self, idx, targets=None):
         """(logits [B, T, vocab], loss or None) for token ids idx [B, T]; the
         loss is the mean cross-entropy against targets [B, T]. Recorded for
-        backward unless under no_grad (never for a quantized model)."""
+        backward unless under no_grad (never for a quantized model or head)."""
         idx = _ids(idx)
         tg = ffi.NULL if targets is None else _ids(targets)._h
-        quantized = lib.tfc_gpt_quant_format(self._h) != 0
+        quantized = lib.tfc_gpt_quant_format(self._h) != 0 or lib.tfc_gpt_head_quant_format(self._h) != 0
         g = _ag.graph() if _ag.is_grad_enabled() and not quantized else ffi.NULL
         logits = ffi.new("tfc_tensor **")
         loss = ffi.new("tfc_tensor **")

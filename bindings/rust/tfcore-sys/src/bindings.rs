@@ -431,6 +431,9 @@ extern "C" {
     pub fn tfc_gpt_quantize(m: *mut tfc_gpt, format: tfc_qformat, group_size: i32) -> tfc_status;
     pub fn tfc_gpt_quant_format(m: *const tfc_gpt) -> tfc_qformat;
     pub fn tfc_gpt_quant_group_size(m: *const tfc_gpt) -> i32;
+    pub fn tfc_gpt_quantize_head(m: *mut tfc_gpt, format: tfc_qformat, group_size: i32) -> tfc_status;
+    pub fn tfc_gpt_head_quant_format(m: *const tfc_gpt) -> tfc_qformat;
+    pub fn tfc_gpt_head_quant_group_size(m: *const tfc_gpt) -> i32;
     pub fn tfc_safetensors_save(path: *const c_char, names: *const *const c_char, tensors: *const *mut tfc_tensor, n: i32, meta_keys: *const *const c_char, meta_values: *const *const c_char, n_meta: i32) -> tfc_status;
     pub fn tfc_safetensors_load(path: *const c_char, out: *mut *mut tfc_safetensors) -> tfc_status;
     pub fn tfc_safetensors_load_buffer(data: *const c_void, len: usize, out: *mut *mut tfc_safetensors) -> tfc_status;
