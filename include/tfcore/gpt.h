@@ -203,6 +203,51 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *pro
                                                   void *ctx /* nullable */);
 
 /*
+ * Called by tfc_gpt_generate_batch with each token as it is drawn: seq is
+ * the sequence's index in the batch. Return non-zero to stop that sequence
+ * (the token just seen is its last); the others go on.
+ */
+typedef int32_t (*tfc_gpt_batch_token_fn)(int32_t seq, int32_t token, void *ctx);
+
+/*
+ * Generate max_new tokens after each of n_seq prompts together: prompts[i]
+ * holds n_prompts[i] >= 1 ids, and the prompts may differ in length. Each
+ * sequence has its own KV cache and its own position (no padding): its
+ * prompt is run once on its own, then every step decodes one token of every
+ * unfinished sequence in one forward pass, so each weight is read once per
+ * step for all of them (the Linear layers and the LM head are [n, C] GEMMs;
+ * attention is taken per sequence over its own cache). Throughput grows
+ * with n_seq until the GEMMs become compute-bound.
+ *
+ * Sequence i draws its token j with tfc_sample(..., seed + i, j), so its
+ * tokens are those tfc_gpt_generate(m, prompts[i], ..., seed + i, ...)
+ * gives, up to the rounding of a GEMM over n rows instead of one (greedy
+ * decoding gives the same tokens unless two logits tie to that rounding).
+ * A sequence whose context reaches block_size restarts from its last
+ * block_size/2 tokens, as in tfc_gpt_generate.
+ *
+ * out receives n_seq rows of max_new ids (out[i·max_new + j]); a sequence
+ * stopped early by on_token has its remaining slots set to -1. lengths (may
+ * be NULL) receives n_seq counts of the tokens each sequence produced.
+ * Cache memory is allocated for min(block_size, longest prompt + max_new)
+ * positions per sequence, not for block_size.
+ *
+ * Errors (out unchanged on every argument error): NULL m, prompts,
+ * n_prompts or (max_new > 0) out, n_seq < 1, n_prompts[i] < 1, a NULL
+ * prompts[i], an id outside [0, vocab), max_new < 0, the sampling arguments
+ * as tfc_sample (TFC_ERR_INVALID_ARG, naming the sequence and position);
+ * cap < n_seq·max_new (TFC_ERR_BUFFER_TOO_SMALL); m on CUDA
+ * (TFC_ERR_DEVICE: the KV caches are host memory, as for
+ * tfc_gpt_generate); TFC_ERR_OOM. Thread-safety: as tfc_gpt_generate (m only read).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate_batch(tfc_gpt *m, int32_t n_seq, const int32_t *const *prompts,
+                                                        const int32_t *n_prompts, int32_t max_new, double temperature,
+                                                        int32_t top_k, double top_p, uint64_t seed, int32_t *out,
+                                                        int64_t cap, int32_t *lengths /* nullable */,
+                                                        tfc_gpt_batch_token_fn on_token /* nullable */,
+                                                        void *ctx /* nullable */);
+
+/*
  * Quantize m for inference (formats: include/tfcore/quant.h): the weights
  * of the four Linear layers of every block (attn.c_attn, attn.c_proj,
  * mlp.c_fc, mlp.c_proj) become tfc_qweight handles, and forward passes

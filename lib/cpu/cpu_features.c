@@ -58,3 +58,25 @@ int tfc_cpu_qisa(void) {
     if (tfc_cpu_qisa_cap >= 0 && tfc_cpu_qisa_cap < isa) isa = tfc_cpu_qisa_cap;
     return isa;
 }
+
+/* ---- the small-M f32 GEMM (cpu/gemm_small_m.h) ---- */
+
+#include "cpu/gemm_small_m.h"
+
+int tfc_cpu_gemm_small_m_allowed = 1;
+
+int tfc_cpu_gemm_small_m_enabled(void) {
+    static _Atomic int cached = -1; /* CPU and environment, read once */
+    int c = atomic_load(&cached);
+    if (c < 0) {
+        const char *e = getenv("TFC_GEMM_SMALL_M");
+        c = 0;
+#if TFC_HAVE_GEMM_SMALL_M
+        c = tfc_cpu_use_avx2() && __builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "off"));
+#else
+        (void)e;
+#endif
+        atomic_store(&cached, c);
+    }
+    return c && tfc_cpu_gemm_small_m_allowed;
+}

@@ -1,6 +1,7 @@
 /* GEMM through CBLAS, with a blocked portable fallback. */
 #include "cpu/gemm.h"
 
+#include "cpu/gemm_small_m.h"
 #include "cpu/parallel.h"
 #include "tfc_config.h"
 
@@ -105,6 +106,10 @@ static void gemm_split(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, in
 void tfc_cpu_gemm(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
                   int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
     if (m == 0 || n == 0) return;
+    /* a few rows of f32 (decode steps): B streamed once instead of packed (gemm_small_m.c) */
+    if (dtype == TFC_DTYPE_F32 && !ta &&
+        tfc_cpu_gemm_small_m(tb, m, n, k, (float)alpha, a, lda, b, ldb, (float)beta, c, ldc))
+        return;
 #if TFC_HAVE_BLAS
     /* BLAS wants leading dimensions >= 1 even for empty operands. */
     if (lda < 1) lda = 1;

@@ -82,14 +82,83 @@ static tfc_status linear(tfc_graph *g, scope *scp, const tfc_tensor *x, const tf
 }
 
 /*
+ * Decoding step of B independent sequences (T = 1; heads [B,H,1,D] each):
+ * sequence b appends its key and value to its own cache at its own length
+ * L_b and its query attends over those L_b + 1 positions. *att is [B,H,1,D].
+ */
+static tfc_status attend_per_sequence(scope *scp, tfc_gpt_cache *const *seqs, int32_t layer, int64_t B,
+                                      tfc_tensor *const heads[3], double scale, tfc_tensor **att) {
+    tfc_tensor **outs = calloc((size_t)B, sizeof *outs);
+    if (!outs) return tfc_err(TFC_ERR_OOM, "tfc_gpt_run_seqs: out of memory");
+    tfc_status s = TFC_OK;
+    for (int64_t b = 0; b < B && s == TFC_OK; b++) {
+        tfc_gpt_cache *c = seqs[b];
+        tfc_tensor *mine[3] = {NULL, NULL, NULL}, *all[2] = {NULL, NULL}, *kv[2] = {c->k[layer], c->v[layer]};
+        for (int i = 0; i < 3 && s == TFC_OK; i++) s = tfc_narrow(NULL, heads[i], 0, b, 1, &mine[i]);
+        for (int i = 0; i < 2 && s == TFC_OK; i++) {
+            tfc_tensor *dst;
+            s = tfc_narrow(NULL, kv[i], 2, c->len, 1, &dst);
+            if (s == TFC_OK) {
+                s = tfc_tensor_copy_from(dst, mine[1 + i]);
+                tfc_tensor_release(dst);
+            }
+            if (s == TFC_OK) s = tfc_narrow(NULL, kv[i], 2, 0, c->len + 1, &all[i]);
+        }
+        /* the same causal kernel tfc_gpt_generate's T = 1 steps run (nothing is masked at T = 1) */
+        if (s == TFC_OK) s = tfc_attention(NULL, mine[0], all[0], all[1], 1, scale, &outs[b]);
+        for (int i = 0; i < 3; i++) tfc_tensor_release(mine[i]);
+        for (int i = 0; i < 2; i++) tfc_tensor_release(all[i]);
+    }
+    tfc_tensor *r = NULL;
+    if (s == TFC_OK) s = tfc_concat(NULL, (const tfc_tensor *const *)outs, (int32_t)B, 0, &r);
+    for (int64_t b = 0; b < B; b++) tfc_tensor_release(outs[b]);
+    free(outs);
+    if (s == TFC_OK) s = keep(scp, r);
+    if (s == TFC_OK) *att = r;
+    return s;
+}
+
+/*
+ * Causal attention of q over k, v (heads [B,H,T,D] each) at positions
+ * start .. start+T-1; with a cache, k and v are first appended to it and
+ * the query attends over all start+T cached positions. *att is [B,H,T,D].
+ */
+static tfc_status attend(tfc_graph *g, scope *scp, tfc_gpt_cache *cache, int32_t layer, int64_t T, int64_t start,
+                         tfc_tensor *const heads[3], double scale, tfc_tensor **att) {
+    const tfc_tensor *k = heads[1], *v = heads[2];
+    if (cache) {
+        tfc_tensor *kv[2] = {cache->k[layer], cache->v[layer]};
+        for (int i = 0; i < 2; i++) {
+            tfc_tensor *dst, *all;
+            TFC_TRY(tfc_narrow(NULL, kv[i], 2, start, T, &dst));
+            tfc_status s = tfc_tensor_copy_from(dst, heads[1 + i]);
+            tfc_tensor_release(dst);
+            TFC_TRY(s);
+            TFC_TRY(tfc_narrow(NULL, kv[i], 2, 0, start + T, &all));
+            TFC_TRY(keep(scp, all));
+            if (i == 0)
+                k = all;
+            else
+                v = all;
+        }
+    }
+    tfc_tensor *r;
+    TFC_TRY(tfc_attention(g, heads[0], k, v, 1, scale, &r));
+    TFC_TRY(keep(scp, r));
+    *att = r;
+    return TFC_OK;
+}
+
+/*
  * Causal self-attention on h [B·T, C] at positions start .. start+T-1:
  * qkv = h · W_attn + b; q, k, v [B,H,T,D]; keys/values appended to the
- * cache (if any) and attention taken over all S = start+T positions;
+ * cache (if any) and attention taken over all S = start+T positions, or
+ * with seqs (T = 1) per sequence over its own cache (attend_per_sequence);
  * y = concat_heads(softmax(q kᵀ/√D + causal) v) · W_proj + b.
  */
 static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gpt_block *bl, tfc_gpt_cache *cache,
-                                  int32_t layer, int64_t B, int64_t T, int64_t start, const tfc_tensor *h,
-                                  tfc_tensor **y) {
+                                  tfc_gpt_cache *const *seqs, int32_t layer, int64_t B, int64_t T, int64_t start,
+                                  const tfc_tensor *h, tfc_tensor **y) {
     const int64_t C = m->cfg.n_embd, H = m->cfg.n_head, D = C / H;
     tfc_tensor *qkv, *qkv5, *qkv_h, *parts[3] = {NULL, NULL, NULL}, *heads[3];
     TFC_TRY(linear(g, scp, h, bl->attn_w, bl->attn_q, bl->attn_b, &qkv));
@@ -116,26 +185,12 @@ static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gp
         TFC_TRY(keep(scp, heads[i]));
     }
     const int32_t to_heads[4] = {0, 2, 1, 3};
-    const tfc_tensor *k = heads[1], *v = heads[2];
-    if (cache) {
-        tfc_tensor *kv[2] = {cache->k[layer], cache->v[layer]};
-        for (int i = 0; i < 2; i++) {
-            tfc_tensor *dst, *all;
-            TFC_TRY(tfc_narrow(NULL, kv[i], 2, start, T, &dst));
-            s = tfc_tensor_copy_from(dst, heads[1 + i]);
-            tfc_tensor_release(dst);
-            TFC_TRY(s);
-            TFC_TRY(tfc_narrow(NULL, kv[i], 2, 0, start + T, &all));
-            TFC_TRY(keep(scp, all));
-            if (i == 0)
-                k = all;
-            else
-                v = all;
-        }
-    }
+    const double scale = 1.0 / sqrt((double)D);
     tfc_tensor *att, *att_t, *att2;
-    TFC_TRY(tfc_attention(g, heads[0], k, v, 1, 1.0 / sqrt((double)D), &att));
-    TFC_TRY(keep(scp, att));
+    if (seqs)
+        TFC_TRY(attend_per_sequence(scp, seqs, layer, B, heads, scale, &att));
+    else
+        TFC_TRY(attend(g, scp, cache, layer, T, start, heads, scale, &att));
     TFC_TRY(tfc_permute(g, att, to_heads, 4, &att_t)); /* [B,T,H,D] */
     TFC_TRY(keep(scp, att_t));
     const int64_t btc[2] = {B * T, C};
@@ -167,12 +222,37 @@ static tfc_status check_ids(const char *fn, const char *arg, const tfc_tensor *t
 }
 
 /*
- * Everything up to the LM head: embeds idx [B,T] at positions start ..
- * start+T-1, runs the blocks (with the cache as in tfc_gpt_run) and returns
- * the final LayerNorm's output [B·T, C] in *hidden.
+ * Positions of a decoding step of B sequences, each at its own length: an
+ * i64 [B, 1] tensor, after checking that every cache has room.
  */
-static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache, const char *fn,
-                            tfc_tensor **hidden) {
+static tfc_status seq_positions(const tfc_gpt *m, tfc_gpt_cache *const *seqs, int64_t B, const char *fn,
+                                tfc_tensor **pos) {
+    int64_t *p = malloc((size_t)B * sizeof *p);
+    if (!p) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    for (int64_t b = 0; b < B; b++) {
+        const tfc_gpt_cache *c = seqs[b];
+        if (c->model != m || c->batch != 1 || c->len + 1 > c->cap) {
+            free(p);
+            return tfc_err(TFC_ERR_INVALID_ARG,
+                           "%s: sequence %lld's cache (%d of %d positions, batch %d) cannot take a token", fn,
+                           (long long)b, c->len, c->cap, c->batch);
+        }
+        p[b] = c->len;
+    }
+    const int64_t dims[2] = {B, 1};
+    tfc_status s = tfc_tensor_from_data(p, dims, 2, TFC_DTYPE_I64, pos);
+    free(p);
+    return s;
+}
+
+/*
+ * Everything up to the LM head: embeds idx [B,T] at positions start ..
+ * start+T-1 (with seqs: T = 1, sequence b at seqs[b]->len), runs the blocks
+ * (with the cache as in tfc_gpt_run, or seqs as in tfc_gpt_run_seqs) and
+ * returns the final LayerNorm's output [B·T, C] in *hidden.
+ */
+static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache,
+                            tfc_gpt_cache *const *seqs, const char *fn, tfc_tensor **hidden) {
     TFC_TRY(check_ids(fn, "idx", idx));
     const tfc_gpt_config *c = &m->cfg;
     const int64_t B = tfc_tensor_dim(idx, 0), T = tfc_tensor_dim(idx, 1), C = c->n_embd;
@@ -185,10 +265,19 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
     if (cache && B != cache->batch)
         return tfc_err(TFC_ERR_SHAPE, "%s: idx has batch %lld but the cache holds %d sequences", fn, (long long)B,
                        cache->batch);
+    if (cache && start + T > cache->cap)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: %lld positions exceed the cache's %d", fn, (long long)(start + T),
+                       cache->cap);
+    if (seqs && T != 1)
+        return tfc_err(TFC_ERR_SHAPE, "%s: idx is [%lld,%lld], need one token per sequence", fn, (long long)B,
+                       (long long)T);
     scope sc = {0};
     tfc_status s = TFC_OK;
     tfc_tensor *pos, *pe, *te, *x, *h, *y, *out = NULL;
-    OP(pos, tfc_tensor_arange((double)start, (double)(start + T), 1.0, TFC_DTYPE_I64, &pos));
+    if (seqs)
+        OP(pos, seq_positions(m, seqs, B, fn, &pos)); /* pe then [B, 1, C], like te */
+    else
+        OP(pos, tfc_tensor_arange((double)start, (double)(start + T), 1.0, TFC_DTYPE_I64, &pos));
     OP(pos, on_model_device(m, fn, "positions", pos, &pos));
     tfc_tensor *idx_d;
     OP(idx_d, on_model_device(m, fn, "idx", idx, &idx_d));
@@ -201,7 +290,7 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
     for (int32_t l = 0; l < c->n_layer; l++) {
         const gpt_block *bl = &m->blocks[l];
         OP(h, tfc_layernorm(g, x, bl->ln1_w, bl->ln1_b, c->ln_eps, &h));
-        if ((s = attention_block(m, g, &sc, bl, cache, l, B, T, start, h, &y)) != TFC_OK) goto done;
+        if ((s = attention_block(m, g, &sc, bl, cache, seqs, l, B, T, start, h, &y)) != TFC_OK) goto done;
         OP(x, tfc_add(g, x, y, &x));
         OP(h, tfc_layernorm(g, x, bl->ln2_w, bl->ln2_b, c->ln_eps, &h));
         if ((s = mlp_block(g, &sc, bl, h, &y)) != TFC_OK) goto done;
@@ -217,17 +306,35 @@ done:
 /* The LM head's weight [V, C]: wte when tied. */
 static const tfc_tensor *head_weight(const tfc_gpt *m) { return m->lm_head ? m->lm_head : m->wte; }
 
+/* logits [N, V] = h [N, C] · head_weightᵀ. */
+static tfc_status head_logits(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, tfc_tensor **logits) {
+    tfc_tensor *head_t;
+    TFC_TRY(tfc_transpose(g, head_weight(m), 0, 1, &head_t)); /* [C, V] */
+    tfc_status s = tfc_matmul(g, h, head_t, logits);
+    tfc_tensor_release(head_t);
+    return s;
+}
+
 tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache, const char *fn,
                        tfc_tensor **logits) {
-    tfc_tensor *h, *head_t = NULL, *lg = NULL;
-    TFC_TRY(gpt_trunk(m, g, idx, cache, fn, &h));
+    tfc_tensor *h, *lg = NULL;
+    TFC_TRY(gpt_trunk(m, g, idx, cache, NULL, fn, &h));
     const int64_t btv[3] = {tfc_tensor_dim(idx, 0), tfc_tensor_dim(idx, 1), m->cfg.vocab_size};
-    tfc_status s = tfc_transpose(g, head_weight(m), 0, 1, &head_t); /* [C, V] */
-    if (s == TFC_OK) s = tfc_matmul(g, h, head_t, &lg);             /* [B·T, V] */
+    tfc_status s = head_logits(m, g, h, &lg); /* [B·T, V] */
     if (s == TFC_OK) s = tfc_view(g, lg, btv, 3, logits);
     tfc_tensor_release(h);
-    tfc_tensor_release(head_t);
     tfc_tensor_release(lg);
+    return tfc_err_in(fn, s);
+}
+
+tfc_status tfc_gpt_run_seqs(tfc_gpt *m, const tfc_tensor *idx, tfc_gpt_cache *const *seqs, const char *fn,
+                            tfc_tensor **logits) {
+    tfc_tensor *h;
+    TFC_TRY(gpt_trunk(m, NULL, idx, NULL, seqs, fn, &h));
+    tfc_status s = head_logits(m, NULL, h, logits); /* [B, V] */
+    tfc_tensor_release(h);
+    if (s == TFC_OK)
+        for (int64_t b = 0; b < tfc_tensor_dim(idx, 0); b++) seqs[b]->len++;
     return tfc_err_in(fn, s);
 }
 
@@ -256,7 +363,7 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
         /* Only the loss: the fused head never materialises the [B·T, V] logits. */
         tfc_tensor *h;
         const int64_t n1[1] = {-1};
-        TFC_TRY(gpt_trunk(m, g, idx, NULL, fn, &h));
+        TFC_TRY(gpt_trunk(m, g, idx, NULL, NULL, fn, &h));
         tfc_tensor *tdev = NULL;
         tfc_status s = on_model_device(m, fn, "targets", targets, &tdev);
         if (s == TFC_OK) s = tfc_reshape(NULL, tdev, n1, 1, &tflat);

@@ -12,12 +12,14 @@
 #include "core/error.h"
 #include "model/gpt_impl.h"
 
-TFC_API tfc_status tfc_gpt_cache_new(const tfc_gpt *m, int32_t batch, tfc_gpt_cache **out) {
-    const char *fn = "tfc_gpt_cache_new";
+tfc_status tfc_gpt_cache_with_cap(const tfc_gpt *m, int32_t batch, int32_t cap, const char *fn, tfc_gpt_cache **out) {
     TFC_CHECK_NOT_NULL(fn, m);
     TFC_CHECK_NOT_NULL(fn, out);
     if (batch < 1) return tfc_err(TFC_ERR_INVALID_ARG, "%s: batch is %d, need >= 1", fn, batch);
     const tfc_gpt_config *c = &m->cfg;
+    if (cap < 1 || cap > c->block_size)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: a cache of %d positions, need 1 .. block_size %d", fn, cap,
+                       c->block_size);
     tfc_gpt_cache *kc = calloc(1, sizeof *kc);
     if (kc) {
         kc->k = calloc((size_t)c->n_layer, sizeof *kc->k);
@@ -29,7 +31,8 @@ TFC_API tfc_status tfc_gpt_cache_new(const tfc_gpt *m, int32_t batch, tfc_gpt_ca
     }
     kc->model = m;
     kc->batch = batch;
-    const int64_t dims[4] = {batch, c->n_head, c->block_size, c->n_embd / c->n_head};
+    kc->cap = cap;
+    const int64_t dims[4] = {batch, c->n_head, cap, c->n_embd / c->n_head};
     for (int32_t l = 0; l < c->n_layer; l++) {
         tfc_status s = tfc_tensor_zeros(dims, 4, c->dtype, &kc->k[l]);
         if (s == TFC_OK) s = tfc_tensor_zeros(dims, 4, c->dtype, &kc->v[l]);
@@ -40,6 +43,12 @@ TFC_API tfc_status tfc_gpt_cache_new(const tfc_gpt *m, int32_t batch, tfc_gpt_ca
     }
     *out = kc;
     return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_cache_new(const tfc_gpt *m, int32_t batch, tfc_gpt_cache **out) {
+    const char *fn = "tfc_gpt_cache_new";
+    TFC_CHECK_NOT_NULL(fn, m);
+    return tfc_gpt_cache_with_cap(m, batch, m->cfg.block_size, fn, out);
 }
 
 TFC_API tfc_status tfc_gpt_cache_reset(tfc_gpt_cache *c) {
@@ -76,8 +85,7 @@ TFC_API tfc_status tfc_gpt_forward_cached(tfc_gpt *m, tfc_gpt_cache *c, const tf
     return TFC_OK;
 }
 
-/* Feed tokens[0..n) (one sequence) into the cache and copy the last position's logits to row (f32). */
-static tfc_status feed(tfc_gpt *m, tfc_gpt_cache *c, const int32_t *tokens, int32_t n, float *row) {
+tfc_status tfc_gpt_feed(tfc_gpt *m, tfc_gpt_cache *c, const int32_t *tokens, int32_t n, float *row) {
     const int64_t dims[2] = {1, n};
     tfc_tensor *idx, *lg, *last, *lf;
     TFC_TRY(tfc_tensor_from_data(tokens, dims, 2, TFC_DTYPE_I32, &idx));
@@ -121,7 +129,7 @@ TFC_API tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *prompt, int32_t n
     if (s == TFC_OK) {
         memcpy(ctxt, prompt, (size_t)n_prompt * sizeof *ctxt);
         int32_t len = n_prompt, keep = n_prompt < block ? n_prompt : block;
-        s = feed(m, c, ctxt + len - keep, keep, row);
+        s = tfc_gpt_feed(m, c, ctxt + len - keep, keep, row);
         for (int32_t i = 0; i < max_new && s == TFC_OK; i++) {
             int32_t tok;
             s = tfc_sample(row, V, temperature, top_k, top_p, seed, (uint64_t)i, &tok);
@@ -137,9 +145,9 @@ TFC_API tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *prompt, int32_t n
                 /* full: restart from the last half block of context */
                 keep = block / 2 > 0 ? block / 2 : 1;
                 s = tfc_gpt_cache_reset(c);
-                if (s == TFC_OK) s = feed(m, c, ctxt + len - keep, keep, row);
+                if (s == TFC_OK) s = tfc_gpt_feed(m, c, ctxt + len - keep, keep, row);
             } else {
-                s = feed(m, c, &tok, 1, row);
+                s = tfc_gpt_feed(m, c, &tok, 1, row);
             }
         }
     }

@@ -81,12 +81,27 @@ tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *cfg);
  */
 int64_t tfc_gpt_config_numel(const tfc_gpt_config *cfg);
 
-/* Keys and values per layer: [batch, n_head, block_size, head_dim], valid up to len. */
+/*
+ * Keys and values per layer: [batch, n_head, cap, head_dim], valid up to
+ * len. Public caches hold cap = block_size positions; batched generation
+ * makes smaller ones (tfc_gpt_cache_with_cap) when it knows how many
+ * positions a sequence can reach.
+ */
 struct tfc_gpt_cache {
     const tfc_gpt *model;
-    int32_t batch, len;
+    int32_t batch, len, cap;
     tfc_tensor **k, **v; /* n_layer each */
 };
+
+/*
+ * Feed tokens[0..n) of one sequence into c (batch 1) after what it holds
+ * and copy the last position's logits to row (V floats, f32 whatever the
+ * model's dtype).
+ */
+tfc_status tfc_gpt_feed(tfc_gpt *m, tfc_gpt_cache *c, const int32_t *tokens, int32_t n, float *row);
+
+/* A cache for batch sequences of at most cap (1 .. block_size) positions; fn names the caller in errors. */
+tfc_status tfc_gpt_cache_with_cap(const tfc_gpt *m, int32_t batch, int32_t cap, const char *fn, tfc_gpt_cache **out);
 
 /*
  * The shared forward: embeds idx [B,T] at positions start .. start+T-1,
@@ -95,5 +110,16 @@ struct tfc_gpt_cache {
  */
 tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache, const char *fn,
                        tfc_tensor **logits);
+
+/*
+ * One decoding step of n independent sequences, no graph: idx [n, 1] holds
+ * each sequence's next token and seqs[i] (a cache of batch 1) its keys and
+ * values so far, at its own length. The Linear layers and the head run once
+ * on [n, C]; attention runs per sequence over its own cache, to which the
+ * new key and value are appended (each seqs[i]->len grows by one on
+ * success). *logits receives [n, V].
+ */
+tfc_status tfc_gpt_run_seqs(tfc_gpt *m, const tfc_tensor *idx, tfc_gpt_cache *const *seqs, const char *fn,
+                            tfc_tensor **logits);
 
 #endif

@@ -356,6 +356,20 @@ int32_t fx_on_token(int32_t token, void *ctx) {
     return 0;
 }
 
+int32_t fx_on_batch_token(int32_t seq, int32_t token, void *ctx) {
+    (void)seq;
+    (void)token;
+    (void)ctx;
+    return 0;
+}
+
+const int32_t *const *fx_prompts(void) {
+    const int32_t **a = fx_scratch(2 * sizeof *a);
+    a[0] = fx_i32s(2, 1, 2);
+    a[1] = fx_i32s(1, 3);
+    return a;
+}
+
 tfc_status fx_gradcheck_fn(tfc_graph *g, tfc_tensor *const *inputs, int32_t n, tfc_tensor **out, void *ctx) {
     (void)n;
     (void)ctx;

@@ -70,6 +70,9 @@ void fx_dlpack_v_done(tfc_status s, DLManagedTensorVersioned *m);
 /* Callbacks. */
 void fx_deleter(void *data, void *ctx);
 int32_t fx_on_token(int32_t token, void *ctx);
+int32_t fx_on_batch_token(int32_t seq, int32_t token, void *ctx);
+/* Two prompts of 2 and 1 ids (char-tiny's vocabulary). */
+const int32_t *const *fx_prompts(void);
 tfc_status fx_gradcheck_fn(tfc_graph *g, tfc_tensor *const *inputs, int32_t n, tfc_tensor **out, void *ctx);
 tfc_status fx_grad_hook(tfc_tensor *leaf, void *user);
 void *fx_ctx(void);

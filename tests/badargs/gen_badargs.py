@@ -43,13 +43,13 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 # Function-pointer typedefs of the API: pointer parameters without a '*'.
-FUNC_PTR_TYPES = {"tfc_deleter", "tfc_gpt_token_fn", "tfc_gradcheck_fn", "tfc_grad_hook_fn"}
+FUNC_PTR_TYPES = {"tfc_deleter", "tfc_gpt_token_fn", "tfc_gpt_batch_token_fn", "tfc_gradcheck_fn", "tfc_grad_hook_fn"}
 INT_TYPES = {"int32_t", "int64_t", "size_t", "uint32_t", "uint64_t"}
 LIMITS = {"int32_t": ("INT32_MIN", "INT32_MAX"), "int64_t": ("INT64_MIN", "INT64_MAX")}
 
 # Integer parameters for which a negative value means nothing: the test
 # requires it to be refused (with fn and the parameter named).
-NONNEG = {"n", "ndim", "ndims", "cap", "batch", "B", "T", "max_new", "n_prompt", "n_paths", "n_meta", "vocab_size",
+NONNEG = {"n", "ndim", "ndims", "cap", "batch", "B", "T", "max_new", "n_prompt", "n_seq", "n_paths", "n_meta", "vocab_size",
           "length", "k", "top_k", "i", "id", "group", "warmup", "total", "begin"}
 NONNEG_BY_FN = {("tfc_slice", "step"), ("tfc_lr_constant", "step"), ("tfc_lr_cosine", "step"),
                 ("tfc_lr_linear", "step"), ("tfc_lr_inverse_sqrt", "step"), ("tfc_set_num_threads", "n")}
@@ -62,7 +62,8 @@ BUFFER_COUNTS = {("tfc_concat", "n"), ("tfc_split", "n"), ("tfc_gradcheck", "n")
                  ("tfc_optim_add_params", "n"), ("tfc_clip_grad_norm", "n"), ("tfc_optim_state_load", "n"),
                  ("tfc_safetensors_save", "n"), ("tfc_safetensors_save", "n_meta"), ("tfc_gpt_save", "n_meta"),
                  ("tfc_token_file_write", "n"), ("tfc_sample", "n"), ("tfc_gpt_generate", "n_prompt"),
-                 ("tfc_gpt_generate", "cap"), ("tfc_tokenizer_train_files", "n_paths"), ("tfc_token_file_read", "n"),
+                 ("tfc_gpt_generate", "cap"), ("tfc_gpt_generate_batch", "n_seq"),
+                 ("tfc_gpt_generate_batch", "cap"), ("tfc_tokenizer_train_files", "n_paths"), ("tfc_token_file_read", "n"),
                  ("tfc_tensor_shape", "cap"), ("tfc_tensor_strides", "cap")}
 # A tensor of a few dims/sizes: ndim up to the INT32_MAX case is refused
 # before the array is read; the arrays themselves are tests/c/test_shape_safety.c's.
@@ -168,6 +169,7 @@ BY_TYPE = {
     "void *": "fx_ctx()",
     "tfc_deleter": "fx_deleter",
     "tfc_gpt_token_fn": "fx_on_token",
+    "tfc_gpt_batch_token_fn": "fx_on_batch_token",
     "tfc_gradcheck_fn": "fx_gradcheck_fn",
     "tfc_grad_hook_fn": "fx_grad_hook",
     "tfc_dtype": "TFC_DTYPE_F32",
@@ -255,6 +257,9 @@ FIXTURES = {
     "tfc_sample": {"logits": "fx_floats(8)", "n": "8", "top_k": "0"},
     "tfc_gpt_generate": {"prompt": "fx_i32s(2, 1, 2)", "n_prompt": "2", "max_new": "2", "out": "fx_scratch(64)",
                          "cap": "8"},
+    "tfc_gpt_generate_batch": {"n_seq": "2", "prompts": "fx_prompts()", "n_prompts": "fx_i32s(2, 2, 1)",
+                               "max_new": "2", "out": "fx_scratch(64)", "cap": "8",
+                               "lengths": "fx_scratch(64)"},
     "tfc_safetensors_save": {"names": 'fx_strs(2, "a", "b")', "tensors": "fx_tensors(2, %s, %s)" % (T23, T23),
                              "n": "2", "meta_keys": 'fx_strs(1, "k")', "meta_values": 'fx_strs(1, "v")',
                              "n_meta": "1"},

@@ -182,6 +182,24 @@ expect_fail 2 "--ckpt DIR is required" "$tfcore" sample
 printf '\x01\x02' > "$work/odd.txt"
 expect_fail 2 "is not in the model's" "$tfcore" sample --ckpt "$work/straight" --prompt "$(cat "$work/odd.txt")"
 
+# batched sampling: one sample per line of --prompts (an empty line starts like no prompt), decoded
+# together; sample i is what --prompt of line i alone gives with seed + i
+checks=$((checks + 1))
+printf 'The \n\nAnd so\n' > "$work/prompts.txt"
+batch=$("$tfcore" sample --ckpt "$work/straight" --prompts "$work/prompts.txt" --max-new-tokens 20 --seed 3 --top-k 10 2>"$work/err") ||
+    fail "sample --prompts failed: $(cat "$work/err")"
+s0=$("$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 20 --seed 3 --top-k 10)
+s1=$("$tfcore" sample --ckpt "$work/straight" --max-new-tokens 20 --seed 4 --top-k 10)
+s2=$("$tfcore" sample --ckpt "$work/straight" --prompt "And so" --max-new-tokens 20 --seed 5 --top-k 10)
+[ "$batch" = "$(printf '%s\n---\n%s\n---\n%s' "$s0" "$s1" "$s2")" ] || fail "sample --prompts: '$batch' is not the three single samples '$s0' / '$s1' / '$s2'"
+grep -q "^tfcore sample: 3 samples, 60 tokens in .* tokens/s)$" "$work/err" || fail "sample --prompts printed no speed line: $(cat "$work/err")"
+expect_fail 2 "--prompt and --prompts exclude each other" "$tfcore" sample --ckpt "$work/straight" --prompt "a" --prompts "$work/prompts.txt"
+expect_fail 1 "cannot read --prompts '$work/none.txt'" "$tfcore" sample --ckpt "$work/straight" --prompts "$work/none.txt"
+: > "$work/empty.txt"
+expect_fail 2 "holds no line" "$tfcore" sample --ckpt "$work/straight" --prompts "$work/empty.txt"
+printf 'The \n\x01\n' > "$work/odd_prompts.txt"
+expect_fail 2 "sample (--prompts line 2): " "$tfcore" sample --ckpt "$work/straight" --prompts "$work/odd_prompts.txt"
+
 # eval over non-overlapping windows
 checks=$((checks + 1))
 "$tfcore" eval --ckpt "$work/straight" --data "$work/corpus.txt" | grep -q "nats/token" || fail "eval printed no loss"

@@ -144,6 +144,46 @@ def test_generate_save_load_and_cached_consistency(tmp_path):
     assert model.num_parameters() == sum(p.numel() for p in model.parameters())
 
 
+def test_generate_batch_equals_torch_greedy_per_prompt(tmp_path):
+    """Prompts of different lengths decoded together: each sequence's greedy
+    tokens are those of PyTorch's full forward on that sequence alone, step
+    by step; a sequence stopped by the callback ends alone."""
+    cfg = tfcore.GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=64, vocab_size=50, dtype="float64")
+    model = tfcore.GPT(cfg, seed=12)
+    perturb(model, 13)
+    path = tmp_path / "m.safetensors"
+    model.save(path)
+    P, _ = read_safetensors(path)
+    prompts = [[7], [1, 2, 3, 4, 5, 6, 7], [9, 9, 1], [40, 2]]
+    got = model.generate_batch(prompts, 12, temperature=0)
+    assert [len(g) for g in got] == [12] * 4
+    for prompt, new in zip(prompts, got):
+        seq = list(prompt)
+        with torch.no_grad():
+            for t in new:
+                idx = torch.tensor([seq])
+                logits, _ = torch_gpt(P, cfg.to_dict(), idx, idx)
+                assert logits[0, -1].argmax().item() == t
+                seq.append(t)
+    # seeded sampling: sequence i as generate(prompts[i], seed=seed + i)
+    sampled = model.generate_batch(prompts, 10, temperature=0.9, top_k=8, seed=30)
+    assert sampled == [model.generate(p, 10, temperature=0.9, top_k=8, seed=30 + i) for i, p in enumerate(prompts)]
+    # the callback stops one sequence; the others run to the end
+    stopped = model.generate_batch(prompts, 12, temperature=0, callback=lambda seq, tok: seq == 1)
+    assert stopped == [got[0], got[1][:1], got[2], got[3]]
+    with pytest.raises(ValueError, match=r"prompts\[2\]\[1\] is 50"):
+        model.generate_batch([[1], [2], [3, 50]], 4)
+    with pytest.raises(ValueError, match="n_seq is 0"):
+        model.generate_batch([], 4)
+    with pytest.raises(ValueError, match=r"n_prompts\[0\] is 0"):
+        model.generate_batch([[]], 4)
+
+    def boom(seq, tok):
+        raise RuntimeError("stop here")
+    with pytest.raises(RuntimeError, match="stop here"):
+        model.generate_batch(prompts, 4, callback=boom)
+
+
 def test_gpt_trains_with_adamw():
     model = tfcore.GPT("char-tiny", vocab_size=32, n_layer=1, n_embd=32, n_head=2, block_size=16, seed=0)
     opt = tfcore.optim.AdamW(model.parameters(), lr=3e-3)

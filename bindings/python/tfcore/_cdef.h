@@ -272,6 +272,8 @@ tfc_status tfc_gpt_forward_cached(tfc_gpt *m, tfc_gpt_cache *c, const tfc_tensor
 tfc_status tfc_sample(const float *logits, int64_t n, double temperature, int32_t top_k, double top_p, uint64_t seed, uint64_t offset, int32_t *token);
 typedef int32_t (*tfc_gpt_token_fn)(int32_t token, void *ctx);
 tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *prompt, int32_t n_prompt, int32_t max_new, double temperature, int32_t top_k, double top_p, uint64_t seed, int32_t *out, int32_t cap, tfc_gpt_token_fn on_token, void *ctx);
+typedef int32_t (*tfc_gpt_batch_token_fn)(int32_t seq, int32_t token, void *ctx);
+tfc_status tfc_gpt_generate_batch(tfc_gpt *m, int32_t n_seq, const int32_t *const *prompts, const int32_t *n_prompts, int32_t max_new, double temperature, int32_t top_k, double top_p, uint64_t seed, int32_t *out, int64_t cap, int32_t *lengths, tfc_gpt_batch_token_fn on_token, void *ctx);
 tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t group_size);
 tfc_qformat tfc_gpt_quant_format(const tfc_gpt *m);
 int32_t tfc_gpt_quant_group_size(const tfc_gpt *m);

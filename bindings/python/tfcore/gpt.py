@@ -213,6 +213,39 @@ class GPT:
         check(status)
         return list(ffi.unpack(out, int(max_new_tokens)))
 
+    def generate_batch(self, prompts, max_new_tokens, temperature=1.0, top_k=0, top_p=1.0, seed=0, callback=None):
+        """max_new_tokens ids after each prompt of the list prompts (lists of ids, of
+        any lengths), decoded together without padding (tfc_gpt_generate_batch):
+        each sequence has its own KV cache, and every step runs the Linear layers
+        once for all of them. Sequence i samples as generate(prompts[i], ...,
+        seed=seed + i) does. callback(seq, token) returning True stops that
+        sequence (its list is then shorter). Returns a list of lists of ids."""
+        seqs = [[int(i) for i in (p.tolist() if isinstance(p, Tensor) else p)] for p in prompts]
+        n, max_new = len(seqs), int(max_new_tokens)
+        keep = [ffi.new("int32_t[]", s) for s in seqs]  # alive until the call returns
+        arr = ffi.new("const int32_t *[]", max(n, 1))
+        lens = ffi.new("int32_t[]", max(n, 1))
+        for i, s in enumerate(seqs):
+            arr[i], lens[i] = keep[i], len(s)
+        out = ffi.new("int32_t[]", max(n * max_new, 1))
+        produced = ffi.new("int32_t[]", max(n, 1))
+        failed = []
+
+        def on_token(seq, token, ctx):
+            if failed:
+                return 1
+            try:
+                return 1 if callback is not None and callback(seq, token) else 0
+            except Exception as e:  # stops every sequence; raised after the call
+                failed.append(e)
+                return 1
+        cb = ffi.callback("tfc_gpt_batch_token_fn", on_token) if callback is not None else ffi.NULL
+        check(lib.tfc_gpt_generate_batch(self._h, n, arr, lens, max_new, float(temperature), int(top_k),
+                                         float(top_p), int(seed), out, n * max_new, produced, cb, ffi.NULL))
+        if failed:
+            raise failed[0]
+        return [list(ffi.unpack(out + i * max_new, produced[i])) for i in range(n)]
+
     def __repr__(self):
         q = ", %s" % self.quant_format if self.quant_format else ""
         return "GPT(%r, %d parameters%s)" % (self.config, self.num_parameters(), q)

@@ -162,6 +162,8 @@ pub struct tfc_gpt_config {
 
 pub type tfc_gpt_token_fn = Option<unsafe extern "C" fn(token: i32, ctx: *mut c_void) -> i32>;
 
+pub type tfc_gpt_batch_token_fn = Option<unsafe extern "C" fn(seq: i32, token: i32, ctx: *mut c_void) -> i32>;
+
 #[repr(C)]
 pub struct tfc_safetensors {
     _private: [u8; 0],
@@ -415,6 +417,7 @@ extern "C" {
     pub fn tfc_gpt_forward_cached(m: *mut tfc_gpt, c: *mut tfc_gpt_cache, idx: *const tfc_tensor, logits: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_sample(logits: *const f32, n: i64, temperature: f64, top_k: i32, top_p: f64, seed: u64, offset: u64, token: *mut i32) -> tfc_status;
     pub fn tfc_gpt_generate(m: *mut tfc_gpt, prompt: *const i32, n_prompt: i32, max_new: i32, temperature: f64, top_k: i32, top_p: f64, seed: u64, out: *mut i32, cap: i32, on_token: tfc_gpt_token_fn, ctx: *mut c_void) -> tfc_status;
+    pub fn tfc_gpt_generate_batch(m: *mut tfc_gpt, n_seq: i32, prompts: *const *const i32, n_prompts: *const i32, max_new: i32, temperature: f64, top_k: i32, top_p: f64, seed: u64, out: *mut i32, cap: i64, lengths: *mut i32, on_token: tfc_gpt_batch_token_fn, ctx: *mut c_void) -> tfc_status;
     pub fn tfc_gpt_quantize(m: *mut tfc_gpt, format: tfc_qformat, group_size: i32) -> tfc_status;
     pub fn tfc_gpt_quant_format(m: *const tfc_gpt) -> tfc_qformat;
     pub fn tfc_gpt_quant_group_size(m: *const tfc_gpt) -> i32;
