@@ -17,7 +17,7 @@ import sys
 import time
 
 SHAPES = [("qkv", 768, 2304, 0), ("mlp up", 768, 3072, 0), ("mlp down", 3072, 768, 0), ("head", 768, 50257, 1)]
-ROWS = [1, 2, 4, 8, 16]
+ROWS = [1, 2, 4, 8, 16, 32, 64]
 
 
 def measure(kind, K, N, tb, M, reps):

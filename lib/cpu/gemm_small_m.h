@@ -9,7 +9,7 @@
 
 #include "tfc_config.h"
 
-enum { TFC_GEMM_SMALL_M_MAX = 16 };
+enum { TFC_GEMM_SMALL_M_MAX = 32 };
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TFC_HAVE_GEMM_SMALL_M 1 /* the AVX-512 kernel is compiled (and runs where the CPU has it) */
@@ -19,7 +19,7 @@ enum { TFC_GEMM_SMALL_M_MAX = 16 };
 
 /*
  * C[m,n] = alpha · A[m,k] · op(B) + beta · C (A not transposed; op(B) = B
- * [k,n] when tb == 0, else Bᵀ of B [n,k]) when 1 <= m <= 16, k >= 1 and the
+ * [k,n] when tb == 0, else Bᵀ of B [n,k]) when 1 <= m <= 32, k >= 1 and the
  * CPU has AVX-512 (and TFC_GEMM_SMALL_M is not "off"): returns 1 having
  * done it, else 0 having touched nothing (the caller's GEMM then runs).
  */
