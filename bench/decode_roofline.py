@@ -333,11 +333,12 @@ def torch_rows(a):
            "--formats", ",".join(a.formats), "--reps", str(a.reps), "--prompt", str(a.prompt),
            "--new", str(a.new), "--clock", a.clock, "--min-new", str(a.min_new), "--token-budget", str(a.token_budget)]
     # its own process: torch's OpenMP/MKL and tfcore's pool do not share a process (as in bench/bench.py)
+    near = triad(a)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if p.returncode != 0:
         print("PyTorch worker failed: %s" % p.stderr[-2000:])
         return []
-    return [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+    return [dict(json.loads(l), bw_near=near) for l in p.stdout.splitlines() if l.startswith("{")]
 
 
 # ---------------------------------------------------------------- the report
@@ -418,7 +419,7 @@ def report(a, bw, peak, isa, ours, theirs, load0, load1):
                                                                    if a.clock == "wall" else "CPU-second"))
     print("(LLC): the weights one step reads fit in the %.0f MiB last-level cache, so the DRAM roof does not bound "
           "that row\n" % a.llc_mib)
-    print("%% bw roof: of the best triad; %% near: of the triad measured just before that format's rows")
+    print("% bw roof: of the best triad; % near: of the triad measured just before that format's rows")
     table(["preset", "format", "batch", "tokens/s", "MB read/token", "GB/s", "% bw roof", "% near", "GFLOP/s",
            "% compute roof", "FLOP/byte", "timed by"],
           [[r["preset"], r["fmt"], r["batch"], "%.1f" % r["tok_s"],
@@ -427,6 +428,7 @@ def report(a, bw, peak, isa, ours, theirs, load0, load1):
             "%.1f" % r["pct_peak"],
             "%.2f" % r["ai"], r["how"]] for r in ours])
     get = lambda p, f, b: next((r["tok_s"] for r in ours if (r["preset"], r["fmt"], r["batch"]) == (p, f, b)), None)
+    near = lambda p, f: next((r["bw_near"] for r in ours if (r["preset"], r["fmt"]) == (p, f)), 0)
     tget = lambda p, f, b: next((r["tok_s"] for r in theirs if (r["preset"], r["fmt"], r["batch"]) == (p, f, b)),
                                 None)
     if theirs:
@@ -434,14 +436,17 @@ def report(a, bw, peak, isa, ours, theirs, load0, load1):
               % (a.torch_version or "?", a.threads))
         trows = []
         for t in theirs:
-            mine = get(t["preset"], "f32", t["batch"]) if t["fmt"] == "f32" else None
+            ofmt = "f32"
             if t["fmt"] != "f32":
                 # quantize_dynamic quantizes every nn.Linear, the tied head too: compare with our
-                # head-quantized int8 where it exists, and show the blocks-only one as well
-                mine = get(t["preset"], "int8+head", t["batch"]) or get(t["preset"], "int8", t["batch"])
-            trows.append([t["preset"], "torch " + t["fmt"], t["batch"], "%.1f" % t["tok_s"],
-                          "%.1f" % mine if mine else "-", "%.2fx" % (mine / t["tok_s"]) if mine else "-"])
-        table(["preset", "PyTorch", "batch", "PyTorch tokens/s", "tfcore tokens/s", "tfcore / PyTorch"], trows)
+                # head-quantized int8 where it exists, else the blocks-only one
+                ofmt = "int8+head" if get(t["preset"], "int8+head", t["batch"]) else "int8"
+            mine = get(t["preset"], ofmt, t["batch"])
+            trows.append([t["preset"], "torch " + t["fmt"], t["batch"], "%.1f" % t["tok_s"], ofmt,
+                          "%.1f" % mine if mine else "-", "%.2fx" % (mine / t["tok_s"]) if mine else "-",
+                          "%.1f / %.1f" % (t["bw_near"], near(t["preset"], ofmt))])
+        table(["preset", "PyTorch", "batch", "PyTorch tokens/s", "tfcore", "tfcore tokens/s", "tfcore / PyTorch",
+               "triad GB/s at PyTorch's / tfcore's run"], trows)
     print("\n### Targets (issue #15)\n")
     res = []
 
