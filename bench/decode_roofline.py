@@ -70,12 +70,13 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
-def machine_roofs(build, threads, reps):
+def machine_roofs(build, threads, reps, clock="wall"):
     """(triad GB/s, f32 FMA GFLOP/s, the ISA of that peak, LLC MiB): best over reps runs of each."""
     exe = lambda name: os.path.join(build, "bench", name)
     triads = [run_json([exe("stream_triad"), str(threads)])[0] for _ in range(reps)]
-    bw = max(t["gbs"] for t in triads)
-    READS.extend(t["gbs_read"] for t in triads)
+    suf = "_cpu" if clock == "cpu" else ""  # per CPU-second, like the decode figures under --clock cpu
+    bw = max(t["gbs" + suf] for t in triads)
+    READS.extend(t["gbs_read" + suf] for t in triads)
     best = {}
     for _ in range(reps):
         for r in run_json([exe("fma_peak"), str(threads)]):
@@ -185,9 +186,10 @@ def decode_step_seconds(tfcore, m, B, P, N, reps, clock, seed=0):
 def triad(a):
     """One triad measurement (best of its repetitions), kept in a.triads."""
     t = run_json([os.path.join(a.build, "bench", "stream_triad"), str(a.threads)])[0]
-    a.triads.append(t["gbs"])
-    READS.append(t["gbs_read"])
-    return t["gbs"]
+    suf = "_cpu" if a.clock == "cpu" else ""
+    a.triads.append(t["gbs" + suf])
+    READS.append(t["gbs_read" + suf])
+    return t["gbs" + suf]
 
 
 def tfcore_rows(a, peak):
@@ -423,8 +425,8 @@ def report(a, bw, peak, isa, ours, theirs, load0, load1):
     print("\n## Decode roofline: %s, %d threads, triad %.2f GB/s (best of %d measurements through the run, "
           "lowest %.2f), read-only %.2f GB/s, f32 FMA peak %.1f GFLOP/s (%s)"
           % (cpu_model(), a.threads, bw, len(a.triads), min(a.triads), a.read_bw, peak, isa))
-    print("load average %s at start, %s at end; tokens per %s" % (load0, load1, "second (wall clock)"
-                                                                   if a.clock == "wall" else "CPU-second"))
+    print("load average %s at start, %s at end; tokens and bytes per %s" % (load0, load1, "second (wall clock)"
+                                                                             if a.clock == "wall" else "CPU-second"))
     print("(LLC): the weights one step reads fit in the %.0f MiB last-level cache, so the DRAM roof does not bound "
           "that row\n" % a.llc_mib)
     print("% triad: of the best triad (the issue's roof); % read: of the best read-only pass; % near: of the "
@@ -529,7 +531,7 @@ def main():
         return
     load0 = loadavg()
     print("load average at start: %s" % load0, flush=True)
-    bw, peak, isa, a.llc_mib = machine_roofs(a.build, a.threads, 1 if a.quick else 3)
+    bw, peak, isa, a.llc_mib = machine_roofs(a.build, a.threads, 1 if a.quick else 3, a.clock)
     a.triads = [bw]
     print("stream triad %.2f GB/s, f32 FMA peak %.1f GFLOP/s (%s), %d threads" % (bw, peak, isa, a.threads),
           flush=True)
