@@ -19,7 +19,7 @@ issue #8's target is met:
          PyTorch 1.13 eager fwd+bwd, the composition a 1.13 user writes
   adamw  one AdamW step over 10M parameters (1 tensor, 100 tensors)
   qlinear  the quantized linear (issue #15): f32 tfc_linear vs int8 and int4
-         tfc_qlinear on GPT-2 layer shapes, M = 1, 4, 16 rows; weight GB/s
+         tfc_qlinear on GPT-2 layer shapes, M = 1, 4, 16, 64 rows; weight GB/s
          and speed-ups, with PyTorch 1.13's f32 linear and
          quantize_dynamic int8 Linear; not in the default set
   train  a full training step (fwd + CE + bwd + clip 1.0 + AdamW) for the
@@ -224,7 +224,7 @@ def torch_micro(torch, F, nt, budget):
 
 # tfc_bench qlinear's cases, in its order: (K, N) x M.
 QLINEAR_SHAPES = [(768, 2304), (768, 3072), (3072, 768)]
-QLINEAR_MS = [1, 4, 16]
+QLINEAR_MS = [1, 4, 16, 64]
 
 
 def torch_qlinear(torch, nt, budget):

@@ -302,14 +302,14 @@ static void run_gemm_bf16(void) {
 /*
  * The quantized linear against the f32 one on GPT-2 (124M) layer shapes:
  * qkv (768 -> 2304), mlp up (768 -> 3072), mlp down (3072 -> 768), with M
- * rows of activations (1: one decoded token). GB/s is the weight's bytes
+ * rows of activations (1: one decoded token; 16 and 64: batched decoding). GB/s is the weight's bytes
  * (f32: 4·K·N; quantized: codes + scales) over the median time: at M = 1
  * the layer is one pass over its weight, so this is the memory roofline's
  * measure. The three kinds alternate in blocks so they sample the same load.
  */
 static void run_qlinear(void) {
     static const int64_t shapes[][2] = {{768, 2304}, {768, 3072}, {3072, 768}};
-    static const int64_t Ms[] = {1, 4, 16};
+    static const int64_t Ms[] = {1, 4, 16, 64};
     const char *isa = getenv("TFC_QUANT_KERNEL");
     for (size_t si = 0; si < 3; si++) {
         const int64_t K = shapes[si][0], N = shapes[si][1];
@@ -320,7 +320,7 @@ static void run_qlinear(void) {
         const double bytes[3] = {4.0 * (double)(K * N), (double)tfc_qweight_nbytes(q[0]),
                                  (double)tfc_qweight_nbytes(q[1])};
         static const char *kinds[3] = {"f32", "int8", "int4"};
-        for (size_t mi = 0; mi < 3; mi++) {
+        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
             const int64_t M = Ms[mi];
             tfc_tensor *x = randn((int64_t[]){M, K}, 2, 3);
             samples sm[3] = {{.n = 0}, {.n = 0}, {.n = 0}};

@@ -36,13 +36,18 @@ int cli_int(const char *cmd, const char *flag, const char *s, int64_t lo, int64_
 int cli_double(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 
 /*
- * --quantize and --group-size of sample and eval. cli_quant_flag parses
- * "int8" | "int4" | "none" into *format (0 for none); 0 on failure (message
- * printed). cli_quantize quantizes m when format is not 0 (group_size -1:
- * the default, 32 for int4 and 0 for int8); 0 on success, else the exit code.
+ * --quantize, --quantize-head and --group-size of sample and eval.
+ * cli_quant_flag parses "int8" | "int4" | "none" into *format (0 for none)
+ * for the flag named `flag`; 0 on failure (message printed). cli_quantize
+ * quantizes m's blocks when format is not 0 and its LM head when head is
+ * not 0 (group_size -1: the default, 32 for int4 and 0 for int8; a given
+ * group size applies to every int4 part); 0 on success, else the exit code.
+ * cli_quant_label writes what was quantized ("int4 group 64, head int8")
+ * into buf.
  */
-int cli_quant_flag(const char *cmd, const char *s, tfc_qformat *format);
-int cli_quantize(const char *cmd, tfc_gpt *m, tfc_qformat format, int64_t group_size);
+int cli_quant_flag(const char *cmd, const char *flag, const char *s, tfc_qformat *format);
+int cli_quantize(const char *cmd, tfc_gpt *m, tfc_qformat format, tfc_qformat head, int64_t group_size);
+const char *cli_quant_label(const tfc_gpt *m, char *buf, size_t n);
 
 /* ---- vocabularies: characters (bytes) or a BPE tokenizer ---------------------- */
 

@@ -72,7 +72,7 @@ int cli_double(const char *cmd, const char *flag, const char *s, double lo, doub
     return 1;
 }
 
-int cli_quant_flag(const char *cmd, const char *s, tfc_qformat *format) {
+int cli_quant_flag(const char *cmd, const char *flag, const char *s, tfc_qformat *format) {
     if (s && strcmp(s, "int8") == 0)
         *format = TFC_QFORMAT_INT8;
     else if (s && strcmp(s, "int4") == 0)
@@ -80,26 +80,47 @@ int cli_quant_flag(const char *cmd, const char *s, tfc_qformat *format) {
     else if (s && strcmp(s, "none") == 0)
         *format = (tfc_qformat)0;
     else {
-        cli_error(EXIT_USAGE, cmd, "--quantize needs int8, int4 or none, got '%s'", s ? s : "(nothing)");
+        cli_error(EXIT_USAGE, cmd, "--%s needs int8, int4 or none, got '%s'", flag, s ? s : "(nothing)");
         return 0;
     }
     return 1;
 }
 
-int cli_quantize(const char *cmd, tfc_gpt *m, tfc_qformat format, int64_t group_size) {
-    if (!format) {
-        if (group_size >= 0) return cli_error(EXIT_USAGE, cmd, "--group-size needs --quantize int4");
-        return 0;
-    }
-    if (group_size < 0) group_size = format == TFC_QFORMAT_INT4 ? 32 : 0;
-    if (format == TFC_QFORMAT_INT8 && group_size != 0)
-        return cli_error(EXIT_USAGE, cmd, "--group-size is for int4; int8 has one scale per output feature");
-    if (tfc_gpt_quantize(m, format, (int32_t)group_size) != TFC_OK) {
-        /* the library's message says why (a group size that does not divide n_embd, ...) */
+int cli_quantize(const char *cmd, tfc_gpt *m, tfc_qformat format, tfc_qformat head, int64_t group_size) {
+    if (format != TFC_QFORMAT_INT4 && head != TFC_QFORMAT_INT4 && group_size >= 0)
+        return cli_error(EXIT_USAGE, cmd,
+                         format || head ? "--group-size is for int4; int8 has one scale per output feature"
+                                        : "--group-size needs --quantize int4 or --quantize-head int4");
+    const int32_t g4 = group_size < 0 ? 32 : (int32_t)group_size;
+    /* the library's messages say why (a group size that does not divide n_embd, ...) */
+    if (format && tfc_gpt_quantize(m, format, format == TFC_QFORMAT_INT4 ? g4 : 0) != TFC_OK) {
         cli_lib_error(cmd, "quantizing the model");
         return EXIT_USAGE;
     }
+    if (head && tfc_gpt_quantize_head(m, head, head == TFC_QFORMAT_INT4 ? g4 : 0) != TFC_OK) {
+        cli_lib_error(cmd, "quantizing the LM head");
+        return EXIT_USAGE;
+    }
     return 0;
+}
+
+static const char *format_label(tfc_qformat f, int32_t group, char *buf, size_t n) {
+    if (f == TFC_QFORMAT_INT4)
+        snprintf(buf, n, "int4 group %d", (int)group);
+    else
+        snprintf(buf, n, "%s", f == TFC_QFORMAT_INT8 ? "int8" : "f32");
+    return buf;
+}
+
+const char *cli_quant_label(const tfc_gpt *m, char *buf, size_t n) {
+    char b[32], h[32];
+    format_label(tfc_gpt_quant_format(m), tfc_gpt_quant_group_size(m), b, sizeof b);
+    if (tfc_gpt_head_quant_format(m))
+        snprintf(buf, n, "%s%s, head %s", b, tfc_gpt_quant_format(m) ? "" : " blocks",
+                 format_label(tfc_gpt_head_quant_format(m), tfc_gpt_head_quant_group_size(m), h, sizeof h));
+    else
+        snprintf(buf, n, "%s", b);
+    return buf;
 }
 
 int read_file(const char *path, char **data, size_t *len) {

@@ -1,8 +1,9 @@
 /*
  * tfcore eval: the mean cross-entropy of a checkpoint on a text file, over
  * every non-overlapping window of block_size + 1 tokens (the benchmark's
- * definition of val loss), in nats per token. With --quantize, the f32
- * model's loss, then the quantized model's and the difference.
+ * definition of val loss), in nats per token. With --quantize or
+ * --quantize-head, the f32 model's loss, then the quantized model's and
+ * the difference.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -46,7 +47,7 @@ static int mean_loss(tfc_gpt *m, const int32_t *ids, int64_t windows, int64_t T,
 int cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL;
     int64_t batch = 16, group = -1;
-    tfc_qformat qformat = (tfc_qformat)0;
+    tfc_qformat qformat = (tfc_qformat)0, hformat = (tfc_qformat)0;
     cli_args a = {.argc = argc, .argv = argv};
     const char *name, *val;
     int r;
@@ -54,8 +55,10 @@ int cmd_eval(int argc, char **argv) {
         if (r < 0) return cli_error(EXIT_USAGE, CMD, "unexpected argument '%s'", name);
         if (strcmp(name, "help") == 0) {
             printf("usage: tfcore eval --ckpt DIR --data FILE [--batch B (16)]\n"
-                   "                   [--quantize int8|int4|none (none)] [--group-size G (int4: 32)]\n"
-                   "  with --quantize: the f32 loss, then the quantized model's and the difference\n");
+                   "                   [--quantize int8|int4|none (none)] [--quantize-head int8|int4|none (none)]\n"
+                   "                   [--group-size G (every int4 part; 32)]\n"
+                   "  --quantize: the block Linear layers; --quantize-head: the LM head (tied: a copy of wte)\n"
+                   "  with either: the f32 loss, then the quantized model's and the difference\n");
             return 0;
         }
         if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
@@ -66,14 +69,17 @@ int cmd_eval(int argc, char **argv) {
         else if (strcmp(name, "batch") == 0) {
             if (!cli_int(CMD, name, val, 1, 65536, &batch)) return EXIT_USAGE;
         } else if (strcmp(name, "quantize") == 0) {
-            if (!cli_quant_flag(CMD, val, &qformat)) return EXIT_USAGE;
+            if (!cli_quant_flag(CMD, name, val, &qformat)) return EXIT_USAGE;
+        } else if (strcmp(name, "quantize-head") == 0) {
+            if (!cli_quant_flag(CMD, name, val, &hformat)) return EXIT_USAGE;
         } else if (strcmp(name, "group-size") == 0) {
             if (!cli_int(CMD, name, val, 1, 1 << 20, &group)) return EXIT_USAGE;
         } else
             return cli_error(EXIT_USAGE, CMD, "unknown flag --%s (see tfcore eval --help)", name);
     }
     if (!ckpt || !data) return cli_error(EXIT_USAGE, CMD, "--ckpt DIR and --data FILE are required");
-    if (!qformat && group >= 0) return cli_error(EXIT_USAGE, CMD, "--group-size needs --quantize int4");
+    if (!qformat && !hformat && group >= 0)
+        return cli_error(EXIT_USAGE, CMD, "--group-size needs --quantize int4 or --quantize-head int4");
     char *text = NULL;
     size_t len = 0;
     if (read_file(data, &text, &len) != 0) return cli_error(EXIT_USAGE, CMD, "cannot read the data file '%s'", data);
@@ -100,14 +106,13 @@ int cmd_eval(int argc, char **argv) {
     if (!rc)
         printf("eval: %s: loss %.4f nats/token (perplexity %.2f) over %lld windows of %lld tokens (%zu tokens)\n", data,
                loss, exp(loss), (long long)windows, (long long)T, n);
-    if (!rc && qformat) {
-        rc = cli_quantize(CMD, m, qformat, group);
+    if (!rc && (qformat || hformat)) {
+        rc = cli_quantize(CMD, m, qformat, hformat, group);
         if (!rc) rc = mean_loss(m, ids, windows, T, batch, &qloss);
         if (!rc) {
-            char how[32] = "";
-            if (qformat == TFC_QFORMAT_INT4) snprintf(how, sizeof how, " group %d", (int)tfc_gpt_quant_group_size(m));
-            printf("eval: %s: %s%s loss %.4f nats/token (perplexity %.2f): %+.4f nats/token vs f32\n", data,
-                   qformat == TFC_QFORMAT_INT8 ? "int8" : "int4", how, qloss, exp(qloss), qloss - loss);
+            char how[96];
+            printf("eval: %s: %s loss %.4f nats/token (perplexity %.2f): %+.4f nats/token vs f32\n", data,
+                   cli_quant_label(m, how, sizeof how), qloss, exp(qloss), qloss - loss);
         }
     }
     fflush(stdout);

@@ -13,6 +13,28 @@
 
 static const char *CMD = "sample";
 
+/* The draft of --draft: its checkpoint's model, refused unless its vocabulary is the target's, token for token. */
+static int load_draft(const char *dir, const vocab *v, tfc_gpt **draft) {
+    ckpt_set ck;
+    vocab dv;
+    int rc = ckpt_open(CMD, dir, CKPT_VERIFY, &ck);
+    if (!rc) rc = ckpt_load_model(CMD, &ck, draft, &dv);
+    ckpt_close(&ck);
+    if (rc) return rc;
+    int same = dv.kind == v->kind && dv.size == v->size &&
+        (v->kind != VOCAB_CHAR || memcmp(dv.chars, v->chars, (size_t)v->size) == 0);
+    vocab_free(&dv);
+    if (!same) {
+        tfc_gpt_release(*draft);
+        *draft = NULL;
+        return cli_error(EXIT_USAGE, CMD,
+                         "--draft '%s' has another vocabulary than --ckpt (train both on the same "
+                         "corpus and tokenizer)",
+                         dir);
+    }
+    return 0;
+}
+
 /* The first token of a sample without a prompt: a newline (char models) or token 0. */
 static int32_t start_token(const vocab *v) { return v->kind == VOCAB_CHAR && v->index['\n'] >= 0 ? v->index['\n'] : 0; }
 
@@ -102,9 +124,9 @@ static int sample_batch(tfc_gpt *m, const vocab *v, const char *path, int64_t ma
 }
 
 int cmd_sample(int argc, char **argv) {
-    const char *ckpt = NULL, *prompt = NULL, *prompts = NULL;
-    int64_t max_new = 500, top_k = 0, seed = 1, group = -1;
-    tfc_qformat qformat = (tfc_qformat)0;
+    const char *ckpt = NULL, *prompt = NULL, *prompts = NULL, *draft_dir = NULL;
+    int64_t max_new = 500, top_k = 0, seed = 1, group = -1, draft_k = 4;
+    tfc_qformat qformat = (tfc_qformat)0, hformat = (tfc_qformat)0;
     double temperature = 0.8, top_p = 1.0;
     cli_args a = {.argc = argc, .argv = argv};
     const char *name, *val;
@@ -115,7 +137,12 @@ int cmd_sample(int argc, char **argv) {
             printf("usage: tfcore sample --ckpt DIR [--prompt TEXT | --prompts FILE] [--max-new-tokens N (500)]\n"
                    "                     [--temperature T (0.8)]\n"
                    "                     [--top-k K (0 = off)] [--top-p P (1 = off)] [--seed S (1)]\n"
-                   "                     [--quantize int8|int4|none (none)] [--group-size G (int4: 32)]\n");
+                   "                     [--quantize int8|int4|none (none)] [--quantize-head int8|int4|none (none)]\n"
+                   "                     [--group-size G (every int4 part; 32)] [--draft DIR [--draft-k K (4)]]\n"
+                   "  --quantize: the block Linear layers; --quantize-head: the LM head (tied: a copy of wte)\n"
+                   "  --draft DIR decodes speculatively: a smaller checkpoint trained on the same corpus and\n"
+                   "  tokenizer proposes K tokens a step, which the --ckpt model checks in one pass; the text\n"
+                   "  follows the --ckpt model's distribution (greedy: its own tokens).\n");
             return 0;
         }
         if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
@@ -125,14 +152,20 @@ int cmd_sample(int argc, char **argv) {
             prompt = val;
         else if (strcmp(name, "prompts") == 0)
             prompts = val;
-        else if (strcmp(name, "max-new-tokens") == 0) {
+        else if (strcmp(name, "draft") == 0)
+            draft_dir = val;
+        else if (strcmp(name, "draft-k") == 0) {
+            if (!cli_int(CMD, name, val, 1, 64, &draft_k)) return EXIT_USAGE;
+        } else if (strcmp(name, "max-new-tokens") == 0) {
             if (!cli_int(CMD, name, val, 0, 10000000, &max_new)) return EXIT_USAGE;
         } else if (strcmp(name, "top-k") == 0) {
             if (!cli_int(CMD, name, val, 0, INT32_MAX, &top_k)) return EXIT_USAGE;
         } else if (strcmp(name, "seed") == 0) {
             if (!cli_int(CMD, name, val, 0, INT64_MAX, &seed)) return EXIT_USAGE;
         } else if (strcmp(name, "quantize") == 0) {
-            if (!cli_quant_flag(CMD, val, &qformat)) return EXIT_USAGE;
+            if (!cli_quant_flag(CMD, name, val, &qformat)) return EXIT_USAGE;
+        } else if (strcmp(name, "quantize-head") == 0) {
+            if (!cli_quant_flag(CMD, name, val, &hformat)) return EXIT_USAGE;
         } else if (strcmp(name, "group-size") == 0) {
             if (!cli_int(CMD, name, val, 1, 1 << 20, &group)) return EXIT_USAGE;
         } else if (strcmp(name, "temperature") == 0) {
@@ -146,6 +179,8 @@ int cmd_sample(int argc, char **argv) {
     if (!ckpt) return cli_error(EXIT_USAGE, CMD, "--ckpt DIR is required (a directory written by tfcore train)");
     if (prompt && prompts)
         return cli_error(EXIT_USAGE, CMD, "--prompt and --prompts exclude each other (put the prompt in the file)");
+    if (draft_dir && prompts)
+        return cli_error(EXIT_USAGE, CMD, "--draft decodes one prompt; it does not combine with --prompts");
     tfc_gpt *m = NULL;
     vocab v;
     ckpt_set ck;
@@ -153,13 +188,19 @@ int cmd_sample(int argc, char **argv) {
     if (!rc) rc = ckpt_load_model(CMD, &ck, &m, &v);
     ckpt_close(&ck);
     if (rc) return rc;
-    if ((rc = cli_quantize(CMD, m, qformat, group)) != 0) {
+    if ((rc = cli_quantize(CMD, m, qformat, hformat, group)) != 0) {
         vocab_free(&v);
         tfc_gpt_release(m);
         return rc;
     }
     if (prompts) {
         rc = sample_batch(m, &v, prompts, max_new, temperature, top_k, top_p, seed);
+        vocab_free(&v);
+        tfc_gpt_release(m);
+        return rc;
+    }
+    tfc_gpt *draft = NULL;
+    if (draft_dir && (rc = load_draft(draft_dir, &v, &draft)) != 0) {
         vocab_free(&v);
         tfc_gpt_release(m);
         return rc;
@@ -180,14 +221,27 @@ int cmd_sample(int argc, char **argv) {
     if (!rc && !out) rc = cli_error(EXIT_RUNTIME, CMD, "out of memory");
     if (!rc) {
         if (prompt) fputs(prompt, stdout);
-        if (tfc_gpt_generate(m, ids, (int32_t)n, (int32_t)max_new, temperature, (int32_t)top_k, top_p, (uint64_t)seed,
-                             out, (int32_t)max_new, vocab_print_token, &v) != TFC_OK)
-            rc = cli_lib_error(CMD, "generating");
+        tfc_spec_stats st = {sizeof st, 0, 0, 0};
+        tfc_status gs = draft
+            ? tfc_gpt_generate_speculative(m, draft, ids, (int32_t)n, (int32_t)max_new, (int32_t)draft_k, temperature,
+                                           (int32_t)top_k, top_p, (uint64_t)seed, out, (int32_t)max_new, &st,
+                                           vocab_print_token, &v)
+            : tfc_gpt_generate(m, ids, (int32_t)n, (int32_t)max_new, temperature, (int32_t)top_k, top_p, (uint64_t)seed,
+                               out, (int32_t)max_new, vocab_print_token, &v);
+        if (gs != TFC_OK) rc = cli_lib_error(CMD, "generating");
         printf("\n");
+        if (!rc && draft)
+            fprintf(stderr,
+                    "tfcore %s: speculative, k = %lld: %lld of %lld drafted tokens accepted (%.0f%%), %lld target "
+                    "passes for %lld tokens\n",
+                    CMD, (long long)draft_k, (long long)st.accepted, (long long)st.drafted,
+                    st.drafted ? 100.0 * (double)st.accepted / (double)st.drafted : 0.0, (long long)st.target_passes,
+                    (long long)max_new);
     }
     free(out);
     free(ids);
     vocab_free(&v);
     tfc_gpt_release(m);
+    tfc_gpt_release(draft);
     return rc;
 }

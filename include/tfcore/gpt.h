@@ -247,6 +247,49 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate_batch(tfc_gpt *m, int32_t n_se
                                                         tfc_gpt_batch_token_fn on_token /* nullable */,
                                                         void *ctx /* nullable */);
 
+/* What a speculative generation did (tfc_gpt_generate_speculative). Set struct_size = sizeof(tfc_spec_stats). */
+typedef struct tfc_spec_stats {
+    uint32_t struct_size;
+    int64_t drafted;       /* tokens the draft model proposed */
+    int64_t accepted;      /* of those, tokens the target accepted */
+    int64_t target_passes; /* forward passes of the target model, the prompt's included */
+} tfc_spec_stats;
+
+/*
+ * Speculative decoding: generate max_new tokens after the prompt with
+ * `target`, a smaller `draft` model of the same vocabulary proposing k
+ * tokens at a time that the target checks in one forward pass of k + 1
+ * positions. Token j of the output is accepted from the draft with
+ * probability min(1, p(x)/q(x)) (p: the target's distribution, q: the
+ * draft's, both after temperature, top_k and top_p as tfc_sample applies
+ * them); at the first rejection the token is drawn from the normalised
+ * max(0, p − q) instead, and when all k are accepted one more is drawn from
+ * the target's next distribution. The output therefore follows the
+ * target's distribution exactly (Leviathan et al. 2023; Chen et al. 2023),
+ * whatever the draft; greedy (temperature 0) gives the tokens
+ * tfc_gpt_generate(target, ...) gives, up to the rounding of a k+1-position
+ * pass against single steps. Random numbers: Philox stream (seed, j) for
+ * output position j (element 0 for the target's draws, 1 for the draft's,
+ * 2 for the acceptance test), so a seed reproduces a text for a given k but
+ * not the text tfc_gpt_generate draws with that seed.
+ *
+ * Each model keeps its own KV cache; rejected positions are dropped from
+ * both. When a context reaches either block_size, both restart from the
+ * last half block. stats (may be NULL) receives the counts (acceptance rate
+ * = accepted / drafted). out, cap, on_token and ctx as tfc_gpt_generate
+ * (stopping → TFC_ERR_CANCELLED with the tokens so far in out).
+ *
+ * Errors: NULL target, draft or prompt; vocab sizes that differ; k < 1,
+ * k > 64 or k > the smaller block_size / 2; n_prompt < 1, ids outside the vocabulary,
+ * max_new < 0, sampling arguments as tfc_sample, stats->struct_size too
+ * small (TFC_ERR_INVALID_ARG); cap < max_new (TFC_ERR_BUFFER_TOO_SMALL); a
+ * model on CUDA (TFC_ERR_DEVICE); TFC_ERR_OOM. Both models are only read.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate_speculative(
+    tfc_gpt *target, tfc_gpt *draft, const int32_t *prompt, int32_t n_prompt, int32_t max_new, int32_t k,
+    double temperature, int32_t top_k, double top_p, uint64_t seed, int32_t *out, int32_t cap,
+    tfc_spec_stats *stats /* nullable */, tfc_gpt_token_fn on_token /* nullable */, void *ctx /* nullable */);
+
 /*
  * Quantize m for inference (formats: include/tfcore/quant.h): the weights
  * of the four Linear layers of every block (attn.c_attn, attn.c_proj,
@@ -257,9 +300,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_generate_batch(tfc_gpt *m, int32_t n_se
  *
  * Stays f32: the embeddings wte and wpe, LayerNorms, biases and the LM
  * head. The head is tied to wte (GPT-2), which is also the embedding table
- * the forward pass gathers rows from, so quantizing it would change the
- * input embedding too; an untied lm_head stays f32 as well (one matrix of
- * V·C, read once per token like the rest, is a later step).
+ * the forward pass gathers rows from; tfc_gpt_quantize_head (below)
+ * quantizes a copy of it for the head alone (or an untied lm_head).
  *
  * The f32 weights of the quantized layers are dropped (the point is
  * memory): they leave the list of tfc_gpt_params (and tfc_gpt_num_elements),
@@ -282,6 +324,51 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format
 TFC_API tfc_qformat tfc_gpt_quant_format(const tfc_gpt *m /* nullable: 0 */);
 /* The int4 group size of a quantized model; 0 for INT8 and unquantized models; -1 for NULL. */
 TFC_API int32_t tfc_gpt_quant_group_size(const tfc_gpt *m /* nullable: -1 */);
+
+/*
+ * Quantize m's LM head for inference (formats: include/tfcore/quant.h):
+ * the head weight [V, C] — lm_head.weight, or wte for a tied model —
+ * becomes a tfc_qweight quantized along C, and forward passes without a
+ * graph, tfc_gpt_forward_cached and tfc_gpt_generate compute the logits
+ * with tfc_qlinear on it (the loss-only forward then materialises the
+ * [B·T, V] logits instead of the fused f32 head). It is the largest matrix
+ * of GPT-2 (38.6M of 124M parameters) and is read once per decoded token,
+ * so decoding at the memory roofline needs it quantized. group_size: 0 for
+ * INT8 (one scale per vocab row); for INT4 a multiple of 32 that divides
+ * n_embd.
+ *
+ * Independent of tfc_gpt_quantize: the head can be quantized on a model
+ * whose blocks are f32 or quantized (in either order, in any format), and
+ * tfc_gpt_quant_format keeps describing the blocks only.
+ *
+ * Memory. Untied: lm_head.weight is replaced — it leaves tfc_gpt_params and
+ * tfc_gpt_num_elements, earlier pointers into that list are no longer
+ * valid. Tied: wte stays f32 (the embedding gathers one row of it per
+ * token, a negligible read) and the handle is an extra copy of it: V·C
+ * bytes (int8: +4 bytes of scale per row) or V·C/2 (int4: + 4·V·C/G of
+ * scales) on top of the f32 model, e.g. +38.8 MB (int8) for GPT-2 124M; the
+ * handle is owned by m and freed with it.
+ *
+ * Like a quantized model, a model with a quantized head is inference-only:
+ * tfc_gpt_forward with a graph and tfc_gpt_to_device to CUDA are
+ * TFC_ERR_UNSUPPORTED, as is tfc_gpt_load_into; the head cannot go back to
+ * f32 (load the f32 checkpoint again). tfc_gpt_save writes the handle as
+ * lm_head.weight.qcodes / .qscales with the metadata tfc.quant.head.format
+ * and tfc.quant.head.group_size (docs/MODEL.md, "Quantized inference");
+ * tfc_gpt_load restores it.
+ *
+ * Errors (m unchanged): NULL m, an unknown format, a bad group_size (with
+ * the reason) → TFC_ERR_INVALID_ARG; the head already quantized →
+ * TFC_ERR_INVALID_ARG; an f64 model → TFC_ERR_DTYPE; m on CUDA →
+ * TFC_ERR_UNSUPPORTED; a non-finite head weight → TFC_ERR_NONFINITE naming
+ * it and its row; TFC_ERR_OOM. Not thread-safe with any other use of m.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_quantize_head(tfc_gpt *m, tfc_qformat format, int32_t group_size);
+
+/* The format m's LM head is quantized in (tfc_gpt_quantize_head); 0 for an f32 head and for NULL. */
+TFC_API tfc_qformat tfc_gpt_head_quant_format(const tfc_gpt *m /* nullable: 0 */);
+/* The int4 group size of m's quantized LM head; 0 for INT8 and an f32 head; -1 for NULL. */
+TFC_API int32_t tfc_gpt_head_quant_group_size(const tfc_gpt *m /* nullable: -1 */);
 
 #ifdef __cplusplus
 }

@@ -49,7 +49,9 @@
  *
  * Kernels: tfc_qlinear dequantizes the codes in registers and accumulates in
  * f32 FMA: AVX-512 (avx512f/bw/vl) or AVX2+FMA, chosen from CPUID at run time,
- * with a portable C path; TFC_QUANT_KERNEL=portable|avx2|avx512 caps the
+ * with a portable C path. From 16 rows of x (int8) or 6 (int4) on it instead
+ * dequantizes W a small tile at a time into f32 and runs the f32 GEMM over
+ * all rows (batched decoding: the unpacking is paid once per weight); TFC_QUANT_KERNEL=portable|avx2|avx512 caps the
  * choice (read once, at the first call). Output rows are split over the
  * OpenMP pool; results do not depend on the thread count. The paths differ
  * only in summation order: each equals the dequantize-then-matmul reference

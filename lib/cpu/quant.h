@@ -35,8 +35,22 @@ typedef void (*tfc_qrows_fn)(int32_t format, int64_t n0, int64_t n1, int64_t M, 
                              const float *x, const void *codes, const float *scales, const float *b, float *y);
 void tfc_cpu_qrows_portable(int32_t format, int64_t n0, int64_t n1, int64_t M, int64_t N, int64_t K, int64_t G,
                             const float *x, const void *codes, const float *scales, const float *b, float *y);
+/*
+ * W[n0 .. n0+nb, k0 .. k0+kb] dequantized into dst [nb, kb] (W's [N, K]
+ * layout; int4: k0 and kb multiples of G), each element the same f32
+ * product as tfc_cpu_dequantize's: the tile the batched quantized linear
+ * hands to the f32 GEMM.
+ */
+typedef void (*tfc_qtile_fn)(int32_t format, int64_t n0, int64_t nb, int64_t k0, int64_t kb, int64_t K, int64_t G,
+                             const void *codes, const float *scales, float *dst);
+void tfc_cpu_qtile_portable(int32_t format, int64_t n0, int64_t nb, int64_t k0, int64_t kb, int64_t K, int64_t G,
+                            const void *codes, const float *scales, float *dst);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TFC_HAVE_QUANT_SIMD 1
+void tfc_cpu_qtile_avx2(int32_t format, int64_t n0, int64_t nb, int64_t k0, int64_t kb, int64_t K, int64_t G,
+                        const void *codes, const float *scales, float *dst);
+void tfc_cpu_qtile_avx512(int32_t format, int64_t n0, int64_t nb, int64_t k0, int64_t kb, int64_t K, int64_t G,
+                          const void *codes, const float *scales, float *dst);
 void tfc_cpu_qrows_avx2(int32_t format, int64_t n0, int64_t n1, int64_t M, int64_t N, int64_t K, int64_t G,
                         const float *x, const void *codes, const float *scales, const float *b, float *y);
 void tfc_cpu_qrows_avx512(int32_t format, int64_t n0, int64_t n1, int64_t M, int64_t N, int64_t K, int64_t G,

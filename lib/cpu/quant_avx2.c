@@ -80,6 +80,40 @@ INLINE void dot_i4(int MB, int64_t K, int64_t G, const uint8_t *c, const float *
     ROWS(i) out[i] = hsum(acc[i]);
 }
 
+/* Rows [n0, n0+nb) of W as f32 into dst [nb, K]: the same product (float)q · scale per element as quant.c's. */
+void tfc_cpu_qtile_avx2(int32_t format, int64_t n0, int64_t nb, int64_t k0, int64_t kb, int64_t K, int64_t G,
+                        const void *codes, const float *scales, float *dst) {
+    const __m128i m15 = _mm_set1_epi8(15), e8 = _mm_set1_epi8(8);
+    for (int64_t r = 0; r < nb; r++) {
+        float *d = dst + r * kb;
+        if (format == TFC_QFORMAT_INT8) {
+            const int8_t *c = (const int8_t *)codes + (n0 + r) * K + k0;
+            const float s = scales[n0 + r];
+            const __m256 sv = _mm256_set1_ps(s);
+            int64_t k = 0;
+            for (; k + 16 <= kb; k += 16) {
+                __m256 w0, w1;
+                widen16(_mm_loadu_si128((const __m128i *)(c + k)), &w0, &w1);
+                _mm256_storeu_ps(d + k, _mm256_mul_ps(w0, sv));
+                _mm256_storeu_ps(d + k + 8, _mm256_mul_ps(w1, sv));
+            }
+            for (; k < kb; k++) d[k] = (float)c[k] * s;
+        } else {
+            const uint8_t *c = (const uint8_t *)codes + (n0 + r) * (K / 2) + k0 / 2;
+            const float *s = scales + (n0 + r) * (K / G);
+            for (int64_t k = 0; k < kb; k += 32) {
+                const __m128i bt = _mm_loadu_si128((const __m128i *)(c + k / 2));
+                const __m128i lo = _mm_and_si128(bt, m15), hi = _mm_and_si128(_mm_srli_epi16(bt, 4), m15);
+                __m256 w[4];
+                widen16(_mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), e8), &w[0], &w[1]);
+                widen16(_mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), e8), &w[2], &w[3]);
+                const __m256 sv = _mm256_set1_ps(s[(k0 + k) / G]);
+                for (int j = 0; j < 4; j++) _mm256_storeu_ps(d + k + 8 * j, _mm256_mul_ps(w[j], sv));
+            }
+        }
+    }
+}
+
 #define QROWS_NAME tfc_cpu_qrows_avx2
 #include "cpu/quant_rows.h"
 

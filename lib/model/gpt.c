@@ -306,11 +306,15 @@ done:
 /* The LM head's weight [V, C]: wte when tied. */
 static const tfc_tensor *head_weight(const tfc_gpt *m) { return m->lm_head ? m->lm_head : m->wte; }
 
-/* logits [N, V] = h [N, C] · head_weightᵀ. */
-static tfc_status head_logits(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, tfc_tensor **logits) {
-    tfc_tensor *head_t;
-    TFC_TRY(tfc_transpose(g, head_weight(m), 0, 1, &head_t)); /* [C, V] */
-    tfc_status s = tfc_matmul(g, h, head_t, logits);
+/*
+ * The logits [N, V] of the final hidden states h [N, C]: through the
+ * quantized head when there is one (tfc_gpt_forward then has g NULL).
+ */
+static tfc_status gpt_head(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, tfc_tensor **lg) {
+    if (m->head_q) return tfc_qlinear(NULL, h, m->head_q, NULL, lg);
+    tfc_tensor *head_t = NULL;
+    tfc_status s = tfc_transpose(g, head_weight(m), 0, 1, &head_t); /* [C, V] */
+    if (s == TFC_OK) s = tfc_matmul(g, h, head_t, lg);
     tfc_tensor_release(head_t);
     return s;
 }
@@ -320,7 +324,7 @@ tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_
     tfc_tensor *h, *lg = NULL;
     TFC_TRY(gpt_trunk(m, g, idx, cache, NULL, fn, &h));
     const int64_t btv[3] = {tfc_tensor_dim(idx, 0), tfc_tensor_dim(idx, 1), m->cfg.vocab_size};
-    tfc_status s = head_logits(m, g, h, &lg); /* [B·T, V] */
+    tfc_status s = gpt_head(m, g, h, &lg); /* [B·T, V] */
     if (s == TFC_OK) s = tfc_view(g, lg, btv, 3, logits);
     tfc_tensor_release(h);
     tfc_tensor_release(lg);
@@ -331,7 +335,7 @@ tfc_status tfc_gpt_run_seqs(tfc_gpt *m, const tfc_tensor *idx, tfc_gpt_cache *co
                             tfc_tensor **logits) {
     tfc_tensor *h;
     TFC_TRY(gpt_trunk(m, NULL, idx, NULL, seqs, fn, &h));
-    tfc_status s = head_logits(m, NULL, h, logits); /* [B, V] */
+    tfc_status s = gpt_head(m, NULL, h, logits); /* [B, V] */
     tfc_tensor_release(h);
     if (s == TFC_OK)
         for (int64_t b = 0; b < tfc_tensor_dim(idx, 0); b++) seqs[b]->len++;
@@ -345,11 +349,12 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
     TFC_CHECK_NOT_NULL(fn, idx);
     if (targets && !loss) return tfc_err(TFC_ERR_INVALID_ARG, "%s: targets given but loss is NULL", fn);
     if (!logits && !targets) return tfc_err(TFC_ERR_INVALID_ARG, "%s: neither logits nor targets/loss asked for", fn);
-    if (m->qformat && g)
+    char what[64];
+    if (tfc_gpt_is_quantized(m) && g)
         return tfc_err(TFC_ERR_UNSUPPORTED,
                        "%s: the model is quantized (%s), which is inference-only: pass g = NULL (train the f32 "
                        "model, then quantize it)",
-                       fn, m->qformat == TFC_QFORMAT_INT8 ? "int8" : "int4");
+                       fn, tfc_gpt_quant_desc(m, what, sizeof what));
     if (targets) {
         TFC_TRY(check_ids(fn, "targets", targets));
         if (tfc_tensor_dim(targets, 0) != tfc_tensor_dim(idx, 0) ||
@@ -368,7 +373,13 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
         tfc_status s = on_model_device(m, fn, "targets", targets, &tdev);
         if (s == TFC_OK) s = tfc_reshape(NULL, tdev, n1, 1, &tflat);
         tfc_tensor_release(tdev);
-        if (s == TFC_OK) s = tfc_linear_cross_entropy(g, h, head_weight(m), tflat, -1, &l);
+        if (s == TFC_OK && m->head_q) {
+            tfc_tensor *lg2 = NULL; /* the quantized head has no fused form: logits, then the loss */
+            s = gpt_head(m, NULL, h, &lg2);
+            if (s == TFC_OK) s = tfc_cross_entropy(NULL, lg2, tflat, -1, &l);
+            tfc_tensor_release(lg2);
+        } else if (s == TFC_OK)
+            s = tfc_linear_cross_entropy(g, h, head_weight(m), tflat, -1, &l);
         tfc_tensor_release(h);
         tfc_tensor_release(tflat);
         TFC_TRY(s);

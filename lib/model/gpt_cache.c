@@ -85,22 +85,33 @@ TFC_API tfc_status tfc_gpt_forward_cached(tfc_gpt *m, tfc_gpt_cache *c, const tf
     return TFC_OK;
 }
 
+tfc_status tfc_gpt_logits_rows(tfc_tensor *lg, int64_t first, int64_t n, float *dst) {
+    const int64_t V = tfc_tensor_dim(lg, tfc_tensor_ndim(lg) - 1), flat[2] = {-1, V};
+    tfc_tensor *all = NULL, *rows = NULL, *f = NULL;
+    tfc_status s = tfc_reshape(NULL, lg, flat, 2, &all);
+    tfc_tensor_release(lg);
+    if (s == TFC_OK) s = tfc_narrow(NULL, all, 0, first, n, &rows);
+    if (s == TFC_OK) {
+        if (tfc_tensor_dtype(rows) == TFC_DTYPE_F32)
+            f = tfc_tensor_retain(rows);
+        else
+            s = tfc_cast(NULL, rows, TFC_DTYPE_F32, &f);
+    }
+    if (s == TFC_OK) s = tfc_tensor_copy_to_host(f, dst, (size_t)n * (size_t)V * sizeof(float));
+    tfc_tensor_release(all);
+    tfc_tensor_release(rows);
+    tfc_tensor_release(f);
+    return s;
+}
+
 tfc_status tfc_gpt_feed(tfc_gpt *m, tfc_gpt_cache *c, const int32_t *tokens, int32_t n, float *row) {
     const int64_t dims[2] = {1, n};
-    tfc_tensor *idx, *lg, *last, *lf;
+    tfc_tensor *idx, *lg;
     TFC_TRY(tfc_tensor_from_data(tokens, dims, 2, TFC_DTYPE_I32, &idx));
     tfc_status s = tfc_gpt_forward_cached(m, c, idx, &lg);
     tfc_tensor_release(idx);
     TFC_TRY(s);
-    s = tfc_narrow(NULL, lg, 1, n - 1, 1, &last);
-    tfc_tensor_release(lg);
-    TFC_TRY(s);
-    s = tfc_cast(NULL, last, TFC_DTYPE_F32, &lf);
-    tfc_tensor_release(last);
-    TFC_TRY(s);
-    s = tfc_tensor_copy_to_host(lf, row, (size_t)m->cfg.vocab_size * sizeof(float));
-    tfc_tensor_release(lf);
-    return s;
+    return tfc_gpt_logits_rows(lg, n - 1, 1, row);
 }
 
 TFC_API tfc_status tfc_gpt_generate(tfc_gpt *m, const int32_t *prompt, int32_t n_prompt, int32_t max_new,

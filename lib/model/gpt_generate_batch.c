@@ -66,21 +66,12 @@ static tfc_status step(tfc_gpt *m, seq *sq, const int32_t *act, const int32_t *t
                        tfc_gpt_cache **caches, float *staging, const char *fn) {
     const int64_t V = m->cfg.vocab_size, dims[2] = {k, 1};
     for (int32_t a = 0; a < k; a++) caches[a] = sq[act[a]].cache;
-    tfc_tensor *idx, *lg, *lf;
+    tfc_tensor *idx, *lg;
     TFC_TRY(tfc_tensor_from_data(toks, dims, 2, TFC_DTYPE_I32, &idx));
     tfc_status s = tfc_gpt_run_seqs(m, idx, caches, fn, &lg);
     tfc_tensor_release(idx);
     TFC_TRY(s);
-    if (tfc_tensor_dtype(lg) == TFC_DTYPE_F32) {
-        lf = lg;
-    } else {
-        s = tfc_cast(NULL, lg, TFC_DTYPE_F32, &lf);
-        tfc_tensor_release(lg);
-        TFC_TRY(s);
-    }
-    s = tfc_tensor_copy_to_host(lf, staging, (size_t)k * (size_t)V * sizeof(float));
-    tfc_tensor_release(lf);
-    TFC_TRY(s);
+    TFC_TRY(tfc_gpt_logits_rows(lg, 0, k, staging));
     for (int32_t a = 0; a < k; a++) memcpy(rows + act[a] * V, staging + a * V, (size_t)V * sizeof(float));
     return TFC_OK;
 }

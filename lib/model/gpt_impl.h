@@ -69,7 +69,24 @@ struct tfc_gpt {
     int32_t *decays;      /* decays[i]: params[i] takes weight decay (its table row's column) */
     tfc_qformat qformat;  /* 0: f32 (or f64); else the block Linears are the handles in blocks[] */
     int32_t qgroup;       /* the int4 group size; 0 for int8 */
+    tfc_qweight *head_q;  /* owned; after tfc_gpt_quantize_head the LM head [V, C] (else NULL) */
 };
+
+/* Whether m is inference-only: its block Linears or its LM head are quantized. */
+static inline int tfc_gpt_is_quantized(const tfc_gpt *m) { return m->qformat != 0 || m->head_q != NULL; }
+
+/*
+ * What is quantized, for messages: "int8", "int4 (head int8)", "f32 blocks, head int8"
+ * and so on, written into buf (n >= 48 bytes) and returned.
+ */
+const char *tfc_gpt_quant_desc(const tfc_gpt *m, char *buf, size_t n);
+
+/*
+ * Make q (owned from here) m's LM head: an untied lm_head.weight then leaves
+ * the parameter list and is released (a tied wte stays: the embedding reads
+ * it). Allocates nothing.
+ */
+void tfc_gpt_install_head(tfc_gpt *m, tfc_qweight *q);
 
 /* TFC_OK for a valid config, else the error naming the bad field, prefixed by fn. */
 tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *cfg);
@@ -100,6 +117,12 @@ struct tfc_gpt_cache {
  */
 tfc_status tfc_gpt_feed(tfc_gpt *m, tfc_gpt_cache *c, const int32_t *tokens, int32_t n, float *row);
 
+/*
+ * Rows first .. first+n-1 of logits lg (any shape [..., V], taken as
+ * [rows, V]) copied to dst as f32; consumes the reference to lg.
+ */
+tfc_status tfc_gpt_logits_rows(tfc_tensor *lg, int64_t first, int64_t n, float *dst);
+
 /* A cache for batch sequences of at most cap (1 .. block_size) positions; fn names the caller in errors. */
 tfc_status tfc_gpt_cache_with_cap(const tfc_gpt *m, int32_t batch, int32_t cap, const char *fn, tfc_gpt_cache **out);
 
@@ -121,5 +144,21 @@ tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_
  */
 tfc_status tfc_gpt_run_seqs(tfc_gpt *m, const tfc_tensor *idx, tfc_gpt_cache *const *seqs, const char *fn,
                             tfc_tensor **logits);
+
+/*
+ * The distribution tfc_sample draws from (sample.c): candidates most
+ * probable first (ties by id), the first *keep of them kept by top-k and
+ * top-p, with unnormalised probabilities summing to *mass over the kept
+ * ones. Greedy (temperature 0) is the argmax alone with p = 1. Arguments
+ * are checked as tfc_sample does, errors prefixed by fn; *out is malloc'd.
+ */
+typedef struct tfc_sample_cand {
+    double p;
+    int32_t id;
+} tfc_sample_cand;
+tfc_status tfc_sample_dist(const char *fn, const float *logits, int64_t n, double temperature, int32_t top_k,
+                           double top_p, tfc_sample_cand **out, int64_t *keep, double *mass);
+/* The kept candidate whose cumulative probability first exceeds u·mass (u uniform in [0, 1)). */
+int32_t tfc_sample_draw(const tfc_sample_cand *c, int64_t keep, double mass, double u);
 
 #endif

@@ -216,6 +216,7 @@ TFC_API void tfc_gpt_release(tfc_gpt *m) {
     if (!m) return;
     for (int32_t l = 0; m->blocks && l < m->cfg.n_layer; l++)
         for (int j = 0; j < GPT_N_QLINEAR; j++) tfc_qweight_release(*tfc_gpt_block_qweight(m, l, j));
+    tfc_qweight_release(m->head_q);
     for (int32_t i = 0; i < m->n_params; i++) {
         free(m->names[i]);
         tfc_tensor_release(m->params[i]);
@@ -285,10 +286,11 @@ TFC_API tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t
                        (int)device, (int)TFC_DEVICE_CPU, (int)TFC_DEVICE_CUDA);
     if (device == TFC_DEVICE_CUDA && device_index < 0)
         return tfc_err(TFC_ERR_DEVICE, "%s: device_index is %d, must be >= 0", fn, (int)device_index);
-    if (device == TFC_DEVICE_CUDA && m->qformat)
+    char what[64];
+    if (device == TFC_DEVICE_CUDA && tfc_gpt_is_quantized(m))
         return tfc_err(TFC_ERR_UNSUPPORTED,
                        "%s: the model is quantized (%s) and quantized weights are CPU-only (docs/CUDA.md)", fn,
-                       m->qformat == TFC_QFORMAT_INT8 ? "int8" : "int4");
+                       tfc_gpt_quant_desc(m, what, sizeof what));
     const int32_t index = device == TFC_DEVICE_CPU ? 0 : device_index;
     tfc_tensor **moved = calloc((size_t)m->n_params, sizeof *moved);
     if (!moved) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);

@@ -35,19 +35,13 @@ static int is_quantized_field(const tfc_gpt *m, tfc_tensor **field) {
     return 0;
 }
 
-tfc_status tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t group_size, tfc_qweight **qs,
-                                    tfc_status s) {
-    if (s != TFC_OK) {
-        for (int32_t i = 0; i < m->cfg.n_layer * GPT_N_QLINEAR; i++) tfc_qweight_release(qs[i]);
-        free(qs);
-        return s;
-    }
-    for (int32_t l = 0; l < m->cfg.n_layer; l++)
-        for (int j = 0; j < GPT_N_QLINEAR; j++) *tfc_gpt_block_qweight(m, l, j) = qs[l * GPT_N_QLINEAR + j];
-    /* drop the f32 weights from the parameter list, keeping the order of the rest */
+static int is_head_field(const tfc_gpt *m, tfc_tensor **field) { return field == &((tfc_gpt *)m)->lm_head; }
+
+/* Drop the parameters whose field `which` picks from the parameter list (keeping the order of the rest). */
+static void drop_params(tfc_gpt *m, int (*which)(const tfc_gpt *, tfc_tensor **)) {
     int32_t kept = 0;
     for (int32_t i = 0; i < m->n_params; i++) {
-        if (is_quantized_field(m, m->fields[i])) {
+        if (which(m, m->fields[i])) {
             *m->fields[i] = NULL;
             free(m->names[i]);
             tfc_tensor_release(m->params[i]);
@@ -60,6 +54,23 @@ tfc_status tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t grou
         kept++;
     }
     m->n_params = kept;
+}
+
+void tfc_gpt_install_head(tfc_gpt *m, tfc_qweight *q) {
+    m->head_q = q;
+    drop_params(m, is_head_field);
+}
+
+tfc_status tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t group_size, tfc_qweight **qs,
+                                    tfc_status s) {
+    if (s != TFC_OK) {
+        for (int32_t i = 0; i < m->cfg.n_layer * GPT_N_QLINEAR; i++) tfc_qweight_release(qs[i]);
+        free(qs);
+        return s;
+    }
+    for (int32_t l = 0; l < m->cfg.n_layer; l++)
+        for (int j = 0; j < GPT_N_QLINEAR; j++) *tfc_gpt_block_qweight(m, l, j) = qs[l * GPT_N_QLINEAR + j];
+    drop_params(m, is_quantized_field);
     m->qformat = format;
     m->qgroup = group_size;
     free(qs);
@@ -68,13 +79,19 @@ tfc_status tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t grou
 
 static const char *format_name(tfc_qformat f) { return f == TFC_QFORMAT_INT8 ? "int8" : "int4"; }
 
-TFC_API tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t group_size) {
-    const char *fn = "tfc_gpt_quantize";
-    TFC_CHECK_NOT_NULL(fn, m);
-    if (m->qformat)
-        return tfc_err(TFC_ERR_INVALID_ARG,
-                       "%s: the model is already quantized (%s); load the f32 checkpoint again to change format", fn,
-                       format_name(m->qformat));
+const char *tfc_gpt_quant_desc(const tfc_gpt *m, char *buf, size_t n) {
+    if (!m->head_q)
+        snprintf(buf, n, "%s", m->qformat ? format_name(m->qformat) : "f32");
+    else if (m->qformat)
+        snprintf(buf, n, "%s, head %s", format_name(m->qformat), format_name(tfc_qweight_format(m->head_q)));
+    else
+        snprintf(buf, n, "f32 blocks, head %s", format_name(tfc_qweight_format(m->head_q)));
+    return buf;
+}
+
+/* The checks tfc_gpt_quantize and tfc_gpt_quantize_head share: format, group size against n_embd, dtype, device. */
+static tfc_status check_quantizable(const char *fn, const tfc_gpt *m, tfc_qformat format, int32_t group_size,
+                                    const char *why_c) {
     if (format != TFC_QFORMAT_INT8 && format != TFC_QFORMAT_INT4)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: format is %d, need TFC_QFORMAT_INT8 (%d) or TFC_QFORMAT_INT4 (%d)", fn,
                        (int)format, (int)TFC_QFORMAT_INT8, (int)TFC_QFORMAT_INT4);
@@ -84,9 +101,8 @@ TFC_API tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t grou
                        (int)group_size);
     if (format == TFC_QFORMAT_INT4 && (group_size <= 0 || group_size % 32 != 0 || C % group_size != 0))
         return tfc_err(TFC_ERR_INVALID_ARG,
-                       "%s: group_size is %d; int4 needs a positive multiple of 32 that divides n_embd %d (the "
-                       "shortest input dim of the quantized layers)",
-                       fn, (int)group_size, (int)C);
+                       "%s: group_size is %d; int4 needs a positive multiple of 32 that divides n_embd %d (%s)", fn,
+                       (int)group_size, (int)C, why_c);
     if (m->cfg.dtype != TFC_DTYPE_F32)
         return tfc_err(TFC_ERR_DTYPE, "%s: the model is %s; quantization starts from an f32 model", fn,
                        tfc_dtype_name(m->cfg.dtype));
@@ -94,6 +110,17 @@ TFC_API tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t grou
         return tfc_err(TFC_ERR_UNSUPPORTED,
                        "%s: the model is on cuda:%d; quantized weights are CPU-only: move it to the CPU first", fn,
                        (int)tfc_tensor_device_index(m->wte));
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t group_size) {
+    const char *fn = "tfc_gpt_quantize";
+    TFC_CHECK_NOT_NULL(fn, m);
+    if (m->qformat)
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "%s: the model is already quantized (%s); load the f32 checkpoint again to change format", fn,
+                       format_name(m->qformat));
+    TFC_TRY(check_quantizable(fn, m, format, group_size, "the shortest input dim of the quantized layers"));
     const int32_t n = m->cfg.n_layer * GPT_N_QLINEAR;
     tfc_qweight **qs = calloc((size_t)n, sizeof *qs);
     if (!qs) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
@@ -109,6 +136,35 @@ TFC_API tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t grou
         }
     }
     return tfc_gpt_install_qweights(m, format, group_size, qs, s);
+}
+
+TFC_API tfc_status tfc_gpt_quantize_head(tfc_gpt *m, tfc_qformat format, int32_t group_size) {
+    const char *fn = "tfc_gpt_quantize_head";
+    TFC_CHECK_NOT_NULL(fn, m);
+    if (m->head_q)
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "%s: the LM head is already quantized (%s); load the f32 checkpoint again to change format", fn,
+                       format_name(tfc_qweight_format(m->head_q)));
+    TFC_TRY(check_quantizable(fn, m, format, group_size, "the head's input dim"));
+    /* the head is [V, C] = [out, in] (nn.Linear's layout, tied or not): no TFC_QUANT_IN_OUT */
+    const char *name = m->lm_head ? "lm_head.weight" : "transformer.wte.weight (tied LM head)";
+    tfc_qweight *q = NULL;
+    tfc_status s = tfc_quantize(m->lm_head ? m->lm_head : m->wte, format, group_size, 0, &q);
+    if (s != TFC_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", tfc_last_error());
+        return tfc_err(s, "%s: %s: %s", fn, name, why);
+    }
+    tfc_gpt_install_head(m, q);
+    return TFC_OK;
+}
+
+TFC_API tfc_qformat tfc_gpt_head_quant_format(const tfc_gpt *m) {
+    return m && m->head_q ? tfc_qweight_format(m->head_q) : (tfc_qformat)0;
+}
+
+TFC_API int32_t tfc_gpt_head_quant_group_size(const tfc_gpt *m) {
+    return !m ? -1 : m->head_q ? tfc_qweight_group_size(m->head_q) : 0;
 }
 
 TFC_API tfc_qformat tfc_gpt_quant_format(const tfc_gpt *m) { return m ? m->qformat : (tfc_qformat)0; }

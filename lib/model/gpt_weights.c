@@ -61,6 +61,18 @@ static void config_to_meta(const tfc_gpt_config *c, const char **keys, const cha
 #define QUANT_GROUP_KEY "tfc.quant.group_size"
 static const char *const qsuffix[2] = {".qcodes", ".qscales"};
 
+/*
+ * A quantized LM head (tfc_gpt_quantize_head), independent of the blocks:
+ * lm_head.weight.qcodes / .qscales ([V, C], the head's own layout, tied or
+ * not) read by "tfc.quant.head.format" / "tfc.quant.head.group_size". An
+ * older file has neither and loads with an f32 head.
+ */
+#define HEAD_FORMAT_KEY "tfc.quant.head.format"
+#define HEAD_GROUP_KEY "tfc.quant.head.group_size"
+static const char *const head_names[2] = {"lm_head.weight.qcodes", "lm_head.weight.qscales"};
+
+static const char *format_str(tfc_qformat f) { return f == TFC_QFORMAT_INT8 ? "int8" : "int4"; }
+
 TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *const *meta_keys,
                                 const char *const *meta_values, int32_t n_meta) {
     const char *fn = "tfc_gpt_save";
@@ -75,13 +87,14 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
     const char *const *names;
     tfc_tensor *const *params;
     TFC_TRY(tfc_gpt_params(m, &n, &names, &params));
-    const int32_t nq = m->qformat ? 2 * GPT_N_QLINEAR * c.n_layer : 0, n_cfg = N_CFG + (m->qformat ? 2 : 0);
+    const int32_t nqb = m->qformat ? 2 * GPT_N_QLINEAR * c.n_layer : 0, nq = nqb + (m->head_q ? 2 : 0);
+    const int32_t n_cfg = N_CFG + (m->qformat ? 2 : 0) + (m->head_q ? 2 : 0);
     const char **keys = malloc(((size_t)n_meta + (size_t)n_cfg) * sizeof *keys);
     const char **vals = malloc(((size_t)n_meta + (size_t)n_cfg) * sizeof *vals);
     const char **tnames = calloc((size_t)n + (size_t)nq, sizeof *tnames);
     tfc_tensor **tensors = calloc((size_t)n + (size_t)nq, sizeof *tensors);
     char **qnames = calloc((size_t)nq + 1, sizeof *qnames);
-    char bufs[N_CFG][32], group[32];
+    char bufs[N_CFG][32], group[32], hgroup[32];
     tfc_status s = TFC_OK;
     if (!keys || !vals || !tnames || !tensors || !qnames) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     if (s == TFC_OK) {
@@ -89,9 +102,17 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
         if (m->qformat) {
             snprintf(group, sizeof group, "%d", (int)m->qgroup);
             keys[N_CFG] = QUANT_FORMAT_KEY;
-            vals[N_CFG] = m->qformat == TFC_QFORMAT_INT8 ? "int8" : "int4";
+            vals[N_CFG] = format_str(m->qformat);
             keys[N_CFG + 1] = QUANT_GROUP_KEY;
             vals[N_CFG + 1] = group;
+        }
+        if (m->head_q) {
+            const int32_t at = N_CFG + (m->qformat ? 2 : 0);
+            snprintf(hgroup, sizeof hgroup, "%d", (int)tfc_qweight_group_size(m->head_q));
+            keys[at] = HEAD_FORMAT_KEY;
+            vals[at] = format_str(tfc_qweight_format(m->head_q));
+            keys[at + 1] = HEAD_GROUP_KEY;
+            vals[at + 1] = hgroup;
         }
         for (int32_t i = 0; i < n_meta; i++) {
             keys[n_cfg + i] = meta_keys[i];
@@ -102,7 +123,7 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
             tensors[i] = tfc_tensor_retain(params[i]);
         }
     }
-    for (int32_t q = 0; s == TFC_OK && q < nq / 2; q++) {
+    for (int32_t q = 0; s == TFC_OK && q < nqb / 2; q++) {
         const int32_t l = q / GPT_N_QLINEAR;
         const int j = q % GPT_N_QLINEAR;
         s = tfc_qweight_tensors(*tfc_gpt_block_qweight(m, l, j), &tensors[n + 2 * q], &tensors[n + 2 * q + 1]);
@@ -114,10 +135,15 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
             tnames[n + 2 * q + k] = qnames[2 * q + k];
         }
     }
+    if (s == TFC_OK && m->head_q) {
+        s = tfc_qweight_tensors(m->head_q, &tensors[n + nqb], &tensors[n + nqb + 1]);
+        tnames[n + nqb] = head_names[0];
+        tnames[n + nqb + 1] = head_names[1];
+    }
     if (s == TFC_OK)
         s = tfc_safetensors_save(path, tnames, (tfc_tensor *const *)tensors, n + nq, keys, vals, n_cfg + n_meta);
     for (int32_t i = 0; tensors && i < n + nq; i++) tfc_tensor_release(tensors[i]);
-    for (int32_t i = 0; qnames && i < nq; i++) free(qnames[i]);
+    for (int32_t i = 0; qnames && i < nqb; i++) free(qnames[i]);
     free(qnames);
     free(tensors);
     free(tnames);
@@ -156,10 +182,10 @@ static tfc_status read_config(const char *fn, const char *path, const tfc_safete
 }
 
 /* The file's quantization: *format 0 when it holds an f32/f64 model. */
-static tfc_status read_quant(const char *fn, const char *path, const tfc_safetensors *f, tfc_qformat *format,
-                             int32_t *group) {
+static tfc_status read_quant_keys(const char *fn, const char *path, const tfc_safetensors *f, const char *format_key,
+                                  const char *group_key, tfc_qformat *format, int32_t *group) {
     const char *v = NULL;
-    TFC_TRY(tfc_safetensors_metadata(f, QUANT_FORMAT_KEY, &v));
+    TFC_TRY(tfc_safetensors_metadata(f, format_key, &v));
     *format = (tfc_qformat)0;
     *group = 0;
     if (!v) return TFC_OK;
@@ -168,9 +194,52 @@ static tfc_status read_quant(const char *fn, const char *path, const tfc_safeten
     else if (strcmp(v, "int4") == 0)
         *format = TFC_QFORMAT_INT4;
     else
-        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has metadata '%s' = '%s', need int8 or int4", fn, path,
-                       QUANT_FORMAT_KEY, v);
-    return meta_int(fn, path, f, QUANT_GROUP_KEY, group);
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has metadata '%s' = '%s', need int8 or int4", fn, path, format_key, v);
+    return meta_int(fn, path, f, group_key, group);
+}
+
+static tfc_status read_quant(const char *fn, const char *path, const tfc_safetensors *f, tfc_qformat *format,
+                             int32_t *group) {
+    return read_quant_keys(fn, path, f, QUANT_FORMAT_KEY, QUANT_GROUP_KEY, format, group);
+}
+
+/* The head's quantization (*format 0: an f32 head); head tensors without their metadata are refused, not ignored. */
+static tfc_status read_head_quant(const char *fn, const char *path, const tfc_safetensors *f, tfc_qformat *format,
+                                  int32_t *group) {
+    TFC_TRY(read_quant_keys(fn, path, f, HEAD_FORMAT_KEY, HEAD_GROUP_KEY, format, group));
+    for (int k = 0; k < 2 && !*format; k++) {
+        tfc_tensor *t = NULL;
+        if (tfc_safetensors_find(f, head_names[k], &t) == TFC_OK) {
+            tfc_tensor_release(t);
+            return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has a tensor '%s' but no metadata '%s' saying how to read it", fn,
+                           path, head_names[k], HEAD_FORMAT_KEY);
+        }
+    }
+    return TFC_OK;
+}
+
+/* The file's quantized LM head, checked against m's [V, C] and installed in m. */
+static tfc_status load_head(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f, tfc_qformat format,
+                            int32_t group) {
+    tfc_tensor *arr[2] = {NULL, NULL};
+    tfc_status s = TFC_OK;
+    for (int k = 0; k < 2 && s == TFC_OK; k++)
+        if (tfc_safetensors_find(f, head_names[k], &arr[k]) != TFC_OK)
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has a quantized LM head (%s) but no tensor '%s'", fn, path,
+                        format_str(format), head_names[k]);
+    tfc_qweight *q = NULL;
+    if (s == TFC_OK) {
+        s = tfc_qweight_from_tensors(format, m->cfg.vocab_size, m->cfg.n_embd, group, arr[0], arr[1], &q);
+        if (s != TFC_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", tfc_last_error());
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': %s / .qscales: %s", fn, path, head_names[0], why);
+        }
+    }
+    tfc_tensor_release(arr[0]);
+    tfc_tensor_release(arr[1]);
+    if (s == TFC_OK) tfc_gpt_install_head(m, q);
+    return s;
 }
 
 /*
@@ -251,14 +320,14 @@ static tfc_status copy_params(const char *fn, const char *path, tfc_gpt *m, cons
  * least one byte, so memory stays O(file size)).
  */
 static tfc_status check_file_holds_config(const char *fn, const char *path, const tfc_safetensors *f,
-                                          const tfc_gpt_config *c, tfc_qformat format) {
+                                          const tfc_gpt_config *c, int int4) {
     TFC_TRY(tfc_gpt_check_config(fn, c));
     int64_t held = 0;
     for (int32_t i = 0; i < tfc_safetensors_count(f); i++) {
         tfc_tensor *t = NULL;
         TFC_TRY(tfc_safetensors_get(f, i, NULL, &t));
-        /* a byte of int4 codes stands for two weights */
-        const int64_t per = format == TFC_QFORMAT_INT4 && tfc_tensor_dtype(t) == TFC_DTYPE_U8 ? 2 : 1;
+        /* a byte of int4 codes stands for two weights (with int4 in the blocks or the head, any u8 byte may) */
+        const int64_t per = int4 && tfc_tensor_dtype(t) == TFC_DTYPE_U8 ? 2 : 1;
         held += per * tfc_tensor_numel(t);
         tfc_tensor_release(t);
     }
@@ -280,17 +349,20 @@ TFC_API tfc_status tfc_gpt_load(const char *path, tfc_gpt **out) {
     TFC_TRY(tfc_safetensors_load(path, &f));
     tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
     tfc_gpt *m = NULL;
-    tfc_qformat format = (tfc_qformat)0;
-    int32_t group = 0;
+    tfc_qformat format = (tfc_qformat)0, hformat = (tfc_qformat)0;
+    int32_t group = 0, hgroup = 0;
     tfc_status s = read_config(fn, path, f, &c);
     if (s == TFC_OK) s = read_quant(fn, path, f, &format, &group);
-    if (s == TFC_OK && format && c.dtype != TFC_DTYPE_F32)
+    if (s == TFC_OK) s = read_head_quant(fn, path, f, &hformat, &hgroup);
+    if (s == TFC_OK && (format || hformat) && c.dtype != TFC_DTYPE_F32)
         s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' is quantized but its tfc.dtype is %s, need f32", fn, path,
                     tfc_dtype_name(c.dtype));
-    if (s == TFC_OK) s = check_file_holds_config(fn, path, f, &c, format);
+    if (s == TFC_OK)
+        s = check_file_holds_config(fn, path, f, &c, format == TFC_QFORMAT_INT4 || hformat == TFC_QFORMAT_INT4);
     if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
     /* the quantized layers first: their f32 weights then leave m's parameter list, which copy_params walks */
     if (s == TFC_OK && format) s = load_qweights(fn, path, m, f, format, group);
+    if (s == TFC_OK && hformat) s = load_head(fn, path, m, f, hformat, hgroup);
     if (s == TFC_OK) s = copy_params(fn, path, m, f);
     tfc_safetensors_release(f);
     if (s != TFC_OK) {
@@ -305,7 +377,7 @@ TFC_API tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path) {
     const char *fn = "tfc_gpt_load_into";
     TFC_CHECK_NOT_NULL(fn, m);
     TFC_CHECK_NOT_NULL(fn, path);
-    if (m->qformat)
+    if (tfc_gpt_is_quantized(m))
         return tfc_err(TFC_ERR_UNSUPPORTED, "%s: the model is quantized; load quantized checkpoints with tfc_gpt_load",
                        fn);
     tfc_gpt_config mine = TFC_GPT_CONFIG_INIT, theirs = TFC_GPT_CONFIG_INIT;
@@ -316,6 +388,7 @@ TFC_API tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path) {
     int32_t group = 0;
     tfc_status s = read_config(fn, path, f, &theirs);
     if (s == TFC_OK) s = read_quant(fn, path, f, &format, &group);
+    if (s == TFC_OK && !format) s = read_head_quant(fn, path, f, &format, &group);
     if (s == TFC_OK && format)
         s = tfc_err(TFC_ERR_UNSUPPORTED, "%s: the file is quantized; load quantized checkpoints with tfc_gpt_load", fn);
     for (size_t i = 0; s == TFC_OK && i < N_INT; i++)

@@ -241,6 +241,12 @@ tfc_ddp *fx_ddp(void) {
     return ddp_;
 }
 
+tfc_spec_stats *fx_spec_stats(void) {
+    tfc_spec_stats *st = fx_scratch(sizeof *st);
+    st->struct_size = sizeof *st;
+    return st;
+}
+
 tfc_ddp_stats *fx_ddp_stats(void) {
     tfc_ddp_stats *st = fx_scratch(sizeof *st);
     st->struct_size = sizeof *st;

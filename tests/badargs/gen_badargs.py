@@ -63,7 +63,8 @@ BUFFER_COUNTS = {("tfc_concat", "n"), ("tfc_split", "n"), ("tfc_gradcheck", "n")
                  ("tfc_safetensors_save", "n"), ("tfc_safetensors_save", "n_meta"), ("tfc_gpt_save", "n_meta"),
                  ("tfc_token_file_write", "n"), ("tfc_sample", "n"), ("tfc_gpt_generate", "n_prompt"),
                  ("tfc_gpt_generate", "cap"), ("tfc_gpt_generate_batch", "n_seq"),
-                 ("tfc_gpt_generate_batch", "cap"), ("tfc_tokenizer_train_files", "n_paths"), ("tfc_token_file_read", "n"),
+                 ("tfc_gpt_generate_batch", "cap"), ("tfc_gpt_generate_speculative", "n_prompt"),
+                 ("tfc_gpt_generate_speculative", "cap"), ("tfc_tokenizer_train_files", "n_paths"), ("tfc_token_file_read", "n"),
                  ("tfc_tensor_shape", "cap"), ("tfc_tensor_strides", "cap")}
 # A tensor of a few dims/sizes: ndim up to the INT32_MAX case is refused
 # before the array is read; the arrays themselves are tests/c/test_shape_safety.c's.
@@ -137,6 +138,7 @@ BY_TYPE = {
     "const tfc_ddp *": "fx_ddp()",
     "tfc_ddp **": "fx_out_ddp()",
     "tfc_ddp_stats *": "fx_ddp_stats()",
+    "tfc_spec_stats *": "fx_spec_stats()",
     "tfc_comm_op": "TFC_COMM_SUM",
     "const tfc_optim_options *": "fx_opts()",
     "tfc_optim_options *": "fx_opts()",
@@ -257,6 +259,8 @@ FIXTURES = {
     "tfc_sample": {"logits": "fx_floats(8)", "n": "8", "top_k": "0"},
     "tfc_gpt_generate": {"prompt": "fx_i32s(2, 1, 2)", "n_prompt": "2", "max_new": "2", "out": "fx_scratch(64)",
                          "cap": "8"},
+    "tfc_gpt_generate_speculative": {"prompt": "fx_i32s(2, 1, 2)", "n_prompt": "2", "max_new": "2", "k": "1",
+                                     "out": "fx_scratch(64)", "cap": "8"},
     "tfc_gpt_generate_batch": {"n_seq": "2", "prompts": "fx_prompts()", "n_prompts": "fx_i32s(2, 2, 1)",
                                "max_new": "2", "out": "fx_scratch(64)", "cap": "8",
                                "lengths": "fx_scratch(64)"},
@@ -302,6 +306,7 @@ FIXTURES = {
     "tfc_tokenizer_load": {"path": 'fx_path("tok.txt")'},
     "tfc_quantize": {"format": "TFC_QFORMAT_INT8", "group_size": "0", "flags": "0"},
     "tfc_gpt_quantize": {"format": "TFC_QFORMAT_INT8", "group_size": "0"},
+    "tfc_gpt_quantize_head": {"format": "TFC_QFORMAT_INT8", "group_size": "0"},
     "tfc_qweight_dequantize": {"flags": "0"},
     "tfc_qlinear": {"x": t(2, 64), "b": t(4)},
     "tfc_qweight_from_tensors": {"format": "TFC_QFORMAT_INT8", "n": "2", "k": "3", "group_size": "0",

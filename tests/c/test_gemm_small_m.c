@@ -1,6 +1,6 @@
 /*
  * The small-M f32 GEMM (lib/cpu/gemm_small_m.c) against an f64 product
- * written here: every M from 1 to 17 (17 falls back to BLAS), both layouts
+ * written here: every M from 1 to 33 (33 falls back to BLAS), both layouts
  * of B, column and K tails of every width class, leading dimensions larger
  * than the rows, alpha and beta; the BLAS path forced by the tests' switch
  * must agree too; and a row's result is bitwise the same whether it is

@@ -80,6 +80,7 @@ TEST(batch_equals_each_prompt_alone_f32_without_refill) {
 TEST(batch_equals_each_prompt_alone_quantized) {
     tfc_gpt *m = model(TFC_DTYPE_F32, 12, 64, 8);
     CHECK_OK(tfc_gpt_quantize(m, TFC_QFORMAT_INT4, 32));
+    CHECK_OK(tfc_gpt_quantize_head(m, TFC_QFORMAT_INT8, 0)); /* the batched step's head is the quantized one too */
     check_equal_to_single(m, 16);
     tfc_gpt_release(m);
 }

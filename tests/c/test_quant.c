@@ -292,6 +292,24 @@ TEST(qlinear_int4_matches_dequantize_then_matmul_on_every_path) {
     linear_case(TFC_QFORMAT_INT4, 64, 64, 768, 5, 1, 998);
 }
 
+/*
+ * From 16 rows of x on for int8 and 6 for int4 (batched decoding),
+ * tfc_qlinear dequantizes W in tiles of 16 rows by 768 columns and runs the
+ * f32 GEMM, summing the K chunks in y: several tiles with a partial last
+ * one, K in one, several and a partial chunk, both formats, with and
+ * without bias, at the thresholds and above.
+ */
+TEST(qlinear_tiled_path_matches_dequantize_then_matmul) {
+    linear_case(TFC_QFORMAT_INT8, 0, 200, 768, 16, 1, 1234);
+    linear_case(TFC_QFORMAT_INT8, 0, 37, 3072, 33, 0, 1235);
+    linear_case(TFC_QFORMAT_INT8, 0, 21, 1000, 64, 1, 1236);
+    linear_case(TFC_QFORMAT_INT8, 0, 300, 5, 17, 1, 1237);
+    linear_case(TFC_QFORMAT_INT4, 32, 200, 768, 6, 1, 1238);
+    linear_case(TFC_QFORMAT_INT4, 64, 37, 3072, 64, 1, 1239);
+    linear_case(TFC_QFORMAT_INT4, 32, 19, 800, 16, 0, 1240);
+    linear_case(TFC_QFORMAT_INT4, 32, 5, 96, 9, 0, 1241);
+}
+
 /* Leading dims fold into rows; a strided x is read through its strides; a 1-D x gives a 1-D y. */
 TEST(qlinear_batched_and_strided_x) {
     tfc_tensor *w = f32_rand((int64_t[]){17, 64}, 2, -1, 1, 7), *x = f32_rand((int64_t[]){3, 2, 64}, 3, -1, 1, 8);
@@ -315,8 +333,18 @@ TEST(qlinear_batched_and_strided_x) {
 }
 
 /* Each output row is computed by one thread with one code path: the thread count changes no bit. */
+static void thread_count_case(const tfc_tensor *w, const tfc_tensor *x, int64_t M);
+
 TEST(qlinear_does_not_depend_on_the_thread_count) {
-    tfc_tensor *w = f32_rand((int64_t[]){300, 256}, 2, -1, 1, 11), *x = f32_rand((int64_t[]){3, 256}, 2, -1, 1, 12);
+    for (int tiled = 0; tiled < 2; tiled++) { /* 3 rows: the row kernels; 16: dequantized tiles and the f32 GEMM */
+        const int64_t M = tiled ? 16 : 3;
+        tfc_tensor *w = f32_rand((int64_t[]){300, 256}, 2, -1, 1, 11), *x = f32_rand((int64_t[]){M, 256}, 2, -1, 1, 12);
+        thread_count_case(w, x, M);
+        tfc_tensor_release(w), tfc_tensor_release(x);
+    }
+}
+
+static void thread_count_case(const tfc_tensor *w, const tfc_tensor *x, int64_t M) {
     const tfc_qformat fmts[] = {TFC_QFORMAT_INT8, TFC_QFORMAT_INT4};
     const int32_t nt = tfc_get_num_threads();
     for (int f = 0; f < 2; f++) {
@@ -327,12 +355,11 @@ TEST(qlinear_does_not_depend_on_the_thread_count) {
         CHECK_OK(tfc_qlinear(NULL, x, q, NULL, &y1));
         CHECK_OK(tfc_set_num_threads(4));
         CHECK_OK(tfc_qlinear(NULL, x, q, NULL, &y2));
-        CHECK(y1 && y2 && !memcmp(tfc_tensor_data(y1), tfc_tensor_data(y2), 3 * 300 * 4));
+        CHECK(y1 && y2 && !memcmp(tfc_tensor_data(y1), tfc_tensor_data(y2), (size_t)M * 300 * 4));
         tfc_tensor_release(y1), tfc_tensor_release(y2);
         tfc_qweight_release(q);
     }
     CHECK_OK(tfc_set_num_threads(nt));
-    tfc_tensor_release(w), tfc_tensor_release(x);
 }
 
 /* packed + scales out and back in: the same weight; the tensors share the handle's memory. */

@@ -200,6 +200,19 @@ expect_fail 2 "holds no line" "$tfcore" sample --ckpt "$work/straight" --prompts
 printf 'The \n\x01\n' > "$work/odd_prompts.txt"
 expect_fail 2 "sample (--prompts line 2): " "$tfcore" sample --ckpt "$work/straight" --prompts "$work/odd_prompts.txt"
 
+# speculative sampling: a checkpoint as its own draft accepts every proposal and gives the greedy text;
+# a draft of another vocabulary (the default corpus) is refused
+checks=$((checks + 1))
+plain=$("$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 30 --temperature 0)
+spec=$("$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 30 --temperature 0 --draft "$work/straight" --draft-k 3 2>"$work/err") ||
+    fail "sample --draft failed: $(cat "$work/err")"
+[ "$spec" = "$plain" ] || fail "sample --draft (greedy) '$spec' is not the plain greedy sample '$plain'"
+grep -q "^tfcore sample: speculative, k = 3: \([0-9]*\) of \1 drafted tokens accepted (100%), [0-9]* target passes for 30 tokens$" "$work/err" ||
+    fail "sample --draft printed no acceptance line: $(cat "$work/err")"
+expect_fail 2 "has another vocabulary than --ckpt" "$tfcore" sample --ckpt "$work/straight" --draft "$work/default"
+expect_fail 2 "--draft decodes one prompt" "$tfcore" sample --ckpt "$work/straight" --draft "$work/straight" --prompts "$work/prompts.txt"
+expect_fail 2 "--draft-k" "$tfcore" sample --ckpt "$work/straight" --draft "$work/straight" --draft-k 0
+
 # eval over non-overlapping windows
 checks=$((checks + 1))
 "$tfcore" eval --ckpt "$work/straight" --data "$work/corpus.txt" | grep -q "nats/token" || fail "eval printed no loss"
@@ -223,6 +236,17 @@ expect_fail 2 "--group-size needs --quantize int4" "$tfcore" eval --ckpt "$work/
 expect_fail 2 "--group-size is for int4" "$tfcore" sample --ckpt "$work/straight" --quantize int8 --group-size 32
 expect_fail 2 "tfc_gpt_quantize: group_size is 48" "$tfcore" sample --ckpt "$work/straight" --quantize int4 --group-size 48
 expect_fail 2 "--group-size needs an integer" "$tfcore" sample --ckpt "$work/straight" --quantize int4 --group-size x
+# the LM head: --quantize-head, alone or with --quantize, --group-size for every int4 part
+checks=$((checks + 1))
+"$tfcore" eval --ckpt "$work/straight" --data "$work/small.txt" --quantize int4 --quantize-head int8 --group-size 64 > "$work/q.out" || fail "eval --quantize-head failed"
+grep -q "int4 group 64, head int8 loss .* nats/token vs f32" "$work/q.out" || fail "eval --quantize-head did not say what was quantized: $(cat "$work/q.out")"
+checks=$((checks + 1))
+a=$("$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 20 --seed 3 --quantize-head int4)
+b=$("$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 20 --seed 3 --quantize-head int4)
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "seeded sampling with --quantize-head int4 differs: '$a' vs '$b'"
+expect_fail 2 "--quantize-head needs int8, int4 or none, got 'int2'" "$tfcore" sample --ckpt "$work/straight" --quantize-head int2
+expect_fail 2 "--group-size is for int4" "$tfcore" eval --ckpt "$work/straight" --data "$work/small.txt" --quantize-head int8 --group-size 32
+expect_fail 2 "tfc_gpt_quantize_head: group_size is 96" "$tfcore" sample --ckpt "$work/straight" --quantize int8 --quantize-head int4 --group-size 96
 
 # the checkpoint read by an independent PyTorch GPT-2 (HF layout) gives the same loss
 if /usr/bin/python3 -c "import torch, numpy" 2>/dev/null; then
@@ -238,6 +262,16 @@ if /usr/bin/python3 -c "import torch, numpy" 2>/dev/null; then
             $([ "$q" != int8 ] && echo --group-size "${q#*:}") | grep " vs f32" | sed 's/.* loss \([0-9.]*\) nats.*/\1/')
         ref=$(/usr/bin/python3 "$(dirname "$0")/torch_reference.py" "$work/straight" "$work/small.txt" "$q")
         [ -n "$ours" ] && awk -v a="$ours" -v b="$ref" 'BEGIN { exit !(a - b < 2e-4 && b - a < 2e-4) }' || fail "tfcore eval --quantize $q loss '$ours' != PyTorch on numpy-quantized weights '$ref'"
+    done
+    # and with the LM head quantized (alone, and with int4 blocks)
+    for q in none:int8 int4:int4; do
+        checks=$((checks + 1))
+        blocks=${q%%:*} head=${q#*:}
+        ours=$("$tfcore" eval --ckpt "$work/straight" --data "$work/small.txt" --quantize "$blocks" --quantize-head "$head" \
+            $([ "$q" != none:int8 ] && echo --group-size 32) | grep " vs f32" | sed 's/.* loss \([0-9.]*\) nats.*/\1/')
+        ref=$(/usr/bin/python3 "$(dirname "$0")/torch_reference.py" "$work/straight" "$work/small.txt" \
+            "$([ "$blocks" = int4 ] && echo int4:32 || echo "$blocks")" "$([ "$head" = int4 ] && echo int4:32 || echo "$head")")
+        [ -n "$ours" ] && awk -v a="$ours" -v b="$ref" 'BEGIN { exit !(a - b < 2e-4 && b - a < 2e-4) }' || fail "tfcore eval --quantize $blocks --quantize-head $head loss '$ours' != PyTorch on numpy-quantized weights '$ref'"
     done
 else
     echo "skip: PyTorch check (no torch in /usr/bin/python3)"

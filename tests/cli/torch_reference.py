@@ -5,12 +5,15 @@ GPT2LMHeadModel does (Conv1D weights [in, out]: y = x @ W + b; tied head),
 and print the mean loss over the non-overlapping windows of a text file —
 which must equal `tfcore eval` on the same checkpoint and file.
 
-    torch_reference.py CKPT_DIR TEXT_FILE [int8 | int4:GROUP]
+    torch_reference.py CKPT_DIR TEXT_FILE [int8 | int4:GROUP | none [HEAD: int8 | int4:GROUP]]
 
 With a format, the four Linear weights of every block are first quantized
 and dequantized in numpy as include/tfcore/quant.h lays the formats out
 (symmetric, round half to even, one f32 scale per output feature or per
-group of GROUP inputs), which must equal `tfcore eval --quantize`.
+group of GROUP inputs), which must equal `tfcore eval --quantize`. With a
+HEAD format the tied LM head (a copy of wte [V, C]: rows are vocab entries,
+groups run along C) is too, while the embedding keeps the f32 wte: that
+must equal `tfcore eval --quantize-head`.
 """
 import json
 import math
@@ -51,7 +54,8 @@ def fake_quant(w, fmt):
 def main():
     ckpt, text = sys.argv[1], sys.argv[2]
     w, meta = load(ckpt + "/model.safetensors")
-    if len(sys.argv) > 3:
+    head = fake_quant(w["transformer.wte.weight"].t(), sys.argv[4]).t() if len(sys.argv) > 4 else None
+    if len(sys.argv) > 3 and sys.argv[3] != "none":
         for name in list(w):
             if name.endswith(("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")):
                 w[name] = fake_quant(w[name], sys.argv[3])
@@ -75,7 +79,7 @@ def main():
         f = F.gelu(a @ b("mlp.c_fc.weight") + b("mlp.c_fc.bias"), approximate="tanh")
         h = h + f @ b("mlp.c_proj.weight") + b("mlp.c_proj.bias")
     h = F.layer_norm(h, (C,), p("ln_f.weight"), p("ln_f.bias"), eps)
-    logits = h @ p("wte.weight").t()
+    logits = h @ (p("wte.weight") if head is None else head.double()).t()
     print(f"{F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item():.4f}")
 
 

@@ -184,6 +184,29 @@ def test_generate_batch_equals_torch_greedy_per_prompt(tmp_path):
         model.generate_batch(prompts, 4, callback=boom)
 
 
+def test_generate_speculative_greedy_and_stats():
+    """Greedy speculative output is the target's own greedy output; a draft that is
+    the target has every proposal accepted; a draft of another vocabulary is refused."""
+    cfg = tfcore.GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=64, vocab_size=40, dtype="float64")
+    target, draft = tfcore.GPT(cfg, seed=21), tfcore.GPT(cfg, seed=22)
+    perturb(target, 23)
+    perturb(draft, 24)
+    want = target.generate([1, 2, 3], 20, temperature=0)
+    st = {}
+    assert target.generate_speculative(draft, [1, 2, 3], 20, k=3, temperature=0, stats=st) == want
+    assert 0 <= st["accepted"] <= st["drafted"] and st["target_passes"] >= 1 + 20 // 4
+    st = {}
+    assert target.generate_speculative(target, [1, 2, 3], 20, k=3, temperature=0, stats=st) == want
+    assert st["accepted"] == st["drafted"]
+    sampled = target.generate_speculative(draft, [1, 2, 3], 12, k=2, temperature=0.9, seed=5)
+    assert sampled == target.generate_speculative(draft, [1, 2, 3], 12, k=2, temperature=0.9, seed=5)
+    other = tfcore.GPT(tfcore.GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=64, vocab_size=41), seed=1)
+    with pytest.raises(ValueError, match="the draft's 41"):
+        target.generate_speculative(other, [1], 4)
+    with pytest.raises(ValueError, match="k is 0"):
+        target.generate_speculative(draft, [1], 4, k=0)
+
+
 def test_gpt_trains_with_adamw():
     model = tfcore.GPT("char-tiny", vocab_size=32, n_layer=1, n_embd=32, n_head=2, block_size=16, seed=0)
     opt = tfcore.optim.AdamW(model.parameters(), lr=3e-3)

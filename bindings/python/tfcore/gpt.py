@@ -148,10 +148,11 @@ class GPT:
     def num_parameters(self):
         return int(lib.tfc_gpt_num_elements(self._h))
 
-    def quantize(self, format="int8", group_size=None):
+    def quantize(self, format="int8", group_size=None, head=False):
         """Quantize the block Linear weights in place for inference (tfc_gpt_quantize):
         format "int8" (per output feature) or "int4" (group_size along the input,
-        default 32). Embeddings, LayerNorms, biases and the LM head stay float32;
+        default 32). Embeddings, LayerNorms, biases and the LM head stay float32
+        unless head=True, which then also runs quantize_head(format, group_size);
         the float32 weights of the quantized layers are dropped, so they leave
         named_parameters(). The model is then inference-only (forward records no
         graph). Returns self."""
@@ -162,7 +163,36 @@ class GPT:
         check(lib.tfc_gpt_quantize(self._h, fmt, int(group_size)))
         self._params = []  # the dropped weights must not stay alive through old references
         self._adopt_params()
+        if head:
+            self.quantize_head(format, group_size)
         return self
+
+    def quantize_head(self, format="int8", group_size=None):
+        """Quantize the LM head in place for inference (tfc_gpt_quantize_head),
+        independently of the blocks: format "int8" (per vocab row) or "int4"
+        (group_size along n_embd, default 32). A tied model keeps wte in float32
+        for the embedding and adds the quantized copy for the head; an untied
+        lm_head.weight is dropped from named_parameters(). The model is then
+        inference-only. Returns self."""
+        from .quant import _format
+        fmt = _format(format)
+        if group_size is None:
+            group_size = 32 if fmt == lib.TFC_QFORMAT_INT4 else 0
+        check(lib.tfc_gpt_quantize_head(self._h, fmt, int(group_size)))
+        self._params = []
+        self._adopt_params()
+        return self
+
+    @property
+    def head_quant_format(self):
+        """None for a float32 LM head, else "int8" or "int4"."""
+        f = lib.tfc_gpt_head_quant_format(self._h)
+        return {lib.TFC_QFORMAT_INT8: "int8", lib.TFC_QFORMAT_INT4: "int4"}.get(f)
+
+    @property
+    def head_quant_group_size(self):
+        """The int4 group size of the LM head; 0 for int8 and a float32 head."""
+        return int(lib.tfc_gpt_head_quant_group_size(self._h))
 
     @property
     def quant_format(self):
@@ -178,10 +208,10 @@ class GPT:
     def forward(self, idx, targets=None):
         """(logits [B, T, vocab], loss or None) for token ids idx [B, T]; the
         loss is the mean cross-entropy against targets [B, T]. Recorded for
-        backward unless under no_grad (never for a quantized model)."""
+        backward unless under no_grad (never for a quantized model or head)."""
         idx = _ids(idx)
         tg = ffi.NULL if targets is None else _ids(targets)._h
-        quantized = lib.tfc_gpt_quant_format(self._h) != 0
+        quantized = lib.tfc_gpt_quant_format(self._h) != 0 or lib.tfc_gpt_head_quant_format(self._h) != 0
         g = _ag.graph() if _ag.is_grad_enabled() and not quantized else ffi.NULL
         logits = ffi.new("tfc_tensor **")
         loss = ffi.new("tfc_tensor **")
@@ -196,15 +226,7 @@ class GPT:
         same seed gives the same tokens. callback(token) returning True stops."""
         prompt = [int(i) for i in (prompt.tolist() if isinstance(prompt, Tensor) else prompt)]
         out = ffi.new("int32_t[]", max(int(max_new_tokens), 1))
-        got = []
-
-        def on_token(token, ctx):
-            got.append(token)
-            try:
-                return 1 if callback is not None and callback(token) else 0
-            except Exception:  # an error in the callback stops generation
-                return 1
-        cb = ffi.callback("tfc_gpt_token_fn", on_token)
+        got, cb = _token_callback(callback)
         status = lib.tfc_gpt_generate(self._h, ffi.new("int32_t[]", prompt), len(prompt), int(max_new_tokens),
                                       float(temperature), int(top_k), float(top_p), int(seed), out,
                                       int(max_new_tokens), cb, ffi.NULL)
@@ -246,10 +268,45 @@ class GPT:
             raise failed[0]
         return [list(ffi.unpack(out + i * max_new, produced[i])) for i in range(n)]
 
+    def generate_speculative(self, draft, prompt, max_new_tokens, k=4, temperature=1.0, top_k=0, top_p=1.0, seed=0,
+                             callback=None, stats=None):
+        """max_new_tokens ids after prompt from this (target) model, with `draft` (a
+        smaller GPT of the same vocabulary) proposing k tokens a step that this model
+        checks in one pass (tfc_gpt_generate_speculative): the output follows this
+        model's distribution exactly; greedy gives generate(..., temperature=0)'s
+        tokens. stats, a dict if given, receives drafted, accepted, target_passes."""
+        prompt = [int(i) for i in (prompt.tolist() if isinstance(prompt, Tensor) else prompt)]
+        out = ffi.new("int32_t[]", max(int(max_new_tokens), 1))
+        st = ffi.new("tfc_spec_stats *")
+        st.struct_size = ffi.sizeof("tfc_spec_stats")
+        got, cb = _token_callback(callback)
+        status = lib.tfc_gpt_generate_speculative(self._h, draft._h, ffi.new("int32_t[]", prompt), len(prompt),
+                                                  int(max_new_tokens), int(k), float(temperature), int(top_k),
+                                                  float(top_p), int(seed), out, int(max_new_tokens), st, cb, ffi.NULL)
+        if stats is not None:
+            stats.update(drafted=st.drafted, accepted=st.accepted, target_passes=st.target_passes)
+        if status == lib.TFC_ERR_CANCELLED:
+            return got
+        check(status)
+        return list(ffi.unpack(out, int(max_new_tokens)))
+
     def __repr__(self):
         q = ", %s" % self.quant_format if self.quant_format else ""
         return "GPT(%r, %d parameters%s)" % (self.config, self.num_parameters(), q)
 
+
+def _token_callback(callback):
+    """The list the tokens are appended to as they come, and the tfc_gpt_token_fn that
+    appends them and asks callback(token) whether to stop (an exception stops too)."""
+    got = []
+
+    def on_token(token, ctx):
+        got.append(token)
+        try:
+            return 1 if callback is not None and callback(token) else 0
+        except Exception:
+            return 1
+    return got, ffi.callback("tfc_gpt_token_fn", on_token)
 
 def sample(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, offset=0):
     """One token id drawn from a 1-D float32 logits vector (tfc_sample's rules)."""

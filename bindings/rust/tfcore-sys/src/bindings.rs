@@ -165,6 +165,15 @@ pub type tfc_gpt_token_fn = Option<unsafe extern "C" fn(token: i32, ctx: *mut c_
 pub type tfc_gpt_batch_token_fn = Option<unsafe extern "C" fn(seq: i32, token: i32, ctx: *mut c_void) -> i32>;
 
 #[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tfc_spec_stats {
+    pub struct_size: u32,
+    pub drafted: i64,
+    pub accepted: i64,
+    pub target_passes: i64,
+}
+
+#[repr(C)]
 pub struct tfc_safetensors {
     _private: [u8; 0],
     _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
@@ -418,9 +427,13 @@ extern "C" {
     pub fn tfc_sample(logits: *const f32, n: i64, temperature: f64, top_k: i32, top_p: f64, seed: u64, offset: u64, token: *mut i32) -> tfc_status;
     pub fn tfc_gpt_generate(m: *mut tfc_gpt, prompt: *const i32, n_prompt: i32, max_new: i32, temperature: f64, top_k: i32, top_p: f64, seed: u64, out: *mut i32, cap: i32, on_token: tfc_gpt_token_fn, ctx: *mut c_void) -> tfc_status;
     pub fn tfc_gpt_generate_batch(m: *mut tfc_gpt, n_seq: i32, prompts: *const *const i32, n_prompts: *const i32, max_new: i32, temperature: f64, top_k: i32, top_p: f64, seed: u64, out: *mut i32, cap: i64, lengths: *mut i32, on_token: tfc_gpt_batch_token_fn, ctx: *mut c_void) -> tfc_status;
+    pub fn tfc_gpt_generate_speculative(target: *mut tfc_gpt, draft: *mut tfc_gpt, prompt: *const i32, n_prompt: i32, max_new: i32, k: i32, temperature: f64, top_k: i32, top_p: f64, seed: u64, out: *mut i32, cap: i32, stats: *mut tfc_spec_stats, on_token: tfc_gpt_token_fn, ctx: *mut c_void) -> tfc_status;
     pub fn tfc_gpt_quantize(m: *mut tfc_gpt, format: tfc_qformat, group_size: i32) -> tfc_status;
     pub fn tfc_gpt_quant_format(m: *const tfc_gpt) -> tfc_qformat;
     pub fn tfc_gpt_quant_group_size(m: *const tfc_gpt) -> i32;
+    pub fn tfc_gpt_quantize_head(m: *mut tfc_gpt, format: tfc_qformat, group_size: i32) -> tfc_status;
+    pub fn tfc_gpt_head_quant_format(m: *const tfc_gpt) -> tfc_qformat;
+    pub fn tfc_gpt_head_quant_group_size(m: *const tfc_gpt) -> i32;
     pub fn tfc_safetensors_save(path: *const c_char, names: *const *const c_char, tensors: *const *mut tfc_tensor, n: i32, meta_keys: *const *const c_char, meta_values: *const *const c_char, n_meta: i32) -> tfc_status;
     pub fn tfc_safetensors_load(path: *const c_char, out: *mut *mut tfc_safetensors) -> tfc_status;
     pub fn tfc_safetensors_load_buffer(data: *const c_void, len: usize, out: *mut *mut tfc_safetensors) -> tfc_status;
