@@ -43,7 +43,7 @@ expect_fail 2 "--steps needs an integer" "$tfcore" train --data "$work/corpus.tx
 expect_fail 2 "--lr needs a number" "$tfcore" train --data "$work/corpus.txt" --lr -1
 expect_fail 2 "--batch needs an integer" "$tfcore" train --data "$work/corpus.txt" --batch 1.5
 expect_fail 2 "unknown flag --bogus" "$tfcore" train --bogus 1
-expect_fail 2 "--tokenizer must be char, bpe:VOCAB or gpt2:DIR" "$tfcore" train --data "$work/corpus.txt" --tokenizer words
+expect_fail 2 "--tokenizer must be char, bpe:VOCAB, gpt2:DIR or a tokenizer FILE, got 'words'" "$tfcore" train --data "$work/corpus.txt" --tokenizer words
 expect_fail 2 "--resume: no checkpoint" "$tfcore" train --data "$work/corpus.txt" --resume --out "$work/none"
 expect_fail 2 "--device must be cpu, cuda or cuda:N, got 'tpu'" "$tfcore" train --data "$work/corpus.txt" --device tpu
 expect_fail 2 "--device cuda: needs an integer" "$tfcore" train --data "$work/corpus.txt" --device cuda:x

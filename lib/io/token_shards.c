@@ -1,0 +1,155 @@
+/*
+ * Token files of other tools, read in place: llm.c's data shards (a
+ * 256 x int32 header, then u16 or u32 tokens) and nanoGPT's headerless u16
+ * train.bin / val.bin. Each shard is memory-mapped as one segment of a
+ * tfc_token_file, so a corpus of many gigabytes costs address space, not
+ * RAM, and batches are drawn exactly as from this library's own format.
+ *
+ * Every token is checked against the vocabulary here, once, rather than
+ * lazily in each batch: a bad id found mid-run would stop training hours
+ * in, and the caller could not say which file to fix. The pass is
+ * sequential through the page cache (MADV_SEQUENTIAL), then the mapping is
+ * told to expect random access for batches.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "io/token_file.h"
+#include "tfcore/io.h"
+
+/* llm.c's dev/data/data_common.py: HEADERS_INFO and write_datafile. */
+#define LLMC_HEADER_BYTES (256 * 4)
+#define LLMC_MAGIC_GPT2 20240520   /* version 1, u16 tokens */
+#define LLMC_MAGIC_LLAMA3 20240801 /* version 7, u32 tokens */
+
+static int32_t get_i32(const unsigned char *p) { return (int32_t)(uint32_t)tfc_tok_get_le(p, 4); }
+
+/* Map path whole (nothing for an empty file); *len its size. */
+static tfc_status map_file(const char *fn, const char *path, void **map, size_t *len) {
+    *map = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return tfc_err(TFC_ERR_IO, "%s: cannot open '%s': %s", fn, path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return tfc_err(TFC_ERR_IO, "%s: cannot stat '%s': %s", fn, path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return tfc_err(TFC_ERR_IO, "%s: '%s' is not a regular file", fn, path);
+    }
+    *len = (size_t)st.st_size;
+    if (*len == 0) {
+        close(fd);
+        return TFC_OK;
+    }
+    void *m = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (m == MAP_FAILED) return tfc_err(TFC_ERR_IO, "%s: cannot map '%s': %s", fn, path, strerror(e));
+    *map = m;
+    return TFC_OK;
+}
+
+/* Where shard path's tokens start and how many and how wide they are, from its header and size. */
+static tfc_status parse_shard(const char *fn, const char *path, tfc_token_format format, tfc_token_seg *g) {
+    const unsigned char *p = g->map;
+    const size_t len = g->map_len;
+    if (format == TFC_TOKENS_U16) {
+        if (len % 2)
+            return tfc_err(TFC_ERR_FORMAT, "%s: '%s' is %zu bytes, an odd length for u16 tokens", fn, path, len);
+        g->ids = p;
+        g->count = (int64_t)(len / 2);
+        g->width = 2;
+        return TFC_OK;
+    }
+    if (len < LLMC_HEADER_BYTES)
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' is %zu bytes, shorter than llm.c's 1024-byte header", fn, path, len);
+    const int32_t magic = get_i32(p), version = get_i32(p + 4), count = get_i32(p + 8);
+    int32_t want_version;
+    if (magic == LLMC_MAGIC_GPT2) {
+        want_version = 1;
+        g->width = 2;
+    } else if (magic == LLMC_MAGIC_LLAMA3) {
+        want_version = 7;
+        g->width = 4;
+    } else {
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' is not an llm.c data shard: magic %d, want %d (GPT-2) or %d (Llama 3)",
+                       fn, path, magic, LLMC_MAGIC_GPT2, LLMC_MAGIC_LLAMA3);
+    }
+    if (version != want_version)
+        return tfc_err(version > want_version ? TFC_ERR_VERSION : TFC_ERR_FORMAT,
+                       "%s: '%s' has llm.c version %d for magic %d, this library reads %d", fn, path, version, magic,
+                       want_version);
+    const size_t data = len - LLMC_HEADER_BYTES;
+    if (count < 0 || (size_t)count > data / (size_t)g->width || (size_t)count * (size_t)g->width != data)
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' claims %d tokens of %d bytes but holds %zu bytes after the header", fn,
+                       path, count, g->width, data);
+    g->ids = p + LLMC_HEADER_BYTES;
+    g->count = count;
+    return TFC_OK;
+}
+
+/* Every token of g below vocab, else TFC_ERR_FORMAT naming the file, the token's index and its byte offset. */
+static tfc_status check_ids(const char *fn, const char *path, const tfc_token_seg *g, int32_t vocab) {
+    if (g->width == 2 && vocab >= 65536) return TFC_OK; /* every u16 fits */
+    if (g->map) madvise(g->map, g->map_len, MADV_SEQUENTIAL);
+    tfc_status s = TFC_OK;
+    for (int64_t j = 0; j < g->count; j++) {
+        uint64_t v = tfc_tok_get_le(g->ids + (size_t)j * (size_t)g->width, g->width);
+        if (v >= (uint64_t)vocab) {
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' token %lld (byte offset %lld) is %llu, not below vocab_size %d", fn,
+                        path, (long long)j,
+                        (long long)((g->ids - (const unsigned char *)g->map) + j * (int64_t)g->width),
+                        (unsigned long long)v, vocab);
+            break;
+        }
+    }
+    if (g->map) madvise(g->map, g->map_len, MADV_RANDOM);
+    return s;
+}
+
+TFC_API tfc_status tfc_token_file_open_shards(const char *const *paths, int32_t n, tfc_token_format format,
+                                              int32_t vocab_size, tfc_token_file **out) {
+    const char *fn = "tfc_token_file_open_shards";
+    TFC_CHECK_NOT_NULL(fn, paths);
+    TFC_CHECK_NOT_NULL(fn, out);
+    if (n < 1) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %d, need at least one shard", fn, n);
+    if (format != TFC_TOKENS_LLMC && format != TFC_TOKENS_U16)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: format is %d, need TFC_TOKENS_LLMC (1) or TFC_TOKENS_U16 (2)", fn,
+                       (int)format);
+    if (vocab_size < 1) return tfc_err(TFC_ERR_INVALID_ARG, "%s: vocab_size is %d, need >= 1", fn, vocab_size);
+    for (int32_t i = 0; i < n; i++)
+        if (!paths[i]) return tfc_err(TFC_ERR_INVALID_ARG, "%s: paths[%d] is NULL", fn, i);
+    tfc_token_file *f = calloc(1, sizeof *f);
+    if (f && !(f->segs = calloc((size_t)n, sizeof *f->segs))) {
+        free(f);
+        f = NULL;
+    }
+    if (!f) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    f->vocab = vocab_size;
+    tfc_status s = TFC_OK;
+    for (int32_t i = 0; i < n && s == TFC_OK; i++) {
+        tfc_token_seg *g = &f->segs[i];
+        f->n_segs = i + 1; /* so a failure unmaps what is mapped */
+        s = map_file(fn, paths[i], &g->map, &g->map_len);
+        if (s == TFC_OK) s = parse_shard(fn, paths[i], format, g);
+        if (s == TFC_OK) s = check_ids(fn, paths[i], g, vocab_size);
+        g->begin = f->count;
+        if (s == TFC_OK) f->count += g->count;
+    }
+    if (s != TFC_OK) {
+        tfc_token_file_free(f);
+        return s;
+    }
+    *out = f;
+    return TFC_OK;
+}
