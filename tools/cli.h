@@ -118,5 +118,6 @@ int cmd_train(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
+int cmd_data(int argc, char **argv);
 
 #endif

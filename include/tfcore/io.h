@@ -162,6 +162,19 @@ TFC_API TFC_NODISCARD tfc_status tfc_token_file_open_shards(const char *const *p
                                                             tfc_token_format format, int32_t vocab_size,
                                                             tfc_token_file **out);
 
+/*
+ * Write n token ids as one file of another tool's format, atomically (temp
+ * file, fsync, rename): TFC_TOKENS_U16 the ids as u16, no header (nanoGPT's
+ * train.bin); TFC_TOKENS_LLMC an llm.c data shard, GPT-2's layout (magic
+ * 20240520, version 1, u16) when every id fits 16 bits, else Llama 3's
+ * (magic 20240801, version 7, u32). Errors: NULL arguments, n < 0, an
+ * unknown format, a negative id, an id above 65535 for TFC_TOKENS_U16,
+ * more than INT32_MAX tokens for TFC_TOKENS_LLMC (TFC_ERR_INVALID_ARG);
+ * TFC_ERR_IO naming the path.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_token_file_write_shard(const char *path, const int32_t *ids, int64_t n,
+                                                            tfc_token_format format);
+
 /* ---- GPT weights ------------------------------------------------------------------ */
 
 /*

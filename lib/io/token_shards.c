@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/token_file.h"
 #include "tfcore/io.h"
 
@@ -152,4 +153,50 @@ TFC_API tfc_status tfc_token_file_open_shards(const char *const *paths, int32_t 
     }
     *out = f;
     return TFC_OK;
+}
+
+static void put_le(unsigned char *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+TFC_API tfc_status tfc_token_file_write_shard(const char *path, const int32_t *ids, int64_t n,
+                                              tfc_token_format format) {
+    const char *fn = "tfc_token_file_write_shard";
+    TFC_CHECK_NOT_NULL(fn, path);
+    if (n < 0 || (n > 0 && !ids))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: n is %lld with ids %p", fn, (long long)n, (const void *)ids);
+    if (format != TFC_TOKENS_LLMC && format != TFC_TOKENS_U16)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: format is %d, need TFC_TOKENS_LLMC (1) or TFC_TOKENS_U16 (2)", fn,
+                       (int)format);
+    int32_t top = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (ids[i] < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: ids[%lld] is %d, negative", fn, (long long)i, ids[i]);
+        if (ids[i] > top) top = ids[i];
+    }
+    if (format == TFC_TOKENS_U16 && top > 65535)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: id %d does not fit u16 tokens (at most 65535)", fn, top);
+    if (format == TFC_TOKENS_LLMC && n > INT32_MAX)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: %lld tokens, an llm.c shard holds at most %d", fn, (long long)n,
+                       INT32_MAX);
+    const int width = top > 65535 ? 4 : 2;
+    tfc_atomic_file af;
+    TFC_TRY(tfc_atomic_open(fn, path, &af));
+    tfc_status s = TFC_OK;
+    if (format == TFC_TOKENS_LLMC) {
+        unsigned char h[LLMC_HEADER_BYTES] = {0};
+        put_le(h, width == 2 ? LLMC_MAGIC_GPT2 : LLMC_MAGIC_LLAMA3, 4);
+        put_le(h + 4, width == 2 ? 1 : 7, 4);
+        put_le(h + 8, (uint64_t)n, 4);
+        s = tfc_atomic_write(fn, &af, h, sizeof h);
+    }
+    unsigned char buf[4096];
+    for (int64_t i = 0; i < n && s == TFC_OK;) {
+        size_t k = 0;
+        for (; k + (size_t)width <= sizeof buf && i < n; k += (size_t)width, i++)
+            put_le(buf + k, (uint64_t)ids[i], width);
+        s = tfc_atomic_write(fn, &af, buf, k);
+    }
+    if (s == TFC_OK) return tfc_atomic_commit(fn, &af);
+    tfc_atomic_abort(&af);
+    return s;
 }

@@ -205,4 +205,66 @@ TEST(bad_shards_are_refused_naming_the_file) {
     remove_dir(names, 2);
 }
 
+static unsigned char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*len + 1);
+    CHECK(fread(b, 1, *len, f) == *len);
+    fclose(f);
+    return b;
+}
+
+static uint32_t le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+TEST(write_shard_lays_out_bytes_as_documented) {
+    make_dir();
+    int32_t ids[6] = {0, 1, 50256, 65535, 7, 300};
+    const char *p = in_dir("w.bin");
+    CHECK_OK(tfc_token_file_write_shard(p, ids, 6, TFC_TOKENS_LLMC));
+    size_t len;
+    unsigned char *b = slurp(p, &len);
+    CHECK(len == 1024 + 12);
+    CHECK(le32(b) == 20240520 && le32(b + 4) == 1 && le32(b + 8) == 6);
+    for (int i = 3; i < 256; i++) CHECK(le32(b + 4 * i) == 0);
+    for (int i = 0; i < 6; i++) CHECK((uint32_t)(b[1024 + 2 * i] | b[1025 + 2 * i] << 8) == (uint32_t)ids[i]);
+    free(b);
+    CHECK_OK(tfc_token_file_write_shard(p, ids, 6, TFC_TOKENS_U16));
+    b = slurp(p, &len);
+    CHECK(len == 12);
+    for (int i = 0; i < 6; i++) CHECK((uint32_t)(b[2 * i] | b[2 * i + 1] << 8) == (uint32_t)ids[i]);
+    free(b);
+    /* an id past 16 bits: Llama 3's layout, u32 */
+    ids[1] = 128255;
+    CHECK_OK(tfc_token_file_write_shard(p, ids, 6, TFC_TOKENS_LLMC));
+    b = slurp(p, &len);
+    CHECK(len == 1024 + 24 && le32(b) == 20240801 && le32(b + 4) == 7 && le32(b + 8) == 6);
+    CHECK(le32(b + 1024 + 4) == 128255);
+    free(b);
+    tfc_token_file *f = NULL;
+    CHECK_OK(tfc_token_file_open_shards(&p, 1, TFC_TOKENS_LLMC, 128256, &f));
+    int32_t back[6];
+    CHECK_OK(tfc_token_file_read(f, 0, 6, back));
+    CHECK(memcmp(back, ids, sizeof ids) == 0);
+    tfc_token_file_close(f);
+    CHECK_ERR(tfc_token_file_write_shard(p, ids, 6, TFC_TOKENS_U16), TFC_ERR_INVALID_ARG,
+              "id 128255 does not fit u16 tokens");
+    ids[2] = -1;
+    CHECK_ERR(tfc_token_file_write_shard(p, ids, 6, TFC_TOKENS_LLMC), TFC_ERR_INVALID_ARG, "ids[2] is -1");
+    CHECK_ERR(tfc_token_file_write_shard(p, ids, 6, (tfc_token_format)0), TFC_ERR_INVALID_ARG, "format is 0");
+    CHECK_ERR(tfc_token_file_write_shard(p, NULL, 6, TFC_TOKENS_U16), TFC_ERR_INVALID_ARG, "n is 6");
+    CHECK_ERR(tfc_token_file_write_shard("/nonexistent/dir/x.bin", back, 1, TFC_TOKENS_U16), TFC_ERR_IO,
+              "/nonexistent/dir/x.bin");
+    /* the refused writes left the last good file as it was */
+    b = slurp(p, &len);
+    CHECK(len == 1024 + 24 && le32(b + 1024 + 4) == 128255);
+    free(b);
+    const char *names[] = {"w.bin"};
+    remove_dir(names, 1);
+}
+
 TFC_TEST_MAIN

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# tfcore train --data-bin: token files of other tools, written by
+# tfcore train --data-bin and tfcore data prepare: token files of other tools, written by
 # write_token_bins.py from their documented layouts (llm.c shards with the
 # 1024-byte header, nanoGPT's headerless u16). The same tokens as shards,
 # as one headerless file or split into --data-bin + --val-bin train bit for
 # bit like the text they were encoded from; a resumed --data-bin run finds
 # its shards in the checkpoint; bad files are one line on stderr, exit 2,
-# nothing written.
+# nothing written. `data prepare` writes nanoGPT's split of a text, each part
+# the tokenizer's encoding of it, as u16 or llm.c files train reads back.
 #   test_cli_data_bin.sh <path to tfcore> <source root>
 set -u
 tfcore="$1"
@@ -113,6 +114,65 @@ expect_fail 2 "is 3 bytes, an odd length for u16 tokens" "$tfcore" train --data-
 $py "$bins" u16 "$bad/tiny.bin" "$work/ids.txt" 0 500
 expect_fail 2 "too small" "$tfcore" train --data-bin "$bad/tiny.bin" --tokenizer "$tok" --out "$work/o_bad" --steps 1 --sample-tokens 0
 [ -e "$work/o_bad" ] && fail "a refused --data-bin run created its output directory"
+
+# tfcore data prepare: nanoGPT's split (the first int(0.9 n) bytes, the rest), each part encoded on its own
+checks=$((checks + 1))
+$py - "$work/corpus.txt" "$work/part" <<'PYEOF'
+import sys
+data = open(sys.argv[1], "rb").read()
+cut = int(len(data) * 0.9)
+open(sys.argv[2] + ".train", "wb").write(data[:cut])
+open(sys.argv[2] + ".val", "wb").write(data[cut:])
+# the char vocabulary: sorted distinct bytes, as nanoGPT's shakespeare_char (stoi)
+stoi = {c: i for i, c in enumerate(sorted(set(data)))}
+open(sys.argv[2] + ".chars.train", "w").write(" ".join(str(stoi[c]) for c in data[:cut]))
+open(sys.argv[2] + ".chars.val", "w").write(" ".join(str(stoi[c]) for c in data[cut:]))
+PYEOF
+"$tfcore" tokenizer encode --tokenizer "$tok" --data "$work/part.train" >"$work/part.ids.train"
+"$tfcore" tokenizer encode --tokenizer "$tok" --data "$work/part.val" >"$work/part.ids.val"
+# compare NAME.bin (u16, or llm.c with a header) with the ids in a text file
+same_ids() {
+    $py - "$1" "$2" "$3" <<'PYEOF' || fail "$1 does not hold the ids of $2"
+import sys
+import numpy as np
+path, ids_path, kind = sys.argv[1:]
+raw = open(path, "rb").read()
+if kind == "llmc":
+    head = np.frombuffer(raw[:1024], dtype="<i4")
+    assert head[0] == 20240520 and head[1] == 1 and head[2] * 2 == len(raw) - 1024 and not head[3:].any(), head[:4]
+    raw = raw[1024:]
+got = np.frombuffer(raw, dtype="<u2")
+want = np.array(open(ids_path).read().split(), dtype=np.int64)
+assert len(got) == len(want) and (got == want).all(), (len(got), len(want))
+PYEOF
+}
+"$tfcore" data prepare --tokenizer "$tok" "$work/corpus.txt" "$work/prep" >"$work/prep.log" 2>&1 || fail "prepare: $(cat "$work/prep.log")"
+same_ids "$work/prep/train.bin" "$work/part.ids.train" u16
+same_ids "$work/prep/val.bin" "$work/part.ids.val" u16
+"$tfcore" data prepare --tokenizer "$tok" --format llmc "$work/corpus.txt" "$work/prep_llmc" >"$work/prep.log" 2>&1 ||
+    fail "prepare --format llmc: $(cat "$work/prep.log")"
+same_ids "$work/prep_llmc/train.bin" "$work/part.ids.train" llmc
+same_ids "$work/prep_llmc/val.bin" "$work/part.ids.val" llmc
+"$tfcore" data prepare --tokenizer char "$work/corpus.txt" "$work/prep_char" >"$work/prep.log" 2>&1 ||
+    fail "prepare --tokenizer char: $(cat "$work/prep.log")"
+same_ids "$work/prep_char/train.bin" "$work/part.chars.train" u16
+same_ids "$work/prep_char/val.bin" "$work/part.chars.val" u16
+# and train reads them back, with the vocabulary prepare wrote
+for d in prep prep_llmc prep_char; do
+    checks=$((checks + 1))
+    v="$work/$d/tokenizer.tfctok"
+    [ -e "$v" ] || v="$work/$d/tokenizer.chars"
+    "$tfcore" train --data-bin "$work/$d/train.bin" --val-bin "$work/$d/val.bin" --tokenizer "$v" --steps 2 --batch 2 \
+        --eval-batches 1 --sample-tokens 20 --out "$work/o_$d" >"$work/$d.log" 2>&1 || fail "train on $d: $(cat "$work/$d.log")"
+done
+grep -q "vocab 300)" "$work/prep_llmc.log" || fail "prep_llmc: the model's vocabulary is not the tokenizer's 300"
+grep -q "1 file(s) of llm.c shards; val-bin: .* 1 file(s) of llm.c shards" "$work/prep_llmc.log" || fail "prep_llmc: not read as llm.c shards"
+expect_fail 2 "prepare needs --tokenizer" "$tfcore" data prepare "$work/corpus.txt" "$work/o_prep_bad"
+expect_fail 2 "--format must be u16 or llmc, got 'npy'" "$tfcore" data prepare --tokenizer char --format npy "$work/corpus.txt" "$work/o_prep_bad"
+expect_fail 2 "cannot read '$work/missing.txt'" "$tfcore" data prepare --tokenizer char "$work/missing.txt" "$work/o_prep_bad"
+expect_fail 2 "prepare needs IN.txt and OUT_DIR" "$tfcore" data prepare --tokenizer char "$work/corpus.txt"
+expect_fail 2 "unknown subcommand 'convert'" "$tfcore" data convert
+[ -e "$work/o_prep_bad" ] && fail "a refused prepare created its output directory"
 
 echo "$checks checks, $fails failed"
 [ "$fails" = 0 ]
