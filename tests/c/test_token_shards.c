@@ -189,6 +189,13 @@ TEST(bad_shards_are_refused_naming_the_file) {
     write_u16(bad, ids, 10);
     refused(pair + 1, 1, TFC_TOKENS_U16, 65, TFC_ERR_FORMAT, "token 3 (byte offset 6) is 65, not below vocab_size 65");
 
+    /* past the first 4096-token block of the u16 scan */
+    static uint32_t many[10000];
+    for (int i = 0; i < 10000; i++) many[i] = (uint32_t)(i % 50257);
+    many[9000] = 60000;
+    write_u16(bad, many, 10000);
+    refused(pair + 1, 1, TFC_TOKENS_U16, 50257, TFC_ERR_FORMAT, "token 9000 (byte offset 18000) is 60000");
+
     const char *missing = in_dir("missing.bin");
     refused(&missing, 1, TFC_TOKENS_LLMC, 50257, TFC_ERR_IO, missing);
     const char *d = dir;
