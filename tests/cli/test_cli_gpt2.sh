@@ -72,5 +72,19 @@ rc=$?
 [ "$rc" = 2 ] && grep -qF "needs $work/none/encoder.json and $work/none/vocab.bpe" "$work/err" && [ ! -e "$work/o2" ] ||
     fail "train with a missing gpt2 dir: exit $rc, '$(cat "$work/err")'"
 
+# nanoGPT's shakespeare prepare with GPT-2's tokenizer: train.bin starts with the ids nanoGPT's does
+# ("First Citizen:\nBefore we proceed any further, hear me"); then train --data-bin on it as llm.c shards
+checks=$((checks + 1))
+head -c 20000 "$src/data/tinyshakespeare.txt" > "$work/shk.txt"
+"$tfcore" data prepare --tokenizer "gpt2:$dir" --format llmc "$work/shk.txt" "$work/prep" >"$work/prep.log" 2>&1 ||
+    fail "data prepare gpt2: $(cat "$work/prep.log")"
+first=$(/usr/bin/python3 -c 'import sys, numpy as np; print(*np.fromfile(sys.argv[1], dtype="<u2")[512:524])' "$work/prep/train.bin")
+[ "$first" = "5962 22307 25 198 8421 356 5120 597 2252 11 3285 502" ] || fail "prepare gpt2: train.bin starts '$first'"
+checks=$((checks + 1))
+"$tfcore" train --data-bin "$work/prep/train.bin" --val-bin "$work/prep/val.bin" --tokenizer "gpt2:$dir" --preset char-tiny \
+    --steps 2 --batch 2 --eval-batches 1 --sample-tokens 5 --out "$work/o_bin" >"$work/bin.log" 2>&1 ||
+    fail "train --data-bin with gpt2: $(cat "$work/bin.log")"
+grep -q "vocab 50257)" "$work/bin.log" || fail "train --data-bin gpt2: not a 50257-token model: $(head -3 "$work/bin.log")"
+
 echo "$checks checks, $fails failed"
 [ "$fails" = 0 ]

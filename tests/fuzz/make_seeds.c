@@ -134,6 +134,31 @@ static void token_file_seeds(void) {
     ok(tfc_token_file_write(path_of("token_file", "u32.tok"), big, 4, 70001), "tokens");
 }
 
+/* token_shards: byte 0 = format (0 llm.c, 1 u16) + 2 for two shards, byte 1 = vocab choice, then the file(s). */
+static void token_shards_seeds(void) {
+    unsigned char shard[1024 + 20] = {0}, lead[2];
+    const uint32_t head[3] = {20240520, 1, 10}; /* llm.c GPT-2: magic, version, count; then 10 u16 tokens */
+    for (int i = 0; i < 3; i++)
+        for (int b = 0; b < 4; b++) shard[4 * i + b] = (unsigned char)(head[i] >> (8 * b));
+    for (int i = 0; i < 10; i++) shard[1024 + 2 * i] = (unsigned char)(i * 25);
+    lead[0] = 0;
+    lead[1] = 1; /* vocab 258 */
+    put(path_of("token_shards", "llmc_gpt2"), lead, 2, shard, sizeof shard, NULL, 0);
+    lead[0] = 2; /* the same shard twice */
+    put(path_of("token_shards", "llmc_two"), lead, 2, shard, sizeof shard, shard, sizeof shard);
+    unsigned char llama[1024 + 16] = {0};
+    const uint32_t lhead[3] = {20240801, 7, 4}; /* Llama 3: u32 tokens */
+    for (int i = 0; i < 3; i++)
+        for (int b = 0; b < 4; b++) llama[4 * i + b] = (unsigned char)(lhead[i] >> (8 * b));
+    llama[1024 + 4] = 0xff, llama[1024 + 5] = 0xf4, llama[1024 + 6] = 0x01; /* 128255 */
+    lead[0] = 0;
+    lead[1] = 255;
+    put(path_of("token_shards", "llmc_llama3"), lead, 2, llama, sizeof llama, NULL, 0);
+    lead[0] = 1;
+    lead[1] = 1;
+    put(path_of("token_shards", "u16"), lead, 2, shard + 1024, 20, NULL, 0);
+}
+
 static void text_seeds(void) {
     for (int k = 0; k < 9; k++) { /* encode: byte 0 = pattern + 3 * mode */
         char name[32];
@@ -178,6 +203,7 @@ int main(int argc, char **argv) {
     gpt_seeds();
     tokenizer_seeds();
     token_file_seeds();
+    token_shards_seeds();
     text_seeds();
     dlpack_seeds();
 }

@@ -306,6 +306,13 @@ int64_t tfc_token_file_count(const tfc_token_file *f);
 int32_t tfc_token_file_vocab_size(const tfc_token_file *f);
 tfc_status tfc_token_file_read(const tfc_token_file *f, int64_t start, int64_t n, int32_t *ids);
 tfc_status tfc_token_file_batch(const tfc_token_file *f, int64_t begin, int64_t end, int32_t B, int32_t T, uint64_t seed, uint64_t step, tfc_tensor **x, tfc_tensor **y);
+typedef enum tfc_token_format {
+TFC_TOKENS_LLMC = 1,
+TFC_TOKENS_U16 = 2,
+TFC_TOKENS_FORCE_INT32 = 0x7fffffff
+} tfc_token_format;
+tfc_status tfc_token_file_open_shards(const char *const *paths, int32_t n, tfc_token_format format, int32_t vocab_size, tfc_token_file **out);
+tfc_status tfc_token_file_write_shard(const char *path, const int32_t *ids, int64_t n, tfc_token_format format);
 tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *const *meta_keys, const char *const *meta_values, int32_t n_meta);
 tfc_status tfc_gpt_load(const char *path, tfc_gpt **out);
 tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path);

@@ -67,6 +67,33 @@ class TokenFile:
         check(lib.tfc_token_file_write(_path(path), ffi.new("int32_t[]", ids) if ids else ffi.NULL, len(ids),
                                        int(vocab_size)))
 
+    _FORMATS = {"llmc": 1, "u16": 2}  # tfc_token_format
+
+    @classmethod
+    def open_shards(cls, paths, vocab_size, format="llmc"):
+        """Other tools' token files read in place as one: llm.c data shards (format "llmc") or nanoGPT's
+        headerless u16 train.bin ("u16"), in the order given; every token is checked against vocab_size."""
+        if format not in cls._FORMATS:
+            raise ValueError("tfcore.TokenFile.open_shards: format must be 'llmc' or 'u16', got %r" % (format,))
+        if isinstance(paths, (str, bytes, os.PathLike)):
+            paths = [paths]
+        keep = [ffi.new("char[]", _path(p)) for p in paths]
+        out = ffi.new("tfc_token_file **")
+        check(lib.tfc_token_file_open_shards(ffi.new("char *[]", keep) if keep else ffi.NULL, len(keep),
+                                             cls._FORMATS[format], int(vocab_size), out))
+        self = cls.__new__(cls)
+        self._h = ffi.gc(out[0], lib.tfc_token_file_close)
+        return self
+
+    @classmethod
+    def write_shard(cls, path, ids, format="llmc"):
+        """Write ids as an llm.c data shard ("llmc") or headerless u16 ("u16", nanoGPT), atomically."""
+        if format not in cls._FORMATS:
+            raise ValueError("tfcore.TokenFile.write_shard: format must be 'llmc' or 'u16', got %r" % (format,))
+        ids = [int(i) for i in ids]
+        check(lib.tfc_token_file_write_shard(_path(path), ffi.new("int32_t[]", ids) if ids else ffi.NULL, len(ids),
+                                             cls._FORMATS[format]))
+
     def __len__(self):
         return int(lib.tfc_token_file_count(self._h))
 

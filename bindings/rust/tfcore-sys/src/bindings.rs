@@ -185,6 +185,11 @@ pub struct tfc_token_file {
     _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
 }
 
+pub type tfc_token_format = i32;
+pub const TFC_TOKENS_LLMC: tfc_token_format = 1;
+pub const TFC_TOKENS_U16: tfc_token_format = 2;
+pub const TFC_TOKENS_FORCE_INT32: tfc_token_format = 2147483647;
+
 #[repr(C)]
 pub struct tfc_optim {
     _private: [u8; 0],
@@ -451,6 +456,8 @@ extern "C" {
     pub fn tfc_token_file_vocab_size(f: *const tfc_token_file) -> i32;
     pub fn tfc_token_file_read(f: *const tfc_token_file, start: i64, n: i64, ids: *mut i32) -> tfc_status;
     pub fn tfc_token_file_batch(f: *const tfc_token_file, begin: i64, end: i64, B: i32, T: i32, seed: u64, step: u64, x: *mut *mut tfc_tensor, y: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_token_file_open_shards(paths: *const *const c_char, n: i32, format: tfc_token_format, vocab_size: i32, out: *mut *mut tfc_token_file) -> tfc_status;
+    pub fn tfc_token_file_write_shard(path: *const c_char, ids: *const i32, n: i64, format: tfc_token_format) -> tfc_status;
     pub fn tfc_gpt_save(m: *const tfc_gpt, path: *const c_char, meta_keys: *const *const c_char, meta_values: *const *const c_char, n_meta: i32) -> tfc_status;
     pub fn tfc_gpt_load(path: *const c_char, out: *mut *mut tfc_gpt) -> tfc_status;
     pub fn tfc_gpt_load_into(m: *mut tfc_gpt, path: *const c_char) -> tfc_status;
