@@ -23,10 +23,22 @@
 #define TOK_VERSION 1u
 #define TOK_HEADER 32
 
-static void put_le(unsigned char *p, uint64_t v, int n) {
-    for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
+#define put_le tfc_tok_put_le
 #define get_le tfc_tok_get_le
+
+tfc_status tfc_tok_write_ids(const char *fn, struct tfc_atomic_file *af, const int32_t *ids, int64_t n, int width) {
+    unsigned char buf[4096];
+    tfc_status s = TFC_OK;
+    for (int64_t i = 0; i < n && s == TFC_OK;) {
+        size_t k = 0;
+        for (; k + (size_t)width <= sizeof buf && i < n; k += (size_t)width, i++)
+            put_le(buf + k, (uint64_t)ids[i], width);
+        s = tfc_atomic_write(fn, af, buf, k);
+    }
+    if (s == TFC_OK) return tfc_atomic_commit(fn, af);
+    tfc_atomic_abort(af);
+    return s;
+}
 
 TFC_API tfc_status tfc_token_file_write(const char *path, const int32_t *ids, int64_t n, int32_t vocab_size) {
     const char *fn = "tfc_token_file_write";
@@ -48,16 +60,11 @@ TFC_API tfc_status tfc_token_file_write(const char *path, const int32_t *ids, in
     tfc_atomic_file af;
     TFC_TRY(tfc_atomic_open(fn, path, &af));
     tfc_status s = tfc_atomic_write(fn, &af, h, sizeof h);
-    unsigned char buf[4096];
-    for (int64_t i = 0; i < n && s == TFC_OK;) {
-        size_t k = 0;
-        for (; k + (size_t)width <= sizeof buf && i < n; k += (size_t)width, i++)
-            put_le(buf + k, (uint64_t)ids[i], width);
-        s = tfc_atomic_write(fn, &af, buf, k);
+    if (s != TFC_OK) {
+        tfc_atomic_abort(&af);
+        return s;
     }
-    if (s == TFC_OK) return tfc_atomic_commit(fn, &af);
-    tfc_atomic_abort(&af);
-    return s;
+    return tfc_tok_write_ids(fn, &af, ids, n, width);
 }
 
 TFC_API tfc_status tfc_token_file_open(const char *path, tfc_token_file **out) {

@@ -34,6 +34,18 @@ static inline uint64_t tfc_tok_get_le(const unsigned char *p, int n) {
     return v;
 }
 
+/* v as n little-endian bytes at p. */
+static inline void tfc_tok_put_le(unsigned char *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/*
+ * ids[0..n) as little-endian integers of width bytes appended to af (in
+ * 4 KiB pieces); on failure af is aborted. Ends with the commit on success.
+ */
+struct tfc_atomic_file;
+tfc_status tfc_tok_write_ids(const char *fn, struct tfc_atomic_file *af, const int32_t *ids, int64_t n, int width);
+
 /* Unmap every segment and free f (NULL accepted). */
 void tfc_token_file_free(tfc_token_file *f);
 

@@ -167,9 +167,7 @@ TFC_API tfc_status tfc_token_file_open_shards(const char *const *paths, int32_t 
     return TFC_OK;
 }
 
-static void put_le(unsigned char *p, uint64_t v, int n) {
-    for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
+#define put_le tfc_tok_put_le
 
 TFC_API tfc_status tfc_token_file_write_shard(const char *path, const int32_t *ids, int64_t n,
                                               tfc_token_format format) {
@@ -201,14 +199,9 @@ TFC_API tfc_status tfc_token_file_write_shard(const char *path, const int32_t *i
         put_le(h + 8, (uint64_t)n, 4);
         s = tfc_atomic_write(fn, &af, h, sizeof h);
     }
-    unsigned char buf[4096];
-    for (int64_t i = 0; i < n && s == TFC_OK;) {
-        size_t k = 0;
-        for (; k + (size_t)width <= sizeof buf && i < n; k += (size_t)width, i++)
-            put_le(buf + k, (uint64_t)ids[i], width);
-        s = tfc_atomic_write(fn, &af, buf, k);
+    if (s != TFC_OK) {
+        tfc_atomic_abort(&af);
+        return s;
     }
-    if (s == TFC_OK) return tfc_atomic_commit(fn, &af);
-    tfc_atomic_abort(&af);
-    return s;
+    return tfc_tok_write_ids(fn, &af, ids, n, width);
 }
