@@ -274,8 +274,10 @@ typedef struct tfc_spec_stats {
  * not the text tfc_gpt_generate draws with that seed.
  *
  * Each model keeps its own KV cache; rejected positions are dropped from
- * both. When a context reaches either block_size, both restart from the
- * last half block. stats (may be NULL) receives the counts (acceptance rate
+ * both. A model whose context reaches its block_size restarts from the last
+ * half of its block (each by its own, so a small draft never shortens the
+ * target's context); greedy equals tfc_gpt_generate while the target's
+ * context fits its block. stats (may be NULL) receives the counts (acceptance rate
  * = accepted / drafted). out, cap, on_token and ctx as tfc_gpt_generate
  * (stopping → TFC_ERR_CANCELLED with the tokens so far in out).
  *

@@ -13,7 +13,8 @@
  * Bookkeeping: ctxt holds every token (prompt, then output); each model's
  * cache holds a window of it, the target's everything but the last token
  * (ws + target->len == n - 1), the draft's possibly one token less (its
- * pending tokens, 1 or 2, are fed at the start of the next round). Rejected
+ * pending tokens, 1 or 2, are fed at the start of the next round). Each
+ * window restarts from the last half of its own model's block when full. Rejected
  * positions are dropped by shortening the caches' lengths: what lies beyond
  * a cache's length is overwritten before it is read.
  */
@@ -66,15 +67,34 @@ static tfc_status target_pass(spec *s, const int32_t *tokens, int32_t T) {
     return tfc_gpt_logits_rows(lg, 0, T, s->rows);
 }
 
-/* Restart both caches from the last `keep` tokens of the context (all but the last fed). */
-static tfc_status refill(spec *s, int32_t keep) {
+/*
+ * Restart one model's cache from the last `keep` tokens of the context, all
+ * but the last fed (its window start in *w). Each model refills by its own
+ * block size, so a small draft never shortens the target's context.
+ */
+static tfc_status refill(spec *s, tfc_gpt *m, tfc_gpt_cache *c, int32_t *w, int32_t keep, float *row) {
     if (keep > s->n) keep = s->n;
-    s->ws = s->wd = s->n - keep;
-    TFC_TRY(tfc_gpt_cache_reset(s->tc));
-    TFC_TRY(tfc_gpt_cache_reset(s->dc));
-    if (keep > 1) {
-        TFC_TRY(tfc_gpt_feed(s->t, s->tc, s->ctxt + s->ws, keep - 1, s->rows));
-        TFC_TRY(tfc_gpt_feed(s->d, s->dc, s->ctxt + s->wd, keep - 1, s->drow));
+    *w = s->n - keep;
+    TFC_TRY(tfc_gpt_cache_reset(c));
+    if (keep > 1) TFC_TRY(tfc_gpt_feed(m, c, s->ctxt + *w, keep - 1, row));
+    return TFC_OK;
+}
+
+/*
+ * Make room for a round of k: the target needs k + 1 more positions, the
+ * draft its pending tokens and k - 1 more. A cache without room restarts
+ * from the last half of its block (the whole context at the start, when it
+ * fits).
+ */
+static tfc_status make_room(spec *s, int start) {
+    const int32_t bt = s->t->cfg.block_size, bd = s->d->cfg.block_size;
+    if (start || s->tc->len + s->k + 1 > s->tc->cap) {
+        const int32_t keep = start && s->n + s->k <= bt ? s->n : bt / 2;
+        TFC_TRY(refill(s, s->t, s->tc, &s->ws, keep, s->rows));
+    }
+    if (start || (s->n - s->wd) + s->k > s->dc->cap) {
+        const int32_t keep = start && s->n + s->k <= bd ? s->n : bd / 2;
+        TFC_TRY(refill(s, s->d, s->dc, &s->wd, keep, s->drow));
     }
     return TFC_OK;
 }
@@ -200,8 +220,6 @@ TFC_API tfc_status tfc_gpt_generate_speculative(tfc_gpt *target, tfc_gpt *draft,
     TFC_TRY(check(fn, target, draft, prompt, n_prompt, max_new, k, temperature, top_k, top_p, out, cap, stats));
     tfc_spec_stats st = {sizeof st, 0, 0, 0};
     const int32_t V = target->cfg.vocab_size;
-    const int32_t block =
-        target->cfg.block_size < draft->cfg.block_size ? target->cfg.block_size : draft->cfg.block_size;
     spec s = {.t = target,
               .d = draft,
               .V = V,
@@ -225,16 +243,12 @@ TFC_API tfc_status tfc_gpt_generate_speculative(tfc_gpt *target, tfc_gpt *draft,
     if (r == TFC_OK) {
         memcpy(s.ctxt, prompt, (size_t)n_prompt * sizeof *s.ctxt);
         s.n = n_prompt;
-        /* the whole prompt if a round fits after it, else its last half block */
-        r = refill(&s, n_prompt - 1 + k + 1 <= block ? n_prompt : block / 2);
+        r = make_room(&s, 1);
         if (r == TFC_OK && n_prompt > 1) st.target_passes++;
     }
     while (r == TFC_OK && j < max_new && !stop) {
-        /* a round needs k + 1 more target positions (and fewer draft ones) */
-        if (s.tc->len + k + 1 > s.tc->cap || s.dc->len + (s.n - s.wd - s.dc->len) + k > s.dc->cap) {
-            r = refill(&s, block / 2);
-            if (r != TFC_OK) break;
-        }
+        r = make_room(&s, 0);
+        if (r != TFC_OK) break;
         const int32_t left = max_new - j, kk = left - 1 < k ? left - 1 : k;
         if (kk == 0) { /* the last token: the target alone */
             const int32_t last = s.ctxt[s.n - 1];

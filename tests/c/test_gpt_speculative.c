@@ -46,6 +46,11 @@ TEST(greedy_equals_the_targets_generate) {
         if (memcmp(want, got, sizeof want) != 0) TFC_FAIL_AT("k = %d: greedy output differs from the target's", k);
         CHECK(st.accepted <= st.drafted && st.drafted > 0 && st.target_passes >= 1 + 40 / (k + 1));
     }
+    /* a draft of a 16-position block refills its own context several times; the target's is never cut */
+    tfc_gpt *short_draft = model(TFC_DTYPE_F64, 29, 16, 16, 0.3, 2);
+    CHECK_OK(tfc_gpt_generate_speculative(t, short_draft, PROMPT, 5, 40, 4, 0.0, 0, 1.0, 0, got, 40, NULL, NULL, NULL));
+    CHECK(memcmp(want, got, sizeof want) == 0);
+    tfc_gpt_release(short_draft);
     /* the draft is the target: every proposal accepted, 1 + 40/(k+1) passes */
     tfc_spec_stats st = {sizeof st, 0, 0, 0};
     CHECK_OK(tfc_gpt_generate_speculative(t, t, PROMPT, 5, 40, 4, 0.0, 0, 1.0, 0, got, 40, &st, NULL, NULL));
