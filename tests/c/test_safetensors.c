@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "tfc_test.h"
+#include "tfc_test_util.h"
 
 static char *tmp_path(void) {
     static char p[64];
@@ -15,18 +16,6 @@ static char *tmp_path(void) {
     CHECK(fd >= 0);
     close(fd);
     return p;
-}
-
-static unsigned char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    CHECK(f != NULL);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*len + 1);
-    CHECK(fread(b, 1, *len, f) == *len);
-    fclose(f);
-    return b;
 }
 
 TEST(round_trip_every_dtype_with_metadata) {
@@ -51,7 +40,7 @@ TEST(round_trip_every_dtype_with_metadata) {
     CHECK_OK(tfc_safetensors_save(path, names, ts, 9, k, v, 2));
     /* layout by hand: header length, padding, alignment order */
     size_t len;
-    unsigned char *raw = slurp(path, &len);
+    unsigned char *raw = t_slurp(path, &len);
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)raw[i] << (8 * i);
     CHECK(hlen % 8 == 0 && 8 + hlen <= len);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "tfc_test.h"
+#include "tfc_test_util.h"
 
 static void put_le(FILE *fp, uint64_t v, int n) {
     for (int i = 0; i < n; i++) fputc((int)((v >> (8 * i)) & 0xff), fp);
@@ -212,18 +213,6 @@ TEST(bad_shards_are_refused_naming_the_file) {
     remove_dir(names, 2);
 }
 
-static unsigned char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    CHECK(f != NULL);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*len + 1);
-    CHECK(fread(b, 1, *len, f) == *len);
-    fclose(f);
-    return b;
-}
-
 static uint32_t le32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
@@ -234,21 +223,21 @@ TEST(write_shard_lays_out_bytes_as_documented) {
     const char *p = in_dir("w.bin");
     CHECK_OK(tfc_token_file_write_shard(p, ids, 6, TFC_TOKENS_LLMC));
     size_t len;
-    unsigned char *b = slurp(p, &len);
+    unsigned char *b = t_slurp(p, &len);
     CHECK(len == 1024 + 12);
     CHECK(le32(b) == 20240520 && le32(b + 4) == 1 && le32(b + 8) == 6);
     for (int i = 3; i < 256; i++) CHECK(le32(b + 4 * i) == 0);
     for (int i = 0; i < 6; i++) CHECK((uint32_t)(b[1024 + 2 * i] | b[1025 + 2 * i] << 8) == (uint32_t)ids[i]);
     free(b);
     CHECK_OK(tfc_token_file_write_shard(p, ids, 6, TFC_TOKENS_U16));
-    b = slurp(p, &len);
+    b = t_slurp(p, &len);
     CHECK(len == 12);
     for (int i = 0; i < 6; i++) CHECK((uint32_t)(b[2 * i] | b[2 * i + 1] << 8) == (uint32_t)ids[i]);
     free(b);
     /* an id past 16 bits: Llama 3's layout, u32 */
     ids[1] = 128255;
     CHECK_OK(tfc_token_file_write_shard(p, ids, 6, TFC_TOKENS_LLMC));
-    b = slurp(p, &len);
+    b = t_slurp(p, &len);
     CHECK(len == 1024 + 24 && le32(b) == 20240801 && le32(b + 4) == 7 && le32(b + 8) == 6);
     CHECK(le32(b + 1024 + 4) == 128255);
     free(b);
@@ -267,7 +256,7 @@ TEST(write_shard_lays_out_bytes_as_documented) {
     CHECK_ERR(tfc_token_file_write_shard("/nonexistent/dir/x.bin", back, 1, TFC_TOKENS_U16), TFC_ERR_IO,
               "/nonexistent/dir/x.bin");
     /* the refused writes left the last good file as it was */
-    b = slurp(p, &len);
+    b = t_slurp(p, &len);
     CHECK(len == 1024 + 24 && le32(b + 1024 + 4) == 128255);
     free(b);
     const char *names[] = {"w.bin"};

@@ -1,4 +1,4 @@
-/* Small helpers shared by the C tests: making tensors and reading them back. */
+/* Small helpers shared by the C tests: making tensors, reading them back, reading files. */
 #ifndef TFC_TEST_UTIL_H
 #define TFC_TEST_UTIL_H
 
@@ -32,6 +32,19 @@ static inline double t_item(const tfc_tensor *t) {
     double v = NAN;
     if (tfc_tensor_item(t, &v) != TFC_OK) abort();
     return v;
+}
+
+/* A whole file read into a new buffer (free(); one spare byte at the end); *len its size. */
+static inline unsigned char *t_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*len + 1);
+    CHECK(fread(b, 1, *len, f) == *len);
+    fclose(f);
+    return b;
 }
 
 #endif
