@@ -161,6 +161,92 @@ TFC_API TFC_NODISCARD tfc_status tfc_gradcheck(tfc_gradcheck_fn f, tfc_tensor *c
                                                int32_t *worst_input /* nullable */,
                                                int64_t *worst_index /* nullable */);
 
+/* ---- activation checkpointing (recompute in backward) -------------------------- */
+
+/*
+ * The function a checkpoint runs: outputs[0..n_out) = f(inputs[0..n_in)),
+ * built with the library's ops on graph g. On success it sets every
+ * outputs[i] to a new reference; on failure it returns the status of the
+ * call that failed (entries it did set are released by the library, so
+ * leave the others NULL: they start NULL). ctx is the pointer the caller
+ * gave tfc_graph_checkpoint, or a copy of it (see ctx_size there).
+ */
+typedef tfc_status (*tfc_checkpoint_fn)(tfc_graph *g, const tfc_tensor *const *inputs, int32_t n_in,
+                                        tfc_tensor **outputs, int32_t n_out, void *ctx);
+
+/* The most inputs one checkpoint takes. */
+#define TFC_CHECKPOINT_MAX_INPUTS 8
+
+/*
+ * Activation checkpointing (PyTorch's torch.utils.checkpoint): trade
+ * compute for memory by not keeping what fn's ops would save for backward.
+ *
+ * When g records (g not NULL, recording on): fn runs once with g = NULL,
+ * so nothing inside it is recorded and its intermediate tensors are freed
+ * as soon as fn drops them. One node "tfc_graph_checkpoint" is recorded
+ * on g instead; it keeps only the inputs (aliases, not copies) and the
+ * outputs it returns require grad, whether or not an input does (so
+ * parameters fn reaches through ctx get their gradients even when no input
+ * requires grad, unlike torch's reentrant checkpoint). When backward
+ * reaches that node, it replays fn on a private recording graph, with the
+ * saved inputs as fresh leaves (those whose gradient is needed require
+ * grad), runs backward from the replayed outputs seeded with their
+ * incoming gradients, passes the inputs' gradients on, and frees the
+ * replay's graph. Tensors fn reads through ctx that require grad (a
+ * model's parameters) receive their gradient in their .grad during that
+ * replay, accumulated as in a plain backward. With deterministic ops the
+ * gradients are bitwise those of running fn directly on g.
+ *
+ * When g is NULL or not recording, fn simply runs with g as given and its
+ * outputs are returned as it made them.
+ *
+ * Randomness replays: the library keeps no hidden random state (dropout
+ * takes its Philox seed and offset as arguments), so fn's randomness is
+ * whatever it reads from ctx. With ctx_size > 0, the ctx_size bytes at ctx
+ * are copied before the forward call (the "RNG state" torch saves): the
+ * forward run gets ctx itself (so it may advance a counter there for the
+ * caller's later calls) and every replay gets a fresh copy of the bytes as
+ * they were before the forward, so a dropout seeded from ctx draws the same
+ * mask in the replay. With ctx_size 0, ctx is handed over as is and must
+ * stay valid, and unchanged where fn reads it, until the graph is cleared
+ * or released. Either way what ctx points to (a model) must outlive the
+ * backward.
+ *
+ * fn must be deterministic in its inputs and ctx (same output shapes in
+ * the replay; a different shape is an error naming the output), must not
+ * modify its inputs in place, and must not call tfc_graph_backward or
+ * tfc_graph_clear on the graph it is handed. It may itself call
+ * tfc_graph_checkpoint (nested checkpoints replay in turn). A leaf fn
+ * reaches through ctx that is also used outside fn receives both
+ * contributions; with a grad hook on g (tfc_graph_set_grad_hook), the hook
+ * is also called during the replay, once a leaf's last use inside fn is
+ * differentiated, so a hooked leaf must be used only inside fn or only
+ * outside it.
+ *
+ * Arguments: inputs[0..n_in), 1 <= n_in <= TFC_CHECKPOINT_MAX_INPUTS, none
+ * NULL (borrowed: the node keeps its own references); outputs receives
+ * n_out >= 1 new references. Memory kept between forward and backward: the
+ * inputs and the outputs (which the caller holds anyway); the replay holds
+ * fn's activations only while that node's backward runs.
+ *
+ * Errors: fn, inputs or outputs NULL, an inputs[i] NULL, n_in or n_out out
+ * of range, ctx NULL with ctx_size > 0 (TFC_ERR_INVALID_ARG); fn failing in
+ * forward returns its status and message prefixed "tfc_graph_checkpoint: "
+ * (nothing recorded, outputs untouched); fn failing in the replay fails
+ * tfc_graph_backward with its status, the message prefixed
+ * "tfc_graph_backward: tfc_graph_checkpoint (replay): " (gradients may then
+ * be partly accumulated, as with a failing grad hook); fn returning TFC_OK
+ * but leaving an output NULL is TFC_ERR_INVALID_ARG; TFC_ERR_OOM. Nothing
+ * leaks on any path.
+ *
+ * Thread-safety: as for the graph, one thread at a time; fn runs on the
+ * calling thread (forward) and on the thread running backward (replay).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_graph_checkpoint(tfc_graph *g /* nullable */, tfc_checkpoint_fn fn,
+                                                      void *ctx /* nullable */, size_t ctx_size,
+                                                      const tfc_tensor *const *inputs, int32_t n_in,
+                                                      tfc_tensor **outputs, int32_t n_out);
+
 /* ---- per-op time profile ------------------------------------------------------ */
 
 /*

@@ -212,22 +212,26 @@ static tfc_status validate_node(const char *fn, const tfc_node *n) {
 static int64_t g_epoch;
 
 /*
- * The nodes reachable from root (explicit-stack DFS) into *all, each
+ * The nodes reachable from the roots (explicit-stack DFS) into *all, each
  * validated before any gradient is touched, and each node's pending set to
  * the number of edges that will deliver a gradient to it; with count_leaves
  * (a grad hook is set), each leaf's hook_pending likewise.
  */
-static tfc_status collect(const char *fn, tfc_node *root, int count_leaves, tfc_node ***all_out, int64_t *n_all) {
+static tfc_status collect(const char *fn, tfc_node *const *roots, int32_t n_roots, int count_leaves,
+                          tfc_node ***all_out, int64_t *n_all) {
     int64_t epoch = __atomic_add_fetch(&g_epoch, 1, __ATOMIC_RELAXED);
-    int64_t cap = 256, top = 0, nall = 0, allcap = 256;
+    int64_t cap = 256 + n_roots, top = 0, nall = 0, allcap = 256;
     tfc_node **stack = malloc(sizeof *stack * (size_t)cap), **all = malloc(sizeof *all * (size_t)allcap);
     tfc_status st = TFC_OK;
     if (!stack || !all) {
         st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     } else {
-        root->visit_epoch = epoch;
-        root->pending = 0;
-        stack[top++] = root;
+        for (int32_t r = 0; r < n_roots; r++) {
+            if (roots[r]->visit_epoch == epoch) continue; /* two roots on one node */
+            roots[r]->visit_epoch = epoch;
+            roots[r]->pending = 0;
+            stack[top++] = roots[r];
+        }
     }
     while (top > 0 && st == TFC_OK) {
         tfc_node *n = stack[--top];
@@ -262,25 +266,26 @@ static tfc_status collect(const char *fn, tfc_node *root, int count_leaves, tfc_
     return TFC_OK;
 }
 
-/* The loss node's output gradient: a copy of seed, or ones. */
-static tfc_status seed_loss(const tfc_tensor *loss, const tfc_tensor *seed) {
-    tfc_tensor *seed_t;
-    if (seed) {
-        TFC_TRY(tfc_tensor_clone(seed, &seed_t));
-    } else {
-        TFC_TRY(tfc_tensor_new_like(loss, loss->dtype, &seed_t));
-        tfc_status st = tfc_tensor_fill(seed_t, 1.0);
-        if (st != TFC_OK) {
-            tfc_tensor_release(seed_t);
-            return st;
+/*
+ * Each root's output gradient: a copy of its seed, or ones; two roots that
+ * are one output add up. Called after every root's grad_acc was emptied.
+ */
+static tfc_status seed_roots(const tfc_tensor *const *roots, const tfc_tensor *const *seeds, int32_t n) {
+    for (int32_t r = 0; r < n; r++) {
+        const tfc_tensor *loss = roots[r], *seed = seeds ? seeds[r] : NULL;
+        tfc_tensor *seed_t;
+        if (seed) {
+            TFC_TRY(tfc_tensor_clone(seed, &seed_t));
+        } else {
+            TFC_TRY(tfc_tensor_new_like(loss, loss->dtype, &seed_t));
+            tfc_status st = tfc_tensor_fill(seed_t, 1.0);
+            if (st != TFC_OK) {
+                tfc_tensor_release(seed_t);
+                return st;
+            }
         }
+        TFC_TRY(grad_accumulate(&loss->node->grad_acc[loss->out_index], seed_t));
     }
-    tfc_node *root = loss->node;
-    for (int32_t i = 0; i < root->n_out; i++) {
-        tfc_tensor_release(root->grad_acc[i]);
-        root->grad_acc[i] = NULL;
-    }
-    root->grad_acc[loss->out_index] = seed_t;
     return TFC_OK;
 }
 
@@ -348,14 +353,19 @@ static tfc_status run_node(const char *fn, const grad_hook *h, tfc_node *n, tfc_
 }
 
 /*
- * Kahn's order from root over the n_all collected nodes. Each is pushed
+ * Kahn's order from the roots over the n_all collected nodes. Each is pushed
  * once, but many can be ready at once, so ready has room for all of them.
  */
-static tfc_status run(const char *fn, const grad_hook *h, tfc_node *root, int64_t n_all) {
+static tfc_status run(const char *fn, const grad_hook *h, tfc_node *const *roots, int32_t n_roots, int64_t n_all) {
     tfc_node **ready = malloc(sizeof *ready * (size_t)n_all);
     if (!ready) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     int64_t top = 0;
-    ready[top++] = root;
+    /* a root that another root reaches waits for it like any node */
+    for (int32_t r = 0; r < n_roots; r++) {
+        int dup = 0;
+        for (int32_t q = 0; q < r; q++) dup |= roots[q] == roots[r];
+        if (!dup && roots[r]->pending == 0) ready[top++] = roots[r];
+    }
     tfc_status st = TFC_OK;
     int prof = tfc_profile_enabled();
     if (prof) tfc_profile_backward_pass(1);
@@ -370,19 +380,37 @@ static tfc_status run(const char *fn, const grad_hook *h, tfc_node *root, int64_
     return st;
 }
 
-TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, const tfc_tensor *seed) {
-    const char *fn = "tfc_graph_backward";
-    TFC_TRY(check_backward_args(fn, g, loss, seed));
+/*
+ * Backward from n roots at once (each checked like a loss, seeds[r] its
+ * seed or NULL), with messages naming fn: tfc_graph_backward is n = 1, the
+ * checkpoint's replay (checkpoint.c) one root per output of its function.
+ */
+tfc_status tfc_graph_backward_roots(const char *fn, tfc_graph *g, const tfc_tensor *const *roots,
+                                    const tfc_tensor *const *seeds, int32_t n) {
+    for (int32_t r = 0; r < n; r++) TFC_TRY(check_backward_args(fn, g, roots[r], seeds ? seeds[r] : NULL));
     if (g->in_backward)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: g is already running backward (called from its grad hook?)", fn);
+    tfc_node *root_small[8], **root_nodes = n <= 8 ? root_small : malloc(sizeof *root_nodes * (size_t)n);
+    if (!root_nodes) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    for (int32_t r = 0; r < n; r++) root_nodes[r] = roots[r]->node;
     grad_hook h = {g->grad_hook, g->grad_hook_user};
     tfc_node **all;
     int64_t n_all;
-    TFC_TRY(collect(fn, loss->node, h.fn != NULL, &all, &n_all));
-    tfc_status st = seed_loss(loss, seed);
+    tfc_status st = collect(fn, root_nodes, n, h.fn != NULL, &all, &n_all);
+    if (st != TFC_OK) {
+        if (root_nodes != root_small) free(root_nodes);
+        return st;
+    }
+    for (int32_t r = 0; r < n; r++)
+        for (int32_t i = 0; i < root_nodes[r]->n_out; i++) {
+            tfc_tensor_release(root_nodes[r]->grad_acc[i]);
+            root_nodes[r]->grad_acc[i] = NULL;
+        }
+    st = seed_roots(roots, seeds, n);
     g->in_backward = 1;
-    if (st == TFC_OK) st = run(fn, &h, loss->node, n_all);
+    if (st == TFC_OK) st = run(fn, &h, root_nodes, n, n_all);
     g->in_backward = 0;
+    if (root_nodes != root_small) free(root_nodes);
     /* On failure, drop in-flight gradients so nothing lingers. */
     for (int64_t i = 0; i < n_all; i++)
         for (int32_t o = 0; o < all[i]->n_out; o++) {
@@ -392,6 +420,10 @@ TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, cons
     free(all);
     if (g->release_pending) tfc_graph_release(g);
     return tfc_err_in(fn, st);
+}
+
+TFC_API tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss, const tfc_tensor *seed) {
+    return tfc_graph_backward_roots("tfc_graph_backward", g, &loss, &seed, 1);
 }
 
 /* ---- per-tensor autograd state ------------------------------------------- */

@@ -111,5 +111,12 @@ tfc_status tfc_node_check_saved(const tfc_node *n, const char *fn);
 /* Free n's saved tensors (the graph is cleared or the node dies). */
 void tfc_node_drop_saved(tfc_node *n);
 void tfc_node_unref(tfc_node *n);
+/*
+ * Backward on g from n >= 1 roots together (each produced on g; seeds NULL
+ * or seeds[r] NULL: ones), as tfc_graph_backward does for one; errors
+ * name fn. checkpoint.c's replay runs one root per output of its function.
+ */
+tfc_status tfc_graph_backward_roots(const char *fn, tfc_graph *g, const tfc_tensor *const *roots,
+                                    const tfc_tensor *const *seeds, int32_t n);
 
 #endif

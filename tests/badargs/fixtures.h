@@ -76,6 +76,8 @@ int32_t fx_on_batch_token(int32_t seq, int32_t token, void *ctx);
 const int32_t *const *fx_prompts(void);
 tfc_status fx_gradcheck_fn(tfc_graph *g, tfc_tensor *const *inputs, int32_t n, tfc_tensor **out, void *ctx);
 tfc_status fx_grad_hook(tfc_tensor *leaf, void *user);
+tfc_status fx_checkpoint_fn(tfc_graph *g, const tfc_tensor *const *inputs, int32_t n_in, tfc_tensor **outputs,
+                            int32_t n_out, void *ctx);
 void *fx_ctx(void);
 
 /* Out-parameter slots, released by type at cleanup. */

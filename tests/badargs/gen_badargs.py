@@ -43,14 +43,15 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 # Function-pointer typedefs of the API: pointer parameters without a '*'.
-FUNC_PTR_TYPES = {"tfc_deleter", "tfc_gpt_token_fn", "tfc_gpt_batch_token_fn", "tfc_gradcheck_fn", "tfc_grad_hook_fn"}
+FUNC_PTR_TYPES = {"tfc_deleter", "tfc_gpt_token_fn", "tfc_gpt_batch_token_fn", "tfc_gradcheck_fn", "tfc_grad_hook_fn",
+                  "tfc_checkpoint_fn"}
 INT_TYPES = {"int32_t", "int64_t", "size_t", "uint32_t", "uint64_t"}
 LIMITS = {"int32_t": ("INT32_MIN", "INT32_MAX"), "int64_t": ("INT64_MIN", "INT64_MAX")}
 
 # Integer parameters for which a negative value means nothing: the test
 # requires it to be refused (with fn and the parameter named).
 NONNEG = {"n", "ndim", "ndims", "cap", "batch", "B", "T", "max_new", "n_prompt", "n_seq", "n_paths", "n_meta", "vocab_size",
-          "length", "k", "top_k", "i", "id", "group", "warmup", "total", "begin"}
+          "length", "k", "top_k", "i", "id", "group", "warmup", "total", "begin", "n_in", "n_out"}
 NONNEG_BY_FN = {("tfc_slice", "step"), ("tfc_lr_constant", "step"), ("tfc_lr_cosine", "step"),
                 ("tfc_lr_linear", "step"), ("tfc_lr_inverse_sqrt", "step"), ("tfc_set_num_threads", "n")}
 # Integer parameters also tried at their type's extremes (INT_MIN, INT_MAX).
@@ -58,7 +59,7 @@ EXTREME = NONNEG | {"dim", "dim0", "dim1", "start", "end", "step", "max_per_dim"
                     "ignore_index", "root"}
 # Counts of a caller's array: the library cannot see past the array, so a
 # too-large count is the caller's bug, not a case to try.
-BUFFER_COUNTS = {("tfc_concat", "n"), ("tfc_split", "n"), ("tfc_gradcheck", "n"), ("tfc_optim_add_group", "n"),
+BUFFER_COUNTS = {("tfc_concat", "n"), ("tfc_graph_checkpoint", "n_in"), ("tfc_graph_checkpoint", "n_out"), ("tfc_split", "n"), ("tfc_gradcheck", "n"), ("tfc_optim_add_group", "n"),
                  ("tfc_optim_add_params", "n"), ("tfc_clip_grad_norm", "n"), ("tfc_optim_state_load", "n"),
                  ("tfc_safetensors_save", "n"), ("tfc_safetensors_save", "n_meta"), ("tfc_gpt_save", "n_meta"),
                  ("tfc_token_file_write", "n"), ("tfc_sample", "n"), ("tfc_gpt_generate", "n_prompt"),
@@ -176,6 +177,7 @@ BY_TYPE = {
     "tfc_gpt_batch_token_fn": "fx_on_batch_token",
     "tfc_gradcheck_fn": "fx_gradcheck_fn",
     "tfc_grad_hook_fn": "fx_grad_hook",
+    "tfc_checkpoint_fn": "fx_checkpoint_fn",
     "tfc_dtype": "TFC_DTYPE_F32",
     "double": "1.0",
     "uint32_t": "0",
@@ -217,6 +219,7 @@ FIXTURES = {
     "tfc_tensor_to_device": {"device_index": "0"},
     "tfc_graph_backward": {"loss": "fx_loss()", "seed": SCALAR},
     "tfc_tensor_retain_grad": {"t": "fx_nonleaf()"},
+    "tfc_graph_checkpoint": {"inputs": "fx_tensors(1, fx_leaf())", "n_in": "1", "n_out": "1", "ctx_size": "0"},
     "tfc_gradcheck": {"inputs": "fx_tensors(1, fx_leaf64())", "n": "1", "eps": "1e-6"},
     "tfc_matmul": {"b": t(3, 2)},
     "tfc_matmul_backward": {"dout": t(2, 2), "b": t(3, 2), "da": t(2, 3), "db": t(3, 2)},
