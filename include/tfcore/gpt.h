@@ -141,6 +141,25 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g /* nul
                                                  tfc_tensor **logits /* nullable */, tfc_tensor **loss);
 
 /*
+ * Activation checkpointing of the transformer blocks (PyTorch's
+ * torch.utils.checkpoint around each block): with on = 1, a forward on a
+ * recording graph keeps, per block, only the block's input [B·T, n_embd]
+ * for backward (tfc_graph_checkpoint) instead of its activations (the
+ * LayerNorm inputs and statistics, q/k/v, attention outputs and row
+ * statistics, the MLP's [B·T, 4·n_embd] pre- and post-GELU); backward
+ * re-runs each block's forward from that input just before
+ * differentiating it. Gradients are bitwise those of on = 0; the cost is
+ * about one more forward pass per step. Forwards without a graph (or with
+ * recording off) and cached decoding are unaffected. The model must
+ * outlive the backward of a forward run with it on. Default 0.
+ * Errors: NULL m, on not 0 or 1 (TFC_ERR_INVALID_ARG).
+ * Not thread-safe with any other use of m.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_set_recompute(tfc_gpt *m, int32_t on);
+/* 1 when tfc_gpt_set_recompute turned recompute on, else 0 (also for NULL). */
+TFC_API int32_t tfc_gpt_get_recompute(const tfc_gpt *m /* nullable: 0 */);
+
+/*
  * A key/value cache for incremental decoding of `batch` sequences: holds
  * keys and values of every layer for up to block_size positions.
  */

@@ -246,6 +246,39 @@ static tfc_status seq_positions(const tfc_gpt *m, tfc_gpt_cache *const *seqs, in
 }
 
 /*
+ * One transformer block, x [B·T, C] -> *out, as the checkpoint's function
+ * (tfc_gpt_set_recompute): the same ops in the same order as the loop in
+ * gpt_trunk, so the gradients are bitwise those of the plain forward
+ * (tests/c/test_gpt_recompute.c). Training only: no cache.
+ */
+typedef struct block_ctx {
+    tfc_gpt *m;
+    int32_t layer;
+    int64_t B, T;
+} block_ctx;
+
+static tfc_status block_fn(tfc_graph *g, const tfc_tensor *const *in, int32_t n_in, tfc_tensor **out, int32_t n_out,
+                           void *ctx) {
+    (void)n_in;
+    (void)n_out;
+    const block_ctx *b = ctx;
+    const tfc_gpt_config *c = &b->m->cfg;
+    const gpt_block *bl = &b->m->blocks[b->layer];
+    scope sc = {0};
+    tfc_status s = TFC_OK;
+    tfc_tensor *h, *y, *x = (tfc_tensor *)in[0];
+    OP(h, tfc_layernorm(g, x, bl->ln1_w, bl->ln1_b, c->ln_eps, &h));
+    if ((s = attention_block(b->m, g, &sc, bl, NULL, NULL, b->layer, b->B, b->T, 0, h, &y)) != TFC_OK) goto done;
+    OP(x, tfc_add(g, x, y, &x));
+    OP(h, tfc_layernorm(g, x, bl->ln2_w, bl->ln2_b, c->ln_eps, &h));
+    if ((s = mlp_block(g, &sc, bl, h, &y)) != TFC_OK) goto done;
+    s = tfc_add(g, x, y, &out[0]);
+done:
+    scope_free(&sc);
+    return s;
+}
+
+/*
  * Everything up to the LM head: embeds idx [B,T] at positions start ..
  * start+T-1 (with seqs: T = 1, sequence b at seqs[b]->len), runs the blocks
  * (with the cache as in tfc_gpt_run, or seqs as in tfc_gpt_run_seqs) and
@@ -287,8 +320,16 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
     OP(x, tfc_add(g, te, pe, &x));
     const int64_t btc[2] = {B * T, C};
     OP(x, tfc_view(g, x, btc, 2, &x));
+    /* --recompute: each block a checkpoint keeping only its input for backward */
+    const int recompute = m->recompute && tfc_graph_is_grad_enabled(g) && !cache && !seqs;
     for (int32_t l = 0; l < c->n_layer; l++) {
         const gpt_block *bl = &m->blocks[l];
+        if (recompute) {
+            block_ctx bc = {m, l, B, T};
+            const tfc_tensor *in[1] = {x};
+            OP(x, tfc_graph_checkpoint(g, block_fn, &bc, sizeof bc, in, 1, &x, 1));
+            continue;
+        }
         OP(h, tfc_layernorm(g, x, bl->ln1_w, bl->ln1_b, c->ln_eps, &h));
         if ((s = attention_block(m, g, &sc, bl, cache, seqs, l, B, T, start, h, &y)) != TFC_OK) goto done;
         OP(x, tfc_add(g, x, y, &x));
@@ -410,3 +451,13 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
         tfc_tensor_release(lg);
     return TFC_OK;
 }
+
+TFC_API tfc_status tfc_gpt_set_recompute(tfc_gpt *m, int32_t on) {
+    const char *fn = "tfc_gpt_set_recompute";
+    TFC_CHECK_NOT_NULL(fn, m);
+    if (on != 0 && on != 1) return tfc_err(TFC_ERR_INVALID_ARG, "%s: on is %d, must be 0 or 1", fn, (int)on);
+    m->recompute = on;
+    return TFC_OK;
+}
+
+TFC_API int32_t tfc_gpt_get_recompute(const tfc_gpt *m) { return m ? m->recompute : 0; }

@@ -70,6 +70,7 @@ struct tfc_gpt {
     tfc_qformat qformat;  /* 0: f32 (or f64); else the block Linears are the handles in blocks[] */
     int32_t qgroup;       /* the int4 group size; 0 for int8 */
     tfc_qweight *head_q;  /* owned; after tfc_gpt_quantize_head the LM head [V, C] (else NULL) */
+    int32_t recompute;    /* tfc_gpt_set_recompute: each block a tfc_graph_checkpoint in training */
 };
 
 /* Whether m is inference-only: its block Linears or its LM head are quantized. */

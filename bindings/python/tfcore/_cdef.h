@@ -6,6 +6,7 @@
 #define TFC_VERSION_NUMBER 10000
 #define TFC_MAX_DIMS 8
 #define TFC_GRAD_ACCUMULATE 1
+#define TFC_CHECKPOINT_MAX_INPUTS 8
 #define TFC_GELU_ERF 0
 #define TFC_GELU_TANH 1
 #define DLPACK_MAJOR_VERSION 1
@@ -116,6 +117,8 @@ tfc_status tfc_tensor_retain_grad(tfc_tensor *t);
 tfc_status tfc_tensor_detach(const tfc_tensor *t, tfc_tensor **out);
 typedef tfc_status (*tfc_gradcheck_fn)(tfc_graph *g, tfc_tensor *const *inputs, int32_t n, tfc_tensor **out, void *ctx);
 tfc_status tfc_gradcheck(tfc_gradcheck_fn f, tfc_tensor *const *inputs, int32_t n, void *ctx, double eps, double *max_rel_err, int32_t *worst_input, int64_t *worst_index);
+typedef tfc_status (*tfc_checkpoint_fn)(tfc_graph *g, const tfc_tensor *const *inputs, int32_t n_in, tfc_tensor **outputs, int32_t n_out, void *ctx);
+tfc_status tfc_graph_checkpoint(tfc_graph *g, tfc_checkpoint_fn fn, void *ctx, size_t ctx_size, const tfc_tensor *const *inputs, int32_t n_in, tfc_tensor **outputs, int32_t n_out);
 tfc_status tfc_profile_enable(int32_t on);
 int32_t tfc_profile_is_enabled(void);
 tfc_status tfc_profile_reset(void);
@@ -264,6 +267,8 @@ tfc_status tfc_gpt_param_decay(const tfc_gpt *m, int32_t i, int32_t *decay);
 int64_t tfc_gpt_num_elements(const tfc_gpt *m);
 tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t device_index);
 tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, const tfc_tensor *targets, tfc_tensor **logits, tfc_tensor **loss);
+tfc_status tfc_gpt_set_recompute(tfc_gpt *m, int32_t on);
+int32_t tfc_gpt_get_recompute(const tfc_gpt *m);
 tfc_status tfc_gpt_cache_new(const tfc_gpt *m, int32_t batch, tfc_gpt_cache **out);
 tfc_status tfc_gpt_cache_reset(tfc_gpt_cache *c);
 int32_t tfc_gpt_cache_length(const tfc_gpt_cache *c);

@@ -11,6 +11,7 @@ pub const TFC_VERSION_PATCH: i32 = 0;
 pub const TFC_VERSION_NUMBER: i32 = 10000;
 pub const TFC_MAX_DIMS: i32 = 8;
 pub const TFC_GRAD_ACCUMULATE: u32 = 1;
+pub const TFC_CHECKPOINT_MAX_INPUTS: i32 = 8;
 pub const TFC_GELU_ERF: i32 = 0;
 pub const TFC_GELU_TANH: i32 = 1;
 pub const DLPACK_MAJOR_VERSION: i32 = 1;
@@ -67,6 +68,8 @@ pub struct tfc_graph {
 pub type tfc_grad_hook_fn = Option<unsafe extern "C" fn(leaf: *mut tfc_tensor, user: *mut c_void) -> tfc_status>;
 
 pub type tfc_gradcheck_fn = Option<unsafe extern "C" fn(g: *mut tfc_graph, inputs: *const *mut tfc_tensor, n: i32, out: *mut *mut tfc_tensor, ctx: *mut c_void) -> tfc_status>;
+
+pub type tfc_checkpoint_fn = Option<unsafe extern "C" fn(g: *mut tfc_graph, inputs: *const *const tfc_tensor, n_in: i32, outputs: *mut *mut tfc_tensor, n_out: i32, ctx: *mut c_void) -> tfc_status>;
 
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -331,6 +334,7 @@ extern "C" {
     pub fn tfc_tensor_retain_grad(t: *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_detach(t: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_gradcheck(f: tfc_gradcheck_fn, inputs: *const *mut tfc_tensor, n: i32, ctx: *mut c_void, eps: f64, max_rel_err: *mut f64, worst_input: *mut i32, worst_index: *mut i64) -> tfc_status;
+    pub fn tfc_graph_checkpoint(g: *mut tfc_graph, r#fn: tfc_checkpoint_fn, ctx: *mut c_void, ctx_size: usize, inputs: *const *const tfc_tensor, n_in: i32, outputs: *mut *mut tfc_tensor, n_out: i32) -> tfc_status;
     pub fn tfc_profile_enable(on: i32) -> tfc_status;
     pub fn tfc_profile_is_enabled() -> i32;
     pub fn tfc_profile_reset() -> tfc_status;
@@ -424,6 +428,8 @@ extern "C" {
     pub fn tfc_gpt_num_elements(m: *const tfc_gpt) -> i64;
     pub fn tfc_gpt_to_device(m: *mut tfc_gpt, device: tfc_device_type, device_index: i32) -> tfc_status;
     pub fn tfc_gpt_forward(m: *mut tfc_gpt, g: *mut tfc_graph, idx: *const tfc_tensor, targets: *const tfc_tensor, logits: *mut *mut tfc_tensor, loss: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_gpt_set_recompute(m: *mut tfc_gpt, on: i32) -> tfc_status;
+    pub fn tfc_gpt_get_recompute(m: *const tfc_gpt) -> i32;
     pub fn tfc_gpt_cache_new(m: *const tfc_gpt, batch: i32, out: *mut *mut tfc_gpt_cache) -> tfc_status;
     pub fn tfc_gpt_cache_reset(c: *mut tfc_gpt_cache) -> tfc_status;
     pub fn tfc_gpt_cache_length(c: *const tfc_gpt_cache) -> i32;
