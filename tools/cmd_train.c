@@ -27,6 +27,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "train_forensics.h"
 
 static const char *CMD = "train";
 
@@ -45,6 +46,7 @@ typedef struct train_opts {
     int64_t bucket_mb;     /* DDP bucket size, MiB */
     double lr, min_lr, weight_decay, clip;
     int resume, force, preset_given, tokenizer_given;
+    forensics_opts fx; /* --overfit-batch, --skip-nonfinite, --log-grad-norms, --recompute */
 } train_opts;
 
 static const train_opts defaults = {
@@ -96,6 +98,7 @@ static void usage(FILE *f) {
             "Under mpirun -np N (docs/DISTRIBUTED.md) --batch is the global batch (divisible by N x K), gradients\n"
             "are averaged in --bucket-mb buckets (25) during backward, --zero 1 shards the optimizer state\n"
             "across ranks; rank 0 logs, evaluates and writes checkpoints, which resume with any N.\n");
+    fx_usage(f);
 }
 
 static double now_s(void) {
@@ -134,6 +137,11 @@ static int parse(int argc, char **argv, train_opts *o) {
     while ((r = cli_next(&a, &name, &val, 1)) != 0) {
         if (r < 0) return cli_error(EXIT_USAGE, CMD, "unexpected argument '%s' (see tfcore train --help)", name);
         int64_t iv;
+        int fx_rc;
+        if (fx_parse_flag(&o->fx, CMD, name, val, &fx_rc)) {
+            if (fx_rc) return fx_rc;
+            continue;
+        }
 #define NEED_VAL \
     if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name)
 #define INT_FLAG(flag, field, lo, hi)                                 \
@@ -236,7 +244,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     if (o->warmup >= o->steps)
         return cli_error(EXIT_USAGE, CMD, "--warmup %lld must be below --steps %lld", (long long)o->warmup,
                          (long long)o->steps);
-    return 0;
+    return fx_check_opts(&o->fx, CMD, o->resume);
 }
 
 /* One run's state: load, build, loop and save fill it in that order; run_free frees it. */
@@ -265,6 +273,8 @@ typedef struct train_run {
     loss_log curve;
     int64_t prof_begin, prof_end; /* the profiled steps; empty without --profile */
     double t0, last_val;
+    forensics fx; /* train_forensics.h */
+    int fx_rc;    /* this step's fx_after_backward verdict */
 } train_run;
 
 /* ---- load: the corpus, its vocabulary and token file, the config ------------------ */
@@ -596,7 +606,7 @@ static int build(train_run *r) {
     }
     if (r->rank == 0 && r->o.log_json && !(r->jl = fopen(r->o.log_json, r->o.resume ? "a" : "w")))
         return cli_error(EXIT_USAGE, CMD, "cannot write --log-json file '%s'", r->o.log_json);
-    return 0;
+    return fx_setup(&r->fx, &r->o.fx, CMD, r->o.out, r->m);
 }
 
 /* ---- loop: the training steps, evaluation and progress ----------------------------- */
@@ -686,7 +696,7 @@ static tfc_status train_step(train_run *r, int64_t step, double *lr, double *l, 
     if (s == TFC_OK) s = tfc_optim_set_lr(r->opt, *lr);
     if (s == TFC_OK)
         s = tfc_token_file_batch(r->tf, 0, r->n_train, (int32_t)o->batch, r->cfg.block_size, (uint64_t)o->seed,
-                                 (uint64_t)step, &x, &y);
+                                 (uint64_t)fx_batch_index(&r->fx, step), &x, &y);
     /* profiled: forward, backward, clip and the optimizer step (not the batch, eval or logging) */
     const int profiled = step >= r->prof_begin && step < r->prof_end;
     if (s == TFC_OK && profiled && step == r->prof_begin) s = tfc_profile_reset();
@@ -700,8 +710,10 @@ static tfc_status train_step(train_run *r, int64_t step, double *lr, double *l, 
     *l = sum / (double)o->grad_accum;
     if (s == TFC_OK && r->ddp) s = tfc_ddp_finish(r->ddp);
     if (s == TFC_OK) s = global_loss(r, l);
-    if (s == TFC_OK) s = tfc_optim_clip_grad_norm(r->opt, o->clip, norm);
-    if (s == TFC_OK) s = tfc_optim_step(r->opt);
+    /* a non-finite step stops the run or is skipped: no clip, no update, only the gradients dropped */
+    r->fx_rc = s == TFC_OK ? fx_after_backward(&r->fx, CMD, step, *lr, *l, x, y, r->comm, r->rank) : 0;
+    if (s == TFC_OK && !r->fx_rc) s = tfc_optim_clip_grad_norm(r->opt, o->clip, norm);
+    if (s == TFC_OK && !r->fx_rc) s = tfc_optim_step(r->opt);
     if (s == TFC_OK) s = tfc_optim_zero_grad(r->opt, 1);
     if (s == TFC_OK && profiled) s = tfc_profile_enable(0);
     if (s == TFC_OK && profiled && step == r->prof_end - 1 && r->rank == 0)
@@ -729,12 +741,13 @@ typedef struct step_stats {
     double loss, val, lr, norm, tokens_per_s, elapsed_s;
 } step_stats;
 
-static void log_json(FILE *jl, const step_stats *st) {
+static void log_json(FILE *jl, const step_stats *st, const forensics *fx) {
     fprintf(
         jl,
         "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f",
         (long long)st->done, st->loss, st->lr, st->norm, st->tokens_per_s, st->elapsed_s);
     if (st->eval) fprintf(jl, ", \"val_loss\": %.17g", st->val);
+    fx_log_json(fx, jl, st->done);
     fprintf(jl, "}\n");
     fflush(jl);
 }
@@ -803,18 +816,21 @@ static int loop(train_run *r) {
         const double t_step = now_s();
         step_stats st = {.done = step + 1, .loss = NAN, .val = NAN};
         if (train_step(r, step, &st.lr, &st.loss, &st.norm) != TFC_OK) return cli_lib_error(CMD, "training step");
+        if (r->fx_rc == FX_SKIP) continue;
+        if (r->fx_rc) return r->fx_rc;
         const double t1 = now_s();
         st.elapsed_s = t1 - r->t0;
         st.tokens_per_s = tokens_per_step / (t1 - t_step);
-        st.eval = st.done % r->o.eval_every == 0 || st.done == r->end_step;
+        st.eval = (st.done % r->o.eval_every == 0 || st.done == r->end_step) && !r->o.fx.overfit;
         if (st.eval && r->rank == 0) {
             int rc = val_loss(r, &st.val);
             if (rc) return rc;
             r->last_val = st.val;
         }
         loss_log_add(&r->curve, st.done, st.loss, st.val, st.lr);
-        if (r->jl) log_json(r->jl, &st);
+        if (r->jl) log_json(r->jl, &st, &r->fx);
         print_progress(r, &st);
+        if (fx_overfit_step(&r->fx, st.done, st.loss)) break;
         /* --save-every: the last step's checkpoint is save()'s */
         if (r->o.save_every && st.done % r->o.save_every == 0 && st.done < r->end_step) {
             int rc = save_checkpoint(r, st.done);
@@ -938,6 +954,7 @@ static int save(train_run *r) {
 }
 
 static void run_free(train_run *r) {
+    fx_free(&r->fx);
     if (r->jl) fclose(r->jl);
     tfc_ddp_release(r->ddp);
     ckpt_close(&r->ck);
@@ -972,7 +989,7 @@ int cmd_train(int argc, char **argv) {
     if (!rc) rc = load(&r);
     if (!rc) rc = build(&r);
     if (!rc) rc = loop(&r);
-    if (!rc) rc = save(&r);
+    if (!rc) rc = r.o.fx.overfit ? fx_overfit_report(&r.fx, CMD) : save(&r);
     /* A rank that failed ends the job, so the others do not wait for it in their next collective. */
     if (rc && r.size > 1) {
         fprintf(stderr, "tfcore train: rank %d of %d failed (exit status %d); ending the job\n", r.rank, r.size, rc);
