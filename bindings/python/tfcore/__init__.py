@@ -13,7 +13,7 @@ on the dynamic loader's path. See docs/PYTHON.md.
 from ._dtype import (bfloat16, bool_, dtype, float16, float32, float64, int32, int64, uint8)
 from ._lib import (DtypeError, Error, InvalidArgumentError, OutOfMemoryError, ShapeError, TfcIOError,
                    TfcRuntimeError, ffi, lib, library_path)
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import checkpoint, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import (Device, Tensor, arange, as_tensor, device, empty, from_numpy, full, full_like, manual_seed,
                      ones, ones_like, rand, randn, tensor, zeros, zeros_like)
 from .functional import (argmax, argmin, attention, cat, chunk, concat, cross_entropy, dropout, embedding, exp,

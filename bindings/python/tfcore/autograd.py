@@ -99,6 +99,7 @@ def clear_graph():
     g = _state()["graph"]
     if g is not None:
         check(lib.tfc_graph_clear(g))
+    _state()["checkpoints"] = []
 
 
 def set_grad_hook(fn, params=None):
@@ -163,6 +164,97 @@ def _release_hook(g, token):
     return True
 
 
+class _Checkpoint:
+    """What one tfc_graph_checkpoint node calls back into: the function, the
+    Philox stream's state before its forward call (replayed), and the first
+    exception the function raised."""
+
+    def __init__(self, fn, rng):
+        self.fn, self.rng, self.error = fn, rng, None
+
+
+def _checkpoint_call(g, ins, n_in, outs, n_out, ctx):
+    """tfc_checkpoint_fn: run the Python function with this thread's tape
+    pointed at g (NULL: record nothing), and in a replay (g not NULL) with
+    the stream as it was before the forward call."""
+    from .tensor import Tensor, _rng, _rng_lock, _wrap
+    c = ffi.from_handle(ctx)
+    st = _state()
+    prev = (st["graph"], st["enabled"])
+    rng_now = None
+    try:
+        args = [_wrap(lib.tfc_tensor_retain(ins[i])) for i in range(n_in)]
+        if g == ffi.NULL:
+            st["enabled"] = False
+        else:
+            st["graph"], st["enabled"] = g, True
+            with _rng_lock:
+                rng_now = dict(_rng)
+                _rng.update(c.rng)
+        res = c.fn(*args)
+        res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+        if len(res) != n_out or not all(isinstance(r, Tensor) for r in res):
+            raise TypeError("tfcore.checkpoint: fn returned %d value(s), wanted %d Tensor(s) (n_out)"
+                            % (len(res), n_out))
+        for i, r in enumerate(res):
+            outs[i] = lib.tfc_tensor_retain(r._h)
+        return 0
+    except BaseException as e:  # nothing may unwind through C
+        if c.error is None:
+            c.error = e
+        return lib.TFC_ERR_CANCELLED
+    finally:
+        st["graph"], st["enabled"] = prev
+        if rng_now is not None:
+            with _rng_lock:
+                _rng.update(rng_now)
+
+
+# One trampoline for every checkpoint; each call's Python side travels as a handle.
+_checkpoint_cb = ffi.callback("tfc_checkpoint_fn", _checkpoint_call)
+
+
+def checkpoint(fn, *inputs, n_out=1):
+    """Activation checkpointing (torch.utils.checkpoint; tfc_graph_checkpoint):
+    fn(*inputs) runs without recording, only the inputs are kept for
+    backward, and backward re-runs fn (recording) to differentiate it. fn
+    returns one Tensor, or a tuple of n_out Tensors; parameters it reads
+    from its closure get their gradients too. Dropout inside fn draws the
+    same mask in the replay (the stream's state is saved). Returns a Tensor
+    (n_out == 1) or a tuple. The function and its closure stay referenced
+    until this thread's graph is cleared (backward without retain_graph,
+    or clear_graph())."""
+    from .tensor import _rng, _rng_lock, _wrap
+    with _rng_lock:
+        rng = dict(_rng)
+    c = _Checkpoint(fn, rng)
+    h = ffi.new_handle(c)
+    st = _state()
+    g = graph() if st["enabled"] else ffi.NULL
+    if g != ffi.NULL:
+        st.setdefault("checkpoints", []).append(h)
+    ins = ffi.new("const tfc_tensor *[]", [t._h for t in inputs])
+    outs = ffi.new("tfc_tensor *[]", n_out)
+    status = lib.tfc_graph_checkpoint(g, _checkpoint_cb, h, 0, ins, len(inputs), outs, n_out)
+    if status != 0:
+        if g != ffi.NULL:
+            st["checkpoints"].remove(h)
+        if c.error is not None:
+            raise c.error
+    check(status)
+    res = tuple(_wrap(outs[i]) for i in range(n_out))
+    return res[0] if n_out == 1 else res
+
+
+def _checkpoint_error():
+    """The exception a checkpointed function raised in this thread's last replay, if any."""
+    for h in _state().get("checkpoints", ()):
+        c = ffi.from_handle(h)
+        if c.error is not None:
+            return c.error
+    return None
+
+
 def backward(tensor, grad=None, retain_graph=False):
     """d(tensor)/d(leaves) accumulated into the leaves' .grad; see Tensor.backward."""
     if not lib.tfc_tensor_requires_grad(tensor._h):
@@ -176,6 +268,13 @@ def backward(tensor, grad=None, retain_graph=False):
         exc = hook[1].pop()
         hook[1].clear()
         raise exc
+    if status != 0:
+        err = _checkpoint_error()
+        if err is not None:
+            _state()["checkpoints"] = []
+            check(lib.tfc_graph_clear(g))
+            raise err
     check(status)
     if not retain_graph:
         check(lib.tfc_graph_clear(g))
+        _state()["checkpoints"] = []

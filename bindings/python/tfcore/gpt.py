@@ -205,6 +205,17 @@ class GPT:
         """The int4 group size; 0 for int8 and float models."""
         return int(lib.tfc_gpt_quant_group_size(self._h))
 
+    @property
+    def recompute(self):
+        """True when training forwards checkpoint every block (tfc_gpt_set_recompute):
+        only each block's input is kept for backward, which re-runs the block;
+        gradients are bitwise the same. Assign True/False to change it."""
+        return bool(lib.tfc_gpt_get_recompute(self._h))
+
+    @recompute.setter
+    def recompute(self, on):
+        check(lib.tfc_gpt_set_recompute(self._h, 1 if on else 0))
+
     def forward(self, idx, targets=None):
         """(logits [B, T, vocab], loss or None) for token ids idx [B, T]; the
         loss is the mean cross-entropy against targets [B, T]. Recorded for
