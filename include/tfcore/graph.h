@@ -239,6 +239,11 @@ typedef tfc_status (*tfc_checkpoint_fn)(tfc_graph *g, const tfc_tensor *const *i
  * but leaving an output NULL is TFC_ERR_INVALID_ARG; TFC_ERR_OOM. Nothing
  * leaks on any path.
  *
+ * Profile (TFC_PROFILE): the replay belongs to the backward pass that runs
+ * it; the ops inside fn appear in their own rows (the replayed forward
+ * counted in their forward column) and the row "tfc_graph_checkpoint"
+ * counts the whole replay again, so its time overlaps theirs.
+ *
  * Thread-safety: as for the graph, one thread at a time; fn runs on the
  * calling thread (forward) and on the thread running backward (replay).
  */

@@ -360,6 +360,8 @@ static tfc_status run(const char *fn, const grad_hook *h, tfc_node *const *roots
     tfc_node **ready = malloc(sizeof *ready * (size_t)n_all);
     if (!ready) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     int64_t top = 0;
+    /* a checkpoint's replay (a backward inside a node's backward) is part of the outer pass */
+    static _Thread_local int depth;
     /* a root that another root reaches waits for it like any node */
     for (int32_t r = 0; r < n_roots; r++) {
         int dup = 0;
@@ -368,14 +370,16 @@ static tfc_status run(const char *fn, const grad_hook *h, tfc_node *const *roots
     }
     tfc_status st = TFC_OK;
     int prof = tfc_profile_enabled();
-    if (prof) tfc_profile_backward_pass(1);
+    const int outer = depth++ == 0;
+    if (prof && outer) tfc_profile_backward_pass(1);
     while (top > 0 && st == TFC_OK) {
         tfc_node *n = ready[--top];
         double t_node = prof ? tfc_profile_now() : 0;
         st = run_node(fn, h, n, ready, &top);
         if (prof) tfc_profile_backward(n->name, tfc_profile_now() - t_node);
     }
-    if (prof) tfc_profile_backward_pass(0);
+    depth--;
+    if (prof && outer) tfc_profile_backward_pass(0);
     free(ready);
     return st;
 }
