@@ -244,7 +244,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     if (o->warmup >= o->steps)
         return cli_error(EXIT_USAGE, CMD, "--warmup %lld must be below --steps %lld", (long long)o->warmup,
                          (long long)o->steps);
-    return fx_check_opts(&o->fx, CMD, o->resume);
+    return fx_check_opts(&o->fx, CMD, o->resume, o->save_every);
 }
 
 /* One run's state: load, build, loop and save fill it in that order; run_free frees it. */

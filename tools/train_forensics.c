@@ -50,9 +50,11 @@ void fx_usage(FILE *f) {
             FX_OVERFIT_LOSS, FX_RING);
 }
 
-int fx_check_opts(const forensics_opts *o, const char *cmd, int resume) {
+int fx_check_opts(const forensics_opts *o, const char *cmd, int resume, int64_t save_every) {
     if (o->overfit && resume)
         return cli_error(EXIT_USAGE, cmd, "--overfit-batch is a check of a fresh model: it does not take --resume");
+    if (o->overfit && save_every)
+        return cli_error(EXIT_USAGE, cmd, "--overfit-batch writes no checkpoint: it does not take --save-every");
     return 0;
 }
 
@@ -199,6 +201,21 @@ static void name_list(const forensics *f, FILE *fp, const double *v) {
     fputc(']', fp);
 }
 
+/* s as a JSON string (quotes and backslashes escaped, control bytes as \\u00XX). */
+static void jstr(FILE *fp, const char *s) {
+    fputc('"', fp);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(fp, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(fp, "\\u%04x", c);
+        else
+            fputc(c, fp);
+    }
+    fputc('"', fp);
+}
+
 /* OUT/nonfinite-stepN.json and the batch beside it; 0 or the exit code. */
 static int write_report(const forensics *f, const char *cmd, const char *action, const tfc_tensor *x,
                         const tfc_tensor *y) {
@@ -237,8 +254,10 @@ static int write_report(const forensics *f, const char *cmd, const char *action,
     name_list(f, fp, e->grad);
     fprintf(fp, ",\n  \"nonfinite_weights\": ");
     name_list(f, fp, e->weight);
-    fprintf(fp, ",\n  \"batch_file\": \"%s\",\n  \"batch_shape\": [%lld, %lld],\n  \"params\": {", batch_path,
-            (long long)tfc_tensor_dim(x, 0), (long long)tfc_tensor_dim(x, 1));
+    fprintf(fp, ",\n  \"batch_file\": ");
+    jstr(fp, batch_path);
+    fprintf(fp, ",\n  \"batch_shape\": [%lld, %lld],\n  \"params\": {", (long long)tfc_tensor_dim(x, 0),
+            (long long)tfc_tensor_dim(x, 1));
     for (int32_t i = 0; i < f->n; i++) {
         fprintf(fp, "%s\n    \"%s\": {\"grad_norm\": ", i ? "," : "", f->names[i]);
         jnum(fp, e->grad[i]);

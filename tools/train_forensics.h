@@ -32,8 +32,8 @@ typedef struct forensics_opts {
 int fx_parse_flag(forensics_opts *o, const char *cmd, const char *name, const char *val, int *rc);
 /* The flags' usage lines. */
 void fx_usage(FILE *f);
-/* Combinations refused (--overfit-batch with --resume); 0 or the exit code. */
-int fx_check_opts(const forensics_opts *o, const char *cmd, int resume);
+/* Combinations refused (--overfit-batch with --resume or --save-every); 0 or the exit code. */
+int fx_check_opts(const forensics_opts *o, const char *cmd, int resume, int64_t save_every);
 
 /* A parameter group of the report and the log: one block (transformer.h.N), or a parameter outside them. */
 typedef struct fx_ring_entry {

@@ -102,6 +102,7 @@ expect_fail 2 "--skip-nonfinite" "$tfcore" train --skip-nonfinite -1 --out "$wor
 expect_fail 2 "--log-grad-norms" "$tfcore" train --log-grad-norms 0 --out "$work/x"
 expect_fail 2 "--recompute takes no value" "$tfcore" train --recompute=1 --out "$work/x"
 expect_fail 2 "--overfit-batch is a check of a fresh model" "$tfcore" train --overfit-batch --resume --out "$work/x"
+expect_fail 2 "--overfit-batch writes no checkpoint" "$tfcore" train --overfit-batch --save-every 5 --out "$work/x"
 
 echo "$checks checks, $fails failed"
 [ "$fails" = 0 ]
