@@ -120,9 +120,13 @@ rm -rf "$src"
 
 step "lintian"
 changes="$(ls "$work"/*.changes)"
-lintian --fail-on error --tag-display-limit 0 "$changes" 2>&1 | grep -v "running with root privileges" >"$work/lintian.log" || true
-# (lintian's status is lost in the pipe: its errors are counted from its output)
-! grep -q "^E: " "$work/lintian.log" || { cat "$work/lintian.log" >&2; fail "lintian reports errors"; }
+lrc=0
+lintian --fail-on error --tag-display-limit 0 "$changes" >"$work/lintian.raw" 2>&1 || lrc=$?
+grep -v "running with root privileges" "$work/lintian.raw" >"$work/lintian.log" || true
+if ((lrc != 0)) || grep -q "^E: " "$work/lintian.log"; then
+  cat "$work/lintian.log" >&2
+  fail "lintian reports errors (exit $lrc)"
+fi
 if [[ -s "$work/lintian.log" ]]; then sed 's/^/  /' "$work/lintian.log"; else echo "  (nothing)"; fi
 mark lintian
 
