@@ -19,8 +19,8 @@ test=(
   # ASan/UBSan runtimes (libasan8, libubsan1) come with gcc itself.
   # Python bindings and reference tests (Debian's /usr/bin/python3)
   python3 python3-cffi python3-numpy python3-pytest python3-torch
-  # Lua bindings
-  lua5.4 liblua5.4-dev
+  # Lua bindings, and their rockspec (meson test package-lua: luarocks make)
+  lua5.4 liblua5.4-dev luarocks
   # clang 14 for the libFuzzer targets (scripts/fuzz.sh; libclang-rt-14-dev holds
   # libclang_rt.fuzzer) and the ThreadSanitizer build (scripts/tsan.sh: LLVM's
   # libomp and its Archer tool come with libomp-dev)
