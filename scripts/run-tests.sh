@@ -208,6 +208,8 @@ fi
 section "checks"
 if ((build_ok)); then
   run_step consumer bash tests/consumer/run.sh build
+  # The files git knows, copied where no ../shared is, run scripts/train.sh's first steps there.
+  run_step copy-tree bash tests/standalone/copy_tree.sh
   run_step abi bash scripts/abi-check.sh build
   run_step format bash scripts/format.sh --check
   run_step tsan bash scripts/tsan.sh
@@ -217,6 +219,8 @@ else
 fi
 # Every libFuzzer target for 20 s, two at a time (its own build-fuzz, clang): ~3 min.
 run_step fuzz bash scripts/fuzz.sh --seconds 20 --jobs 2
+# The Debian packages built, linted, installed and used (docs/PACKAGING.md for its time):
+# run_step package bash scripts/package-test.sh
 # run_step python /usr/bin/python3 -m pytest -q tests/python
 # run_step lua lua5.4 tests/lua/run.lua
 # ------------------------------------------------------------------------------

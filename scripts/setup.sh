@@ -6,6 +6,8 @@
 #   bash scripts/setup.sh --for build   # the library and the CLI: the main job (scripts/train.sh)
 #   bash scripts/setup.sh --for test    # build + what the test command runs (scripts/run-tests.sh)
 #   bash scripts/setup.sh --for bench   # build + Python, numpy and PyTorch for bench/
+#   bash scripts/setup.sh --for package # build + the Debian packaging tools, pip/luarocks/cargo
+#                                       # packaging (scripts/package-test.sh, docs/PACKAGING.md)
 #   bash scripts/setup.sh               # everything (test + bench)
 #   bash scripts/setup.sh --check [--for WHAT]   # only report; exit 1 if anything is missing
 set -euo pipefail
@@ -17,8 +19,8 @@ test=(
   # ASan/UBSan runtimes (libasan8, libubsan1) come with gcc itself.
   # Python bindings and reference tests (Debian's /usr/bin/python3)
   python3 python3-cffi python3-numpy python3-pytest python3-torch
-  # Lua bindings
-  lua5.4 liblua5.4-dev
+  # Lua bindings, and their rockspec (meson test package-lua: luarocks make)
+  lua5.4 liblua5.4-dev luarocks
   # clang 14 for the libFuzzer targets (scripts/fuzz.sh; libclang-rt-14-dev holds
   # libclang_rt.fuzzer) and the ThreadSanitizer build (scripts/tsan.sh: LLVM's
   # libomp and its Archer tool come with libomp-dev)
@@ -28,6 +30,15 @@ test=(
   openmpi-bin libopenmpi-dev
 )
 bench=(python3 python3-numpy python3-torch)
+package=(
+  # dpkg-buildpackage -b of debian/ (debhelper compat 13, meson), the Python
+  # package's dependencies (dh-python), the check of the .debs (lintian)
+  dpkg-dev debhelper dh-python lintian fakeroot chrpath
+  # what debian/control's Build-Depends names beyond the build set
+  python3 python3-cffi python3-numpy python3-setuptools python3-pip python3-wheel lua5.4 liblua5.4-dev
+  # the Lua rockspec (luarocks make), man pages (man -l, groff's warnings)
+  luarocks man-db groff-base
+)
 
 check_only=0 want=all
 while (($#)); do
@@ -37,7 +48,7 @@ while (($#)); do
       want="${2:-}"
       shift
       ;;
-    *) echo "setup: unknown argument $1 (use --for build|test|bench, --check)" >&2; exit 2 ;;
+    *) echo "setup: unknown argument $1 (use --for build|test|bench|package, --check)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -45,8 +56,9 @@ case "$want" in
   build) packages=("${build[@]}") ;;
   test) packages=("${build[@]}" "${test[@]}") ;;
   bench) packages=("${build[@]}" "${bench[@]}") ;;
-  all) packages=("${build[@]}" "${test[@]}" "${bench[@]}") ;;
-  *) echo "setup: --for takes build, test or bench, not '$want'" >&2; exit 2 ;;
+  package) packages=("${build[@]}" "${package[@]}") ;;
+  all) packages=("${build[@]}" "${test[@]}" "${bench[@]}" "${package[@]}") ;;
+  *) echo "setup: --for takes build, test, bench or package, not '$want'" >&2; exit 2 ;;
 esac
 
 is_installed() {

@@ -7,6 +7,7 @@
 # (4 layers, 4 heads, 128 dims, 0.8M parameters) on tinyshakespeare for a
 # few minutes and prints a sample. Knobs (environment):
 #   TFC_STEPS (2000)  TFC_BATCH (16)  TFC_OUT (out/char-tiny)  TFCORE_DATA (corpus)
+#   TFC_CLI_ONLY=1 (configure without tests/bindings/CUDA, build only the CLI)
 # Training continues where it stopped with:
 #   build/tools/tfcore train --out out/char-tiny --resume --steps 500
 set -euo pipefail
@@ -14,9 +15,17 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 jobs="${TFC_JOBS:-2}"
 
+# TFC_CLI_ONLY=1 (tests/standalone/copy_tree.sh): configure without the tests,
+# the bindings and CUDA, and build only the CLI, for a quick first run.
+cfg=() targets=()
+if [[ "${TFC_CLI_ONLY:-0}" == 1 ]]; then
+  cfg=(-Dtests=false -Dbindings=false -Dcuda=disabled)
+  targets=(tools/tfcore)
+fi
+
 bash scripts/setup.sh --for build
-bash scripts/configure.sh build >/dev/null
-ninja -C build -j"$jobs" --quiet
+bash scripts/configure.sh build "${cfg[@]}" >/dev/null
+ninja -C build -j"$jobs" --quiet "${targets[@]}"
 
 # The corpus ships with the project (data/README.md); $TFCORE_DATA overrides it.
 data="${TFCORE_DATA:-data/tinyshakespeare.txt}"

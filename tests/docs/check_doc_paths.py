@@ -4,7 +4,7 @@
     check_doc_paths.py [SOURCE_ROOT]   (default: two folders above this file)
 
 A path is a word that starts with one of the repository's top-level folders
-(lib/, include/, cuda/, tests/, tools/, bindings/, bench/, docs/, scripts/,
+(lib/, include/, cuda/, tests/, tools/, bindings/, bench/, docs/, scripts/, debian/,
 examples/, abi/, .ci/) or is one of its top-level files (README.md,
 meson.build, ...), in backticks, a table or plain text, code blocks
 included. It is looked up relative to SOURCE_ROOT; one ending in "/" must be
@@ -23,7 +23,7 @@ import os
 import re
 import sys
 
-TOP_DIRS = ("lib", "include", "cuda", "tests", "tools", "bindings", "bench", "docs", "scripts", "examples", "abi", "data",
+TOP_DIRS = ("lib", "include", "cuda", "tests", "tools", "bindings", "bench", "docs", "scripts", "examples", "abi", "data", "debian",
             ".ci")
 TOP_FILES = ("README.md", "meson.build", "meson_options.txt", ".gitignore")
 

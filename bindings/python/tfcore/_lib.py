@@ -46,8 +46,13 @@ def _load():
             return ffi.dlopen(os.path.normpath(path) if os.sep in path else path), path
         except OSError as e:
             tried.append("%s (%s)" % (path, e))
-    raise ImportError("tfcore: cannot load %s; set TFCORE_LIBRARY to its path. Tried: %s"
-                      % (SONAME, "; ".join(tried)))
+    if os.environ.get("TFCORE_LIBRARY"):
+        raise ImportError("tfcore: cannot load libtfcore from TFCORE_LIBRARY=%s (%s); point TFCORE_LIBRARY "
+                          "at libtfcore.so.1, or unset it to search through pkg-config (tfcore.pc) and the "
+                          "dynamic loader" % (os.environ["TFCORE_LIBRARY"], "; ".join(tried)))
+    raise ImportError("tfcore: cannot find %s: set TFCORE_LIBRARY to its path, or install libtfcore (the "
+                      "libtfcore1 package, or meson install) so that `pkg-config --variable=libdir tfcore` "
+                      "or the dynamic loader finds it. Tried: %s" % (SONAME, "; ".join(tried)))
 
 
 lib, library_path = _load()

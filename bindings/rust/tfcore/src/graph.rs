@@ -190,12 +190,12 @@ impl Graph {
         make(|o| unsafe { sys::tfc_embedding(self.g(), table.as_ptr(), ids.as_ptr(), o) })
     }
 
-    /// Mean cross-entropy of logits [N, C] against integer targets [N].
+    /// Mean cross-entropy of logits `[N, C]` against integer targets `[N]`.
     pub fn cross_entropy(&self, logits: &Tensor, targets: &Tensor, ignore_index: i64) -> Result<Tensor> {
         make(|o| unsafe { sys::tfc_cross_entropy(self.g(), logits.as_ptr(), targets.as_ptr(), ignore_index, o) })
     }
 
-    /// softmax(scale · q kᵀ + mask) v, q [B,H,T,D] (flash-style, saves only out and lse).
+    /// softmax(scale · q kᵀ + mask) v, q `[B,H,T,D]` (flash-style, saves only out and lse).
     pub fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale: f64) -> Result<Tensor> {
         make(|o| unsafe { sys::tfc_attention(self.g(), q.as_ptr(), k.as_ptr(), v.as_ptr(), causal as i32, scale, o) })
     }

@@ -22,8 +22,8 @@ fn opt(t: Option<&Tensor>) -> *mut sys::tfc_tensor {
 }
 
 /// out = softmax(scale · q kᵀ + causal mask) v, and the rows' log-sum-exp
-/// (`lse`, needed by the backward). q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv],
-/// out [B,H,T,Dv], lse [B,H,T].
+/// (`lse`, needed by the backward). q `[B,H,T,D]`, k `[B,H,S,D]`, v `[B,H,S,Dv]`,
+/// out `[B,H,T,Dv]`, lse `[B,H,T]`.
 pub fn attention_forward(
     q: &Tensor,
     k: &Tensor,

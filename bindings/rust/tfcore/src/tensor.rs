@@ -272,7 +272,7 @@ impl Tensor {
         (kind, unsafe { sys::tfc_tensor_device_index(self.as_ptr()) })
     }
 
-    /// The library's one-line description ("tensor f32 [2,3] ...").
+    /// The library's one-line description (`"tensor f32 [2,3] ..."`).
     pub fn describe(&self) -> Result<String> {
         let mut s: *mut std::ffi::c_char = ptr::null_mut();
         check(unsafe { sys::tfc_tensor_describe(self.as_ptr(), &mut s) })?;
