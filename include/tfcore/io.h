@@ -266,7 +266,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_save_llmc(const tfc_gpt *m, const char 
  * missing or unreadable); TFC_ERR_FORMAT for config.json that is not JSON,
  * lacks a required key, has a value of the wrong kind or a config the
  * model refuses (naming the key), and for model.safetensors as
- * tfc_safetensors_load, holding fewer values than the config needs, a
+ * tfc_safetensors_load, holding far fewer values than the config needs, a
  * missing parameter, a shape other than the config's or a tensor no GPT-2
  * of that config has (naming the tensor and both shapes);
  * TFC_ERR_UNSUPPORTED for what the model cannot compute (model_type other
