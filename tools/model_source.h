@@ -33,4 +33,14 @@ int model_source_kind(const char *cmd, const char *path, model_kind *kind);
 int model_source_load(const char *cmd, const char *path, const char *tokenizer, int need_vocab, tfc_gpt **m, vocab *v,
                       model_kind *kind);
 
+/* The preset a --init-from run records (train.preset): its shape is the source model's. */
+#define INIT_PRESET "init-from"
+
+/*
+ * The config a checkpoint's weights describe (metadata tfc.n_layer ...
+ * tfc.dtype, as tfc_gpt_save writes it), without reading the weights: what a
+ * resumed --init-from run is built with. 0 or an exit code.
+ */
+int ckpt_meta_config(const char *cmd, const tfc_safetensors *f, tfc_gpt_config *c);
+
 #endif
