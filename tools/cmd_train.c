@@ -239,8 +239,9 @@ static int parse(int argc, char **argv, train_opts *o) {
         return cli_error(EXIT_USAGE, CMD, "--data-format must be auto, llmc or u16, got '%s'", o->data_format);
     if (o->data_bin && o->data) return cli_error(EXIT_USAGE, CMD, "--data and --data-bin exclude each other");
     if (o->init_from && (o->resume || o->preset_given || strcmp(o->dtype, "f32") != 0))
-        return cli_error(EXIT_USAGE, CMD, "--init-from starts a new run from the model's own shape and f32 weights: it "
-                                          "excludes --resume, --preset and --dtype");
+        return cli_error(EXIT_USAGE, CMD,
+                         "--init-from starts a new run from the model's own shape and f32 weights: it "
+                         "excludes --resume, --preset and --dtype");
     if (o->val_bin && !o->data_bin && !o->resume) return cli_error(EXIT_USAGE, CMD, "--val-bin needs --data-bin");
     if (o->min_lr > o->lr) return cli_error(EXIT_USAGE, CMD, "--min-lr %g is above --lr %g", o->min_lr, o->lr);
     if (o->warmup < 0) o->warmup = o->steps >= 1000 ? 100 : o->steps / 10;

@@ -144,9 +144,9 @@ int ckpt_meta_config(const char *cmd, const tfc_safetensors *f, tfc_gpt_config *
     const struct {
         const char *key;
         int32_t *field;
-    } ints[] = {{"tfc.n_layer", &c->n_layer},         {"tfc.n_head", &c->n_head}, {"tfc.n_embd", &c->n_embd},
-                {"tfc.block_size", &c->block_size},   {"tfc.vocab_size", &c->vocab_size},
-                {"tfc.bias", &c->bias},               {"tfc.tie_weights", &c->tie_weights}};
+    } ints[] = {{"tfc.n_layer", &c->n_layer},        {"tfc.n_head", &c->n_head},         {"tfc.n_embd", &c->n_embd},
+                {"tfc.block_size", &c->block_size},  {"tfc.vocab_size", &c->vocab_size}, {"tfc.bias", &c->bias},
+                {"tfc.tie_weights", &c->tie_weights}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         const char *s = NULL;
         char *end = NULL;
@@ -160,6 +160,7 @@ int ckpt_meta_config(const char *cmd, const tfc_safetensors *f, tfc_gpt_config *
     char *end = NULL;
     if (tfc_safetensors_metadata(f, "tfc.ln_eps", &eps) != TFC_OK || !eps || !(c->ln_eps = strtod(eps, &end)) || *end)
         return cli_error(EXIT_USAGE, cmd, "the checkpoint's weights lack a valid 'tfc.ln_eps'");
-    if (tfc_safetensors_metadata(f, "tfc.dtype", &dt) == TFC_OK && dt && strcmp(dt, "f64") == 0) c->dtype = TFC_DTYPE_F64;
+    if (tfc_safetensors_metadata(f, "tfc.dtype", &dt) == TFC_OK && dt && strcmp(dt, "f64") == 0)
+        c->dtype = TFC_DTYPE_F64;
     return 0;
 }
