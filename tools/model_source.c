@@ -36,7 +36,11 @@ static int weights_name_a_vocab(const char *dir) {
 
 int model_source_kind(const char *cmd, const char *path, model_kind *kind) {
     struct stat st;
-    if (stat(path, &st) != 0) return cli_error(EXIT_USAGE, cmd, "cannot read '%s': %s", path, strerror(errno));
+    if (stat(path, &st) != 0)
+        return cli_error(EXIT_USAGE, cmd,
+                         "no checkpoint in '%s' (%s): give a tfcore checkpoint, a Hugging Face GPT-2 "
+                         "directory or an llm.c file",
+                         path, strerror(errno));
     if (S_ISDIR(st.st_mode)) {
         /*
          * Ours and Hugging Face's both hold model.safetensors and config.json (ours writes a GPT2Config too):
