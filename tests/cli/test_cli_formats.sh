@@ -75,6 +75,23 @@ near "$($py "$files" loss "$work/E.bin" "$work/A" "$work/aaa.txt")" "$ref" || fa
 checks=$((checks + 1))
 near "$(eval_loss --ckpt "$work/E")" "$ref" || fail "eval of the exported HF directory"
 
+# a BPE vocabulary travels as vocab.json + merges.txt (GPT-2's tokenizer files): valid JSON, one merge a
+# line after the version line, and read back (as gpt2 files) it encodes the corpus to the same tokens
+checks=$((checks + 1))
+"$tfcore" train --data "$work/text.txt" --tokenizer bpe:300 --steps 1 --batch 2 --sample-tokens 0 --out "$work/P" >/dev/null &&
+    "$tfcore" export --format hf "$work/P" "$work/PH" >/dev/null || fail "BPE checkpoint export"
+$py -c "
+import json, sys
+v = json.load(open(sys.argv[1] + '/vocab.json', encoding='utf-8'))
+m = open(sys.argv[1] + '/merges.txt', encoding='utf-8').read().split('\n')
+assert len(v) == 300 and sorted(v.values()) == list(range(300)), len(v)
+assert m[0] == '#version: 0.2' and all(len(l.split(' ')) == 2 for l in m[1:] if l) and len([l for l in m[1:] if l]) == 300 - 256
+" "$work/PH" || fail "vocab.json / merges.txt are not GPT-2's tokenizer files of the vocabulary"
+a=$("$tfcore" eval --ckpt "$work/P" --data "$work/text.txt")
+b=$("$tfcore" eval --ckpt "$work/PH" --data "$work/text.txt")
+[ -n "$a" ] && [ "$a" = "$b" ] ||
+    fail "the exported BPE directory evaluates differently"
+
 # mismatches: one line, non-zero, the existing --out untouched
 $py "$files" hf "$work/A" "$work/Hbad" --bad-shape
 sum_before=$(cat "$work/I1"/* | cksum)
