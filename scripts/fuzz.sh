@@ -20,7 +20,7 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root" || exit 1
 
-all_targets=(safetensors gpt_load tiktoken native_tokenizer gpt2_vocab token_file dlpack encode train token_shards)
+all_targets=(safetensors gpt_load tiktoken native_tokenizer gpt2_vocab token_file dlpack encode train token_shards gpt_llmc)
 seconds=600 jobs=1 targets=()
 while (($#)); do
   case "$1" in

@@ -124,5 +124,6 @@ int cmd_sample(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "model_source.h"
 
 static const char *CMD = "eval";
 
@@ -45,7 +46,7 @@ static int mean_loss(tfc_gpt *m, const int32_t *ids, int64_t windows, int64_t T,
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *ckpt = NULL, *data = NULL;
+    const char *ckpt = NULL, *data = NULL, *tokenizer = NULL;
     int64_t batch = 16, group = -1;
     tfc_qformat qformat = (tfc_qformat)0, hformat = (tfc_qformat)0;
     cli_args a = {.argc = argc, .argv = argv};
@@ -58,12 +59,16 @@ int cmd_eval(int argc, char **argv) {
                    "                   [--quantize int8|int4|none (none)] [--quantize-head int8|int4|none (none)]\n"
                    "                   [--group-size G (every int4 part; 32)]\n"
                    "  --quantize: the block Linear layers; --quantize-head: the LM head (tied: a copy of wte)\n"
-                   "  with either: the f32 loss, then the quantized model's and the difference\n");
+                   "  with either: the f32 loss, then the quantized model's and the difference\n"
+                   "  --ckpt (or --model) also reads a Hugging Face GPT-2 directory or an llm.c .bin; one without\n"
+                   "  a vocabulary needs --tokenizer gpt2:DIR|FILE\n");
             return 0;
         }
         if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
-        if (strcmp(name, "ckpt") == 0)
+        if (strcmp(name, "ckpt") == 0 || strcmp(name, "model") == 0)
             ckpt = val;
+        else if (strcmp(name, "tokenizer") == 0)
+            tokenizer = val;
         else if (strcmp(name, "data") == 0)
             data = val;
         else if (strcmp(name, "batch") == 0) {
@@ -85,10 +90,7 @@ int cmd_eval(int argc, char **argv) {
     if (read_file(data, &text, &len) != 0) return cli_error(EXIT_USAGE, CMD, "cannot read the data file '%s'", data);
     tfc_gpt *m = NULL;
     vocab v;
-    ckpt_set ck;
-    int rc = ckpt_open(CMD, ckpt, CKPT_VERIFY, &ck);
-    if (!rc) rc = ckpt_load_model(CMD, &ck, &m, &v);
-    ckpt_close(&ck);
+    int rc = model_source_load(CMD, ckpt, tokenizer, 1, &m, &v, NULL);
     if (rc) {
         free(text);
         return rc;

@@ -10,6 +10,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "model_source.h"
 
 static const char *CMD = "sample";
 
@@ -124,7 +125,7 @@ static int sample_batch(tfc_gpt *m, const vocab *v, const char *path, int64_t ma
 }
 
 int cmd_sample(int argc, char **argv) {
-    const char *ckpt = NULL, *prompt = NULL, *prompts = NULL, *draft_dir = NULL;
+    const char *ckpt = NULL, *tokenizer = NULL, *prompt = NULL, *prompts = NULL, *draft_dir = NULL;
     int64_t max_new = 500, top_k = 0, seed = 1, group = -1, draft_k = 4;
     tfc_qformat qformat = (tfc_qformat)0, hformat = (tfc_qformat)0;
     double temperature = 0.8, top_p = 1.0;
@@ -142,12 +143,16 @@ int cmd_sample(int argc, char **argv) {
                    "  --quantize: the block Linear layers; --quantize-head: the LM head (tied: a copy of wte)\n"
                    "  --draft DIR decodes speculatively: a smaller checkpoint trained on the same corpus and\n"
                    "  tokenizer proposes K tokens a step, which the --ckpt model checks in one pass; the text\n"
-                   "  follows the --ckpt model's distribution (greedy: its own tokens).\n");
+                   "  follows the --ckpt model's distribution (greedy: its own tokens).\n"
+                   "  --ckpt (or --model) also reads a Hugging Face GPT-2 directory or an llm.c .bin; one without\n"
+                   "  a vocabulary needs --tokenizer gpt2:DIR|FILE\n");
             return 0;
         }
         if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
-        if (strcmp(name, "ckpt") == 0)
+        if (strcmp(name, "ckpt") == 0 || strcmp(name, "model") == 0)
             ckpt = val;
+        else if (strcmp(name, "tokenizer") == 0)
+            tokenizer = val;
         else if (strcmp(name, "prompt") == 0)
             prompt = val;
         else if (strcmp(name, "prompts") == 0)
@@ -183,10 +188,7 @@ int cmd_sample(int argc, char **argv) {
         return cli_error(EXIT_USAGE, CMD, "--draft decodes one prompt; it does not combine with --prompts");
     tfc_gpt *m = NULL;
     vocab v;
-    ckpt_set ck;
-    int rc = ckpt_open(CMD, ckpt, CKPT_VERIFY, &ck);
-    if (!rc) rc = ckpt_load_model(CMD, &ck, &m, &v);
-    ckpt_close(&ck);
+    int rc = model_source_load(CMD, ckpt, tokenizer, 1, &m, &v, NULL);
     if (rc) return rc;
     if ((rc = cli_quantize(CMD, m, qformat, hformat, group)) != 0) {
         vocab_free(&v);

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "model_source.h"
 #include "cli.h"
 #include "train_forensics.h"
 
@@ -34,6 +35,7 @@ static const char *CMD = "train";
 typedef struct train_opts {
     const char *data, *tokenizer, *preset, *out, *log_json, *device, *dtype;
     const char *data_bin, *val_bin, *data_format; /* pre-tokenized shards (--data-bin) instead of a text */
+    const char *init_from;                        /* --init-from: start from this model's weights */
     int32_t cuda_index;                           /* -1: train on the CPU */
     int64_t steps, batch, seed, eval_every, eval_batches;
     int64_t warmup;     /* -1: 100 steps, or steps/10 below 1000 steps */
@@ -75,7 +77,7 @@ static const train_opts defaults = {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tfcore train [--data FILE | --data-bin GLOB [--val-bin GLOB] [--data-format auto|llmc|u16]]\n"
-            "                    [--tokenizer char|bpe:VOCAB|gpt2:DIR|FILE] [--preset NAME]\n"
+            "                    [--tokenizer char|bpe:VOCAB|gpt2:DIR|FILE] [--preset NAME | --init-from MODEL]\n"
             "                    [--steps N] [--batch B] [--lr LR] [--min-lr LR] [--warmup N] [--weight-decay WD]\n"
             "                    [--clip C] [--seed S] [--out DIR] [--resume] [--force] [--log-json FILE]\n"
             "                    [--eval-every K] [--eval-batches N] [--stop-after N] [--sample-tokens N]\n"
@@ -88,6 +90,9 @@ static void usage(FILE *f) {
             "or nanoGPT's headerless u16 train.bin, the files in sorted order as one stream; --val-bin GLOB the\n"
             "validation tokens (else the last 10%%); --data-format picks the format (auto: llm.c by its magic,\n"
             "else u16). --tokenizer gpt2:DIR or FILE names the vocabulary the tokens are in (for the checkpoint).\n"
+            "--init-from MODEL starts from a model's weights and shape (a tfcore checkpoint, a Hugging Face GPT-2\n"
+            "directory or an llm.c .bin) with a fresh optimizer at step 0; its vocabulary is the model's (an llm.c\n"
+            "file: give --tokenizer gpt2:DIR).\n"
             "--save-every N also checkpoints (model, optimizer, loss curve) every N steps, not only at the end.\n"
             "--profile prints a per-op time table (calls, forward/backward ms, %%, the clip + optimizer\n"
             "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
@@ -173,6 +178,9 @@ static int parse(int argc, char **argv, train_opts *o) {
         } else if (strcmp(name, "val-bin") == 0) {
             NEED_VAL;
             o->val_bin = val;
+        } else if (strcmp(name, "init-from") == 0) {
+            NEED_VAL;
+            o->init_from = val;
         } else if (strcmp(name, "data-format") == 0) {
             NEED_VAL;
             o->data_format = val;
@@ -238,6 +246,10 @@ static int parse(int argc, char **argv, train_opts *o) {
         strcmp(o->data_format, "u16") != 0)
         return cli_error(EXIT_USAGE, CMD, "--data-format must be auto, llmc or u16, got '%s'", o->data_format);
     if (o->data_bin && o->data) return cli_error(EXIT_USAGE, CMD, "--data and --data-bin exclude each other");
+    if (o->init_from && (o->resume || o->preset_given || strcmp(o->dtype, "f32") != 0))
+        return cli_error(EXIT_USAGE, CMD,
+                         "--init-from starts a new run from the model's own shape and f32 weights: it "
+                         "excludes --resume, --preset and --dtype");
     if (o->val_bin && !o->data_bin && !o->resume) return cli_error(EXIT_USAGE, CMD, "--val-bin needs --data-bin");
     if (o->min_lr > o->lr) return cli_error(EXIT_USAGE, CMD, "--min-lr %g is above --lr %g", o->min_lr, o->lr);
     if (o->warmup < 0) o->warmup = o->steps >= 1000 ? 100 : o->steps / 10;
@@ -263,6 +275,7 @@ typedef struct train_run {
     const char *bin_format[2];                           /* --data-bin, --val-bin: the format found */
     int64_t bin_files[2];                                /* and their number of files */
     tfc_gpt *m;
+    tfc_gpt *init; /* --init-from: the model read, until build takes it */
     tfc_optim *opt;
     tfc_graph *g;
     tfc_comm *comm; /* mpirun's ranks, or this process alone */
@@ -503,8 +516,20 @@ static int load(train_run *r) {
                            r->data_path);
     }
     if (r->o.data_bin) r->data_path = r->o.data_bin;
-    if (!rc && !r->o.resume) rc = cli_make_vocab(CMD, r->o.tokenizer_given ? r->o.tokenizer : NULL, text, len, &r->v);
-    if (!rc) rc = config_for(&r->o, &r->v, &r->cfg);
+    if (!rc && r->o.init_from) {
+        rc = model_source_load(CMD, r->o.init_from, r->o.tokenizer_given ? r->o.tokenizer : NULL, 1, &r->init, &r->v,
+                               NULL);
+        r->o.preset = INIT_PRESET;
+        r->cfg = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
+        if (!rc && tfc_gpt_get_config(r->init, &r->cfg) != TFC_OK) rc = cli_lib_error(CMD, "config");
+    } else if (!rc && !r->o.resume) {
+        rc = cli_make_vocab(CMD, r->o.tokenizer_given ? r->o.tokenizer : NULL, text, len, &r->v);
+    }
+    /* a resumed --init-from run has the shape of the model it started from, not a preset's */
+    if (!rc && r->o.resume && strcmp(r->o.preset, INIT_PRESET) == 0)
+        rc = ckpt_meta_config(CMD, r->ck.model, &r->cfg);
+    else if (!rc && !r->o.init_from)
+        rc = config_for(&r->o, &r->v, &r->cfg);
     if (!rc) rc = check_existing(r, &r->cfg, &r->start);
     if (!rc) rc = r->o.data_bin ? load_bin(r) : load_tokens(r, text, len);
     free(text);
@@ -585,7 +610,12 @@ static int resume_state(train_run *r) {
 }
 
 static int build(train_run *r) {
-    if (tfc_gpt_new(&r->cfg, (uint64_t)r->o.seed, &r->m) != TFC_OK) return cli_lib_error(CMD, "building the model");
+    if (r->init) { /* --init-from: its weights, a fresh optimizer from step 0 */
+        r->m = r->init;
+        r->init = NULL;
+    } else if (tfc_gpt_new(&r->cfg, (uint64_t)r->o.seed, &r->m) != TFC_OK) {
+        return cli_lib_error(CMD, "building the model");
+    }
     /* The model moves before the optimizer is built on its parameters. */
     if (r->o.cuda_index >= 0 && tfc_gpt_to_device(r->m, TFC_DEVICE_CUDA, r->o.cuda_index) != TFC_OK)
         return cli_lib_error(CMD, "moving the model to the GPU");
@@ -963,6 +993,7 @@ static void run_free(train_run *r) {
     tfc_optim_release(r->opt);
     /* the last one: finalizes MPI when libtfcore started it */
     tfc_gpt_release(r->m);
+    tfc_gpt_release(r->init);
     if (r->vf != r->tf) tfc_token_file_close(r->vf);
     tfc_token_file_close(r->tf);
     vocab_free(&r->v);

@@ -11,6 +11,7 @@ static void usage(FILE *f) {
             "  eval       loss of a checkpoint on a text file\n"
             "  tokenizer  train | encode | decode with a BPE tokenizer\n"
             "  data       prepare: a text to train.bin / val.bin token files (nanoGPT's u16 or llm.c's shards)\n"
+            "  export     a model as an llm.c checkpoint or a Hugging Face GPT-2 directory\n"
             "Run `tfcore <command> --help` for its flags.\n",
             tfc_version_string());
 }
@@ -26,6 +27,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
     if (strcmp(cmd, "tokenizer") == 0) return cmd_tokenizer(argc - 2, argv + 2);
     if (strcmp(cmd, "data") == 0) return cmd_data(argc - 2, argv + 2);
+    if (strcmp(cmd, "export") == 0) return cmd_export(argc - 2, argv + 2);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
@@ -34,7 +36,8 @@ int main(int argc, char **argv) {
         printf("tfcore %s\n", tfc_version_string());
         return 0;
     }
-    fprintf(stderr, "tfcore: error: unknown command '%s' (train, sample, eval, tokenizer, data; see tfcore --help)\n",
+    fprintf(stderr,
+            "tfcore: error: unknown command '%s' (train, sample, eval, tokenizer, data, export; see tfcore --help)\n",
             cmd);
     return EXIT_USAGE;
 }

@@ -217,6 +217,85 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_load(const char *path, tfc_gpt **out);
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path);
 
+/* ---- other tools' GPT-2 files: llm.c checkpoints, Hugging Face directories ------------- */
+
+/*
+ * Build a model from an llm.c GPT-2 checkpoint (gpt2_124M.bin as llm.c's
+ * train_gpt2.py writes it): a header of 256 little-endian int32 — [0] magic
+ * 20240326, [1] version 3 (fp32 values) or 5 (bf16), [2] maxT, [3] V,
+ * [4] L, [5] NH, [6] C, [7] Vp (V padded, >= V) — then the parameters in
+ * llm.c's order: wte [Vp,C], wpe [maxT,C], ln1w [L,C], ln1b [L,C],
+ * qkvw [L,3C,C], qkvb [L,3C], attprojw [L,C,C], attprojb [L,C], ln2w,
+ * ln2b, fcw [L,4C,C], fcb [L,4C], fcprojw [L,C,4C], fcprojb [L,C],
+ * lnfw [C], lnfb [C]. The model is f32 with block_size maxT, vocab_size V
+ * (wte's padding rows V..Vp are dropped), biases, a head tied to wte and
+ * ln_eps 1e-5; llm.c's [out, in] Linear weights are transposed to gpt.h's
+ * [in, out]. Errors (*out untouched, nothing allocated for a bad file): NULL
+ * arguments (TFC_ERR_INVALID_ARG); TFC_ERR_IO (cannot open, not a regular
+ * file); TFC_ERR_FORMAT for a file shorter than the header, another magic,
+ * a header field below 1, Vp < V, C not a multiple of NH, sizes that
+ * overflow, or a file size other than the header's (truncated parameters,
+ * trailing bytes), each naming the field or the sizes; TFC_ERR_VERSION for a
+ * version other than 3 and 5; TFC_ERR_OOM. Thread-safe.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_load_llmc(const char *path, tfc_gpt **out);
+
+/*
+ * Write m as an llm.c GPT-2 checkpoint that llm.c's train_gpt2.c reads
+ * (layout: tfc_gpt_load_llmc), version 3 (fp32; an f64 model is rounded),
+ * Vp = V rounded up to a multiple of 128 with zero rows, a model without
+ * biases written with zero biases (the same function). Atomic as
+ * tfc_safetensors_save. Errors: NULL arguments (TFC_ERR_INVALID_ARG); an
+ * untied LM head, ln_eps other than 1e-5, a quantized model
+ * (TFC_ERR_UNSUPPORTED: llm.c's GPT-2 has none of these); TFC_ERR_IO naming
+ * the path; TFC_ERR_OOM. m is only read.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_save_llmc(const tfc_gpt *m, const char *path);
+
+/*
+ * Build a model from a Hugging Face GPT-2 directory (transformers'
+ * GPT2LMHeadModel.save_pretrained): dir/config.json in GPT2Config's schema
+ * (n_layer, n_head, n_embd, vocab_size, n_positions or n_ctx required;
+ * layer_norm_epsilon 1e-5 and tie_word_embeddings true when absent) and
+ * dir/model.safetensors. Tensors are found under the names tfc_gpt_params
+ * gives (transformer.h.0.attn.c_attn.weight, ...) or GPT2Model's bare ones
+ * (h.0.attn.c_attn.weight); the attention mask buffers (attn.bias,
+ * attn.masked_bias) and a tied model's stored lm_head.weight are ignored;
+ * f32/f64/bf16/f16 values become an f32 model with biases. Errors (*out
+ * untouched): NULL arguments (TFC_ERR_INVALID_ARG); TFC_ERR_IO (a file
+ * missing or unreadable); TFC_ERR_FORMAT for config.json that is not JSON,
+ * lacks a required key, has a value of the wrong kind or a config the
+ * model refuses (naming the key), and for model.safetensors as
+ * tfc_safetensors_load, holding far fewer values than the config needs, a
+ * missing parameter, a shape other than the config's or a tensor no GPT-2
+ * of that config has (naming the tensor and both shapes);
+ * TFC_ERR_UNSUPPORTED for what the model cannot compute (model_type other
+ * than gpt2, an activation other than GELU's tanh form, n_inner other than
+ * 4 x n_embd, scale_attn_by_inverse_layer_idx, add_cross_attention) and for
+ * sharded or pytorch_model.bin-only directories; TFC_ERR_OOM. Thread-safe.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_load_hf(const char *dir, tfc_gpt **out);
+
+/*
+ * Write m as a Hugging Face GPT-2 directory that transformers'
+ * GPT2LMHeadModel.from_pretrained(dir) loads: dir (created when missing;
+ * other files in it are left alone) gets config.json (GPT2Config's schema:
+ * model_type gpt2, architectures [GPT2LMHeadModel], n_layer, n_head,
+ * n_embd, n_positions = n_ctx = block_size, vocab_size,
+ * layer_norm_epsilon, activation_function gelu_new, tie_word_embeddings,
+ * bos_token_id / eos_token_id when >= 0, GPT-2's dropout rates 0.1) and
+ * model.safetensors (HF names, f32, metadata format = pt; lm_head.weight
+ * only when untied). HF's GPT-2 always has biases: a model without them is
+ * written with zero biases, which compute the same. bos_token_id and
+ * eos_token_id: -1 for none. Tokenizer files are not written (the CLI's
+ * tfcore export writes vocab.json / merges.txt). Each file is replaced
+ * atomically. Errors: NULL arguments, an id outside [-1, vocab_size)
+ * (TFC_ERR_INVALID_ARG); a quantized model (TFC_ERR_UNSUPPORTED);
+ * TFC_ERR_IO naming the path; TFC_ERR_OOM. m is only read.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bos_token_id,
+                                                 int32_t eos_token_id);
+
 #ifdef __cplusplus
 }
 #endif

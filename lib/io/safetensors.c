@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/json.h"
 #include "tfcore/io.h"
 #include "tfcore/ops.h"
 
@@ -52,50 +53,6 @@ static int st_dtype_of(const char *name, tfc_dtype *d) {
 }
 
 /* ---- writing ----------------------------------------------------------------------- */
-
-typedef struct strbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t len) {
-    if (b->oom) return;
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + len + 1) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = 0;
-}
-static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-/* A JSON string literal: quotes, backslash and control characters escaped. */
-static void sb_json_string(strbuf *b, const char *s) {
-    sb_put(b, "\"", 1);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        char esc[8];
-        if (*c == '"' || *c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)*c;
-            sb_put(b, esc, 2);
-        } else if (*c < 0x20) {
-            snprintf(esc, sizeof esc, "\\u%04x", *c);
-            sb_put(b, esc, 6);
-        } else {
-            sb_put(b, (const char *)c, 1);
-        }
-    }
-    sb_put(b, "\"", 1);
-}
 
 typedef struct st_entry {
     const char *name;
@@ -152,38 +109,38 @@ TFC_API tfc_status tfc_safetensors_save(const char *path, const char *const *nam
                 s = tfc_err(TFC_ERR_INVALID_ARG, "%s: the name '%s' appears twice", fn, e[i].name);
         qsort(e, (size_t)n, sizeof *e, by_align_then_name);
     }
-    strbuf h = {0};
+    tfc_strbuf h = {0};
     size_t off = 0;
     if (s == TFC_OK) {
-        sb_str(&h, "{");
+        tfc_sb_str(&h, "{");
         if (n_meta > 0) {
-            sb_str(&h, "\"__metadata__\":{");
+            tfc_sb_str(&h, "\"__metadata__\":{");
             for (int32_t i = 0; i < n_meta; i++) {
-                if (i) sb_str(&h, ",");
-                sb_json_string(&h, meta_keys[i]);
-                sb_str(&h, ":");
-                sb_json_string(&h, meta_values[i]);
+                if (i) tfc_sb_str(&h, ",");
+                tfc_sb_json_string(&h, meta_keys[i]);
+                tfc_sb_str(&h, ":");
+                tfc_sb_json_string(&h, meta_values[i]);
             }
-            sb_str(&h, "}");
+            tfc_sb_str(&h, "}");
         }
         for (int32_t i = 0; i < n; i++) {
             char num[64];
-            if (i || n_meta > 0) sb_str(&h, ",");
-            sb_json_string(&h, e[i].name);
-            sb_str(&h, ":{\"dtype\":\"");
-            sb_str(&h, st_name_of(tfc_tensor_dtype(e[i].t)));
-            sb_str(&h, "\",\"shape\":[");
+            if (i || n_meta > 0) tfc_sb_str(&h, ",");
+            tfc_sb_json_string(&h, e[i].name);
+            tfc_sb_str(&h, ":{\"dtype\":\"");
+            tfc_sb_str(&h, st_name_of(tfc_tensor_dtype(e[i].t)));
+            tfc_sb_str(&h, "\",\"shape\":[");
             int32_t nd = tfc_tensor_ndim(e[i].t);
             for (int32_t d = 0; d < nd; d++) {
                 snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)tfc_tensor_dim(e[i].t, d));
-                sb_str(&h, num);
+                tfc_sb_str(&h, num);
             }
             snprintf(num, sizeof num, "],\"data_offsets\":[%zu,%zu]}", off, off + e[i].nbytes);
-            sb_str(&h, num);
+            tfc_sb_str(&h, num);
             off += e[i].nbytes;
         }
-        sb_str(&h, "}");
-        while (!h.oom && h.n % 8) sb_str(&h, " ");
+        tfc_sb_str(&h, "}");
+        while (!h.oom && h.n % 8) tfc_sb_str(&h, " ");
         if (h.oom) s = tfc_err(TFC_ERR_OOM, "%s: out of memory for the header", fn);
     }
     tfc_atomic_file af = {0};
@@ -229,164 +186,26 @@ struct tfc_safetensors {
     int32_t n_meta, meta_cap;
 };
 
-typedef struct parser {
-    const char *p, *end, *start;
-    const char *fn;
-} parser;
-
-static tfc_status perr(parser *ps, const char *what) {
-    return tfc_err(TFC_ERR_FORMAT, "%s: malformed safetensors header at byte %lld: %s", ps->fn,
-                   (long long)(ps->p - ps->start), what);
-}
-
-static void skip_ws(parser *ps) {
-    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')) ps->p++;
-}
-
-static int accept(parser *ps, char c) {
-    skip_ws(ps);
-    if (ps->p < ps->end && *ps->p == c) {
-        ps->p++;
-        return 1;
-    }
-    return 0;
-}
-
-static void put_utf8(strbuf *b, uint32_t cp) {
-    char u[4];
-    size_t n;
-    if (cp < 0x80) {
-        u[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xC0 | cp >> 6);
-        u[1] = (char)(0x80 | (cp & 63));
-        n = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xE0 | cp >> 12);
-        u[1] = (char)(0x80 | (cp >> 6 & 63));
-        u[2] = (char)(0x80 | (cp & 63));
-        n = 3;
-    } else {
-        u[0] = (char)(0xF0 | cp >> 18);
-        u[1] = (char)(0x80 | (cp >> 12 & 63));
-        u[2] = (char)(0x80 | (cp >> 6 & 63));
-        u[3] = (char)(0x80 | (cp & 63));
-        n = 4;
-    }
-    sb_put(b, u, n);
-}
-
-static int hex4(const char *p, uint32_t *v) {
-    *v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        int d = c >= '0' && c <= '9' ? c - '0'
-            : c >= 'a' && c <= 'f'   ? c - 'a' + 10
-            : c >= 'A' && c <= 'F'   ? c - 'A' + 10
-                                     : -1;
-        if (d < 0) return 0;
-        *v = *v * 16 + (uint32_t)d;
-    }
-    return 1;
-}
-
-/* A JSON string into a new NUL-terminated buffer (*out, owned). Embedded NULs are refused. */
-static tfc_status parse_string(parser *ps, char **out) {
-    if (!accept(ps, '"')) return perr(ps, "expected a string");
-    strbuf b = {0};
-    sb_put(&b, "", 0);
-    for (;;) {
-        if (ps->p >= ps->end) {
-            free(b.p);
-            return perr(ps, "unterminated string");
-        }
-        unsigned char c = (unsigned char)*ps->p++;
-        if (c == '"') break;
-        if (c < 0x20) {
-            free(b.p);
-            return perr(ps, "control character in a string");
-        }
-        if (c != '\\') {
-            sb_put(&b, (const char *)&c, 1);
-            continue;
-        }
-        if (ps->p >= ps->end) break;
-        char e = *ps->p++;
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e && simple) {
-            static const char map[] = "\"\\/\b\f\n\r\t";
-            sb_put(&b, &map[simple - "\"\\/bfnrt"], 1);
-            continue;
-        }
-        uint32_t cp, lo;
-        if (e != 'u' || ps->end - ps->p < 4 || !hex4(ps->p, &cp)) {
-            free(b.p);
-            return perr(ps, "bad escape in a string");
-        }
-        ps->p += 4;
-        if (cp >= 0xD800 && cp < 0xDC00) {
-            if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u' || !hex4(ps->p + 2, &lo) || lo < 0xDC00 ||
-                lo > 0xDFFF) {
-                free(b.p);
-                return perr(ps, "unpaired surrogate in a string");
-            }
-            ps->p += 6;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        } else if (cp >= 0xDC00 && cp < 0xE000) {
-            free(b.p);
-            return perr(ps, "unpaired surrogate in a string");
-        }
-        if (cp == 0) {
-            free(b.p);
-            return perr(ps, "NUL character in a string");
-        }
-        put_utf8(&b, cp);
-    }
-    if (b.oom) {
-        free(b.p);
-        return tfc_err(TFC_ERR_OOM, "%s: out of memory", ps->fn);
-    }
-    *out = b.p;
-    return TFC_OK;
-}
-
-/* A non-negative integer below 2^63. */
-static tfc_status parse_uint(parser *ps, uint64_t *v) {
-    skip_ws(ps);
-    if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9') return perr(ps, "expected a non-negative integer");
-    if (*ps->p == '0' && ps->p + 1 < ps->end && ps->p[1] >= '0' && ps->p[1] <= '9')
-        return perr(ps, "leading zero in a number");
-    uint64_t x = 0;
-    while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9') {
-        if (x > (UINT64_C(1) << 62) / 5) return perr(ps, "integer too large");
-        x = x * 10 + (uint64_t)(*ps->p++ - '0');
-    }
-    if (ps->p < ps->end && (*ps->p == '.' || *ps->p == 'e' || *ps->p == 'E')) return perr(ps, "expected an integer");
-    *v = x;
-    return TFC_OK;
-}
-
-static tfc_status parse_uint_array(parser *ps, uint64_t *v, int32_t cap, int32_t *n, const char *what) {
-    if (!accept(ps, '[')) return perr(ps, what);
+static tfc_status parse_uint_array(tfc_json *ps, uint64_t *v, int32_t cap, int32_t *n, const char *what) {
+    if (!tfc_json_accept(ps, '[')) return tfc_json_error(ps, what);
     *n = 0;
-    if (accept(ps, ']')) return TFC_OK;
+    if (tfc_json_accept(ps, ']')) return TFC_OK;
     do {
-        if (*n == cap) return perr(ps, "array too long");
-        TFC_TRY(parse_uint(ps, &v[(*n)++]));
-    } while (accept(ps, ','));
-    if (!accept(ps, ']')) return perr(ps, "expected ']'");
+        if (*n == cap) return tfc_json_error(ps, "array too long");
+        TFC_TRY(tfc_json_uint(ps, &v[(*n)++]));
+    } while (tfc_json_accept(ps, ','));
+    if (!tfc_json_accept(ps, ']')) return tfc_json_error(ps, "expected ']'");
     return TFC_OK;
 }
 
-static tfc_status parse_metadata(parser *ps, tfc_safetensors *f) {
-    if (f->n_meta || f->meta) return perr(ps, "__metadata__ appears twice");
-    if (!accept(ps, '{')) return perr(ps, "__metadata__ must be an object of strings");
-    if (accept(ps, '}')) return TFC_OK;
+static tfc_status parse_metadata(tfc_json *ps, tfc_safetensors *f) {
+    if (f->n_meta || f->meta) return tfc_json_error(ps, "__metadata__ appears twice");
+    if (!tfc_json_accept(ps, '{')) return tfc_json_error(ps, "__metadata__ must be an object of strings");
+    if (tfc_json_accept(ps, '}')) return TFC_OK;
     do {
         char *k = NULL, *v = NULL;
-        TFC_TRY(parse_string(ps, &k));
-        tfc_status s = accept(ps, ':') ? parse_string(ps, &v) : perr(ps, "expected ':'");
+        TFC_TRY(tfc_json_string(ps, &k));
+        tfc_status s = tfc_json_accept(ps, ':') ? tfc_json_string(ps, &v) : tfc_json_error(ps, "expected ':'");
         if (s == TFC_OK && f->n_meta == f->meta_cap) {
             int32_t cap = f->meta_cap ? 2 * f->meta_cap : 8;
             char **nm = realloc(f->meta, (size_t)cap * 2 * sizeof *nm);
@@ -400,26 +219,26 @@ static tfc_status parse_metadata(parser *ps, tfc_safetensors *f) {
         if (s != TFC_OK) {
             free(k);
             free(v);
-            return s == TFC_ERR_FORMAT ? perr(ps, "__metadata__ values must be strings") : s;
+            return s == TFC_ERR_FORMAT ? tfc_json_error(ps, "__metadata__ values must be strings") : s;
         }
         f->meta[2 * f->n_meta] = k;
         f->meta[2 * f->n_meta + 1] = v;
         f->n_meta++;
-    } while (accept(ps, ','));
-    if (!accept(ps, '}')) return perr(ps, "expected '}' after __metadata__");
+    } while (tfc_json_accept(ps, ','));
+    if (!tfc_json_accept(ps, '}')) return tfc_json_error(ps, "expected '}' after __metadata__");
     return TFC_OK;
 }
 
-static tfc_status parse_tensor_info(parser *ps, st_tensor *t) {
-    if (!accept(ps, '{')) return perr(ps, "a tensor entry must be an object");
+static tfc_status parse_tensor_info(tfc_json *ps, st_tensor *t) {
+    if (!tfc_json_accept(ps, '{')) return tfc_json_error(ps, "a tensor entry must be an object");
     int have_dtype = 0, have_shape = 0, have_off = 0;
     do {
         char *key = NULL;
-        TFC_TRY(parse_string(ps, &key));
-        tfc_status s = accept(ps, ':') ? TFC_OK : perr(ps, "expected ':'");
+        TFC_TRY(tfc_json_string(ps, &key));
+        tfc_status s = tfc_json_accept(ps, ':') ? TFC_OK : tfc_json_error(ps, "expected ':'");
         if (s == TFC_OK && strcmp(key, "dtype") == 0 && !have_dtype) {
             char *dt = NULL;
-            s = parse_string(ps, &dt);
+            s = tfc_json_string(ps, &dt);
             if (s == TFC_OK && !st_dtype_of(dt, &t->dtype))
                 s = tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' has unknown or unsupported dtype '%s'", ps->fn, t->name,
                             dt);
@@ -434,7 +253,7 @@ static tfc_status parse_tensor_info(parser *ps, st_tensor *t) {
             uint64_t o[2];
             int32_t no = 0;
             s = parse_uint_array(ps, o, 2, &no, "data_offsets must be [begin, end]");
-            if (s == TFC_OK && no != 2) s = perr(ps, "data_offsets must have two entries");
+            if (s == TFC_OK && no != 2) s = tfc_json_error(ps, "data_offsets must have two entries");
             t->begin = o[0];
             t->end = o[1];
             have_off = 1;
@@ -443,8 +262,8 @@ static tfc_status parse_tensor_info(parser *ps, st_tensor *t) {
         }
         free(key);
         TFC_TRY(s);
-    } while (accept(ps, ','));
-    if (!accept(ps, '}')) return perr(ps, "expected '}' after a tensor entry");
+    } while (tfc_json_accept(ps, ','));
+    if (!tfc_json_accept(ps, '}')) return tfc_json_error(ps, "expected '}' after a tensor entry");
     if (!have_dtype || !have_shape || !have_off)
         return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' lacks %s", ps->fn, t->name,
                        !have_dtype       ? "dtype"
@@ -487,13 +306,14 @@ static tfc_status parse_file(const char *fn, const unsigned char *buf, size_t le
     if (hlen > len - 8)
         return tfc_err(TFC_ERR_FORMAT, "%s: header length %llu runs past the end of the %zu-byte file", fn,
                        (unsigned long long)hlen, len);
-    parser ps = {(const char *)buf + 8, (const char *)buf + 8 + hlen, (const char *)buf + 8, fn};
-    if (!accept(&ps, '{')) return perr(&ps, "the header must be a JSON object");
-    if (!accept(&ps, '}')) {
+    tfc_json ps = {(const char *)buf + 8, (const char *)buf + 8 + hlen, (const char *)buf + 8, fn,
+                   "safetensors header"};
+    if (!tfc_json_accept(&ps, '{')) return tfc_json_error(&ps, "the header must be a JSON object");
+    if (!tfc_json_accept(&ps, '}')) {
         do {
             char *name = NULL;
-            TFC_TRY(parse_string(&ps, &name));
-            tfc_status s = accept(&ps, ':') ? TFC_OK : perr(&ps, "expected ':'");
+            TFC_TRY(tfc_json_string(&ps, &name));
+            tfc_status s = tfc_json_accept(&ps, ':') ? TFC_OK : tfc_json_error(&ps, "expected ':'");
             if (s == TFC_OK && strcmp(name, "__metadata__") == 0) {
                 free(name);
                 TFC_TRY(parse_metadata(&ps, f));
@@ -517,11 +337,11 @@ static tfc_status parse_file(const char *fn, const unsigned char *buf, size_t le
             memset(t, 0, sizeof *t);
             t->name = name;
             TFC_TRY(parse_tensor_info(&ps, t));
-        } while (accept(&ps, ','));
-        if (!accept(&ps, '}')) return perr(&ps, "expected '}' at the end of the header");
+        } while (tfc_json_accept(&ps, ','));
+        if (!tfc_json_accept(&ps, '}')) return tfc_json_error(&ps, "expected '}' at the end of the header");
     }
-    skip_ws(&ps);
-    if (ps.p != ps.end) return perr(&ps, "trailing bytes after the JSON object");
+    tfc_json_skip_ws(&ps);
+    if (ps.p != ps.end) return tfc_json_error(&ps, "trailing bytes after the JSON object");
     if (f->n > 1) {
         qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_tensor_name);
         for (int32_t i = 1; i < f->n; i++)

@@ -526,6 +526,9 @@ int fx_setup_files(void) {
     ok &= tfc_safetensors_save(fx_path("st.safetensors"), names, ts, 2, mk, mv, 1) == TFC_OK;
     /* GPT weights of fx_gpt's config */
     ok &= tfc_gpt_save(fx_gpt(), fx_path("gpt.safetensors"), NULL, NULL, 0) == TFC_OK;
+    /* the same model as an llm.c checkpoint and a Hugging Face directory */
+    ok &= tfc_gpt_save_llmc(fx_gpt(), fx_path("gpt.llmc.bin")) == TFC_OK;
+    ok &= tfc_gpt_save_hf(fx_gpt(), fx_path("hf"), -1, -1) == TFC_OK;
     /* tokenizer in the native format, a text to train on */
     ok &= tfc_tokenizer_save(fx_tok(), fx_path("tok.txt")) == TFC_OK;
     ok &= write_file(fx_path("train.txt"), train_text);

@@ -84,6 +84,12 @@ static void gpt_seeds(void) {
     ok(tfc_gpt_quantize(m, TFC_QFORMAT_INT4, 32), "gpt quantize");
     ok(tfc_gpt_save(m, path_of("gpt_load", "int4_g32.safetensors"), NULL, NULL, 0), "gpt save");
     tfc_gpt_release(m);
+    /* an llm.c checkpoint (vocabulary 5 padded to 128) */
+    c = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
+    c.n_layer = 1, c.n_head = 1, c.n_embd = 2, c.block_size = 2, c.vocab_size = 5;
+    ok(tfc_gpt_new(&c, 5, &m), "gpt");
+    ok(tfc_gpt_save_llmc(m, path_of("gpt_llmc", "tiny.bin")), "gpt save llmc");
+    tfc_gpt_release(m);
 }
 
 static void tokenizer_seeds(void) {

@@ -321,6 +321,10 @@ tfc_status tfc_token_file_write_shard(const char *path, const int32_t *ids, int6
 tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *const *meta_keys, const char *const *meta_values, int32_t n_meta);
 tfc_status tfc_gpt_load(const char *path, tfc_gpt **out);
 tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path);
+tfc_status tfc_gpt_load_llmc(const char *path, tfc_gpt **out);
+tfc_status tfc_gpt_save_llmc(const tfc_gpt *m, const char *path);
+tfc_status tfc_gpt_load_hf(const char *dir, tfc_gpt **out);
+tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bos_token_id, int32_t eos_token_id);
 typedef struct tfc_optim tfc_optim;
 typedef enum tfc_optim_kind {
 TFC_OPTIM_SGD = 0,

@@ -17,6 +17,8 @@ from ._dtype import as_dtype
 from ._lib import check, ffi, lib
 from .tensor import Tensor, _wrap, tensor
 
+_LLMC_MAGIC = 20240326  # llm.c GPT-2 checkpoints start with it (int32 little-endian)
+
 _FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "bias", "tie_weights", "dtype", "ln_eps")
 
 
@@ -108,13 +110,58 @@ class GPT:
                         for i in range(n[0])]
 
     @classmethod
-    def load(cls, path):
-        """A model built from a file written by save() (config from its metadata)."""
+    def _built_by(cls, fn, path):
         out = ffi.new("tfc_gpt **")
-        check(lib.tfc_gpt_load(os.fsencode(os.fspath(path)), out))
+        check(fn(os.fsencode(os.fspath(path)), out))
         m = cls.__new__(cls)
         m._adopt(out[0])
         return m
+
+    @classmethod
+    def load(cls, path):
+        """A model from any file or directory the library reads, told apart by
+        content: a Hugging Face GPT-2 directory (config.json, as load_hf), an
+        llm.c checkpoint (magic 20240326, as load_llmc), else a file written by
+        save() (config from its metadata)."""
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            return cls.load_hf(path)
+        try:
+            with open(path, "rb") as f:
+                head = f.read(4)
+        except OSError:
+            head = b""
+        if len(head) == 4 and int.from_bytes(head, "little") == _LLMC_MAGIC:
+            return cls.load_llmc(path)
+        return cls._built_by(lib.tfc_gpt_load, path)
+
+    @classmethod
+    def load_llmc(cls, path):
+        """A model from an llm.c GPT-2 checkpoint (gpt2_124M.bin: fp32 version 3
+        or bf16 version 5); f32, vocabulary unpadded, head tied."""
+        return cls._built_by(lib.tfc_gpt_load_llmc, path)
+
+    def save_llmc(self, path):
+        """Write an llm.c GPT-2 checkpoint (version 3, fp32, vocabulary padded to
+        a multiple of 128) that llm.c's train_gpt2 reads."""
+        check(lib.tfc_gpt_save_llmc(self._h, os.fsencode(os.fspath(path))))
+
+    @classmethod
+    def load_hf(cls, directory):
+        """A model from a Hugging Face GPT-2 directory (config.json +
+        model.safetensors, as GPT2LMHeadModel.save_pretrained writes it)."""
+        return cls._built_by(lib.tfc_gpt_load_hf, directory)
+
+    def save_hf(self, directory, bos_token_id=None, eos_token_id=None):
+        """Write config.json + model.safetensors that
+        transformers.GPT2LMHeadModel.from_pretrained(directory) loads."""
+        bos = -1 if bos_token_id is None else int(bos_token_id)
+        eos = -1 if eos_token_id is None else int(eos_token_id)
+        check(lib.tfc_gpt_save_hf(self._h, os.fsencode(os.fspath(directory)), bos, eos))
+
+    # transformers' names for the same two operations
+    from_pretrained = load_hf
+    save_pretrained = save_hf
 
     def load_weights(self, path):
         """Copy the weights of a saved file of the same config into this model."""

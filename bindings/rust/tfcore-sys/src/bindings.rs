@@ -467,6 +467,10 @@ extern "C" {
     pub fn tfc_gpt_save(m: *const tfc_gpt, path: *const c_char, meta_keys: *const *const c_char, meta_values: *const *const c_char, n_meta: i32) -> tfc_status;
     pub fn tfc_gpt_load(path: *const c_char, out: *mut *mut tfc_gpt) -> tfc_status;
     pub fn tfc_gpt_load_into(m: *mut tfc_gpt, path: *const c_char) -> tfc_status;
+    pub fn tfc_gpt_load_llmc(path: *const c_char, out: *mut *mut tfc_gpt) -> tfc_status;
+    pub fn tfc_gpt_save_llmc(m: *const tfc_gpt, path: *const c_char) -> tfc_status;
+    pub fn tfc_gpt_load_hf(dir: *const c_char, out: *mut *mut tfc_gpt) -> tfc_status;
+    pub fn tfc_gpt_save_hf(m: *const tfc_gpt, dir: *const c_char, bos_token_id: i32, eos_token_id: i32) -> tfc_status;
     pub fn tfc_optim_options_default(kind: tfc_optim_kind, opts: *mut tfc_optim_options) -> tfc_status;
     pub fn tfc_optim_sgd(opts: *const tfc_optim_options, out: *mut *mut tfc_optim) -> tfc_status;
     pub fn tfc_optim_adam(opts: *const tfc_optim_options, out: *mut *mut tfc_optim) -> tfc_status;

@@ -1,0 +1,487 @@
+/*
+ * Hugging Face GPT-2 directories (transformers' GPT2LMHeadModel
+ * save_pretrained): config.json in GPT2Config's schema and model.safetensors
+ * under HF's names. Our parameter names and layouts are HF's already
+ * (gpt.h: Conv1D [in, out] weights), so tensors travel as they are; what
+ * this file adds is config.json (read with the library's one JSON reader,
+ * lib/io/json.c) and the name variants found in the wild: GPT2Model's bare
+ * names ("h.0.attn.c_attn.weight", "wte.weight"), the attention mask
+ * buffers older transformers saved ("attn.bias", "attn.masked_bias"), an
+ * lm_head.weight stored although tied. Tokenizer files (vocab.json,
+ * merges.txt) belong to the tokenizer layer and the CLI.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
+#include "model/gpt_impl.h"
+#include "tfcore/io.h"
+
+#define HF_CONFIG_MAX (16u << 20) /* a GPT2Config is a few hundred bytes; anything huge is not one */
+
+static char *join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* ---- config.json ------------------------------------------------------------------ */
+
+typedef struct hf_config {
+    int32_t n_layer, n_head, n_embd, n_positions, n_ctx, vocab_size, n_inner; /* -1: absent (n_inner: null too) */
+    double eps;                                                               /* NAN: absent */
+    int tie;                                                                  /* -1 absent */
+    int inverse_layer_idx, cross_attention, scale_attn;                       /* -1 absent */
+    char *model_type, *activation;                                            /* NULL: absent */
+} hf_config;
+
+static void hf_config_free(hf_config *h) {
+    free(h->model_type);
+    free(h->activation);
+}
+
+/* An integer value (JSON number with no fraction) in int32 range; null gives -1 where nullable. */
+static tfc_status json_int(tfc_json *j, const char *key, int nullable, int32_t *v) {
+    tfc_json_skip_ws(j);
+    if (nullable && j->p < j->end && *j->p == 'n') {
+        int lit;
+        TFC_TRY(tfc_json_literal(j, &lit));
+        *v = -1;
+        return TFC_OK;
+    }
+    double d;
+    if (j->p >= j->end || (*j->p != '-' && (*j->p < '0' || *j->p > '9')))
+        return tfc_err(TFC_ERR_FORMAT, "%s: config.json: \"%s\" must be an integer", j->fn, key);
+    TFC_TRY(tfc_json_number(j, &d));
+    if (d != floor(d) || d < INT32_MIN || d > INT32_MAX)
+        return tfc_err(TFC_ERR_FORMAT, "%s: config.json: \"%s\" is %g, not a 32-bit integer", j->fn, key, d);
+    *v = (int32_t)d;
+    return TFC_OK;
+}
+
+static tfc_status json_bool(tfc_json *j, const char *key, int *v) {
+    int lit = -2;
+    tfc_json_skip_ws(j);
+    if (j->p < j->end && (*j->p == 't' || *j->p == 'f')) TFC_TRY(tfc_json_literal(j, &lit));
+    if (lit < 0) return tfc_err(TFC_ERR_FORMAT, "%s: config.json: \"%s\" must be true or false", j->fn, key);
+    *v = lit;
+    return TFC_OK;
+}
+
+static tfc_status parse_config(tfc_json *j, hf_config *h) {
+    if (!tfc_json_accept(j, '{')) return tfc_json_error(j, "expected a JSON object");
+    if (!tfc_json_accept(j, '}')) {
+        do {
+            char *key = NULL;
+            TFC_TRY(tfc_json_string(j, &key));
+            tfc_status s = tfc_json_accept(j, ':') ? TFC_OK : tfc_json_error(j, "expected ':'");
+            static const struct {
+                const char *key;
+                size_t off;
+                int nullable;
+            } ints[] = {
+                {"n_layer", offsetof(hf_config, n_layer), 0}, {"n_head", offsetof(hf_config, n_head), 0},
+                {"n_embd", offsetof(hf_config, n_embd), 0},   {"n_positions", offsetof(hf_config, n_positions), 0},
+                {"n_ctx", offsetof(hf_config, n_ctx), 0},     {"vocab_size", offsetof(hf_config, vocab_size), 0},
+                {"n_inner", offsetof(hf_config, n_inner), 1},
+            };
+            int done = 0;
+            for (size_t i = 0; s == TFC_OK && i < sizeof ints / sizeof ints[0]; i++)
+                if (strcmp(key, ints[i].key) == 0) {
+                    s = json_int(j, key, ints[i].nullable, (int32_t *)((char *)h + ints[i].off));
+                    done = 1;
+                }
+            if (s == TFC_OK && !done) {
+                if (strcmp(key, "layer_norm_epsilon") == 0) {
+                    s = tfc_json_number(j, &h->eps);
+                } else if (strcmp(key, "tie_word_embeddings") == 0) {
+                    s = json_bool(j, key, &h->tie);
+                } else if (strcmp(key, "scale_attn_by_inverse_layer_idx") == 0) {
+                    s = json_bool(j, key, &h->inverse_layer_idx);
+                } else if (strcmp(key, "add_cross_attention") == 0) {
+                    s = json_bool(j, key, &h->cross_attention);
+                } else if (strcmp(key, "scale_attn_weights") == 0) {
+                    s = json_bool(j, key, &h->scale_attn);
+                } else if (strcmp(key, "model_type") == 0 && !h->model_type) {
+                    s = tfc_json_string(j, &h->model_type);
+                } else if (strcmp(key, "activation_function") == 0 && !h->activation) {
+                    s = tfc_json_string(j, &h->activation);
+                } else {
+                    s = tfc_json_skip(j); /* dropout rates, ids, task params, ...: nothing the forward pass reads */
+                }
+            }
+            free(key);
+            TFC_TRY(s);
+        } while (tfc_json_accept(j, ','));
+        if (!tfc_json_accept(j, '}')) return tfc_json_error(j, "expected '}'");
+    }
+    tfc_json_skip_ws(j);
+    if (j->p != j->end) return tfc_json_error(j, "trailing bytes after the JSON object");
+    return TFC_OK;
+}
+
+/* config.json's GPT2Config as our config; anything our GPT-2 cannot compute is refused by name. */
+static tfc_status config_from_hf(const char *fn, const char *path, const hf_config *h, tfc_gpt_config *c) {
+    const struct {
+        const char *key;
+        int32_t v;
+    } req[] = {{"n_layer", h->n_layer}, {"n_head", h->n_head}, {"n_embd", h->n_embd}, {"vocab_size", h->vocab_size}};
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
+        if (req[i].v == INT32_MIN) return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has no \"%s\"", fn, path, req[i].key);
+    if (h->n_positions == INT32_MIN && h->n_ctx == INT32_MIN)
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has no \"n_positions\"", fn, path);
+    if (h->model_type && strcmp(h->model_type, "gpt2") != 0)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: '%s' has model_type \"%s\"; only \"gpt2\" is read", fn, path,
+                       h->model_type);
+    if (h->activation && strcmp(h->activation, "gelu_new") != 0 && strcmp(h->activation, "gelu_pytorch_tanh") != 0 &&
+        strcmp(h->activation, "gelu_fast") != 0)
+        return tfc_err(TFC_ERR_UNSUPPORTED,
+                       "%s: '%s' has activation_function \"%s\"; the model computes GELU's tanh form (gelu_new)", fn,
+                       path, h->activation);
+    if (h->n_inner != INT32_MIN && h->n_inner != -1 && (int64_t)h->n_inner != 4 * (int64_t)h->n_embd)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: '%s' has n_inner %d; the model's MLP is 4 x n_embd = %lld", fn, path,
+                       (int)h->n_inner, 4 * (long long)h->n_embd);
+    if (h->inverse_layer_idx == 1)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: '%s' sets scale_attn_by_inverse_layer_idx, which the model lacks", fn,
+                       path);
+    if (h->scale_attn == 0)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: '%s' sets scale_attn_weights false, which the model lacks", fn, path);
+    if (h->cross_attention == 1)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: '%s' sets add_cross_attention, which the model lacks", fn, path);
+    if (h->n_positions != INT32_MIN && h->n_ctx != INT32_MIN && h->n_ctx > h->n_positions)
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has n_ctx %d above n_positions %d", fn, path, (int)h->n_ctx,
+                       (int)h->n_positions);
+    *c = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
+    c->n_layer = h->n_layer;
+    c->n_head = h->n_head;
+    c->n_embd = h->n_embd;
+    c->vocab_size = h->vocab_size;
+    c->block_size = h->n_positions != INT32_MIN ? h->n_positions : h->n_ctx; /* wpe has n_positions rows */
+    c->bias = 1;
+    c->tie_weights = h->tie != 0;
+    c->ln_eps = isnan(h->eps) ? 1e-5 : h->eps;
+    tfc_status s = tfc_gpt_check_config(fn, c);
+    if (s != TFC_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", tfc_last_error());
+        return tfc_err(TFC_ERR_FORMAT, "%s (from '%s')", why, path);
+    }
+    return TFC_OK;
+}
+
+static tfc_status read_config_json(const char *fn, const char *path, tfc_gpt_config *c) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return tfc_err(TFC_ERR_IO, "%s: cannot open '%s': %s", fn, path, strerror(errno));
+    char *buf = malloc(HF_CONFIG_MAX + 1);
+    size_t n = buf ? fread(buf, 1, HF_CONFIG_MAX + 1, fp) : 0;
+    const int err = ferror(fp);
+    fclose(fp);
+    tfc_status s = TFC_OK;
+    if (!buf)
+        s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    else if (err)
+        s = tfc_err(TFC_ERR_IO, "%s: cannot read '%s'", fn, path);
+    else if (n > HF_CONFIG_MAX)
+        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' is over %u bytes, too large for a config", fn, path, HF_CONFIG_MAX);
+    hf_config h = {INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN,
+                   NAN,       -1,        -1,        -1,        -1,        NULL,      NULL};
+    if (s == TFC_OK) {
+        tfc_json j = {buf, buf + n, buf, fn, "config.json"};
+        s = parse_config(&j, &h);
+        if (s != TFC_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", tfc_last_error());
+            s = tfc_err(s, "%s ('%s')", why, path);
+        }
+    }
+    if (s == TFC_OK) s = config_from_hf(fn, path, &h, c);
+    hf_config_free(&h);
+    free(buf);
+    return s;
+}
+
+/* ---- loading ---------------------------------------------------------------------- */
+
+/* Tensors a GPT-2 file may hold beside the parameters: the causal mask buffers of older transformers. */
+static int ends_with(const char *s, const char *tail) {
+    const size_t n = strlen(s), k = strlen(tail);
+    return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+static int is_mask_buffer(const char *name) {
+    return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+}
+
+/* The parameter called name in f, under its own name or GPT2Model's bare one; NULL when absent. */
+static tfc_tensor *find_param(const tfc_safetensors *f, const char *name) {
+    tfc_tensor *t = NULL;
+    if (tfc_safetensors_find(f, name, &t) == TFC_OK) return t;
+    const char *pre = "transformer.";
+    if (strncmp(name, pre, strlen(pre)) == 0 && tfc_safetensors_find(f, name + strlen(pre), &t) == TFC_OK) return t;
+    return NULL;
+}
+
+/* Every tensor of f is a parameter of m (under either name), a mask buffer, or a tied model's lm_head.weight. */
+static tfc_status check_no_strangers(const char *fn, const char *path, const tfc_gpt *m, const tfc_safetensors *f) {
+    int32_t n;
+    const char *const *names;
+    tfc_tensor *const *params;
+    TFC_TRY(tfc_gpt_params(m, &n, &names, &params));
+    for (int32_t i = 0; i < tfc_safetensors_count(f); i++) {
+        const char *tn = NULL;
+        TFC_TRY(tfc_safetensors_get(f, i, &tn, NULL));
+        if (is_mask_buffer(tn) || (m->cfg.tie_weights && strcmp(tn, "lm_head.weight") == 0)) continue;
+        int known = 0;
+        for (int32_t k = 0; k < n && !known; k++)
+            known = strcmp(tn, names[k]) == 0 ||
+                (strncmp(names[k], "transformer.", 12) == 0 && strcmp(tn, names[k] + 12) == 0);
+        if (!known)
+            return tfc_err(TFC_ERR_FORMAT,
+                           "%s: '%s' holds a tensor '%s' that a GPT-2 of its config.json (n_layer %d) does not have",
+                           fn, path, tn, (int)m->cfg.n_layer);
+    }
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_load_hf(const char *dir, tfc_gpt **out) {
+    const char *fn = "tfc_gpt_load_hf";
+    TFC_CHECK_NOT_NULL(fn, dir);
+    TFC_CHECK_NOT_NULL(fn, out);
+    char *cpath = join(dir, "config.json"), *wpath = join(dir, "model.safetensors");
+    if (!cpath || !wpath) {
+        free(cpath);
+        free(wpath);
+        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    }
+    tfc_gpt_config c;
+    tfc_status s = read_config_json(fn, cpath, &c);
+    struct stat st;
+    if (s == TFC_OK && stat(wpath, &st) != 0) {
+        char *idx = join(dir, "model.safetensors.index.json"), *bin = join(dir, "pytorch_model.bin");
+        struct stat st2;
+        if (idx && stat(idx, &st2) == 0)
+            s = tfc_err(TFC_ERR_UNSUPPORTED,
+                        "%s: '%s' holds a sharded checkpoint (model.safetensors.index.json); "
+                        "only a single model.safetensors is read",
+                        fn, dir);
+        else if (bin && stat(bin, &st2) == 0)
+            s = tfc_err(TFC_ERR_UNSUPPORTED,
+                        "%s: '%s' has pytorch_model.bin but no model.safetensors; save it with "
+                        "safe_serialization=True",
+                        fn, dir);
+        else
+            s = tfc_err(TFC_ERR_IO, "%s: cannot open '%s': %s", fn, wpath, strerror(errno));
+        free(idx);
+        free(bin);
+    }
+    tfc_safetensors *f = NULL;
+    if (s == TFC_OK) s = tfc_safetensors_load(wpath, &f);
+    /*
+     * config.json alone decides how much the model allocates: refuse a config far larger than the file
+     * (memory stays O(file size)); a near miss is left to the per-tensor checks, which name the tensor
+     */
+    int64_t held = 0;
+    for (int32_t i = 0; s == TFC_OK && i < tfc_safetensors_count(f); i++) {
+        tfc_tensor *t = NULL;
+        s = tfc_safetensors_get(f, i, NULL, &t);
+        held += tfc_tensor_numel(t);
+        tfc_tensor_release(t);
+    }
+    if (s == TFC_OK && tfc_gpt_config_numel(&c) / 2 > held + (1 << 20))
+        s = tfc_err(TFC_ERR_FORMAT,
+                    "%s: '%s' holds %lld values but config.json (n_layer %d, n_embd %d, vocab_size %d, n_positions "
+                    "%d) needs %lld",
+                    fn, wpath, (long long)held, (int)c.n_layer, (int)c.n_embd, (int)c.vocab_size, (int)c.block_size,
+                    (long long)tfc_gpt_config_numel(&c));
+    tfc_gpt *m = NULL;
+    if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
+    if (s == TFC_OK) s = check_no_strangers(fn, wpath, m, f);
+    int32_t n = 0;
+    const char *const *names = NULL;
+    tfc_tensor *const *params = NULL;
+    if (s == TFC_OK) s = tfc_gpt_params(m, &n, &names, &params);
+    tfc_tensor **src = s == TFC_OK ? calloc((size_t)n + 1, sizeof *src) : NULL;
+    if (s == TFC_OK && !src) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    for (int32_t i = 0; s == TFC_OK && i < n; i++) {
+        src[i] = find_param(f, names[i]);
+        int64_t a[TFC_MAX_DIMS], b[TFC_MAX_DIMS];
+        const int32_t na = src[i] ? tfc_tensor_ndim(src[i]) : 0, nb = tfc_tensor_ndim(params[i]);
+        if (!src[i]) {
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has no tensor '%s'%s", fn, wpath, names[i],
+                        strcmp(names[i], "lm_head.weight") == 0 ? " (config.json says tie_word_embeddings false)" : "");
+        } else if (tfc_tensor_shape(src[i], a, TFC_MAX_DIMS) != TFC_OK ||
+                   tfc_tensor_shape(params[i], b, TFC_MAX_DIMS) != TFC_OK || na != nb ||
+                   memcmp(a, b, (size_t)na * sizeof a[0]) != 0) {
+            s = tfc_err(TFC_ERR_FORMAT,
+                        "%s: '%s' holds %s as %s, its config.json (n_layer %d, n_head %d, n_embd %d, vocab_size %d, "
+                        "n_positions %d) needs %s",
+                        fn, wpath, names[i], tfc_fmt_dims(a, na), (int)c.n_layer, (int)c.n_head, (int)c.n_embd,
+                        (int)c.vocab_size, (int)c.block_size, tfc_fmt_dims(b, nb));
+        } else {
+            const tfc_dtype dt = tfc_tensor_dtype(src[i]);
+            if (dt != TFC_DTYPE_F32 && dt != TFC_DTYPE_F64 && dt != TFC_DTYPE_BF16 && dt != TFC_DTYPE_F16)
+                s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds %s as %s, need a float dtype", fn, wpath, names[i],
+                            tfc_dtype_name(dt));
+        }
+    }
+    for (int32_t i = 0; s == TFC_OK && i < n; i++) s = tfc_tensor_copy_from(params[i], src[i]);
+    for (int32_t i = 0; src && i < n; i++) tfc_tensor_release(src[i]);
+    free(src);
+    tfc_safetensors_release(f);
+    free(cpath);
+    free(wpath);
+    if (s != TFC_OK) {
+        tfc_gpt_release(m);
+        return tfc_err_in(fn, s);
+    }
+    *out = m;
+    return TFC_OK;
+}
+
+/* ---- saving ----------------------------------------------------------------------- */
+
+static void put_kv_int(tfc_strbuf *b, const char *key, long long v, int last) {
+    char num[64];
+    tfc_sb_str(b, "  ");
+    tfc_sb_json_string(b, key);
+    snprintf(num, sizeof num, ": %lld%s\n", v, last ? "" : ",");
+    tfc_sb_str(b, num);
+}
+
+static void put_kv_raw(tfc_strbuf *b, const char *key, const char *json, int last) {
+    tfc_sb_str(b, "  ");
+    tfc_sb_json_string(b, key);
+    tfc_sb_str(b, ": ");
+    tfc_sb_str(b, json);
+    tfc_sb_str(b, last ? "\n" : ",\n");
+}
+
+/* GPT2Config's JSON for c, keys sorted as transformers writes them. */
+static void config_json(tfc_strbuf *b, const tfc_gpt_config *c, int32_t bos, int32_t eos) {
+    char eps[64];
+    /* the shortest form that reads back as the same double (1e-05, as Python writes it) */
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(eps, sizeof eps, "%.*g", prec, c->ln_eps);
+        if (strtod(eps, NULL) == c->ln_eps) break;
+    }
+    if (!strpbrk(eps, ".eEn")) strcat(eps, ".0"); /* a float in JSON terms, as Python writes 1e-05 */
+    tfc_sb_str(b, "{\n");
+    put_kv_raw(b, "activation_function", "\"gelu_new\"", 0);
+    put_kv_raw(b, "architectures", "[\n    \"GPT2LMHeadModel\"\n  ]", 0);
+    put_kv_raw(b, "attn_pdrop", "0.1", 0);
+    if (bos >= 0) put_kv_int(b, "bos_token_id", bos, 0);
+    put_kv_raw(b, "embd_pdrop", "0.1", 0);
+    if (eos >= 0) put_kv_int(b, "eos_token_id", eos, 0);
+    put_kv_raw(b, "initializer_range", "0.02", 0);
+    put_kv_raw(b, "layer_norm_epsilon", eps, 0);
+    put_kv_raw(b, "model_type", "\"gpt2\"", 0);
+    put_kv_int(b, "n_ctx", c->block_size, 0);
+    put_kv_int(b, "n_embd", c->n_embd, 0);
+    put_kv_int(b, "n_head", c->n_head, 0);
+    put_kv_raw(b, "n_inner", "null", 0);
+    put_kv_int(b, "n_layer", c->n_layer, 0);
+    put_kv_int(b, "n_positions", c->block_size, 0);
+    put_kv_raw(b, "reorder_and_upcast_attn", "false", 0);
+    put_kv_raw(b, "resid_pdrop", "0.1", 0);
+    put_kv_raw(b, "scale_attn_by_inverse_layer_idx", "false", 0);
+    put_kv_raw(b, "scale_attn_weights", "true", 0);
+    put_kv_raw(b, "tie_word_embeddings", c->tie_weights ? "true" : "false", 0);
+    put_kv_raw(b, "torch_dtype", "\"float32\"", 0);
+    put_kv_raw(b, "use_cache", "true", 0);
+    put_kv_int(b, "vocab_size", c->vocab_size, 1);
+    tfc_sb_str(b, "}\n");
+}
+
+/* The biases a model without them lacks, as HF names them, with their lengths in units of C. */
+static const struct {
+    const char *name;
+    int mult;
+} bias_rows[] = {{"ln_1.bias", 1}, {"attn.c_attn.bias", 3}, {"attn.c_proj.bias", 1},
+                 {"ln_2.bias", 1}, {"mlp.c_fc.bias", 4},    {"mlp.c_proj.bias", 1}};
+enum { N_BIAS = sizeof bias_rows / sizeof bias_rows[0] };
+
+TFC_API tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bos_token_id, int32_t eos_token_id) {
+    const char *fn = "tfc_gpt_save_hf";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, dir);
+    const tfc_gpt_config *c = &m->cfg;
+    if (tfc_gpt_is_quantized(m))
+        return tfc_err(TFC_ERR_UNSUPPORTED,
+                       "%s: the model is quantized; a GPT2LMHeadModel directory holds float weights", fn);
+    if (bos_token_id < -1 || bos_token_id >= c->vocab_size)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: bos_token_id is %d, need -1 (none) or an id below vocab_size %d", fn,
+                       (int)bos_token_id, (int)c->vocab_size);
+    if (eos_token_id < -1 || eos_token_id >= c->vocab_size)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: eos_token_id is %d, need -1 (none) or an id below vocab_size %d", fn,
+                       (int)eos_token_id, (int)c->vocab_size);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return tfc_err(TFC_ERR_IO, "%s: cannot create the directory '%s': %s", fn, dir, strerror(errno));
+    int32_t n;
+    const char *const *names;
+    tfc_tensor *const *params;
+    TFC_TRY(tfc_gpt_params(m, &n, &names, &params));
+    /* HF's GPT-2 always has biases: a model without them is written with zero biases, which compute the same */
+    const int32_t extra = c->bias ? 0 : N_BIAS * c->n_layer + 1;
+    const char **tn = calloc((size_t)(n + extra) + 1, sizeof *tn);
+    char **owned = calloc((size_t)extra + 1, sizeof *owned);
+    tfc_tensor **ts = calloc((size_t)(n + extra) + 1, sizeof *ts);
+    tfc_status s = tn && owned && ts ? TFC_OK : tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    for (int32_t i = 0; s == TFC_OK && i < n; i++) { /* f32, whatever the model's dtype */
+        tn[i] = names[i];
+        if (tfc_tensor_dtype(params[i]) == TFC_DTYPE_F32)
+            ts[i] = tfc_tensor_retain(params[i]);
+        else
+            s = tfc_cast(NULL, params[i], TFC_DTYPE_F32, &ts[i]);
+    }
+    for (int32_t k = 0; s == TFC_OK && k < extra; k++) {
+        char name[128];
+        int64_t len = c->n_embd;
+        if (k == extra - 1) {
+            snprintf(name, sizeof name, "transformer.ln_f.bias");
+        } else {
+            snprintf(name, sizeof name, "transformer.h.%d.%s", (int)(k / N_BIAS), bias_rows[k % N_BIAS].name);
+            len *= bias_rows[k % N_BIAS].mult;
+        }
+        owned[k] = strdup(name);
+        tn[n + k] = owned[k];
+        if (!owned[k]) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+        if (s == TFC_OK) s = tfc_tensor_zeros(&len, 1, TFC_DTYPE_F32, &ts[n + k]);
+    }
+    tfc_strbuf js = {0};
+    char *wpath = join(dir, "model.safetensors"), *cpath = join(dir, "config.json");
+    if (s == TFC_OK && (!wpath || !cpath)) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (s == TFC_OK) {
+        static const char *const mk[1] = {"format"}, *const mv[1] = {"pt"};
+        s = tfc_safetensors_save(wpath, tn, (tfc_tensor *const *)ts, n + extra, mk, mv, 1);
+    }
+    if (s == TFC_OK) {
+        config_json(&js, c, bos_token_id, eos_token_id);
+        if (js.oom) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    }
+    tfc_atomic_file af = {0};
+    if (s == TFC_OK) s = tfc_atomic_open(fn, cpath, &af);
+    if (s == TFC_OK) {
+        s = tfc_atomic_write(fn, &af, js.p, js.n);
+        if (s == TFC_OK)
+            s = tfc_atomic_commit(fn, &af);
+        else
+            tfc_atomic_abort(&af);
+    }
+    for (int32_t i = 0; ts && i < n + extra; i++) tfc_tensor_release(ts[i]);
+    for (int32_t k = 0; owned && k < extra; k++) free(owned[k]);
+    free(owned);
+    free(ts);
+    free(tn);
+    free(js.p);
+    free(wpath);
+    free(cpath);
+    return tfc_err_in(fn, s);
+}

@@ -1,0 +1,298 @@
+/*
+ * llm.c's GPT-2 checkpoints (github.com/karpathy/llm.c, train_gpt2.py
+ * write_model / train_gpt2.c gpt2_build_from_checkpoint), read and written:
+ *
+ *   256 x int32 header: [0] magic 20240326, [1] version (3: fp32 values,
+ *   5: bf16), [2] maxT, [3] V, [4] L, [5] NH, [6] C, [7] Vp (V padded),
+ *   the rest 0
+ *   then the parameters, each tensor whole, stacked over layers:
+ *   wte [Vp,C], wpe [maxT,C], ln1w [L,C], ln1b [L,C], qkvw [L,3C,C],
+ *   qkvb [L,3C], attprojw [L,C,C], attprojb [L,C], ln2w [L,C], ln2b [L,C],
+ *   fcw [L,4C,C], fcb [L,4C], fcprojw [L,C,4C], fcprojb [L,C], lnfw [C],
+ *   lnfb [C]
+ *
+ * llm.c's Linear weights are nn.Linear's [out, in]; ours are Conv1D's
+ * [in, out] (gpt.h), so they are transposed on the way. Rows V..Vp of wte
+ * are padding llm.c never reads as tokens; the model keeps V rows and the
+ * writer pads with zeros. The head is always tied to wte and every layer
+ * has biases.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/checked.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "model/gpt_impl.h"
+#include "tfcore/io.h"
+
+#define LLMC_MAGIC 20240326
+#define LLMC_V_F32 3
+#define LLMC_V_BF16 5
+#define LLMC_HEADER_INTS 256
+
+/* The order of llm.c's parameter tensors: where each lives in our model and its llm.c shape. */
+typedef enum { R_MODEL, R_BLOCK } rscope;
+typedef struct llmc_tensor {
+    const char *name; /* llm.c's name, for messages */
+    rscope scope;
+    size_t field;  /* offsetof(tfc_gpt, ...) or offsetof(gpt_block, ...) */
+    int transpose; /* llm.c [out, in] vs our [in, out] */
+    int bias;      /* a bias: a model without biases writes zeros and cannot read one */
+} llmc_tensor;
+
+#define M(f) R_MODEL, offsetof(tfc_gpt, f)
+#define B(f) R_BLOCK, offsetof(gpt_block, f)
+static const llmc_tensor order[] = {
+    {"wte", M(wte), 0, 0},
+    {"wpe", M(wpe), 0, 0},
+    {"ln1w", B(ln1_w), 0, 0},
+    {"ln1b", B(ln1_b), 0, 1},
+    {"qkvw", B(attn_w), 1, 0},
+    {"qkvb", B(attn_b), 0, 1},
+    {"attprojw", B(attn_proj_w), 1, 0},
+    {"attprojb", B(attn_proj_b), 0, 1},
+    {"ln2w", B(ln2_w), 0, 0},
+    {"ln2b", B(ln2_b), 0, 1},
+    {"fcw", B(fc_w), 1, 0},
+    {"fcb", B(fc_b), 0, 1},
+    {"fcprojw", B(mlp_proj_w), 1, 0},
+    {"fcprojb", B(mlp_proj_b), 0, 1},
+    {"lnfw", M(lnf_w), 0, 0},
+    {"lnfb", M(lnf_b), 0, 1},
+};
+#undef M
+#undef B
+enum { N_ORDER = sizeof order / sizeof order[0] };
+
+static tfc_tensor *tensor_of(const tfc_gpt *m, const llmc_tensor *t, int32_t layer) {
+    const char *base = t->scope == R_MODEL ? (const char *)m : (const char *)&m->blocks[layer];
+    return *(tfc_tensor *const *)(base + t->field);
+}
+
+/* Values of one tensor (one layer's) in the file: rows x cols, rows = file's first dim. */
+static void shape_of(const tfc_gpt_config *c, int32_t vp, int idx, int64_t *rows, int64_t *cols) {
+    const int64_t C = c->n_embd;
+    static const int64_t mult_rows[N_ORDER] = {0, 0, 1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 1, 1, 1, 1};
+    static const int64_t mult_cols[N_ORDER] = {1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 0, 0, 0};
+    if (idx == 0) {
+        *rows = vp;
+        *cols = C;
+    } else if (idx == 1) {
+        *rows = c->block_size;
+        *cols = C;
+    } else {
+        *rows = mult_rows[idx] * C;
+        *cols = mult_cols[idx] ? mult_cols[idx] * C : 1;
+    }
+}
+
+static int32_t le32(const unsigned char *p) {
+    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
+/* Total values the file holds for config c padded to vp; -1 on overflow. */
+static int64_t file_values(const tfc_gpt_config *c, int32_t vp) {
+    int64_t total = 0;
+    for (int i = 0; i < N_ORDER; i++) {
+        int64_t r, k, n;
+        shape_of(c, vp, i, &r, &k);
+        if (!tfc_mul_i64(r, k, &n)) return -1;
+        if (order[i].scope == R_BLOCK && !tfc_mul_i64(n, c->n_layer, &n)) return -1;
+        if (!tfc_add_i64(total, n, &total)) return -1;
+    }
+    return total;
+}
+
+/* Read one tensor's values (all layers) from fp into the model, converting and transposing. */
+static tfc_status read_tensor(const char *fn, const char *path, FILE *fp, tfc_gpt *m, int idx, int32_t vp, int bf16,
+                              float *vals, uint16_t *raw) {
+    const tfc_gpt_config *c = &m->cfg;
+    int64_t rows, cols;
+    shape_of(c, vp, idx, &rows, &cols);
+    const int32_t layers = order[idx].scope == R_BLOCK ? c->n_layer : 1;
+    const size_t n = (size_t)(rows * cols), esize = bf16 ? 2 : 4;
+    for (int32_t l = 0; l < layers; l++) {
+        void *dst = bf16 ? (void *)raw : (void *)vals;
+        if (fread(dst, esize, n, fp) != n)
+            return tfc_err(TFC_ERR_FORMAT, "%s: '%s' ends inside tensor %s (layer %d)", fn, path, order[idx].name,
+                           (int)l);
+        if (bf16)
+            for (size_t i = 0; i < n; i++) vals[i] = tfc_bf16_to_f32(raw[i]);
+        tfc_tensor *t = tensor_of(m, &order[idx], l);
+        const int64_t keep_rows = idx == 0 ? c->vocab_size : rows; /* wte's padding rows are dropped */
+        tfc_tensor *src = NULL;
+        int64_t dims[2] = {keep_rows, cols}, strides[2] = {cols, 1};
+        int32_t nd = cols == 1 ? 1 : 2;
+        if (order[idx].transpose) { /* our [in, out] = theirs [out, in] transposed: a strided view */
+            dims[0] = cols;
+            dims[1] = rows;
+            strides[0] = 1;
+            strides[1] = cols;
+        }
+        TFC_TRY(tfc_tensor_wrap(vals, dims, strides, nd, TFC_DTYPE_F32, NULL, NULL, &src));
+        tfc_status s = tfc_tensor_copy_from(t, src);
+        tfc_tensor_release(src);
+        TFC_TRY(s);
+    }
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_load_llmc(const char *path, tfc_gpt **out) {
+    const char *fn = "tfc_gpt_load_llmc";
+    TFC_CHECK_NOT_NULL(fn, path);
+    TFC_CHECK_NOT_NULL(fn, out);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return tfc_err(TFC_ERR_IO, "%s: cannot open '%s': %s", fn, path, strerror(errno));
+    struct stat st;
+    unsigned char hb[4 * LLMC_HEADER_INTS];
+    tfc_status s = TFC_OK;
+    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode))
+        s = tfc_err(TFC_ERR_IO, "%s: '%s' is not a regular file", fn, path);
+    else if (fread(hb, 1, sizeof hb, fp) != sizeof hb)
+        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' is %lld bytes, shorter than llm.c's 1024-byte header", fn, path,
+                    (long long)st.st_size);
+    int32_t h[8] = {0};
+    for (int i = 0; s == TFC_OK && i < 8; i++) h[i] = le32(hb + 4 * i);
+    if (s == TFC_OK && h[0] != LLMC_MAGIC)
+        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has magic %d, not llm.c's GPT-2 checkpoint magic %d", fn, path, (int)h[0],
+                    LLMC_MAGIC);
+    if (s == TFC_OK && h[1] != LLMC_V_F32 && h[1] != LLMC_V_BF16)
+        s = tfc_err(TFC_ERR_VERSION, "%s: '%s' has version %d; need 3 (fp32) or 5 (bf16)", fn, path, (int)h[1]);
+    static const char *const field[8] = {"magic", "version", "maxT", "V", "L", "NH", "C", "Vp"};
+    for (int i = 2; s == TFC_OK && i < 8; i++)
+        if (h[i] < 1)
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has header field %s (int %d) = %d, must be >= 1", fn, path, field[i],
+                        i, (int)h[i]);
+    if (s == TFC_OK && h[7] < h[3])
+        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has padded vocabulary Vp %d below V %d", fn, path, (int)h[7], (int)h[3]);
+    if (s == TFC_OK && h[6] % h[5])
+        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has C %d not a multiple of NH %d", fn, path, (int)h[6], (int)h[5]);
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    c.block_size = h[2];
+    c.vocab_size = h[3];
+    c.n_layer = h[4];
+    c.n_head = h[5];
+    c.n_embd = h[6];
+    c.bias = 1;
+    c.tie_weights = 1;
+    const int bf16 = h[1] == LLMC_V_BF16;
+    /* the file must hold exactly what the header describes before anything is allocated for it */
+    int64_t values = s == TFC_OK ? file_values(&c, h[7]) : 0, need = 0;
+    if (s == TFC_OK &&
+        (values < 0 || !tfc_mul_i64(values, bf16 ? 2 : 4, &need) || !tfc_add_i64(need, (int64_t)sizeof hb, &need)))
+        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': the header's sizes (maxT %d, V %d, L %d, C %d, Vp %d) overflow", fn,
+                    path, (int)h[2], (int)h[3], (int)h[4], (int)h[6], (int)h[7]);
+    if (s == TFC_OK && need != (int64_t)st.st_size)
+        s = tfc_err(TFC_ERR_FORMAT,
+                    "%s: '%s' is %lld bytes but its header (maxT %d, V %d, L %d, NH %d, C %d, Vp %d, %s) needs %lld%s",
+                    fn, path, (long long)st.st_size, (int)h[2], (int)h[3], (int)h[4], (int)h[5], (int)h[6], (int)h[7],
+                    bf16 ? "bf16" : "fp32", (long long)need,
+                    (int64_t)st.st_size < need ? " (truncated parameters)" : " (trailing bytes)");
+    if (s == TFC_OK) s = tfc_gpt_check_config(fn, &c);
+    tfc_gpt *m = NULL;
+    if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
+    /* one buffer for the largest tensor of one layer */
+    int64_t largest = 0;
+    for (int i = 0; s == TFC_OK && i < N_ORDER; i++) {
+        int64_t r, k;
+        shape_of(&c, h[7], i, &r, &k);
+        if (r * k > largest) largest = r * k;
+    }
+    float *vals = s == TFC_OK ? malloc((size_t)largest * sizeof *vals) : NULL;
+    uint16_t *raw = s == TFC_OK && bf16 ? malloc((size_t)largest * sizeof *raw) : NULL;
+    if (s == TFC_OK && (!vals || (bf16 && !raw))) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    for (int i = 0; s == TFC_OK && i < N_ORDER; i++) s = read_tensor(fn, path, fp, m, i, h[7], bf16, vals, raw);
+    free(vals);
+    free(raw);
+    fclose(fp);
+    if (s != TFC_OK) {
+        tfc_gpt_release(m);
+        return tfc_err_in(fn, s);
+    }
+    *out = m;
+    return TFC_OK;
+}
+
+/* Write one tensor (all layers) as f32 in llm.c's layout. */
+static tfc_status write_tensor(const char *fn, tfc_atomic_file *af, const tfc_gpt *m, int idx, int32_t vp, float *vals,
+                               float *tmp) {
+    const tfc_gpt_config *c = &m->cfg;
+    int64_t rows, cols;
+    shape_of(c, vp, idx, &rows, &cols);
+    const int32_t layers = order[idx].scope == R_BLOCK ? c->n_layer : 1;
+    const size_t n = (size_t)(rows * cols);
+    for (int32_t l = 0; l < layers; l++) {
+        const tfc_tensor *t = tensor_of(m, &order[idx], l);
+        memset(vals, 0, n * sizeof *vals); /* wte's padding rows; a model without biases writes zero biases */
+        if (t) {
+            tfc_tensor *f = NULL;
+            TFC_TRY(tfc_cast(NULL, t, TFC_DTYPE_F32, &f));
+            const size_t have = (size_t)tfc_tensor_numel(f);
+            tfc_status s = tfc_tensor_copy_to_host(f, order[idx].transpose ? tmp : vals, have * sizeof *vals);
+            tfc_tensor_release(f);
+            TFC_TRY(s);
+            if (order[idx].transpose) /* ours [in = cols, out = rows] -> theirs [rows, cols] */
+                for (int64_t i = 0; i < cols; i++)
+                    for (int64_t o = 0; o < rows; o++) vals[o * cols + i] = tmp[i * rows + o];
+        }
+        TFC_TRY(tfc_atomic_write(fn, af, vals, n * sizeof *vals));
+    }
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_save_llmc(const tfc_gpt *m, const char *path) {
+    const char *fn = "tfc_gpt_save_llmc";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, path);
+    const tfc_gpt_config *c = &m->cfg;
+    if (tfc_gpt_is_quantized(m))
+        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: the model is quantized; llm.c files hold fp32 weights", fn);
+    if (!c->tie_weights)
+        return tfc_err(TFC_ERR_UNSUPPORTED,
+                       "%s: the model has its own lm_head.weight (tie_weights 0); llm.c's GPT-2 ties the head to wte",
+                       fn);
+    if (c->ln_eps != 1e-5)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: the model's ln_eps is %g; llm.c's GPT-2 uses 1e-5", fn, c->ln_eps);
+    /* llm.c pads the vocabulary to a multiple of 128 */
+    const int64_t vp64 = ((int64_t)c->vocab_size + 127) / 128 * 128;
+    if (vp64 > INT32_MAX) return tfc_err(TFC_ERR_INVALID_ARG, "%s: vocab_size %d too large", fn, c->vocab_size);
+    const int32_t vp = (int32_t)vp64;
+    int32_t h[LLMC_HEADER_INTS] = {0};
+    h[0] = LLMC_MAGIC;
+    h[1] = LLMC_V_F32;
+    h[2] = c->block_size;
+    h[3] = c->vocab_size;
+    h[4] = c->n_layer;
+    h[5] = c->n_head;
+    h[6] = c->n_embd;
+    h[7] = vp;
+    unsigned char hb[4 * LLMC_HEADER_INTS];
+    for (int i = 0; i < LLMC_HEADER_INTS; i++)
+        for (int k = 0; k < 4; k++) hb[4 * i + k] = (unsigned char)((uint32_t)h[i] >> (8 * k));
+    int64_t largest = 0;
+    for (int i = 0; i < N_ORDER; i++) {
+        int64_t r, k;
+        shape_of(c, vp, i, &r, &k);
+        if (r * k > largest) largest = r * k;
+    }
+    float *vals = malloc((size_t)largest * sizeof *vals), *tmp = malloc((size_t)largest * sizeof *tmp);
+    tfc_status s = vals && tmp ? TFC_OK : tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    tfc_atomic_file af = {0};
+    if (s == TFC_OK) s = tfc_atomic_open(fn, path, &af);
+    if (s == TFC_OK) {
+        s = tfc_atomic_write(fn, &af, hb, sizeof hb);
+        for (int i = 0; s == TFC_OK && i < N_ORDER; i++) s = write_tensor(fn, &af, m, i, vp, vals, tmp);
+        if (s == TFC_OK)
+            s = tfc_atomic_commit(fn, &af);
+        else
+            tfc_atomic_abort(&af);
+    }
+    free(vals);
+    free(tmp);
+    return tfc_err_in(fn, s);
+}
