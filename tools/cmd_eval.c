@@ -11,6 +11,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "lora_cli.h"
 
 static const char *CMD = "eval";
 
@@ -45,7 +46,7 @@ static int mean_loss(tfc_gpt *m, const int32_t *ids, int64_t windows, int64_t T,
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *ckpt = NULL, *data = NULL;
+    const char *ckpt = NULL, *data = NULL, *lora = NULL;
     int64_t batch = 16, group = -1;
     tfc_qformat qformat = (tfc_qformat)0, hformat = (tfc_qformat)0;
     cli_args a = {.argc = argc, .argv = argv};
@@ -58,7 +59,8 @@ int cmd_eval(int argc, char **argv) {
                    "                   [--quantize int8|int4|none (none)] [--quantize-head int8|int4|none (none)]\n"
                    "                   [--group-size G (every int4 part; 32)]\n"
                    "  --quantize: the block Linear layers; --quantize-head: the LM head (tied: a copy of wte)\n"
-                   "  with either: the f32 loss, then the quantized model's and the difference\n");
+                   "  with either: the f32 loss, then the quantized model's and the difference\n"
+                   "  --lora FILE|DIR: LoRA adapters (tfcore train --lora-* output, or PEFT's) on the model\n");
             return 0;
         }
         if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
@@ -66,6 +68,8 @@ int cmd_eval(int argc, char **argv) {
             ckpt = val;
         else if (strcmp(name, "data") == 0)
             data = val;
+        else if (strcmp(name, "lora") == 0)
+            lora = val;
         else if (strcmp(name, "batch") == 0) {
             if (!cli_int(CMD, name, val, 1, 65536, &batch)) return EXIT_USAGE;
         } else if (strcmp(name, "quantize") == 0) {
@@ -89,6 +93,10 @@ int cmd_eval(int argc, char **argv) {
     int rc = ckpt_open(CMD, ckpt, CKPT_VERIFY, &ck);
     if (!rc) rc = ckpt_load_model(CMD, &ck, &m, &v);
     ckpt_close(&ck);
+    if (!rc && lora && (rc = lora_attach(CMD, m, NULL, 0, lora)) != 0) {
+        vocab_free(&v);
+        tfc_gpt_release(m);
+    }
     if (rc) {
         free(text);
         return rc;
