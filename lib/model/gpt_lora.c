@@ -153,7 +153,7 @@ tfc_status tfc_gpt_lora_apply(tfc_graph *g, const gpt_lora *lo, const tfc_tensor
     /*
      * scale on the [N, r] product (r ≪ out); B = 0 makes the update exactly 0,
      * so base + 0 is the base bit for bit. tfc_matmul rather than tfc_linear:
-     * its GEMM takes the transposed views as flags (tfc_linear's path was 2.4x
+     * its GEMM takes the transposed views as flags (tfc_linear's path was 1.5x
      * slower here on char-small). The update u [N, out] is still a separate
      * tensor added to the base's output; fusing it into the base GEMM would
      * save that pass (docs/MODEL.md, "Fine-tuning with LoRA").
