@@ -2,6 +2,9 @@
  * Checkpoint directories of the CLI:
  *   model.safetensors      weights under Hugging Face GPT-2 names + config,
  *                          vocabulary and training position in the metadata
+ *   adapter_model.safetensors, adapter_config.json
+ *                          a LoRA run's instead: the adapters (PEFT names) with
+ *                          that metadata, the base's directory as "lora.base"
  *   optimizer.safetensors  AdamW state (tfc_optim_state_get names)
  *   tokenizer.tfctok       the BPE tokenizer (BPE runs only)
  *   config.json            a transformers GPT2Config for the same model
@@ -22,6 +25,7 @@
  * a file between the check and the read.
  */
 #include "checkpoint.h"
+#include "lora_cli.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -36,11 +40,19 @@
 
 #define STAGE ".checkpoint.new"
 #define MANIFEST "checkpoint.json"
+#define LORA_FILE "adapter_model.safetensors"
 
 /* Every name a checkpoint directory's files have; temporaries are these + ".tmp[.PID.N]". */
-static const char *const KNOWN[] = {
-    "model.safetensors", "optimizer.safetensors", "tokenizer.tfctok", "config.json", "loss.csv", "loss.svg", MANIFEST,
-    "data.tokens"};
+static const char *const KNOWN[] = {"model.safetensors",
+                                    "optimizer.safetensors",
+                                    "tokenizer.tfctok",
+                                    "config.json",
+                                    "loss.csv",
+                                    "loss.svg",
+                                    MANIFEST,
+                                    "data.tokens",
+                                    LORA_FILE,
+                                    "adapter_config.json"};
 
 static int known_name(const char *s, size_t len) {
     for (size_t i = 0; i < sizeof KNOWN / sizeof KNOWN[0]; i++)
@@ -167,6 +179,8 @@ int ckpt_exists(const char *dir) {
     struct stat st;
     join(p, sizeof p, dir, "model.safetensors");
     if (stat(p, &st) == 0) return 1;
+    join(p, sizeof p, dir, LORA_FILE);
+    if (stat(p, &st) == 0) return 1;
     join(p, sizeof p, dir, STAGE "/" MANIFEST);
     return stat(p, &st) == 0;
 }
@@ -263,7 +277,10 @@ static int save_model(const char *cmd, const char *stage, const ckpt_contents *c
         k[0] = "tfc.vocab";
         val[0] = vmeta;
         for (int32_t i = 0; i < c->n_meta; i++) k[i + 1] = c->keys[i], val[i + 1] = c->vals[i];
-        if (tfc_gpt_save(c->model, path, k, val, c->n_meta + 1) != TFC_OK) rc = cli_lib_error(cmd, "saving the model");
+        if (c->lora_base)
+            rc = lora_save(cmd, stage, c->model, c->lora_base, k, val, c->n_meta + 1);
+        else if (tfc_gpt_save(c->model, path, k, val, c->n_meta + 1) != TFC_OK)
+            rc = cli_lib_error(cmd, "saving the model");
     }
     free(k);
     free(val);
@@ -288,7 +305,8 @@ static int write_stage(const char *cmd, const char *stage, const ckpt_contents *
     if ((rc = save_config(cmd, stage, c->model)) != 0) return rc;
     add_entry(m, "config.json", -1);
     if ((rc = save_model(cmd, stage, c)) != 0) return rc;
-    add_entry(m, "model.safetensors", c->step);
+    add_entry(m, c->lora_base ? LORA_FILE : "model.safetensors", c->step);
+    if (c->lora_base) add_entry(m, "adapter_config.json", -1);
     if (c->curve) {
         char csv[4300], svg[4300];
         join(csv, sizeof csv, stage, "loss.csv");
@@ -439,17 +457,22 @@ static int open_once(const char *dir, int flags, ckpt_set *s, open_error *err) {
     s->has_manifest = r == 0;
     if (!s->has_manifest && !ckpt_exists(dir))
         return set_error(err, EXIT_USAGE, "no checkpoint in '%s' (missing %s/model.safetensors)", dir, dir);
-    int rc = member(s, "model.safetensors", staged, flags, err);
+    /* a LoRA run's set: its manifest lists the adapters (without one: only the adapters are there) */
+    char mpath[4300];
+    join(mpath, sizeof mpath, dir, "model.safetensors");
+    s->lora = s->has_manifest ? manifest_find(&s->man, LORA_FILE) != NULL : access(mpath, F_OK) != 0;
+    const char *mfile = s->lora ? LORA_FILE : "model.safetensors";
+    int rc = member(s, mfile, staged, flags, err);
     if (rc) return rc;
-    if (tfc_safetensors_load(ckpt_path(s, "model.safetensors"), &s->model) != TFC_OK)
+    if (tfc_safetensors_load(ckpt_path(s, mfile), &s->model) != TFC_OK)
         return set_error(err, EXIT_RUNTIME, "reading the checkpoint: %s", tfc_last_error());
     const char *st = NULL, *vm = NULL;
     s->step = tfc_safetensors_metadata(s->model, "train.step", &st) == TFC_OK && st ? atoll(st) : -1;
     if ((flags & CKPT_VERIFY) && s->has_manifest && s->step != s->man.step)
         return set_error(err, EXIT_USAGE,
-                         "the checkpoint in '%s' is not one set: model.safetensors is at step %lld, checkpoint.json "
+                         "the checkpoint in '%s' is not one set: %s is at step %lld, checkpoint.json "
                          "at step %lld",
-                         dir, (long long)s->step, (long long)s->man.step);
+                         dir, mfile, (long long)s->step, (long long)s->man.step);
     if (tfc_safetensors_metadata(s->model, "tfc.vocab", &vm) == TFC_OK && vm && strcmp(vm, "bpe") == 0 &&
         (rc = member(s, "tokenizer.tfctok", staged, flags, err)) != 0)
         return rc;
@@ -525,6 +548,11 @@ int ckpt_load_model(const char *cmd, const ckpt_set *s, tfc_gpt **m, vocab *v) {
     if (tfc_safetensors_metadata(s->model, "tfc.vocab", &vm) != TFC_OK) vm = NULL;
     int rc = vocab_from_meta(cmd, vm, ckpt_path(s, "tokenizer.tfctok"), v);
     if (rc) return rc;
+    if (s->lora) {
+        rc = lora_load_checkpoint(cmd, s->model, ckpt_path(s, LORA_FILE), m);
+        if (rc) vocab_free(v);
+        return rc;
+    }
     if (tfc_gpt_load(ckpt_path(s, "model.safetensors"), m) != TFC_OK) {
         vocab_free(v);
         return cli_lib_error(cmd, "loading the model");

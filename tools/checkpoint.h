@@ -15,6 +15,12 @@ typedef struct ckpt_contents {
     int64_t step;          /* steps trained, as in train.step */
     const loss_log *curve; /* NULL: no loss.csv / loss.svg */
     const char *curve_title;
+    /*
+     * A LoRA run (tools/lora_cli.c): the adapters go to adapter_model.safetensors
+     * (+ adapter_config.json) instead of the base weights to model.safetensors;
+     * lora_base is the base checkpoint's directory, recorded as "lora.base".
+     */
+    const char *lora_base;
 } ckpt_contents;
 
 /*
@@ -53,7 +59,8 @@ typedef struct ckpt_set {
         int fd;
         char path[4096]; /* where it was found */
     } files[CKPT_MAX_FILES];
-    tfc_safetensors *model; /* model.safetensors (for its metadata) */
+    tfc_safetensors *model; /* model.safetensors, or a LoRA run's adapter_model.safetensors (for its metadata) */
+    int lora;               /* the set holds LoRA adapters on a base in another directory ("lora.base") */
     tfc_safetensors *optim; /* optimizer.safetensors, with CKPT_OPTIMIZER */
     int64_t step;           /* the model's train.step; -1 when absent */
 } ckpt_set;
@@ -63,7 +70,7 @@ int ckpt_open(const char *cmd, const char *dir, int flags, ckpt_set *s);
 /* The path to read the opened file name from (the very file verified), or where it would be. */
 const char *ckpt_path(const ckpt_set *s, const char *name);
 void ckpt_close(ckpt_set *s);
-/* Build the model and vocabulary of an opened checkpoint. */
+/* Build the model and vocabulary of an opened checkpoint (a LoRA one: its base with the adapters attached). */
 int ckpt_load_model(const char *cmd, const ckpt_set *s, tfc_gpt **m, vocab *v);
 /* Restore the optimizer state of a set opened with CKPT_OPTIMIZER (then dropped from memory). */
 int ckpt_load_optim(const char *cmd, ckpt_set *s, tfc_optim *opt);

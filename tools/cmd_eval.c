@@ -12,6 +12,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "model_source.h"
+#include "lora_cli.h"
 
 static const char *CMD = "eval";
 
@@ -46,7 +47,7 @@ static int mean_loss(tfc_gpt *m, const int32_t *ids, int64_t windows, int64_t T,
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *ckpt = NULL, *data = NULL, *tokenizer = NULL;
+    const char *ckpt = NULL, *data = NULL, *tokenizer = NULL, *lora = NULL;
     int64_t batch = 16, group = -1;
     tfc_qformat qformat = (tfc_qformat)0, hformat = (tfc_qformat)0;
     cli_args a = {.argc = argc, .argv = argv};
@@ -61,7 +62,9 @@ int cmd_eval(int argc, char **argv) {
                    "  --quantize: the block Linear layers; --quantize-head: the LM head (tied: a copy of wte)\n"
                    "  with either: the f32 loss, then the quantized model's and the difference\n"
                    "  --ckpt (or --model) also reads a Hugging Face GPT-2 directory or an llm.c .bin; one without\n"
-                   "  a vocabulary needs --tokenizer gpt2:DIR|FILE\n");
+                   "  a vocabulary needs --tokenizer gpt2:DIR|FILE\n"
+                   "  --lora FILE|DIR: LoRA adapters (tfcore train --lora-* output, or PEFT's) on the model\n");
+
             return 0;
         }
         if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
@@ -71,6 +74,8 @@ int cmd_eval(int argc, char **argv) {
             tokenizer = val;
         else if (strcmp(name, "data") == 0)
             data = val;
+        else if (strcmp(name, "lora") == 0)
+            lora = val;
         else if (strcmp(name, "batch") == 0) {
             if (!cli_int(CMD, name, val, 1, 65536, &batch)) return EXIT_USAGE;
         } else if (strcmp(name, "quantize") == 0) {
@@ -91,6 +96,10 @@ int cmd_eval(int argc, char **argv) {
     tfc_gpt *m = NULL;
     vocab v;
     int rc = model_source_load(CMD, ckpt, tokenizer, 1, &m, &v, NULL);
+    if (!rc && lora && (rc = lora_attach(CMD, m, NULL, 0, lora)) != 0) {
+        vocab_free(&v);
+        tfc_gpt_release(m);
+    }
     if (rc) {
         free(text);
         return rc;

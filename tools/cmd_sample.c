@@ -11,6 +11,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "model_source.h"
+#include "lora_cli.h"
 
 static const char *CMD = "sample";
 
@@ -125,7 +126,7 @@ static int sample_batch(tfc_gpt *m, const vocab *v, const char *path, int64_t ma
 }
 
 int cmd_sample(int argc, char **argv) {
-    const char *ckpt = NULL, *tokenizer = NULL, *prompt = NULL, *prompts = NULL, *draft_dir = NULL;
+    const char *ckpt = NULL, *tokenizer = NULL, *prompt = NULL, *prompts = NULL, *draft_dir = NULL, *lora = NULL;
     int64_t max_new = 500, top_k = 0, seed = 1, group = -1, draft_k = 4;
     tfc_qformat qformat = (tfc_qformat)0, hformat = (tfc_qformat)0;
     double temperature = 0.8, top_p = 1.0;
@@ -145,7 +146,9 @@ int cmd_sample(int argc, char **argv) {
                    "  tokenizer proposes K tokens a step, which the --ckpt model checks in one pass; the text\n"
                    "  follows the --ckpt model's distribution (greedy: its own tokens).\n"
                    "  --ckpt (or --model) also reads a Hugging Face GPT-2 directory or an llm.c .bin; one without\n"
-                   "  a vocabulary needs --tokenizer gpt2:DIR|FILE\n");
+                   "  a vocabulary needs --tokenizer gpt2:DIR|FILE\n"
+                   "  --lora FILE|DIR: LoRA adapters (tfcore train --lora-* output, or PEFT's) on the model\n");
+
             return 0;
         }
         if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name);
@@ -159,6 +162,8 @@ int cmd_sample(int argc, char **argv) {
             prompts = val;
         else if (strcmp(name, "draft") == 0)
             draft_dir = val;
+        else if (strcmp(name, "lora") == 0)
+            lora = val;
         else if (strcmp(name, "draft-k") == 0) {
             if (!cli_int(CMD, name, val, 1, 64, &draft_k)) return EXIT_USAGE;
         } else if (strcmp(name, "max-new-tokens") == 0) {
@@ -190,7 +195,8 @@ int cmd_sample(int argc, char **argv) {
     vocab v;
     int rc = model_source_load(CMD, ckpt, tokenizer, 1, &m, &v, NULL);
     if (rc) return rc;
-    if ((rc = cli_quantize(CMD, m, qformat, hformat, group)) != 0) {
+    if ((lora && (rc = lora_attach(CMD, m, NULL, 0, lora)) != 0) ||
+        (rc = cli_quantize(CMD, m, qformat, hformat, group)) != 0) {
         vocab_free(&v);
         tfc_gpt_release(m);
         return rc;

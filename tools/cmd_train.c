@@ -29,6 +29,7 @@
 #include "model_source.h"
 #include "cli.h"
 #include "train_forensics.h"
+#include "lora_cli.h"
 
 static const char *CMD = "train";
 
@@ -49,6 +50,7 @@ typedef struct train_opts {
     double lr, min_lr, weight_decay, clip;
     int resume, force, preset_given, tokenizer_given;
     forensics_opts fx; /* --overfit-batch, --skip-nonfinite, --log-grad-norms, --recompute */
+    lora_opts lora;    /* --lora-*: adapters on a frozen base (tools/lora_cli.c) */
 } train_opts;
 
 static const train_opts defaults = {
@@ -75,34 +77,41 @@ static const train_opts defaults = {
 };
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tfcore train [--data FILE | --data-bin GLOB [--val-bin GLOB] [--data-format auto|llmc|u16]]\n"
-            "                    [--tokenizer char|bpe:VOCAB|gpt2:DIR|FILE] [--preset NAME | --init-from MODEL]\n"
-            "                    [--steps N] [--batch B] [--lr LR] [--min-lr LR] [--warmup N] [--weight-decay WD]\n"
-            "                    [--clip C] [--seed S] [--out DIR] [--resume] [--force] [--log-json FILE]\n"
-            "                    [--eval-every K] [--eval-batches N] [--stop-after N] [--sample-tokens N]\n"
-            "                    [--save-every N] [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N]\n"
-            "                    [--dtype f32|f64|bf16] [--grad-accum K] [--zero 0|1] [--bucket-mb M]\n"
-            "Defaults: tinyshakespeare ($TFCORE_DATA, else the project's data/tinyshakespeare.txt), char, char-tiny,\n"
-            "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
-            "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
-            "--data-bin GLOB trains on tokens already made: llm.c data shards (train_*.bin, its 1024-byte header)\n"
-            "or nanoGPT's headerless u16 train.bin, the files in sorted order as one stream; --val-bin GLOB the\n"
-            "validation tokens (else the last 10%%); --data-format picks the format (auto: llm.c by its magic,\n"
-            "else u16). --tokenizer gpt2:DIR or FILE names the vocabulary the tokens are in (for the checkpoint).\n"
-            "--init-from MODEL starts from a model's weights and shape (a tfcore checkpoint, a Hugging Face GPT-2\n"
-            "directory or an llm.c .bin) with a fresh optimizer at step 0; its vocabulary is the model's (an llm.c\n"
-            "file: give --tokenizer gpt2:DIR).\n"
-            "--save-every N also checkpoints (model, optimizer, loss curve) every N steps, not only at the end.\n"
-            "--profile prints a per-op time table (calls, forward/backward ms, %%, the clip + optimizer\n"
-            "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
-            "--device cuda trains on the GPU (the model is initialised on the CPU, so a seed gives the same\n"
-            "weights on either device); checkpoints are written from the device and the final sample runs on\n"
-            "the CPU. --dtype f64 trains in double precision; bf16 (mixed precision) is not implemented yet.\n"
-            "--grad-accum K splits each batch into K micro-steps whose gradients add up before one optimizer step.\n"
-            "Under mpirun -np N (docs/DISTRIBUTED.md) --batch is the global batch (divisible by N x K), gradients\n"
-            "are averaged in --bucket-mb buckets (25) during backward, --zero 1 shards the optimizer state\n"
-            "across ranks; rank 0 logs, evaluates and writes checkpoints, which resume with any N.\n");
+    fprintf(
+        f,
+        "usage: tfcore train [--data FILE | --data-bin GLOB [--val-bin GLOB] [--data-format auto|llmc|u16]]\n"
+        "                    [--tokenizer char|bpe:VOCAB|gpt2:DIR|FILE] [--preset NAME | --init-from MODEL]\n"
+        "                    [--steps N] [--batch B] [--lr LR] [--min-lr LR] [--warmup N] [--weight-decay WD]\n"
+        "                    [--clip C] [--seed S] [--out DIR] [--resume] [--force] [--log-json FILE]\n"
+        "                    [--eval-every K] [--eval-batches N] [--stop-after N] [--sample-tokens N]\n"
+        "                    [--save-every N] [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N]\n"
+        "                    [--dtype f32|f64|bf16] [--grad-accum K] [--zero 0|1] [--bucket-mb M]\n"
+        "                    [--lora-rank R --lora-base DIR [--lora-alpha A] [--lora-targets LIST]]\n"
+        "Defaults: tinyshakespeare ($TFCORE_DATA, else the project's data/tinyshakespeare.txt), char, char-tiny,\n"
+        "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
+        "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
+        "--data-bin GLOB trains on tokens already made: llm.c data shards (train_*.bin, its 1024-byte header)\n"
+        "or nanoGPT's headerless u16 train.bin, the files in sorted order as one stream; --val-bin GLOB the\n"
+        "validation tokens (else the last 10%%); --data-format picks the format (auto: llm.c by its magic,\n"
+        "else u16). --tokenizer gpt2:DIR or FILE names the vocabulary the tokens are in (for the checkpoint).\n"
+        "--init-from MODEL starts from a model's weights and shape (a tfcore checkpoint, a Hugging Face GPT-2\n"
+        "directory or an llm.c .bin) with a fresh optimizer at step 0; its vocabulary is the model's (an llm.c\n"
+        "file: give --tokenizer gpt2:DIR).\n"
+        "--save-every N also checkpoints (model, optimizer, loss curve) every N steps, not only at the end.\n"
+        "--profile prints a per-op time table (calls, forward/backward ms, %%, the clip + optimizer\n"
+        "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
+        "--device cuda trains on the GPU (the model is initialised on the CPU, so a seed gives the same\n"
+        "weights on either device); checkpoints are written from the device and the final sample runs on\n"
+        "the CPU. --dtype f64 trains in double precision; bf16 (mixed precision) is not implemented yet.\n"
+        "--grad-accum K splits each batch into K micro-steps whose gradients add up before one optimizer step.\n"
+        "Under mpirun -np N (docs/DISTRIBUTED.md) --batch is the global batch (divisible by N x K), gradients\n"
+        "are averaged in --bucket-mb buckets (25) during backward, --zero 1 shards the optimizer state\n"
+        "across ranks; rank 0 logs, evaluates and writes checkpoints, which resume with any N.\n"
+        "--lora-rank R trains LoRA adapters (W + (A/R)·B·A) on the frozen model of --lora-base DIR (a tfcore\n"
+        "checkpoint; its vocabulary and config): --lora-alpha A (default R), --lora-targets a comma list of\n"
+        "module-name suffixes as PEFT matches them (default c_attn; c_proj is attn.c_proj and mlp.c_proj;\n"
+        "all-linear). --init-from DIR stands for --lora-base DIR. --out then holds the adapters (PEFT's adapter_model.safetensors + adapter_config.json)\n"
+        "and their optimizer state, not the base; --resume, eval and sample read the base from DIR.\n");
     fx_usage(f);
 }
 
@@ -222,6 +231,9 @@ static int parse(int argc, char **argv, train_opts *o) {
         DBL_FLAG("min-lr", min_lr, 0, 10)
         DBL_FLAG("weight-decay", weight_decay, 0, 10)
         DBL_FLAG("clip", clip, 1e-12, INFINITY)
+        else if ((iv = lora_parse_flag(CMD, name, val, &o->lora)) != 0) {
+            if (iv < 0) return EXIT_USAGE;
+        }
         else return cli_error(EXIT_USAGE, CMD, "unknown flag --%s (see tfcore train --help)", name);
 #undef NEED_VAL
 #undef INT_FLAG
@@ -252,6 +264,9 @@ static int parse(int argc, char **argv, train_opts *o) {
                          "excludes --resume, --preset and --dtype");
     if (o->val_bin && !o->data_bin && !o->resume) return cli_error(EXIT_USAGE, CMD, "--val-bin needs --data-bin");
     if (o->min_lr > o->lr) return cli_error(EXIT_USAGE, CMD, "--min-lr %g is above --lr %g", o->min_lr, o->lr);
+    /* --init-from with --lora-rank: the model it names is the frozen base */
+    if (o->lora.rank && !o->lora.base && o->init_from) o->lora.base = o->init_from;
+    if (lora_check_opts(CMD, &o->lora, o->resume)) return EXIT_USAGE;
     if (o->warmup < 0) o->warmup = o->steps >= 1000 ? 100 : o->steps / 10;
     if (o->warmup >= o->steps)
         return cli_error(EXIT_USAGE, CMD, "--warmup %lld must be below --steps %lld", (long long)o->warmup,
@@ -262,7 +277,8 @@ static int parse(int argc, char **argv, train_opts *o) {
 /* One run's state: load, build, loop and save fill it in that order; run_free frees it. */
 typedef struct train_run {
     train_opts o;
-    char preset[64]; /* --resume without --preset: the checkpoint's */
+    char preset[64];      /* --resume without --preset: the checkpoint's (a LoRA run: the base's) */
+    char lora_base[4096]; /* --resume of a LoRA run: the base its checkpoint names */
     const char *data_path;
     vocab v;
     tfc_gpt_config cfg;
@@ -483,6 +499,20 @@ static int load_bin(train_run *r) {
     return 0;
 }
 
+/* --resume of a LoRA run: its base is the directory the checkpoint names, unless --lora-base moves it. */
+static int lora_resume_base(train_run *r) {
+    const char *b = NULL;
+    if (!r->o.lora.base && (tfc_safetensors_metadata(r->ck.model, "lora.base", &b) != TFC_OK || !b))
+        return cli_error(EXIT_USAGE, CMD,
+                         "--resume: the LoRA checkpoint in '%s' does not name its base; give --lora-base DIR",
+                         r->o.out);
+    if (!r->o.lora.base) {
+        snprintf(r->lora_base, sizeof r->lora_base, "%s", b);
+        r->o.lora.base = r->lora_base;
+    }
+    return 0;
+}
+
 static int load(train_run *r) {
     /* Before anything is read or written: is the asked-for device there? */
     if (r->o.cuda_index >= 0 && !tfc_cuda_available())
@@ -516,20 +546,34 @@ static int load(train_run *r) {
                            r->data_path);
     }
     if (r->o.data_bin) r->data_path = r->o.data_bin;
-    if (!rc && r->o.init_from) {
+    /* a LoRA run's base: its model, vocabulary and config (a resumed one: the base its checkpoint names) */
+    if (!rc && r->o.resume && r->ck.lora) rc = lora_resume_base(r);
+    if (!rc && r->o.resume && !r->ck.lora && r->o.lora.base)
+        rc = cli_error(EXIT_USAGE, CMD, "--lora-base: the checkpoint in '%s' is not a LoRA run's (resume it without)",
+                       r->o.out);
+    if (!rc && r->o.lora.base) {
+        vocab bv;
+        rc = lora_load_base(CMD, r->o.lora.base, &r->m, r->o.resume ? &bv : &r->v, r->preset);
+        if (!rc && r->o.resume) vocab_free(&bv);
+        if (!rc && r->preset[0] && !r->o.preset_given) r->o.preset = r->preset;
+    } else if (!rc && r->o.init_from) {
         rc = model_source_load(CMD, r->o.init_from, r->o.tokenizer_given ? r->o.tokenizer : NULL, 1, &r->init, &r->v,
                                NULL);
         r->o.preset = INIT_PRESET;
         r->cfg = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
         if (!rc && tfc_gpt_get_config(r->init, &r->cfg) != TFC_OK) rc = cli_lib_error(CMD, "config");
-    } else if (!rc && !r->o.resume) {
+    } else if (!rc && !r->o.resume && !r->m) {
         rc = cli_make_vocab(CMD, r->o.tokenizer_given ? r->o.tokenizer : NULL, text, len, &r->v);
     }
-    /* a resumed --init-from run has the shape of the model it started from, not a preset's */
-    if (!rc && r->o.resume && strcmp(r->o.preset, INIT_PRESET) == 0)
+    if (!rc && r->m) {
+        r->cfg = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
+        if (tfc_gpt_get_config(r->m, &r->cfg) != TFC_OK) rc = cli_lib_error(CMD, "config");
+    } else if (!rc && r->o.resume && strcmp(r->o.preset, INIT_PRESET) == 0) {
+        /* a resumed --init-from run has the shape of the model it started from, not a preset's */
         rc = ckpt_meta_config(CMD, r->ck.model, &r->cfg);
-    else if (!rc && !r->o.init_from)
+    } else if (!rc && !r->o.init_from) {
         rc = config_for(&r->o, &r->v, &r->cfg);
+    }
     if (!rc) rc = check_existing(r, &r->cfg, &r->start);
     if (!rc) rc = r->o.data_bin ? load_bin(r) : load_tokens(r, text, len);
     free(text);
@@ -549,12 +593,18 @@ static int make_optimizer(train_run *r) {
     int32_t np;
     const char *const *pnames;
     tfc_tensor *const *params;
-    if (tfc_gpt_params(r->m, &np, &pnames, &params) != TFC_OK) np = 0;
+    /* LoRA: the adapters only, all decayed (the base is frozen) */
+    if ((r->o.lora.base ? tfc_gpt_lora_params(r->m, &np, &pnames, &params)
+                        : tfc_gpt_params(r->m, &np, &pnames, &params)) != TFC_OK)
+        np = 0;
     tfc_tensor **decay = malloc((size_t)np * sizeof *decay), **no_decay = malloc((size_t)np * sizeof *no_decay);
     int32_t nd = 0, nn = 0;
     for (int32_t i = 0; i < np && decay && no_decay; i++) {
         int32_t d = 0;
-        if (tfc_gpt_param_decay(r->m, i, &d) != TFC_OK) break;
+        if (r->o.lora.base)
+            d = 1;
+        else if (tfc_gpt_param_decay(r->m, i, &d) != TFC_OK)
+            break;
         if (d)
             decay[nd++] = params[i];
         else
@@ -600,7 +650,7 @@ static void load_history(const train_opts *o, int64_t start, loss_log *curve) {
 
 /* --resume: weights, optimizer state and loss history from the checkpoint in --out. */
 static int resume_state(train_run *r) {
-    if (tfc_gpt_load_into(r->m, ckpt_path(&r->ck, "model.safetensors")) != TFC_OK)
+    if (!r->ck.lora && tfc_gpt_load_into(r->m, ckpt_path(&r->ck, "model.safetensors")) != TFC_OK)
         return cli_lib_error(CMD, "resuming");
     int rc = ckpt_load_optim(CMD, &r->ck, r->opt);
     ckpt_close(&r->ck);
@@ -613,8 +663,14 @@ static int build(train_run *r) {
     if (r->init) { /* --init-from: its weights, a fresh optimizer from step 0 */
         r->m = r->init;
         r->init = NULL;
-    } else if (tfc_gpt_new(&r->cfg, (uint64_t)r->o.seed, &r->m) != TFC_OK) {
+    } else if (!r->m && tfc_gpt_new(&r->cfg, (uint64_t)r->o.seed, &r->m) != TFC_OK) {
         return cli_lib_error(CMD, "building the model");
+    }
+    /* LoRA: the adapters (new, or the resumed checkpoint's) before the optimizer is built on them */
+    if (r->o.lora.base) {
+        int lrc = lora_attach(CMD, r->m, &r->o.lora, (uint64_t)r->o.seed,
+                              r->o.resume ? ckpt_path(&r->ck, "adapter_model.safetensors") : NULL);
+        if (lrc) return lrc;
     }
     /* The model moves before the optimizer is built on its parameters. */
     if (r->o.cuda_index >= 0 && tfc_gpt_to_device(r->m, TFC_DEVICE_CUDA, r->o.cuda_index) != TFC_OK)
@@ -629,7 +685,8 @@ static int build(train_run *r) {
         int32_t np;
         const char *const *pnames;
         tfc_tensor *const *params;
-        if (tfc_gpt_params(r->m, &np, &pnames, &params) != TFC_OK ||
+        if ((r->o.lora.base ? tfc_gpt_lora_params(r->m, &np, &pnames, &params)
+                            : tfc_gpt_params(r->m, &np, &pnames, &params)) != TFC_OK ||
             tfc_ddp_new(r->comm, params, np, r->o.bucket_mb << 20, &r->ddp) != TFC_OK ||
             tfc_ddp_attach(r->ddp, r->g) != TFC_OK)
             return cli_lib_error(CMD, "setting up data-parallel gradient averaging");
@@ -811,6 +868,10 @@ static void print_header(const train_run *r) {
            r->data_path, r->o.preset, c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size,
            (long long)tfc_gpt_num_elements(r->m));
     printf("device: %s, dtype %s\n", r->o.device, r->o.dtype);
+    if (r->o.lora.base) {
+        printf("lora-base: %s\n", r->o.lora.base);
+        lora_print_summary(r->m);
+    }
     if (r->size > 1 || r->o.zero || r->o.grad_accum > 1)
         printf("ranks: %d (%s); %lld micro-steps of %lld rows per rank; %s\n", r->size, tfc_comm_backend(r->comm),
                (long long)r->o.grad_accum, (long long)(r->o.batch / (r->size * r->o.grad_accum)),
@@ -899,7 +960,8 @@ static int save_checkpoint(const train_run *r, int64_t done) {
                              .n_meta = n_meta,
                              .step = done,
                              .curve = &r->curve,
-                             .curve_title = title};
+                             .curve_title = title,
+                             .lora_base = r->o.lora.base};
     int rc = ckpt_save(CMD, r->o.out, &c);
     tfc_optim_release(full);
     return rc;
@@ -978,8 +1040,8 @@ static int save(train_run *r) {
     const loss_log *c = &r->curve;
     printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs\n", c->n ? c->loss[c->n - 1] : NAN,
            r->last_val, (long long)r->end_step, now_s() - r->t0);
-    printf("wrote %s/model.safetensors, optimizer.safetensors, config.json, loss.csv, loss.svg, checkpoint.json\n",
-           r->o.out);
+    printf("wrote %s/%s, optimizer.safetensors, config.json, loss.csv, loss.svg, checkpoint.json\n", r->o.out,
+           r->o.lora.base ? "adapter_model.safetensors, adapter_config.json" : "model.safetensors");
     return r->o.sample_tokens > 0 ? sample(r) : 0;
 }
 

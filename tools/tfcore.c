@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "lora_cli.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -10,6 +11,7 @@ static void usage(FILE *f) {
             "  sample     generate text from a checkpoint\n"
             "  eval       loss of a checkpoint on a text file\n"
             "  tokenizer  train | encode | decode with a BPE tokenizer\n"
+            "  lora       merge: fold LoRA adapters into their base model\n"
             "  data       prepare: a text to train.bin / val.bin token files (nanoGPT's u16 or llm.c's shards)\n"
             "  export     a model as an llm.c checkpoint or a Hugging Face GPT-2 directory\n"
             "Run `tfcore <command> --help` for its flags.\n",
@@ -28,6 +30,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "tokenizer") == 0) return cmd_tokenizer(argc - 2, argv + 2);
     if (strcmp(cmd, "data") == 0) return cmd_data(argc - 2, argv + 2);
     if (strcmp(cmd, "export") == 0) return cmd_export(argc - 2, argv + 2);
+    if (strcmp(cmd, "lora") == 0) return cmd_lora(argc - 2, argv + 2);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
@@ -36,8 +39,9 @@ int main(int argc, char **argv) {
         printf("tfcore %s\n", tfc_version_string());
         return 0;
     }
-    fprintf(stderr,
-            "tfcore: error: unknown command '%s' (train, sample, eval, tokenizer, data, export; see tfcore --help)\n",
-            cmd);
+    fprintf(
+        stderr,
+        "tfcore: error: unknown command '%s' (train, sample, eval, tokenizer, data, export, lora; see tfcore --help)\n",
+        cmd);
     return EXIT_USAGE;
 }

@@ -16,6 +16,7 @@
 #include "tfcore/optim.h"
 #include "tfcore/tokenizer.h"
 #include "tfcore/quant.h"
+#include "tfcore/lora.h"
 #include "tfcore/dist.h"
 
 #endif

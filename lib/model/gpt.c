@@ -71,12 +71,17 @@ static void scope_free(scope *sc) {
  * y = x · w (+ b): x [N, in], w [in, out] (Conv1D layout), b [out] or NULL;
  * one fused op. A quantized model's layer has its handle q instead of w
  * (tfc_gpt_quantize), and g is then NULL (tfc_gpt_forward refuses a graph).
+ * lora: the layer's LoRA adapter, or NULL.
  */
 static tfc_status linear(tfc_graph *g, scope *scp, const tfc_tensor *x, const tfc_tensor *w, const tfc_qweight *q,
-                         const tfc_tensor *b, tfc_tensor **y) {
+                         const tfc_tensor *b, const gpt_lora *lora, tfc_tensor **y) {
     tfc_tensor *r = NULL;
     TFC_TRY(q ? tfc_qlinear(g, x, q, b, &r) : tfc_linear(g, x, w, b, &r));
     TFC_TRY(keep(scp, r));
+    if (lora) { /* a LoRA adapter (gpt_lora.c) adds its low-rank update */
+        TFC_TRY(tfc_gpt_lora_apply(g, lora, x, r, &r));
+        TFC_TRY(keep(scp, r));
+    }
     *y = r;
     return TFC_OK;
 }
@@ -161,7 +166,7 @@ static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gp
                                   const tfc_tensor *h, tfc_tensor **y) {
     const int64_t C = m->cfg.n_embd, H = m->cfg.n_head, D = C / H;
     tfc_tensor *qkv, *qkv5, *qkv_h, *parts[3] = {NULL, NULL, NULL}, *heads[3];
-    TFC_TRY(linear(g, scp, h, bl->attn_w, bl->attn_q, bl->attn_b, &qkv));
+    TFC_TRY(linear(g, scp, h, bl->attn_w, bl->attn_q, bl->attn_b, bl->lora[0], &qkv));
     /* [B·T, 3C] → [B,T,3,H,D] → [3,B,H,T,D], split on the leading 3: q, k, v
      * are strided views of qkv, and backward writes dq, dk, dv into one
      * dqkv buffer already in qkv's layout (one copy, no zero fills, no adds). */
@@ -196,16 +201,16 @@ static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gp
     const int64_t btc[2] = {B * T, C};
     TFC_TRY(tfc_reshape(g, att_t, btc, 2, &att2));
     TFC_TRY(keep(scp, att2));
-    return linear(g, scp, att2, bl->attn_proj_w, bl->attn_proj_q, bl->attn_proj_b, y);
+    return linear(g, scp, att2, bl->attn_proj_w, bl->attn_proj_q, bl->attn_proj_b, bl->lora[1], y);
 }
 
 /* The MLP: y = gelu_tanh(h · W_fc + b_fc) · W_proj + b_proj, h [B·T, C]. */
 static tfc_status mlp_block(tfc_graph *g, scope *scp, const gpt_block *bl, const tfc_tensor *h, tfc_tensor **y) {
     tfc_tensor *f, *a;
-    TFC_TRY(linear(g, scp, h, bl->fc_w, bl->fc_q, bl->fc_b, &f));
+    TFC_TRY(linear(g, scp, h, bl->fc_w, bl->fc_q, bl->fc_b, bl->lora[2], &f));
     TFC_TRY(tfc_gelu(g, f, TFC_GELU_TANH, &a));
     TFC_TRY(keep(scp, a));
-    return linear(g, scp, a, bl->mlp_proj_w, bl->mlp_proj_q, bl->mlp_proj_b, y);
+    return linear(g, scp, a, bl->mlp_proj_w, bl->mlp_proj_q, bl->mlp_proj_b, bl->lora[3], y);
 }
 
 static tfc_status check_ids(const char *fn, const char *arg, const tfc_tensor *t) {

@@ -10,8 +10,15 @@
 #include <stddef.h>
 
 #include "tfcore/gpt.h"
+#include "tfcore/lora.h"
 #include "tfcore/ops.h"
 #include "tfcore/quant.h"
+
+/* One adapted Linear layer (gpt_lora.c): A [r, in], B [out, r], aliases of the adapter set's tensors. */
+typedef struct gpt_lora {
+    tfc_tensor *a, *b;
+    double scale; /* alpha / r */
+} gpt_lora;
 
 /*
  * One transformer block's parameters by name, for the forward pass; the
@@ -27,6 +34,8 @@ typedef struct gpt_block {
     tfc_tensor *mlp_proj_w, *mlp_proj_b; /* mlp.c_proj */
     /* After tfc_gpt_quantize: the four Linear weights as owned handles (the *_w above are then NULL). */
     tfc_qweight *attn_q, *attn_proj_q, *fc_q, *mlp_proj_q;
+    /* LoRA adapters of the four Linears in tfc_gpt_qlinears order, or NULL (owned by tfc_gpt.lora). */
+    gpt_lora *lora[4];
 } gpt_block;
 
 /* The block Linear layers tfc_gpt_quantize turns into tfc_qweights: name suffix, f32 field, handle field. */
@@ -63,15 +72,36 @@ struct tfc_gpt {
     tfc_tensor *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head NULL when tied */
     gpt_block *blocks;                               /* n_layer */
     int32_t n_params;
-    char **names;         /* n_params owned strings (Hugging Face names) */
-    tfc_tensor **params;  /* n_params owned references, in tfc_gpt_params order */
-    tfc_tensor ***fields; /* fields[i]: the named field that aliases params[i] */
-    int32_t *decays;      /* decays[i]: params[i] takes weight decay (its table row's column) */
-    tfc_qformat qformat;  /* 0: f32 (or f64); else the block Linears are the handles in blocks[] */
-    int32_t qgroup;       /* the int4 group size; 0 for int8 */
-    tfc_qweight *head_q;  /* owned; after tfc_gpt_quantize_head the LM head [V, C] (else NULL) */
-    int32_t recompute;    /* tfc_gpt_set_recompute: each block a tfc_graph_checkpoint in training */
+    char **names;              /* n_params owned strings (Hugging Face names) */
+    tfc_tensor **params;       /* n_params owned references, in tfc_gpt_params order */
+    tfc_tensor ***fields;      /* fields[i]: the named field that aliases params[i] */
+    int32_t *decays;           /* decays[i]: params[i] takes weight decay (its table row's column) */
+    tfc_qformat qformat;       /* 0: f32 (or f64); else the block Linears are the handles in blocks[] */
+    int32_t qgroup;            /* the int4 group size; 0 for int8 */
+    tfc_qweight *head_q;       /* owned; after tfc_gpt_quantize_head the LM head [V, C] (else NULL) */
+    struct gpt_lora_set *lora; /* owned; the LoRA adapters (gpt_lora.c), or NULL */
+    int32_t recompute;         /* tfc_gpt_set_recompute: each block a tfc_graph_checkpoint in training */
 };
+
+/* Release m's LoRA adapters (gpt_lora.c); nothing when it has none. */
+void tfc_gpt_lora_free(tfc_gpt *m);
+
+/*
+ * y = base + scale·(x·Aᵀ)·Bᵀ for one adapted layer (recorded on g when it is
+ * not NULL): *y is a new reference.
+ */
+tfc_status tfc_gpt_lora_apply(tfc_graph *g, const gpt_lora *lo, const tfc_tensor *x, const tfc_tensor *base,
+                              tfc_tensor **y);
+
+/*
+ * Copies of m's adapter tensors on (device, index) into a malloc'd array
+ * *moved (NULL when m has none), for tfc_gpt_to_device; the model is not
+ * changed. tfc_gpt_lora_install_moved then puts them in place (consumes the
+ * array, cannot fail); tfc_gpt_lora_drop_moved discards them.
+ */
+tfc_status tfc_gpt_lora_move(const tfc_gpt *m, tfc_device_type device, int32_t index, tfc_tensor ***moved);
+void tfc_gpt_lora_install_moved(tfc_gpt *m, tfc_tensor **moved);
+void tfc_gpt_lora_drop_moved(const tfc_gpt *m, tfc_tensor **moved);
 
 /* Whether m is inference-only: its block Linears or its LM head are quantized. */
 static inline int tfc_gpt_is_quantized(const tfc_gpt *m) { return m->qformat != 0 || m->head_q != NULL; }

@@ -217,6 +217,7 @@ TFC_API void tfc_gpt_release(tfc_gpt *m) {
     for (int32_t l = 0; m->blocks && l < m->cfg.n_layer; l++)
         for (int j = 0; j < GPT_N_QLINEAR; j++) tfc_qweight_release(*tfc_gpt_block_qweight(m, l, j));
     tfc_qweight_release(m->head_q);
+    tfc_gpt_lora_free(m);
     for (int32_t i = 0; i < m->n_params; i++) {
         free(m->names[i]);
         tfc_tensor_release(m->params[i]);
@@ -267,7 +268,8 @@ static tfc_status moved_param(const tfc_gpt *m, int32_t i, tfc_device_type devic
         t = NULL;
         s = tfc_tensor_clone(m->params[i], &t);
     }
-    if (s == TFC_OK) s = tfc_tensor_set_requires_grad(t, 1);
+    /* as it was: a base frozen under LoRA adapters stays frozen */
+    if (s == TFC_OK) s = tfc_tensor_set_requires_grad(t, tfc_tensor_requires_grad(m->params[i]));
     if (s != TFC_OK) {
         tfc_tensor_release(t);
         char why[600];
@@ -296,12 +298,15 @@ TFC_API tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t
     if (!moved) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < m->n_params && s == TFC_OK; i++) s = moved_param(m, i, device, index, &moved[i]);
+    tfc_tensor **lora = NULL; /* LoRA adapters move with the model (gpt_lora.c) */
+    if (s == TFC_OK) s = tfc_gpt_lora_move(m, device, index, &lora);
     if (s != TFC_OK) {
         /* the model is unchanged until every parameter has its copy */
         for (int32_t i = 0; i < m->n_params; i++) tfc_tensor_release(moved[i]);
         free(moved);
         return tfc_err_in(fn, s);
     }
+    tfc_gpt_lora_install_moved(m, lora);
     for (int32_t i = 0; i < m->n_params; i++) {
         tfc_tensor_release(m->params[i]);
         m->params[i] = *m->fields[i] = moved[i];

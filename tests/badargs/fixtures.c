@@ -197,6 +197,8 @@ static tfc_comm *comm_;
 static tfc_ddp *ddp_;
 static tfc_tokenizer *tok_, *tok_fresh_;
 static tfc_gpt *gpt_;
+static tfc_gpt *gpt_lora_;
+static tfc_lora_config lora_cfg_;
 static tfc_gpt_config cfg_;
 static tfc_gpt_cache *cache_;
 static tfc_safetensors *st_;
@@ -280,6 +282,21 @@ tfc_gpt_config *fx_gpt_config(void) {
 tfc_gpt *fx_gpt(void) {
     if (!gpt_ && tfc_gpt_new(fx_gpt_config(), 1, &gpt_) != TFC_OK) fatal("tfc_gpt_new");
     return gpt_;
+}
+
+tfc_lora_config *fx_lora_config(void) {
+    lora_cfg_ = (tfc_lora_config)TFC_LORA_CONFIG_INIT;
+    lora_cfg_.rank = 2;
+    lora_cfg_.targets = "c_attn,c_proj";
+    return &lora_cfg_;
+}
+
+tfc_gpt *fx_gpt_lora(void) {
+    if (!gpt_lora_ &&
+        (tfc_gpt_new(fx_gpt_config(), 1, &gpt_lora_) != TFC_OK ||
+         tfc_gpt_add_lora(gpt_lora_, fx_lora_config()) != TFC_OK))
+        fatal("tfc_gpt_add_lora");
+    return gpt_lora_;
 }
 
 tfc_qweight *fx_qweight(void) {
@@ -465,6 +482,8 @@ void fx_cleanup(void) {
     tfc_gpt_cache_release(cache_);
     tfc_qweight_release(qw_);
     tfc_gpt_release(gpt_);
+    tfc_gpt_release(gpt_lora_);
+    gpt_lora_ = NULL;
     tfc_optim_release(optim_);
     tfc_optim_release(optim_sharded_);
     tfc_ddp_release(ddp_);
@@ -529,6 +548,8 @@ int fx_setup_files(void) {
     /* the same model as an llm.c checkpoint and a Hugging Face directory */
     ok &= tfc_gpt_save_llmc(fx_gpt(), fx_path("gpt.llmc.bin")) == TFC_OK;
     ok &= tfc_gpt_save_hf(fx_gpt(), fx_path("hf"), -1, -1) == TFC_OK;
+    /* LoRA adapters of fx_gpt's config */
+    ok &= tfc_gpt_save_lora(fx_gpt_lora(), fx_path("lora.safetensors"), NULL, NULL, 0) == TFC_OK;
     /* tokenizer in the native format, a text to train on */
     ok &= tfc_tokenizer_save(fx_tok(), fx_path("tok.txt")) == TFC_OK;
     ok &= write_file(fx_path("train.txt"), train_text);

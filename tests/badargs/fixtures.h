@@ -50,6 +50,8 @@ tfc_tokenizer *fx_tok(void); /* trained (has merges) */
 tfc_tokenizer *fx_tok_fresh(void);
 tfc_gpt *fx_gpt(void); /* tiny: 1 layer, 2 heads, 8 dims, block 8, vocab 16 */
 tfc_gpt_config *fx_gpt_config(void);
+tfc_gpt *fx_gpt_lora(void); /* fx_gpt's config with rank-2 LoRA adapters on c_attn and c_proj */
+tfc_lora_config *fx_lora_config(void);
 tfc_gpt_cache *fx_cache(void);
 tfc_safetensors *fx_st(void);
 const void *fx_st_bytes(void);

@@ -406,6 +406,20 @@ tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const char *vo
 tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern, tfc_tokenizer **out);
 tfc_status tfc_tokenizer_save(const tfc_tokenizer *tok, const char *path);
 tfc_status tfc_tokenizer_load(const char *path, tfc_tokenizer **out);
+typedef struct tfc_lora_config {
+uint32_t struct_size;
+int32_t rank;
+double alpha;
+const char *targets;
+uint64_t seed;
+} tfc_lora_config;
+tfc_status tfc_gpt_add_lora(tfc_gpt *m, const tfc_lora_config *cfg);
+tfc_status tfc_gpt_lora_params(const tfc_gpt *m, int32_t *n, const char *const **names, tfc_tensor *const **params);
+tfc_status tfc_gpt_get_lora_config(const tfc_gpt *m, tfc_lora_config *cfg);
+tfc_status tfc_gpt_merge_lora(tfc_gpt *m);
+tfc_status tfc_gpt_save_lora(const tfc_gpt *m, const char *path, const char *const *meta_keys, const char *const *meta_values, int32_t n_meta);
+tfc_status tfc_gpt_save_lora_config(const tfc_gpt *m, const char *path, const char *base_model);
+tfc_status tfc_gpt_load_lora(tfc_gpt *m, const char *path);
 typedef struct tfc_comm tfc_comm;
 typedef enum tfc_comm_op {
 TFC_COMM_SUM = 0,

@@ -195,6 +195,82 @@ class GPT:
     def num_parameters(self):
         return int(lib.tfc_gpt_num_elements(self._h))
 
+    # ---- LoRA (include/tfcore/lora.h; docs/MODEL.md, "Fine-tuning with LoRA") ----
+
+    def add_lora(self, rank=8, alpha=None, targets="c_attn", seed=0):
+        """Attach LoRA adapters (tfc_gpt_add_lora): y = x·W + b + (alpha/rank)·(x·Aᵀ)·Bᵀ
+        on the block Linear layers targets names (PEFT's target_modules: a list or a
+        comma-separated string of module-name suffixes, so "c_proj" is attn.c_proj and
+        mlp.c_proj; "all-linear"). A starts Kaiming-uniform, B at zero (the model's
+        outputs are unchanged); alpha defaults to rank. The base is frozen
+        (requires_grad off); train lora_parameters(). Returns them."""
+        if not isinstance(targets, str):
+            targets = ",".join(targets)
+        c = ffi.new("tfc_lora_config *")
+        keep = ffi.new("char[]", targets.encode())
+        c.struct_size = ffi.sizeof("tfc_lora_config")
+        c.rank = int(rank)
+        c.alpha = float((rank if int(rank) > 0 else 1) if alpha is None else alpha)
+        c.targets = keep
+        c.seed = int(seed)
+        check(lib.tfc_gpt_add_lora(self._h, c))
+        return self.lora_parameters()
+
+    def lora_named_parameters(self):
+        """[(PEFT name, Tensor)] of the adapters: base_model.model.transformer.h.0.attn.c_attn.lora_A.weight
+        [r, in], ...lora_B.weight [out, r], in module order; [] without adapters."""
+        n = ffi.new("int32_t *")
+        names = ffi.new("char ***")
+        params = ffi.new("tfc_tensor ***")
+        check(lib.tfc_gpt_lora_params(self._h, n, ffi.cast("const char *const **", names),
+                                      ffi.cast("tfc_tensor *const **", params)))
+        return [(ffi.string(names[0][i]).decode(), _wrap(lib.tfc_tensor_retain(params[0][i]))) for i in range(n[0])]
+
+    def lora_parameters(self):
+        return [t for _, t in self.lora_named_parameters()]
+
+    @property
+    def lora_config(self):
+        """{"rank", "alpha", "targets"} of the adapters, or None without them."""
+        c = ffi.new("tfc_lora_config *")
+        c.struct_size = ffi.sizeof("tfc_lora_config")
+        check(lib.tfc_gpt_get_lora_config(self._h, c))
+        if c.rank == 0:
+            return None
+        return {"rank": c.rank, "alpha": c.alpha, "targets": ffi.string(c.targets).decode()}
+
+    def merge_lora(self):
+        """Fold the adapters into the base weights (W += (alpha/r)·(B·A)ᵀ), drop them and make the
+        base trainable again (tfc_gpt_merge_lora). Returns self."""
+        check(lib.tfc_gpt_merge_lora(self._h))
+        return self
+
+    def save_lora(self, path, base_model=None, metadata=None):
+        """Save the adapters as PEFT does: path a directory receiving adapter_model.safetensors and
+        adapter_config.json (base_model_name_or_path = base_model); a path ending in .safetensors
+        gets the tensors alone (tfc_gpt_save_lora, PEFT's names and layouts)."""
+        path = os.fspath(path)
+        meta = dict(metadata or {})
+        keep = [ffi.new("char[]", str(s).encode()) for s in list(meta) + list(meta.values())]
+        n = len(meta)
+        keys = ffi.new("char *[]", keep[:n]) if n else ffi.NULL
+        vals = ffi.new("char *[]", keep[n:]) if n else ffi.NULL
+        if path.endswith(".safetensors"):
+            check(lib.tfc_gpt_save_lora(self._h, os.fsencode(path), keys, vals, n))
+            return
+        os.makedirs(path, exist_ok=True)
+        check(lib.tfc_gpt_save_lora(self._h, os.fsencode(os.path.join(path, "adapter_model.safetensors")), keys,
+                                    vals, n))
+        bm = ffi.new("char[]", str(base_model).encode()) if base_model is not None else ffi.NULL
+        check(lib.tfc_gpt_save_lora_config(self._h, os.fsencode(os.path.join(path, "adapter_config.json")), bm))
+
+    def load_lora(self, path):
+        """Attach stored adapters (tfc_gpt_load_lora): a file of save_lora or PEFT, or a directory
+        holding adapter_model.safetensors (alpha from its metadata or adapter_config.json).
+        Freezes the base. Returns lora_parameters()."""
+        check(lib.tfc_gpt_load_lora(self._h, os.fsencode(os.fspath(path))))
+        return self.lora_parameters()
+
     def quantize(self, format="int8", group_size=None, head=False):
         """Quantize the block Linear weights in place for inference (tfc_gpt_quantize):
         format "int8" (per output feature) or "int4" (group_size along the input,

@@ -240,6 +240,16 @@ pub const TFC_SPECIAL_DISALLOWED: tfc_special_mode = 2;
 pub const TFC_SPECIAL_FORCE_INT32: tfc_special_mode = 2147483647;
 
 #[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tfc_lora_config {
+    pub struct_size: u32,
+    pub rank: i32,
+    pub alpha: f64,
+    pub targets: *const c_char,
+    pub seed: u64,
+}
+
+#[repr(C)]
 pub struct tfc_comm {
     _private: [u8; 0],
     _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
@@ -519,6 +529,13 @@ extern "C" {
     pub fn tfc_tokenizer_load_tiktoken(path: *const c_char, pattern: i32, out: *mut *mut tfc_tokenizer) -> tfc_status;
     pub fn tfc_tokenizer_save(tok: *const tfc_tokenizer, path: *const c_char) -> tfc_status;
     pub fn tfc_tokenizer_load(path: *const c_char, out: *mut *mut tfc_tokenizer) -> tfc_status;
+    pub fn tfc_gpt_add_lora(m: *mut tfc_gpt, cfg: *const tfc_lora_config) -> tfc_status;
+    pub fn tfc_gpt_lora_params(m: *const tfc_gpt, n: *mut i32, names: *mut *const *const c_char, params: *mut *const *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_gpt_get_lora_config(m: *const tfc_gpt, cfg: *mut tfc_lora_config) -> tfc_status;
+    pub fn tfc_gpt_merge_lora(m: *mut tfc_gpt) -> tfc_status;
+    pub fn tfc_gpt_save_lora(m: *const tfc_gpt, path: *const c_char, meta_keys: *const *const c_char, meta_values: *const *const c_char, n_meta: i32) -> tfc_status;
+    pub fn tfc_gpt_save_lora_config(m: *const tfc_gpt, path: *const c_char, base_model: *const c_char) -> tfc_status;
+    pub fn tfc_gpt_load_lora(m: *mut tfc_gpt, path: *const c_char) -> tfc_status;
     pub fn tfc_comm_init(out: *mut *mut tfc_comm) -> tfc_status;
     pub fn tfc_comm_init_single(out: *mut *mut tfc_comm) -> tfc_status;
     pub fn tfc_comm_release(c: *mut tfc_comm);

@@ -1,0 +1,746 @@
+/*
+ * LoRA adapters on the GPT's block Linear layers (include/tfcore/lora.h):
+ * the adapter set a model owns, the adapted layer's forward (called from
+ * gpt.c's linear(), so training, the KV-cache paths and generation all see
+ * it), merging, and the adapter files in PEFT's names and layouts.
+ *
+ * Layouts follow PEFT for GPT-2's Conv1D (fan_in_fan_out = True): lora_A is
+ * an nn.Linear(in, r) weight [r, in], lora_B an nn.Linear(r, out) weight
+ * [out, r], and the delta merged into the [in, out] base weight is
+ * scale·(B·A)ᵀ. The forward reads A and B through transposed views, so the
+ * tensors the optimizer updates are the very arrays the file stores.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "model/gpt_impl.h"
+#include "tfcore/io.h"
+
+/* The block Linears by module name, in tfc_gpt_qlinears order (gpt_block.lora[j]). */
+static const char *const LAYER[GPT_N_QLINEAR] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
+/* PEFT's prefix of every adapter key of a GPT2LMHeadModel (PeftModel → LoraModel → the model). */
+#define PEFT_PREFIX "base_model.model.transformer.h."
+
+/* The adapters a model owns: params[] holds the one reference to each tensor; layers[] alias them. */
+typedef struct gpt_lora_set {
+    int32_t rank;
+    double alpha;
+    char *targets; /* as given (add) or as stored (load) */
+    uint64_t seed;
+    gpt_lora *layers; /* n_layer · GPT_N_QLINEAR slots; a slot is adapted when its .a is set */
+    int32_t n_params;
+    char **names;        /* PEFT names */
+    tfc_tensor **params; /* A, B of each adapted layer in module order */
+} gpt_lora_set;
+
+/* Layer j's [in, out] for config c: c_attn C→3C, attn.c_proj C→C, c_fc C→4C, mlp.c_proj 4C→C. */
+static void layer_dims(const tfc_gpt_config *c, int j, int64_t *in, int64_t *out) {
+    static const int64_t mul_in[GPT_N_QLINEAR] = {1, 1, 1, 4}, mul_out[GPT_N_QLINEAR] = {3, 1, 4, 1};
+    *in = mul_in[j] * c->n_embd;
+    *out = mul_out[j] * c->n_embd;
+}
+
+static void set_free(gpt_lora_set *st) {
+    if (!st) return;
+    for (int32_t i = 0; i < st->n_params; i++) {
+        free(st->names[i]);
+        tfc_tensor_release(st->params[i]);
+    }
+    free(st->names);
+    free(st->params);
+    free(st->layers);
+    free(st->targets);
+    free(st);
+}
+
+/* An empty set for m with room for every layer; NULL when out of memory. */
+static gpt_lora_set *set_new(const tfc_gpt *m, int32_t rank, double alpha, const char *targets, uint64_t seed) {
+    const size_t slots = (size_t)m->cfg.n_layer * GPT_N_QLINEAR;
+    gpt_lora_set *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->rank = rank;
+    st->alpha = alpha;
+    st->seed = seed;
+    st->targets = strdup(targets);
+    st->layers = calloc(slots, sizeof *st->layers);
+    st->names = calloc(2 * slots, sizeof *st->names);
+    st->params = calloc(2 * slots, sizeof *st->params);
+    if (!st->targets || !st->layers || !st->names || !st->params) {
+        set_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+/*
+ * Append slot (l, j)'s A and B (references taken over: released on error
+ * too) to st, made leaves that require grad on the model's device.
+ */
+static tfc_status set_add(const tfc_gpt *m, gpt_lora_set *st, int32_t l, int j, tfc_tensor *a, tfc_tensor *b,
+                          const char *fn) {
+    tfc_tensor *ab[2] = {a, b};
+    const tfc_device_type dev = tfc_tensor_device_type(m->wte);
+    const int32_t di = tfc_tensor_device_index(m->wte);
+    tfc_status s = TFC_OK;
+    for (int k = 0; k < 2 && s == TFC_OK; k++) {
+        if (dev != TFC_DEVICE_CPU) {
+            tfc_tensor *d = NULL;
+            s = tfc_tensor_to_device(ab[k], dev, di, &d);
+            tfc_tensor_release(ab[k]);
+            ab[k] = d;
+        }
+        if (s == TFC_OK) s = tfc_tensor_set_requires_grad(ab[k], 1);
+    }
+    for (int k = 0; k < 2 && s == TFC_OK; k++) {
+        char name[128];
+        snprintf(name, sizeof name, PEFT_PREFIX "%d.%s.lora_%c.weight", (int)l, LAYER[j], k ? 'B' : 'A');
+        char *copy = strdup(name);
+        if (!copy) {
+            s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+            break;
+        }
+        st->names[st->n_params] = copy;
+        st->params[st->n_params++] = ab[k];
+        ab[k] = NULL;
+    }
+    tfc_tensor_release(ab[0]);
+    tfc_tensor_release(ab[1]);
+    if (s != TFC_OK) return s;
+    gpt_lora *lo = &st->layers[l * GPT_N_QLINEAR + j];
+    lo->a = st->params[st->n_params - 2];
+    lo->b = st->params[st->n_params - 1];
+    lo->scale = st->alpha / (double)st->rank;
+    return TFC_OK;
+}
+
+static void set_requires_grad_all(tfc_gpt *m, int32_t on) {
+    /* a leaf's flag always takes (parameters are leaves): nothing to undo */
+    for (int32_t i = 0; i < m->n_params; i++) {
+        tfc_status s = tfc_tensor_set_requires_grad(m->params[i], on);
+        (void)s;
+    }
+}
+
+/* Make st m's adapters (ownership passes to m) and freeze the base. */
+static void install(tfc_gpt *m, gpt_lora_set *st) {
+    m->lora = st;
+    for (int32_t l = 0; l < m->cfg.n_layer; l++)
+        for (int j = 0; j < GPT_N_QLINEAR; j++) {
+            gpt_lora *lo = &st->layers[l * GPT_N_QLINEAR + j];
+            m->blocks[l].lora[j] = lo->a ? lo : NULL;
+        }
+    set_requires_grad_all(m, 0);
+}
+
+void tfc_gpt_lora_free(tfc_gpt *m) {
+    if (!m || !m->lora) return;
+    for (int32_t l = 0; m->blocks && l < m->cfg.n_layer; l++)
+        for (int j = 0; j < GPT_N_QLINEAR; j++) m->blocks[l].lora[j] = NULL;
+    set_free(m->lora);
+    m->lora = NULL;
+}
+
+/* ---- the forward ------------------------------------------------------------------------ */
+
+tfc_status tfc_gpt_lora_apply(tfc_graph *g, const gpt_lora *lo, const tfc_tensor *x, const tfc_tensor *base,
+                              tfc_tensor **y) {
+    /*
+     * scale on the [N, r] product (r ≪ out); B = 0 makes the update exactly 0,
+     * so base + 0 is the base bit for bit. tfc_matmul rather than tfc_linear:
+     * its GEMM takes the transposed views as flags (tfc_linear's path was 1.5x
+     * slower here on char-small). The update u [N, out] is still a separate
+     * tensor added to the base's output; fusing it into the base GEMM would
+     * save that pass (docs/MODEL.md, "Fine-tuning with LoRA").
+     */
+    tfc_tensor *at = NULL, *bt = NULL, *t = NULL, *ts = NULL, *u = NULL;
+    tfc_status s = tfc_transpose(g, lo->a, 0, 1, &at); /* [in, r] */
+    if (s == TFC_OK) s = tfc_matmul(g, x, at, &t);
+    if (s == TFC_OK) s = tfc_mul_scalar(g, t, lo->scale, &ts);
+    if (s == TFC_OK) s = tfc_transpose(g, lo->b, 0, 1, &bt); /* [r, out] */
+    if (s == TFC_OK) s = tfc_matmul(g, ts, bt, &u);
+    if (s == TFC_OK) s = tfc_add(g, base, u, y);
+    tfc_tensor_release(at);
+    tfc_tensor_release(bt);
+    tfc_tensor_release(t);
+    tfc_tensor_release(ts);
+    tfc_tensor_release(u);
+    return s;
+}
+
+/* ---- tfc_gpt_add_lora ------------------------------------------------------------------- */
+
+/* Whether PEFT's target item (len bytes) names module `full`: the whole name, or a suffix after a dot. */
+static int item_matches(const char *full, const char *item, size_t len) {
+    const size_t fl = strlen(full);
+    if (len > fl || strncmp(full + fl - len, item, len) != 0) return 0;
+    return len == fl || full[fl - len - 1] == '.';
+}
+
+static int module_char(char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' ||
+        ch == '-';
+}
+
+/* Mark in sel[l·4 + j] the layers targets names; every item must name one. */
+static tfc_status select_layers(const tfc_gpt *m, const char *fn, const char *targets, uint8_t *sel) {
+    const char *p = targets;
+    for (;;) {
+        while (*p == ' ') p++;
+        const char *end = p;
+        while (*end && *end != ',') end++;
+        size_t len = (size_t)(end - p);
+        while (len > 0 && p[len - 1] == ' ') len--;
+        if (len == 0)
+            return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->targets '%s' has an empty item (want e.g. \"c_attn,c_proj\")",
+                           fn, targets);
+        for (size_t i = 0; i < len; i++)
+            if (!module_char(p[i]))
+                return tfc_err(TFC_ERR_INVALID_ARG,
+                               "%s: cfg->targets item '%.*s' has a character that is not in a module name", fn,
+                               (int)len, p);
+        int hits = 0;
+        const int all = len == 10 && strncmp(p, "all-linear", 10) == 0;
+        for (int32_t l = 0; l < m->cfg.n_layer; l++)
+            for (int j = 0; j < GPT_N_QLINEAR; j++) {
+                char full[96];
+                snprintf(full, sizeof full, "transformer.h.%d.%s", (int)l, LAYER[j]);
+                if (all || item_matches(full, p, len)) {
+                    sel[l * GPT_N_QLINEAR + j] = 1;
+                    hits++;
+                }
+            }
+        if (!hits)
+            return tfc_err(TFC_ERR_INVALID_ARG,
+                           "%s: cfg->targets item '%.*s' matches no Linear layer of the model (%d blocks, each with "
+                           "attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj; an item is a name or a suffix at a dot, "
+                           "e.g. c_proj, mlp.c_fc, h.0.attn.c_attn, or all-linear)",
+                           fn, (int)len, p, (int)m->cfg.n_layer);
+        if (!*end) break;
+        p = end + 1;
+    }
+    return TFC_OK;
+}
+
+static const char *quant_refusal(const tfc_gpt *m, char *buf, size_t n) { return tfc_gpt_quant_desc(m, buf, n); }
+
+TFC_API tfc_status tfc_gpt_add_lora(tfc_gpt *m, const tfc_lora_config *cfg) {
+    const char *fn = "tfc_gpt_add_lora";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, cfg);
+    if (cfg->struct_size < sizeof(tfc_lora_config))
+        return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size is %u, need %zu (use TFC_LORA_CONFIG_INIT)", fn,
+                       (unsigned)cfg->struct_size, sizeof(tfc_lora_config));
+    if (m->lora)
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "%s: m has LoRA adapters already (rank %d on %s); merge them (tfc_gpt_merge_lora) first", fn,
+                       (int)m->lora->rank, m->lora->targets);
+    char what[64];
+    if (tfc_gpt_is_quantized(m))
+        return tfc_err(TFC_ERR_UNSUPPORTED,
+                       "%s: m is quantized (%s), which is inference-only: train adapters on the f32 model "
+                       "(tfc_gpt_load_lora can attach trained ones to a quantized model)",
+                       fn, quant_refusal(m, what, sizeof what));
+    if (!(isfinite(cfg->alpha) && cfg->alpha > 0))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->alpha is %g, need a finite value > 0", fn, cfg->alpha);
+    TFC_CHECK_NOT_NULL_AS(fn, cfg->targets, "cfg->targets");
+    if (!*cfg->targets)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->targets is empty (want e.g. \"c_attn\" or \"c_attn,c_proj\")",
+                       fn);
+    const size_t slots = (size_t)m->cfg.n_layer * GPT_N_QLINEAR;
+    uint8_t *sel = calloc(slots, 1);
+    if (!sel) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    tfc_status s = select_layers(m, fn, cfg->targets, sel);
+    for (size_t k = 0; k < slots && s == TFC_OK; k++) {
+        int64_t in, out;
+        layer_dims(&m->cfg, (int)(k % GPT_N_QLINEAR), &in, &out);
+        if (sel[k] && (cfg->rank < 1 || cfg->rank > (in < out ? in : out)))
+            s = tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->rank is %d, need 1 .. %lld for h.%d.%s", fn, (int)cfg->rank,
+                        (long long)(in < out ? in : out), (int)(k / GPT_N_QLINEAR), LAYER[k % GPT_N_QLINEAR]);
+    }
+    gpt_lora_set *st = NULL;
+    if (s == TFC_OK && !(st = set_new(m, cfg->rank, cfg->alpha, cfg->targets, cfg->seed)))
+        s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    uint64_t offset = 0;
+    for (size_t k = 0; k < slots && s == TFC_OK; k++) {
+        if (!sel[k]) continue;
+        const int j = (int)(k % GPT_N_QLINEAR);
+        int64_t in, out;
+        layer_dims(&m->cfg, j, &in, &out);
+        const int64_t da[2] = {cfg->rank, in}, db[2] = {out, cfg->rank};
+        tfc_tensor *a = NULL, *b = NULL;
+        /* PEFT: kaiming_uniform_(a=√5) on [r, in]: bound = √(6/((1+5)·in)) = 1/√in */
+        const double bound = 1.0 / sqrt((double)in);
+        s = tfc_tensor_empty(da, 2, m->cfg.dtype, &a);
+        if (s == TFC_OK) s = tfc_tensor_fill_uniform(a, -bound, bound, cfg->seed, offset);
+        offset += (uint64_t)(cfg->rank * in); /* past every counter A used, whatever the draws per counter */
+        if (s == TFC_OK) s = tfc_tensor_zeros(db, 2, m->cfg.dtype, &b);
+        if (s == TFC_OK)
+            s = set_add(m, st, (int32_t)(k / GPT_N_QLINEAR), j, a, b, fn);
+        else {
+            tfc_tensor_release(a);
+            tfc_tensor_release(b);
+        }
+    }
+    free(sel);
+    if (s != TFC_OK) {
+        set_free(st);
+        return tfc_err_in(fn, s);
+    }
+    install(m, st);
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_lora_params(const tfc_gpt *m, int32_t *n, const char *const **names,
+                                       tfc_tensor *const **params) {
+    const char *fn = "tfc_gpt_lora_params";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, n);
+    TFC_CHECK_NOT_NULL(fn, names);
+    TFC_CHECK_NOT_NULL(fn, params);
+    *n = m->lora ? m->lora->n_params : 0;
+    *names = m->lora ? (const char *const *)m->lora->names : NULL;
+    *params = m->lora ? m->lora->params : NULL;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_get_lora_config(const tfc_gpt *m, tfc_lora_config *cfg) {
+    const char *fn = "tfc_gpt_get_lora_config";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, cfg);
+    if (cfg->struct_size < sizeof(tfc_lora_config))
+        return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size is %u, need %zu", fn, (unsigned)cfg->struct_size,
+                       sizeof(tfc_lora_config));
+    const gpt_lora_set *st = m->lora;
+    cfg->rank = st ? st->rank : 0;
+    cfg->alpha = st ? st->alpha : 0.0;
+    cfg->targets = st ? st->targets : NULL;
+    cfg->seed = st ? st->seed : 0;
+    return TFC_OK;
+}
+
+/* ---- merging ---------------------------------------------------------------------------- */
+
+TFC_API tfc_status tfc_gpt_merge_lora(tfc_gpt *m) {
+    const char *fn = "tfc_gpt_merge_lora";
+    TFC_CHECK_NOT_NULL(fn, m);
+    if (!m->lora) return tfc_err(TFC_ERR_INVALID_ARG, "%s: m has no LoRA adapters to merge", fn);
+    char what[64];
+    if (tfc_gpt_is_quantized(m))
+        return tfc_err(TFC_ERR_UNSUPPORTED,
+                       "%s: m is quantized (%s): adapters cannot be merged into quantized weights (merge into the f32 "
+                       "model, then quantize)",
+                       fn, quant_refusal(m, what, sizeof what));
+    const size_t slots = (size_t)m->cfg.n_layer * GPT_N_QLINEAR;
+    tfc_tensor **merged = calloc(slots, sizeof *merged);
+    if (!merged) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    tfc_status s = TFC_OK;
+    /* every new weight first, so a failure leaves the model as it was */
+    for (size_t k = 0; k < slots && s == TFC_OK; k++) {
+        const gpt_lora *lo = &m->lora->layers[k];
+        if (!lo->a) continue;
+        tfc_tensor *at = NULL, *bt = NULL, *d = NULL, *ds = NULL;
+        s = tfc_transpose(NULL, lo->a, 0, 1, &at);
+        if (s == TFC_OK) s = tfc_transpose(NULL, lo->b, 0, 1, &bt);
+        if (s == TFC_OK) s = tfc_matmul(NULL, at, bt, &d); /* (B·A)ᵀ = Aᵀ·Bᵀ [in, out] */
+        if (s == TFC_OK) s = tfc_mul_scalar(NULL, d, lo->scale, &ds);
+        if (s == TFC_OK)
+            s = tfc_add(NULL, *tfc_gpt_block_weight(m, (int32_t)(k / GPT_N_QLINEAR), (int)(k % GPT_N_QLINEAR)), ds,
+                        &merged[k]);
+        tfc_tensor_release(at);
+        tfc_tensor_release(bt);
+        tfc_tensor_release(d);
+        tfc_tensor_release(ds);
+    }
+    /* in place: tensors callers hold from tfc_gpt_params (optimizers) stay the model's */
+    for (size_t k = 0; k < slots && s == TFC_OK; k++)
+        if (merged[k])
+            s = tfc_tensor_copy_from(*tfc_gpt_block_weight(m, (int32_t)(k / GPT_N_QLINEAR), (int)(k % GPT_N_QLINEAR)),
+                                     merged[k]);
+    for (size_t k = 0; k < slots; k++) tfc_tensor_release(merged[k]);
+    free(merged);
+    if (s != TFC_OK) return tfc_err_in(fn, s);
+    tfc_gpt_lora_free(m);
+    set_requires_grad_all(m, 1);
+    return TFC_OK;
+}
+
+/* ---- device moves ----------------------------------------------------------------------- */
+
+tfc_status tfc_gpt_lora_move(const tfc_gpt *m, tfc_device_type device, int32_t index, tfc_tensor ***moved) {
+    *moved = NULL;
+    if (!m->lora) return TFC_OK;
+    const gpt_lora_set *st = m->lora;
+    tfc_tensor **mv = calloc((size_t)st->n_params, sizeof *mv);
+    if (!mv) return tfc_err(TFC_ERR_OOM, "tfc_gpt_to_device: out of memory");
+    tfc_status s = TFC_OK;
+    for (int32_t i = 0; i < st->n_params && s == TFC_OK; i++) {
+        s = tfc_tensor_to_device(st->params[i], device, index, &mv[i]);
+        /* a new leaf even on the same device: the old one's gradient must not carry over */
+        if (s == TFC_OK && mv[i] == st->params[i]) {
+            tfc_tensor_release(mv[i]);
+            mv[i] = NULL;
+            s = tfc_tensor_clone(st->params[i], &mv[i]);
+        }
+        if (s == TFC_OK) s = tfc_tensor_set_requires_grad(mv[i], 1);
+        if (s != TFC_OK) s = tfc_err_in("tfc_gpt_to_device", s);
+    }
+    if (s != TFC_OK) {
+        tfc_gpt_lora_drop_moved(m, mv);
+        return s;
+    }
+    *moved = mv;
+    return TFC_OK;
+}
+
+void tfc_gpt_lora_drop_moved(const tfc_gpt *m, tfc_tensor **moved) {
+    if (!moved) return;
+    for (int32_t i = 0; m->lora && i < m->lora->n_params; i++) tfc_tensor_release(moved[i]);
+    free(moved);
+}
+
+void tfc_gpt_lora_install_moved(tfc_gpt *m, tfc_tensor **moved) {
+    if (!moved) return;
+    gpt_lora_set *st = m->lora;
+    const size_t slots = (size_t)m->cfg.n_layer * GPT_N_QLINEAR;
+    for (size_t k = 0, i = 0; k < slots; k++) {
+        gpt_lora *lo = &st->layers[k];
+        if (!lo->a) continue;
+        tfc_tensor_release(st->params[i]);
+        tfc_tensor_release(st->params[i + 1]);
+        st->params[i] = lo->a = moved[i];
+        st->params[i + 1] = lo->b = moved[i + 1];
+        i += 2;
+    }
+    free(moved);
+}
+
+/* ---- files ------------------------------------------------------------------------------ */
+
+TFC_API tfc_status tfc_gpt_save_lora(const tfc_gpt *m, const char *path, const char *const *meta_keys,
+                                     const char *const *meta_values, int32_t n_meta) {
+    const char *fn = "tfc_gpt_save_lora";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, path);
+    if (n_meta < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: n_meta is %d, must be >= 0", fn, (int)n_meta);
+    if (n_meta > 0) TFC_CHECK_NOT_NULL(fn, meta_keys);
+    if (n_meta > 0) TFC_CHECK_NOT_NULL(fn, meta_values);
+    if (!m->lora) return tfc_err(TFC_ERR_INVALID_ARG, "%s: m has no LoRA adapters to save", fn);
+    const gpt_lora_set *st = m->lora;
+    enum { N_OWN = 4 };
+    const char **keys = malloc(((size_t)n_meta + N_OWN) * sizeof *keys);
+    const char **vals = malloc(((size_t)n_meta + N_OWN) * sizeof *vals);
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    }
+    char rank[32], alpha[40];
+    snprintf(rank, sizeof rank, "%d", (int)st->rank);
+    snprintf(alpha, sizeof alpha, "%.17g", st->alpha);
+    const char *own_k[N_OWN] = {"format", "tfc.lora.rank", "tfc.lora.alpha", "tfc.lora.targets"};
+    const char *own_v[N_OWN] = {"pt", rank, alpha, st->targets};
+    for (int i = 0; i < N_OWN; i++) keys[i] = own_k[i], vals[i] = own_v[i];
+    for (int32_t i = 0; i < n_meta; i++) keys[N_OWN + i] = meta_keys[i], vals[N_OWN + i] = meta_values[i];
+    tfc_status s = tfc_safetensors_save(path, (const char *const *)st->names, st->params, st->n_params, keys, vals,
+                                        n_meta + N_OWN);
+    free(keys);
+    free(vals);
+    return tfc_err_in(fn, s);
+}
+
+/* s as a JSON string (quotes, escapes) into f. */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+TFC_API tfc_status tfc_gpt_save_lora_config(const tfc_gpt *m, const char *path, const char *base_model) {
+    const char *fn = "tfc_gpt_save_lora_config";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, path);
+    if (!m->lora) return tfc_err(TFC_ERR_INVALID_ARG, "%s: m has no LoRA adapters", fn);
+    const gpt_lora_set *st = m->lora;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    fprintf(f, "{\n  \"peft_type\": \"LORA\",\n  \"task_type\": \"CAUSAL_LM\",\n  \"base_model_name_or_path\": ");
+    if (base_model)
+        json_string(f, base_model);
+    else
+        fputs("null", f);
+    fprintf(f, ",\n  \"r\": %d,\n  \"lora_alpha\": %.17g,\n  \"lora_dropout\": 0.0,\n  \"target_modules\": [",
+            (int)st->rank, st->alpha);
+    /* the items as given; add_lora allowed only module-name characters in them */
+    const char *p = st->targets;
+    for (int first = 1; *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        const char *end = p;
+        while (*end && *end != ',') end++;
+        size_t n = (size_t)(end - p);
+        while (n > 0 && p[n - 1] == ' ') n--;
+        if (n) {
+            fprintf(f, "%s\"%.*s\"", first ? "" : ", ", (int)n, p);
+            first = 0;
+        }
+        p = end;
+    }
+    fprintf(f,
+            "],\n  \"fan_in_fan_out\": true,\n  \"bias\": \"none\",\n  \"use_rslora\": false,\n"
+            "  \"init_lora_weights\": true,\n  \"modules_to_save\": null,\n  \"inference_mode\": true\n}\n");
+    if (fclose(f) != 0) {
+        free(text);
+        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    }
+    tfc_atomic_file af;
+    tfc_status s = tfc_atomic_open(fn, path, &af);
+    if (s == TFC_OK) s = tfc_atomic_write(fn, &af, text, len);
+    if (s == TFC_OK)
+        s = tfc_atomic_commit(fn, &af);
+    else if (af.fp)
+        tfc_atomic_abort(&af);
+    free(text);
+    return s;
+}
+
+/*
+ * alpha (and a check that the adapters use PEFT's plain scaling) from the
+ * adapter_config.json in dir, the directory of a PEFT adapter file.
+ */
+static tfc_status alpha_from_config(const char *fn, const char *file, double *alpha) {
+    char cfgpath[4200];
+    const char *slash = strrchr(file, '/');
+    if (slash)
+        snprintf(cfgpath, sizeof cfgpath, "%.*s/adapter_config.json", (int)(slash - file), file);
+    else
+        snprintf(cfgpath, sizeof cfgpath, "adapter_config.json");
+    FILE *f = fopen(cfgpath, "rb");
+    if (!f)
+        return tfc_err(TFC_ERR_FORMAT,
+                       "%s: '%s' has no tfc.lora.alpha metadata and there is no %s beside it to take lora_alpha from",
+                       fn, file, cfgpath);
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *k = strstr(buf, "\"lora_alpha\"");
+    const char *colon = k ? strchr(k, ':') : NULL;
+    char *end = NULL;
+    double a = colon ? strtod(colon + 1, &end) : NAN;
+    if (!colon || end == colon + 1 || !isfinite(a) || a <= 0)
+        return tfc_err(TFC_ERR_FORMAT, "%s: %s has no usable \"lora_alpha\" (a number > 0)", fn, cfgpath);
+    const char *rs = strstr(buf, "\"use_rslora\"");
+    const char *rc = rs ? strchr(rs, ':') : NULL;
+    while (rc && (*++rc == ' ')) {}
+    if (rc && strncmp(rc, "true", 4) == 0)
+        return tfc_err(TFC_ERR_FORMAT, "%s: %s sets use_rslora (scale alpha/sqrt(r)), which is not supported", fn,
+                       cfgpath);
+    *alpha = a;
+    return TFC_OK;
+}
+
+/* Parse a PEFT key into (layer, j, is_b); 0 when it is not a block Linear's lora_A/lora_B weight. */
+static int parse_key(const char *name, int32_t *layer, int *j, int *is_b) {
+    const size_t pl = strlen(PEFT_PREFIX);
+    if (strncmp(name, PEFT_PREFIX, pl) != 0) return 0;
+    const char *p = name + pl;
+    if (*p < '0' || *p > '9') return 0;
+    char *end;
+    errno = 0;
+    long l = strtol(p, &end, 10);
+    if (errno || l > INT32_MAX || *end != '.' || (end - p > 1 && *p == '0')) return 0;
+    p = end + 1;
+    for (int k = 0; k < GPT_N_QLINEAR; k++) {
+        size_t ln = strlen(LAYER[k]);
+        if (strncmp(p, LAYER[k], ln) != 0) continue;
+        if (strcmp(p + ln, ".lora_A.weight") == 0 || strcmp(p + ln, ".lora_B.weight") == 0) {
+            *layer = (int32_t)l;
+            *j = k;
+            *is_b = p[ln + 6] == 'B';
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A copy of src (file dtype, CPU) in the model's dtype, checked finite. */
+static tfc_status convert(const tfc_gpt *m, const char *fn, const char *name, const tfc_tensor *src, tfc_tensor **out) {
+    int64_t d[2] = {tfc_tensor_dim(src, 0), tfc_tensor_dim(src, 1)};
+    tfc_tensor *t = NULL, *f64 = NULL;
+    tfc_status s = tfc_tensor_empty(d, 2, m->cfg.dtype, &t);
+    if (s == TFC_OK) s = tfc_tensor_copy_from(t, src);
+    if (s == TFC_OK) s = tfc_tensor_empty(d, 2, TFC_DTYPE_F64, &f64);
+    if (s == TFC_OK) s = tfc_tensor_copy_from(f64, src);
+    const size_t n = (size_t)(d[0] * d[1]);
+    double *h = s == TFC_OK ? malloc(n * sizeof *h + 1) : NULL;
+    if (s == TFC_OK && !h) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (s == TFC_OK) s = tfc_tensor_copy_to_host(f64, h, n * sizeof *h);
+    for (size_t i = 0; i < n && s == TFC_OK; i++)
+        if (!isfinite(h[i]))
+            s = tfc_err(TFC_ERR_NONFINITE, "%s: tensor '%s' has a non-finite value (%g) at element %zu", fn, name, h[i],
+                        i);
+    free(h);
+    tfc_tensor_release(f64);
+    if (s != TFC_OK) {
+        tfc_tensor_release(t);
+        return s;
+    }
+    *out = t;
+    return TFC_OK;
+}
+
+/* The targets a loaded file covers when it does not say: the module names of its layers. */
+static void targets_of(const uint8_t *has, int32_t n_layer, char *buf, size_t cap) {
+    buf[0] = 0;
+    for (int j = 0; j < GPT_N_QLINEAR; j++) {
+        int any = 0;
+        for (int32_t l = 0; l < n_layer && !any; l++) any = has[l * GPT_N_QLINEAR + j] != 0;
+        if (!any) continue;
+        size_t at = strlen(buf);
+        snprintf(buf + at, cap - at, "%s%s", at ? "," : "", LAYER[j]);
+    }
+}
+
+/* The adapters of file f (opened from `file`) as a set for m. */
+static tfc_status read_set(const tfc_gpt *m, const char *fn, const char *file, const tfc_safetensors *f,
+                           gpt_lora_set **out) {
+    const int32_t L = m->cfg.n_layer;
+    const size_t slots = (size_t)L * GPT_N_QLINEAR;
+    tfc_tensor **ab = calloc(2 * slots, sizeof *ab);
+    uint8_t *has = calloc(slots, 1);
+    tfc_status s = ab && has ? TFC_OK : tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    const int32_t n = tfc_safetensors_count(f);
+    for (int32_t i = 0; i < n && s == TFC_OK; i++) {
+        const char *name = NULL;
+        tfc_tensor *t = NULL;
+        int32_t l;
+        int j, is_b;
+        s = tfc_safetensors_get(f, i, &name, &t);
+        if (s != TFC_OK) break;
+        if (!parse_key(name, &l, &j, &is_b))
+            s = tfc_err(TFC_ERR_FORMAT,
+                        "%s: '%s': tensor '%s' is not a LoRA weight of a GPT-2 block Linear (want " PEFT_PREFIX
+                        "<layer>.{attn.c_attn,attn.c_proj,mlp.c_fc,mlp.c_proj}.lora_{A,B}.weight)",
+                        fn, file, name);
+        else if (l >= L)
+            s = tfc_err(TFC_ERR_SHAPE, "%s: '%s': tensor '%s' is for block %d but the model has %d blocks", fn, file,
+                        name, (int)l, (int)L);
+        else if (tfc_tensor_ndim(t) != 2)
+            s = tfc_err(TFC_ERR_SHAPE, "%s: '%s': tensor '%s' has %d dims, need 2", fn, file, name,
+                        (int)tfc_tensor_ndim(t));
+        if (s != TFC_OK) {
+            tfc_tensor_release(t);
+            break;
+        }
+        ab[2 * ((size_t)l * GPT_N_QLINEAR + (size_t)j) + (size_t)is_b] = t;
+        has[(size_t)l * GPT_N_QLINEAR + (size_t)j] = 1;
+    }
+    int32_t rank = -1;
+    for (size_t k = 0; k < slots && s == TFC_OK; k++) {
+        if (!has[k]) continue;
+        char an[128];
+        snprintf(an, sizeof an, PEFT_PREFIX "%d.%s.lora_", (int)(k / GPT_N_QLINEAR), LAYER[k % GPT_N_QLINEAR]);
+        if (!ab[2 * k] || !ab[2 * k + 1]) {
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has %s%c.weight but not %s%c.weight", fn, file, an,
+                        ab[2 * k] ? 'A' : 'B', an, ab[2 * k] ? 'B' : 'A');
+            break;
+        }
+        int64_t in, outd;
+        layer_dims(&m->cfg, (int)(k % GPT_N_QLINEAR), &in, &outd);
+        const int64_t r = tfc_tensor_dim(ab[2 * k], 0);
+        if (rank < 0) rank = (int32_t)(r > 0 && r <= INT32_MAX ? r : 0);
+        int64_t ad[2] = {tfc_tensor_dim(ab[2 * k], 0), tfc_tensor_dim(ab[2 * k], 1)};
+        int64_t bd[2] = {tfc_tensor_dim(ab[2 * k + 1], 0), tfc_tensor_dim(ab[2 * k + 1], 1)};
+        if (r < 1 || r > (in < outd ? in : outd) || ad[1] != in)
+            s = tfc_err(TFC_ERR_SHAPE, "%s: '%s': %sA.weight is %s, the model needs [r, %lld] with 1 <= r <= %lld", fn,
+                        file, an, tfc_fmt_dims(ad, 2), (long long)in, (long long)(in < outd ? in : outd));
+        else if (r != rank)
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': %sA.weight has rank %lld, other layers %d (one rank per file)", fn,
+                        file, an, (long long)r, (int)rank);
+        else if (bd[0] != outd || bd[1] != r)
+            s = tfc_err(TFC_ERR_SHAPE, "%s: '%s': %sB.weight is %s, the model needs [%lld, %lld]", fn, file, an,
+                        tfc_fmt_dims(bd, 2), (long long)outd, (long long)r);
+    }
+    if (s == TFC_OK && rank < 0)
+        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds no LoRA weights (no tensor named " PEFT_PREFIX "...lora_A.weight)",
+                    fn, file);
+    double alpha = NAN;
+    const char *ameta = NULL, *tmeta = NULL;
+    if (s == TFC_OK && tfc_safetensors_metadata(f, "tfc.lora.alpha", &ameta) == TFC_OK && ameta) {
+        char *end;
+        alpha = strtod(ameta, &end);
+        if (end == ameta || *end || !isfinite(alpha) || alpha <= 0)
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': metadata tfc.lora.alpha is '%s', need a number > 0", fn, file,
+                        ameta);
+    } else if (s == TFC_OK)
+        s = alpha_from_config(fn, file, &alpha);
+    char found[96];
+    if (s == TFC_OK && (tfc_safetensors_metadata(f, "tfc.lora.targets", &tmeta) != TFC_OK || !tmeta)) {
+        targets_of(has, L, found, sizeof found);
+        tmeta = found;
+    }
+    gpt_lora_set *st = NULL;
+    if (s == TFC_OK && !(st = set_new(m, rank, alpha, tmeta, 0))) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    for (size_t k = 0; k < slots && s == TFC_OK; k++) {
+        if (!has[k]) continue;
+        tfc_tensor *a = NULL, *b = NULL;
+        char an[160], bn[160];
+        snprintf(an, sizeof an, PEFT_PREFIX "%d.%s.lora_A.weight", (int)(k / GPT_N_QLINEAR), LAYER[k % GPT_N_QLINEAR]);
+        snprintf(bn, sizeof bn, PEFT_PREFIX "%d.%s.lora_B.weight", (int)(k / GPT_N_QLINEAR), LAYER[k % GPT_N_QLINEAR]);
+        s = convert(m, fn, an, ab[2 * k], &a);
+        if (s == TFC_OK) s = convert(m, fn, bn, ab[2 * k + 1], &b);
+        if (s == TFC_OK)
+            s = set_add(m, st, (int32_t)(k / GPT_N_QLINEAR), (int)(k % GPT_N_QLINEAR), a, b, fn);
+        else {
+            tfc_tensor_release(a);
+            tfc_tensor_release(b);
+        }
+    }
+    for (size_t k = 0; ab && k < 2 * slots; k++) tfc_tensor_release(ab[k]);
+    free(ab);
+    free(has);
+    if (s != TFC_OK) {
+        set_free(st);
+        return s;
+    }
+    *out = st;
+    return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_load_lora(tfc_gpt *m, const char *path) {
+    const char *fn = "tfc_gpt_load_lora";
+    TFC_CHECK_NOT_NULL(fn, m);
+    TFC_CHECK_NOT_NULL(fn, path);
+    if (m->lora)
+        return tfc_err(TFC_ERR_INVALID_ARG,
+                       "%s: m has LoRA adapters already (rank %d on %s); merge them (tfc_gpt_merge_lora) first", fn,
+                       (int)m->lora->rank, m->lora->targets);
+    char file[4200];
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(file, sizeof file, "%s/adapter_model.safetensors", path);
+    else
+        snprintf(file, sizeof file, "%s", path);
+    tfc_safetensors *f = NULL;
+    TFC_TRY(tfc_safetensors_load(file, &f));
+    gpt_lora_set *st = NULL;
+    tfc_status s = read_set(m, fn, file, f, &st);
+    tfc_safetensors_release(f);
+    if (s != TFC_OK) return tfc_err_in(fn, s);
+    install(m, st);
+    return TFC_OK;
+}
