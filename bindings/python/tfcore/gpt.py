@@ -17,12 +17,15 @@ from ._dtype import as_dtype
 from ._lib import check, ffi, lib
 from .tensor import Tensor, _wrap, tensor
 
-_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "bias", "tie_weights", "dtype", "ln_eps")
+_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "bias", "tie_weights", "dtype", "ln_eps",
+           "dropout")
+_FLOAT_FIELDS = ("ln_eps", "dropout")
 
 
 class GPTConfig:
     """Hyper-parameters: n_layer, n_head, n_embd, block_size, vocab_size,
-    bias (True), tie_weights (True), dtype (float32 or float64), ln_eps (1e-5).
+    bias (True), tie_weights (True), dtype (float32 or float64), ln_eps (1e-5),
+    dropout (0.0: nanoGPT's four places, training forwards only).
     Defaults are the char-tiny preset with vocab 256."""
 
     def __init__(self, **kwargs):
@@ -62,7 +65,7 @@ class GPTConfig:
         if k == "_c":
             object.__setattr__(self, k, v)
         elif k in _FIELDS:
-            setattr(self._c, k, as_dtype(v).code if k == "dtype" else (int(v) if k != "ln_eps" else float(v)))
+            setattr(self._c, k, as_dtype(v).code if k == "dtype" else (float(v) if k in _FLOAT_FIELDS else int(v)))
         else:
             raise AttributeError("tfcore.GPTConfig has no field %r" % (k,))
 
@@ -204,6 +207,12 @@ class GPT:
     def quant_group_size(self):
         """The int4 group size; 0 for int8 and float models."""
         return int(lib.tfc_gpt_quant_group_size(self._h))
+
+    def set_dropout_stream(self, seed, counter=0):
+        """Where training forwards draw their dropout masks from: the next one
+        is number `counter` of stream `seed` (tfc_gpt_set_dropout_stream)."""
+        check(lib.tfc_gpt_set_dropout_stream(self._h, int(seed), int(counter)))
+        return self
 
     def forward(self, idx, targets=None):
         """(logits [B, T, vocab], loss or None) for token ids idx [B, T]; the
