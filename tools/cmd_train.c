@@ -27,6 +27,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "train_shape.h"
 
 static const char *CMD = "train";
 
@@ -45,6 +46,7 @@ typedef struct train_opts {
     int64_t bucket_mb;     /* DDP bucket size, MiB */
     double lr, min_lr, weight_decay, clip;
     int resume, force, preset_given, tokenizer_given;
+    train_shape shape; /* --n-layer ... --dropout --bias over the preset */
 } train_opts;
 
 static const train_opts defaults = {
@@ -68,34 +70,40 @@ static const train_opts defaults = {
     .clip = 1.0,
     .grad_accum = 1,
     .bucket_mb = 25,
+    .shape = TRAIN_SHAPE_INIT,
 };
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tfcore train [--data FILE | --data-bin GLOB [--val-bin GLOB] [--data-format auto|llmc|u16]]\n"
-            "                    [--tokenizer char|bpe:VOCAB|gpt2:DIR|FILE] [--preset NAME]\n"
-            "                    [--steps N] [--batch B] [--lr LR] [--min-lr LR] [--warmup N] [--weight-decay WD]\n"
-            "                    [--clip C] [--seed S] [--out DIR] [--resume] [--force] [--log-json FILE]\n"
-            "                    [--eval-every K] [--eval-batches N] [--stop-after N] [--sample-tokens N]\n"
-            "                    [--save-every N] [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N]\n"
-            "                    [--dtype f32|f64|bf16] [--grad-accum K] [--zero 0|1] [--bucket-mb M]\n"
-            "Defaults: tinyshakespeare ($TFCORE_DATA, else the project's data/tinyshakespeare.txt), char, char-tiny,\n"
-            "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
-            "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
-            "--data-bin GLOB trains on tokens already made: llm.c data shards (train_*.bin, its 1024-byte header)\n"
-            "or nanoGPT's headerless u16 train.bin, the files in sorted order as one stream; --val-bin GLOB the\n"
-            "validation tokens (else the last 10%%); --data-format picks the format (auto: llm.c by its magic,\n"
-            "else u16). --tokenizer gpt2:DIR or FILE names the vocabulary the tokens are in (for the checkpoint).\n"
-            "--save-every N also checkpoints (model, optimizer, loss curve) every N steps, not only at the end.\n"
-            "--profile prints a per-op time table (calls, forward/backward ms, %%, the clip + optimizer\n"
-            "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
-            "--device cuda trains on the GPU (the model is initialised on the CPU, so a seed gives the same\n"
-            "weights on either device); checkpoints are written from the device and the final sample runs on\n"
-            "the CPU. --dtype f64 trains in double precision; bf16 (mixed precision) is not implemented yet.\n"
-            "--grad-accum K splits each batch into K micro-steps whose gradients add up before one optimizer step.\n"
-            "Under mpirun -np N (docs/DISTRIBUTED.md) --batch is the global batch (divisible by N x K), gradients\n"
-            "are averaged in --bucket-mb buckets (25) during backward, --zero 1 shards the optimizer state\n"
-            "across ranks; rank 0 logs, evaluates and writes checkpoints, which resume with any N.\n");
+    fprintf(
+        f,
+        "usage: tfcore train [--data FILE | --data-bin GLOB [--val-bin GLOB] [--data-format auto|llmc|u16]]\n"
+        "                    [--tokenizer char|bpe:VOCAB|gpt2:DIR|FILE] [--preset NAME]\n"
+        "                    [--steps N] [--batch B] [--lr LR] [--min-lr LR] [--warmup N] [--weight-decay WD]\n"
+        "                    [--clip C] [--seed S] [--out DIR] [--resume] [--force] [--log-json FILE]\n"
+        "                    [--eval-every K] [--eval-batches N] [--stop-after N] [--sample-tokens N]\n"
+        "                    [--save-every N] [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N]\n"
+        "                    [--dtype f32|f64|bf16] [--grad-accum K] [--zero 0|1] [--bucket-mb M]\n"
+        "                    [--n-layer L] [--n-head H] [--n-embd C] [--block-size T] [--dropout P] [--bias|--no-bias]\n"
+        "Defaults: tinyshakespeare ($TFCORE_DATA, else the project's data/tinyshakespeare.txt), char, char-tiny,\n"
+        "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
+        "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
+        "--n-layer, --n-head, --n-embd, --block-size, --bias/--no-bias override the preset's shape, --dropout P\n"
+        "(0) drops after the embeddings, on attention probabilities and after each block's two output\n"
+        "projections while training; recorded in config.json and the checkpoint (--resume keeps the shape).\n"
+        "--data-bin GLOB trains on tokens already made: llm.c data shards (train_*.bin, its 1024-byte header)\n"
+        "or nanoGPT's headerless u16 train.bin, the files in sorted order as one stream; --val-bin GLOB the\n"
+        "validation tokens (else the last 10%%); --data-format picks the format (auto: llm.c by its magic,\n"
+        "else u16). --tokenizer gpt2:DIR or FILE names the vocabulary the tokens are in (for the checkpoint).\n"
+        "--save-every N also checkpoints (model, optimizer, loss curve) every N steps, not only at the end.\n"
+        "--profile prints a per-op time table (calls, forward/backward ms, %%, the clip + optimizer\n"
+        "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
+        "--device cuda trains on the GPU (the model is initialised on the CPU, so a seed gives the same\n"
+        "weights on either device); checkpoints are written from the device and the final sample runs on\n"
+        "the CPU. --dtype f64 trains in double precision; bf16 (mixed precision) is not implemented yet.\n"
+        "--grad-accum K splits each batch into K micro-steps whose gradients add up before one optimizer step.\n"
+        "Under mpirun -np N (docs/DISTRIBUTED.md) --batch is the global batch (divisible by N x K), gradients\n"
+        "are averaged in --bucket-mb buckets (25) during backward, --zero 1 shards the optimizer state\n"
+        "across ranks; rank 0 logs, evaluates and writes checkpoints, which resume with any N.\n");
 }
 
 static double now_s(void) {
@@ -134,6 +142,11 @@ static int parse(int argc, char **argv, train_opts *o) {
     while ((r = cli_next(&a, &name, &val, 1)) != 0) {
         if (r < 0) return cli_error(EXIT_USAGE, CMD, "unexpected argument '%s' (see tfcore train --help)", name);
         int64_t iv;
+        int shape_rc;
+        if (train_shape_parse(CMD, name, val, &o->shape, &shape_rc)) {
+            if (shape_rc) return shape_rc;
+            continue;
+        }
 #define NEED_VAL \
     if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name)
 #define INT_FLAG(flag, field, lo, hi)                                 \
@@ -495,6 +508,7 @@ static int load(train_run *r) {
     if (r->o.data_bin) r->data_path = r->o.data_bin;
     if (!rc && !r->o.resume) rc = cli_make_vocab(CMD, r->o.tokenizer_given ? r->o.tokenizer : NULL, text, len, &r->v);
     if (!rc) rc = config_for(&r->o, &r->v, &r->cfg);
+    if (!rc) rc = train_shape_apply(CMD, &r->o.shape, r->o.resume ? r->ck.model : NULL, &r->cfg);
     if (!rc) rc = check_existing(r, &r->cfg, &r->start);
     if (!rc) rc = r->o.data_bin ? load_bin(r) : load_tokens(r, text, len);
     free(text);
@@ -684,6 +698,11 @@ static tfc_status train_step(train_run *r, int64_t step, double *lr, double *l, 
     tfc_tensor *x = NULL, *y = NULL;
     tfc_status s = tfc_lr_cosine(step, o->lr, o->min_lr, o->warmup, o->steps, lr);
     if (s == TFC_OK) s = tfc_optim_set_lr(r->opt, *lr);
+    /* dropout masks: a function of (seed, step, rank, micro-step), so a resumed run repeats them */
+    if (s == TFC_OK)
+        s = tfc_gpt_set_dropout_stream(r->m, (uint64_t)o->seed,
+                                       ((uint64_t)step * (uint64_t)r->size + (uint64_t)r->rank) *
+                                           (uint64_t)o->grad_accum);
     if (s == TFC_OK)
         s = tfc_token_file_batch(r->tf, 0, r->n_train, (int32_t)o->batch, r->cfg.block_size, (uint64_t)o->seed,
                                  (uint64_t)step, &x, &y);
