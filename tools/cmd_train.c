@@ -27,6 +27,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "train_mfu.h"
 #include "train_shape.h"
 
 static const char *CMD = "train";
@@ -47,6 +48,7 @@ typedef struct train_opts {
     double lr, min_lr, weight_decay, clip;
     int resume, force, preset_given, tokenizer_given;
     train_shape shape; /* --n-layer ... --dropout --bias over the preset */
+    double peak_flops; /* --peak-flops; 0: measured (CPU) or the card's table entry (CUDA) */
 } train_opts;
 
 static const train_opts defaults = {
@@ -84,12 +86,15 @@ static void usage(FILE *f) {
         "                    [--save-every N] [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N]\n"
         "                    [--dtype f32|f64|bf16] [--grad-accum K] [--zero 0|1] [--bucket-mb M]\n"
         "                    [--n-layer L] [--n-head H] [--n-embd C] [--block-size T] [--dropout P] [--bias|--no-bias]\n"
+        "                    [--peak-flops F] [--plan]\n"
         "Defaults: tinyshakespeare ($TFCORE_DATA, else the project's data/tinyshakespeare.txt), char, char-tiny,\n"
         "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
         "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
         "--n-layer, --n-head, --n-embd, --block-size, --bias/--no-bias override the preset's shape, --dropout P\n"
         "(0) drops after the embeddings, on attention probabilities and after each block's two output\n"
         "projections while training; recorded in config.json and the checkpoint (--resume keeps the shape).\n"
+        "--peak-flops F is the peak FLOP/s of MFU (default: this CPU's FMA peak, measured once and cached in\n"
+        "$XDG_CACHE_HOME/tfcore; on CUDA the card's datasheet peak).\n"
         "--data-bin GLOB trains on tokens already made: llm.c data shards (train_*.bin, its 1024-byte header)\n"
         "or nanoGPT's headerless u16 train.bin, the files in sorted order as one stream; --val-bin GLOB the\n"
         "validation tokens (else the last 10%%); --data-format picks the format (auto: llm.c by its magic,\n"
@@ -219,6 +224,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         DBL_FLAG("min-lr", min_lr, 0, 10)
         DBL_FLAG("weight-decay", weight_decay, 0, 10)
         DBL_FLAG("clip", clip, 1e-12, INFINITY)
+        DBL_FLAG("peak-flops", peak_flops, 1, 1e21)
         else return cli_error(EXIT_USAGE, CMD, "unknown flag --%s (see tfcore train --help)", name);
 #undef NEED_VAL
 #undef INT_FLAG
@@ -278,6 +284,9 @@ typedef struct train_run {
     loss_log curve;
     int64_t prof_begin, prof_end; /* the profiled steps; empty without --profile */
     double t0, last_val;
+    double flops_per_token, peak_flops, mfu_sum; /* MFU (train_mfu.h): per-step values summed for the mean */
+    int64_t mfu_n;
+    char peak_src[512];
 } train_run;
 
 /* ---- load: the corpus, its vocabulary and token file, the config ------------------ */
@@ -746,6 +755,7 @@ typedef struct step_stats {
     int64_t done; /* steps finished, this one included */
     int eval;     /* val was measured after this step */
     double loss, val, lr, norm, tokens_per_s, elapsed_s;
+    double mfu; /* model FLOPs utilisation of this step, a fraction */
 } step_stats;
 
 static void log_json(FILE *jl, const step_stats *st) {
@@ -754,6 +764,7 @@ static void log_json(FILE *jl, const step_stats *st) {
         "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f",
         (long long)st->done, st->loss, st->lr, st->norm, st->tokens_per_s, st->elapsed_s);
     if (st->eval) fprintf(jl, ", \"val_loss\": %.17g", st->val);
+    fprintf(jl, ", \"mfu\": %.6g", st->mfu);
     fprintf(jl, "}\n");
     fflush(jl);
 }
@@ -769,14 +780,15 @@ static void print_progress(const train_run *r, const step_stats *st) {
         bar[width] = 0;
         char vs[32] = "-";
         if (!isnan(r->last_val)) snprintf(vs, sizeof vs, "%.4f", r->last_val);
-        printf("\r[%s] step %lld/%lld  loss %.4f  val %s  %.0f tok/s  ETA %s   ", bar, (long long)st->done,
-               (long long)r->end_step, st->loss, vs, st->tokens_per_s, eta);
+        printf("\r[%s] step %lld/%lld  loss %.4f  val %s  %.0f tok/s  MFU %.1f%%  ETA %s   ", bar, (long long)st->done,
+               (long long)r->end_step, st->loss, vs, st->tokens_per_s, 100.0 * st->mfu, eta);
         if (st->eval) printf("\n");
         fflush(stdout);
     } else if (st->eval || st->done % 10 == 0 || st->done == r->start + 1) {
         printf("step %lld/%lld  loss %.4f", (long long)st->done, (long long)r->end_step, st->loss);
         if (st->eval) printf("  val %.4f", st->val);
-        printf("  lr %.2e  %.0f tok/s  elapsed %.0fs  ETA %s\n", st->lr, st->tokens_per_s, st->elapsed_s, eta);
+        printf("  lr %.2e  %.0f tok/s  elapsed %.0fs  ETA %s  MFU %.1f%%\n", st->lr, st->tokens_per_s, st->elapsed_s,
+               eta, 100.0 * st->mfu);
         fflush(stdout);
     }
 }
@@ -809,6 +821,13 @@ static int save_checkpoint(const train_run *r, int64_t step);
 
 static int loop(train_run *r) {
     print_header(r);
+    /* MFU: every rank its own peak (--peak-flops is per process) */
+    r->flops_per_token = mfu_flops_per_token(&r->cfg, tfc_gpt_num_elements(r->m));
+    r->peak_flops = (double)r->size *
+        mfu_peak_flops(r->o.peak_flops, r->o.cuda_index, r->cfg.dtype == TFC_DTYPE_F64, tfc_get_num_threads(),
+                       r->peak_src, sizeof r->peak_src);
+    printf("MFU: %.4g FLOPs per token (6N + 12LCT), peak %.4g FLOP/s (%s)\n", r->flops_per_token, r->peak_flops,
+           r->peak_src);
     /* --profile: the steps after the first (warm-up: allocator, caches), or the only one */
     r->prof_begin = r->end_step - r->start >= 2 ? r->start + 1 : r->start;
     r->prof_end = r->prof_begin;
@@ -825,6 +844,9 @@ static int loop(train_run *r) {
         const double t1 = now_s();
         st.elapsed_s = t1 - r->t0;
         st.tokens_per_s = tokens_per_step / (t1 - t_step);
+        st.mfu = mfu_of(r->flops_per_token, st.tokens_per_s, r->peak_flops);
+        r->mfu_sum += st.mfu;
+        r->mfu_n++;
         st.eval = st.done % r->o.eval_every == 0 || st.done == r->end_step;
         if (st.eval && r->rank == 0) {
             int rc = val_loss(r, &st.val);
@@ -949,8 +971,9 @@ static int save(train_run *r) {
     if (r->rank != 0) return 0;
     print_dist_stats(r);
     const loss_log *c = &r->curve;
-    printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs\n", c->n ? c->loss[c->n - 1] : NAN,
-           r->last_val, (long long)r->end_step, now_s() - r->t0);
+    printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs, mean MFU %.2f%%\n",
+           c->n ? c->loss[c->n - 1] : NAN, r->last_val, (long long)r->end_step, now_s() - r->t0,
+           100.0 * (r->mfu_n ? r->mfu_sum / (double)r->mfu_n : 0));
     printf("wrote %s/model.safetensors, optimizer.safetensors, config.json, loss.csv, loss.svg, checkpoint.json\n",
            r->o.out);
     return r->o.sample_tokens > 0 ? sample(r) : 0;
