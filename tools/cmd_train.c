@@ -28,6 +28,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "train_mfu.h"
+#include "train_plan.h"
 #include "train_shape.h"
 
 static const char *CMD = "train";
@@ -49,6 +50,7 @@ typedef struct train_opts {
     int resume, force, preset_given, tokenizer_given;
     train_shape shape; /* --n-layer ... --dropout --bias over the preset */
     double peak_flops; /* --peak-flops; 0: measured (CPU) or the card's table entry (CUDA) */
+    int plan;          /* --plan: print the memory plan and exit */
 } train_opts;
 
 static const train_opts defaults = {
@@ -174,6 +176,9 @@ static int parse(int argc, char **argv, train_opts *o) {
                 o->force = 1;
             else if (!o->profile_steps)
                 o->profile_steps = 1;
+        } else if (strcmp(name, "plan") == 0) {
+            if (val) return cli_error(EXIT_USAGE, CMD, "--plan takes no value");
+            o->plan = 1;
         } else if (strcmp(name, "data") == 0) {
             NEED_VAL;
             o->data = val;
@@ -287,6 +292,7 @@ typedef struct train_run {
     double flops_per_token, peak_flops, mfu_sum; /* MFU (train_mfu.h): per-step values summed for the mean */
     int64_t mfu_n;
     char peak_src[512];
+    int64_t mem_base, rss_base; /* library bytes live and RSS before the model was built */
 } train_run;
 
 /* ---- load: the corpus, its vocabulary and token file, the config ------------------ */
@@ -518,6 +524,10 @@ static int load(train_run *r) {
     if (!rc && !r->o.resume) rc = cli_make_vocab(CMD, r->o.tokenizer_given ? r->o.tokenizer : NULL, text, len, &r->v);
     if (!rc) rc = config_for(&r->o, &r->v, &r->cfg);
     if (!rc) rc = train_shape_apply(CMD, &r->o.shape, r->o.resume ? r->ck.model : NULL, &r->cfg);
+    if (!rc && r->o.plan) { /* the plan needs the config only: nothing is written */
+        free(text);
+        return 0;
+    }
     if (!rc) rc = check_existing(r, &r->cfg, &r->start);
     if (!rc) rc = r->o.data_bin ? load_bin(r) : load_tokens(r, text, len);
     free(text);
@@ -598,6 +608,8 @@ static int resume_state(train_run *r) {
 }
 
 static int build(train_run *r) {
+    int64_t lib_peak, rss_peak;
+    train_plan_measure(&lib_peak, &r->mem_base, &rss_peak, &r->rss_base);
     if (tfc_gpt_new(&r->cfg, (uint64_t)r->o.seed, &r->m) != TFC_OK) return cli_lib_error(CMD, "building the model");
     /* The model moves before the optimizer is built on its parameters. */
     if (r->o.cuda_index >= 0 && tfc_gpt_to_device(r->m, TFC_DEVICE_CUDA, r->o.cuda_index) != TFC_OK)
@@ -811,6 +823,9 @@ static void print_header(const train_run *r) {
             printf("; val-bin: %s, %lld file(s) of %s", r->o.val_bin, (long long)r->bin_files[1], r->bin_format[1]);
         printf("\n");
     }
+    train_plan p;
+    train_plan_make(c, r->o.batch / (r->size * r->o.grad_accum), r->o.batch, r->o.grad_accum, &p);
+    train_plan_print(stdout, &p, c);
     printf("data: %lld tokens (%lld train, %lld val); batch %d x %d; steps %lld..%lld of %lld; out %s\n",
            (long long)r->n_tokens, (long long)r->n_train, (long long)(r->n_tokens - r->n_train), (int)r->o.batch,
            c->block_size, (long long)r->start, (long long)r->end_step, (long long)r->o.steps, r->o.out);
@@ -964,7 +979,21 @@ static int print_state_memory(train_run *r) {
     return 0;
 }
 
+/* The measured peak next to the plan: the library's allocations above what was live before the model, and RSS. */
+static void print_memory(const train_run *r) {
+    train_plan p;
+    train_plan_make(&r->cfg, r->o.batch / (r->size * r->o.grad_accum), r->o.batch, r->o.grad_accum, &p);
+    int64_t lib_peak, lib_live, rss_peak, rss_now;
+    train_plan_measure(&lib_peak, &lib_live, &rss_peak, &rss_now);
+    const double measured = (double)(lib_peak - r->mem_base);
+    printf("memory: planned peak %.2f MB, measured peak %.2f MB (%+.1f%%; library allocations above the %.2f MB live "
+           "before the model), peak RSS %.2f MB above the %.2f MB before it\n",
+           (double)p.peak / 1e6, measured / 1e6, 100.0 * (measured - (double)p.peak) / (double)p.peak,
+           (double)r->mem_base / 1e6, (double)(rss_peak - r->rss_base) / 1e6, (double)r->rss_base / 1e6);
+}
+
 static int save(train_run *r) {
+    if (r->rank == 0) print_memory(r); /* before the checkpoint and the sample allocate their own */
     int rc = save_checkpoint(r, r->end_step);
     if (rc) return rc;
     if ((r->size > 1 || r->o.zero) && (rc = print_state_memory(r)) != 0) return rc;
@@ -1012,6 +1041,13 @@ int cmd_train(int argc, char **argv) {
     int rc = parse(argc, argv, &r.o);
     if (!rc) rc = join(&r);
     if (!rc) rc = load(&r);
+    if (!rc && r.o.plan) { /* --plan: the table and nothing else */
+        train_plan p;
+        train_plan_make(&r.cfg, r.o.batch / (r.size * r.o.grad_accum), r.o.batch, r.o.grad_accum, &p);
+        train_plan_print(stdout, &p, &r.cfg);
+        run_free(&r);
+        return 0;
+    }
     if (!rc) rc = build(&r);
     if (!rc) rc = loop(&r);
     if (!rc) rc = save(&r);
