@@ -523,7 +523,8 @@ static int load(train_run *r) {
     if (r->o.data_bin) r->data_path = r->o.data_bin;
     if (!rc && !r->o.resume) rc = cli_make_vocab(CMD, r->o.tokenizer_given ? r->o.tokenizer : NULL, text, len, &r->v);
     if (!rc) rc = config_for(&r->o, &r->v, &r->cfg);
-    if (!rc) rc = train_shape_apply(CMD, &r->o.shape, r->o.resume ? r->ck.model : NULL, &r->cfg);
+    /* --resume keeps the checkpoint's shape unless --preset names one (then checked against it below) */
+    if (!rc) rc = train_shape_apply(CMD, &r->o.shape, r->o.resume ? r->ck.model : NULL, !r->o.preset_given, &r->cfg);
     if (!rc && r->o.plan) { /* the plan needs the config only: nothing is written */
         free(text);
         return 0;

@@ -62,7 +62,8 @@ static int meta_int(const tfc_safetensors *f, const char *key, int32_t *v) {
     return 0;
 }
 
-int train_shape_apply(const char *cmd, const train_shape *s, const tfc_safetensors *ckpt, tfc_gpt_config *c) {
+int train_shape_apply(const char *cmd, const train_shape *s, const tfc_safetensors *ckpt, int keep_shape,
+                      tfc_gpt_config *c) {
     struct {
         const char *flag, *key;
         int64_t want;
@@ -73,7 +74,7 @@ int train_shape_apply(const char *cmd, const train_shape *s, const tfc_safetenso
              {"block-size", "tfc.block_size", s->block_size, &c->block_size}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         int32_t theirs;
-        if (ckpt && meta_int(ckpt, f[i].key, &theirs) == 0) {
+        if (ckpt && keep_shape && meta_int(ckpt, f[i].key, &theirs) == 0) {
             /* the checkpoint's weights have its shape: a resume cannot change it */
             if (f[i].want && f[i].want != theirs)
                 return cli_error(EXIT_USAGE, cmd, "--%s %lld on --resume: the checkpoint's model has %s %d%s",
@@ -87,7 +88,7 @@ int train_shape_apply(const char *cmd, const train_shape *s, const tfc_safetenso
         }
     }
     int32_t bias;
-    if (ckpt && meta_int(ckpt, "tfc.bias", &bias) == 0) {
+    if (ckpt && keep_shape && meta_int(ckpt, "tfc.bias", &bias) == 0) {
         if (s->bias >= 0 && s->bias != bias)
             return cli_error(EXIT_USAGE, cmd, "--%s on --resume: the checkpoint's model was trained %s biases",
                              s->bias ? "bias" : "no-bias", bias ? "with" : "without");

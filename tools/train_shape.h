@@ -29,12 +29,15 @@ int train_shape_parse(const char *cmd, const char *name, const char *val, train_
 
 /*
  * The flags applied to c (already the preset's config). ckpt (NULL unless
- * resuming) is the checkpoint's model file: its shape is kept, and a flag
- * that asks for another shape is an error; its dropout is kept unless
- * --dropout is given. Checks the result (n_head divides n_embd, ...).
- * Returns 0 or the exit code after a one-line error.
+ * resuming) is the checkpoint's model file: its dropout is kept unless
+ * --dropout is given, and with keep_shape (no --preset given) so is its
+ * shape, a flag that asks for another being an error; without keep_shape
+ * the preset and flags make the shape and the caller compares it with the
+ * checkpoint's. Checks the result (n_head divides n_embd, ...). Returns 0
+ * or the exit code after a one-line error.
  */
-int train_shape_apply(const char *cmd, const train_shape *s, const tfc_safetensors *ckpt, tfc_gpt_config *c);
+int train_shape_apply(const char *cmd, const train_shape *s, const tfc_safetensors *ckpt, int keep_shape,
+                      tfc_gpt_config *c);
 
 /* Whether any shape flag was given (the header then says "preset X with overrides"). */
 int train_shape_given(const train_shape *s);
