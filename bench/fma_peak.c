@@ -9,62 +9,21 @@
  *   avx512, and avx512_bf16: vdpbf16ps, the bf16 peak); "gflops" is the
  *   CPU-time rate (the peak), "gflops_wall" the wall-clock one.
  */
-#include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-#define CHAINS 12
+/* the kernels tfcore train measures its MFU peak with */
+#include "../tools/fma_kernels.h"
+
+#define CHAINS FMA_CHAINS
 #define ITERS 20000000L
 
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* Returns a value derived from every accumulator so nothing is dead code. */
-__attribute__((target("avx2,fma"))) static float chains_avx2(long iters, float seed) {
-    __m256 acc[CHAINS], m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
-    for (int c = 0; c < CHAINS; c++) acc[c] = _mm256_set1_ps(seed + (float)c);
-    for (long i = 0; i < iters; i++)
-#pragma GCC unroll 16
-        for (int c = 0; c < CHAINS; c++) acc[c] = _mm256_fmadd_ps(acc[c], m, a);
-    float s = 0, out[8];
-    for (int c = 0; c < CHAINS; c++) {
-        _mm256_storeu_ps(out, acc[c]);
-        s += out[0];
-    }
-    return s;
-}
-
-__attribute__((target("avx512f"))) static float chains_avx512(long iters, float seed) {
-    __m512 acc[CHAINS], m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
-    for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_set1_ps(seed + (float)c);
-    for (long i = 0; i < iters; i++)
-#pragma GCC unroll 16
-        for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_fmadd_ps(acc[c], m, a);
-    float s = 0;
-    for (int c = 0; c < CHAINS; c++) s += _mm512_reduce_add_ps(acc[c]);
-    return s;
-}
-
-/*
- * vdpbf16ps: each of the 16 f32 lanes adds two bf16 products, 4 flops per
- * lane, 64 per instruction (counted as lanes = 32 below). The peak a bf16
- * GEMM is measured against.
- */
-__attribute__((target("avx512bf16,avx512f"))) static float chains_avx512_bf16(long iters, float seed) {
-    __m512 acc[CHAINS];
-    __m512bh m = (__m512bh)_mm512_set1_epi32(0x3f803f80), a = (__m512bh)_mm512_set1_epi32(0x33d633d6);
-    for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_set1_ps(seed + (float)c);
-    for (long i = 0; i < iters; i++)
-#pragma GCC unroll 16
-        for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_dpbf16_ps(acc[c], m, a);
-    float s = 0;
-    for (int c = 0; c < CHAINS; c++) s += _mm512_reduce_add_ps(acc[c]);
-    return s;
 }
 
 static double clock_of(clockid_t id) {
@@ -86,9 +45,9 @@ static void peak(int threads, int lanes, long iters, int reps, double *wall_best
 #pragma omp parallel num_threads(threads)
         {
             double c0 = clock_of(CLOCK_THREAD_CPUTIME_ID);
-            float v = lanes == 8 ? chains_avx2(iters, (float)omp_get_thread_num())
-                : lanes == 16    ? chains_avx512(iters, 1.0f)
-                                 : chains_avx512_bf16(iters, 1.0f);
+            float v = lanes == 8 ? fma_chains_avx2(iters, (float)omp_get_thread_num())
+                : lanes == 16    ? fma_chains_avx512(iters, 1.0f)
+                                 : fma_chains_avx512_bf16(iters, 1.0f);
             double rate = (double)iters * CHAINS * lanes * 2 / (clock_of(CLOCK_THREAD_CPUTIME_ID) - c0) / 1e9;
 #pragma omp critical
             {

@@ -257,8 +257,10 @@ static int save_config(const char *cmd, const char *stage, const tfc_gpt *m) {
         "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"vocab_size\": %d,\n"
         "  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n"
         "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": %g,\n"
-        "  \"tie_word_embeddings\": %s,\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0\n}\n",
-        c.vocab_size, c.block_size, c.n_embd, c.n_layer, c.n_head, c.ln_eps, c.tie_weights ? "true" : "false");
+        "  \"tie_word_embeddings\": %s,\n  \"resid_pdrop\": %.15g,\n  \"embd_pdrop\": %.15g,\n  \"attn_pdrop\": %.15g,\n"
+        "  \"bias\": %s,\n  \"dropout\": %.15g\n}\n",
+        c.vocab_size, c.block_size, c.n_embd, c.n_layer, c.n_head, c.ln_eps, c.tie_weights ? "true" : "false",
+        c.dropout, c.dropout, c.dropout, c.bias ? "true" : "false", c.dropout);
     int bad = ferror(f);
     bad |= fclose(f) != 0;
     return bad ? cli_error(EXIT_RUNTIME, cmd, "cannot write '%s'", path) : 0;

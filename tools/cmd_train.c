@@ -30,6 +30,9 @@
 #include "cli.h"
 #include "train_forensics.h"
 #include "lora_cli.h"
+#include "train_mfu.h"
+#include "train_plan.h"
+#include "train_shape.h"
 
 static const char *CMD = "train";
 
@@ -51,6 +54,9 @@ typedef struct train_opts {
     int resume, force, preset_given, tokenizer_given;
     forensics_opts fx; /* --overfit-batch, --skip-nonfinite, --log-grad-norms, --recompute */
     lora_opts lora;    /* --lora-*: adapters on a frozen base (tools/lora_cli.c) */
+    train_shape shape; /* --n-layer ... --dropout --bias over the preset */
+    double peak_flops; /* --peak-flops; 0: measured (CPU) or the card's table entry (CUDA) */
+    int plan;          /* --plan: print the memory plan and exit */
 } train_opts;
 
 static const train_opts defaults = {
@@ -74,6 +80,7 @@ static const train_opts defaults = {
     .clip = 1.0,
     .grad_accum = 1,
     .bucket_mb = 25,
+    .shape = TRAIN_SHAPE_INIT,
 };
 
 static void usage(FILE *f) {
@@ -87,9 +94,16 @@ static void usage(FILE *f) {
         "                    [--save-every N] [--profile] [--profile-steps N] [--device cpu|cuda|cuda:N]\n"
         "                    [--dtype f32|f64|bf16] [--grad-accum K] [--zero 0|1] [--bucket-mb M]\n"
         "                    [--lora-rank R --lora-base DIR [--lora-alpha A] [--lora-targets LIST]]\n"
+        "                    [--n-layer L] [--n-head H] [--n-embd C] [--block-size T] [--dropout P] [--bias|--no-bias]\n"
+        "                    [--peak-flops F] [--plan]\n"
         "Defaults: tinyshakespeare ($TFCORE_DATA, else the project's data/tinyshakespeare.txt), char, char-tiny,\n"
         "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
         "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
+        "--n-layer, --n-head, --n-embd, --block-size, --bias/--no-bias override the preset's shape, --dropout P\n"
+        "(0) drops after the embeddings, on attention probabilities and after each block's two output\n"
+        "projections while training; recorded in config.json and the checkpoint (--resume keeps the shape).\n"
+        "--peak-flops F is the peak FLOP/s of MFU (default: this CPU's FMA peak, measured once and cached in\n"
+        "$XDG_CACHE_HOME/tfcore; on CUDA the card's datasheet peak).\n"
         "--data-bin GLOB trains on tokens already made: llm.c data shards (train_*.bin, its 1024-byte header)\n"
         "or nanoGPT's headerless u16 train.bin, the files in sorted order as one stream; --val-bin GLOB the\n"
         "validation tokens (else the last 10%%); --data-format picks the format (auto: llm.c by its magic,\n"
@@ -156,6 +170,11 @@ static int parse(int argc, char **argv, train_opts *o) {
             if (fx_rc) return fx_rc;
             continue;
         }
+        int shape_rc;
+        if (train_shape_parse(CMD, name, val, &o->shape, &shape_rc)) {
+            if (shape_rc) return shape_rc;
+            continue;
+        }
 #define NEED_VAL \
     if (!val) return cli_error(EXIT_USAGE, CMD, "--%s needs a value", name)
 #define INT_FLAG(flag, field, lo, hi)                                 \
@@ -178,6 +197,9 @@ static int parse(int argc, char **argv, train_opts *o) {
                 o->force = 1;
             else if (!o->profile_steps)
                 o->profile_steps = 1;
+        } else if (strcmp(name, "plan") == 0) {
+            if (val) return cli_error(EXIT_USAGE, CMD, "--plan takes no value");
+            o->plan = 1;
         } else if (strcmp(name, "data") == 0) {
             NEED_VAL;
             o->data = val;
@@ -231,6 +253,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         DBL_FLAG("min-lr", min_lr, 0, 10)
         DBL_FLAG("weight-decay", weight_decay, 0, 10)
         DBL_FLAG("clip", clip, 1e-12, INFINITY)
+        DBL_FLAG("peak-flops", peak_flops, 1, 1e21)
         else if ((iv = lora_parse_flag(CMD, name, val, &o->lora)) != 0) {
             if (iv < 0) return EXIT_USAGE;
         }
@@ -302,8 +325,12 @@ typedef struct train_run {
     loss_log curve;
     int64_t prof_begin, prof_end; /* the profiled steps; empty without --profile */
     double t0, last_val;
-    forensics fx; /* train_forensics.h */
-    int fx_rc;    /* this step's fx_after_backward verdict */
+    forensics fx;                                /* train_forensics.h */
+    int fx_rc;                                   /* this step's fx_after_backward verdict */
+    double flops_per_token, peak_flops, mfu_sum; /* MFU (train_mfu.h): per-step values summed for the mean */
+    int64_t mfu_n;
+    char peak_src[512];
+    int64_t mem_base, rss_base; /* library bytes live and RSS before the model was built */
 } train_run;
 
 /* ---- load: the corpus, its vocabulary and token file, the config ------------------ */
@@ -568,11 +595,25 @@ static int load(train_run *r) {
     if (!rc && r->m) {
         r->cfg = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
         if (tfc_gpt_get_config(r->m, &r->cfg) != TFC_OK) rc = cli_lib_error(CMD, "config");
+        /* the shape (and dropout) of --init-from's or --lora-base's model is its own */
+        if (!rc && train_shape_given(&r->o.shape))
+            rc = cli_error(EXIT_USAGE, CMD,
+                           "--n-layer/--n-head/--n-embd/--block-size/--dropout/--bias do not combine with %s "
+                           "(the model's shape is its own)",
+                           r->o.lora.base ? "--lora-base or a LoRA run" : "--init-from");
     } else if (!rc && r->o.resume && strcmp(r->o.preset, INIT_PRESET) == 0) {
         /* a resumed --init-from run has the shape of the model it started from, not a preset's */
         rc = ckpt_meta_config(CMD, r->ck.model, &r->cfg);
+        if (!rc) rc = train_shape_apply(CMD, &r->o.shape, r->ck.model, 1, &r->cfg);
     } else if (!rc && !r->o.init_from) {
         rc = config_for(&r->o, &r->v, &r->cfg);
+        /* --resume keeps the checkpoint's shape unless --preset names one (then checked against it below) */
+        if (!rc)
+            rc = train_shape_apply(CMD, &r->o.shape, r->o.resume ? r->ck.model : NULL, !r->o.preset_given, &r->cfg);
+    }
+    if (!rc && r->o.plan) { /* the plan needs the config only: nothing is written */
+        free(text);
+        return 0;
     }
     if (!rc) rc = check_existing(r, &r->cfg, &r->start);
     if (!rc) rc = r->o.data_bin ? load_bin(r) : load_tokens(r, text, len);
@@ -660,6 +701,8 @@ static int resume_state(train_run *r) {
 }
 
 static int build(train_run *r) {
+    int64_t lib_peak, rss_peak;
+    train_plan_measure(&lib_peak, &r->mem_base, &rss_peak, &r->rss_base);
     if (r->init) { /* --init-from: its weights, a fresh optimizer from step 0 */
         r->m = r->init;
         r->init = NULL;
@@ -781,6 +824,11 @@ static tfc_status train_step(train_run *r, int64_t step, double *lr, double *l, 
     tfc_tensor *x = NULL, *y = NULL;
     tfc_status s = tfc_lr_cosine(step, o->lr, o->min_lr, o->warmup, o->steps, lr);
     if (s == TFC_OK) s = tfc_optim_set_lr(r->opt, *lr);
+    /* dropout masks: a function of (seed, step, rank, micro-step), so a resumed run repeats them */
+    if (s == TFC_OK)
+        s = tfc_gpt_set_dropout_stream(r->m, (uint64_t)o->seed,
+                                       ((uint64_t)step * (uint64_t)r->size + (uint64_t)r->rank) *
+                                           (uint64_t)o->grad_accum);
     if (s == TFC_OK)
         s = tfc_token_file_batch(r->tf, 0, r->n_train, (int32_t)o->batch, r->cfg.block_size, (uint64_t)o->seed,
                                  (uint64_t)fx_batch_index(&r->fx, step), &x, &y);
@@ -826,13 +874,16 @@ typedef struct step_stats {
     int64_t done; /* steps finished, this one included */
     int eval;     /* val was measured after this step */
     double loss, val, lr, norm, tokens_per_s, elapsed_s;
+    double mfu; /* model FLOPs utilisation of this step, a fraction */
 } step_stats;
 
 static void log_json(FILE *jl, const step_stats *st, const forensics *fx) {
     fprintf(
         jl,
-        "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f",
-        (long long)st->done, st->loss, st->lr, st->norm, st->tokens_per_s, st->elapsed_s);
+        "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"mfu\": %.6g, "
+        "\"elapsed_s\": %.3f",
+        (long long)st->done, st->loss, st->lr, st->norm, st->tokens_per_s, st->mfu, st->elapsed_s);
+    /* the timing fields stay before elapsed_s: tests compare what follows it between runs */
     if (st->eval) fprintf(jl, ", \"val_loss\": %.17g", st->val);
     fx_log_json(fx, jl, st->done);
     fprintf(jl, "}\n");
@@ -850,14 +901,15 @@ static void print_progress(const train_run *r, const step_stats *st) {
         bar[width] = 0;
         char vs[32] = "-";
         if (!isnan(r->last_val)) snprintf(vs, sizeof vs, "%.4f", r->last_val);
-        printf("\r[%s] step %lld/%lld  loss %.4f  val %s  %.0f tok/s  ETA %s   ", bar, (long long)st->done,
-               (long long)r->end_step, st->loss, vs, st->tokens_per_s, eta);
+        printf("\r[%s] step %lld/%lld  loss %.4f  val %s  %.0f tok/s  MFU %.1f%%  ETA %s   ", bar, (long long)st->done,
+               (long long)r->end_step, st->loss, vs, st->tokens_per_s, 100.0 * st->mfu, eta);
         if (st->eval) printf("\n");
         fflush(stdout);
     } else if (st->eval || st->done % 10 == 0 || st->done == r->start + 1) {
         printf("step %lld/%lld  loss %.4f", (long long)st->done, (long long)r->end_step, st->loss);
         if (st->eval) printf("  val %.4f", st->val);
-        printf("  lr %.2e  %.0f tok/s  elapsed %.0fs  ETA %s\n", st->lr, st->tokens_per_s, st->elapsed_s, eta);
+        printf("  lr %.2e  %.0f tok/s  elapsed %.0fs  ETA %s  MFU %.1f%%\n", st->lr, st->tokens_per_s, st->elapsed_s,
+               eta, 100.0 * st->mfu);
         fflush(stdout);
     }
 }
@@ -884,6 +936,9 @@ static void print_header(const train_run *r) {
             printf("; val-bin: %s, %lld file(s) of %s", r->o.val_bin, (long long)r->bin_files[1], r->bin_format[1]);
         printf("\n");
     }
+    train_plan p;
+    train_plan_make(c, r->o.batch / (r->size * r->o.grad_accum), r->o.batch, r->o.grad_accum, &p);
+    train_plan_print(stdout, &p, c);
     printf("data: %lld tokens (%lld train, %lld val); batch %d x %d; steps %lld..%lld of %lld; out %s\n",
            (long long)r->n_tokens, (long long)r->n_train, (long long)(r->n_tokens - r->n_train), (int)r->o.batch,
            c->block_size, (long long)r->start, (long long)r->end_step, (long long)r->o.steps, r->o.out);
@@ -894,6 +949,13 @@ static int save_checkpoint(const train_run *r, int64_t step);
 
 static int loop(train_run *r) {
     print_header(r);
+    /* MFU: every rank its own peak (--peak-flops is per process) */
+    r->flops_per_token = mfu_flops_per_token(&r->cfg, tfc_gpt_num_elements(r->m));
+    r->peak_flops = (double)r->size *
+        mfu_peak_flops(r->o.peak_flops, r->o.cuda_index, r->cfg.dtype == TFC_DTYPE_F64, tfc_get_num_threads(),
+                       r->peak_src, sizeof r->peak_src);
+    printf("MFU: %.4g FLOPs per token (6N + 12LCT), peak %.4g FLOP/s (%s)\n", r->flops_per_token, r->peak_flops,
+           r->peak_src);
     /* --profile: the steps after the first (warm-up: allocator, caches), or the only one */
     r->prof_begin = r->end_step - r->start >= 2 ? r->start + 1 : r->start;
     r->prof_end = r->prof_begin;
@@ -912,6 +974,9 @@ static int loop(train_run *r) {
         const double t1 = now_s();
         st.elapsed_s = t1 - r->t0;
         st.tokens_per_s = tokens_per_step / (t1 - t_step);
+        st.mfu = mfu_of(r->flops_per_token, st.tokens_per_s, r->peak_flops);
+        r->mfu_sum += st.mfu;
+        r->mfu_n++;
         st.eval = (st.done % r->o.eval_every == 0 || st.done == r->end_step) && !r->o.fx.overfit;
         if (st.eval && r->rank == 0) {
             int rc = val_loss(r, &st.val);
@@ -1031,15 +1096,30 @@ static int print_state_memory(train_run *r) {
     return 0;
 }
 
+/* The measured peak next to the plan: the library's allocations above what was live before the model, and RSS. */
+static void print_memory(const train_run *r) {
+    train_plan p;
+    train_plan_make(&r->cfg, r->o.batch / (r->size * r->o.grad_accum), r->o.batch, r->o.grad_accum, &p);
+    int64_t lib_peak, lib_live, rss_peak, rss_now;
+    train_plan_measure(&lib_peak, &lib_live, &rss_peak, &rss_now);
+    const double measured = (double)(lib_peak - r->mem_base);
+    printf("memory: planned peak %.2f MB, measured peak %.2f MB (%+.1f%%; library allocations above the %.2f MB live "
+           "before the model), peak RSS %.2f MB above the %.2f MB before it\n",
+           (double)p.peak / 1e6, measured / 1e6, 100.0 * (measured - (double)p.peak) / (double)p.peak,
+           (double)r->mem_base / 1e6, (double)(rss_peak - r->rss_base) / 1e6, (double)r->rss_base / 1e6);
+}
+
 static int save(train_run *r) {
+    if (r->rank == 0) print_memory(r); /* before the checkpoint and the sample allocate their own */
     int rc = save_checkpoint(r, r->end_step);
     if (rc) return rc;
     if ((r->size > 1 || r->o.zero) && (rc = print_state_memory(r)) != 0) return rc;
     if (r->rank != 0) return 0;
     print_dist_stats(r);
     const loss_log *c = &r->curve;
-    printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs\n", c->n ? c->loss[c->n - 1] : NAN,
-           r->last_val, (long long)r->end_step, now_s() - r->t0);
+    printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs, mean MFU %.2f%%\n",
+           c->n ? c->loss[c->n - 1] : NAN, r->last_val, (long long)r->end_step, now_s() - r->t0,
+           100.0 * (r->mfu_n ? r->mfu_sum / (double)r->mfu_n : 0));
     printf("wrote %s/%s, optimizer.safetensors, config.json, loss.csv, loss.svg, checkpoint.json\n", r->o.out,
            r->o.lora.base ? "adapter_model.safetensors, adapter_config.json" : "model.safetensors");
     return r->o.sample_tokens > 0 ? sample(r) : 0;
@@ -1080,6 +1160,13 @@ int cmd_train(int argc, char **argv) {
     int rc = parse(argc, argv, &r.o);
     if (!rc) rc = join(&r);
     if (!rc) rc = load(&r);
+    if (!rc && r.o.plan) { /* --plan: the table and nothing else */
+        train_plan p;
+        train_plan_make(&r.cfg, r.o.batch / (r.size * r.o.grad_accum), r.o.batch, r.o.grad_accum, &p);
+        train_plan_print(stdout, &p, &r.cfg);
+        run_free(&r);
+        return 0;
+    }
     if (!rc) rc = build(&r);
     if (!rc) rc = loop(&r);
     if (!rc) rc = r.o.fx.overfit ? fx_overfit_report(&r.fx, CMD) : save(&r);

@@ -51,11 +51,21 @@ typedef struct tfc_gpt_config {
     int32_t tie_weights; /* 1: LM head is wte (GPT-2), 0: its own lm_head.weight */
     tfc_dtype dtype;     /* parameter dtype: TFC_DTYPE_F32 or TFC_DTYPE_F64 */
     double ln_eps;       /* LayerNorm epsilon, 1e-5 in GPT-2 */
+    /*
+     * Dropout probability in [0, 1), nanoGPT's places: after the embedding
+     * sum, on the attention probabilities, after the attention output
+     * projection and after the MLP output projection. Applied only by a
+     * training forward (tfc_gpt_forward with a graph whose grad is enabled);
+     * evaluation, the KV cache and generation never drop. Added after ln_eps:
+     * a caller built against the older struct (struct_size ending at ln_eps)
+     * gets 0. Masks: tfc_gpt_set_dropout_stream.
+     */
+    double dropout;
 } tfc_gpt_config;
 
-/* Defaults: the char-tiny preset with a 256-token vocabulary. */
+/* Defaults: the char-tiny preset with a 256-token vocabulary, no dropout. */
 #define TFC_GPT_CONFIG_INIT \
-    { (uint32_t)sizeof(tfc_gpt_config), 4, 4, 128, 128, 256, 1, 1, TFC_DTYPE_F32, 1e-5 }
+    { (uint32_t)sizeof(tfc_gpt_config), 4, 4, 128, 128, 256, 1, 1, TFC_DTYPE_F32, 1e-5, 0.0 }
 
 /*
  * Fill *cfg with a named preset (cfg->struct_size must be set):
@@ -75,11 +85,27 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_config_preset(const char *name, tfc_gpt
  * biases 0, LayerNorm weight 1 / bias 0. Each parameter draws from its own
  * offset, so the values depend only on (config, seed). Every parameter
  * requires grad. Errors: NULL arguments, struct_size too small
- * (TFC_ERR_VERSION), non-positive sizes, n_embd % n_head != 0, bad dtype
- * (TFC_ERR_INVALID_ARG naming the field), TFC_ERR_OOM.
+ * (TFC_ERR_VERSION; a struct ending at ln_eps is accepted, dropout 0),
+ * non-positive sizes, n_embd % n_head != 0, dropout outside [0, 1), bad
+ * dtype (TFC_ERR_INVALID_ARG naming the field), TFC_ERR_OOM.
  * Release with tfc_gpt_release.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt **out);
+
+/*
+ * Where a training forward's dropout masks come from (cfg.dropout > 0). The
+ * training forward numbered `counter` (counted from the value set here, +1
+ * per training forward) draws the mask of site s (0: the embedding sum; for
+ * layer l, 1 + 3l: the attention probabilities, 2 + 3l: after attn.c_proj,
+ * 3 + 3l: after mlp.c_proj) from the Philox stream (key, 0) with key =
+ * splitmix64(splitmix64(seed ^ splitmix64(counter)) + s) (docs/MODEL.md,
+ * "Dropout"), the stream tfc_dropout(..., key, 0, ...) uses, so a mask is a
+ * function of (seed, counter, site) alone: set (seed, step) before a step
+ * and a resumed run repeats the masks of an unbroken one. A new model
+ * starts at (its tfc_gpt_new seed, 0); a loaded one at (0, 0). Errors: NULL
+ * m (TFC_ERR_INVALID_ARG). Not thread-safe with a forward on m.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_set_dropout_stream(tfc_gpt *m, uint64_t seed, uint64_t counter);
 
 /* Free the model; tensors the caller still holds stay valid. NULL is accepted. */
 TFC_API void tfc_gpt_release(tfc_gpt *m /* nullable */);

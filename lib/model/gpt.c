@@ -123,6 +123,22 @@ static tfc_status attend_per_sequence(scope *scp, tfc_gpt_cache *const *seqs, in
     return s;
 }
 
+/* A training forward's dropout (gpt_dropout.c): on when train, masks from (the model's seed, counter, site). */
+typedef struct gpt_drop {
+    int train;
+    uint64_t counter;
+} gpt_drop;
+
+/* x after dropout site `site` (x itself when not training), pushed onto the scope. */
+static tfc_status drop(const tfc_gpt *m, tfc_graph *g, scope *scp, const gpt_drop *dr, int64_t site,
+                       const tfc_tensor *x, tfc_tensor **y) {
+    tfc_tensor *r;
+    TFC_TRY(tfc_gpt_dropout_site(m, g, dr->train, dr->counter, site, x, &r));
+    TFC_TRY(keep(scp, r));
+    *y = r;
+    return TFC_OK;
+}
+
 /*
  * Causal attention of q over k, v (heads [B,H,T,D] each) at positions
  * start .. start+T-1; with a cache, k and v are first appended to it and
@@ -163,7 +179,7 @@ static tfc_status attend(tfc_graph *g, scope *scp, tfc_gpt_cache *cache, int32_t
  */
 static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gpt_block *bl, tfc_gpt_cache *cache,
                                   tfc_gpt_cache *const *seqs, int32_t layer, int64_t B, int64_t T, int64_t start,
-                                  const tfc_tensor *h, tfc_tensor **y) {
+                                  const gpt_drop *dr, const tfc_tensor *h, tfc_tensor **y) {
     const int64_t C = m->cfg.n_embd, H = m->cfg.n_head, D = C / H;
     tfc_tensor *qkv, *qkv5, *qkv_h, *parts[3] = {NULL, NULL, NULL}, *heads[3];
     TFC_TRY(linear(g, scp, h, bl->attn_w, bl->attn_q, bl->attn_b, bl->lora[0], &qkv));
@@ -194,23 +210,31 @@ static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gp
     tfc_tensor *att, *att_t, *att2;
     if (seqs)
         TFC_TRY(attend_per_sequence(scp, seqs, layer, B, heads, scale, &att));
-    else
+    else if (dr->train && m->cfg.dropout > 0) {
+        const uint64_t key = tfc_gpt_dropout_key(m->drop_seed, dr->counter, 1 + 3 * (int64_t)layer);
+        TFC_TRY(tfc_gpt_attention_dropout(g, heads[0], heads[1], heads[2], scale, m->cfg.dropout, key, &att));
+        TFC_TRY(keep(scp, att));
+    } else
         TFC_TRY(attend(g, scp, cache, layer, T, start, heads, scale, &att));
     TFC_TRY(tfc_permute(g, att, to_heads, 4, &att_t)); /* [B,T,H,D] */
     TFC_TRY(keep(scp, att_t));
     const int64_t btc[2] = {B * T, C};
     TFC_TRY(tfc_reshape(g, att_t, btc, 2, &att2));
     TFC_TRY(keep(scp, att2));
-    return linear(g, scp, att2, bl->attn_proj_w, bl->attn_proj_q, bl->attn_proj_b, bl->lora[1], y);
+    tfc_tensor *proj;
+    TFC_TRY(linear(g, scp, att2, bl->attn_proj_w, bl->attn_proj_q, bl->attn_proj_b, bl->lora[1], &proj));
+    return drop(m, g, scp, dr, 2 + 3 * (int64_t)layer, proj, y);
 }
 
-/* The MLP: y = gelu_tanh(h · W_fc + b_fc) · W_proj + b_proj, h [B·T, C]. */
-static tfc_status mlp_block(tfc_graph *g, scope *scp, const gpt_block *bl, const tfc_tensor *h, tfc_tensor **y) {
-    tfc_tensor *f, *a;
+/* The MLP: y = dropout(gelu_tanh(h · W_fc + b_fc) · W_proj + b_proj), h [B·T, C]. */
+static tfc_status mlp_block(const tfc_gpt *m, tfc_graph *g, scope *scp, const gpt_block *bl, int32_t layer,
+                            const gpt_drop *dr, const tfc_tensor *h, tfc_tensor **y) {
+    tfc_tensor *f, *a, *proj;
     TFC_TRY(linear(g, scp, h, bl->fc_w, bl->fc_q, bl->fc_b, bl->lora[2], &f));
     TFC_TRY(tfc_gelu(g, f, TFC_GELU_TANH, &a));
     TFC_TRY(keep(scp, a));
-    return linear(g, scp, a, bl->mlp_proj_w, bl->mlp_proj_q, bl->mlp_proj_b, bl->lora[3], y);
+    TFC_TRY(linear(g, scp, a, bl->mlp_proj_w, bl->mlp_proj_q, bl->mlp_proj_b, bl->lora[3], &proj));
+    return drop(m, g, scp, dr, 3 + 3 * (int64_t)layer, proj, y);
 }
 
 static tfc_status check_ids(const char *fn, const char *arg, const tfc_tensor *t) {
@@ -260,6 +284,7 @@ typedef struct block_ctx {
     tfc_gpt *m;
     int32_t layer;
     int64_t B, T;
+    gpt_drop dr; /* the forward's: a replay draws the masks the forward drew */
 } block_ctx;
 
 static tfc_status block_fn(tfc_graph *g, const tfc_tensor *const *in, int32_t n_in, tfc_tensor **out, int32_t n_out,
@@ -273,10 +298,11 @@ static tfc_status block_fn(tfc_graph *g, const tfc_tensor *const *in, int32_t n_
     tfc_status s = TFC_OK;
     tfc_tensor *h, *y, *x = (tfc_tensor *)in[0];
     OP(h, tfc_layernorm(g, x, bl->ln1_w, bl->ln1_b, c->ln_eps, &h));
-    if ((s = attention_block(b->m, g, &sc, bl, NULL, NULL, b->layer, b->B, b->T, 0, h, &y)) != TFC_OK) goto done;
+    if ((s = attention_block(b->m, g, &sc, bl, NULL, NULL, b->layer, b->B, b->T, 0, &b->dr, h, &y)) != TFC_OK)
+        goto done;
     OP(x, tfc_add(g, x, y, &x));
     OP(h, tfc_layernorm(g, x, bl->ln2_w, bl->ln2_b, c->ln_eps, &h));
-    if ((s = mlp_block(g, &sc, bl, h, &y)) != TFC_OK) goto done;
+    if ((s = mlp_block(b->m, g, &sc, bl, b->layer, &b->dr, h, &y)) != TFC_OK) goto done;
     s = tfc_add(g, x, y, &out[0]);
 done:
     scope_free(&sc);
@@ -312,6 +338,9 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
     scope sc = {0};
     tfc_status s = TFC_OK;
     tfc_tensor *pos, *pe, *te, *x, *h, *y, *out = NULL;
+    /* dropout only in a training forward: a graph that records gradients, no cache */
+    const gpt_drop dr = {.train = g && tfc_graph_is_grad_enabled(g) && !cache && !seqs && c->dropout > 0,
+                         .counter = m->drop_counter};
     if (seqs)
         OP(pos, seq_positions(m, seqs, B, fn, &pos)); /* pe then [B, 1, C], like te */
     else
@@ -323,6 +352,7 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
     OP(pe, tfc_embedding(g, m->wpe, pos, &pe)); /* [T, C] */
     OP(te, tfc_embedding(g, m->wte, idx, &te)); /* [B, T, C] */
     OP(x, tfc_add(g, te, pe, &x));
+    if ((s = drop(m, g, &sc, &dr, 0, x, &x)) != TFC_OK) goto done;
     const int64_t btc[2] = {B * T, C};
     OP(x, tfc_view(g, x, btc, 2, &x));
     /* --recompute: each block a checkpoint keeping only its input for backward */
@@ -330,19 +360,20 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
     for (int32_t l = 0; l < c->n_layer; l++) {
         const gpt_block *bl = &m->blocks[l];
         if (recompute) {
-            block_ctx bc = {m, l, B, T};
+            block_ctx bc = {m, l, B, T, dr};
             const tfc_tensor *in[1] = {x};
             OP(x, tfc_graph_checkpoint(g, block_fn, &bc, sizeof bc, in, 1, &x, 1));
             continue;
         }
         OP(h, tfc_layernorm(g, x, bl->ln1_w, bl->ln1_b, c->ln_eps, &h));
-        if ((s = attention_block(m, g, &sc, bl, cache, seqs, l, B, T, start, h, &y)) != TFC_OK) goto done;
+        if ((s = attention_block(m, g, &sc, bl, cache, seqs, l, B, T, start, &dr, h, &y)) != TFC_OK) goto done;
         OP(x, tfc_add(g, x, y, &x));
         OP(h, tfc_layernorm(g, x, bl->ln2_w, bl->ln2_b, c->ln_eps, &h));
-        if ((s = mlp_block(g, &sc, bl, h, &y)) != TFC_OK) goto done;
+        if ((s = mlp_block(m, g, &sc, bl, l, &dr, h, &y)) != TFC_OK) goto done;
         OP(x, tfc_add(g, x, y, &x));
     }
     s = tfc_layernorm(g, x, m->lnf_w, m->lnf_b, c->ln_eps, &out);
+    if (s == TFC_OK && dr.train) m->drop_counter++; /* the next training forward draws new masks */
 done:
     scope_free(&sc);
     if (s == TFC_OK) *hidden = out;

@@ -25,7 +25,7 @@ TFC_API tfc_status tfc_gpt_config_preset(const char *name, tfc_gpt_config *cfg) 
     const char *fn = "tfc_gpt_config_preset";
     TFC_CHECK_NOT_NULL(fn, name);
     TFC_CHECK_NOT_NULL(fn, cfg);
-    if (cfg->struct_size < sizeof(tfc_gpt_config))
+    if (cfg->struct_size < TFC_GPT_CONFIG_V1_SIZE)
         return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size is %u, need %zu", fn, cfg->struct_size,
                        sizeof(tfc_gpt_config));
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
@@ -42,10 +42,21 @@ TFC_API tfc_status tfc_gpt_config_preset(const char *name, tfc_gpt_config *cfg) 
                    name);
 }
 
-tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *c) {
-    if (c->struct_size < sizeof(tfc_gpt_config))
-        return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size is %u, need %zu", fn, c->struct_size,
+void tfc_gpt_config_normalize(const tfc_gpt_config *in, tfc_gpt_config *out) {
+    const size_t size = in->struct_size < sizeof *out ? in->struct_size : sizeof *out;
+    *out = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
+    memcpy(out, in, size);
+    if (size < offsetof(tfc_gpt_config, dropout) + sizeof out->dropout) out->dropout = 0.0;
+    out->struct_size = sizeof *out;
+}
+
+tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *caller) {
+    if (caller->struct_size < TFC_GPT_CONFIG_V1_SIZE)
+        return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size is %u, need %zu", fn, caller->struct_size,
                        sizeof(tfc_gpt_config));
+    tfc_gpt_config full;
+    tfc_gpt_config_normalize(caller, &full);
+    const tfc_gpt_config *c = &full;
     struct {
         const char *name;
         int32_t v;
@@ -67,6 +78,8 @@ tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *c) {
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->tie_weights is %d, need 0 or 1", fn, c->tie_weights);
     if (!(c->ln_eps > 0) || !isfinite(c->ln_eps))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->ln_eps is %g, must be > 0", fn, c->ln_eps);
+    if (!(c->dropout >= 0.0 && c->dropout < 1.0))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->dropout is %g, must be in [0, 1)", fn, c->dropout);
     return TFC_OK;
 }
 

@@ -72,15 +72,16 @@ struct tfc_gpt {
     tfc_tensor *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head NULL when tied */
     gpt_block *blocks;                               /* n_layer */
     int32_t n_params;
-    char **names;              /* n_params owned strings (Hugging Face names) */
-    tfc_tensor **params;       /* n_params owned references, in tfc_gpt_params order */
-    tfc_tensor ***fields;      /* fields[i]: the named field that aliases params[i] */
-    int32_t *decays;           /* decays[i]: params[i] takes weight decay (its table row's column) */
-    tfc_qformat qformat;       /* 0: f32 (or f64); else the block Linears are the handles in blocks[] */
-    int32_t qgroup;            /* the int4 group size; 0 for int8 */
-    tfc_qweight *head_q;       /* owned; after tfc_gpt_quantize_head the LM head [V, C] (else NULL) */
-    struct gpt_lora_set *lora; /* owned; the LoRA adapters (gpt_lora.c), or NULL */
-    int32_t recompute;         /* tfc_gpt_set_recompute: each block a tfc_graph_checkpoint in training */
+    char **names;                     /* n_params owned strings (Hugging Face names) */
+    tfc_tensor **params;              /* n_params owned references, in tfc_gpt_params order */
+    tfc_tensor ***fields;             /* fields[i]: the named field that aliases params[i] */
+    int32_t *decays;                  /* decays[i]: params[i] takes weight decay (its table row's column) */
+    tfc_qformat qformat;              /* 0: f32 (or f64); else the block Linears are the handles in blocks[] */
+    int32_t qgroup;                   /* the int4 group size; 0 for int8 */
+    tfc_qweight *head_q;              /* owned; after tfc_gpt_quantize_head the LM head [V, C] (else NULL) */
+    struct gpt_lora_set *lora;        /* owned; the LoRA adapters (gpt_lora.c), or NULL */
+    int32_t recompute;                /* tfc_gpt_set_recompute: each block a tfc_graph_checkpoint in training */
+    uint64_t drop_seed, drop_counter; /* the next training forward's dropout stream (tfc_gpt_set_dropout_stream) */
 };
 
 /* Release m's LoRA adapters (gpt_lora.c); nothing when it has none. */
@@ -103,6 +104,29 @@ tfc_status tfc_gpt_lora_move(const tfc_gpt *m, tfc_device_type device, int32_t i
 void tfc_gpt_lora_install_moved(tfc_gpt *m, tfc_tensor **moved);
 void tfc_gpt_lora_drop_moved(const tfc_gpt *m, tfc_tensor **moved);
 
+/*
+ * Dropout of one site in a training forward (gpt_dropout.c): *y = x when
+ * the model has no dropout or `train` is 0 (a new reference), else
+ * tfc_dropout(g, x, p, key(seed, counter, site), 0) with the key that
+ * tfc_gpt_set_dropout_stream documents. `counter` is the forward's number,
+ * fixed at its start, so re-running a block's forward with the same counter
+ * (activation recomputation) draws the same masks.
+ */
+tfc_status tfc_gpt_dropout_site(const tfc_gpt *m, tfc_graph *g, int train, uint64_t counter, int64_t site,
+                                const tfc_tensor *x, tfc_tensor **y);
+
+/* The Philox key of site `site` in training forward `counter` of stream `seed`. */
+uint64_t tfc_gpt_dropout_key(uint64_t seed, uint64_t counter, int64_t site);
+
+/*
+ * Causal attention with dropout p on the probabilities, unfused (the fused
+ * kernel has no dropout): softmax(q kᵀ·scale + causal) → dropout(key) → · v.
+ * q, k, v [B,H,T,D]; *att [B,H,T,D]. Keeps the [B,H,T,T] probabilities
+ * alive for backward, as nanoGPT's non-flash path does.
+ */
+tfc_status tfc_gpt_attention_dropout(tfc_graph *g, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v,
+                                     double scale, double p, uint64_t key, tfc_tensor **att);
+
 /* Whether m is inference-only: its block Linears or its LM head are quantized. */
 static inline int tfc_gpt_is_quantized(const tfc_gpt *m) { return m->qformat != 0 || m->head_q != NULL; }
 
@@ -119,8 +143,14 @@ const char *tfc_gpt_quant_desc(const tfc_gpt *m, char *buf, size_t n);
  */
 void tfc_gpt_install_head(tfc_gpt *m, tfc_qweight *q);
 
-/* TFC_OK for a valid config, else the error naming the bad field, prefixed by fn. */
+/* The size of tfc_gpt_config before dropout was added: callers built against it keep working (dropout 0). */
+#define TFC_GPT_CONFIG_V1_SIZE (offsetof(tfc_gpt_config, ln_eps) + sizeof(double))
+
+/* TFC_OK for a valid config (struct_size >= TFC_GPT_CONFIG_V1_SIZE), else the error naming the bad field, prefixed by fn. */
 tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *cfg);
+
+/* A caller's config of any accepted struct_size as the current struct (fields it lacks: their defaults). */
+void tfc_gpt_config_normalize(const tfc_gpt_config *in, tfc_gpt_config *out);
 
 /*
  * Number of parameter values (elements) a model of cfg holds, from the

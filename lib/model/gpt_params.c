@@ -189,8 +189,8 @@ TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt
     tfc_gpt *m = calloc(1, sizeof *m);
     param_at *at = calloc((size_t)n, sizeof *at);
     if (m) {
-        m->cfg = *cfg;
-        m->cfg.struct_size = sizeof(tfc_gpt_config);
+        tfc_gpt_config_normalize(cfg, &m->cfg); /* an older caller's struct may end at ln_eps */
+        m->drop_seed = seed;
         m->blocks = calloc((size_t)cfg->n_layer, sizeof *m->blocks);
         m->names = calloc((size_t)n, sizeof *m->names);
         m->params = calloc((size_t)n, sizeof *m->params);

@@ -29,7 +29,7 @@ static const struct {
     {"tfc.bias", offsetof(tfc_gpt_config, bias)},
     {"tfc.tie_weights", offsetof(tfc_gpt_config, tie_weights)},
 };
-enum { N_INT = sizeof int_fields / sizeof int_fields[0], N_CFG = N_INT + 3 };
+enum { N_INT = sizeof int_fields / sizeof int_fields[0], N_CFG = N_INT + 4 };
 
 static int32_t int_value(const tfc_gpt_config *c, size_t i) {
     return *(const int32_t *)((const char *)c + int_fields[i].offset);
@@ -48,6 +48,8 @@ static void config_to_meta(const tfc_gpt_config *c, const char **keys, const cha
     snprintf(bufs[N_INT + 1], 32, "%.17g", c->ln_eps);
     keys[N_INT + 2] = "tfc.dtype";
     snprintf(bufs[N_INT + 2], 32, "%s", tfc_dtype_name(c->dtype));
+    keys[N_INT + 3] = "tfc.dropout"; /* a training setting, not a shape: files written before it load as 0 */
+    snprintf(bufs[N_INT + 3], 32, "%.17g", c->dropout);
 }
 
 /*
@@ -178,6 +180,12 @@ static tfc_status read_config(const char *fn, const char *path, const tfc_safete
         c->dtype = TFC_DTYPE_F32;
     else
         return tfc_err(TFC_ERR_FORMAT, "%s: '%s' lacks a valid metadata entry 'tfc.dtype'", fn, path);
+    const char *dp = NULL;
+    TFC_TRY(tfc_safetensors_metadata(f, "tfc.dropout", &dp));
+    c->dropout = 0.0;
+    if (dp && !(c->dropout = strtod(dp, &end), end && !*end && *dp && c->dropout >= 0.0 && c->dropout < 1.0))
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has metadata 'tfc.dropout' = '%s', need a number in [0, 1)", fn, path,
+                       dp);
     return TFC_OK;
 }
 

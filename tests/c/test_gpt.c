@@ -706,4 +706,27 @@ TEST(weights_load_refuses_a_config_the_file_cannot_hold) {
     unlink(path);
 }
 
+/* A caller built before cfg.dropout existed passes a struct ending at ln_eps: it still builds a model (dropout 0). */
+TEST(config_without_dropout_field) {
+    struct old_config {
+        uint32_t struct_size;
+        int32_t n_layer, n_head, n_embd, block_size, vocab_size, bias, tie_weights;
+        tfc_dtype dtype;
+        double ln_eps;
+    } old = {sizeof old, 1, 2, 8, 4, 5, 1, 1, TFC_DTYPE_F32, 1e-5};
+    CHECK(sizeof old == offsetof(tfc_gpt_config, dropout));
+    tfc_gpt *m = NULL;
+    CHECK_OK(tfc_gpt_new((const tfc_gpt_config *)&old, 1, &m));
+    tfc_gpt_config back = TFC_GPT_CONFIG_INIT;
+    back.dropout = 0.5;
+    CHECK_OK(tfc_gpt_get_config(m, &back));
+    CHECK(back.dropout == 0.0 && back.n_embd == 8);
+    tfc_gpt_release(m);
+    CHECK_OK(tfc_gpt_config_preset("char-small", (tfc_gpt_config *)&old));
+    CHECK(old.n_embd == 384);
+    tfc_gpt_config bad = TFC_GPT_CONFIG_INIT;
+    bad.dropout = 1.0;
+    CHECK_ERR(tfc_gpt_new(&bad, 1, &m), TFC_ERR_INVALID_ARG, "cfg->dropout is 1");
+}
+
 TFC_TEST_MAIN

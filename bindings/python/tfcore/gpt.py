@@ -19,12 +19,15 @@ from .tensor import Tensor, _wrap, tensor
 
 _LLMC_MAGIC = 20240326  # llm.c GPT-2 checkpoints start with it (int32 little-endian)
 
-_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "bias", "tie_weights", "dtype", "ln_eps")
+_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "bias", "tie_weights", "dtype", "ln_eps",
+           "dropout")
+_FLOAT_FIELDS = ("ln_eps", "dropout")
 
 
 class GPTConfig:
     """Hyper-parameters: n_layer, n_head, n_embd, block_size, vocab_size,
-    bias (True), tie_weights (True), dtype (float32 or float64), ln_eps (1e-5).
+    bias (True), tie_weights (True), dtype (float32 or float64), ln_eps (1e-5),
+    dropout (0.0: nanoGPT's four places, training forwards only).
     Defaults are the char-tiny preset with vocab 256."""
 
     def __init__(self, **kwargs):
@@ -64,7 +67,7 @@ class GPTConfig:
         if k == "_c":
             object.__setattr__(self, k, v)
         elif k in _FIELDS:
-            setattr(self._c, k, as_dtype(v).code if k == "dtype" else (int(v) if k != "ln_eps" else float(v)))
+            setattr(self._c, k, as_dtype(v).code if k == "dtype" else (float(v) if k in _FLOAT_FIELDS else int(v)))
         else:
             raise AttributeError("tfcore.GPTConfig has no field %r" % (k,))
 
@@ -338,6 +341,12 @@ class GPT:
     @recompute.setter
     def recompute(self, on):
         check(lib.tfc_gpt_set_recompute(self._h, 1 if on else 0))
+
+    def set_dropout_stream(self, seed, counter=0):
+        """Where training forwards draw their dropout masks from: the next one
+        is number `counter` of stream `seed` (tfc_gpt_set_dropout_stream)."""
+        check(lib.tfc_gpt_set_dropout_stream(self._h, int(seed), int(counter)))
+        return self
 
     def forward(self, idx, targets=None):
         """(logits [B, T, vocab], loss or None) for token ids idx [B, T]; the

@@ -161,6 +161,7 @@ pub struct tfc_gpt_config {
     pub tie_weights: i32,
     pub dtype: tfc_dtype,
     pub ln_eps: f64,
+    pub dropout: f64,
 }
 
 pub type tfc_gpt_token_fn = Option<unsafe extern "C" fn(token: i32, ctx: *mut c_void) -> i32>;
@@ -431,6 +432,7 @@ extern "C" {
     pub fn tfc_qweight_nbytes(q: *const tfc_qweight) -> i64;
     pub fn tfc_gpt_config_preset(name: *const c_char, cfg: *mut tfc_gpt_config) -> tfc_status;
     pub fn tfc_gpt_new(cfg: *const tfc_gpt_config, seed: u64, out: *mut *mut tfc_gpt) -> tfc_status;
+    pub fn tfc_gpt_set_dropout_stream(m: *mut tfc_gpt, seed: u64, counter: u64) -> tfc_status;
     pub fn tfc_gpt_release(m: *mut tfc_gpt);
     pub fn tfc_gpt_get_config(m: *const tfc_gpt, cfg: *mut tfc_gpt_config) -> tfc_status;
     pub fn tfc_gpt_params(m: *const tfc_gpt, n: *mut i32, names: *mut *const *const c_char, params: *mut *const *mut tfc_tensor) -> tfc_status;

@@ -1,0 +1,48 @@
+/*
+ * Model FLOPs utilisation for tfcore train: the model's FLOPs per token,
+ * the machine's peak (measured once per machine and cached, a table for
+ * CUDA cards, or --peak-flops) and the ratio. docs/MODEL.md, "Knowing what
+ * a run costs".
+ */
+#ifndef TFC_TOOLS_TRAIN_MFU_H
+#define TFC_TOOLS_TRAIN_MFU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tfcore/gpt.h"
+
+/*
+ * Training FLOPs per token, PaLM's appendix B / nanoGPT's estimate_mfu:
+ * 6·N + 12·L·C·T (forward 2N + backward 4N for the matmuls against the
+ * weights, plus attention's q·kᵀ and p·v, 2·2·T·C per layer forward, ×3
+ * with backward). N is nanoGPT's count: the parameters minus the position
+ * embedding (a lookup, no FLOPs), with the token embedding counted because
+ * the tied LM head multiplies by it (untied: the lm_head is counted and
+ * wte is not). n_params is tfc_gpt_num_elements.
+ */
+double mfu_flops_per_token(const tfc_gpt_config *c, int64_t n_params);
+
+/* flops_per_token · tokens_per_s / peak_flops (a fraction; 0 when peak_flops <= 0). */
+double mfu_of(double flops_per_token, double tokens_per_s, double peak_flops);
+
+/*
+ * The peak FLOP/s the run is measured against, and where it came from
+ * (written into src, n bytes): `given` > 0 (--peak-flops) as is; on CUDA
+ * (cuda_index >= 0) the card's dense f32/bf16 peak from a datasheet table
+ * by its name (0 when the card is not in the table: MFU is then not
+ * shown); on the CPU the FMA microbenchmark (tools/fma_kernels.h) on
+ * `threads` threads, run once per machine and cached in
+ * $XDG_CACHE_HOME/tfcore/peak_flops (or ~/.cache/tfcore) keyed by the CPU
+ * model and thread count. f64 runs get half the f32 peak (the same FMA
+ * units, half the lanes).
+ */
+double mfu_peak_flops(double given, int32_t cuda_index, int f64, int threads, char *src, size_t n);
+
+/* The f32 FMA peak of this CPU on `threads` threads, measured now (FLOP/s; 0 without AVX2/FMA). */
+double mfu_measure_cpu_peak(int threads, const char **isa);
+
+/* A card's dense peak from the datasheet table: FLOP/s for f32 (bf16 = 0) or bf16; 0 when unknown. */
+double mfu_cuda_peak(const char *device_name, int bf16);
+
+#endif

@@ -1,0 +1,143 @@
+/*
+ * The memory plan (train_plan.h). What a training step holds at its peak,
+ * the end of backward (the graph keeps every saved tensor until
+ * tfc_graph_clear, and every gradient exists by then):
+ *
+ *   parameters + gradients + AdamW's m and v (from the first step on)
+ *   + the activations the forward pass saved + backward's transients.
+ *
+ * Activations per layer, rows N = B·T, width C (lib/model/gpt.c and what
+ * each op of lib/ops keeps for its backward):
+ *   ln_1 saves its input x [N,C] and mean/rstd [N] ×2; c_attn saves its
+ *   input h [N,C]; attention saves q, k, v (views of qkv [N,3C]), its
+ *   output [N,C] and the row log-sum-exp [B,H,T]; the head merge copies to
+ *   att2 [N,C], saved by c_proj; ln_2 saves x' [N,C] and stats; c_fc saves
+ *   h2 [N,C]; GELU saves its input [N,4C]; mlp.c_proj saves the GELU output
+ *   [N,4C]: 17·N·C + 4·N + H·N values (Korthikanti et al.'s 34·s·b·h bytes
+ *   at 2 bytes a value, without the s² attention term that the fused
+ *   kernel never stores). With dropout the unfused attention also keeps the
+ *   probabilities and their dropped copy, 2·B·H·T², and the four dropout
+ *   outputs, which feed saved ops, add nothing saved of their own.
+ * After the blocks: ln_f saves x [N,C] and stats; the fused head and loss
+ * (lib/ops/linear_cross_entropy.c) saves its input [N,C] and computes dh
+ * [N,C] and dW [V,C] already in forward (dW becomes wte's gradient, counted
+ * with the gradients). Its logits chunk R·V is the forward workspace.
+ * Evaluation (the validation loss) runs the whole --batch at once without
+ * a graph; the forward keeps each of its temporaries until it returns
+ * (gpt.c's scope): per layer the 17 values above plus the two block
+ * outputs and the residual sums, 19·N·C + stats, while gradients are
+ * freed (zero_grad) and AdamW's state stays: its peak is params + AdamW +
+ * that, and the plan's peak is the larger of the two.
+ * Backward's transients: the residual gradient and the MLP's two [N,4C]
+ * gradients alive at once, and the embedding's dense [V,C] gradient of wte
+ * before it is added to the head's. With --grad-accum K > 1, a micro-step
+ * after the first makes its gradients beside the sums they are added to:
+ * the gradients count twice, except wte's (the head's dW is added where it
+ * is; measured: char-small at K = 2 peaks one parameter set higher than at
+ * K = 1, gpt2-mini, whose parameters are mostly wte, only by its blocks').
+ */
+#include "train_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+/* The size class lib/core/alloc.c rounds n bytes up to: 64-byte steps to 1 KiB, then quarters of a power of two. */
+static int64_t alloc_rounded(int64_t n) {
+    if (n <= 0) n = 1;
+    if (n <= 1024) return (n + 63) / 64 * 64;
+    int p = 63 - __builtin_clzll((unsigned long long)(n - 1));
+    int64_t base = (int64_t)1 << p, quarter = base / 4;
+    return base + (n - base + quarter - 1) / quarter * quarter;
+}
+
+/* bytes of a tensor of `numel` values of `es` bytes, as allocated */
+static int64_t tb(int64_t numel, int64_t es) { return alloc_rounded(numel * es); }
+
+void train_plan_make(const tfc_gpt_config *c, int64_t rows, int64_t eval_rows, int64_t grad_accum, train_plan *p) {
+    memset(p, 0, sizeof *p);
+    const int64_t es = c->dtype == TFC_DTYPE_F64 ? 8 : 4, C = c->n_embd, T = c->block_size, V = c->vocab_size;
+    const int64_t L = c->n_layer, H = c->n_head, N = rows * T, bias = c->bias;
+    /* the parameter table (lib/model/gpt_params.c), tensor by tensor */
+    int64_t pb = tb(V * C, es) + tb(T * C, es) + tb(C, es) * (1 + bias) + (c->tie_weights ? 0 : tb(V * C, es));
+    int64_t n = V * C + T * C + C * (1 + bias) + (c->tie_weights ? 0 : V * C);
+    const int64_t layer_b = tb(C, es) * 2 * (1 + bias) + tb(C * 3 * C, es) + tb(C * C, es) + tb(C * 4 * C, es) +
+        tb(4 * C * C, es) + bias * (tb(3 * C, es) + tb(C, es) + tb(4 * C, es) + tb(C, es));
+    pb += L * layer_b;
+    n += L * (2 * C * (1 + bias) + 12 * C * C + bias * 9 * C);
+    p->n_params = n;
+    p->rows = N;
+    p->eval_rows = eval_rows * T;
+    p->params = pb;
+    /* with accumulation a later micro-step's gradients exist beside the sums they are added to (wte's: no) */
+    p->grads = grad_accum > 1 ? 2 * pb - tb(V * C, es) : pb;
+    p->optim = 2 * pb;
+    /* per layer, as the header comment counts it */
+    const int64_t nc = tb(N * C, es), stats = tb(N, es);
+    int64_t layer = 6 * nc + tb(N * 3 * C, es) + 2 * tb(N * 4 * C, es) + 4 * stats + tb(N * H, es);
+    if (c->dropout > 0) layer += 2 * tb(rows * H * T * T, es);
+    const int64_t head = 2 * nc + 2 * stats + nc; /* ln_f's x and stats, the head's h, dh */
+    const int64_t lce_rows = (8 << 20) / (V * es) > 256 ? (8 << 20) / (V * es) : 256;
+    p->acts = L * layer + head;
+    /* --recompute (per-block checkpointing): the block inputs, plus one block's activations during its backward */
+    p->acts_recompute = L * nc + layer + head;
+    /* + wte's gradient from the embedding's backward, before it is added to the head's */
+    p->workspace = tb((lce_rows < N ? lce_rows : N) * V, es) + nc + 2 * tb(N * 4 * C, es) + tb(V * C, es);
+    p->kv_cache = 2 * L * tb(H * T * (C / H), es);
+    /* evaluation: a forward of the whole batch without a graph, which holds every temporary until it ends */
+    const int64_t ne = eval_rows * T, nce = tb(ne * C, es), stats_e = tb(ne, es);
+    p->eval = L * (8 * nce + tb(ne * 3 * C, es) + 2 * tb(ne * 4 * C, es) + 4 * stats_e + tb(ne * H, es)) + 4 * nce +
+        2 * stats_e + tb((lce_rows < ne ? lce_rows : ne) * V, es);
+    const int64_t train = p->params + p->grads + p->optim + p->acts + p->workspace,
+                  train_rc = p->params + p->grads + p->optim + p->acts_recompute + p->workspace,
+                  eval = p->params + p->optim + p->eval;
+    p->peak = train > eval ? train : eval;
+    p->peak_recompute = train_rc > eval ? train_rc : eval;
+}
+
+static double mb(int64_t b) { return (double)b / 1e6; }
+
+void train_plan_print(FILE *f, const train_plan *p, const tfc_gpt_config *c) {
+    fprintf(f, "memory plan (%lld parameters, %s, micro-batch of %lld tokens):\n", (long long)p->n_params,
+            c->dtype == TFC_DTYPE_F64 ? "f64" : "f32", (long long)p->rows);
+    fprintf(f, "  parameters            %10.2f MB\n", mb(p->params));
+    fprintf(f, "  gradients             %10.2f MB\n", mb(p->grads));
+    fprintf(f, "  AdamW state (m, v)    %10.2f MB\n", mb(p->optim));
+    fprintf(f, "  activations           %10.2f MB  (%.2f MB with --recompute)\n", mb(p->acts), mb(p->acts_recompute));
+    fprintf(f, "  workspace             %10.2f MB  (head logits chunk, backward's activation gradients)\n",
+            mb(p->workspace));
+    fprintf(f, "  evaluation forward    %10.2f MB  (the whole batch of %lld tokens, no graph)\n", mb(p->eval),
+            (long long)p->eval_rows);
+    fprintf(f, "  KV cache (sampling)   %10.2f MB  (after training, one sequence of %d positions)\n", mb(p->kv_cache),
+            c->block_size);
+    fprintf(f, "  planned peak          %10.2f MB  (%.2f MB with --recompute)\n", mb(p->peak), mb(p->peak_recompute));
+}
+
+/* VmHWM / VmRSS of /proc/self/status in bytes, -1 when unreadable. */
+static int64_t proc_status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    int64_t v = -1;
+    const size_t k = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, k) == 0 && line[k] == ':') {
+            v = atoll(line + k + 1) * 1024;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+void train_plan_measure(int64_t *lib_peak, int64_t *lib_live, int64_t *rss_peak, int64_t *rss_now) {
+    uint64_t live = 0, peak = 0;
+    tfc_memory_stats(NULL, &live, NULL, &peak);
+    *lib_peak = (int64_t)peak;
+    *lib_live = (int64_t)live;
+    *rss_peak = proc_status_kb("VmHWM");
+    if (*rss_peak < 0) {
+        struct rusage u;
+        *rss_peak = getrusage(RUSAGE_SELF, &u) == 0 ? (int64_t)u.ru_maxrss * 1024 : -1;
+    }
+    *rss_now = proc_status_kb("VmRSS");
+}
