@@ -3,14 +3,18 @@
  * are bitwise those of the plain forward (f32 and f64, tied and untied,
  * with and without biases), the graph holds one node per block instead of
  * the block's ops, and two optimizer steps later the weights still agree
- * bit for bit.
+ * bit for bit. With dropout (the same stream each way) and with LoRA
+ * adapters (only they have gradients) the same holds.
  */
 #include "tfc_test_util.h"
 
 TFC_TEST_MAIN
 
+static double g_dropout; /* the dropout tiny() gives its models */
+
 static tfc_gpt *tiny(tfc_dtype dt, int32_t bias, int32_t tie) {
     tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    c.dropout = g_dropout;
     CHECK_OK(tfc_gpt_config_preset("char-tiny", &c));
     c.vocab_size = 65;
     c.dtype = dt;
@@ -50,10 +54,17 @@ static int same(const tfc_tensor *a, const tfc_tensor *b) {
     return eq;
 }
 
+/* The trainable parameters: the LoRA adapters when m has them, else the model's. */
+static void trainable(const tfc_gpt *m, int32_t *n, const char *const **names, tfc_tensor *const **ps) {
+    if (tfc_gpt_lora_params(m, n, names, ps) == TFC_OK && *n > 0) return;
+    CHECK_OK(tfc_gpt_params(m, n, names, ps));
+}
+
 /* Forward + backward on m; grads[i] gets a new reference to parameter i's gradient; returns the node count. */
 static int64_t step(tfc_gpt *m, int want_logits, double *loss_out, tfc_tensor **grads) {
     tfc_tensor *x, *y, *loss = NULL, *lg = NULL;
     batch(&x, &y);
+    CHECK_OK(tfc_gpt_set_dropout_stream(m, 99, 0)); /* both runs draw the same masks */
     tfc_graph *g;
     CHECK_OK(tfc_graph_new(&g));
     CHECK_OK(tfc_gpt_forward(m, g, x, y, want_logits ? &lg : NULL, &loss));
@@ -63,7 +74,7 @@ static int64_t step(tfc_gpt *m, int want_logits, double *loss_out, tfc_tensor **
     int32_t n;
     const char *const *names;
     tfc_tensor *const *ps;
-    CHECK_OK(tfc_gpt_params(m, &n, &names, &ps));
+    trainable(m, &n, &names, &ps);
     for (int32_t i = 0; i < n; i++) {
         CHECK_OK(tfc_tensor_grad(ps[i], &grads[i]));
         CHECK_OK(tfc_tensor_zero_grad(ps[i], 1));
@@ -76,12 +87,11 @@ static int64_t step(tfc_gpt *m, int want_logits, double *loss_out, tfc_tensor **
     return nodes;
 }
 
-static void check_same_grads(tfc_dtype dt, int32_t bias, int32_t tie, int want_logits) {
-    tfc_gpt *m = tiny(dt, bias, tie);
+static void check_same_grads_of(tfc_gpt *m, int want_logits) {
     int32_t n;
     const char *const *names;
     tfc_tensor *const *ps;
-    CHECK_OK(tfc_gpt_params(m, &n, &names, &ps));
+    trainable(m, &n, &names, &ps);
     tfc_tensor **plain = calloc((size_t)n, sizeof *plain), **rec = calloc((size_t)n, sizeof *rec);
     double lp = 0, lr = 1;
     CHECK(tfc_gpt_get_recompute(m) == 0);
@@ -103,6 +113,46 @@ static void check_same_grads(tfc_dtype dt, int32_t bias, int32_t tie, int want_l
     free(plain);
     free(rec);
     tfc_gpt_release(m);
+}
+
+static void check_same_grads(tfc_dtype dt, int32_t bias, int32_t tie, int want_logits) {
+    check_same_grads_of(tiny(dt, bias, tie), want_logits);
+}
+
+/* Dropout at all four sites: the replayed block draws the masks its forward drew. */
+TEST(recompute_gradients_bitwise_dropout) {
+    g_dropout = 0.2;
+    tfc_gpt *m = tiny(TFC_DTYPE_F32, 1, 1);
+    g_dropout = 0;
+    /* the masks matter: the loss with dropout differs from the loss without */
+    tfc_tensor *x, *y, *l0 = NULL;
+    batch(&x, &y);
+    tfc_graph *g;
+    CHECK_OK(tfc_graph_new(&g));
+    CHECK_OK(tfc_gpt_forward(m, g, x, y, NULL, &l0));
+    tfc_tensor *l1 = NULL;
+    CHECK_OK(tfc_gpt_forward(m, NULL, x, y, NULL, &l1));
+    CHECK(t_item(l0) != t_item(l1));
+    tfc_tensor_release(l0), tfc_tensor_release(l1), tfc_tensor_release(x), tfc_tensor_release(y);
+    tfc_graph_release(g);
+    check_same_grads_of(m, 1);
+}
+
+/* LoRA adapters on every Linear, B made non-zero so A's gradient is too: the adapters' gradients agree. */
+TEST(recompute_gradients_bitwise_lora) {
+    tfc_gpt *m = tiny(TFC_DTYPE_F32, 1, 1);
+    tfc_lora_config lc = TFC_LORA_CONFIG_INIT;
+    lc.rank = 4;
+    lc.targets = "all-linear";
+    CHECK_OK(tfc_gpt_add_lora(m, &lc));
+    int32_t n;
+    const char *const *names;
+    tfc_tensor *const *ps;
+    CHECK_OK(tfc_gpt_lora_params(m, &n, &names, &ps));
+    CHECK(n == 4 * 4 * 2);
+    for (int32_t i = 0; i < n; i++)
+        if (strstr(names[i], "lora_B")) CHECK_OK(tfc_tensor_fill_uniform(ps[i], -0.05, 0.05, 7, (uint64_t)i));
+    check_same_grads_of(m, 0);
 }
 
 TEST(recompute_gradients_bitwise_f32) { check_same_grads(TFC_DTYPE_F32, 1, 1, 0); }
