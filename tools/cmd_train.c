@@ -1103,6 +1103,7 @@ static void print_memory(const train_run *r) {
     int64_t lib_peak, lib_live, rss_peak, rss_now;
     train_plan_measure(&lib_peak, &lib_live, &rss_peak, &rss_now);
     const double measured = (double)(lib_peak - r->mem_base);
+    if (r->o.fx.recompute) p.peak = p.peak_recompute; /* the plan of the run that ran */
     printf("memory: planned peak %.2f MB, measured peak %.2f MB (%+.1f%%; library allocations above the %.2f MB live "
            "before the model), peak RSS %.2f MB above the %.2f MB before it\n",
            (double)p.peak / 1e6, measured / 1e6, 100.0 * (measured - (double)p.peak) / (double)p.peak,

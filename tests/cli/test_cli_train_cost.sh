@@ -27,10 +27,12 @@ done
 grep -q "^step \|final:" "$work/plan.out" && fail "--plan trained"
 [ -e "$work/plan" ] && fail "--plan wrote $work/plan"
 
-# the measured peak next to the plan, within 15%, on two presets
-for preset in char-tiny char-small; do
-    "$tfcore" train "${common[@]}" --preset "$preset" --batch 4 --steps 2 --eval-every 2 --out "$work/m_$preset" \
-        >"$work/m_$preset.out" 2>&1 || fail "$preset: $(tail -3 "$work/m_$preset.out")"
+# the measured peak next to the plan, within 15%, on two presets (and with --recompute: its own plan)
+for spec in char-tiny char-small char-small:--recompute; do
+    preset="${spec%%:*}" extra=()
+    [[ "$spec" == *:* ]] && extra=("${spec#*:}") && preset="$preset-recompute"
+    "$tfcore" train "${common[@]}" --preset "${spec%%:*}" "${extra[@]}" --batch 4 --steps 2 --eval-every 2 \
+        --out "$work/m_$preset" >"$work/m_$preset.out" 2>&1 || fail "$preset: $(tail -3 "$work/m_$preset.out")"
     $py - "$work/m_$preset.out" <<'PY' || fail "$preset: the measured peak is not within 15% of the plan"
 import re, sys
 t = open(sys.argv[1]).read()
