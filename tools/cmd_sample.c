@@ -147,7 +147,8 @@ int cmd_sample(int argc, char **argv) {
                    "  follows the --ckpt model's distribution (greedy: its own tokens).\n"
                    "  --ckpt (or --model) also reads a Hugging Face GPT-2 directory or an llm.c .bin; one without\n"
                    "  a vocabulary needs --tokenizer gpt2:DIR|FILE\n"
-                   "  --lora FILE|DIR: LoRA adapters (tfcore train --lora-* output, or PEFT's) on the model\n");
+                   "  --lora FILE|DIR: LoRA adapters on the model, a PEFT adapter directory or file, or the\n"
+                   "  output directory of a LoRA run of tfcore train\n");
 
             return 0;
         }
