@@ -38,8 +38,9 @@ def read_safetensors(path):
     return out, meta
 
 
-def torch_gpt(P, cfg, idx, targets):
-    """GPT-2 forward written from the architecture, HF names, Conv1D [in, out] weights."""
+def torch_gpt(P, cfg, idx, targets, lora=None, lora_scale=1.0):
+    """GPT-2 forward written from the architecture, HF names, Conv1D [in, out] weights;
+    with lora (PEFT names -> tensors) each layer it holds adds lora_scale·(x·Aᵀ)·Bᵀ."""
     B, T = idx.shape
     C, nh = cfg["n_embd"], cfg["n_head"]
     x = P["transformer.wte.weight"][idx] + P["transformer.wpe.weight"][:T]
@@ -49,7 +50,11 @@ def torch_gpt(P, cfg, idx, targets):
 
     def lin(x, name):
         y = x @ P[name + ".weight"]
-        return y + P[name + ".bias"] if name + ".bias" in P else y
+        y = y + P[name + ".bias"] if name + ".bias" in P else y
+        key = "base_model.model." + name + ".lora_"
+        if lora and key + "A.weight" in lora:
+            y = y + lora_scale * (x @ lora[key + "A.weight"].T) @ lora[key + "B.weight"].T
+        return y
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     for l in range(cfg["n_layer"]):
         h = "transformer.h.%d." % l

@@ -4,49 +4,22 @@ here from the formula y = x·W + b + (alpha/r)·(x·Aᵀ)·Bᵀ with PEFT's layo
 (A [r, in], B [out, r]), its loss and the adapters' gradients from
 torch.autograd; PEFT's file names and adapter_config.json; errors."""
 import json
-import math
-import os
 import struct
 
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as TF
 
 import tfcore
+from test_gpt import torch_gpt
 
 CFG = dict(n_layer=2, n_head=2, n_embd=16, block_size=16, vocab_size=29)
 LAYERS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
 
 
 def torch_lora_gpt(P, LA, scale, cfg, idx, targets):
-    """GPT-2 (HF names, Conv1D [in, out] weights) with LoRA on the layers LA holds."""
-    B, T = idx.shape
-    C, nh = cfg["n_embd"], cfg["n_head"]
-    x = P["transformer.wte.weight"][idx] + P["transformer.wpe.weight"][:T]
-
-    def ln(x, name):
-        return TF.layer_norm(x, (C,), P[name + ".weight"], P[name + ".bias"], 1e-5)
-
-    def lin(x, name):
-        y = x @ P[name + ".weight"] + P[name + ".bias"]
-        key = "base_model.model." + name + ".lora_"
-        if key + "A.weight" in LA:
-            y = y + scale * (x @ LA[key + "A.weight"].T) @ LA[key + "B.weight"].T
-        return y
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
-    for l in range(cfg["n_layer"]):
-        h = "transformer.h.%d." % l
-        q, k, v = lin(ln(x, h + "ln_1"), h + "attn.c_attn").split(C, dim=2)
-        q, k, v = (t.reshape(B, T, nh, C // nh).transpose(1, 2) for t in (q, k, v))
-        s = (q @ k.transpose(-2, -1)) / math.sqrt(C // nh)
-        y = torch.softmax(s.masked_fill(~mask, float("-inf")), -1) @ v
-        x = x + lin(y.transpose(1, 2).reshape(B, T, C), h + "attn.c_proj")
-        m = TF.gelu(lin(ln(x, h + "ln_2"), h + "mlp.c_fc"), approximate="tanh")
-        x = x + lin(m, h + "mlp.c_proj")
-    x = ln(x, "transformer.ln_f")
-    logits = x @ P["transformer.wte.weight"].T
-    return logits, TF.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1))
+    """GPT-2 (HF names, Conv1D [in, out] weights) with LoRA on the layers LA holds: test_gpt's reference."""
+    return torch_gpt(P, dict(cfg, ln_eps=1e-5), idx, targets, lora=LA, lora_scale=scale)
 
 
 def model(dtype="float32", seed=0):
