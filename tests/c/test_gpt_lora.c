@@ -27,25 +27,8 @@ static tfc_gpt *model(tfc_dtype dt, uint64_t seed) {
     c.dtype = dt;
     tfc_gpt *m = NULL;
     if (tfc_gpt_new(&c, seed, &m) != TFC_OK) abort();
-    /* biases start at 0 in GPT-2: give them values so every term shows */
-    int32_t n;
-    const char *const *names;
-    tfc_tensor *const *ps;
-    if (tfc_gpt_params(m, &n, &names, &ps) != TFC_OK) abort();
-    for (int32_t i = 0; i < n; i++)
-        if (strstr(names[i], ".bias") && tfc_tensor_fill_normal(ps[i], 0.0, 0.1, seed, 1000u * (uint64_t)i) != TFC_OK)
-            abort();
+    t_gpt_randomize_biases(m, seed);
     return m;
-}
-
-static tfc_tensor *param(const tfc_gpt *m, const char *name) {
-    int32_t n;
-    const char *const *names;
-    tfc_tensor *const *ps;
-    if (tfc_gpt_params(m, &n, &names, &ps) != TFC_OK) abort();
-    for (int32_t i = 0; i < n; i++)
-        if (strcmp(names[i], name) == 0) return ps[i];
-    return NULL;
 }
 
 static tfc_tensor *lora_param(const tfc_gpt *m, const char *name) {
@@ -211,7 +194,7 @@ static void reference_weights(const tfc_gpt *m, tfc_gpt *ref, double scale, int3
             snprintf(an, sizeof an, "base_model.model.transformer.h.%d.%s.lora_A.weight", l, LNAMES[j]);
             snprintf(bn, sizeof bn, "base_model.model.transformer.h.%d.%s.lora_B.weight", l, LNAMES[j]);
             snprintf(wn, sizeof wn, "transformer.h.%d.%s.weight", l, LNAMES[j]);
-            tfc_tensor *ta = lora_param(m, an), *tb = lora_param(m, bn), *tw = param(ref, wn);
+            tfc_tensor *ta = lora_param(m, an), *tb = lora_param(m, bn), *tw = t_gpt_param(ref, wn);
             if (!ta) continue;
             const int64_t in = tfc_tensor_dim(tw, 0), out = tfc_tensor_dim(tw, 1);
             double *a = t_vals(ta), *b = t_vals(tb), *w = t_vals(tw);
@@ -526,7 +509,7 @@ TEST(bad_inputs_are_refused_by_name_and_leave_the_model_as_it_was) {
     tfc_tensor *const *ps;
     CHECK_OK(tfc_gpt_lora_params(m, &n, &names, &ps));
     CHECK(n == 0);
-    CHECK(tfc_tensor_requires_grad(param(m, "transformer.wte.weight")));
+    CHECK(tfc_tensor_requires_grad(t_gpt_param(m, "transformer.wte.weight")));
     CHECK_ERR(tfc_gpt_merge_lora(m), TFC_ERR_INVALID_ARG, "tfc_gpt_merge_lora: m has no LoRA adapters");
     CHECK_ERR(tfc_gpt_save_lora(m, tmp("x.safetensors"), NULL, NULL, 0), TFC_ERR_INVALID_ARG, "no LoRA adapters");
     CHECK_OK(tfc_gpt_add_lora(m, &c));
@@ -578,7 +561,7 @@ TEST(bad_inputs_are_refused_by_name_and_leave_the_model_as_it_was) {
     tfc_tensor_release(nan);
     CHECK_OK(tfc_gpt_lora_params(fresh, &n, &names, &ps));
     CHECK(n == 0);
-    CHECK(tfc_tensor_requires_grad(param(fresh, "transformer.wte.weight")));
+    CHECK(tfc_tensor_requires_grad(t_gpt_param(fresh, "transformer.wte.weight")));
     /* quantized: inference with loaded adapters works; training and merging are refused */
     tfc_tensor *x = ids(2, 1, T);
     float *f32 = logits_f32(m, x);
@@ -610,7 +593,7 @@ TEST(device_moves_keep_adapters_and_the_frozen_base) {
     CHECK_OK(tfc_gpt_to_device(m, TFC_DEVICE_CPU, 0));
     float *b = logits_f32(m, x);
     CHECK(memcmp(a, b, sizeof(float) * T * V) == 0);
-    CHECK(!tfc_tensor_requires_grad(param(m, "transformer.h.0.mlp.c_fc.weight")));
+    CHECK(!tfc_tensor_requires_grad(t_gpt_param(m, "transformer.h.0.mlp.c_fc.weight")));
     CHECK(tfc_tensor_requires_grad(lora_param(m, "base_model.model.transformer.h.0.mlp.c_fc.lora_A.weight")));
     free(a);
     free(b);

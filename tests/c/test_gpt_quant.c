@@ -8,7 +8,7 @@
  */
 #include <unistd.h>
 
-#include "tfc_test.h"
+#include "tfc_test_util.h"
 
 TFC_TEST_MAIN
 
@@ -26,25 +26,8 @@ static tfc_gpt *model(tfc_dtype dt, int32_t tie, uint64_t seed) {
     c.dtype = dt;
     tfc_gpt *m = NULL;
     if (tfc_gpt_new(&c, seed, &m) != TFC_OK) abort();
-    /* GPT-2 starts its biases at 0: give them values, so a layer that dropped its bias shows */
-    int32_t n;
-    const char *const *names;
-    tfc_tensor *const *ps;
-    if (tfc_gpt_params(m, &n, &names, &ps) != TFC_OK) abort();
-    for (int32_t i = 0; i < n; i++)
-        if (strstr(names[i], ".bias") && tfc_tensor_fill_normal(ps[i], 0.0, 0.1, seed, 1000u * (uint64_t)i) != TFC_OK)
-            abort();
+    t_gpt_randomize_biases(m, seed);
     return m;
-}
-
-static tfc_tensor *param(const tfc_gpt *m, const char *name) {
-    int32_t n;
-    const char *const *names;
-    tfc_tensor *const *ps;
-    if (tfc_gpt_params(m, &n, &names, &ps) != TFC_OK) abort();
-    for (int32_t i = 0; i < n; i++)
-        if (strcmp(names[i], name) == 0) return ps[i];
-    return NULL;
 }
 
 /* The reference: m's block Linear weights replaced by their dequantized values (f32 everywhere else). */
@@ -53,7 +36,7 @@ static void dequantize_in_place(tfc_gpt *m, tfc_qformat f, int32_t group) {
         for (int j = 0; j < 4; j++) {
             char name[96];
             snprintf(name, sizeof name, "transformer.h.%d.%s", l, QNAMES[j]);
-            tfc_tensor *w = param(m, name), *d = NULL;
+            tfc_tensor *w = t_gpt_param(m, name), *d = NULL;
             tfc_qweight *q = NULL;
             CHECK_OK(tfc_quantize(w, f, group, TFC_QUANT_IN_OUT, &q));
             CHECK_OK(tfc_qweight_dequantize(q, TFC_QUANT_IN_OUT, &d));
@@ -104,9 +87,9 @@ static void check_against_reference(tfc_qformat f, int32_t group, int32_t tie) {
     /* the f32 weights of the quantized layers are gone: 4 matrices per block, (3+1+4+4)·C² values each block */
     const int64_t C = 64;
     CHECK(tfc_gpt_num_elements(q) == n0 - 2 * 12 * C * C);
-    CHECK(param(q, "transformer.h.0.attn.c_attn.weight") == NULL);
-    CHECK(param(q, "transformer.h.1.mlp.c_proj.bias") != NULL);
-    CHECK(param(q, "transformer.wte.weight") != NULL);
+    CHECK(t_gpt_param(q, "transformer.h.0.attn.c_attn.weight") == NULL);
+    CHECK(t_gpt_param(q, "transformer.h.1.mlp.c_proj.bias") != NULL);
+    CHECK(t_gpt_param(q, "transformer.wte.weight") != NULL);
     /* the cached path: prefix then one token equals the full forward's last positions */
     tfc_gpt_cache *c = NULL;
     CHECK_OK(tfc_gpt_cache_new(q, 2, &c));
@@ -158,7 +141,7 @@ TEST(bad_quantize_arguments_and_training_entry_points) {
     CHECK_ERR(tfc_gpt_quantize(m, TFC_QFORMAT_INT4, 48), TFC_ERR_INVALID_ARG, "group_size is 48");
     CHECK_ERR(tfc_gpt_quantize(m, TFC_QFORMAT_INT4, 128), TFC_ERR_INVALID_ARG, "group_size is 128");
     /* a NaN in the last quantized layer: refused naming it, and m unchanged (still f32, all weights) */
-    float *w = tfc_tensor_data(param(m, "transformer.h.1.mlp.c_proj.weight"));
+    float *w = tfc_tensor_data(t_gpt_param(m, "transformer.h.1.mlp.c_proj.weight"));
     const float keep = w[5];
     w[5] = NAN;
     CHECK_ERR(tfc_gpt_quantize(m, TFC_QFORMAT_INT8, 0), TFC_ERR_NONFINITE, "transformer.h.1.mlp.c_proj.weight");
@@ -354,12 +337,12 @@ static tfc_gpt *head_reference(tfc_gpt *m0, int32_t tie, uint64_t seed, tfc_qfor
     const char *const *names;
     tfc_tensor *const *ps;
     CHECK_OK(tfc_gpt_params(m0, &n, &names, &ps));
-    for (int32_t i = 0; i < n; i++) CHECK_OK(tfc_tensor_copy_from(param(ref, names[i]), ps[i]));
-    tfc_tensor *src = param(m0, tie ? "transformer.wte.weight" : "lm_head.weight"), *d = NULL;
+    for (int32_t i = 0; i < n; i++) CHECK_OK(tfc_tensor_copy_from(t_gpt_param(ref, names[i]), ps[i]));
+    tfc_tensor *src = t_gpt_param(m0, tie ? "transformer.wte.weight" : "lm_head.weight"), *d = NULL;
     tfc_qweight *q = NULL;
     CHECK_OK(tfc_quantize(src, head, hgroup, 0, &q));
     CHECK_OK(tfc_qweight_dequantize(q, 0, &d));
-    CHECK_OK(tfc_tensor_copy_from(param(ref, "lm_head.weight"), d));
+    CHECK_OK(tfc_tensor_copy_from(t_gpt_param(ref, "lm_head.weight"), d));
     tfc_tensor_release(d);
     tfc_qweight_release(q);
     if (blocks) dequantize_in_place(ref, blocks, bgroup);
@@ -387,7 +370,7 @@ static void check_head_against_reference(tfc_qformat blocks, int32_t bgroup, tfc
     CHECK(tfc_gpt_quant_format(q) == blocks); /* the blocks' format is theirs alone */
     /* untied: lm_head.weight leaves the parameters; tied: wte stays (the embedding reads it) */
     CHECK(tfc_gpt_num_elements(q) == n0 - (tie ? 0 : 37 * 64));
-    CHECK((param(q, "lm_head.weight") == NULL) && param(q, "transformer.wte.weight") != NULL);
+    CHECK((t_gpt_param(q, "lm_head.weight") == NULL) && t_gpt_param(q, "transformer.wte.weight") != NULL);
     tfc_tensor *lq = logits_of(q), *lr = logits_of(ref), *lo = logits_of(orig);
     const double d_ref = max_abs_diff(lq, lr), d_orig = max_abs_diff(lq, lo);
     if (!(d_ref < 2e-5))
@@ -462,7 +445,7 @@ TEST(bad_quantize_head_arguments_and_training_entry_points) {
     CHECK_ERR(tfc_gpt_quantize_head(m, TFC_QFORMAT_INT4, 48), TFC_ERR_INVALID_ARG, "group_size is 48");
     CHECK_ERR(tfc_gpt_quantize_head(m, TFC_QFORMAT_INT4, 128), TFC_ERR_INVALID_ARG, "group_size is 128");
     /* a NaN in the tied head: refused naming it, m unchanged */
-    float *w = tfc_tensor_data(param(m, "transformer.wte.weight"));
+    float *w = tfc_tensor_data(t_gpt_param(m, "transformer.wte.weight"));
     const float keep = w[64 * 30 + 2];
     w[64 * 30 + 2] = NAN;
     CHECK_ERR(tfc_gpt_quantize_head(m, TFC_QFORMAT_INT8, 0), TFC_ERR_NONFINITE, "transformer.wte.weight");
@@ -491,9 +474,9 @@ TEST(bad_quantize_head_arguments_and_training_entry_points) {
     tfc_gpt_release(plain);
     unlink(path);
     m = model(TFC_DTYPE_F32, 0, 3); /* untied: the NaN is named in lm_head.weight */
-    ((float *)tfc_tensor_data(param(m, "lm_head.weight")))[64 * 36] = INFINITY;
+    ((float *)tfc_tensor_data(t_gpt_param(m, "lm_head.weight")))[64 * 36] = INFINITY;
     CHECK_ERR(tfc_gpt_quantize_head(m, TFC_QFORMAT_INT4, 32), TFC_ERR_NONFINITE, "lm_head.weight");
-    CHECK(param(m, "lm_head.weight") != NULL);
+    CHECK(t_gpt_param(m, "lm_head.weight") != NULL);
     tfc_gpt_release(m);
     m = model(TFC_DTYPE_F64, 1, 3);
     CHECK_ERR(tfc_gpt_quantize_head(m, TFC_QFORMAT_INT8, 0), TFC_ERR_DTYPE, "the model is f64");
@@ -690,7 +673,7 @@ TEST(quantized_loss_of_a_trained_char_tiny_is_within_the_bounds) {
         for (int j = 0; j < 4; j++) {
             char name[96];
             snprintf(name, sizeof name, "transformer.h.%d.%s", l2, QNAMES[j]);
-            tfc_tensor *w = param(r, name);
+            tfc_tensor *w = t_gpt_param(r, name);
             float *v = tfc_tensor_data(w);
             const int64_t K = tfc_tensor_dim(w, 0), N = tfc_tensor_dim(w, 1);
             for (int64_t col = 0; col < N; col++)

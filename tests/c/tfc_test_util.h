@@ -17,6 +17,28 @@ static inline tfc_tensor *t_from(const double *v, const int64_t *dims, int32_t n
     return t;
 }
 
+/* m's parameter `name` (borrowed), or NULL when m has none of that name. */
+static inline tfc_tensor *t_gpt_param(const tfc_gpt *m, const char *name) {
+    int32_t n;
+    const char *const *names;
+    tfc_tensor *const *ps;
+    if (tfc_gpt_params(m, &n, &names, &ps) != TFC_OK) abort();
+    for (int32_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0) return ps[i];
+    return NULL;
+}
+
+/* GPT-2 starts its biases at 0: give them values from seed, so a layer that dropped its bias shows. */
+static inline void t_gpt_randomize_biases(tfc_gpt *m, uint64_t seed) {
+    int32_t n;
+    const char *const *names;
+    tfc_tensor *const *ps;
+    if (tfc_gpt_params(m, &n, &names, &ps) != TFC_OK) abort();
+    for (int32_t i = 0; i < n; i++)
+        if (strstr(names[i], ".bias") && tfc_tensor_fill_normal(ps[i], 0.0, 0.1, seed, 1000u * (uint64_t)i) != TFC_OK)
+            abort();
+}
+
 /* Contiguous f64 copy of t's values (caller frees). */
 static inline double *t_vals(const tfc_tensor *t) {
     int64_t n = tfc_tensor_numel(t);
