@@ -956,11 +956,19 @@ static int save_checkpoint(const train_run *r, int64_t step);
 static int loop(train_run *r) {
     print_header(r);
     /* MFU: every rank its own peak (--peak-flops is per process) */
-    r->flops_per_token = mfu_flops_per_token(&r->cfg, tfc_gpt_num_elements(r->m));
+    int64_t n_lora = 0; /* a LoRA run trains its adapters only */
+    int32_t nl = 0;
+    const char *const *lnames;
+    tfc_tensor *const *lps;
+    if (r->o.lora.base && tfc_gpt_lora_params(r->m, &nl, &lnames, &lps) == TFC_OK)
+        for (int32_t i = 0; i < nl; i++) n_lora += tfc_tensor_numel(lps[i]);
+    r->flops_per_token = r->o.lora.base ? mfu_lora_flops_per_token(&r->cfg, tfc_gpt_num_elements(r->m), n_lora)
+                                        : mfu_flops_per_token(&r->cfg, tfc_gpt_num_elements(r->m));
     r->peak_flops = (double)r->size *
         mfu_peak_flops(r->o.peak_flops, r->o.cuda_index, r->cfg.dtype == TFC_DTYPE_F64, tfc_get_num_threads(),
                        r->peak_src, sizeof r->peak_src);
-    printf("MFU: %.4g FLOPs per token (6N + 12LCT), peak %.4g FLOP/s (%s)\n", r->flops_per_token, r->peak_flops,
+    printf("MFU: %.4g FLOPs per token (%s), peak %.4g FLOP/s (%s)\n", r->flops_per_token,
+           r->o.lora.base ? "4N + 6N_lora + 12LCT: no gradients of the frozen weights" : "6N + 12LCT", r->peak_flops,
            r->peak_src);
     /* --profile: the steps after the first (warm-up: allocator, caches), or the only one */
     r->prof_begin = r->end_step - r->start >= 2 ? r->start + 1 : r->start;

@@ -24,6 +24,11 @@ double mfu_flops_per_token(const tfc_gpt_config *c, int64_t n_params) {
     return 6.0 * n + 12.0 * L * C * T;
 }
 
+double mfu_lora_flops_per_token(const tfc_gpt_config *c, int64_t n_params, int64_t n_lora) {
+    const double full = mfu_flops_per_token(c, n_params), attn = 12.0 * c->n_layer * c->n_embd * c->block_size;
+    return (full - attn) / 6.0 * 4.0 + 6.0 * (double)n_lora + attn;
+}
+
 double mfu_of(double flops_per_token, double tokens_per_s, double peak_flops) {
     return peak_flops > 0 ? flops_per_token * tokens_per_s / peak_flops : 0.0;
 }

@@ -23,6 +23,14 @@
  */
 double mfu_flops_per_token(const tfc_gpt_config *c, int64_t n_params);
 
+/*
+ * The same for a LoRA run with n_lora adapter elements: the frozen weights
+ * still run forward (2N) and pass gradients to their inputs (2N) but get no
+ * weight gradient, and each adapter is a Linear pair trained in full:
+ * 4·N + 6·n_lora + 12·L·C·T.
+ */
+double mfu_lora_flops_per_token(const tfc_gpt_config *c, int64_t n_params, int64_t n_lora);
+
 /* flops_per_token · tokens_per_s / peak_flops (a fraction; 0 when peak_flops <= 0). */
 double mfu_of(double flops_per_token, double tokens_per_s, double peak_flops);
 

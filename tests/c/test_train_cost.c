@@ -26,6 +26,11 @@ TEST(flops_per_token_matches_nanogpt) {
     /* untied: wte is a lookup, the head [V, C] is counted instead (the same N) */
     c.tie_weights = 0;
     CHECK(mfu_flops_per_token(&c, n12 + 50257LL * 768) == 6.0 * 123653376 + 12.0 * 12 * 768 * 1024);
+    /* LoRA, rank 8 on c_attn of 12 layers (A [8,768] + B [2304,8]): frozen 4N, adapters 6N, attention as before */
+    c.tie_weights = 1;
+    const int64_t nl = 12 * (8 * 768 + 2304 * 8);
+    CHECK(nl == 294912);
+    CHECK(mfu_lora_flops_per_token(&c, n12, nl) == 4.0 * 123653376 + 6.0 * 294912 + 12.0 * 12 * 768 * 1024);
 }
 
 TEST(mfu_from_known_flops_and_time) {
