@@ -117,9 +117,38 @@ int64_t fx_batch_index(const forensics *f, int64_t step) { return f->o.overfit ?
  * Inf); NaN or Inf exactly when t holds one (or, on a GPU, when the f32 sum
  * of squares overflows). 0 for t NULL (no gradient).
  */
+/* Whether t is a contiguous (row-major) CPU f32/f64 tensor: its elements then lie in one run at tfc_tensor_data. */
+static int dense_cpu(const tfc_tensor *t) {
+    const tfc_dtype dt = tfc_tensor_dtype(t);
+    const int32_t nd = tfc_tensor_ndim(t);
+    int64_t st[16];
+    if (tfc_tensor_device_type(t) != TFC_DEVICE_CPU || (dt != TFC_DTYPE_F32 && dt != TFC_DTYPE_F64) || nd < 0 ||
+        nd > 16 || tfc_tensor_strides(t, st, 16) != TFC_OK)
+        return 0;
+    int64_t want = 1;
+    for (int32_t d = nd - 1; d >= 0; d--) {
+        if (tfc_tensor_dim(t, d) != 1 && st[d] != want) return 0;
+        want *= tfc_tensor_dim(t, d);
+    }
+    return 1;
+}
+
 static tfc_status l2(const tfc_tensor *t, double *out) {
     *out = 0;
     if (!t) return TFC_OK;
+    if (dense_cpu(t)) { /* in place: an f64 copy of a GPT-2 wte gradient would be 309 MB, twice, every step */
+        const int64_t n = tfc_tensor_numel(t);
+        double acc = 0;
+        if (tfc_tensor_dtype(t) == TFC_DTYPE_F32) {
+            const float *x = tfc_tensor_data(t);
+            for (int64_t i = 0; i < n; i++) acc += (double)x[i] * (double)x[i];
+        } else {
+            const double *x = tfc_tensor_data(t);
+            for (int64_t i = 0; i < n; i++) acc += x[i] * x[i];
+        }
+        *out = sqrt(acc);
+        return TFC_OK;
+    }
     tfc_tensor *c = NULL, *sq = NULL, *s = NULL;
     const int cpu = tfc_tensor_device_type(t) == TFC_DEVICE_CPU;
     tfc_status st = cpu ? tfc_cast(NULL, t, TFC_DTYPE_F64, &c) : TFC_OK;

@@ -84,9 +84,10 @@ void train_plan_make(const tfc_gpt_config *c, int64_t rows, int64_t eval_rows, i
     /* + wte's gradient from the embedding's backward, before it is added to the head's */
     p->workspace = tb((lce_rows < N ? lce_rows : N) * V, es) + nc + 2 * tb(N * 4 * C, es) + tb(V * C, es);
     p->kv_cache = 2 * L * tb(H * T * (C / H), es);
-    /* evaluation: a forward of the whole batch without a graph, which holds every temporary until it ends */
+    /* evaluation: a forward of the whole batch without a graph, which frees each block's temporaries when the
+       block ends: the embeddings, the block input and one block's temporaries, then ln_f and the head's chunk */
     const int64_t ne = eval_rows * T, nce = tb(ne * C, es), stats_e = tb(ne, es);
-    p->eval = L * (8 * nce + tb(ne * 3 * C, es) + 2 * tb(ne * 4 * C, es) + 4 * stats_e + tb(ne * H, es)) + 4 * nce +
+    p->eval = (8 * nce + tb(ne * 3 * C, es) + 2 * tb(ne * 4 * C, es) + 4 * stats_e + tb(ne * H, es)) + 5 * nce +
         2 * stats_e + tb((lce_rows < ne ? lce_rows : ne) * V, es);
     const int64_t train = p->params + p->grads + p->optim + p->acts + p->workspace,
                   train_rc = p->params + p->grads + p->optim + p->acts_recompute + p->workspace,
