@@ -304,37 +304,11 @@ TFC_API tfc_status tfc_gpt_load_hf(const char *dir, tfc_gpt **out) {
     tfc_gpt *m = NULL;
     if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
     if (s == TFC_OK) s = check_no_strangers(fn, wpath, m, f);
-    int32_t n = 0;
-    const char *const *names = NULL;
-    tfc_tensor *const *params = NULL;
-    if (s == TFC_OK) s = tfc_gpt_params(m, &n, &names, &params);
-    tfc_tensor **src = s == TFC_OK ? calloc((size_t)n + 1, sizeof *src) : NULL;
-    if (s == TFC_OK && !src) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    for (int32_t i = 0; s == TFC_OK && i < n; i++) {
-        src[i] = find_param(f, names[i]);
-        int64_t a[TFC_MAX_DIMS], b[TFC_MAX_DIMS];
-        const int32_t na = src[i] ? tfc_tensor_ndim(src[i]) : 0, nb = tfc_tensor_ndim(params[i]);
-        if (!src[i]) {
-            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has no tensor '%s'%s", fn, wpath, names[i],
-                        strcmp(names[i], "lm_head.weight") == 0 ? " (config.json says tie_word_embeddings false)" : "");
-        } else if (tfc_tensor_shape(src[i], a, TFC_MAX_DIMS) != TFC_OK ||
-                   tfc_tensor_shape(params[i], b, TFC_MAX_DIMS) != TFC_OK || na != nb ||
-                   memcmp(a, b, (size_t)na * sizeof a[0]) != 0) {
-            s = tfc_err(TFC_ERR_FORMAT,
-                        "%s: '%s' holds %s as %s, its config.json (n_layer %d, n_head %d, n_embd %d, vocab_size %d, "
-                        "n_positions %d) needs %s",
-                        fn, wpath, names[i], tfc_fmt_dims(a, na), (int)c.n_layer, (int)c.n_head, (int)c.n_embd,
-                        (int)c.vocab_size, (int)c.block_size, tfc_fmt_dims(b, nb));
-        } else {
-            const tfc_dtype dt = tfc_tensor_dtype(src[i]);
-            if (dt != TFC_DTYPE_F32 && dt != TFC_DTYPE_F64 && dt != TFC_DTYPE_BF16 && dt != TFC_DTYPE_F16)
-                s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds %s as %s, need a float dtype", fn, wpath, names[i],
-                            tfc_dtype_name(dt));
-        }
-    }
-    for (int32_t i = 0; s == TFC_OK && i < n; i++) s = tfc_tensor_copy_from(params[i], src[i]);
-    for (int32_t i = 0; src && i < n; i++) tfc_tensor_release(src[i]);
-    free(src);
+    char needs[160];
+    snprintf(needs, sizeof needs, "its config.json (n_layer %d, n_head %d, n_embd %d, vocab_size %d, n_positions %d)",
+             (int)c.n_layer, (int)c.n_head, (int)c.n_embd, (int)c.vocab_size, (int)c.block_size);
+    if (s == TFC_OK)
+        s = tfc_gpt_copy_params(fn, wpath, m, f, find_param, needs, " (config.json says tie_word_embeddings false)");
     tfc_safetensors_release(f);
     free(cpath);
     free(wpath);

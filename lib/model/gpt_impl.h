@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "tfcore/gpt.h"
+#include "tfcore/io.h"
 #include "tfcore/lora.h"
 #include "tfcore/ops.h"
 #include "tfcore/quant.h"
@@ -158,6 +159,18 @@ void tfc_gpt_config_normalize(const tfc_gpt_config *in, tfc_gpt_config *out);
  * Loaders compare it with what a file holds before allocating anything.
  */
 int64_t tfc_gpt_config_numel(const tfc_gpt_config *cfg);
+
+/*
+ * Copy every parameter of m from f (gpt_weights.c), each found by find (a
+ * new reference or NULL): shapes must match exactly, any float dtype is
+ * converted. Errors name fn, path and the tensor: "... holds NAME as
+ * [dims], <needs> needs [dims]"; a missing lm_head.weight gets head_hint
+ * (nullable) appended. m's parameters are only written when every tensor
+ * checks out.
+ */
+tfc_status tfc_gpt_copy_params(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
+                               tfc_tensor *(*find)(const tfc_safetensors *f, const char *name), const char *needs,
+                               const char *head_hint);
 
 /*
  * Keys and values per layer: [batch, n_head, cap, head_dim], valid up to

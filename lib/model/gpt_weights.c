@@ -289,7 +289,15 @@ static tfc_status load_qweights(const char *fn, const char *path, tfc_gpt *m, co
 }
 
 /* Copy every parameter of m from f, converting dtype; shapes must match. Nothing is written unless all match. */
-static tfc_status copy_params(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f) {
+/* The parameter called name in f under that very name, or NULL (a tfcore weight file's finder). */
+static tfc_tensor *find_exact(const tfc_safetensors *f, const char *name) {
+    tfc_tensor *t = NULL;
+    return tfc_safetensors_find(f, name, &t) == TFC_OK ? t : NULL;
+}
+
+tfc_status tfc_gpt_copy_params(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
+                               tfc_tensor *(*find)(const tfc_safetensors *f, const char *name), const char *needs,
+                               const char *head_hint) {
     int32_t n;
     const char *const *names;
     tfc_tensor *const *params;
@@ -298,9 +306,10 @@ static tfc_status copy_params(const char *fn, const char *path, tfc_gpt *m, cons
     if (!src) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
-        s = tfc_safetensors_find(f, names[i], &src[i]);
-        if (s != TFC_OK) {
-            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has no tensor '%s'", fn, path, names[i]);
+        src[i] = find(f, names[i]);
+        if (!src[i]) {
+            const int head = head_hint && strcmp(names[i], "lm_head.weight") == 0;
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has no tensor '%s'%s", fn, path, names[i], head ? head_hint : "");
             break;
         }
         int64_t a[TFC_MAX_DIMS], b[TFC_MAX_DIMS];
@@ -308,8 +317,8 @@ static tfc_status copy_params(const char *fn, const char *path, tfc_gpt *m, cons
         if (tfc_tensor_shape(src[i], a, TFC_MAX_DIMS) != TFC_OK ||
             tfc_tensor_shape(params[i], b, TFC_MAX_DIMS) != TFC_OK || na != nb ||
             memcmp(a, b, (size_t)na * sizeof a[0]) != 0)
-            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds %s as %s, the model needs %s", fn, path, names[i],
-                        tfc_fmt_dims(a, na), tfc_fmt_dims(b, nb));
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds %s as %s, %s needs %s", fn, path, names[i], tfc_fmt_dims(a, na),
+                        needs, tfc_fmt_dims(b, nb));
         tfc_dtype dt = tfc_tensor_dtype(src[i]);
         if (s == TFC_OK && dt != TFC_DTYPE_F32 && dt != TFC_DTYPE_F64 && dt != TFC_DTYPE_BF16 && dt != TFC_DTYPE_F16)
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds %s as %s, need a float dtype", fn, path, names[i],
@@ -368,10 +377,10 @@ TFC_API tfc_status tfc_gpt_load(const char *path, tfc_gpt **out) {
     if (s == TFC_OK)
         s = check_file_holds_config(fn, path, f, &c, format == TFC_QFORMAT_INT4 || hformat == TFC_QFORMAT_INT4);
     if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
-    /* the quantized layers first: their f32 weights then leave m's parameter list, which copy_params walks */
+    /* the quantized layers first: their f32 weights then leave m's parameter list, which tfc_gpt_copy_params walks */
     if (s == TFC_OK && format) s = load_qweights(fn, path, m, f, format, group);
     if (s == TFC_OK && hformat) s = load_head(fn, path, m, f, hformat, hgroup);
-    if (s == TFC_OK) s = copy_params(fn, path, m, f);
+    if (s == TFC_OK) s = tfc_gpt_copy_params(fn, path, m, f, find_exact, "the model", NULL);
     tfc_safetensors_release(f);
     if (s != TFC_OK) {
         tfc_gpt_release(m);
@@ -403,7 +412,7 @@ TFC_API tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path) {
         if (int_value(&mine, i) != int_value(&theirs, i))
             s = tfc_err(TFC_ERR_INVALID_ARG, "%s: '%s' has %s %d but the model has %d", fn, path,
                         int_fields[i].key + strlen("tfc."), int_value(&theirs, i), int_value(&mine, i));
-    if (s == TFC_OK) s = copy_params(fn, path, m, f);
+    if (s == TFC_OK) s = tfc_gpt_copy_params(fn, path, m, f, find_exact, "the model", NULL);
     tfc_safetensors_release(f);
     return tfc_err_in(fn, s);
 }
