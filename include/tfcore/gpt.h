@@ -155,8 +155,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type d
  * Forward pass. idx [B, T] token ids (i32 or i64, each in [0, vocab),
  * 1 <= T <= block_size). *logits (may be NULL: not wanted) receives
  * [B, T, vocab] of the model's dtype. With targets [B, T] (same rules,
- * except that a target of -1 marks a position to skip; NULL = no loss),
- * *loss receives the mean cross-entropy over the B·T positions as a scalar. When logits is NULL the LM head and the
+ * except that a target of -100, PyTorch's ignore_index, marks a position to skip; NULL = no loss),
+ * *loss receives the mean cross-entropy over the B·T positions not skipped as a scalar. When logits is NULL the LM head and the
  * loss are one fused op (tfc_linear_cross_entropy): the [B·T, vocab] logits and their gradient are never allocated.
  * Ops are recorded on g (NULL = no graph, nothing recorded). Errors: NULL m/idx, wrong shapes or dtypes, ids out of range
  * (TFC_ERR_SHAPE / TFC_ERR_DTYPE / TFC_ERR_INVALID_ARG), targets with

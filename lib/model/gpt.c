@@ -13,6 +13,10 @@
 #include "core/error.h"
 #include "model/gpt_impl.h"
 
+/* Targets equal to this are skipped by the loss: PyTorch's cross_entropy default, so a target batch padded for
+ * torch (or for tfcore.cross_entropy) means the same here. */
+#define TFC_GPT_IGNORE_INDEX (-100)
+
 /* t on the model's device: a new reference to t, or a copy of a CPU t (ids, targets, positions). */
 static tfc_status on_model_device(const tfc_gpt *m, const char *fn, const char *arg, const tfc_tensor *t,
                                   tfc_tensor **out) {
@@ -461,10 +465,10 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
         if (s == TFC_OK && m->head_q) {
             tfc_tensor *lg2 = NULL; /* the quantized head has no fused form: logits, then the loss */
             s = gpt_head(m, NULL, h, &lg2);
-            if (s == TFC_OK) s = tfc_cross_entropy(NULL, lg2, tflat, -1, &l);
+            if (s == TFC_OK) s = tfc_cross_entropy(NULL, lg2, tflat, TFC_GPT_IGNORE_INDEX, &l);
             tfc_tensor_release(lg2);
         } else if (s == TFC_OK)
-            s = tfc_linear_cross_entropy(g, h, head_weight(m), tflat, -1, &l);
+            s = tfc_linear_cross_entropy(g, h, head_weight(m), tflat, TFC_GPT_IGNORE_INDEX, &l);
         tfc_tensor_release(h);
         tfc_tensor_release(tflat);
         TFC_TRY(s);
@@ -480,7 +484,7 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
         if (s == TFC_OK) s = on_model_device(m, fn, "targets", targets, &tdev);
         if (s == TFC_OK) s = tfc_reshape(NULL, tdev, n1, 1, &tflat);
         tfc_tensor_release(tdev);
-        if (s == TFC_OK) s = tfc_cross_entropy(g, flat, tflat, -1, &l);
+        if (s == TFC_OK) s = tfc_cross_entropy(g, flat, tflat, TFC_GPT_IGNORE_INDEX, &l);
         tfc_tensor_release(flat);
         tfc_tensor_release(tflat);
         if (s != TFC_OK) {

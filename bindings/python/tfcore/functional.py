@@ -207,7 +207,49 @@ def attention(q, k, v, causal=True, scale=None):
     return _call(lib.tfc_attention, _ag.graph_for(q, k, v), q._h, k._h, v._h, 1 if causal else 0, float(scale))
 
 
-scaled_dot_product_attention = attention
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """torch.nn.functional.scaled_dot_product_attention's signature and defaults
+    (not causal unless is_causal). q [..., T, D], k [..., S, D], v [..., S, Dv].
+
+    attn_mask is a bool mask (True = attend) or a float mask added to the
+    scores, broadcast to [..., T, S]; is_causal is torch's top-left aligned
+    tril(ones(T, S)), an error together with attn_mask. Without a mask, dropout
+    or T != S under is_causal this is one fused tfc_attention call; otherwise
+    the scores are formed explicitly. dropout_p applies whenever it is > 0, as
+    in torch (pass 0.0 in evaluation)."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise TypeError("tfcore.scaled_dot_product_attention: %s must be a Tensor, got %s"
+                            % (name, type(t).__name__))
+    if attn_mask is not None and is_causal:
+        raise ValueError("tfcore.scaled_dot_product_attention: pass attn_mask or is_causal=True, not both")
+    if not 0.0 <= float(dropout_p) <= 1.0:
+        raise ValueError("tfcore.scaled_dot_product_attention: dropout_p must be in [0, 1], got %r" % (dropout_p,))
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise ValueError("tfcore.scaled_dot_product_attention: query, key and value need at least 2 dims, got "
+                         "%s, %s, %s" % (query.shape, key.shape, value.shape))
+    T, S = query.shape[-2], key.shape[-2]
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    fused = attn_mask is None and dropout_p == 0 and (not is_causal or T == S) and \
+        query.ndim == 4 and key.ndim == 4 and value.ndim == 4
+    if fused:
+        return attention(query, key, value, causal=bool(is_causal), scale=scale)
+    import numpy as np  # the explicit path: masks are built on the host
+    scores = matmul(query, key.transpose(-2, -1)) * float(scale)
+    if is_causal:
+        attn_mask = tensor(np.tril(np.ones((T, S), dtype=np.bool_)))
+    if attn_mask is not None:
+        if not isinstance(attn_mask, Tensor):
+            attn_mask = tensor(attn_mask)
+        if attn_mask.dtype.name == "bool":  # True keeps a score (torch's meaning, masked_fill's opposite)
+            scores = masked_fill(scores, tensor(~attn_mask.numpy()), float("-inf"))
+        else:
+            scores = scores + attn_mask.to(scores.dtype)
+    weights = softmax(scores, -1)
+    if dropout_p > 0:
+        weights = dropout(weights, float(dropout_p), True)
+    return matmul(weights, value)
 
 
 def dropout(x, p=0.5, training=True, seed=None):

@@ -366,17 +366,15 @@ class GPT:
     def generate(self, prompt, max_new_tokens, temperature=1.0, top_k=0, top_p=1.0, seed=0, callback=None):
         """max_new_tokens ids after prompt (a list of ids), with a KV cache.
         temperature 0 is greedy; top_k 0 and top_p 1 keep every token. The
-        same seed gives the same tokens. callback(token) returning True stops."""
+        same seed gives the same tokens. callback(token) returning True stops;
+        an exception it raises stops too and comes out of generate unchanged."""
         prompt = [int(i) for i in (prompt.tolist() if isinstance(prompt, Tensor) else prompt)]
         out = ffi.new("int32_t[]", max(int(max_new_tokens), 1))
         got, cb = _token_callback(callback)
         status = lib.tfc_gpt_generate(self._h, ffi.new("int32_t[]", prompt), len(prompt), int(max_new_tokens),
                                       float(temperature), int(top_k), float(top_p), int(seed), out,
                                       int(max_new_tokens), cb, ffi.NULL)
-        if status == lib.TFC_ERR_CANCELLED:
-            return got
-        check(status)
-        return list(ffi.unpack(out, int(max_new_tokens)))
+        return _finish_generate(status, got, out, int(max_new_tokens))
 
     def generate_batch(self, prompts, max_new_tokens, temperature=1.0, top_k=0, top_p=1.0, seed=0, callback=None):
         """max_new_tokens ids after each prompt of the list prompts (lists of ids, of
@@ -428,10 +426,7 @@ class GPT:
                                                   float(top_p), int(seed), out, int(max_new_tokens), st, cb, ffi.NULL)
         if stats is not None:
             stats.update(drafted=st.drafted, accepted=st.accepted, target_passes=st.target_passes)
-        if status == lib.TFC_ERR_CANCELLED:
-            return got
-        check(status)
-        return list(ffi.unpack(out, int(max_new_tokens)))
+        return _finish_generate(status, got, out, int(max_new_tokens))
 
     def __repr__(self):
         q = ", %s" % self.quant_format if self.quant_format else ""
@@ -441,20 +436,46 @@ class GPT:
 def _token_callback(callback):
     """The list the tokens are appended to as they come, and the tfc_gpt_token_fn that
     appends them and asks callback(token) whether to stop (an exception stops too)."""
-    got = []
+    got = _Tokens()
 
     def on_token(token, ctx):
         got.append(token)
         try:
             return 1 if callback is not None and callback(token) else 0
-        except Exception:
+        except BaseException as e:  # stops the C loop; re-raised unchanged by _finish_generate
+            got.failed = e
             return 1
     return got, ffi.callback("tfc_gpt_token_fn", on_token)
 
+
+class _Tokens(list):
+    """The tokens a callback saw, and the exception it raised (failed), if any."""
+    failed = None
+
+
+def _finish_generate(status, got, out, n):
+    """The callback's exception first (unchanged, as torch-style code expects), then a
+    stop by the callback (the tokens so far), then the library's status."""
+    if got.failed is not None:
+        e, got.failed = got.failed, None
+        raise e
+    if status == lib.TFC_ERR_CANCELLED:
+        return list(got)
+    check(status)
+    return list(ffi.unpack(out, n))
+
 def sample(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, offset=0):
-    """One token id drawn from a 1-D float32 logits vector (tfc_sample's rules)."""
+    """One token id drawn from a 1-D float32 logits vector (tfc_sample's rules).
+    Any other number of dims is a ValueError: a [B, V] batch is not flattened
+    into one distribution over B·V ids."""
     import numpy as np
-    arr = np.ascontiguousarray(logits.numpy() if isinstance(logits, Tensor) else logits, dtype=np.float32)
+    if logits is None or isinstance(logits, (str, bytes)):
+        raise TypeError("tfcore.gpt.sample: logits must be a 1-D Tensor or array, got %s" % type(logits).__name__)
+    arr = np.asarray(logits.numpy() if isinstance(logits, Tensor) else logits, dtype=np.float32)
+    if arr.ndim != 1:
+        raise ValueError("tfcore.gpt.sample: logits must be 1-D [vocab], got shape %s (sample each row of a "
+                         "batch separately)" % (tuple(arr.shape),))
+    arr = np.ascontiguousarray(arr)
     out = ffi.new("int32_t *")
     check(lib.tfc_sample(ffi.cast("const float *", arr.ctypes.data), arr.size, float(temperature), int(top_k),
                          float(top_p), int(seed), int(offset), out))

@@ -437,6 +437,7 @@ class Tensor:
     def _coerce(self, other):
         if isinstance(other, Tensor):
             return other
+        _check_operand(other)
         return tensor(other, dtype=self.dtype)
 
     def __add__(self, other):
@@ -651,6 +652,19 @@ class Tensor:
 
     def __dlpack_device__(self):
         return _dl.device_of(self)
+
+
+def _check_operand(other):
+    """A TypeError for what is no number, array or nested list of numbers (None,
+    strings, objects): converting those would give NaN or a numpy error."""
+    ok = _is_scalar(other) or isinstance(other, (list, tuple, np.ndarray)) or \
+        type(other).__module__.startswith("torch")
+    if ok and not _is_scalar(other):
+        kind = np.asarray(other.detach().cpu().numpy() if hasattr(other, "detach") else other).dtype.kind
+        ok = kind in "biuf"
+    if not ok:
+        raise TypeError("tfcore: unsupported operand type %s for a Tensor operation (expected a Tensor, a number "
+                        "or an array of numbers)" % type(other).__name__)
 
 
 def _looks_like_dtype(a):
