@@ -143,6 +143,19 @@ def test_none_or_wrong_type_operand_is_type_error(expr):
         eval(expr)
 
 
+@pytest.mark.parametrize("expr,arg", [("tfcore.matmul(z, None)", "b"), ("tfcore.linear(z, None)", "weight"),
+                                      ("tfcore.linear(z, w, bias='x')", "bias"), ("tfcore.exp(None)", "x"),
+                                      ("tfcore.cross_entropy(None, z)", "input"), ("tfcore.sum([1.0])", "x"),
+                                      ("tfcore.layer_norm(z, (2,), weight=1.0)", "weight"),
+                                      ("tfcore.embedding(None, w)", "input"), ("tfcore.softmax(None, 0)", "x"),
+                                      ("tfcore.attention(z, z, None)", "v")])
+def test_functions_name_the_non_tensor_argument(expr, arg):
+    z, w = tfcore.ones(2, 2), tfcore.ones(3, 2)
+    with pytest.raises(TypeError, match=r"^tfcore\.\w+: %s must be a Tensor, got " % arg):
+        eval(expr)
+    assert tfcore.linear(z, w, None).shape == (2, 3)  # optional arguments may be None
+
+
 def test_numbers_and_arrays_still_work_as_operands():
     z = tfcore.zeros(2, dtype=tfcore.float64)
     assert (z + [1, 2]).tolist() == [1, 2]

@@ -437,3 +437,44 @@ import builtins as _builtins  # noqa: E402
 
 builtin_sum = _builtins.sum
 builtin_max = _builtins.max
+
+
+# ---- operands: a TypeError naming the argument, not an AttributeError on None._h --------
+
+_MISSING = object()
+
+
+def _require_tensors(fn, required, optional=()):
+    """fn, refusing a non-Tensor in the required parameters (None too) and in the optional ones (None allowed)
+    with a TypeError, as torch does; the check reads the arguments where they are, without inspect.bind."""
+    import functools
+    import inspect
+    names = list(inspect.signature(fn).parameters)
+    where = [(names.index(n), n, False) for n in required] + [(names.index(n), n, True) for n in optional]
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        for i, n, opt in where:
+            v = args[i] if i < len(args) else kwargs.get(n, _MISSING)
+            if v is _MISSING or isinstance(v, Tensor) or (opt and v is None):
+                continue
+            raise TypeError("tfcore.%s: %s must be a Tensor, got %s" % (fn.__name__, n, type(v).__name__))
+        return fn(*args, **kwargs)
+    return checked
+
+
+for _name, _req, _opt in [
+        ("neg", ("x",), ()), ("exp", ("x",), ()), ("log", ("x",), ()), ("sqrt", ("x",), ()), ("rsqrt", ("x",), ()),
+        ("tanh", ("x",), ()), ("sigmoid", ("x",), ()), ("relu", ("x",), ()), ("gelu", ("x",), ()),
+        ("sum", ("x",), ()), ("mean", ("x",), ()), ("max", ("x",), ()), ("min", ("x",), ()), ("var", ("x",), ()),
+        ("std", ("x",), ()), ("argmax", ("x",), ()), ("argmin", ("x",), ()), ("softmax", ("x",), ()),
+        ("log_softmax", ("x",), ()), ("matmul", ("a", "b"), ()), ("linear", ("x", "weight"), ("bias",)),
+        ("layer_norm", ("x",), ("weight", "bias")), ("embedding", ("input", "weight"), ()),
+        ("cross_entropy", ("input", "target"), ()), ("linear_cross_entropy", ("input", "weight", "target"), ()),
+        ("attention", ("q", "k", "v"), ()), ("dropout", ("x",), ()), ("masked_fill", ("x", "mask"), ()),
+        ("where", ("condition",), ()), ("topk", ("x",), ()), ("reshape", ("x",), ()), ("view", ("x",), ()),
+        ("permute", ("x",), ()), ("transpose", ("x",), ()), ("contiguous", ("x",), ()), ("expand", ("x",), ()),
+        ("squeeze", ("x",), ()), ("unsqueeze", ("x",), ()), ("flatten", ("x",), ()), ("narrow", ("x",), ()),
+        ("split", ("x",), ()), ("chunk", ("x",), ())]:
+    globals()[_name] = _require_tensors(globals()[_name], _req, _opt)
+del _name, _req, _opt
