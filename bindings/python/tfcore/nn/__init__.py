@@ -4,7 +4,7 @@ and tfcore.nn.functional. Parameter names, state_dict keys, default
 initialisations and errors follow torch's; values come from tfcore's ops (so
 autograd records them as any other op). tfcore.nn.gpt.GPT is the GPT-2 model
 built from these modules (tfcore.GPT stays the fast path). See docs/PYTHON.md."""
-from . import functional, init  # noqa: F401
+from . import functional, gpt, init  # noqa: F401
 from .activation import GELU, ReLU, Sigmoid, Softmax, Tanh
 from .container import ModuleList, Sequential
 from .dropout import Dropout
