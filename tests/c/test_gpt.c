@@ -729,4 +729,49 @@ TEST(config_without_dropout_field) {
     CHECK_ERR(tfc_gpt_new(&bad, 1, &m), TFC_ERR_INVALID_ARG, "cfg->dropout is 1");
 }
 
+/* Targets of -100 (PyTorch's ignore_index) are skipped by both loss paths (logits materialised, and the fused head
+ * when logits are not wanted); the mean runs over the other positions. Reference: log-sum-exp of the logits by hand. */
+TEST(loss_skips_targets_of_minus_100) {
+    tfc_gpt *m = small_model(1, 2, 8, 7, 8, 1, 1, TFC_DTYPE_F64, 3);
+    const int32_t idx[8] = {1, 2, 3, 4, 5, 6, 0, 1}, tgt[8] = {2, -100, 4, 6, -100, 0, 1, -100};
+    tfc_tensor *x = ids_tensor(idx, 2, 4), *y = NULL, *lg = NULL, *loss = NULL, *fused = NULL;
+    const int64_t d[2] = {2, 4};
+    CHECK_OK(tfc_tensor_from_data(tgt, d, 2, TFC_DTYPE_I32, &y));
+    CHECK_OK(tfc_gpt_forward(m, NULL, x, y, &lg, &loss));
+    CHECK_OK(tfc_gpt_forward(m, NULL, x, y, NULL, &fused));
+    if (!lg || !loss || !fused) { /* already reported; nothing to compare */
+        tfc_tensor_release(x);
+        tfc_tensor_release(y);
+        tfc_tensor_release(lg);
+        tfc_tensor_release(loss);
+        tfc_tensor_release(fused);
+        tfc_gpt_release(m);
+        return;
+    }
+    const double *z = tfc_tensor_data(lg);
+    double want = 0;
+    int n = 0;
+    for (int r = 0; r < 8; r++) {
+        if (tgt[r] == -100) continue;
+        double mx = z[r * 7], s = 0;
+        for (int c = 1; c < 7; c++) mx = z[r * 7 + c] > mx ? z[r * 7 + c] : mx;
+        for (int c = 0; c < 7; c++) s += exp(z[r * 7 + c] - mx);
+        want += mx + log(s) - z[r * 7 + tgt[r]];
+        n++;
+    }
+    want /= n;
+    double got = 0, got_fused = 0;
+    CHECK_OK(tfc_tensor_item(loss, &got));
+    CHECK_OK(tfc_tensor_item(fused, &got_fused));
+    CHECK(fabs(got - want) < 1e-12 && fabs(got_fused - want) < 1e-12);
+    /* -1 is an ordinary id now (out of range), as in torch */
+    const int32_t neg[8] = {2, -1, 4, 6, 0, 0, 1, 1};
+    tfc_tensor *yn = NULL, *bad = NULL;
+    CHECK_OK(tfc_tensor_from_data(neg, d, 2, TFC_DTYPE_I32, &yn));
+    CHECK_ERR(tfc_gpt_forward(m, NULL, x, yn, NULL, &bad), TFC_ERR_INVALID_ARG, "targets[1] is -1");
+    tfc_tensor *tensors[] = {x, y, lg, loss, fused, yn};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) tfc_tensor_release(tensors[i]);
+    tfc_gpt_release(m);
+}
+
 TFC_TEST_MAIN
