@@ -438,3 +438,34 @@ def test_constant_init_and_default_inits():
     n0 = tfcore.autograd.num_nodes()
     nn.init.kaiming_normal_(p)
     assert p.is_leaf and p.grad is None and tfcore.autograd.num_nodes() == n0 and p.numpy().any()
+
+
+def _inplace_sub_lands():
+    t = tfcore.zeros(1)
+    before = t
+    with tfcore.no_grad():
+        t -= 1.0
+    return t is before and before.item() == -1.0
+
+
+@pytest.mark.skipif(not _inplace_sub_lands(), reason="in-place -= on tensors is not in this build yet (issue #16)")
+def test_manual_sgd_with_minus_equals_moves_parameters_as_torch():
+    """The hand-written SGD loop (with no_grad: p -= lr * p.grad) over tfcore.nn parameters moves them exactly as
+    the same loop over torch.nn's (f64, 5 steps)."""
+    tm = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 3)).double()
+    m = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3)).double()
+    copy_torch_weights(tm, m)
+    x, y = _x((8, 4), 1), np.arange(8) % 3
+    for _ in range(5):
+        nn.functional.cross_entropy(m(tfcore.tensor(x)), tfcore.tensor(y)).backward()
+        torch.nn.functional.cross_entropy(tm(torch.tensor(x)), torch.tensor(y)).backward()
+        with tfcore.no_grad():
+            for p in m.parameters():
+                p -= 0.1 * p.grad
+        with torch.no_grad():
+            for p in tm.parameters():
+                p -= 0.1 * p.grad
+        m.zero_grad()
+        tm.zero_grad()
+    for (n, p), tp in zip(m.named_parameters(), tm.parameters()):
+        assert rel_err(p.numpy(), t2n(tp)) < 1e-12, n

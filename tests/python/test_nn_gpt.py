@@ -24,7 +24,7 @@ def perturb(model, seed):
 
 
 @pytest.mark.parametrize("fields", [{}, {"tie_weights": False}, {"bias": False, "tie_weights": False},
-                                    {"n_layer": 3, "n_head": 4, "ln_eps": 1e-6}])
+                                    {"n_layer": 3, "n_head": 4, "ln_eps": 1e-6}, {"dtype": "float32"}])
 def test_module_gpt_equals_tfcore_gpt(fields):
     cfg = dict(n_layer=2, n_head=2, n_embd=16, block_size=12, vocab_size=23, dtype="float64")
     cfg.update(fields)
@@ -47,13 +47,15 @@ def test_module_gpt_equals_tfcore_gpt(fields):
     Lf.backward()
     ls, Ls = slow(idx, tg)
     Ls.backward()
-    assert rel_err(ls.numpy(), lf.numpy()) < 1e-12
-    assert abs(Ls.item() - Lf.item()) < 1e-12
+    tol = 1e-12 if cfg["dtype"] == "float64" else 1e-5
+    assert slow.transformer.wte.weight.dtype is fast.config.dtype
+    assert rel_err(ls.numpy(), lf.numpy()) < tol
+    assert abs(Ls.item() - Lf.item()) < tol
     # the loss is torch's cross_entropy of these logits (ignore_index -100)
     ref = TF.cross_entropy(torch.tensor(ls.numpy()).reshape(-1, cfg["vocab_size"]), torch.tensor(tg).reshape(-1))
-    assert abs(Ls.item() - ref.item()) < 1e-12
+    assert abs(Ls.item() - ref.item()) < tol
     for (n, pf), ps in zip(fast.named_parameters(), slow.parameters()):
-        assert rel_err(ps.grad.numpy(), pf.grad.numpy()) < 1e-10, n
+        assert rel_err(ps.grad.numpy(), pf.grad.numpy()) < tol * 100, n
 
 
 def test_module_gpt_state_dict_round_trip_and_errors():
