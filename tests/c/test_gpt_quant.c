@@ -352,7 +352,7 @@ static tfc_gpt *head_reference(tfc_gpt *m0, int32_t tie, uint64_t seed, tfc_qfor
 static tfc_tensor *targets(void) {
     int32_t y[2 * 11];
     for (int i = 0; i < 2 * 11; i++) y[i] = (IDS[i] * 7 + 3) % 37;
-    y[4] = -1; /* a skipped position */
+    y[4] = -100; /* a skipped position (ignore_index) */
     const int64_t d[2] = {2, 11};
     tfc_tensor *t = NULL;
     if (tfc_tensor_from_data(y, d, 2, TFC_DTYPE_I32, &t) != TFC_OK) abort();
