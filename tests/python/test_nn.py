@@ -469,3 +469,15 @@ def test_manual_sgd_with_minus_equals_moves_parameters_as_torch():
         tm.zero_grad()
     for (n, p), tp in zip(m.named_parameters(), tm.parameters()):
         assert rel_err(p.numpy(), t2n(tp)) < 1e-12, n
+
+
+def test_deepcopy_of_a_module_copies_values_and_keeps_ties():
+    import copy
+    m = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3))
+    m[1].weight = m[0].weight  # tied
+    c = copy.deepcopy(m)
+    assert c[0].weight is c[1].weight and c[0].weight is not m[0].weight
+    assert np.array_equal(c[0].weight.numpy(), m[0].weight.numpy()) and c[0].weight.requires_grad
+    with tfcore.no_grad():
+        c[0].weight.fill_(0.0)
+    assert m[0].weight.numpy().any()  # the copy owns its memory

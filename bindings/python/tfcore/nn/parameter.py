@@ -31,5 +31,15 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
+    def __deepcopy__(self, memo):
+        """A new Parameter over a copy of the values (copy.deepcopy(module) works, as in torch)."""
+        if id(self) in memo:
+            return memo[id(self)]
+        from ..tensor import _call
+        from .._lib import lib
+        out = Parameter(_call(lib.tfc_tensor_clone, self._h), self.requires_grad)
+        memo[id(self)] = out
+        return out
+
     def __reduce__(self):
         raise TypeError("tfcore.nn.Parameter cannot be pickled; save a state_dict with tfcore.save_safetensors")
