@@ -243,9 +243,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if not isinstance(attn_mask, Tensor):
             attn_mask = tensor(attn_mask)
         if attn_mask.dtype.name == "bool":  # True keeps a score (torch's meaning, masked_fill's opposite)
-            scores = masked_fill(scores, tensor(~attn_mask.numpy()), float("-inf"))
+            keep = attn_mask.cpu().numpy()
+            scores = masked_fill(scores, tensor(~keep, device=scores.device), float("-inf"))
         else:
-            scores = scores + attn_mask.to(scores.dtype)
+            scores = scores + attn_mask.to(scores.dtype).to(scores.device)
     weights = softmax(scores, -1)
     if dropout_p > 0:
         weights = dropout(weights, float(dropout_p), True)
