@@ -93,3 +93,20 @@ def test_module_gpt_overfits_one_batch():
         opt.step()
         opt.zero_grad()
     assert first > 2.5 and loss.item() < 0.1, (first, loss.item())
+
+
+def test_module_gpt_generate_matches_tfcore_gpt_within_block_size():
+    """Greedy and seeded sampling give tfcore.GPT.generate's tokens (same weights, same sampling rule and
+    stream offsets); the callback stops; the training mode is restored."""
+    cfg = tfcore.GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=24, vocab_size=17, dtype="float64")
+    fast = tfcore.GPT(cfg, seed=8)
+    perturb(fast, 9)
+    slow = ModuleGPT.from_gpt(fast)
+    assert slow.generate([1, 2, 3], 12, temperature=0) == fast.generate([1, 2, 3], 12, temperature=0)
+    assert slow.generate([4], 15, temperature=0.9, top_k=6, seed=5) == \
+        fast.generate([4], 15, temperature=0.9, top_k=6, seed=5)
+    seen = []
+    got = slow.generate([4], 15, temperature=0, callback=lambda t: seen.append(t) or len(seen) == 3)
+    assert got == seen and len(got) == 3 and slow.training
+    with pytest.raises(ValueError, match="at least one token"):
+        slow.generate([], 3)

@@ -175,5 +175,32 @@ class GPT(Module):
         m.load_state_dict(model.state_dict())
         return m
 
+    def generate(self, prompt, max_new_tokens, temperature=1.0, top_k=0, top_p=1.0, seed=0, callback=None):
+        """max_new_tokens ids after prompt (a list of ids), nanoGPT's loop: each step runs the whole context
+        (its last block_size tokens; no KV cache) in eval mode without recording, and draws token i with
+        tfcore.gpt.sample(..., seed, offset=i) — tfcore.GPT.generate's rule, so within block_size the tokens
+        are the same as tfcore.GPT's for the same weights. callback(token) returning True stops."""
+        from .. import autograd as _ag
+        from ..gpt import sample
+        from ..tensor import Tensor
+        seq = [int(i) for i in (prompt.tolist() if isinstance(prompt, Tensor) else prompt)]
+        if not seq:
+            raise ValueError("tfcore.nn.gpt.GPT.generate: the prompt must hold at least one token")
+        was_training = self.training
+        self.eval()
+        out = []
+        try:
+            with _ag.no_grad():
+                for i in range(int(max_new_tokens)):
+                    logits, _ = self([seq[-self.config.block_size:]])
+                    tok = sample(logits[0, -1].float(), temperature, top_k, top_p, seed, i)
+                    seq.append(tok)
+                    out.append(tok)
+                    if callback is not None and callback(tok):
+                        break
+        finally:
+            self.train(was_training)
+        return out
+
     def num_parameters(self):
         return sum(p.numel() for p in self.parameters())
