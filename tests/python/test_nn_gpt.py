@@ -110,3 +110,23 @@ def test_module_gpt_generate_matches_tfcore_gpt_within_block_size():
     assert got == seen and len(got) == 3 and slow.training
     with pytest.raises(ValueError, match="at least one token"):
         slow.generate([], 3)
+
+
+def test_module_gpt_dropout_trains_and_evaluates_as_tfcore_gpt():
+    """With dropout the training forward differs from the evaluation forward and backward runs through the four
+    dropout places; eval() gives tfcore.GPT's (dropout-free) evaluation logits."""
+    cfg = tfcore.GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=13, dtype="float64", dropout=0.2)
+    fast = tfcore.GPT(cfg, seed=2)
+    perturb(fast, 3)
+    slow = ModuleGPT.from_gpt(fast)
+    idx = [[1, 2, 3, 4, 5]]
+    tfcore.manual_seed(1)
+    lt, Lt = slow(idx, idx)
+    Lt.backward()
+    assert all(p.grad is not None and np.isfinite(p.grad.numpy()).all() for p in slow.parameters())
+    slow.eval()
+    with tfcore.no_grad():
+        le, _ = slow(idx)
+        lf, _ = fast(idx)
+    assert rel_err(le.numpy(), lf.numpy()) < 1e-12
+    assert rel_err(lt.numpy(), le.numpy()) > 1e-3
