@@ -28,6 +28,7 @@ from .io import TokenFile, load_safetensors, save_safetensors
 from . import io  # noqa: F401
 from .quant import QWeight, qlinear, quantize
 from . import quant  # noqa: F401
+from . import utils  # noqa: F401
 
 bool = bool_  # tfcore.bool, like torch.bool  # noqa: A001
 
