@@ -490,3 +490,18 @@ def test_utils_checkpoint_tuple_outputs_and_callable_module():
         tfcore.utils.checkpoint(None, x)
     with pytest.raises(Boom):
         tfcore.utils.checkpoint(lambda x: (_ for _ in ()).throw(Boom("f")), x)
+
+
+def test_raw_gradcheck_callback_that_raises_is_an_error_not_a_crash():
+    # cffi turns an exception in a callback into a return of 0 (TFC_OK) with *out unset:
+    # tfc_gradcheck must report that instead of reading the missing output
+    code = ("import tfcore\nfrom tfcore import ffi, lib\n"
+            "@ffi.callback('tfc_gradcheck_fn')\n"
+            "def f(g, ins, n, out, ctx):\n    raise ValueError('swallowed by cffi')\n"
+            "x = tfcore.tensor([1.0, 2.0], dtype='float64', requires_grad=True)\n"
+            "err = ffi.new('double *')\n"
+            "s = lib.tfc_gradcheck(f, ffi.new('tfc_tensor *[]', [x._h]), 1, ffi.NULL, 1e-6, err, ffi.NULL, ffi.NULL)\n"
+            "print(s == lib.TFC_ERR_INVALID_ARG, ffi.string(lib.tfc_last_error()).decode())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith("True tfc_gradcheck: f returned TFC_OK but no output"), r.stdout
