@@ -262,6 +262,7 @@ def backward(tensor, grad=None, retain_graph=False):
                            "by a recorded op (set requires_grad=True on a leaf, outside no_grad)")
     g = graph()
     seed = ffi.NULL if grad is None else grad._h
+    _state()["function_error"] = None  # only an exception of this pass is re-raised
     status = lib.tfc_graph_backward(g, tensor._h, seed)
     hook = _state().get("grad_hook")
     if status != 0 and hook is not None and hook[1]:
@@ -619,6 +620,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
     arr = ffi.new("tfc_tensor *[]", [t._h for t in tensors])
     worst = ffi.new("double *")
     wi, wk = ffi.new("int32_t *"), ffi.new("int64_t *")
+    _state()["function_error"] = None
     status = lib.tfc_gradcheck(cb, arr, len(tensors), ffi.NULL, float(eps), worst, wi, wk)
     if status != 0 and failure:
         raise failure[0]
