@@ -505,3 +505,43 @@ def test_raw_gradcheck_callback_that_raises_is_an_error_not_a_crash():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.startswith("True tfc_gradcheck: f returned TFC_OK but no output"), r.stdout
+
+
+def test_function_with_retain_graph_and_inside_a_checkpoint():
+    class Sq(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2.0 * x * g
+
+    class TSq(torch.autograd.Function):
+        forward = Sq.forward
+        backward = Sq.backward
+    (x, w), (tx, tw) = _pair(17, (4,), (4,))
+    y, ty = Sq.apply(x).sum(), TSq.apply(tx).sum()
+    for _ in range(2):  # the saved tensors survive retain_graph
+        y.backward(retain_graph=True)
+        ty.backward(retain_graph=True)
+    _close(x.grad.numpy(), tx.grad)
+    x.grad, tx.grad = None, None
+    # replayed by a checkpoint: the Function records on the replay's graph
+    tfcore.utils.checkpoint(lambda a: Sq.apply(a * w), x).sum().backward()
+    torch.utils.checkpoint.checkpoint(lambda a: TSq.apply(a * tw), tx, use_reentrant=False).sum().backward()
+    _close(x.grad.numpy(), tx.grad)
+    _close(w.grad.numpy(), tw.grad)
+
+    class Bad(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            raise Boom("in the replay")
+    with pytest.raises(Boom, match="in the replay"):
+        tfcore.utils.checkpoint(lambda a: Bad.apply(a), x).sum().backward()
