@@ -456,11 +456,25 @@ class Tensor:
     @property
     def data(self):
         """A tensor sharing this one's memory, cut from the graph, not requiring
-        grad (torch's .data). Writes to it are seen by this tensor. Unlike
-        torch, they bump the shared version counter, so a backward that
-        saved this tensor before the write fails instead of silently
-        using the new values."""
-        return _call(lib.tfc_tensor_detach, self._h)
+        grad (torch's .data). Writes to it are seen by this tensor and, as in
+        torch, are invisible to autograd's version check: on the CPU it is a
+        tensor over the same memory with its own version counter (it keeps
+        this tensor's memory alive). On CUDA it is detach(): writes through
+        it bump the shared counter, so a backward that saved this tensor
+        then fails instead of using the new values."""
+        d = _call(lib.tfc_tensor_detach, self._h)
+        if self.device.type != "cpu" or self.numel() == 0:
+            return d
+        key = next(_array_ids)
+        _live_arrays[key] = d  # released by the deleter when the last tensor over the memory goes
+        out = ffi.new("tfc_tensor **")
+        status = lib.tfc_tensor_wrap(lib.tfc_tensor_data(self._h), _i64(self.shape), _i64(self.stride()), self.ndim,
+                                     self.dtype.code, _release_array_cb, ffi.cast("void *", key), out)
+        if status != 0:  # a layout wrap refuses (negative strides): the shared counter then
+            del _live_arrays[key]
+            lib.tfc_clear_error()
+            return d
+        return _wrap(out[0])
 
     def normal_(self, mean=0.0, std=1.0):
         seed, off = _draw(self.numel())
