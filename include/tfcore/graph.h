@@ -154,6 +154,12 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_detach(const tfc_tensor *t, tfc_tens
  * f64 for meaningful results. *max_rel_err receives the worst relative
  * error; *worst_input / *worst_index (may be NULL) where it happened.
  * The inputs' values are restored and their .grad left as analytic grads.
+ * Errors: f failing returns its status with its message prefixed
+ * "tfc_gradcheck: " (one naming the status when f set none); f returning
+ * TFC_OK with *out NULL (TFC_ERR_INVALID_ARG) or more than one element
+ * (TFC_ERR_SHAPE); f NULL, max_rel_err NULL, n < 0, an inputs[i] NULL, eps
+ * <= 0, an input requiring grad that is not contiguous
+ * (TFC_ERR_INVALID_ARG) or not on the CPU (TFC_ERR_DEVICE).
  */
 typedef tfc_status (*tfc_gradcheck_fn)(tfc_graph *g, tfc_tensor *const *inputs, int32_t n, tfc_tensor **out, void *ctx);
 TFC_API TFC_NODISCARD tfc_status tfc_gradcheck(tfc_gradcheck_fn f, tfc_tensor *const *inputs, int32_t n,
@@ -287,6 +293,117 @@ TFC_API TFC_NODISCARD tfc_status tfc_profile_reset(void);
  * (TFC_ERR_INVALID_ARG), TFC_ERR_OOM.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_profile_report(char **out);
+
+/* ---- custom ops (a caller's forward and backward on the graph) ----------------- */
+
+/* The most tensors one custom op's forward may save for its backward. */
+#define TFC_CUSTOM_MAX_SAVED 8
+
+/*
+ * A custom op's forward: outputs[0..n_out) = f(inputs[0..n_in)), computed
+ * with recording off (call ops with g = NULL). On success every outputs[o]
+ * must be set to a new reference. saved is an array of
+ * TFC_CUSTOM_MAX_SAVED entries, all NULL on entry: set saved[k] to a new
+ * reference to keep a tensor for backward (an input, an output, anything).
+ * On failure return the status of the call that failed (or any error
+ * status, having set no message: the library then writes one); entries of
+ * outputs and saved already set are released by the library. ctx is the
+ * pointer given to tfc_custom_op. inputs are borrowed for the call.
+ */
+typedef tfc_status (*tfc_custom_forward_fn)(void *ctx, const tfc_tensor *const *inputs, int32_t n_in,
+                                            tfc_tensor **outputs, int32_t n_out, tfc_tensor **saved);
+/*
+ * A custom op's backward, called at most once per tfc_graph_backward pass
+ * that reaches the op's node, with recording off. saved[0..
+ * TFC_CUSTOM_MAX_SAVED) are what forward saved (NULL where it saved
+ * nothing), as detached aliases sharing the saved tensors' memory, checked
+ * unmodified before the call. grad_outputs[o] is the gradient of
+ * outputs[o], or NULL when that output received none (treat it as zeros).
+ * needs_input_grad[i] is 1 when inputs[i] needs a gradient. For each such
+ * input set grad_inputs[i] (NULL on entry) to a new reference to a tensor
+ * of that input's shape and dtype on its device, or leave it NULL
+ * (contributes nothing); a gradient returned where needs_input_grad[i] is 0
+ * is released and ignored. On failure return an error status (entries set
+ * are released). Everything is borrowed for the call.
+ */
+typedef tfc_status (*tfc_custom_backward_fn)(void *ctx, const tfc_tensor *const *saved,
+                                             const tfc_tensor *const *grad_outputs, int32_t n_out,
+                                             const int32_t *needs_input_grad, tfc_tensor **grad_inputs, int32_t n_in);
+/* Frees a custom op's ctx; see tfc_custom_op for when it runs. */
+typedef void (*tfc_custom_destroy_fn)(void *ctx);
+
+/*
+ * What a custom op is. Set struct_size = sizeof(tfc_custom_op_def); later
+ * versions only append fields. The library copies what it needs (the
+ * name, backward, destroy) during tfc_custom_op, so the struct and the
+ * name string may be temporaries.
+ */
+typedef struct tfc_custom_op_def {
+    uint32_t struct_size;
+    /* the node's name in messages, profiles and anomaly reports; 1 to 63 bytes */
+    const char *name;
+    tfc_custom_forward_fn forward;
+    tfc_custom_backward_fn backward;
+    tfc_custom_destroy_fn destroy; /* NULL: ctx needs no freeing */
+} tfc_custom_op_def;
+
+/*
+ * Run a caller's op and put it on the graph: what another framework
+ * embedding the library (and the Python tfcore.autograd.Function) builds
+ * differentiable ops from; torch.autograd.Function in C.
+ *
+ * def->forward(ctx, inputs, n_in, outputs, n_out, saved) runs once, with
+ * recording off. When g records (not NULL, recording on) and any input
+ * requires grad, one node named def->name is recorded on g: its inputs
+ * are inputs[0..n_in) and every output requires grad. The tensors forward
+ * put in saved are kept by the node (aliases, not copies) with their
+ * storage versions, and backward through the node first checks them like
+ * any op's saved tensors: one modified in place since (tfc_tensor_copy_from,
+ * fill, an optimizer step) fails tfc_graph_backward with TFC_ERR_INVALID_ARG
+ * "... saved by <name> for backward was modified in place ...". When the
+ * engine reaches the node it calls def->backward (see
+ * tfc_custom_backward_fn) and checks each returned gradient against its
+ * input's shape and dtype. Otherwise (g NULL, recording off, no input
+ * requiring grad) nothing is recorded, saved tensors are released at once,
+ * and the outputs do not require grad.
+ *
+ * The outputs returned are fresh handles (detached aliases of what
+ * forward made), so forward may return an input's own handle. The
+ * backward's work is not recorded: a custom op is differentiable once (a
+ * backward that builds a graph for higher-order gradients is not
+ * supported).
+ *
+ * ctx and its destructor: ctx is passed untouched to forward, backward
+ * and destroy. Once def has been checked, def->destroy (when not NULL)
+ * is called exactly once: when the recorded node is freed (its graph
+ * released or cleared and every output released), or before
+ * tfc_custom_op returns when nothing was recorded, including when forward
+ * or any later step failed. With def NULL or def->struct_size too small
+ * nothing is called and ctx stays the caller's. destroy runs on the thread
+ * that frees the node and must not fail.
+ *
+ * Arguments: inputs[0..n_in), n_in >= 1, none NULL (borrowed); outputs
+ * receives n_out >= 1 new references (untouched on error).
+ *
+ * Errors: def, inputs or outputs NULL, an inputs[i] NULL, n_in or n_out
+ * below 1, def->name NULL, empty or over 63 bytes, def->forward or
+ * def->backward NULL (TFC_ERR_INVALID_ARG); def->struct_size below
+ * sizeof(tfc_custom_op_def) of this version (TFC_ERR_VERSION); forward
+ * failing returns its status with its message, prefixed
+ * "tfc_custom_op: <name> forward: " (nothing recorded); forward returning
+ * TFC_OK with an output NULL (TFC_ERR_INVALID_ARG); TFC_ERR_OOM. Nothing is
+ * recorded on any error. In backward: def->backward failing fails
+ * tfc_graph_backward with its status, the message prefixed
+ * "<name> (custom op) backward: "; a returned gradient of the wrong shape,
+ * dtype or device is TFC_ERR_INVALID_ARG naming the op and grad_inputs[i]
+ * (gradients may then be partly accumulated, as with a failing grad hook).
+ *
+ * Thread-safety: as for the graph, one thread at a time; forward runs on
+ * the calling thread, backward on the thread running backward.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_custom_op(tfc_graph *g /* nullable */, const tfc_custom_op_def *def,
+                                               void *ctx /* nullable */, const tfc_tensor *const *inputs, int32_t n_in,
+                                               tfc_tensor **outputs, int32_t n_out);
 
 #ifdef __cplusplus
 }

@@ -146,7 +146,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_copy_to_host(const tfc_tensor *t, vo
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_copy_from_host(tfc_tensor *t, const void *src, size_t nbytes);
 /*
  * dst[...] = src[...], src broadcast to dst's shape and converted to dst's
- * dtype; any strides on both sides; overlapping storage is handled (src is
+ * dtype; any strides on both sides; overlapping memory is handled (src is
  * staged first). Bumps dst's version. Not recorded on a graph.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_copy_from(tfc_tensor *dst, const tfc_tensor *src);

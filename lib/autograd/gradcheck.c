@@ -9,12 +9,34 @@
 #include "core/dtype.h"
 #include "core/error.h"
 
+/*
+ * f on g: a failure keeps f's message (or gets one when f set none), and
+ * TFC_OK without an output is an error too (a binding's callback that
+ * caught an exception may return either way).
+ */
+static tfc_status call_f(const char *fn, tfc_gradcheck_fn f, tfc_graph *g, tfc_tensor *const *inputs, int32_t n,
+                         void *ctx, tfc_tensor **out) {
+    *out = NULL;
+    tfc_clear_error(); /* a stale message must not pass for f's own */
+    tfc_status s = f(g, inputs, n, out, ctx);
+    if (s != TFC_OK) {
+        tfc_tensor_release(*out);
+        *out = NULL;
+        if (!tfc_last_error()[0]) return tfc_err(s, "%s: f returned %s without a message", fn, tfc_status_name(s));
+        return tfc_err_in(fn, s);
+    }
+    if (!*out) return tfc_err(TFC_ERR_INVALID_ARG, "%s: f returned TFC_OK but no output (*out is NULL)", fn);
+    return TFC_OK;
+}
+
 static tfc_status eval(tfc_gradcheck_fn f, tfc_tensor *const *inputs, int32_t n, void *ctx, double *val) {
     tfc_graph *g;
     TFC_TRY(tfc_graph_new(&g));
     tfc_status s = tfc_graph_set_grad_enabled(g, 0);
     tfc_tensor *out = NULL;
-    if (s == TFC_OK) s = f(g, inputs, n, &out, ctx);
+    if (s == TFC_OK) s = call_f("tfc_gradcheck", f, g, inputs, n, ctx, &out);
+    if (s == TFC_OK && tfc_numel(out) != 1)
+        s = tfc_err(TFC_ERR_SHAPE, "tfc_gradcheck: f returned %s; it must return one element", SHAPE(out));
     if (s == TFC_OK) s = tfc_tensor_item(out, val);
     tfc_tensor_release(out);
     tfc_graph_release(g);
@@ -42,7 +64,7 @@ TFC_API tfc_status tfc_gradcheck(tfc_gradcheck_fn f, tfc_tensor *const *inputs, 
     tfc_graph *g;
     TFC_TRY(tfc_graph_new(&g));
     tfc_tensor *out = NULL;
-    tfc_status s = f(g, inputs, n, &out, ctx);
+    tfc_status s = call_f(fn, f, g, inputs, n, ctx, &out);
     if (s == TFC_OK && tfc_numel(out) != 1)
         s = tfc_err(TFC_ERR_SHAPE, "%s: f returned %s; it must return one element", fn, SHAPE(out));
     if (s == TFC_OK) s = tfc_graph_backward(g, out, NULL);

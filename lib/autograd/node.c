@@ -156,6 +156,7 @@ void tfc_node_unref(tfc_node *n) {
             }
         }
         free(cur->in);
+        if (cur->ctx_free) cur->ctx_free(cur->ctx);
         free(cur->ctx);
         free(cur->grad_acc);
         free(cur->retained);

@@ -67,6 +67,8 @@ struct tfc_node {
     tfc_edge *in; /* [n_in] */
     void *ctx;    /* the op's context, zeroed at creation; NULL when it has none */
     size_t ctx_size;
+    /* called with ctx just before the node is freed, or NULL (a custom op's destructor: custom_op.c) */
+    void (*ctx_free)(void *ctx);
     int32_t n_kept;
     tfc_saved *kept[TFC_NODE_MAX_SAVED]; /* the slots of ctx that hold a tensor */
     /* Backward bookkeeping. */

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "cpu/kernels.h"
@@ -73,8 +74,24 @@ TFC_API tfc_status tfc_tensor_copy_from_host(tfc_tensor *t, const void *src, siz
     return TFC_OK;
 }
 
-/* Does writing dst while reading src risk reading already-written elements? */
-static int may_overlap(const tfc_tensor *dst, const tfc_tensor *src) { return dst->storage == src->storage; }
+/*
+ * Does writing dst while reading src risk reading already-written elements?
+ * Decided by address, not only by storage: two storages may cover the same
+ * memory (two tfc_tensor_wrap calls over one buffer, Python's .data).
+ */
+static int may_overlap(const tfc_tensor *dst, const tfc_tensor *src) {
+    if (dst->storage == src->storage) return 1;
+    if (dst->storage->device != src->storage->device || dst->storage->device_index != src->storage->device_index)
+        return 0;
+    int64_t dlo, dhi, slo, shi;
+    if (!tfc_view_span(dst->shape, dst->strides, dst->ndim, &dlo, &dhi) ||
+        !tfc_view_span(src->shape, src->strides, src->ndim, &slo, &shi))
+        return 1;
+    intptr_t dz = (intptr_t)tfc_dtype_size(dst->dtype), sz = (intptr_t)tfc_dtype_size(src->dtype);
+    intptr_t d0 = (intptr_t)tfc_data(dst) + (intptr_t)dlo * dz, d1 = (intptr_t)tfc_data(dst) + (intptr_t)(dhi + 1) * dz;
+    intptr_t s0 = (intptr_t)tfc_data(src) + (intptr_t)slo * sz, s1 = (intptr_t)tfc_data(src) + (intptr_t)(shi + 1) * sz;
+    return s0 < d1 && d0 < s1;
+}
 
 TFC_API tfc_status tfc_tensor_copy_from(tfc_tensor *dst, const tfc_tensor *src) {
     const char *fn = "tfc_tensor_copy_from";

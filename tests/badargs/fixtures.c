@@ -421,6 +421,35 @@ tfc_status fx_checkpoint_fn(tfc_graph *g, const tfc_tensor *const *inputs, int32
 
 void *fx_ctx(void) { return fx_scratch(16); }
 
+/* y = x * x, saving x; backward dx = 2 x dy. */
+static tfc_status fx_custom_forward(void *ctx, const tfc_tensor *const *inputs, int32_t n_in, tfc_tensor **outputs,
+                                    int32_t n_out, tfc_tensor **saved) {
+    (void)ctx;
+    (void)n_in;
+    (void)n_out;
+    saved[0] = tfc_tensor_retain((tfc_tensor *)inputs[0]);
+    return tfc_mul(NULL, inputs[0], inputs[0], &outputs[0]);
+}
+
+static tfc_status fx_custom_backward(void *ctx, const tfc_tensor *const *saved, const tfc_tensor *const *grad_outputs,
+                                     int32_t n_out, const int32_t *needs_input_grad, tfc_tensor **grad_inputs,
+                                     int32_t n_in) {
+    (void)ctx;
+    (void)n_out;
+    (void)n_in;
+    tfc_tensor *t = NULL;
+    if (!needs_input_grad[0] || !grad_outputs[0]) return TFC_OK;
+    tfc_status s = tfc_mul(NULL, saved[0], grad_outputs[0], &t);
+    if (s == TFC_OK) s = tfc_mul_scalar(NULL, t, 2.0, &grad_inputs[0]);
+    tfc_tensor_release(t);
+    return s;
+}
+
+const tfc_custom_op_def *fx_custom_def(void) {
+    static const tfc_custom_op_def def = {sizeof def, "fx_square", fx_custom_forward, fx_custom_backward, NULL};
+    return &def;
+}
+
 /* ---- out slots --------------------------------------------------------------------------- */
 
 static void **slot(enum slot_kind kind, int n) {

@@ -81,6 +81,8 @@ tfc_status fx_grad_hook(tfc_tensor *leaf, void *user);
 tfc_status fx_checkpoint_fn(tfc_graph *g, const tfc_tensor *const *inputs, int32_t n_in, tfc_tensor **outputs,
                             int32_t n_out, void *ctx);
 void *fx_ctx(void);
+/* A custom op y = x * x (tfc_custom_op). */
+const tfc_custom_op_def *fx_custom_def(void);
 
 /* Out-parameter slots, released by type at cleanup. */
 tfc_tensor **fx_out_tensor(void);

@@ -59,7 +59,7 @@ EXTREME = NONNEG | {"dim", "dim0", "dim1", "start", "end", "step", "max_per_dim"
                     "ignore_index", "root"}
 # Counts of a caller's array: the library cannot see past the array, so a
 # too-large count is the caller's bug, not a case to try.
-BUFFER_COUNTS = {("tfc_concat", "n"), ("tfc_graph_checkpoint", "n_in"), ("tfc_graph_checkpoint", "n_out"), ("tfc_split", "n"), ("tfc_gradcheck", "n"), ("tfc_optim_add_group", "n"),
+BUFFER_COUNTS = {("tfc_concat", "n"), ("tfc_graph_checkpoint", "n_in"), ("tfc_graph_checkpoint", "n_out"), ("tfc_custom_op", "n_in"), ("tfc_custom_op", "n_out"), ("tfc_split", "n"), ("tfc_gradcheck", "n"), ("tfc_optim_add_group", "n"),
                  ("tfc_optim_add_params", "n"), ("tfc_clip_grad_norm", "n"), ("tfc_optim_state_load", "n"),
                  ("tfc_safetensors_save", "n"), ("tfc_safetensors_save", "n_meta"), ("tfc_gpt_save", "n_meta"), ("tfc_gpt_save_lora", "n_meta"),
                  ("tfc_token_file_write", "n"), ("tfc_sample", "n"), ("tfc_gpt_generate", "n_prompt"),
@@ -142,6 +142,7 @@ BY_TYPE = {
     "tfc_ddp_stats *": "fx_ddp_stats()",
     "tfc_spec_stats *": "fx_spec_stats()",
     "tfc_comm_op": "TFC_COMM_SUM",
+    "const tfc_custom_op_def *": "fx_custom_def()",
     "const tfc_optim_options *": "fx_opts()",
     "tfc_optim_options *": "fx_opts()",
     "tfc_tokenizer *": "fx_tok()",
@@ -223,6 +224,7 @@ FIXTURES = {
     "tfc_tensor_retain_grad": {"t": "fx_nonleaf()"},
     "tfc_graph_checkpoint": {"inputs": "fx_tensors(1, fx_leaf())", "n_in": "1", "n_out": "1", "ctx_size": "0"},
     "tfc_gradcheck": {"inputs": "fx_tensors(1, fx_leaf64())", "n": "1", "eps": "1e-6"},
+    "tfc_custom_op": {"inputs": "fx_tensors(1, fx_leaf())", "n_in": "1", "n_out": "1"},
     "tfc_matmul": {"b": t(3, 2)},
     "tfc_matmul_backward": {"dout": t(2, 2), "b": t(3, 2), "da": t(2, 3), "db": t(3, 2)},
     "tfc_linear": {"w": t(3, 4), "b": t(4)},

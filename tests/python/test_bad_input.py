@@ -90,6 +90,40 @@ CASES = {
     "capsule_gpu_memory": (
         "tfcore.from_dlpack(capsule(managed(aligned, [4], device=2)))", "TfcRuntimeError",
         "is not CPU memory"),
+    # in-place ops, Function, gradcheck, utils.checkpoint (issue #16)
+    "inplace_add_none": ("t = tfcore.ones(3)\nt += None", "TypeError", "other is None"),
+    "inplace_mul_str": ("tfcore.ones(3).mul_('x')", "TypeError", "other is a str"),
+    "inplace_copy_none": ("tfcore.ones(3).copy_(None)", "TypeError", "src is None"),
+    "inplace_clamp_no_bounds": ("tfcore.ones(3).clamp_()", "ValueError", "at least one of min and max"),
+    "inplace_clamp_tensor_bound": ("tfcore.ones(3).clamp_(tfcore.ones(3))", "TypeError", "min is a Tensor"),
+    "inplace_bad_broadcast": ("tfcore.ones(3).add_(tfcore.ones(2, 3))", "RuntimeError", "broadcast shape"),
+    "inplace_leaf_requires_grad": (
+        "tfcore.ones(3, requires_grad=True).sub_(1.0)", "RuntimeError", "a leaf Variable that requires grad"),
+    "function_backward_raises": (
+        "class F(tfcore.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x): return x * 2.0\n"
+        "    @staticmethod\n    def backward(ctx, g): raise LookupError('mine')\n"
+        "F.apply(tfcore.ones(2, requires_grad=True)).sum().backward()", "LookupError", "mine"),
+    "function_backward_returns_str": (
+        "class F(tfcore.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x): return x * 2.0\n"
+        "    @staticmethod\n    def backward(ctx, g): return 'g'\n"
+        "F.apply(tfcore.ones(2, requires_grad=True)).sum().backward()", "TypeError", "returned a str"),
+    "function_save_non_tensor": (
+        "class F(tfcore.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        ctx.save_for_backward(None, 3)\n        return x\n"
+        "    @staticmethod\n    def backward(ctx, g): return g\n"
+        "F.apply(tfcore.ones(2, requires_grad=True))", "TypeError", "argument 1 is int"),
+    "gradcheck_fn_raises": (
+        "tfcore.autograd.gradcheck(lambda x: 1 / 0, (tfcore.ones(2, dtype='float64', requires_grad=True),))",
+        "ZeroDivisionError", "division"),
+    "gradcheck_fn_returns_none": (
+        "tfcore.autograd.gradcheck(lambda x: None, (tfcore.ones(2, dtype='float64', requires_grad=True),))",
+        "TypeError", "returned a NoneType"),
+    "gradcheck_non_contiguous": (
+        "x = tfcore.ones(2, 3, dtype='float64').T\nx.requires_grad = True\n"
+        "tfcore.autograd.gradcheck(lambda x: x.sum(), (x,))", "ValueError", "tfc_gradcheck: inputs[0]"),
+    "checkpoint_not_callable": ("tfcore.utils.checkpoint(3, tfcore.ones(2))", "TypeError", "must be callable"),
 }
 
 RUNNER = PRELUDE + """

@@ -29,6 +29,7 @@ from . import io  # noqa: F401
 from .quant import QWeight, qlinear, quantize
 from . import quant  # noqa: F401
 from . import nn  # noqa: F401  (tfcore.nn: Module, Linear, ..., init, functional)
+from . import utils  # noqa: F401
 
 bool = bool_  # tfcore.bool, like torch.bool  # noqa: A001
 

@@ -7,6 +7,7 @@
 #define TFC_MAX_DIMS 8
 #define TFC_GRAD_ACCUMULATE 1
 #define TFC_CHECKPOINT_MAX_INPUTS 8
+#define TFC_CUSTOM_MAX_SAVED 8
 #define TFC_GELU_ERF 0
 #define TFC_GELU_TANH 1
 #define DLPACK_MAJOR_VERSION 1
@@ -123,6 +124,17 @@ tfc_status tfc_profile_enable(int32_t on);
 int32_t tfc_profile_is_enabled(void);
 tfc_status tfc_profile_reset(void);
 tfc_status tfc_profile_report(char **out);
+typedef tfc_status (*tfc_custom_forward_fn)(void *ctx, const tfc_tensor *const *inputs, int32_t n_in, tfc_tensor **outputs, int32_t n_out, tfc_tensor **saved);
+typedef tfc_status (*tfc_custom_backward_fn)(void *ctx, const tfc_tensor *const *saved, const tfc_tensor *const *grad_outputs, int32_t n_out, const int32_t *needs_input_grad, tfc_tensor **grad_inputs, int32_t n_in);
+typedef void (*tfc_custom_destroy_fn)(void *ctx);
+typedef struct tfc_custom_op_def {
+uint32_t struct_size;
+const char *name;
+tfc_custom_forward_fn forward;
+tfc_custom_backward_fn backward;
+tfc_custom_destroy_fn destroy;
+} tfc_custom_op_def;
+tfc_status tfc_custom_op(tfc_graph *g, const tfc_custom_op_def *def, void *ctx, const tfc_tensor *const *inputs, int32_t n_in, tfc_tensor **outputs, int32_t n_out);
 tfc_status tfc_add(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
 tfc_status tfc_sub(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
 tfc_status tfc_mul(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);

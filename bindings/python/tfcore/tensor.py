@@ -51,6 +51,11 @@ def _is_scalar(x):
     return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
 
 
+def _broadcast(a, b):
+    """numpy's broadcast shape of shapes a and b (ValueError when they do not broadcast)."""
+    return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
+
+
 # ---- devices ---------------------------------------------------------------------
 
 
@@ -351,19 +356,125 @@ class Tensor:
             lib.tfc_free(out[0])
 
     # -- in place (never recorded on the graph) --
+    # Each writes self's memory (so through a view, its base) and bumps the
+    # storage's version, so a tensor saved for backward and modified since
+    # fails that backward. torch's rules: not on a leaf that requires grad
+    # while grad mode is on; torch records in-place ops on tensors in a
+    # graph, tfcore does not (a clear error says what to write instead).
+    def _check_inplace(self, op, *others):
+        if not _ag.is_grad_enabled():
+            return
+        if self.requires_grad and self.is_leaf:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation. "
+                               "(tfcore: %s; wrap the update in `with tfcore.no_grad():`)" % op)
+        if self.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others):
+            raise RuntimeError("tfcore: in-place %s on a tensor that is part of the autograd graph is not "
+                               "supported (torch would record it); write the out-of-place form, e.g. "
+                               "`y = y + x` instead of `y += x`, or do it under `with tfcore.no_grad():`" % op)
+
+    def _write(self, value):
+        """self[...] = value (a Tensor of a shape broadcasting to self's), one version bump."""
+        try:
+            shape = _broadcast(value.shape, self.shape)
+        except ValueError:
+            shape = None
+        if shape != self.shape:
+            raise RuntimeError("tfcore: output with shape %s doesn't match the broadcast shape %s"
+                               % (list(self.shape), list(shape or value.shape)))
+        check(lib.tfc_tensor_copy_from(self._h, value._h))
+        return self
+
+    def _inplace(self, op, other, fn):
+        if other is None:
+            raise TypeError("tfcore: %s(): other is None; expected a Tensor or a number" % op)
+        if not isinstance(other, Tensor) and not _is_scalar(other):
+            raise TypeError("tfcore: %s(): other is a %s; expected a Tensor or a number" % (op, type(other).__name__))
+        self._check_inplace(op, other)
+        with _ag.no_grad():
+            if isinstance(other, Tensor) and other.dtype is not self.dtype:
+                other = other.to(self.dtype)
+            return self._write(fn(other))
+
+    def add_(self, other, alpha=1):
+        """self += alpha * other, in place."""
+        return self._inplace("add_", other, lambda o: self + (o if alpha == 1 else o * alpha))
+
+    def sub_(self, other, alpha=1):
+        """self -= alpha * other, in place."""
+        return self._inplace("sub_", other, lambda o: self - (o if alpha == 1 else o * alpha))
+
+    def mul_(self, other):
+        return self._inplace("mul_", other, lambda o: self * o)
+
+    def div_(self, other):
+        return self._inplace("div_", other, lambda o: self / o)
+
+    __iadd__ = add_
+    __isub__ = sub_
+    __imul__ = mul_
+    __itruediv__ = div_
+
+    def clamp_(self, min=None, max=None):
+        """Clamp every element into [min, max] in place (NaN stays NaN)."""
+        if min is None and max is None:
+            raise ValueError("tfcore: clamp_(): at least one of min and max must be given")
+        for name, b in (("min", min), ("max", max)):
+            if b is not None and not _is_scalar(b):
+                raise TypeError("tfcore: clamp_(): %s is a %s; expected a number" % (name, type(b).__name__))
+        self._check_inplace("clamp_")
+        with _ag.no_grad():
+            clamp = getattr(_F, "clamp", None)
+            if clamp is not None:
+                return self._write(clamp(self, min, max))
+            a = np.clip(np.asarray(self.cpu().numpy(), dtype=np.float64), min, max)
+            return self._write(tensor(a, dtype=self.dtype, device=self.device))
+
     def fill_(self, value):
+        self._check_inplace("fill_")
         check(lib.tfc_tensor_fill(self._h, float(value)))
         return self
 
     def zero_(self):
+        self._check_inplace("zero_")
         return self.fill_(0.0)
 
     def copy_(self, src):
         """self[...] = src (broadcast, converted to self's dtype)."""
+        if src is None:
+            raise TypeError("tfcore: copy_(): src is None")
+        self._check_inplace("copy_", src)
         if not isinstance(src, Tensor):
             src = tensor(src, dtype=self.dtype)
         check(lib.tfc_tensor_copy_from(self._h, src._h))
         return self
+
+    @property
+    def _version(self):
+        """How many times this tensor's memory was written in place (torch's t._version)."""
+        return int(lib.tfc_tensor_version(self._h))
+
+    @property
+    def data(self):
+        """A tensor sharing this one's memory, cut from the graph, not requiring
+        grad (torch's .data). Writes to it are seen by this tensor and, as in
+        torch, are invisible to autograd's version check: on the CPU it is a
+        tensor over the same memory with its own version counter (it keeps
+        this tensor's memory alive). On CUDA it is detach(): writes through
+        it bump the shared counter, so a backward that saved this tensor
+        then fails instead of using the new values."""
+        d = _call(lib.tfc_tensor_detach, self._h)
+        if self.device.type != "cpu" or self.numel() == 0:
+            return d
+        key = next(_array_ids)
+        _live_arrays[key] = d  # released by the deleter when the last tensor over the memory goes
+        out = ffi.new("tfc_tensor **")
+        status = lib.tfc_tensor_wrap(lib.tfc_tensor_data(self._h), _i64(self.shape), _i64(self.stride()), self.ndim,
+                                     self.dtype.code, _release_array_cb, ffi.cast("void *", key), out)
+        if status != 0:  # a layout wrap refuses (negative strides): the shared counter then
+            del _live_arrays[key]
+            lib.tfc_clear_error()
+            return d
+        return _wrap(out[0])
 
     def normal_(self, mean=0.0, std=1.0):
         seed, off = _draw(self.numel())

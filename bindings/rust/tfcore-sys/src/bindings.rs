@@ -12,6 +12,7 @@ pub const TFC_VERSION_NUMBER: i32 = 10000;
 pub const TFC_MAX_DIMS: i32 = 8;
 pub const TFC_GRAD_ACCUMULATE: u32 = 1;
 pub const TFC_CHECKPOINT_MAX_INPUTS: i32 = 8;
+pub const TFC_CUSTOM_MAX_SAVED: i32 = 8;
 pub const TFC_GELU_ERF: i32 = 0;
 pub const TFC_GELU_TANH: i32 = 1;
 pub const DLPACK_MAJOR_VERSION: i32 = 1;
@@ -70,6 +71,22 @@ pub type tfc_grad_hook_fn = Option<unsafe extern "C" fn(leaf: *mut tfc_tensor, u
 pub type tfc_gradcheck_fn = Option<unsafe extern "C" fn(g: *mut tfc_graph, inputs: *const *mut tfc_tensor, n: i32, out: *mut *mut tfc_tensor, ctx: *mut c_void) -> tfc_status>;
 
 pub type tfc_checkpoint_fn = Option<unsafe extern "C" fn(g: *mut tfc_graph, inputs: *const *const tfc_tensor, n_in: i32, outputs: *mut *mut tfc_tensor, n_out: i32, ctx: *mut c_void) -> tfc_status>;
+
+pub type tfc_custom_forward_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, inputs: *const *const tfc_tensor, n_in: i32, outputs: *mut *mut tfc_tensor, n_out: i32, saved: *mut *mut tfc_tensor) -> tfc_status>;
+
+pub type tfc_custom_backward_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, saved: *const *const tfc_tensor, grad_outputs: *const *const tfc_tensor, n_out: i32, needs_input_grad: *const i32, grad_inputs: *mut *mut tfc_tensor, n_in: i32) -> tfc_status>;
+
+pub type tfc_custom_destroy_fn = Option<unsafe extern "C" fn(ctx: *mut c_void)>;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tfc_custom_op_def {
+    pub struct_size: u32,
+    pub name: *const c_char,
+    pub forward: tfc_custom_forward_fn,
+    pub backward: tfc_custom_backward_fn,
+    pub destroy: tfc_custom_destroy_fn,
+}
 
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -350,6 +367,7 @@ extern "C" {
     pub fn tfc_profile_is_enabled() -> i32;
     pub fn tfc_profile_reset() -> tfc_status;
     pub fn tfc_profile_report(out: *mut *mut c_char) -> tfc_status;
+    pub fn tfc_custom_op(g: *mut tfc_graph, def: *const tfc_custom_op_def, ctx: *mut c_void, inputs: *const *const tfc_tensor, n_in: i32, outputs: *mut *mut tfc_tensor, n_out: i32) -> tfc_status;
     pub fn tfc_add(g: *mut tfc_graph, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_sub(g: *mut tfc_graph, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_mul(g: *mut tfc_graph, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;

@@ -1,0 +1,2 @@
+"""torch.utils counterparts: tfcore.utils.checkpoint (activation checkpointing)."""
+from . import checkpoint  # noqa: F401
