@@ -1,0 +1,106 @@
+/*
+ * The gather and scatter entries (tfc_index_problem in lib/backend/backend.h):
+ * indexed reads and writes over strided views, behind tfc_index_select,
+ * tfc_gather, tfc_scatter_add and tfc_index_put.
+ */
+#include "core/dtype.h"
+#include "core/error.h"
+#include "cpu/kernels.h"
+#include "cpu/parallel.h"
+
+/* Offsets (elements) of position lin of index's shape in index, y, and x with dim's coordinate left out. */
+static void offsets_at(const tfc_index_problem *p, int64_t lin, int64_t *oi, int64_t *oy, int64_t *ox) {
+    int64_t a = 0, b = 0, c = 0;
+    for (int32_t d = p->index.ndim - 1; d >= 0; d--) {
+        int64_t n = p->index.shape[d], k = n ? lin % n : 0;
+        lin = n ? lin / n : 0;
+        a += k * p->index.strides[d];
+        b += k * p->y.strides[d];
+        if (d != p->dim) c += k * p->x.strides[d];
+    }
+    *oi = a;
+    *oy = b;
+    *ox = c;
+}
+
+/* Offset of x's element at row-major position i (flat addressing). */
+static int64_t flat_offset(const tfc_sview *x, int64_t i) {
+    int64_t off = 0;
+    for (int32_t d = x->ndim - 1; d >= 0; d--) {
+        int64_t n = x->shape[d];
+        off += (i % n) * x->strides[d];
+        i /= n;
+    }
+    return off;
+}
+
+static int64_t index_load(const tfc_sview *v, int64_t off) { return tfc_index_at(v->data, v->dtype, off); }
+
+/* Every index in [0, limit) before anything is written; otherwise the message names the first one outside. */
+static tfc_status check_indices(const tfc_index_problem *p, int64_t n, int64_t limit) {
+    for (int64_t lin = 0; lin < n; lin++) {
+        int64_t oi, oy, ox;
+        offsets_at(p, lin, &oi, &oy, &ox);
+        int64_t i = index_load(&p->index, oi);
+        if (i < 0 || i >= limit) {
+            if (p->dim < 0)
+                return tfc_err(TFC_ERR_INVALID_ARG,
+                               "index %s at flat position %lld is %lld, out of range: outside [0, %lld) "
+                               "(the %lld elements of %s)",
+                               tfc_fmt_dims(p->index.shape, p->index.ndim), (long long)lin, (long long)i,
+                               (long long)limit, (long long)limit, tfc_fmt_dims(p->x.shape, p->x.ndim));
+            return tfc_err(TFC_ERR_INVALID_ARG,
+                           "index %s at flat position %lld is %lld, out of range: outside [0, %lld) "
+                           "(dim %d of %s)",
+                           tfc_fmt_dims(p->index.shape, p->index.ndim), (long long)lin, (long long)i, (long long)limit,
+                           (int)p->dim, tfc_fmt_dims(p->x.shape, p->x.ndim));
+        }
+    }
+    return TFC_OK;
+}
+
+static int64_t limit_of(const tfc_index_problem *p) {
+    return p->dim < 0 ? tfc_sview_numel(&p->x) : p->x.shape[p->dim];
+}
+
+/* The element of x that position (ox, i) names. */
+static int64_t x_offset(const tfc_index_problem *p, int64_t ox, int64_t i) {
+    return p->dim < 0 ? flat_offset(&p->x, i) : ox + i * p->x.strides[p->dim];
+}
+
+tfc_status tfc_cpu_gather(const tfc_index_problem *p) {
+    int64_t n = tfc_sview_numel(&p->index);
+    TFC_TRY(check_indices(p, n, limit_of(p)));
+    size_t es = tfc_dtype_bytes(p->x.dtype);
+    TFC_PARALLEL_RANGE(n, 4096, lo, hi) {
+        for (int64_t lin = lo; lin < hi; lin++) {
+            int64_t oi, oy, ox;
+            offsets_at(p, lin, &oi, &oy, &ox);
+            int64_t xo = x_offset(p, ox, index_load(&p->index, oi));
+            memcpy(p->y.data + oy * (int64_t)es, p->x.data + xo * (int64_t)es, es);
+        }
+    }
+    return TFC_OK;
+}
+
+tfc_status tfc_cpu_scatter(const tfc_index_problem *p) {
+    if (p->accumulate && p->x.dtype != TFC_DTYPE_F32 && p->x.dtype != TFC_DTYPE_F64)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "scatter with accumulate is not implemented on cpu:0 for %s",
+                       tfc_dtype_name(p->x.dtype));
+    int64_t n = tfc_sview_numel(&p->index);
+    TFC_TRY(check_indices(p, n, limit_of(p)));
+    size_t es = tfc_dtype_bytes(p->x.dtype);
+    /* One thread, positions in order: repeated indices sum (or the last write wins) the same way every run. */
+    for (int64_t lin = 0; lin < n; lin++) {
+        int64_t oi, oy, ox;
+        offsets_at(p, lin, &oi, &oy, &ox);
+        int64_t xo = x_offset(p, ox, index_load(&p->index, oi));
+        if (!p->accumulate)
+            memcpy(p->x.data + xo * (int64_t)es, p->y.data + oy * (int64_t)es, es);
+        else if (p->x.dtype == TFC_DTYPE_F64)
+            ((double *)(void *)p->x.data)[xo] += ((const double *)(const void *)p->y.data)[oy];
+        else
+            ((float *)(void *)p->x.data)[xo] += ((const float *)(const void *)p->y.data)[oy];
+    }
+    return TFC_OK;
+}
