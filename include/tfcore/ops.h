@@ -317,8 +317,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_gather(tfc_graph *g /* nullable */, const t
  * by index (zero outside index's shape).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_scatter_add(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim,
-                                                 const tfc_tensor *index, const tfc_tensor *src,
-                                                 tfc_tensor **out);
+                                                 const tfc_tensor *index, const tfc_tensor *src, tfc_tensor **out);
 /*
  * In place: for every position p of index, x's element at row-major
  * position index[p] (x's flat numbering, whatever its strides: x may be a

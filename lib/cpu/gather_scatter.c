@@ -36,32 +36,47 @@ static int64_t flat_offset(const tfc_sview *x, int64_t i) {
 
 static int64_t index_load(const tfc_sview *v, int64_t off) { return tfc_index_at(v->data, v->dtype, off); }
 
-/* Every index in [0, limit) before anything is written; otherwise the message names the first one outside. */
-static tfc_status check_indices(const tfc_index_problem *p, int64_t n, int64_t limit) {
+/*
+ * Every index in [0, limit) before anything is written; otherwise the message
+ * names the first one outside. Broadcast dims (stride 0) are skipped: each
+ * stored index is read once, and positions and shapes in the message are
+ * those of the index the caller passed (index_select's 1-D index, not its
+ * view over the output).
+ */
+static tfc_status check_indices(const tfc_index_problem *p, int64_t limit) {
+    int64_t shape[TFC_MAX_DIMS], strides[TFC_MAX_DIMS], n = 1;
+    int32_t nd = 0;
+    for (int32_t d = 0; d < p->index.ndim; d++) {
+        if (p->index.strides[d] == 0 && p->index.shape[d] != 0) continue;
+        shape[nd] = p->index.shape[d];
+        strides[nd++] = p->index.strides[d];
+        n *= p->index.shape[d];
+    }
     for (int64_t lin = 0; lin < n; lin++) {
-        int64_t oi, oy, ox;
-        offsets_at(p, lin, &oi, &oy, &ox);
-        int64_t i = index_load(&p->index, oi);
+        int64_t off = 0, rest = lin;
+        for (int32_t d = nd - 1; d >= 0; d--) {
+            off += (rest % shape[d]) * strides[d];
+            rest /= shape[d];
+        }
+        int64_t i = index_load(&p->index, off);
         if (i < 0 || i >= limit) {
             if (p->dim < 0)
                 return tfc_err(TFC_ERR_INVALID_ARG,
                                "index %s at flat position %lld is %lld, out of range: outside [0, %lld) "
                                "(the %lld elements of %s)",
-                               tfc_fmt_dims(p->index.shape, p->index.ndim), (long long)lin, (long long)i,
-                               (long long)limit, (long long)limit, tfc_fmt_dims(p->x.shape, p->x.ndim));
+                               tfc_fmt_dims(shape, nd), (long long)lin, (long long)i, (long long)limit,
+                               (long long)limit, tfc_fmt_dims(p->x.shape, p->x.ndim));
             return tfc_err(TFC_ERR_INVALID_ARG,
                            "index %s at flat position %lld is %lld, out of range: outside [0, %lld) "
                            "(dim %d of %s)",
-                           tfc_fmt_dims(p->index.shape, p->index.ndim), (long long)lin, (long long)i, (long long)limit,
-                           (int)p->dim, tfc_fmt_dims(p->x.shape, p->x.ndim));
+                           tfc_fmt_dims(shape, nd), (long long)lin, (long long)i, (long long)limit, (int)p->dim,
+                           tfc_fmt_dims(p->x.shape, p->x.ndim));
         }
     }
     return TFC_OK;
 }
 
-static int64_t limit_of(const tfc_index_problem *p) {
-    return p->dim < 0 ? tfc_sview_numel(&p->x) : p->x.shape[p->dim];
-}
+static int64_t limit_of(const tfc_index_problem *p) { return p->dim < 0 ? tfc_sview_numel(&p->x) : p->x.shape[p->dim]; }
 
 /* The element of x that position (ox, i) names. */
 static int64_t x_offset(const tfc_index_problem *p, int64_t ox, int64_t i) {
@@ -70,7 +85,7 @@ static int64_t x_offset(const tfc_index_problem *p, int64_t ox, int64_t i) {
 
 tfc_status tfc_cpu_gather(const tfc_index_problem *p) {
     int64_t n = tfc_sview_numel(&p->index);
-    TFC_TRY(check_indices(p, n, limit_of(p)));
+    TFC_TRY(check_indices(p, limit_of(p)));
     size_t es = tfc_dtype_bytes(p->x.dtype);
     TFC_PARALLEL_RANGE(n, 4096, lo, hi) {
         for (int64_t lin = lo; lin < hi; lin++) {
@@ -88,7 +103,7 @@ tfc_status tfc_cpu_scatter(const tfc_index_problem *p) {
         return tfc_err(TFC_ERR_UNSUPPORTED, "scatter with accumulate is not implemented on cpu:0 for %s",
                        tfc_dtype_name(p->x.dtype));
     int64_t n = tfc_sview_numel(&p->index);
-    TFC_TRY(check_indices(p, n, limit_of(p)));
+    TFC_TRY(check_indices(p, limit_of(p)));
     size_t es = tfc_dtype_bytes(p->x.dtype);
     /* One thread, positions in order: repeated indices sum (or the last write wins) the same way every run. */
     for (int64_t lin = 0; lin < n; lin++) {

@@ -92,8 +92,7 @@ TFC_API tfc_status tfc_index_select(tfc_graph *g, const tfc_tensor *x, int32_t d
     TFC_CHECK_NOT_NULL(fn, out);
     TFC_TRY(check_pair(fn, x, index));
     if (x->ndim == 0) return tfc_err(TFC_ERR_SHAPE, "%s: x is a scalar (0-d); index_select needs a dim", fn);
-    if (index->ndim > 1)
-        return tfc_err(TFC_ERR_SHAPE, "%s: index is %s; it must be 1-D (or 0-d)", fn, SHAPE(index));
+    if (index->ndim > 1) return tfc_err(TFC_ERR_SHAPE, "%s: index is %s; it must be 1-D (or 0-d)", fn, SHAPE(index));
     int32_t d;
     TFC_TRY(tfc_norm_dim(fn, dim, x->ndim, &d));
     int64_t shape[TFC_MAX_DIMS];
@@ -143,8 +142,8 @@ static tfc_status gather_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
 }
 
 /* index (of index's ndim == x's) fits x at every dim but dim, and other (when given) at every dim. */
-static tfc_status check_fits(const char *fn, const tfc_tensor *x, int32_t d, const tfc_tensor *index,
-                             const char *oname, const tfc_tensor *other) {
+static tfc_status check_fits(const char *fn, const tfc_tensor *x, int32_t d, const tfc_tensor *index, const char *oname,
+                             const tfc_tensor *other) {
     if (index->ndim != x->ndim)
         return tfc_err(TFC_ERR_SHAPE, "%s: index is %s but x is %s; they must have the same number of dims", fn,
                        SHAPE(index), SHAPE(x));
@@ -168,7 +167,8 @@ TFC_API tfc_status tfc_gather(tfc_graph *g, const tfc_tensor *x, int32_t dim, co
     TFC_CHECK_NOT_NULL(fn, out);
     TFC_TRY(check_pair(fn, x, index));
     int32_t d = 0;
-    if (x->ndim > 0) TFC_TRY(tfc_norm_dim(fn, dim, x->ndim, &d));
+    if (x->ndim > 0)
+        TFC_TRY(tfc_norm_dim(fn, dim, x->ndim, &d));
     else if (dim != 0 && dim != -1)
         return tfc_err(TFC_ERR_SHAPE, "%s: dim is %d but x is a scalar (0-d): only 0 or -1", fn, (int)dim);
     TFC_TRY(check_fits(fn, x, d, index, NULL, NULL));
@@ -251,7 +251,8 @@ TFC_API tfc_status tfc_scatter_add(tfc_graph *g, const tfc_tensor *x, int32_t di
         TFC_TRY(tfc_same_device(fn, ts, nm, 2));
     }
     int32_t d = 0;
-    if (x->ndim > 0) TFC_TRY(tfc_norm_dim(fn, dim, x->ndim, &d));
+    if (x->ndim > 0)
+        TFC_TRY(tfc_norm_dim(fn, dim, x->ndim, &d));
     else if (dim != 0 && dim != -1)
         return tfc_err(TFC_ERR_SHAPE, "%s: dim is %d but x is a scalar (0-d): only 0 or -1", fn, (int)dim);
     TFC_TRY(check_fits(fn, x, d, index, "src", src));
@@ -289,12 +290,10 @@ TFC_API tfc_status tfc_scatter_add(tfc_graph *g, const tfc_tensor *x, int32_t di
 /* ---- index_put ---- */
 
 /* values viewed over index's shape (numpy broadcasting: trailing dims aligned, size 1 stretched). */
-static tfc_status broadcast_values(const char *fn, const tfc_tensor *values, const tfc_tensor *index,
-                                   tfc_sview *v) {
+static tfc_status broadcast_values(const char *fn, const tfc_tensor *values, const tfc_tensor *index, tfc_sview *v) {
     *v = tfc_sview_of(values);
     if (values->ndim > index->ndim)
-        return tfc_err(TFC_ERR_SHAPE, "%s: values %s do not broadcast to index %s", fn, SHAPE(values),
-                       SHAPE(index));
+        return tfc_err(TFC_ERR_SHAPE, "%s: values %s do not broadcast to index %s", fn, SHAPE(values), SHAPE(index));
     int32_t off = index->ndim - values->ndim;
     v->ndim = index->ndim;
     for (int32_t i = index->ndim - 1; i >= 0; i--) {
