@@ -336,6 +336,28 @@ TFC_API TFC_NODISCARD tfc_status tfc_scatter_add(tfc_graph *g /* nullable */, co
 TFC_API TFC_NODISCARD tfc_status tfc_index_put(tfc_graph *g /* nullable */, tfc_tensor *x, const tfc_tensor *index,
                                                const tfc_tensor *values, int32_t accumulate);
 
+/*
+ * The positions of mask's nonzero elements (torch.nonzero): out is a new
+ * i64 tensor [N, ndim] on mask's device, one row of coordinates per nonzero
+ * element in row-major order ([N, 0] for a 0-d mask). mask of any dtype
+ * and layout. Records nothing. N depends on the data, so the mask is read
+ * on the host: a CUDA mask is copied there first (a synchronisation).
+ * Errors: NULL pointers TFC_ERR_INVALID_ARG, TFC_ERR_OOM.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_nonzero(const tfc_tensor *mask, tfc_tensor **out);
+/*
+ * torch.masked_select: the elements of x where mask (bool or u8,
+ * broadcast to x's shape) is nonzero, as a new 1-D tensor in row-major
+ * order. Differentiable: x is flattened (tfc_reshape) and the positions
+ * picked with tfc_index_select, both recorded on g, so dx scatters dout
+ * back. The mask is read on the host (as tfc_nonzero). Errors: a mask of
+ * another dtype TFC_ERR_DTYPE; one that does not broadcast to x
+ * TFC_ERR_SHAPE; x and mask on two devices TFC_ERR_DEVICE; CUDA x
+ * TFC_ERR_UNSUPPORTED (no gather entry yet).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_masked_select(tfc_graph *g /* nullable */, const tfc_tensor *x,
+                                                   const tfc_tensor *mask, tfc_tensor **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -336,6 +336,8 @@ FIXTURES = {
     "tfc_gather": {"dim": "1", "index": "fx_ids2(2, 2, 2)"},
     "tfc_scatter_add": {"dim": "1", "index": "fx_ids2(2, 2, 2)"},
     "tfc_index_put": {"index": IDS2, "values": t(2), "accumulate": "0"},
+    "tfc_nonzero": {"mask": t(2, 3, dtype="TFC_DTYPE_BOOL")},
+    "tfc_masked_select": {"mask": t(2, 3, dtype="TFC_DTYPE_BOOL")},
 }
 # Release-style functions: a valid call would free a fixture, so only NULL is tried.
 # Functions that end the process by design (tfc_comm_abort): no case can run them.

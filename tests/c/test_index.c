@@ -363,3 +363,64 @@ TEST(a_write_after_save_fails_backward) {
     tfc_graph_release(g);
     tfc_tensor_release(x);
 }
+
+/* ---- masks ---- */
+
+TEST(nonzero_lists_positions_in_row_major_order) {
+    int64_t d[2] = {2, 3};
+    double mv[6] = {0, 1, 0, 2, 0, -1};
+    tfc_tensor *m = t_from(mv, d, 2), *mt = NULL, *nz = NULL;
+    CHECK_OK(tfc_nonzero(m, &nz));
+    CHECK(tfc_tensor_dtype(nz) == TFC_DTYPE_I64 && tfc_tensor_dim(nz, 0) == 3 && tfc_tensor_dim(nz, 1) == 2);
+    double want[6] = {0, 1, 1, 0, 1, 2};
+    check_vals(nz, want, 6);
+    tfc_tensor_release(nz);
+    /* a transposed view: positions of the view, not of the memory */
+    CHECK_OK(tfc_transpose(NULL, m, 0, 1, &mt));
+    CHECK_OK(tfc_nonzero(mt, &nz));
+    double want_t[6] = {0, 1, 1, 0, 2, 1};
+    check_vals(nz, want_t, 6);
+    tfc_tensor_release(nz);
+    tfc_tensor_release(mt);
+    /* all zero: [0, 2] */
+    CHECK_OK(tfc_tensor_fill(m, 0));
+    CHECK_OK(tfc_nonzero(m, &nz));
+    CHECK(tfc_tensor_dim(nz, 0) == 0 && tfc_tensor_dim(nz, 1) == 2);
+    tfc_tensor_release(nz);
+    tfc_tensor_release(m);
+}
+
+TEST(masked_select_values_gradient_and_broadcast) {
+    int64_t d[2] = {2, 3}, md[1] = {3};
+    tfc_tensor *x = t_rand(d, 2, -1, 1, 50), *mask = NULL, *y = NULL, *l = NULL;
+    double *xv = t_vals(x);
+    uint8_t mv[3] = {1, 0, 1};
+    CHECK_OK(tfc_tensor_from_data(mv, md, 1, TFC_DTYPE_BOOL, &mask));
+    CHECK_OK(tfc_tensor_set_requires_grad(x, 1));
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    CHECK_OK(tfc_masked_select(g, x, mask, &y)); /* mask [3] broadcast over x's rows */
+    double want[4] = {xv[0], xv[2], xv[3], xv[5]};
+    check_vals(y, want, 4);
+    CHECK_OK(tfc_sum(g, y, NULL, 0, 0, &l));
+    CHECK_OK(tfc_graph_backward(g, l, NULL));
+    tfc_tensor *gx = NULL;
+    CHECK_OK(tfc_tensor_grad(x, &gx));
+    double wg[6] = {1, 0, 1, 1, 0, 1};
+    check_vals(gx, wg, 6);
+    int64_t bd[1] = {2};
+    tfc_tensor *bad = NULL, *fm = NULL;
+    CHECK_OK(tfc_tensor_zeros(bd, 1, TFC_DTYPE_BOOL, &bad));
+    CHECK_ERR(tfc_masked_select(NULL, x, bad, &y), TFC_ERR_SHAPE, "tfc_masked_select: mask [2] does not broadcast");
+    CHECK_OK(tfc_tensor_zeros(md, 1, TFC_DTYPE_F64, &fm));
+    CHECK_ERR(tfc_masked_select(NULL, x, fm, &y), TFC_ERR_DTYPE, "tfc_masked_select: mask is f64");
+    tfc_tensor_release(fm);
+    tfc_tensor_release(bad);
+    tfc_tensor_release(gx);
+    tfc_tensor_release(l);
+    tfc_tensor_release(y);
+    tfc_graph_release(g);
+    tfc_tensor_release(mask);
+    free(xv);
+    tfc_tensor_release(x);
+}

@@ -232,6 +232,17 @@ def test_index_ops_take_int32_indices():
     np.testing.assert_array_equal(tc.index_select(x, 1, i32).numpy(), A[:, [2, 0]])
 
 
+def test_nonzero_and_masked_select_match_torch():
+    m = A[:, :, 1] > 0.2
+    np.testing.assert_array_equal(tc.nonzero(tc.tensor(m)).numpy(), torch.nonzero(torch.tensor(m)).numpy())
+    for a, b in zip(tc.tensor(m).nonzero(as_tuple=True), torch.tensor(m).nonzero(as_tuple=True)):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    mask = A[0] > 0  # [5, 6], broadcast over A's first dim
+    _grads(lambda x: torch.masked_select(x, torch.tensor(mask)), lambda x: tc.masked_select(x, tc.tensor(mask)),
+           [A])
+    _grads(lambda x: x.masked_select(torch.tensor(mask)), lambda x: x.masked_select(tc.tensor(mask)), [A])
+
+
 # ---- bad indices ----
 
 BAD = [
@@ -262,6 +273,10 @@ BAD = [
     ("gather_float_index", "tfcore.gather(x, 0, x)", TypeError, "index"),
     ("scatter_add_none_src", "tfcore.scatter_add(x, 0, tfcore.tensor([[[0]]]), None)", TypeError, "src"),
     ("gather_bad_shape", "tfcore.gather(x, 0, tfcore.tensor([0]))", ValueError, "same number of dims"),
+    ("masked_select_shape", "tfcore.masked_select(x, tfcore.tensor(np.ones(4, bool)))", ValueError,
+     "does not broadcast"),
+    ("masked_select_none", "tfcore.masked_select(x, None)", TypeError, "mask"),
+    ("nonzero_none", "tfcore.nonzero(None)", TypeError, "input"),
     ("index_put_not_tuple", "x.index_put_([tfcore.tensor([0])], tfcore.zeros(1))", TypeError, "tuple"),
 ]
 

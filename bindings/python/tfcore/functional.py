@@ -403,3 +403,21 @@ def scatter_add(input, dim, index, src):
     index = _index_arg("scatter_add", index)
     return _indexed("scatter_add", lib.tfc_scatter_add, _ag.graph_for(input, src), input._h, operator.index(dim),
                     index._h, src._h)
+
+
+def nonzero(input, as_tuple=False):
+    """torch.nonzero: int64 [N, ndim] positions of the nonzero elements (as_tuple: one 1-D tensor per dim)."""
+    if not isinstance(input, Tensor):
+        raise TypeError("tfcore.nonzero: input must be a tensor, got %s" % type(input).__name__)
+    out = _call(lib.tfc_nonzero, input._h)
+    if as_tuple:
+        return tuple(out[:, d] for d in range(input.ndim))
+    return out
+
+
+def masked_select(input, mask):
+    """torch.masked_select: the elements of input where mask (bool, broadcast to input) is true, 1-D."""
+    if not isinstance(input, Tensor) or not isinstance(mask, Tensor):
+        raise TypeError("tfcore.masked_select: input and mask must be tensors, got %s and %s"
+                        % (type(input).__name__, type(mask).__name__))
+    return _call(lib.tfc_masked_select, _ag.graph_for(input), input._h, mask._h)

@@ -521,6 +521,12 @@ class Tensor:
     def scatter_add(self, dim, index, src):
         return _F.scatter_add(self, dim, index, src)
 
+    def nonzero(self, as_tuple=False):
+        return _F.nonzero(self, as_tuple)
+
+    def masked_select(self, mask):
+        return _F.masked_select(self, mask)
+
     # -- methods forwarding to tfcore.functional --
     def reshape(self, *shape):
         return _F.reshape(self, _shape_arg(shape))
