@@ -176,6 +176,18 @@ def test_setitem_on_a_graph_tensor_is_not_silently_undifferentiated():
         y[[0]] = 0.0
 
 
+def test_setitem_with_a_value_requiring_grad_is_refused_not_silently_detached():
+    w = tc.tensor(A[0, 0, :2], requires_grad=True)
+    out = tc.zeros(6, dtype=tc.float64)
+    with pytest.raises(NotImplementedError):
+        out[[0, 1]] = w * 2.0
+    with pytest.raises(NotImplementedError):
+        out[0:2] = w
+    with tc.no_grad():
+        out[[0, 1]] = w
+    np.testing.assert_array_equal(out.numpy()[:2], A[0, 0, :2])
+
+
 def test_index_put_accumulate_sums_repeats_like_torch():
     xt = torch.tensor(A[0])
     xt.index_put_((torch.tensor([1, 1, 0]), torch.tensor([2, 2, 5])), torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64),

@@ -255,6 +255,10 @@ def _values_for(x, value):
 
 def setitem(x, index, value, accumulate=False):
     _check_writable(x)
+    if isinstance(value, Tensor) and value.requires_grad and _ag.is_grad_enabled():
+        # torch would record the write and send gradients to value; dropping them silently is worse than refusing
+        raise NotImplementedError("tfcore: x[...] = v with a v that requires grad is not differentiated; build "
+                                  "the result out of place (tfcore.where, scatter_add, cat) or detach v")
     with _ag.no_grad():
         items = _parse(x, index)
         v, adv = _basic(x, items)
