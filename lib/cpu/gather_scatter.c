@@ -83,16 +83,30 @@ static int64_t x_offset(const tfc_index_problem *p, int64_t ox, int64_t i) {
     return p->dim < 0 ? flat_offset(&p->x, i) : ox + i * p->x.strides[p->dim];
 }
 
+/*
+ * Elements per run: when the last dim is not the indexed one, the index is
+ * broadcast along it and x and y are unit-stride there (index_select of
+ * rows, and its backward), a position's whole last dim is one contiguous
+ * run in both: copied or added in one go instead of element by element.
+ */
+static int64_t run_length(const tfc_index_problem *p) {
+    int32_t last = p->index.ndim - 1;
+    if (p->dim < 0 || last < 0 || p->dim == last) return 1;
+    if (p->index.strides[last] != 0 || p->x.strides[last] != 1 || p->y.strides[last] != 1) return 1;
+    return p->index.shape[last] > 0 ? p->index.shape[last] : 1;
+}
+
 tfc_status tfc_cpu_gather(const tfc_index_problem *p) {
     int64_t n = tfc_sview_numel(&p->index);
     TFC_TRY(check_indices(p, limit_of(p)));
     size_t es = tfc_dtype_bytes(p->x.dtype);
-    TFC_PARALLEL_RANGE(n, 4096, lo, hi) {
-        for (int64_t lin = lo; lin < hi; lin++) {
+    int64_t run = run_length(p), rows = n / run;
+    TFC_PARALLEL_RANGE(rows, 4096 / run + 1, lo, hi) {
+        for (int64_t r = lo; r < hi; r++) {
             int64_t oi, oy, ox;
-            offsets_at(p, lin, &oi, &oy, &ox);
+            offsets_at(p, r * run, &oi, &oy, &ox);
             int64_t xo = x_offset(p, ox, index_load(&p->index, oi));
-            memcpy(p->y.data + oy * (int64_t)es, p->x.data + xo * (int64_t)es, es);
+            memcpy(p->y.data + oy * (int64_t)es, p->x.data + xo * (int64_t)es, es * (size_t)run);
         }
     }
     return TFC_OK;
@@ -105,17 +119,23 @@ tfc_status tfc_cpu_scatter(const tfc_index_problem *p) {
     int64_t n = tfc_sview_numel(&p->index);
     TFC_TRY(check_indices(p, limit_of(p)));
     size_t es = tfc_dtype_bytes(p->x.dtype);
+    int64_t run = run_length(p), rows = n / run;
     /* One thread, positions in order: repeated indices sum (or the last write wins) the same way every run. */
-    for (int64_t lin = 0; lin < n; lin++) {
+    for (int64_t r = 0; r < rows; r++) {
         int64_t oi, oy, ox;
-        offsets_at(p, lin, &oi, &oy, &ox);
+        offsets_at(p, r * run, &oi, &oy, &ox);
         int64_t xo = x_offset(p, ox, index_load(&p->index, oi));
-        if (!p->accumulate)
-            memcpy(p->x.data + xo * (int64_t)es, p->y.data + oy * (int64_t)es, es);
-        else if (p->x.dtype == TFC_DTYPE_F64)
-            ((double *)(void *)p->x.data)[xo] += ((const double *)(const void *)p->y.data)[oy];
-        else
-            ((float *)(void *)p->x.data)[xo] += ((const float *)(const void *)p->y.data)[oy];
+        if (!p->accumulate) {
+            memcpy(p->x.data + xo * (int64_t)es, p->y.data + oy * (int64_t)es, es * (size_t)run);
+        } else if (p->x.dtype == TFC_DTYPE_F64) {
+            double *dst = (double *)(void *)p->x.data + xo;
+            const double *src = (const double *)(const void *)p->y.data + oy;
+            for (int64_t k = 0; k < run; k++) dst[k] += src[k];
+        } else {
+            float *dst = (float *)(void *)p->x.data + xo;
+            const float *src = (const float *)(const void *)p->y.data + oy;
+            for (int64_t k = 0; k < run; k++) dst[k] += src[k];
+        }
     }
     return TFC_OK;
 }
