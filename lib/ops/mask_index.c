@@ -114,7 +114,9 @@ TFC_API tfc_status tfc_masked_select(tfc_graph *g, const tfc_tensor *x, const tf
     /* mask broadcast to x's shape (a stride-0 view, no copy) */
     tfc_tensor *m = NULL, *h = NULL, *flat = NULL, *idx = NULL;
     tfc_status s = tfc_expand(NULL, mask, x->shape, x->ndim, &m);
-    if (s != TFC_OK) return tfc_err(TFC_ERR_SHAPE, "%s: mask %s does not broadcast to x %s", fn, SHAPE(mask), SHAPE(x));
+    if (s == TFC_ERR_SHAPE)
+        return tfc_err(TFC_ERR_SHAPE, "%s: mask %s does not broadcast to x %s", fn, SHAPE(mask), SHAPE(x));
+    if (s != TFC_OK) return tfc_err_in(fn, s);
     int64_t n = 0, *pos = NULL, total = tfc_numel(x);
     s = host_view(fn, m, &h);
     if (s == TFC_OK) s = scan_nonzero(fn, h, &n, &pos);
