@@ -417,6 +417,8 @@ static tfc_backend make_table(void) {
     b.coll_broadcast = tfcu_coll_broadcast;
     b.coll_all_gather = tfcu_coll_all_gather;
     b.coll_reduce_scatter = tfcu_coll_reduce_scatter;
+    b.gather = NULL; /* indexed reads and writes (ABI 7): CPU only so far, no kernel written yet */
+    b.scatter = NULL;
     return b;
 }
 

@@ -684,6 +684,54 @@ static int l_masked_fill(lua_State *L) {
     return 1;
 }
 
+/* x:index_select(dim, index) / x:gather(dim, index): indices 0-based, in range (as torch) */
+static int index_like(lua_State *L,
+                      tfc_status (*f)(tfc_graph *, const tfc_tensor *, int32_t, const tfc_tensor *, tfc_tensor **)) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1);
+    int32_t dim = (int32_t)luaL_checkinteger(L, 2);
+    tfc_tensor *index = ltfc_check_tensor(L, 3);
+    tfc_tensor **slot = ltfc_push_slot(L);
+    ltfc_check(L, f(ltfc_graph(L), x, dim, index, slot));
+    return 1;
+}
+static int l_index_select(lua_State *L) { return index_like(L, tfc_index_select); }
+static int l_gather(lua_State *L) { return index_like(L, tfc_gather); }
+
+/* x:scatter_add(dim, index, src): out of place */
+static int l_scatter_add(lua_State *L) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1);
+    int32_t dim = (int32_t)luaL_checkinteger(L, 2);
+    tfc_tensor *index = ltfc_check_tensor(L, 3), *src = ltfc_check_tensor(L, 4);
+    tfc_tensor **slot = ltfc_push_slot(L);
+    ltfc_check(L, tfc_scatter_add(ltfc_graph(L), x, dim, index, src, slot));
+    return 1;
+}
+
+/* x:masked_select(mask) -> 1-D */
+static int l_masked_select(lua_State *L) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1), *mask = ltfc_check_tensor(L, 2);
+    tfc_tensor **slot = ltfc_push_slot(L);
+    ltfc_check(L, tfc_masked_select(ltfc_graph(L), x, mask, slot));
+    return 1;
+}
+
+/* x:nonzero() -> i64 [N, ndim], 0-based positions */
+static int l_nonzero(lua_State *L) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1);
+    tfc_tensor **slot = ltfc_push_slot(L);
+    ltfc_check(L, tfc_nonzero(x, slot));
+    return 1;
+}
+
+/* x:index_put(index, values, accumulate = false): in place at x's flat (0-based) positions; returns x */
+static int l_index_put(lua_State *L) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1), *index = ltfc_check_tensor(L, 2), *values = ltfc_check_tensor(L, 3);
+    int acc = lua_toboolean(L, 4);
+    ltfc_check(L, tfc_index_put(ltfc_graph(L), x, index, values, acc));
+    lua_settop(L, 1);
+    return 1;
+}
+
 /* tfcore.where(cond, a, b) */
 static int l_where(lua_State *L) {
     tfc_tensor *c = ltfc_check_tensor(L, 1), *a = ltfc_check_tensor(L, 2), *b = ltfc_check_tensor(L, 3);
@@ -869,6 +917,12 @@ static const luaL_Reg tensor_methods[] = {
     {"device", m_device},
     {"detach", l_detach},
     {"clone", l_clone},
+    {"index_select", l_index_select},
+    {"gather", l_gather},
+    {"scatter_add", l_scatter_add},
+    {"masked_select", l_masked_select},
+    {"nonzero", l_nonzero},
+    {"index_put", l_index_put},
     {NULL, NULL},
 };
 

@@ -275,6 +275,89 @@ TFC_API TFC_NODISCARD tfc_status tfc_contiguous(tfc_graph *g /* nullable */, con
 TFC_API TFC_NODISCARD tfc_status tfc_cast(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_dtype dtype,
                                           tfc_tensor **out);
 
+/* ---- indexing ------------------------------------------------------------------- */
+/*
+ * Indices are i32 or i64 tensors on x's device and are not wrapped: as in
+ * PyTorch, every index must lie in [0, size) of the dim it addresses (a
+ * negative one is an error, not "from the end"). An index outside is
+ * TFC_ERR_INVALID_ARG, "fn: index [shape] at flat position p is i, out of
+ * range: outside [0, size) ...", found before anything is written. Bad
+ * shapes are TFC_ERR_SHAPE, NULL pointers TFC_ERR_INVALID_ARG, tensors on
+ * two devices TFC_ERR_DEVICE. CPU only so far: on CUDA the backend's
+ * gather / scatter entries are missing and every call is
+ * TFC_ERR_UNSUPPORTED. Outputs are new contiguous tensors owned by the
+ * caller. Like every op, safe to call from several threads on distinct
+ * graphs (the inputs are only read).
+ */
+
+/*
+ * out = x with dim replaced by the entries index names (torch.index_select):
+ * out[.., k, ..] = x[.., index[k], ..]; index is 1-D [K] (or 0-d, one
+ * entry), out has x's shape with K at dim. x of any dtype (only float x
+ * records). Backward: dx = zeros, dx[.., index[k], ..] += dout[.., k, ..]
+ * (repeated indices accumulate).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_index_select(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim,
+                                                  const tfc_tensor *index, tfc_tensor **out);
+/*
+ * torch.gather: out has index's shape, out[p] = x[p with p[dim] = index[p]].
+ * index has x's number of dims and index.shape[d] <= x.shape[d] for every
+ * d != dim. x of any dtype (only float x records). Backward: dx = zeros
+ * scatter-added with dout by index (repeated indices accumulate).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gather(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim,
+                                            const tfc_tensor *index, tfc_tensor **out);
+/*
+ * Out-of-place torch.scatter_add: out = a copy of x, then for every
+ * position p of index: out[p with p[dim] = index[p]] += src[p]. x, index
+ * and src have the same number of dims; index.shape[d] <= src.shape[d] for
+ * every d and <= x.shape[d] for d != dim (src elements outside index's
+ * shape are not read). x and src float, one dtype. Sums run in row-major
+ * order of index (deterministic). Backward: dx = dout; dsrc = dout gathered
+ * by index (zero outside index's shape).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_scatter_add(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim,
+                                                 const tfc_tensor *index, const tfc_tensor *src, tfc_tensor **out);
+/*
+ * In place: for every position p of index, x's element at row-major
+ * position index[p] (x's flat numbering, whatever its strides: x may be a
+ * view, and the write goes through to its storage) becomes values[p]
+ * (accumulate = 0) or gets values[p] added (accumulate = 1, float x only).
+ * index has any shape, values (x's dtype) broadcasts to it. With repeated
+ * indices and accumulate = 0 the last position in index's row-major order
+ * wins (torch leaves that case undefined); with accumulate = 1 they all
+ * add. This is what Python's `x[idx] = v` stands on. Records nothing: x's
+ * version counter is bumped, so a saved use of x fails at backward; when g
+ * records and x requires grad the call is refused (TFC_ERR_UNSUPPORTED:
+ * the write would not be differentiated), so call it with g = NULL (no_grad)
+ * on parameters. values and index must not overlap x's memory
+ * (TFC_ERR_INVALID_ARG). Not thread-safe against other users of x.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_index_put(tfc_graph *g /* nullable */, tfc_tensor *x, const tfc_tensor *index,
+                                               const tfc_tensor *values, int32_t accumulate);
+
+/*
+ * The positions of mask's nonzero elements (torch.nonzero): out is a new
+ * i64 tensor [N, ndim] on mask's device, one row of coordinates per nonzero
+ * element in row-major order ([N, 0] for a 0-d mask). mask of any dtype
+ * and layout. Records nothing. N depends on the data, so the mask is read
+ * on the host: a CUDA mask is copied there first (a synchronisation).
+ * Errors: NULL pointers TFC_ERR_INVALID_ARG, TFC_ERR_OOM.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_nonzero(const tfc_tensor *mask, tfc_tensor **out);
+/*
+ * torch.masked_select: the elements of x where mask (bool or u8,
+ * broadcast to x's shape) is nonzero, as a new 1-D tensor in row-major
+ * order. Differentiable: x is flattened (tfc_reshape) and the positions
+ * picked with tfc_index_select, both recorded on g, so dx scatters dout
+ * back. The mask is read on the host (as tfc_nonzero). Errors: a mask of
+ * another dtype TFC_ERR_DTYPE; one that does not broadcast to x
+ * TFC_ERR_SHAPE; x and mask on two devices TFC_ERR_DEVICE; CUDA x
+ * TFC_ERR_UNSUPPORTED (no gather entry yet).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_masked_select(tfc_graph *g /* nullable */, const tfc_tensor *x,
+                                                   const tfc_tensor *mask, tfc_tensor **out);
+
 #ifdef __cplusplus
 }
 #endif

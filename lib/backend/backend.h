@@ -44,7 +44,7 @@
 #include "backend/view.h"
 #include "tfcore/core.h"
 
-#define TFC_BACKEND_ABI 6
+#define TFC_BACKEND_ABI 7
 
 /* ---- problems ----------------------------------------------------------- */
 
@@ -438,6 +438,28 @@ typedef struct tfc_quant_problem {
 
 /* ---- the table ---------------------------------------------------------- */
 
+/*
+ * Indexed reads and writes (gather, scatter; ABI 7). The loop runs over the
+ * positions p of index's shape; each position names one element of x:
+ * p with p[dim] replaced by i = index[p] (dim >= 0), or, with dim == -1,
+ * the element at row-major position i of x's shape (flat addressing, for
+ * index_put). gather: y[p] = x[that element]; scatter: x[that element] =
+ * y[p], or += when accumulate (positions in row-major order of index, so a
+ * repeated index is summed deterministically and, without accumulate, the
+ * last position wins). x, y and index are strided views (y and index have
+ * index's shape; stride 0 broadcasts). Every i is checked against
+ * [0, limit) (limit = x.shape[dim], or x's numel) before anything is
+ * written: one outside is TFC_ERR_INVALID_ARG naming its flat position.
+ * gather copies any dtype; scatter with accumulate takes the float dtypes
+ * of float_dtypes.
+ */
+typedef struct tfc_index_problem {
+    int32_t device;
+    int32_t dim; /* -1: flat addressing */
+    tfc_sview x, y, index;
+    int32_t accumulate;
+} tfc_index_problem;
+
 typedef enum tfc_memcpy_kind { TFC_MEMCPY_H2D = 0, TFC_MEMCPY_D2H = 1, TFC_MEMCPY_D2D = 2 } tfc_memcpy_kind;
 
 typedef struct tfc_backend {
@@ -521,6 +543,10 @@ typedef struct tfc_backend {
     tfc_status (*coll_broadcast)(const tfc_coll_problem *p);
     tfc_status (*coll_all_gather)(const tfc_coll_problem *p);
     tfc_status (*coll_reduce_scatter)(const tfc_coll_problem *p);
+
+    /* indexed reads and writes (ABI 7): gather, index_select, scatter_add, index_put */
+    tfc_status (*gather)(const tfc_index_problem *p);
+    tfc_status (*scatter)(const tfc_index_problem *p);
 } tfc_backend;
 
 /* The entry point a backend module exports (dlsym name "tfc_backend_module_get"). */

@@ -336,4 +336,6 @@ const tfc_backend tfc_cpu_backend = {
     .quantize = tfc_cpu_quantize,
     .dequantize = tfc_cpu_dequantize,
     .qlinear = tfc_cpu_qlinear,
+    .gather = tfc_cpu_gather,
+    .scatter = tfc_cpu_scatter,
 };

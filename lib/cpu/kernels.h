@@ -100,6 +100,9 @@ void tfc_cpu_dropout(tfc_dtype dt, int64_t n, double p, uint64_t seed, uint64_t 
 
 /* Top-k and its scatter backward (tfc_topk_problem); TFC_ERR_OOM when a line's scratch cannot be had. */
 tfc_status tfc_cpu_topk(const tfc_topk_problem *p);
+/* The gather and scatter entries themselves (strided views; lib/cpu/gather_scatter.c). */
+tfc_status tfc_cpu_gather(const tfc_index_problem *p);
+tfc_status tfc_cpu_scatter(const tfc_index_problem *p);
 void tfc_cpu_topk_backward(const tfc_topk_problem *p);
 
 /* The CPU's backend table. */

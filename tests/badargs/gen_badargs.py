@@ -333,6 +333,13 @@ FIXTURES = {
     "tfc_qlinear": {"x": t(2, 64), "b": t(4)},
     "tfc_qweight_from_tensors": {"format": "TFC_QFORMAT_INT8", "n": "2", "k": "3", "group_size": "0",
                                  "packed": "fx_t(TFC_DTYPE_U8, 2, 2, 3, 0, 0)", "scales": t(2)},
+    # indexing (lib/ops/index.c): x is the default [2, 3] tensor, indices in range
+    "tfc_index_select": {"dim": "1", "index": IDS2},
+    "tfc_gather": {"dim": "1", "index": "fx_ids2(2, 2, 2)"},
+    "tfc_scatter_add": {"dim": "1", "index": "fx_ids2(2, 2, 2)"},
+    "tfc_index_put": {"index": IDS2, "values": t(2), "accumulate": "0"},
+    "tfc_nonzero": {"mask": t(2, 3, dtype="TFC_DTYPE_BOOL")},
+    "tfc_masked_select": {"mask": t(2, 3, dtype="TFC_DTYPE_BOOL")},
 }
 # Release-style functions: a valid call would free a fixture, so only NULL is tried.
 # Functions that end the process by design (tfc_comm_abort): no case can run them.

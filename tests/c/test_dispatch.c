@@ -362,3 +362,39 @@ TEST(the_table_alone_decides_where_a_model_trains) {
     tfc_tensor_release(idx);
     tfc_tensor_release(tg);
 }
+
+TEST(index_ops_dispatch_through_the_table) {
+    tfc_backend *sb = standin_install();
+    const int64_t d[2] = {2, 3}, di[1] = {2};
+    const int64_t iv[2] = {2, 0};
+    tfc_tensor *x = NULL, *xc = NULL, *i = NULL, *ic = NULL, *r = NULL, *sentinel = (tfc_tensor *)&r;
+    CHECK_OK(tfc_tensor_arange(0, 6, 1, TFC_DTYPE_F32, &x));
+    CHECK_OK(tfc_view(NULL, x, d, 2, &r));
+    tfc_tensor_release(x);
+    x = r;
+    CHECK_OK(tfc_tensor_from_data(iv, di, 1, TFC_DTYPE_I64, &i));
+    CHECK_OK(tfc_tensor_to_device(x, TFC_DEVICE_CUDA, 0, &xc));
+    CHECK_OK(tfc_tensor_to_device(i, TFC_DEVICE_CUDA, 0, &ic));
+    /* the stand-in's gather entry runs on "cuda:0" */
+    CHECK_OK(tfc_index_select(NULL, xc, 1, ic, &r));
+    CHECK(tfc_tensor_device_type(r) == TFC_DEVICE_CUDA);
+    float v[4];
+    host_bytes(r, v, sizeof v);
+    CHECK(v[0] == 2 && v[1] == 0 && v[2] == 5 && v[3] == 3);
+    tfc_tensor_release(r);
+    /* nonzero reads a device mask on the host and answers on the device */
+    CHECK_OK(tfc_nonzero(xc, &r));
+    CHECK(tfc_tensor_device_type(r) == TFC_DEVICE_CUDA && tfc_tensor_dim(r, 0) == 5);
+    tfc_tensor_release(r);
+    r = sentinel;
+    CHECK_ERR(tfc_index_select(NULL, xc, 1, i, &r), TFC_ERR_DEVICE,
+              "tfc_index_select: x lives on cuda:0 but index lives on cpu");
+    sb->gather = NULL;
+    sb->scatter = NULL;
+    CHECK_ERR(tfc_index_select(NULL, xc, 1, ic, &r), TFC_ERR_UNSUPPORTED,
+              "tfc_index_select: gather is not implemented on cuda:0 for f32");
+    CHECK(r == sentinel);
+    tfc_tensor *all[] = {x, xc, i, ic};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) tfc_tensor_release(all[k]);
+    standin_remove();
+}

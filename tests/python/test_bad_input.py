@@ -124,6 +124,20 @@ CASES = {
         "x = tfcore.ones(2, 3, dtype='float64').T\nx.requires_grad = True\n"
         "tfcore.autograd.gradcheck(lambda x: x.sum(), (x,))", "ValueError", "tfc_gradcheck: inputs[0]"),
     "checkpoint_not_callable": ("tfcore.utils.checkpoint(3, tfcore.ones(2))", "TypeError", "must be callable"),
+    # indexing (tests/python/test_indexing.py has the full list)
+    "index_huge": ("tfcore.zeros(3)[2 ** 62]", "IndexError", "out of bounds"),
+    "index_list_huge": ("tfcore.zeros(3)[[0, -2 ** 62]]", "IndexError", "out of bounds"),
+    "index_none_operand": ("tfcore.index_select(tfcore.zeros(3), 0, None)", "TypeError", "integer tensor"),
+    "index_select_i64_max": (
+        "tfcore.index_select(tfcore.zeros(3), 0, tfcore.tensor([2 ** 63 - 1]))", "IndexError",
+        "tfc_index_select: index [1] at flat position 0 is 9223372036854775807, out of range"),
+    "gather_dim_huge": ("tfcore.gather(tfcore.zeros(3), 2 ** 40, tfcore.tensor([0]))", "OverflowError", ""),
+    "scatter_add_wrong_dtype": (
+        "tfcore.scatter_add(tfcore.zeros(3), 0, tfcore.tensor([0]), tfcore.zeros(1, dtype='float64'))",
+        "DtypeError", "tfc_scatter_add: src is f64 but x is f32"),
+    "setitem_wrong_type": ("t = tfcore.zeros(3)\nt[[0]] = 'a'", "TypeError", "cannot assign"),
+    "masked_select_int_mask": (
+        "tfcore.masked_select(tfcore.zeros(3), tfcore.tensor([0, 1, 0]))", "DtypeError", "mask is i64"),
 }
 
 RUNNER = PRELUDE + """

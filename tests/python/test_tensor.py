@@ -104,8 +104,9 @@ def test_indexing_matches_numpy():
         t[0, 0, 0, 0, 0]
     with pytest.raises(ValueError):
         t[::-1]
+    np.testing.assert_array_equal(t[[1, 0]].numpy(), a[[1, 0]])  # advanced indexing: tests/python/test_indexing.py
     with pytest.raises(IndexError):
-        t[[0, 1]]
+        t[[0, 2]]
 
 
 def test_setitem_writes_through():

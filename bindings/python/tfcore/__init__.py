@@ -20,6 +20,7 @@ from .functional import (argmax, argmin, attention, cat, chunk, concat, cross_en
                          flatten, gelu, layer_norm, linear, linear_cross_entropy, log, log_softmax, masked_fill, matmul, max, mean,
                          min, permute, relu, reshape, rsqrt, scaled_dot_product_attention, sigmoid, softmax,
                          split, sqrt, squeeze, stack, std, sum, tanh, topk, transpose, unsqueeze, var, where)
+from .functional import gather, index_select, masked_select, nonzero, scatter_add  # noqa: E402 (indexing ops)
 from .dlpack import from_dlpack
 from . import autograd, distributed, functional, kernels, optim  # noqa: F401
 from .tokenizer import Tokenizer

@@ -187,6 +187,12 @@ tfc_status tfc_unsqueeze(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_ten
 tfc_status tfc_flatten(tfc_graph *g, const tfc_tensor *x, int32_t start, int32_t end, tfc_tensor **out);
 tfc_status tfc_contiguous(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
 tfc_status tfc_cast(tfc_graph *g, const tfc_tensor *x, tfc_dtype dtype, tfc_tensor **out);
+tfc_status tfc_index_select(tfc_graph *g, const tfc_tensor *x, int32_t dim, const tfc_tensor *index, tfc_tensor **out);
+tfc_status tfc_gather(tfc_graph *g, const tfc_tensor *x, int32_t dim, const tfc_tensor *index, tfc_tensor **out);
+tfc_status tfc_scatter_add(tfc_graph *g, const tfc_tensor *x, int32_t dim, const tfc_tensor *index, const tfc_tensor *src, tfc_tensor **out);
+tfc_status tfc_index_put(tfc_graph *g, tfc_tensor *x, const tfc_tensor *index, const tfc_tensor *values, int32_t accumulate);
+tfc_status tfc_nonzero(const tfc_tensor *mask, tfc_tensor **out);
+tfc_status tfc_masked_select(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *mask, tfc_tensor **out);
 tfc_status tfc_layernorm_forward(const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *bias, double eps, tfc_tensor *y, tfc_tensor *mean, tfc_tensor *rstd);
 tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *mean, const tfc_tensor *rstd, tfc_tensor *dx, tfc_tensor *dweight, tfc_tensor *dbias, uint32_t flags);
 tfc_status tfc_softmax_forward(const tfc_tensor *x, int32_t dim, int32_t log, tfc_tensor *y);

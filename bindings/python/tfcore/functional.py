@@ -392,46 +392,9 @@ def _slice(x, dim, start, stop, step):
 
 
 def _index(x, index):
-    """x[index] as a view: ints, slices (step >= 1), None, Ellipsis."""
-    if not isinstance(index, tuple):
-        index = (index,)
-    n_ellipsis = builtin_sum(1 for i in index if i is Ellipsis)
-    if n_ellipsis > 1:
-        raise IndexError("tfcore: an index can only have a single ellipsis ('...')")
-    n_real = builtin_sum(1 for i in index if i is not None and i is not Ellipsis)
-    if n_real > x.ndim:
-        raise IndexError("tfcore: too many indices for a tensor of dimension %d" % x.ndim)
-    if n_ellipsis:
-        at = index.index(Ellipsis)
-        index = index[:at] + (slice(None),) * (x.ndim - n_real) + index[at + 1:]
-    out, dim = x, 0
-    for item in index:
-        if item is None:
-            out = unsqueeze(out, dim)
-            dim += 1
-        elif isinstance(item, slice):
-            size = out.shape[dim]
-            start, stop, step = item.indices(size)
-            if step <= 0:
-                raise ValueError("tfcore: slice step must be positive, got %d" % step)
-            if (start, stop, step) != (0, size, 1):
-                out = _slice(out, dim, start, builtin_max(stop, start), step)
-            dim += 1
-        else:
-            if isinstance(item, Tensor) and item.numel() == 1 and not item.is_floating_point():
-                item = item.item()
-            try:
-                i = operator.index(item)
-            except TypeError:
-                raise IndexError("tfcore: only integers, slices, None and ... are valid indices "
-                                 "(got %s)" % type(item).__name__) from None
-            size = out.shape[dim]
-            if not -size <= i < size:
-                raise IndexError("tfcore: index %d is out of bounds for dimension %d with size %d"
-                                 % (i, dim, size))
-            out = narrow(out, dim, i % size, 1)
-            out = _call(lib.tfc_squeeze, _ag.graph_for(out), out._h, dim)
-    return out
+    """x[index] (tfcore/_indexing.py: views for basic indices, copies for advanced ones)."""
+    from . import _indexing
+    return _indexing.getitem(x, index)
 
 
 import builtins as _builtins  # noqa: E402
@@ -479,3 +442,64 @@ for _name, _req, _opt in [
         ("split", ("x",), ()), ("chunk", ("x",), ())]:
     globals()[_name] = _require_tensors(globals()[_name], _req, _opt)
 del _name, _req, _opt
+# ---- indexing ops (lib/ops/index.c) ----------------------------------------------------
+
+def _index_arg(fn, index):
+    if not isinstance(index, Tensor):
+        raise TypeError("tfcore.%s: index must be an integer tensor, got %s" % (fn, type(index).__name__))
+    return index
+
+
+def _indexed(fn, *args):
+    from ._lib import InvalidArgumentError
+    try:
+        return _call(*args)
+    except InvalidArgumentError as e:
+        if "out of range" in str(e):
+            raise IndexError(str(e)) from None
+        raise
+
+
+def index_select(input, dim, index):
+    """torch.index_select: the entries of index along dim (index 1-D int64/int32, no negative entries)."""
+    if not isinstance(input, Tensor):
+        raise TypeError("tfcore.index_select: input must be a tensor, got %s" % type(input).__name__)
+    index = _index_arg("index_select", index)
+    return _indexed("index_select", lib.tfc_index_select, _ag.graph_for(input), input._h, operator.index(dim),
+                    index._h)
+
+
+def gather(input, dim, index):
+    """torch.gather: out[p] = input[p with p[dim] = index[p]]; out has index's shape."""
+    if not isinstance(input, Tensor):
+        raise TypeError("tfcore.gather: input must be a tensor, got %s" % type(input).__name__)
+    index = _index_arg("gather", index)
+    return _indexed("gather", lib.tfc_gather, _ag.graph_for(input), input._h, operator.index(dim), index._h)
+
+
+def scatter_add(input, dim, index, src):
+    """torch.scatter_add (out of place): input with src added at the positions index names along dim."""
+    if not isinstance(input, Tensor) or not isinstance(src, Tensor):
+        raise TypeError("tfcore.scatter_add: input and src must be tensors, got %s and %s"
+                        % (type(input).__name__, type(src).__name__))
+    index = _index_arg("scatter_add", index)
+    return _indexed("scatter_add", lib.tfc_scatter_add, _ag.graph_for(input, src), input._h, operator.index(dim),
+                    index._h, src._h)
+
+
+def nonzero(input, as_tuple=False):
+    """torch.nonzero: int64 [N, ndim] positions of the nonzero elements (as_tuple: one 1-D tensor per dim)."""
+    if not isinstance(input, Tensor):
+        raise TypeError("tfcore.nonzero: input must be a tensor, got %s" % type(input).__name__)
+    out = _call(lib.tfc_nonzero, input._h)
+    if as_tuple:
+        return tuple(out[:, d] for d in range(input.ndim))
+    return out
+
+
+def masked_select(input, mask):
+    """torch.masked_select: the elements of input where mask (bool, broadcast to input) is true, 1-D."""
+    if not isinstance(input, Tensor) or not isinstance(mask, Tensor):
+        raise TypeError("tfcore.masked_select: input and mask must be tensors, got %s and %s"
+                        % (type(input).__name__, type(mask).__name__))
+    return _call(lib.tfc_masked_select, _ag.graph_for(input), input._h, mask._h)

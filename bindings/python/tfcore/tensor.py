@@ -610,17 +610,34 @@ class Tensor:
     def __pos__(self):
         return self
 
-    # -- indexing: views --
+    # -- indexing: views for basic indices, copies for advanced ones (tfcore/_indexing.py) --
     def __getitem__(self, index):
-        return _F._index(self, index)
+        from . import _indexing
+        return _indexing.getitem(self, index)
 
     def __setitem__(self, index, value):
-        with _ag.no_grad():
-            view = _F._index(self, index)
-        if _is_scalar(value):
-            view.fill_(value)
-        else:
-            view.copy_(value)
+        from . import _indexing
+        _indexing.setitem(self, index, value)
+
+    def index_put_(self, indices, values, accumulate=False):
+        """self[indices] = values in place (accumulate=True: +=, repeated indices add up)."""
+        from . import _indexing
+        return _indexing.index_put_(self, indices, values, accumulate)
+
+    def index_select(self, dim, index):
+        return _F.index_select(self, dim, index)
+
+    def gather(self, dim, index):
+        return _F.gather(self, dim, index)
+
+    def scatter_add(self, dim, index, src):
+        return _F.scatter_add(self, dim, index, src)
+
+    def nonzero(self, as_tuple=False):
+        return _F.nonzero(self, as_tuple)
+
+    def masked_select(self, mask):
+        return _F.masked_select(self, mask)
 
     # -- methods forwarding to tfcore.functional --
     def reshape(self, *shape):

@@ -420,6 +420,12 @@ extern "C" {
     pub fn tfc_flatten(g: *mut tfc_graph, x: *const tfc_tensor, start: i32, end: i32, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_contiguous(g: *mut tfc_graph, x: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_cast(g: *mut tfc_graph, x: *const tfc_tensor, dtype: tfc_dtype, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_index_select(g: *mut tfc_graph, x: *const tfc_tensor, dim: i32, index: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_gather(g: *mut tfc_graph, x: *const tfc_tensor, dim: i32, index: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_scatter_add(g: *mut tfc_graph, x: *const tfc_tensor, dim: i32, index: *const tfc_tensor, src: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_index_put(g: *mut tfc_graph, x: *mut tfc_tensor, index: *const tfc_tensor, values: *const tfc_tensor, accumulate: i32) -> tfc_status;
+    pub fn tfc_nonzero(mask: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_masked_select(g: *mut tfc_graph, x: *const tfc_tensor, mask: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_layernorm_forward(x: *const tfc_tensor, weight: *const tfc_tensor, bias: *const tfc_tensor, eps: f64, y: *mut tfc_tensor, mean: *mut tfc_tensor, rstd: *mut tfc_tensor) -> tfc_status;
     pub fn tfc_layernorm_backward(dy: *const tfc_tensor, x: *const tfc_tensor, weight: *const tfc_tensor, mean: *const tfc_tensor, rstd: *const tfc_tensor, dx: *mut tfc_tensor, dweight: *mut tfc_tensor, dbias: *mut tfc_tensor, flags: u32) -> tfc_status;
     pub fn tfc_softmax_forward(x: *const tfc_tensor, dim: i32, log: i32, y: *mut tfc_tensor) -> tfc_status;

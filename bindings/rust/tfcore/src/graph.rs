@@ -204,4 +204,30 @@ impl Graph {
     pub fn cast(&self, x: &Tensor, dtype: DType) -> Result<Tensor> {
         make(|o| unsafe { sys::tfc_cast(self.g(), x.as_ptr(), dtype.raw(), o) })
     }
+
+    /// Entries of x along dim named by a 1-D integer index (torch.index_select; no negative indices).
+    pub fn index_select(&self, x: &Tensor, dim: i32, index: &Tensor) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_index_select(self.g(), x.as_ptr(), dim, index.as_ptr(), o) })
+    }
+
+    /// torch.gather: out has index's shape, out[p] = x[p with p[dim] = index[p]].
+    pub fn gather(&self, x: &Tensor, dim: i32, index: &Tensor) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_gather(self.g(), x.as_ptr(), dim, index.as_ptr(), o) })
+    }
+
+    /// Out-of-place torch.scatter_add: a copy of x with src added where index points along dim.
+    pub fn scatter_add(&self, x: &Tensor, dim: i32, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_scatter_add(self.g(), x.as_ptr(), dim, index.as_ptr(), src.as_ptr(), o) })
+    }
+
+    /// The elements of x where the bool mask (broadcast to x) is set, 1-D (differentiable).
+    pub fn masked_select(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_masked_select(self.g(), x.as_ptr(), mask.as_ptr(), o) })
+    }
+
+    /// In place: x's elements at flat (row-major) positions index get values (or += with accumulate).
+    /// Refused while this graph records and x requires grad (the write is not differentiated).
+    pub fn index_put(&self, x: &Tensor, index: &Tensor, values: &Tensor, accumulate: bool) -> Result<()> {
+        check(unsafe { sys::tfc_index_put(self.g(), x.as_ptr(), index.as_ptr(), values.as_ptr(), accumulate as i32) })
+    }
 }
