@@ -417,6 +417,10 @@ static tfc_backend make_table(void) {
     b.coll_broadcast = tfcu_coll_broadcast;
     b.coll_all_gather = tfcu_coll_all_gather;
     b.coll_reduce_scatter = tfcu_coll_reduce_scatter;
+    /* ABI 7: cumsum and multinomial stay NULL (no CUDA kernels yet): tfc_cumsum and
+     * tfc_multinomial on cuda:0 are TFC_ERR_UNSUPPORTED naming the entry. */
+    b.cumsum = NULL;
+    b.multinomial = NULL;
     return b;
 }
 

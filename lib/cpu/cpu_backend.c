@@ -250,6 +250,11 @@ static tfc_status cpu_topk_backward(const tfc_topk_problem *p) {
     return TFC_OK;
 }
 
+static tfc_status cpu_cumsum(const tfc_cumsum_problem *p) {
+    tfc_cpu_cumsum(p);
+    return TFC_OK;
+}
+
 /* ---- optimizers ---- */
 
 static tfc_status cpu_optim_step(const tfc_optim_problem *p) {
@@ -336,4 +341,6 @@ const tfc_backend tfc_cpu_backend = {
     .quantize = tfc_cpu_quantize,
     .dequantize = tfc_cpu_dequantize,
     .qlinear = tfc_cpu_qlinear,
+    .cumsum = cpu_cumsum,
+    .multinomial = tfc_cpu_multinomial,
 };

@@ -62,6 +62,8 @@ TEST(every_entry_but_the_cpu_only_ones_is_filled) {
     /* ABI 6: the NCCL collectives, all there. */
     CHECK(a->coll_unique_id && a->coll_init && a->coll_release && a->coll_all_reduce && a->coll_broadcast &&
           a->coll_all_gather && a->coll_reduce_scatter);
+    /* ABI 7: cumsum and multinomial, CPU-only so far. */
+    CHECK(a->cumsum == NULL && a->multinomial == NULL);
 }
 
 TEST(what_cuda_does_not_offer_is_refused_before_the_device) {

@@ -20,6 +20,8 @@ from .functional import (argmax, argmin, attention, cat, chunk, concat, cross_en
                          flatten, gelu, layer_norm, linear, linear_cross_entropy, log, log_softmax, masked_fill, matmul, max, mean,
                          min, permute, relu, reshape, rsqrt, scaled_dot_product_attention, sigmoid, softmax,
                          split, sqrt, squeeze, stack, std, sum, tanh, topk, transpose, unsqueeze, var, where)
+from .functional import (abs, all, any, argsort, ceil, clamp, clip, cos, cumsum, eq, floor, ge, gt, le, lt,  # noqa: A001
+                         maximum, minimum, multinomial, ne, round, sign, sin, sort, tril, triu)
 from .dlpack import from_dlpack
 from . import autograd, distributed, functional, kernels, optim  # noqa: F401
 from .tokenizer import Tokenizer
