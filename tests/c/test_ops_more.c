@@ -40,7 +40,7 @@ static tfc_status run_op(tfc_graph *g, tfc_tensor *const *in, int32_t n, tfc_ten
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < n && s == TFC_OK; i++)
         s = c->transposed && tfc_tensor_ndim(in[i]) == 2 ? tfc_transpose(g, in[i], 0, 1, &use[i])
-                                                          : (use[i] = tfc_tensor_retain(in[i]), TFC_OK);
+                                                         : (use[i] = tfc_tensor_retain(in[i]), TFC_OK);
     if (s == TFC_OK) s = c->f(g, use, &out);
     for (int32_t i = 0; i < n; i++) tfc_tensor_release(use[i]);
     if (s != TFC_OK) return s;
@@ -276,8 +276,7 @@ TEST(nan_propagates_through_clamp_and_minmax) {
     CHECK(isnan(cv[0]) && cv[1] == 0.5);
     CHECK(isnan(a[0]) && isnan(a[1]) && isnan(b[0]) && isnan(b[1]));
     free(cv), free(a), free(b);
-    tfc_tensor_release(x), tfc_tensor_release(y), tfc_tensor_release(c), tfc_tensor_release(mx),
-        tfc_tensor_release(mn);
+    tfc_tensor_release(x), tfc_tensor_release(y), tfc_tensor_release(c), tfc_tensor_release(mx), tfc_tensor_release(mn);
 }
 
 /* ---- comparisons, any/all ---------------------------------------------------- */
@@ -286,7 +285,7 @@ TEST(comparisons_broadcast_against_loops_any_dtype) {
     tfc_status (*fs[])(const tfc_tensor *, const tfc_tensor *, tfc_tensor **) = {tfc_lt, tfc_le, tfc_gt,
                                                                                  tfc_ge, tfc_eq, tfc_ne};
     tfc_status (*ss[])(const tfc_tensor *, double, tfc_tensor **) = {tfc_lt_scalar, tfc_le_scalar, tfc_gt_scalar,
-                                                                      tfc_ge_scalar, tfc_eq_scalar, tfc_ne_scalar};
+                                                                     tfc_ge_scalar, tfc_eq_scalar, tfc_ne_scalar};
     double av[6] = {1, 2, 3, NAN, 2, -1}, bv[3] = {2, 2, NAN};
     int64_t da[2] = {2, 3};
     for (int k = 0; k < 6; k++) {
@@ -297,8 +296,8 @@ TEST(comparisons_broadcast_against_loops_any_dtype) {
         double *ov = t_vals(o), *sv = t_vals(os);
         for (int i = 0; i < 6; i++) {
             double x = av[i], y = bv[i % 3];
-            int want[6] = {x < y, x <= y, x > y, x >= y, x == y, x != y};
-            int want_s[6] = {x < 2, x <= 2, x > 2, x >= 2, x == 2, x != 2};
+            int want[6] = {x<y, x <= y, x> y, x >= y, x == y, x != y};
+            int want_s[6] = {x<2, x <= 2, x> 2, x >= 2, x == 2, x != 2};
             CHECK(ov[i] == want[k]);
             CHECK(sv[i] == want_s[k]);
         }
@@ -372,9 +371,7 @@ static tfc_status op_cumsum_last(tfc_graph *g, tfc_tensor *const *in, tfc_tensor
     return tfc_cumsum(g, in[0], -1, out);
 }
 static tfc_status op_triu(tfc_graph *g, tfc_tensor *const *in, tfc_tensor **out) { return tfc_triu(g, in[0], 1, out); }
-static tfc_status op_tril(tfc_graph *g, tfc_tensor *const *in, tfc_tensor **out) {
-    return tfc_tril(g, in[0], -1, out);
-}
+static tfc_status op_tril(tfc_graph *g, tfc_tensor *const *in, tfc_tensor **out) { return tfc_tril(g, in[0], -1, out); }
 
 TEST(cumsum_values_every_dim_against_loops) {
     tfc_tensor *x = rnd3(3, 4, 5, -1, 1, 51);
@@ -561,8 +558,9 @@ TEST(multinomial_with_replacement_chi_square) {
         CHECK(count[2] == 0);
         double c = chi2(count, p, 5, (double)n);
         /* 3 degrees of freedom: P(chi2 > 21.1) = 1e-4 */
-        if (!(c < 21.1)) TFC_FAIL_AT("chi-square %g (counts %lld %lld %lld %lld)", c, (long long)count[0],
-                                     (long long)count[1], (long long)count[3], (long long)count[4]);
+        if (!(c < 21.1))
+            TFC_FAIL_AT("chi-square %g (counts %lld %lld %lld %lld)", c, (long long)count[0], (long long)count[1],
+                        (long long)count[3], (long long)count[4]);
         tfc_test_checks++;
         /* same (seed, offset): the same draws; another offset: other draws */
         tfc_tensor *o2 = NULL, *o3 = NULL;
