@@ -325,8 +325,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_minimum(tfc_graph *g /* nullable */, const 
  * f64: integers above 2^24 then compare inexactly). NaN compares unequal to
  * everything. The _scalar forms compare x with s, s first converted to the
  * dtype the comparison runs in (an f32 x compares with s rounded to f32,
- * as torch). Errors: TFC_ERR_INVALID_ARG (NULL argument), TFC_ERR_SHAPE
- * (shapes do not broadcast), TFC_ERR_DEVICE (different devices), TFC_ERR_OOM;
+ * as torch). CUDA: TFC_ERR_UNSUPPORTED for now (its copy entry does not
+ * convert to bool). Errors: TFC_ERR_INVALID_ARG (NULL argument),
+ * TFC_ERR_SHAPE (shapes do not broadcast), TFC_ERR_DEVICE (different
+ * devices), TFC_ERR_OOM;
  * *out untouched on error. Thread-safety: any threads.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_lt(const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
@@ -347,8 +349,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_ne_scalar(const tfc_tensor *x, double s, tf
  * listed in dims (negative counts from the end; ndims == 0 with dims NULL
  * = all dims), giving a bool tensor (keepdim keeps the dims as size 1).
  * Any dtype; NaN counts as non-zero; over no elements any is false and all
- * is true, as torch. Not differentiable. Errors: TFC_ERR_INVALID_ARG (NULL
- * x or out, a dim out of range or listed twice), TFC_ERR_DEVICE,
+ * is true, as torch. Not differentiable; TFC_ERR_UNSUPPORTED on CUDA for
+ * now, as the comparisons. Errors: TFC_ERR_INVALID_ARG (NULL x or out, a
+ * dim out of range or listed twice), TFC_ERR_DEVICE,
  * TFC_ERR_OOM. Thread-safety: any threads.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_any(const tfc_tensor *x, const int32_t *dims /* nullable when ndims == 0 */,
