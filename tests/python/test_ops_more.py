@@ -58,6 +58,7 @@ CASES = {
     "clamp_max_only": (lambda ns, a: a.clamp(max=-0.25), [away(3, 4, kinks=(-0.25,))]),
     "clamp_min_above_max": (lambda ns, a: a.clamp(1.5, 0.5), [randn(5)]),
     "clamp_tensor_bounds": (lambda ns, a, lo, hi: a.clamp(lo, hi), [randn(3, 4), randn(4) - 1, randn(3, 1) + 1]),
+    "clamp_tensor_bounds_ties": (lambda ns, a, lo, hi: a.clamp(lo, hi), [ties(3, 4), ties(4), ties(3, 1) + 1]),
     "clip": (lambda ns, a: a.clip(-1, 1), [away(6, kinks=(-1, 1))]),
     "maximum_broadcast": (lambda ns, a, b: a.maximum(b), [randn(2, 3, 4), randn(3, 1)]),
     "minimum_strided": (lambda ns, a, b: a.t().minimum(b), [randn(4, 3), randn(3, 4)]),

@@ -461,11 +461,15 @@ def clamp(x, min=None, max=None):
     if lo is None and hi is None:
         raise ValueError("tfcore.clamp: at least one of min and max must not be None")
     if isinstance(lo, Tensor) or isinstance(hi, Tensor):
+        # where, not maximum/minimum: at x == bound torch gives x the whole
+        # gradient (maximum would split it), and NaN in x stays NaN.
         out = x
         if lo is not None:
-            out = maximum(out, lo if isinstance(lo, Tensor) else tensor(lo, dtype=x.dtype))
+            lo = lo if isinstance(lo, Tensor) else tensor(lo, dtype=x.dtype)
+            out = where(out < lo, lo, out)
         if hi is not None:
-            out = minimum(out, hi if isinstance(hi, Tensor) else tensor(hi, dtype=x.dtype))
+            hi = hi if isinstance(hi, Tensor) else tensor(hi, dtype=x.dtype)
+            out = where(out > hi, hi, out)
         return out
     lo = -math.inf if lo is None else lo
     hi = math.inf if hi is None else hi
