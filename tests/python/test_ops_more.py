@@ -296,3 +296,15 @@ print("survived")
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "survived" in r.stdout, r.stderr[-2000:]
+
+
+def test_zero_dim_inputs_match_torch():
+    x = tfcore.tensor(3.0, dtype=tfcore.float64, requires_grad=True)
+    t = torch.tensor(3.0, dtype=torch.float64, requires_grad=True)
+    v, i = x.sort()
+    tv, ti = t.sort()
+    assert v.shape == () and i.shape == () and int(i.item()) == int(ti.item()) == 0
+    (v * 2 + x.cumsum(0) * 3).backward()
+    (tv * 2 + t.cumsum(0) * 3).backward()
+    assert x.grad.item() == t.grad.item() == 5.0
+    assert x.argsort().shape == () and bool((x < 4).item()) is True
