@@ -15,6 +15,12 @@
 #define SQRT(x) sqrtf(x)
 #define TANH(x) tanhf(x)
 #define POW(x, y) powf(x, y)
+#define FABS(x) fabsf(x)
+#define SIN(x) sinf(x)
+#define COS(x) cosf(x)
+#define FLOOR(x) floorf(x)
+#define CEIL(x) ceilf(x)
+#define RINT(x) rintf(x)
 
 __device__ __forceinline__ float map_value(int op, float a, float b, float c, float p) {
     typedef float T;

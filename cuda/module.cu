@@ -419,6 +419,10 @@ static tfc_backend make_table(void) {
     b.coll_reduce_scatter = tfcu_coll_reduce_scatter;
     b.gather = NULL; /* indexed reads and writes (ABI 7): CPU only so far, no kernel written yet */
     b.scatter = NULL;
+    /* ABI 8: cumsum and multinomial stay NULL (no CUDA kernels yet): tfc_cumsum and
+     * tfc_multinomial on cuda:0 are TFC_ERR_UNSUPPORTED naming the entry. */
+    b.cumsum = NULL;
+    b.multinomial = NULL;
     return b;
 }
 

@@ -568,6 +568,9 @@ static const struct {
     {"neg", tfc_neg},         {"exp", tfc_exp},     {"log", tfc_log},
     {"sqrt", tfc_sqrt},       {"rsqrt", tfc_rsqrt}, {"tanh", tfc_tanh},
     {"sigmoid", tfc_sigmoid}, {"relu", tfc_relu},   {"contiguous", tfc_contiguous},
+    {"abs", tfc_abs},         {"sign", tfc_sign},   {"sin", tfc_sin},
+    {"cos", tfc_cos},         {"floor", tfc_floor}, {"ceil", tfc_ceil},
+    {"round", tfc_round},
 };
 
 static int l_unary(lua_State *L) { return do_unary(L, unary_ops[lua_tointeger(L, lua_upvalueindex(1))].fn, 1); }
@@ -868,6 +871,121 @@ static int l_clone(lua_State *L) {
     return 1;
 }
 
+/* ---- issue #16: clamp, minimum/maximum, comparisons, scans, sorting, sampling ---------- */
+
+/* x:clamp(min, max): either may be nil (no bound) */
+static int l_clamp(lua_State *L) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1);
+    double lo = luaL_optnumber(L, 2, -HUGE_VAL), hi = luaL_optnumber(L, 3, HUGE_VAL);
+    tfc_tensor **slot = ltfc_push_slot(L);
+    ltfc_check(L, tfc_clamp(ltfc_graph(L), x, lo, hi, slot));
+    return 1;
+}
+static int l_maximum(lua_State *L) { return do_binary(L, tfc_maximum); }
+static int l_minimum(lua_State *L) { return do_binary(L, tfc_minimum); }
+
+/* x:lt(y) with y a tensor or a number -> bool tensor (Lua's < must give a boolean, so no operators) */
+typedef tfc_status (*compare_fn)(const tfc_tensor *, const tfc_tensor *, tfc_tensor **);
+typedef tfc_status (*compare_scalar_fn)(const tfc_tensor *, double, tfc_tensor **);
+static const struct {
+    const char *name;
+    compare_fn tt;
+    compare_scalar_fn ts;
+} compare_ops[] = {{"lt", tfc_lt, tfc_lt_scalar}, {"le", tfc_le, tfc_le_scalar}, {"gt", tfc_gt, tfc_gt_scalar},
+                   {"ge", tfc_ge, tfc_ge_scalar}, {"eq", tfc_eq, tfc_eq_scalar}, {"ne", tfc_ne, tfc_ne_scalar}};
+
+static int l_compare(lua_State *L) {
+    lua_Integer k = lua_tointeger(L, lua_upvalueindex(1));
+    tfc_tensor *a = ltfc_check_tensor(L, 1);
+    if (ltfc_is_tensor(L, 2)) {
+        tfc_tensor *b = ltfc_check_tensor(L, 2);
+        tfc_tensor **slot = ltfc_push_slot(L);
+        ltfc_check(L, compare_ops[k].tt(a, b, slot));
+    } else {
+        double s = luaL_checknumber(L, 2);
+        tfc_tensor **slot = ltfc_push_slot(L);
+        ltfc_check(L, compare_ops[k].ts(a, s, slot));
+    }
+    return 1;
+}
+
+/* x:any(dims = all, keepdim = false), x:all(...) -> bool */
+static int any_all(lua_State *L, int is_all) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1);
+    int32_t dims[TFC_MAX_DIMS];
+    int32_t n = check_dims(L, 2, dims);
+    int keep = lua_toboolean(L, 3);
+    tfc_tensor **slot = ltfc_push_slot(L);
+    ltfc_check(L, (is_all ? tfc_all : tfc_any)(x, n ? dims : NULL, n, keep, slot));
+    return 1;
+}
+static int l_any(lua_State *L) { return any_all(L, 0); }
+static int l_all(lua_State *L) { return any_all(L, 1); }
+
+/* x:cumsum(dim) */
+static int l_cumsum(lua_State *L) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1);
+    int32_t dim = (int32_t)luaL_checkinteger(L, 2);
+    tfc_tensor **slot = ltfc_push_slot(L);
+    ltfc_check(L, tfc_cumsum(ltfc_graph(L), x, dim, slot));
+    return 1;
+}
+
+/* x:triu(k = 0), x:tril(k = 0) */
+static int triangle(lua_State *L, int upper) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1);
+    int64_t k = (int64_t)luaL_optinteger(L, 2, 0);
+    tfc_tensor **slot = ltfc_push_slot(L);
+    ltfc_check(L, (upper ? tfc_triu : tfc_tril)(ltfc_graph(L), x, k, slot));
+    return 1;
+}
+static int l_triu(lua_State *L) { return triangle(L, 1); }
+static int l_tril(lua_State *L) { return triangle(L, 0); }
+
+/* x:sort(dim = -1, descending = false) -> values, indices (0-based i64); x:argsort(...) -> indices */
+static int l_sort(lua_State *L) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1);
+    int32_t dim = (int32_t)luaL_optinteger(L, 2, -1);
+    int desc = lua_toboolean(L, 3);
+    tfc_tensor **values = ltfc_push_slot(L), **indices = ltfc_push_slot(L);
+    tfc_tensor *v = NULL, *i = NULL;
+    ltfc_check(L, tfc_sort(ltfc_graph(L), x, dim, desc, &v, &i));
+    *values = v;
+    *indices = i;
+    return 2;
+}
+static int l_argsort(lua_State *L) {
+    tfc_tensor *x = ltfc_check_tensor(L, 1);
+    int32_t dim = (int32_t)luaL_optinteger(L, 2, -1);
+    int desc = lua_toboolean(L, 3);
+    tfc_tensor **slot = ltfc_push_slot(L);
+    ltfc_check(L, tfc_argsort(x, dim, desc, slot));
+    return 1;
+}
+
+/* ids:one_hot(num_classes = -1) -> i64 */
+static int l_one_hot(lua_State *L) {
+    tfc_tensor *ids = ltfc_check_tensor(L, 1);
+    int64_t n = (int64_t)luaL_optinteger(L, 2, -1);
+    tfc_tensor **slot = ltfc_push_slot(L);
+    ltfc_check(L, tfc_one_hot(ids, n, slot));
+    return 1;
+}
+
+/* probs:multinomial(n, replacement = false, {seed=, offset=}) -> i64 category ids (0-based) */
+static int l_multinomial(lua_State *L) {
+    tfc_tensor *p = ltfc_check_tensor(L, 1);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    int repl = lua_toboolean(L, 3);
+    int64_t rows = tfc_tensor_ndim(p) == 2 ? tfc_tensor_dim(p, 0) : 1;
+    uint64_t seed, offset;
+    /* one Philox block per draw; next_rng counts values, four to a block */
+    next_rng(L, 4, 4 * rows * (n > 0 ? (int64_t)n : 0), &seed, &offset);
+    tfc_tensor **slot = ltfc_push_slot(L);
+    ltfc_check(L, tfc_multinomial(p, (int64_t)n, repl, seed, offset, slot));
+    return 1;
+}
+
 /* ---- metatable ----------------------------------------------------------------------- */
 
 /* Functions that are both tfcore.name(t, ...) and t:name(...). */
@@ -923,6 +1041,18 @@ static const luaL_Reg tensor_methods[] = {
     {"masked_select", l_masked_select},
     {"nonzero", l_nonzero},
     {"index_put", l_index_put},
+    {"clamp", l_clamp},
+    {"maximum", l_maximum},
+    {"minimum", l_minimum},
+    {"any", l_any},
+    {"all", l_all},
+    {"cumsum", l_cumsum},
+    {"triu", l_triu},
+    {"tril", l_tril},
+    {"sort", l_sort},
+    {"argsort", l_argsort},
+    {"one_hot", l_one_hot},
+    {"multinomial", l_multinomial},
     {NULL, NULL},
 };
 
@@ -998,6 +1128,11 @@ void ltfc_open_tensor(lua_State *L) {
         lua_pushinteger(L, (lua_Integer)i);
         lua_pushcclosure(L, l_reduce, 1);
         lua_setfield(L, methods, reduce_ops[i].name);
+    }
+    for (size_t i = 0; i < sizeof compare_ops / sizeof compare_ops[0]; i++) {
+        lua_pushinteger(L, (lua_Integer)i);
+        lua_pushcclosure(L, l_compare, 1);
+        lua_setfield(L, methods, compare_ops[i].name);
     }
     /* every method is a module function too: tfcore.relu(x) == x:relu() */
     lua_pushnil(L);

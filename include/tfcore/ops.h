@@ -357,6 +357,158 @@ TFC_API TFC_NODISCARD tfc_status tfc_nonzero(const tfc_tensor *mask, tfc_tensor 
  */
 TFC_API TFC_NODISCARD tfc_status tfc_masked_select(tfc_graph *g /* nullable */, const tfc_tensor *x,
                                                    const tfc_tensor *mask, tfc_tensor **out);
+/* ---- more elementwise, comparisons, scans, sorting, sampling (issue #16) ------------ */
+
+/*
+ * Pointwise |x|, sgn(x), sin x, cos x, ⌊x⌋, ⌈x⌉ and round(x) (half to even,
+ * as torch.round) into a new tensor of x's shape and dtype (f32/f64 on the
+ * CPU, f32/bf16 on CUDA). Gradients as torch 1.13: abs dy·sgn(x) (0 at 0),
+ * sin dy·cos x, cos −dy·sin x; sign, floor, ceil and round have gradient 0
+ * (zeros, recorded so backward through them works). sign of ±0 and NaN is
+ * 0, as torch 1.13. Errors: TFC_ERR_INVALID_ARG (NULL x or out),
+ * TFC_ERR_DTYPE (a dtype the device does not take), TFC_ERR_DEVICE,
+ * TFC_ERR_OOM; *out untouched on error. Thread-safety as every op.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_abs(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_sign(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_sin(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_cos(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_floor(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_ceil(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_round(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+
+/*
+ * out = min(max(x, min), max) (torch.clamp; pass -INFINITY / INFINITY for
+ * a missing bound; min > max gives max everywhere). NaN in x stays NaN.
+ * Gradient dy where min ≤ x ≤ max (1 at the bounds themselves, torch's
+ * convention), 0 elsewhere. Errors as tfc_abs, plus TFC_ERR_INVALID_ARG
+ * for a NaN bound. Records one node per finite bound.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_clamp(tfc_graph *g /* nullable */, const tfc_tensor *x, double min, double max,
+                                           tfc_tensor **out);
+
+/*
+ * Elementwise maximum / minimum of a and b (broadcast; one float dtype and
+ * device, as tfc_add). NaN in either gives NaN. Gradient as torch 1.13:
+ * dy goes to the larger (smaller) operand and is split in half between
+ * equal ones; each summed back to its operand's shape. Errors as tfc_add.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_maximum(tfc_graph *g /* nullable */, const tfc_tensor *a, const tfc_tensor *b,
+                                             tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_minimum(tfc_graph *g /* nullable */, const tfc_tensor *a, const tfc_tensor *b,
+                                             tfc_tensor **out);
+
+/*
+ * Comparisons a < b, a <= b, a > b, a >= b, a == b, a != b, broadcast,
+ * into a new bool tensor (1 = true) on the operands' device. Not
+ * differentiable: no graph, nothing recorded. Any dtypes: two tensors of
+ * one float dtype the device takes compare in it; anything else (integers,
+ * bool, mixed dtypes) is converted to f64 first (f32 on CUDA, which has no
+ * f64: integers above 2^24 then compare inexactly). NaN compares unequal to
+ * everything. The _scalar forms compare x with s, s first converted to the
+ * dtype the comparison runs in (an f32 x compares with s rounded to f32,
+ * as torch). CUDA: TFC_ERR_UNSUPPORTED for now (its copy entry does not
+ * convert to bool). Errors: TFC_ERR_INVALID_ARG (NULL argument),
+ * TFC_ERR_SHAPE (shapes do not broadcast), TFC_ERR_DEVICE (different
+ * devices), TFC_ERR_OOM;
+ * *out untouched on error. Thread-safety: any threads.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_lt(const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_le(const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_gt(const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_ge(const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_eq(const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_ne(const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_lt_scalar(const tfc_tensor *x, double s, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_le_scalar(const tfc_tensor *x, double s, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_gt_scalar(const tfc_tensor *x, double s, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_ge_scalar(const tfc_tensor *x, double s, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_eq_scalar(const tfc_tensor *x, double s, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_ne_scalar(const tfc_tensor *x, double s, tfc_tensor **out);
+
+/*
+ * any / all: whether any (every) element is non-zero over the ndims dims
+ * listed in dims (negative counts from the end; ndims == 0 with dims NULL
+ * = all dims), giving a bool tensor (keepdim keeps the dims as size 1).
+ * Any dtype; NaN counts as non-zero; over no elements any is false and all
+ * is true, as torch. Not differentiable; TFC_ERR_UNSUPPORTED on CUDA for
+ * now, as the comparisons. Errors: TFC_ERR_INVALID_ARG (NULL x or out, a
+ * dim out of range or listed twice), TFC_ERR_DEVICE,
+ * TFC_ERR_OOM. Thread-safety: any threads.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_any(const tfc_tensor *x, const int32_t *dims /* nullable when ndims == 0 */,
+                                         int32_t ndims, int32_t keepdim, tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_all(const tfc_tensor *x, const int32_t *dims /* nullable when ndims == 0 */,
+                                         int32_t ndims, int32_t keepdim, tfc_tensor **out);
+
+/*
+ * Inclusive prefix sum along dim (torch.cumsum): out[..., j, ...] =
+ * Σ_{k ≤ j} x[..., k, ...]; x's shape and dtype (f32/f64; summed in double
+ * on the CPU). A 0-d x takes dim 0 or -1. Backward: the reversed prefix
+ * sum of dy. Errors: TFC_ERR_INVALID_ARG (NULL x/out, dim out of range),
+ * TFC_ERR_DTYPE, TFC_ERR_DEVICE, TFC_ERR_UNSUPPORTED (on CUDA: the cumsum
+ * entry is CPU-only so far), TFC_ERR_OOM. Thread-safety as every op.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_cumsum(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim,
+                                            tfc_tensor **out);
+
+/*
+ * triu / tril: x with the elements of each matrix (the last two dims)
+ * below (above) diagonal zeroed: triu keeps column − row ≥ diagonal, tril
+ * column − row ≤ diagonal (0 = the main diagonal, > 0 above it). The
+ * gradient is dy under the same mask. Errors: TFC_ERR_INVALID_ARG (NULL
+ * x/out), TFC_ERR_DTYPE, TFC_ERR_SHAPE (x has fewer than 2 dims),
+ * TFC_ERR_DEVICE, TFC_ERR_OOM. Thread-safety as every op.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_triu(tfc_graph *g /* nullable */, const tfc_tensor *x, int64_t diagonal,
+                                          tfc_tensor **out);
+TFC_API TFC_NODISCARD tfc_status tfc_tril(tfc_graph *g /* nullable */, const tfc_tensor *x, int64_t diagonal,
+                                          tfc_tensor **out);
+
+/*
+ * Sort along dim, ascending (descending != 0: descending), stably (equal
+ * values keep their order; NaN sorts above every number, as torch): new
+ * *values (x's dtype) and *indices (i64, positions along dim), x's shape.
+ * values are differentiable (dy scattered back to the sorted positions).
+ * A 0-d x takes dim 0 or -1. tfc_argsort gives only the indices and
+ * records nothing. Errors: TFC_ERR_INVALID_ARG (NULL argument, dim out of
+ * range), TFC_ERR_DTYPE (x not f32/f64), TFC_ERR_UNSUPPORTED (on CUDA, whose
+ * topk entry is CPU-only), TFC_ERR_OOM; outputs untouched on error.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_sort(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t dim,
+                                          int32_t descending, tfc_tensor **values, tfc_tensor **indices);
+TFC_API TFC_NODISCARD tfc_status tfc_argsort(const tfc_tensor *x, int32_t dim, int32_t descending, tfc_tensor **out);
+
+/*
+ * One-hot encoding (torch.nn.functional.one_hot): ids (i64 or i32, any
+ * shape, on any device) → new i64 [..., num_classes] on the ids' device,
+ * 1 at the id's position and 0 elsewhere. num_classes -1 means max(ids) + 1.
+ * The ids are read to the host once to be checked. Not differentiable.
+ * Errors: TFC_ERR_INVALID_ARG (NULL argument, num_classes < -1, an id < 0
+ * or >= num_classes, -1 with empty ids), TFC_ERR_DTYPE (ids not i32/i64),
+ * TFC_ERR_SHAPE (ids already has TFC_MAX_DIMS dims), TFC_ERR_OOM.
+ * Thread-safety: any threads.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_one_hot(const tfc_tensor *ids, int64_t num_classes, tfc_tensor **out);
+
+/*
+ * num_samples category indices per row of probs (1-D [n] → [num_samples],
+ * 2-D [rows, n] → [rows, num_samples], i64), drawn with probability
+ * proportional to the weights (non-negative, finite, not necessarily
+ * normalised; torch.multinomial). Without replacement (replacement == 0)
+ * a drawn category is not drawn again in its row. The randomness is the
+ * Philox stream (seed, offset), as tfc_dropout: draw k of row r uses block
+ * offset + r · num_samples + k, so the caller advances its offset by
+ * rows · num_samples. Not differentiable. Errors: TFC_ERR_INVALID_ARG
+ * (NULL argument; num_samples < 1; without replacement num_samples above n
+ * or above a row's count of non-zero weights; a negative, NaN or infinite
+ * weight; a row summing to 0 — nothing written), TFC_ERR_DTYPE (probs not
+ * f32/f64), TFC_ERR_SHAPE (probs not 1-D/2-D or n == 0),
+ * TFC_ERR_UNSUPPORTED (on CUDA: CPU-only so far), TFC_ERR_OOM.
+ * Thread-safety: any threads.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_multinomial(const tfc_tensor *probs, int64_t num_samples, int32_t replacement,
+                                                 uint64_t seed, uint64_t offset, tfc_tensor **out);
 
 #ifdef __cplusplus
 }

@@ -44,7 +44,7 @@
 #include "backend/view.h"
 #include "tfcore/core.h"
 
-#define TFC_BACKEND_ABI 7
+#define TFC_BACKEND_ABI 8
 
 /* ---- problems ----------------------------------------------------------- */
 
@@ -323,6 +323,41 @@ typedef struct tfc_topk_problem {
     void *dx;
 } tfc_topk_problem;
 
+/*
+ * Inclusive prefix sum along the middle dim of contiguous x [outer, d, inner]:
+ * out[o, j, i] = Σ_{j' ≤ j} x[o, j', i], or Σ_{j' ≥ j} when reverse (the
+ * backward of a cumsum). out may not alias x. f32 is summed in double.
+ */
+typedef struct tfc_cumsum_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int64_t outer, d, inner;
+    int32_t reverse;
+    const void *x;
+    void *out;
+} tfc_cumsum_problem;
+
+/*
+ * num_samples draws per row from the categorical distribution of each row
+ * of contiguous probs [rows, n] (non-negative finite weights, not
+ * necessarily normalised) into out [rows, num_samples] (i64 category
+ * indices). Without replacement a chosen category's weight is removed for
+ * the row's later draws. Draw k of row r reads uniform number
+ * r · num_samples + k of the Philox stream (seed, offset), so results do
+ * not depend on the thread count. A negative, NaN or infinite weight, a
+ * row summing to 0, or (without replacement) fewer positive weights than
+ * num_samples is TFC_ERR_INVALID_ARG, found before anything is written.
+ */
+typedef struct tfc_multinomial_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int64_t rows, n, num_samples;
+    int32_t replacement;
+    uint64_t seed, offset;
+    const void *probs;
+    int64_t *out;
+} tfc_multinomial_problem;
+
 /* Inverted dropout of n contiguous elements: out_i = u_i ≥ p ? x_i / (1 − p) : 0, u_i uniform (seed, offset, i). */
 typedef struct tfc_dropout_problem {
     int32_t device;
@@ -547,6 +582,9 @@ typedef struct tfc_backend {
     /* indexed reads and writes (ABI 7): gather, index_select, scatter_add, index_put */
     tfc_status (*gather)(const tfc_index_problem *p);
     tfc_status (*scatter)(const tfc_index_problem *p);
+    /* ABI 8: prefix sums (tfc_cumsum) and categorical sampling (tfc_multinomial) */
+    tfc_status (*cumsum)(const tfc_cumsum_problem *p);
+    tfc_status (*multinomial)(const tfc_multinomial_problem *p);
 } tfc_backend;
 
 /* The entry point a backend module exports (dlsym name "tfc_backend_module_get"). */

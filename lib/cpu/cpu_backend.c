@@ -250,6 +250,11 @@ static tfc_status cpu_topk_backward(const tfc_topk_problem *p) {
     return TFC_OK;
 }
 
+static tfc_status cpu_cumsum(const tfc_cumsum_problem *p) {
+    tfc_cpu_cumsum(p);
+    return TFC_OK;
+}
+
 /* ---- optimizers ---- */
 
 static tfc_status cpu_optim_step(const tfc_optim_problem *p) {
@@ -338,4 +343,6 @@ const tfc_backend tfc_cpu_backend = {
     .qlinear = tfc_cpu_qlinear,
     .gather = tfc_cpu_gather,
     .scatter = tfc_cpu_scatter,
+    .cumsum = cpu_cumsum,
+    .multinomial = tfc_cpu_multinomial,
 };

@@ -32,9 +32,21 @@ static inline float FN(vtanh)(float x) {
 }
 #define TANH(x) FN(vtanh)(x)
 #define POW(x, y) powf(x, y)
+#define FABS(x) fabsf(x)
+#define SIN(x) sinf(x)
+#define COS(x) cosf(x)
+#define FLOOR(x) floorf(x)
+#define CEIL(x) ceilf(x)
+#define RINT(x) rintf(x)
 #else
 #define TANH(x) tanh(x)
 #define POW(x, y) pow(x, y)
+#define FABS(x) fabs(x)
+#define SIN(x) sin(x)
+#define COS(x) cos(x)
+#define FLOOR(x) floor(x)
+#define CEIL(x) ceil(x)
+#define RINT(x) rint(x)
 #endif
 
 /* One row of `inner` elements: contiguous fast path, else strided. */
@@ -106,5 +118,11 @@ static void FN(map)(tfc_map_op op, const tfc_sview *out, const tfc_sview *av, co
 #undef MAP_ROW
 #undef TANH
 #undef POW
+#undef FABS
+#undef SIN
+#undef COS
+#undef FLOOR
+#undef CEIL
+#undef RINT
 
 #endif /* TFC_T */

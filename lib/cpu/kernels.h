@@ -105,6 +105,12 @@ tfc_status tfc_cpu_gather(const tfc_index_problem *p);
 tfc_status tfc_cpu_scatter(const tfc_index_problem *p);
 void tfc_cpu_topk_backward(const tfc_topk_problem *p);
 
+/* Inclusive prefix sums along a dim, forward or reversed (tfc_cumsum_problem). */
+void tfc_cpu_cumsum(const tfc_cumsum_problem *p);
+
+/* Categorical draws (tfc_multinomial_problem); TFC_ERR_INVALID_ARG for bad weights, TFC_ERR_OOM. */
+tfc_status tfc_cpu_multinomial(const tfc_multinomial_problem *p);
+
 /* The CPU's backend table. */
 extern const tfc_backend tfc_cpu_backend;
 

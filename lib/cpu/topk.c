@@ -15,14 +15,26 @@ typedef struct ranked {
     int64_t i;
 } ranked;
 
+/*
+ * NaN ranks above every number (torch's order for sort and topk), so the
+ * comparison stays a total order: without this, x != y holds for a NaN
+ * and qsort's result would depend on where the NaN sat.
+ */
+static int cmp_value(double x, double y) {
+    int xn = x != x, yn = y != y;
+    if (xn || yn) return xn - yn;
+    return x < y ? -1 : x > y;
+}
 static int cmp_desc(const void *a, const void *b) {
     const ranked *x = a, *y = b;
-    if (x->v != y->v) return x->v < y->v ? 1 : -1;
+    int c = cmp_value(y->v, x->v);
+    if (c) return c;
     return x->i < y->i ? -1 : x->i > y->i;
 }
 static int cmp_asc(const void *a, const void *b) {
     const ranked *x = a, *y = b;
-    if (x->v != y->v) return x->v > y->v ? 1 : -1;
+    int c = cmp_value(x->v, y->v);
+    if (c) return c;
     return x->i < y->i ? -1 : x->i > y->i;
 }
 

@@ -52,10 +52,10 @@ LIMITS = {"int32_t": ("INT32_MIN", "INT32_MAX"), "int64_t": ("INT64_MIN", "INT64
 # requires it to be refused (with fn and the parameter named).
 NONNEG = {"n", "ndim", "ndims", "cap", "batch", "B", "T", "max_new", "n_prompt", "n_seq", "n_paths", "n_meta", "vocab_size",
           "length", "k", "top_k", "i", "id", "group", "warmup", "total", "begin", "n_in", "n_out"}
-NONNEG_BY_FN = {("tfc_slice", "step"), ("tfc_lr_constant", "step"), ("tfc_lr_cosine", "step"),
+NONNEG_BY_FN = {("tfc_multinomial", "num_samples"), ("tfc_slice", "step"), ("tfc_lr_constant", "step"), ("tfc_lr_cosine", "step"),
                 ("tfc_lr_linear", "step"), ("tfc_lr_inverse_sqrt", "step"), ("tfc_set_num_threads", "n")}
 # Integer parameters also tried at their type's extremes (INT_MIN, INT_MAX).
-EXTREME = NONNEG | {"dim", "dim0", "dim1", "start", "end", "step", "max_per_dim", "device_index", "correction",
+EXTREME = NONNEG | {"num_samples", "num_classes", "diagonal", "dim", "dim0", "dim1", "start", "end", "step", "max_per_dim", "device_index", "correction",
                     "ignore_index", "root"}
 # Counts of a caller's array: the library cannot see past the array, so a
 # too-large count is the caller's bug, not a case to try.
@@ -238,6 +238,13 @@ FIXTURES = {
     "tfc_concat": {"xs": "fx_tensors(2, %s, %s)" % (T23, T23), "n": "2"},
     "tfc_split": {"sizes": dims64(1, 1), "n": "2", "outs": "fx_out_tensors(2)"},
     "tfc_topk": {"k": "1", "dim": "1"},
+    "tfc_one_hot": {"ids": IDS2, "num_classes": "3"},
+    "tfc_multinomial": {"probs": t(2, 3), "num_samples": "2"},
+    "tfc_sort": {"dim": "1"},
+    "tfc_argsort": {"dim": "-1"},
+    "tfc_cumsum": {"dim": "1"},
+    "tfc_triu": {"diagonal": "1"},
+    "tfc_tril": {"diagonal": "-1"},
     "tfc_view": {"dims": dims64(3, 2)},
     "tfc_reshape": {"dims": dims64(3, 2)},
     "tfc_permute": {"ndim": "2"},

@@ -396,5 +396,94 @@ TEST(index_ops_dispatch_through_the_table) {
     CHECK(r == sentinel);
     tfc_tensor *all[] = {x, xc, i, ic};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) tfc_tensor_release(all[k]);
+}
+
+/* The issue #16 ops run through the table on "cuda:0" as on the CPU; their NULL entries and mixed devices fail. */
+static double *host_vals(const tfc_tensor *t) {
+    tfc_tensor *c = NULL, *h = NULL;
+    int64_t n = tfc_tensor_numel(t);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    CHECK_OK(tfc_tensor_to_device(t, TFC_DEVICE_CPU, 0, &h));
+    CHECK_OK(tfc_cast(NULL, h, TFC_DTYPE_F64, &c));
+    CHECK_OK(tfc_tensor_copy_to_host(c, v, sizeof(double) * (size_t)n));
+    tfc_tensor_release(c);
+    tfc_tensor_release(h);
+    return v;
+}
+
+TEST(new_ops_follow_the_table_and_refuse_missing_entries_and_mixed_devices) {
+    const int64_t d[2] = {3, 4};
+    double v[12] = {0.5, -1.5, 2.5, 0.0, 3.0, -0.25, 1.0, 1.0, -2.0, 0.75, 4.0, 0.125};
+    tfc_tensor *x = NULL, *y = NULL;
+    CHECK_OK(tfc_tensor_from_data(v, d, 2, TFC_DTYPE_F64, &x));
+    tfc_backend *sb = standin_install();
+    CHECK_OK(tfc_tensor_to_device(x, TFC_DEVICE_CUDA, 0, &y));
+    for (int k = 0; k < 7; k++) {
+        tfc_tensor *rc = NULL, *rs = NULL, *ic = NULL, *is = NULL;
+        switch (k) {
+        case 0:
+            CHECK_OK(tfc_cumsum(NULL, x, 1, &rc));
+            CHECK_OK(tfc_cumsum(NULL, y, 1, &rs));
+            break;
+        case 1:
+            CHECK_OK(tfc_clamp(NULL, x, -1, 1, &rc));
+            CHECK_OK(tfc_clamp(NULL, y, -1, 1, &rs));
+            break;
+        case 2:
+            CHECK_OK(tfc_lt_scalar(x, 0.5, &rc));
+            CHECK_OK(tfc_lt_scalar(y, 0.5, &rs));
+            break;
+        case 3:
+            CHECK_OK(tfc_triu(NULL, x, 0, &rc));
+            CHECK_OK(tfc_triu(NULL, y, 0, &rs));
+            break;
+        case 4:
+            CHECK_OK(tfc_any(x, NULL, 0, 0, &rc));
+            CHECK_OK(tfc_any(y, NULL, 0, 0, &rs));
+            break;
+        case 5:
+            CHECK_OK(tfc_sort(NULL, x, 1, 1, &rc, &ic));
+            CHECK_OK(tfc_sort(NULL, y, 1, 1, &rs, &is));
+            break;
+        default: {
+            tfc_tensor *px = NULL, *py = NULL;
+            CHECK_OK(tfc_abs(NULL, x, &px));
+            CHECK_OK(tfc_abs(NULL, y, &py));
+            CHECK(tfc_tensor_device_type(py) == TFC_DEVICE_CUDA);
+            CHECK_OK(tfc_multinomial(px, 5, 1, 42, 0, &rc));
+            CHECK_OK(tfc_multinomial(py, 5, 1, 42, 0, &rs));
+            tfc_tensor_release(px), tfc_tensor_release(py);
+        }
+        }
+        CHECK(tfc_tensor_device_type(rs) == TFC_DEVICE_CUDA);
+        int64_t n = tfc_tensor_numel(rc);
+        double *a = host_vals(rc), *b = host_vals(rs);
+        for (int64_t i = 0; i < n; i++) CHECK(a[i] == b[i]);
+        free(a), free(b);
+        if (ic) {
+            a = host_vals(ic), b = host_vals(is);
+            for (int64_t i = 0; i < n; i++) CHECK(a[i] == b[i]);
+            free(a), free(b);
+        }
+        tfc_tensor_release(rc), tfc_tensor_release(rs), tfc_tensor_release(ic), tfc_tensor_release(is);
+    }
+    /* what the CUDA module leaves NULL (cumsum, multinomial, topk) */
+    sb->cumsum = NULL;
+    sb->multinomial = NULL;
+    sb->topk = NULL;
+    tfc_tensor *r = NULL, *r2 = NULL, *sentinel = (tfc_tensor *)&r;
+    r = sentinel;
+    CHECK_ERR(tfc_cumsum(NULL, y, 0, &r), TFC_ERR_UNSUPPORTED,
+              "tfc_cumsum: cumsum is not implemented on cuda:0 for f64");
+    CHECK_ERR(tfc_multinomial(y, 1, 1, 0, 0, &r), TFC_ERR_UNSUPPORTED,
+              "tfc_multinomial: multinomial is not implemented on cuda:0");
+    CHECK_ERR(tfc_sort(NULL, y, 0, 0, &r, &r2), TFC_ERR_UNSUPPORTED, "tfc_sort: tfc_topk: topk is not implemented");
+    CHECK(r == sentinel);
+    /* mixed devices */
+    CHECK_ERR(tfc_lt(x, y, &r), TFC_ERR_DEVICE, "tfc_lt: a lives on cpu but b lives on cuda:0");
+    CHECK_ERR(tfc_maximum(NULL, y, x, &r), TFC_ERR_DEVICE, "tfc_maximum: a lives on cuda:0 but b lives on cpu");
+    CHECK(r == sentinel);
+    tfc_tensor_release(y);
+    tfc_tensor_release(x);
     standin_remove();
 }

@@ -158,6 +158,30 @@ static double ref_map(int op, double a, double b, double c, double p) {
     case TFC_MAP_POW_S_BWD: return a * p * pow(b, p - 1.0);
     case TFC_MAP_DIV_BWD_B: return -a * c / b;
     case TFC_MAP_RDIV_S_BWD: return -a * c / b;
+    case TFC_MAP_ABS: return fabs(a);
+    case TFC_MAP_SIGN: return a > 0 ? 1.0 : a < 0 ? -1.0 : 0.0;
+    case TFC_MAP_SIN: return sin(a);
+    case TFC_MAP_COS: return cos(a);
+    case TFC_MAP_FLOOR: return floor(a);
+    case TFC_MAP_CEIL: return ceil(a);
+    case TFC_MAP_ROUND: return nearbyint(a);
+    case TFC_MAP_MAX_S: return a < p ? p : a;
+    case TFC_MAP_MIN_S: return a > p ? p : a;
+    case TFC_MAP_MAXIMUM: return a > b ? a : b;
+    case TFC_MAP_MINIMUM: return a < b ? a : b;
+    case TFC_MAP_LT: return a < b;
+    case TFC_MAP_LE: return a <= b;
+    case TFC_MAP_GT: return a > b;
+    case TFC_MAP_GE: return a >= b;
+    case TFC_MAP_EQ: return a == b;
+    case TFC_MAP_NE: return a != b;
+    case TFC_MAP_ABS_BWD: return b > 0 ? a : b < 0 ? -a : 0.0;
+    case TFC_MAP_SIN_BWD: return a * cos(b);
+    case TFC_MAP_COS_BWD: return -a * sin(b);
+    case TFC_MAP_MAX_S_BWD: return b >= p ? a : 0.0;
+    case TFC_MAP_MIN_S_BWD: return b <= p ? a : 0.0;
+    case TFC_MAP_MAXIMUM_BWD: return b > c ? a : b == c ? a * 0.5 : 0.0;
+    case TFC_MAP_MINIMUM_BWD: return b < c ? a : b == c ? a * 0.5 : 0.0;
     default: return NAN; /* MASK_SELECT is checked apart */
     }
 }
@@ -165,7 +189,8 @@ static double ref_map(int op, double a, double b, double c, double p) {
 /* Maps through libm-style functions: the unary tolerance (2x) of the original test. */
 static int map_is_transcendental(int op) {
     return op == TFC_MAP_EXP || op == TFC_MAP_LOG || op == TFC_MAP_SQRT || op == TFC_MAP_RSQRT || op == TFC_MAP_TANH ||
-        op == TFC_MAP_SIGMOID || op == TFC_MAP_POW_S || op == TFC_MAP_POW_S_BWD;
+        op == TFC_MAP_SIGMOID || op == TFC_MAP_POW_S || op == TFC_MAP_POW_S_BWD || op == TFC_MAP_SIN ||
+        op == TFC_MAP_COS || op == TFC_MAP_SIN_BWD || op == TFC_MAP_COS_BWD;
 }
 
 /* n values with |v| in [0.5, 2), every other one negative (negation is exact in bf16). */

@@ -64,6 +64,8 @@ TEST(every_entry_but_the_cpu_only_ones_is_filled) {
           a->coll_all_gather && a->coll_reduce_scatter);
     /* ABI 7: gather and scatter (indexing), CPU-only so far. */
     CHECK(a->gather == NULL && a->scatter == NULL);
+    /* ABI 8: cumsum and multinomial, CPU-only so far. */
+    CHECK(a->cumsum == NULL && a->multinomial == NULL);
 }
 
 TEST(what_cuda_does_not_offer_is_refused_before_the_device) {

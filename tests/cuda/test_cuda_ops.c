@@ -234,6 +234,43 @@ TEST(unary_and_scalar_maps) {
     tfc_tensor_release(p);
 }
 
+/* issue #16's maps: inputs kept away from the kinks (0 for abs, the clamp bounds, the roundings' steps) */
+UNARY(f_abs, tfc_abs(g, x[0], o))
+UNARY(f_sign, tfc_sign(g, x[0], o))
+UNARY(f_sin, tfc_sin(g, x[0], o))
+UNARY(f_cos, tfc_cos(g, x[0], o))
+UNARY(f_floor, tfc_floor(g, x[0], o))
+UNARY(f_ceil, tfc_ceil(g, x[0], o))
+UNARY(f_round, tfc_round(g, x[0], o))
+UNARY(f_clamp, tfc_clamp(g, x[0], -1.0, 1.0, o))
+UNARY(f_maximum, tfc_maximum(g, x[0], x[1], o))
+UNARY(f_minimum, tfc_minimum(g, x[0], x[1], o))
+UNARY(f_triu, tfc_triu(g, x[0], 1, o))
+
+TEST(issue16_maps_and_triu) {
+    const int64_t d[2] = {33, 17}, dr[1] = {17};
+    tfc_tensor *s = rand_t(d, 2, -3, 3), *r = rand_t(dr, 1, -3, 3);
+    float *v = tfc_tensor_data(s);
+    for (int64_t i = 0; i < tfc_tensor_numel(s); i++) { /* off 0, ±1 and the half-integers */
+        float f = v[i] - floorf(v[i]);
+        if (fabsf(f) < 0.05f || fabsf(f - 0.5f) < 0.05f || fabsf(f - 1) < 0.05f) v[i] += 0.1f;
+    }
+    tfc_tensor *two[2] = {s, r};
+    check_op("abs", f_abs, &s, 1, 1, 1e-6);
+    check_op("sign", f_sign, &s, 1, 1, 0);
+    check_op("sin", f_sin, &s, 1, 1, 1e-5);
+    check_op("cos", f_cos, &s, 1, 1, 1e-5);
+    check_op("floor", f_floor, &s, 1, 1, 0);
+    check_op("ceil", f_ceil, &s, 1, 1, 0);
+    check_op("round", f_round, &s, 1, 1, 0);
+    check_op("clamp", f_clamp, &s, 1, 1, 1e-6);
+    check_op("maximum", f_maximum, two, 2, 3, 1e-6);
+    check_op("minimum", f_minimum, two, 2, 3, 1e-6);
+    check_op("triu", f_triu, &s, 1, 1, 1e-6);
+    tfc_tensor_release(s);
+    tfc_tensor_release(r);
+}
+
 /* ---- reductions, views --------------------------------------------------------------- */
 
 UNARY(f_sum02, tfc_sum(g, x[0], (int32_t[]){0, 2}, 2, 0, o))
@@ -434,6 +471,10 @@ TEST(errors_on_real_cuda_tensors) {
     CHECK_ERR(tfc_add(NULL, ca, a, &r), TFC_ERR_DEVICE, "tfc_add: a lives on cuda:0 but b lives on cpu");
     CHECK_ERR(tfc_max(NULL, ca, (int32_t[]){1}, 1, 0, &r), TFC_ERR_UNSUPPORTED, "only sums and means run on CUDA");
     CHECK_ERR(tfc_gelu(NULL, ca, TFC_GELU_ERF, &r), TFC_ERR_UNSUPPORTED, "the erf form of GELU");
+    /* issue #16 ops without a CUDA path yet: refused, never computed wrongly */
+    CHECK_ERR(tfc_cumsum(NULL, ca, 1, &r), TFC_ERR_UNSUPPORTED, "tfc_cumsum: cumsum is not implemented on cuda:0");
+    CHECK_ERR(tfc_multinomial(ca, 1, 1, 0, 0, &r), TFC_ERR_UNSUPPORTED, "tfc_multinomial");
+    CHECK_ERR(tfc_lt_scalar(ca, 0.0, &r), TFC_ERR_UNSUPPORTED, "tfc_lt_scalar");
     CHECK(r == NULL);
     tfc_tensor_release(a);
     tfc_tensor_release(ca);

@@ -21,6 +21,8 @@ from .functional import (argmax, argmin, attention, cat, chunk, concat, cross_en
                          min, permute, relu, reshape, rsqrt, scaled_dot_product_attention, sigmoid, softmax,
                          split, sqrt, squeeze, stack, std, sum, tanh, topk, transpose, unsqueeze, var, where)
 from .functional import gather, index_select, masked_select, nonzero, scatter_add  # noqa: E402 (indexing ops)
+from .functional import (abs, all, any, argsort, ceil, clamp, clip, cos, cumsum, eq, floor, ge, gt, le, lt,  # noqa: A001
+                         maximum, minimum, multinomial, ne, round, sign, sin, sort, tril, triu)
 from .dlpack import from_dlpack
 from . import autograd, distributed, functional, kernels, optim  # noqa: F401
 from .tokenizer import Tokenizer

@@ -5,6 +5,9 @@ tfcore.autograd)."""
 import math
 import numbers
 import operator
+from collections import namedtuple as _namedtuple
+
+import numpy as _np
 
 from . import autograd as _ag
 from ._lib import check, ffi, lib
@@ -503,3 +506,200 @@ def masked_select(input, mask):
         raise TypeError("tfcore.masked_select: input and mask must be tensors, got %s and %s"
                         % (type(input).__name__, type(mask).__name__))
     return _call(lib.tfc_masked_select, _ag.graph_for(input), input._h, mask._h)
+# ---- issue #16: pointwise, comparisons, scans, sorting, sampling -------------------
+# (defined after the builtins are saved above: abs, round, any and all shadow them here)
+
+builtin_abs = _builtins.abs
+Sort = _namedtuple("Sort", ["values", "indices"])
+
+
+def _need_tensor(fname, name, x):
+    if not isinstance(x, Tensor):
+        raise TypeError("tfcore.%s: %s must be a Tensor, not %s" % (fname, name, type(x).__name__))
+    return x
+
+
+def _unary_checked(fname, fn, x):
+    return _unary(fn, _need_tensor(fname, "input", x))
+
+
+def abs(x):
+    return _unary_checked("abs", lib.tfc_abs, x)
+
+
+def sign(x):
+    return _unary_checked("sign", lib.tfc_sign, x)
+
+
+def sin(x):
+    return _unary_checked("sin", lib.tfc_sin, x)
+
+
+def cos(x):
+    return _unary_checked("cos", lib.tfc_cos, x)
+
+
+def floor(x):
+    return _unary_checked("floor", lib.tfc_floor, x)
+
+
+def ceil(x):
+    return _unary_checked("ceil", lib.tfc_ceil, x)
+
+
+def round(x):
+    """Round half to even, as torch.round."""
+    return _unary_checked("round", lib.tfc_round, x)
+
+
+def _bound(name, v):
+    if v is None or isinstance(v, Tensor):
+        return v
+    if isinstance(v, numbers.Real) and not isinstance(v, bool):
+        return float(v)
+    raise TypeError("tfcore.clamp: %s must be a number, a Tensor or None, not %s" % (name, type(v).__name__))
+
+
+def clamp(x, min=None, max=None):
+    """min(max(x, min), max); either bound may be None (not both), a number or a Tensor (broadcast)."""
+    _need_tensor("clamp", "input", x)
+    lo, hi = _bound("min", min), _bound("max", max)
+    if lo is None and hi is None:
+        raise ValueError("tfcore.clamp: at least one of min and max must not be None")
+    if isinstance(lo, Tensor) or isinstance(hi, Tensor):
+        # where, not maximum/minimum: at x == bound torch gives x the whole
+        # gradient (maximum would split it), and NaN in x stays NaN.
+        out = x
+        if lo is not None:
+            lo = lo if isinstance(lo, Tensor) else tensor(lo, dtype=x.dtype)
+            out = where(out < lo, lo, out)
+        if hi is not None:
+            hi = hi if isinstance(hi, Tensor) else tensor(hi, dtype=x.dtype)
+            out = where(out > hi, hi, out)
+        return out
+    lo = -math.inf if lo is None else lo
+    hi = math.inf if hi is None else hi
+    if lo != lo or hi != hi:
+        raise ValueError("tfcore.clamp: a bound is NaN")
+    return _call(lib.tfc_clamp, _ag.graph_for(x), x._h, lo, hi)
+
+
+clip = clamp
+
+
+def maximum(a, b):
+    """Elementwise max (broadcast); gradient split in half at ties, as torch."""
+    _need_tensor("maximum", "input", a)
+    _need_tensor("maximum", "other", b)
+    return _call(lib.tfc_maximum, _ag.graph_for(a, b), a._h, b._h)
+
+
+def minimum(a, b):
+    _need_tensor("minimum", "input", a)
+    _need_tensor("minimum", "other", b)
+    return _call(lib.tfc_minimum, _ag.graph_for(a, b), a._h, b._h)
+
+
+_CMP = {"lt": (lib.tfc_lt, lib.tfc_lt_scalar), "le": (lib.tfc_le, lib.tfc_le_scalar),
+        "gt": (lib.tfc_gt, lib.tfc_gt_scalar), "ge": (lib.tfc_ge, lib.tfc_ge_scalar),
+        "eq": (lib.tfc_eq, lib.tfc_eq_scalar), "ne": (lib.tfc_ne, lib.tfc_ne_scalar)}
+
+
+def _compare(name, a, b):
+    """a <op> b as a bool tensor; a is a Tensor, b a Tensor, a number or array-like."""
+    tensor_fn, scalar_fn = _CMP[name]
+    if isinstance(b, Tensor):
+        return _call(tensor_fn, a._h, b._h)
+    if isinstance(b, (numbers.Number, _np.generic)) and not isinstance(b, complex):
+        return _call(scalar_fn, a._h, float(b))
+    if b is None or isinstance(b, (str, bytes, dict, set)):
+        raise TypeError("tfcore.%s: cannot compare a Tensor with %s" % (name, type(b).__name__))
+    return _call(tensor_fn, a._h, tensor(b)._h)
+
+
+def lt(a, b):
+    return _compare("lt", _need_tensor("lt", "input", a), b)
+
+
+def le(a, b):
+    return _compare("le", _need_tensor("le", "input", a), b)
+
+
+def gt(a, b):
+    return _compare("gt", _need_tensor("gt", "input", a), b)
+
+
+def ge(a, b):
+    return _compare("ge", _need_tensor("ge", "input", a), b)
+
+
+def eq(a, b):
+    return _compare("eq", _need_tensor("eq", "input", a), b)
+
+
+def ne(a, b):
+    return _compare("ne", _need_tensor("ne", "input", a), b)
+
+
+less, less_equal, greater, greater_equal, not_equal = lt, le, gt, ge, ne
+
+
+def _any_all(fname, fn, x, dim, keepdim):
+    _need_tensor(fname, "input", x)
+    d, n = _dims_arg(dim)
+    return _call(fn, x._h, d, n, 1 if keepdim else 0)
+
+
+def any(x, dim=None, keepdim=False):
+    """Whether any element is non-zero (over dim, or everything): a bool tensor."""
+    return _any_all("any", lib.tfc_any, x, dim, keepdim)
+
+
+def all(x, dim=None, keepdim=False):
+    return _any_all("all", lib.tfc_all, x, dim, keepdim)
+
+
+def cumsum(x, dim):
+    _need_tensor("cumsum", "input", x)
+    return _call(lib.tfc_cumsum, _ag.graph_for(x), x._h, operator.index(dim))
+
+
+def triu(x, diagonal=0):
+    _need_tensor("triu", "input", x)
+    return _call(lib.tfc_triu, _ag.graph_for(x), x._h, operator.index(diagonal))
+
+
+def tril(x, diagonal=0):
+    _need_tensor("tril", "input", x)
+    return _call(lib.tfc_tril, _ag.graph_for(x), x._h, operator.index(diagonal))
+
+
+def sort(x, dim=-1, descending=False, stable=True):
+    """(values, indices) along dim; always stable (ties keep their order), NaN last ascending."""
+    _need_tensor("sort", "input", x)
+    values = ffi.new("tfc_tensor **")
+    indices = ffi.new("tfc_tensor **")
+    check(lib.tfc_sort(_ag.graph_for(x), x._h, operator.index(dim), 1 if descending else 0, values, indices))
+    return Sort(_wrap(values[0]), _wrap(indices[0]))
+
+
+def argsort(x, dim=-1, descending=False, stable=True):
+    _need_tensor("argsort", "input", x)
+    return _call(lib.tfc_argsort, x._h, operator.index(dim), 1 if descending else 0)
+
+
+def one_hot(ids, num_classes=-1):
+    """int64 [..., num_classes] with a 1 at each id (torch.nn.functional.one_hot)."""
+    _need_tensor("one_hot", "tensor", ids)
+    return _call(lib.tfc_one_hot, ids._h, operator.index(num_classes))
+
+
+def multinomial(probs, num_samples, replacement=False, seed=None):
+    """num_samples category indices per row of probs (1-D or 2-D, non-negative weights).
+    The draws come from tfcore's Philox stream (tfcore.manual_seed) or from (seed, 0)."""
+    _need_tensor("multinomial", "input", probs)
+    num_samples = operator.index(num_samples)
+    rows = probs.shape[0] if probs.ndim == 2 else 1
+    # The kernel reads one Philox block per draw; _draw counts values, four to a block.
+    s, off = (int(seed), 0) if seed is not None else _draw(4 * rows * builtin_max(num_samples, 0))
+    return _call(lib.tfc_multinomial, probs._h, num_samples, 1 if replacement else 0, s, off)

@@ -774,6 +774,111 @@ class Tensor:
     def pow(self, exponent):
         return self ** exponent
 
+    # -- issue #16: comparisons (bool tensors), pointwise, scans, sorting, sampling --
+    # __eq__ makes Python drop the inherited hash; tensors stay hashable by
+    # identity (dict/set keys, as torch), and `t in list` compares by identity first.
+    __hash__ = object.__hash__
+
+    def _cmp(self, name, other):
+        if other is None or not (isinstance(other, (Tensor, numbers.Number, np.generic, np.ndarray, list, tuple))):
+            return NotImplemented
+        return _F._compare(name, self, other)
+
+    def __lt__(self, other):
+        return self._cmp("lt", other)
+
+    def __le__(self, other):
+        return self._cmp("le", other)
+
+    def __gt__(self, other):
+        return self._cmp("gt", other)
+
+    def __ge__(self, other):
+        return self._cmp("ge", other)
+
+    def __eq__(self, other):
+        return self._cmp("eq", other)
+
+    def __ne__(self, other):
+        return self._cmp("ne", other)
+
+    def lt(self, other):
+        return _F.lt(self, other)
+
+    def le(self, other):
+        return _F.le(self, other)
+
+    def gt(self, other):
+        return _F.gt(self, other)
+
+    def ge(self, other):
+        return _F.ge(self, other)
+
+    def eq(self, other):
+        return _F.eq(self, other)
+
+    def ne(self, other):
+        return _F.ne(self, other)
+
+    def __abs__(self):
+        return _F.abs(self)
+
+    def abs(self):
+        return _F.abs(self)
+
+    def sign(self):
+        return _F.sign(self)
+
+    def sin(self):
+        return _F.sin(self)
+
+    def cos(self):
+        return _F.cos(self)
+
+    def floor(self):
+        return _F.floor(self)
+
+    def ceil(self):
+        return _F.ceil(self)
+
+    def round(self):
+        return _F.round(self)
+
+    def clamp(self, min=None, max=None):
+        return _F.clamp(self, min, max)
+
+    clip = clamp
+
+    def maximum(self, other):
+        return _F.maximum(self, other)
+
+    def minimum(self, other):
+        return _F.minimum(self, other)
+
+    def cumsum(self, dim):
+        return _F.cumsum(self, dim)
+
+    def triu(self, diagonal=0):
+        return _F.triu(self, diagonal)
+
+    def tril(self, diagonal=0):
+        return _F.tril(self, diagonal)
+
+    def sort(self, dim=-1, descending=False, stable=True):
+        return _F.sort(self, dim, descending, stable)
+
+    def argsort(self, dim=-1, descending=False, stable=True):
+        return _F.argsort(self, dim, descending, stable)
+
+    def any(self, dim=None, keepdim=False):
+        return _F.any(self, dim, keepdim)
+
+    def all(self, dim=None, keepdim=False):
+        return _F.all(self, dim, keepdim)
+
+    def multinomial(self, num_samples, replacement=False, seed=None):
+        return _F.multinomial(self, num_samples, replacement, seed)
+
     # DLPack (tfcore.dlpack fills these in)
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
         return _dl.to_capsule(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)

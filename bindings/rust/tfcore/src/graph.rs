@@ -230,4 +230,55 @@ impl Graph {
     pub fn index_put(&self, x: &Tensor, index: &Tensor, values: &Tensor, accumulate: bool) -> Result<()> {
         check(unsafe { sys::tfc_index_put(self.g(), x.as_ptr(), index.as_ptr(), values.as_ptr(), accumulate as i32) })
     }
+
+    unary_ops! {
+        /// |x| (gradient sgn(x), 0 at 0).
+        abs => tfc_abs;
+        /// sgn(x): −1, 0 or 1 (0 for NaN); gradient 0.
+        sign => tfc_sign;
+        sin => tfc_sin;
+        cos => tfc_cos;
+        /// ⌊x⌋; gradient 0.
+        floor => tfc_floor;
+        /// ⌈x⌉; gradient 0.
+        ceil => tfc_ceil;
+        /// Round half to even; gradient 0.
+        round => tfc_round;
+    }
+
+    binary_ops! {
+        /// Elementwise max, broadcast; a tie splits the gradient in half (torch 1.13).
+        maximum => tfc_maximum;
+        /// Elementwise min, broadcast; a tie splits the gradient in half.
+        minimum => tfc_minimum;
+    }
+
+    /// min(max(x, min), max); `f64::NEG_INFINITY` / `f64::INFINITY` for a missing bound.
+    pub fn clamp(&self, x: &Tensor, min: f64, max: f64) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_clamp(self.g(), x.as_ptr(), min, max, o) })
+    }
+
+    /// Inclusive prefix sum along dim.
+    pub fn cumsum(&self, x: &Tensor, dim: i32) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_cumsum(self.g(), x.as_ptr(), dim, o) })
+    }
+
+    /// x with the elements below diagonal k of each matrix (last two dims) zeroed.
+    pub fn triu(&self, x: &Tensor, diagonal: i64) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_triu(self.g(), x.as_ptr(), diagonal, o) })
+    }
+
+    /// x with the elements above diagonal k of each matrix zeroed.
+    pub fn tril(&self, x: &Tensor, diagonal: i64) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_tril(self.g(), x.as_ptr(), diagonal, o) })
+    }
+
+    /// Stable sort along dim: (values, i64 indices); values are differentiable.
+    pub fn sort(&self, x: &Tensor, dim: i32, descending: bool) -> Result<(Tensor, Tensor)> {
+        let mut idx: *mut sys::tfc_tensor = ptr::null_mut();
+        let values = make(|o| unsafe { sys::tfc_sort(self.g(), x.as_ptr(), dim, descending as i32, o, &mut idx) })?;
+        let indices = unsafe { Tensor::from_raw(idx) }
+            .ok_or_else(|| Error::new(sys::TFC_ERR_INTERNAL, "tfc_sort returned no indices"))?;
+        Ok((values, indices))
+    }
 }

@@ -290,3 +290,61 @@ impl fmt::Debug for Tensor {
         }
     }
 }
+
+macro_rules! compare_ops {
+    ($($(#[$doc:meta])* $name:ident, $sname:ident => $cfn:ident, $scfn:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(&self, other: &Tensor) -> Result<Tensor> {
+            make(|o| unsafe { sys::$cfn(self.as_ptr(), other.as_ptr(), o) })
+        }
+        $(#[$doc])*
+        pub fn $sname(&self, s: f64) -> Result<Tensor> {
+            make(|o| unsafe { sys::$scfn(self.as_ptr(), s, o) })
+        }
+    )*};
+}
+
+/// Non-differentiable ops of issue #16 (bool / i64 results): nothing is recorded.
+impl Tensor {
+    compare_ops! {
+        /// self < other (broadcast; or against a scalar) as a bool tensor.
+        lt, lt_scalar => tfc_lt, tfc_lt_scalar;
+        /// self <= other as a bool tensor.
+        le, le_scalar => tfc_le, tfc_le_scalar;
+        /// self > other as a bool tensor.
+        gt, gt_scalar => tfc_gt, tfc_gt_scalar;
+        /// self >= other as a bool tensor.
+        ge, ge_scalar => tfc_ge, tfc_ge_scalar;
+        /// self == other as a bool tensor.
+        eq, eq_scalar => tfc_eq, tfc_eq_scalar;
+        /// self != other as a bool tensor.
+        ne, ne_scalar => tfc_ne, tfc_ne_scalar;
+    }
+
+    /// Whether any element is non-zero over dims (empty = all), as bool.
+    pub fn any(&self, dims: &[i32], keepdim: bool) -> Result<Tensor> {
+        let p = if dims.is_empty() { ptr::null() } else { dims.as_ptr() };
+        make(|o| unsafe { sys::tfc_any(self.as_ptr(), p, dims.len() as i32, keepdim as i32, o) })
+    }
+
+    /// Whether every element is non-zero over dims (empty = all), as bool.
+    pub fn all(&self, dims: &[i32], keepdim: bool) -> Result<Tensor> {
+        let p = if dims.is_empty() { ptr::null() } else { dims.as_ptr() };
+        make(|o| unsafe { sys::tfc_all(self.as_ptr(), p, dims.len() as i32, keepdim as i32, o) })
+    }
+
+    /// i64 positions that sort self along dim (stable).
+    pub fn argsort(&self, dim: i32, descending: bool) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_argsort(self.as_ptr(), dim, descending as i32, o) })
+    }
+
+    /// One-hot i64 `[..., num_classes]` of integer ids (-1: max + 1 classes).
+    pub fn one_hot(&self, num_classes: i64) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_one_hot(self.as_ptr(), num_classes, o) })
+    }
+
+    /// num_samples category ids per row of these weights, from the Philox stream (seed, offset).
+    pub fn multinomial(&self, num_samples: i64, replacement: bool, seed: u64, offset: u64) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_multinomial(self.as_ptr(), num_samples, replacement as i32, seed, offset, o) })
+    }
+}
