@@ -13,7 +13,7 @@
  *       c->scale = scale; ...                      // op parameters
  *       tfc_node_set_input(n, 0, q); ...           // where input grads go
  *       s = tfc_node_keep(n, &c->q, q); ...        // what backward reads
- *       tfc_node_attach_output(n, 0, out);         // out->node = n
+ *       s = tfc_node_attach_output(n, 0, out);     // out->node = n; an anomaly error
  *   }
  * and its backward reads them back: const attention_ctx *c = n->ctx; c->q.t.
  * The op computes its output first and records afterwards, so a failing op

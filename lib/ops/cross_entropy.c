@@ -143,7 +143,7 @@ TFC_API tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, con
             s = tfc_node_keep(n, &c->logits, l2);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->targets, t1);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->lse, lse);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, loss);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, loss);
         }
     }
     tfc_tensor_release(l2);
