@@ -15,9 +15,17 @@
  *
  * Lifetimes: the graph keeps its nodes; a node keeps its saved tensors and
  * the leaves it feeds; a tensor keeps the node that produced it. Release
- * order never matters. tfc_graph_clear frees every node's saved tensors
- * (PyTorch's behaviour without retain_graph); backward through a cleared
- * node is a clear TFC_ERR_INVALID_ARG.
+ * order never matters. tfc_graph_clear frees every node's saved tensors;
+ * tfc_graph_backward_ex without retain_graph frees only those of the nodes
+ * its pass went through (PyTorch's behaviour); backward through a cleared
+ * or freed node is a clear TFC_ERR_INVALID_ARG. Nodes that no tensor and
+ * no later node refers to leave the graph by themselves.
+ *
+ * Higher-order gradients: tfc_graph_backward_ex / tfc_autograd_grad with
+ * create_graph record the backward on the graph, as PyTorch does. As
+ * there, a leaf whose .grad was made that way and the graph refer to each
+ * other: set its .grad to NULL (tfc_tensor_set_grad) when done, or the
+ * nodes stay alive with the leaf.
  *
  * Thread-safety: a graph is used by one thread at a time.
  */
