@@ -91,7 +91,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tens
  * replaces it with a new recorded sum instead of adding in place. A seed
  * with history is used as is, so gradients flow into it too. Every node
  * on the path must have a differentiable backward: one that does not (a
- * fused kernel: attention, the fused LM head, cross-entropy, a checkpoint,
+ * fused kernel: attention, the fused LM head, top-k, a checkpoint,
  * custom ops that did not declare it) makes the call fail with
  * TFC_ERR_UNSUPPORTED naming that op, before any gradient is written.
  * PyTorch's default is retain_graph = create_graph.
