@@ -224,8 +224,9 @@ def checkpoint(fn, *inputs, n_out=1):
     from its closure get their gradients too. Dropout inside fn draws the
     same mask in the replay (the stream's state is saved). Returns a Tensor
     (n_out == 1) or a tuple. The function and its closure stay referenced
-    until this thread's graph is cleared (backward without retain_graph,
-    or clear_graph())."""
+    until this thread's tape is empty after a backward without
+    retain_graph (backward frees only its own nodes, and the binding cannot
+    tell which checkpoints those were), or until clear_graph()."""
     from .tensor import _rng, _rng_lock, _wrap
     with _rng_lock:
         rng = dict(_rng)
