@@ -162,9 +162,29 @@ static int same_shape(const tfc_tensor *t, const int64_t *shape, int32_t ndim) {
 static tfc_status accumulate_leaf_on(tfc_graph *rec, tfc_tensor *leaf, tfc_tensor *g) {
     tfc_status s = TFC_OK;
     if (!leaf->grad) {
-        if ((rec && g->requires_grad) || (atomic_load(&g->refcount) == 1 && owns_storage(g))) {
+        if (atomic_load(&g->refcount) == 1 && owns_storage(g)) {
             leaf->grad = g;
             return TFC_OK;
+        }
+        if (rec && g->requires_grad) {
+            /*
+             * Shared with another gradient (add hands dy to both inputs): a
+             * handle of its own, history kept, so a later in-place
+             * accumulation into one .grad cannot show in the other.
+             */
+            tfc_tensor *a;
+            s = tfc_tensor_alias(g, g->shape, g->strides, g->ndim, g->offset, &a);
+            if (s == TFC_OK && g->node) {
+                atomic_fetch_add(&g->node->refcount, 1);
+                a->node = g->node;
+                a->out_index = g->out_index;
+            }
+            if (s == TFC_OK) {
+                a->requires_grad = 1;
+                leaf->grad = a;
+            }
+            tfc_tensor_release(g);
+            return s;
         }
         s = tfc_tensor_clone(g, &leaf->grad);
         tfc_tensor_release(g);

@@ -260,3 +260,39 @@ TEST(detect_anomaly_names_the_op) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfc_tensor_release(all[i]);
     tfc_graph_release(g);
 }
+
+/* create_graph through add hands one gradient to two leaves: each .grad is its own (a later += shows in one only). */
+TEST(create_graph_grads_are_not_shared) {
+    const double v[2] = {1.0, 2.0};
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    tfc_tensor *x = leaf(v, 2), *y = leaf(v, 2), *s = NULL, *q = NULL, *x2 = NULL, *gx = NULL, *gy = NULL;
+    CHECK_OK(tfc_add(g, x, y, &s));
+    CHECK_OK(tfc_mul(g, s, s, &q)); /* ds = 2s, with history: add hands it to both leaves */
+    tfc_tensor *l = sum_all(g, q);
+    CHECK_OK(tfc_graph_backward_ex(g, l, NULL, 1, 1));
+    CHECK_OK(tfc_tensor_grad(x, &gx));
+    CHECK_OK(tfc_tensor_grad(y, &gy));
+    CHECK(gx != gy);
+    tfc_tensor_release(gx);
+    tfc_tensor_release(gy);
+    /* Σ x² adds 2x into x.grad only */
+    CHECK_OK(tfc_mul(g, x, x, &x2));
+    tfc_tensor *l2 = sum_all(g, x2);
+    CHECK_OK(tfc_graph_backward_ex(g, l2, NULL, 0, 0));
+    CHECK_OK(tfc_tensor_grad(x, &gx));
+    CHECK_OK(tfc_tensor_grad(y, &gy));
+    double *a = t_vals(gx), *b = t_vals(gy);
+    CHECK_CLOSE(a[0], 6.0, 1e-15);
+    CHECK_CLOSE(a[1], 12.0, 1e-15);
+    CHECK_CLOSE(b[0], 4.0, 1e-15);
+    CHECK_CLOSE(b[1], 8.0, 1e-15);
+    free(a);
+    free(b);
+    /* the leaves' .grad refer to the graph (as in torch): drop them so nothing stays alive */
+    CHECK_OK(tfc_tensor_set_grad(x, NULL));
+    CHECK_OK(tfc_tensor_set_grad(y, NULL));
+    tfc_tensor *all[] = {x, y, s, q, x2, l, l2, gx, gy};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfc_tensor_release(all[i]);
+    tfc_graph_release(g);
+}
