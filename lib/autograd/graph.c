@@ -594,14 +594,11 @@ static tfc_status backward_pass(pass *ps, tfc_graph *g, const tfc_tensor *const 
         }
     if (st == TFC_OK && !retain) {
         /* Free only this pass's nodes: other losses recorded on g keep theirs. */
-        int any = 0;
         for (int64_t i = 0; i < n_all; i++)
             if (all[i]->n_kept > 0) {
                 tfc_node_drop_saved(all[i]);
                 all[i]->freed = 1;
-                any = 1;
             }
-        (void)any;
     }
     free(all);
     if (!retain && !g->release_pending) tfc_graph_compact(g);
