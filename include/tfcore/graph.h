@@ -120,6 +120,11 @@ TFC_API TFC_NODISCARD tfc_status tfc_graph_backward_ex(tfc_graph *g, const tfc_t
  * tfc_graph_backward_ex (PyTorch's default: retain_graph = create_graph);
  * with create_graph the returned gradients have history on g.
  *
+ * Only the part of the graph that leads to inputs runs (PyTorch's
+ * pruning): nodes on other branches are not differentiated, need no
+ * differentiable backward under create_graph, and keep their saved
+ * tensors even without retain_graph.
+ *
  * grads_out[k] receives a new reference to the gradient of inputs[k] (of
  * its shape), summed over every path. An input no gradient reaches is an
  * error (TFC_ERR_INVALID_ARG naming inputs[k]) unless allow_unused is 1,

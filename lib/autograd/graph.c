@@ -441,6 +441,51 @@ static tfc_status check_grad_finite(const char *fn, const tfc_node *n, int32_t i
 }
 
 /*
+ * tfc_autograd_grad runs only what leads to its inputs, as PyTorch does: a
+ * node is needed when one of its edges reaches a requested leaf or a node a
+ * gradient must reach (one that produced a requested input, or is needed
+ * itself). Marked producers first, over a topological order of the
+ * collected nodes (Kahn's, on a copy of the consumer counts). With
+ * create_graph only needed nodes must have a differentiable backward.
+ */
+static tfc_status prune(const pass *ps, tfc_node *const *roots, int32_t n_roots, tfc_node **all, int64_t n_all,
+                        int create_graph) {
+    tfc_node **order = malloc(sizeof *order * (size_t)(n_all ? n_all : 1));
+    if (!order) return tfc_err(TFC_ERR_OOM, "%s: out of memory", ps->fn);
+    for (int64_t i = 0; i < n_all; i++) all[i]->order_pending = all[i]->pending;
+    int64_t top = 0, k = 0;
+    /* order doubles as the stack: entries below k are placed, k..top are waiting */
+    for (int32_t r = 0; r < n_roots; r++) {
+        int dup = 0;
+        for (int32_t q = 0; q < r; q++) dup |= roots[q] == roots[r];
+        if (!dup && roots[r]->order_pending == 0) order[top++] = roots[r];
+    }
+    while (k < top) {
+        tfc_node *n = order[k++];
+        for (int32_t i = 0; i < n->n_in; i++) {
+            tfc_node *p = n->in[i].node;
+            if (p && --p->order_pending == 0) order[top++] = p;
+        }
+    }
+    tfc_status st = TFC_OK;
+    for (int64_t i = k - 1; i >= 0 && st == TFC_OK; i--) {
+        tfc_node *n = order[i];
+        int need = 0, here = 0;
+        for (int32_t j = 0; j < ps->n_inputs; j++) here |= ps->inputs[j]->node == n;
+        for (int32_t e = 0; e < n->n_in && !need; e++) {
+            const tfc_edge *ed = &n->in[e];
+            if (ed->node) need = ed->node->reach;
+            for (int32_t j = 0; j < ps->n_inputs && ed->leaf && !need; j++) need = ps->inputs[j] == ed->leaf;
+        }
+        n->needed = (uint8_t)need;
+        n->reach = (uint8_t)(need || here);
+        if (need && create_graph && !n->double_backward) st = validate_node(ps->fn, n, 1);
+    }
+    free(order);
+    return st;
+}
+
+/*
  * Run n, whose consumers have all delivered: retained outputs take their
  * gradient, backward runs, each input's gradient goes to its leaf or
  * producer, and a producer that has now heard from every consumer is
@@ -449,6 +494,18 @@ static tfc_status check_grad_finite(const char *fn, const tfc_node *n, int32_t i
  */
 static tfc_status run_node(const pass *ps, tfc_node *n, tfc_node **ready, int64_t *top) {
     const char *fn = ps->fn;
+    if (ps->capture && !n->needed) {
+        /* no requested input lies behind n: only capture, and let its producers (unneeded too) go by */
+        tfc_status st = TFC_OK;
+        for (int32_t o = 0; o < n->n_out; o++) {
+            if (n->grad_acc[o] && st == TFC_OK) st = capture(ps, NULL, n, o, tfc_tensor_retain(n->grad_acc[o]));
+            tfc_tensor_release(n->grad_acc[o]);
+            n->grad_acc[o] = NULL;
+        }
+        for (int32_t i = 0; i < n->n_in; i++)
+            if (n->in[i].node && --n->in[i].node->pending == 0) ready[(*top)++] = n->in[i].node;
+        return st;
+    }
     tfc_tensor *grad_in_small[16];
     tfc_tensor **grad_in = n->n_in <= 16 ? grad_in_small : calloc((size_t)n->n_in, sizeof *grad_in);
     if (!grad_in) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
@@ -566,7 +623,8 @@ static tfc_status backward_pass(pass *ps, tfc_graph *g, const tfc_tensor *const 
     ps->anomaly = g->detect_anomaly;
     tfc_node **all;
     int64_t n_all;
-    tfc_status st = collect(fn, root_nodes, n, ps->h.fn != NULL, create_graph, &all, &n_all);
+    tfc_status st = collect(fn, root_nodes, n, ps->h.fn != NULL, create_graph && !ps->capture, &all, &n_all);
+    if (st == TFC_OK && ps->capture) st = prune(ps, root_nodes, n, all, n_all, create_graph);
     if (st != TFC_OK) {
         if (root_nodes != root_small) free(root_nodes);
         return st;
@@ -595,7 +653,7 @@ static tfc_status backward_pass(pass *ps, tfc_graph *g, const tfc_tensor *const 
     if (st == TFC_OK && !retain) {
         /* Free only this pass's nodes: other losses recorded on g keep theirs. */
         for (int64_t i = 0; i < n_all; i++)
-            if (all[i]->n_kept > 0) {
+            if (all[i]->n_kept > 0 && (!ps->capture || all[i]->needed)) { /* what it ran */
                 tfc_node_drop_saved(all[i]);
                 all[i]->freed = 1;
             }

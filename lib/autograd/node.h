@@ -97,6 +97,9 @@ struct tfc_node {
     int32_t pending;
     uint8_t double_backward; /* its backward records on tfc_node_grad_graph (create_graph) */
     uint8_t freed;           /* a backward without retain_graph freed its saved tensors */
+    /* tfc_autograd_grad's pruning (graph.c): run this backward / a gradient must reach here */
+    uint8_t needed, reach;
+    int32_t order_pending;
 };
 
 struct tfc_graph {

@@ -296,3 +296,39 @@ TEST(create_graph_grads_are_not_shared) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfc_tensor_release(all[i]);
     tfc_graph_release(g);
 }
+
+/*
+ * autograd_grad runs only what leads to its inputs (torch.autograd.grad):
+ * create_graph for x works although the loss also goes through attention
+ * on a branch x does not reach, and that branch keeps its saved tensors.
+ */
+TEST(autograd_grad_prunes_branches_away_from_inputs) {
+    const double xv[2] = {0.5, -2.0};
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    int64_t qd[4] = {1, 1, 3, 4};
+    tfc_tensor *q = t_rand(qd, 4, -1, 1, 4), *o = NULL, *x = leaf(xv, 2), *x3 = NULL, *tot = NULL;
+    CHECK_OK(tfc_tensor_set_requires_grad(q, 1));
+    CHECK_OK(tfc_attention(g, q, q, q, 1, 0.5, &o));
+    CHECK_OK(tfc_pow_scalar(g, x, 3.0, &x3));
+    tfc_tensor *lo = sum_all(g, o), *lx = sum_all(g, x3);
+    CHECK_OK(tfc_add(g, lo, lx, &tot));
+    const tfc_tensor *outs[1] = {tot}, *ins[1] = {x};
+    tfc_tensor *d1 = NULL, *d2 = NULL;
+    CHECK_OK(tfc_autograd_grad(g, outs, 1, ins, 1, NULL, 0, 1, 0, &d1));
+    tfc_tensor *s1 = sum_all(g, d1);
+    const tfc_tensor *outs2[1] = {s1};
+    CHECK_OK(tfc_autograd_grad(g, outs2, 1, ins, 1, NULL, 0, 0, 0, &d2));
+    double *v = t_vals(d2);
+    CHECK_CLOSE(v[0], 6 * xv[0], 1e-13);
+    CHECK_CLOSE(v[1], 6 * xv[1], 1e-13);
+    free(v);
+    /* the attention branch was not run, so not freed: a plain backward through it still works */
+    tfc_tensor *gq = NULL;
+    CHECK_OK(tfc_graph_backward_ex(g, lo, NULL, 0, 0));
+    CHECK_OK(tfc_tensor_grad(q, &gq));
+    CHECK(gq != NULL);
+    tfc_tensor *all[] = {q, o, x, x3, tot, lo, lx, d1, d2, s1, gq};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfc_tensor_release(all[i]);
+    tfc_graph_release(g);
+}
