@@ -624,7 +624,10 @@ static tfc_status backward_pass(pass *ps, tfc_graph *g, const tfc_tensor *const 
     tfc_node **all;
     int64_t n_all;
     tfc_status st = collect(fn, root_nodes, n, ps->h.fn != NULL, create_graph && !ps->capture, &all, &n_all);
-    if (st == TFC_OK && ps->capture) st = prune(ps, root_nodes, n, all, n_all, create_graph);
+    if (st == TFC_OK && ps->capture) {
+        st = prune(ps, root_nodes, n, all, n_all, create_graph);
+        if (st != TFC_OK) free(all);
+    }
     if (st != TFC_OK) {
         if (root_nodes != root_small) free(root_nodes);
         return st;
