@@ -15,9 +15,17 @@
  *
  * Lifetimes: the graph keeps its nodes; a node keeps its saved tensors and
  * the leaves it feeds; a tensor keeps the node that produced it. Release
- * order never matters. tfc_graph_clear frees every node's saved tensors
- * (PyTorch's behaviour without retain_graph); backward through a cleared
- * node is a clear TFC_ERR_INVALID_ARG.
+ * order never matters. tfc_graph_clear frees every node's saved tensors;
+ * tfc_graph_backward_ex without retain_graph frees only those of the nodes
+ * its pass went through (PyTorch's behaviour); backward through a cleared
+ * or freed node is a clear TFC_ERR_INVALID_ARG. Nodes that no tensor and
+ * no later node refers to leave the graph by themselves.
+ *
+ * Higher-order gradients: tfc_graph_backward_ex / tfc_autograd_grad with
+ * create_graph record the backward on the graph, as PyTorch does. As
+ * there, a leaf whose .grad was made that way and the graph refer to each
+ * other: set its .grad to NULL (tfc_tensor_set_grad) when done, or the
+ * nodes stay alive with the leaf.
  *
  * Thread-safety: a graph is used by one thread at a time.
  */
@@ -61,6 +69,97 @@ TFC_API int64_t tfc_graph_num_nodes(const tfc_graph *g /* nullable: 0 */);
  */
 TFC_API TFC_NODISCARD tfc_status tfc_graph_backward(tfc_graph *g, const tfc_tensor *loss,
                                                     const tfc_tensor *seed /* nullable */);
+
+/*
+ * Backpropagate from loss like tfc_graph_backward, with PyTorch's two
+ * switches (torch.Tensor.backward(retain_graph=, create_graph=)).
+ *
+ * retain_graph 0: once the pass succeeded, the saved tensors of every node
+ * it went through that saved any are freed and those nodes leave g (their
+ * memory returns as soon as no tensor refers to them); nodes of other
+ * losses recorded on g, and nodes that saved nothing, stay usable, so two
+ * losses that share part of a graph can each be backpropagated once.
+ * Going through a freed node again fails with TFC_ERR_INVALID_ARG, the
+ * message saying its saved tensors were freed by a backward without
+ * retain_graph=True. retain_graph 1 keeps everything (tfc_graph_backward).
+ *
+ * create_graph 1: the backward computation is itself recorded on g (even
+ * while recording is off), so the gradients it leaves have history and can
+ * be differentiated again (second and higher derivatives, Hessian-vector
+ * products, gradient penalties). Each leaf's .grad then holds that
+ * gradient tensor itself (it requires grad); a later contribution
+ * replaces it with a new recorded sum instead of adding in place. A seed
+ * with history is used as is, so gradients flow into it too. Every node
+ * on the path must have a differentiable backward: one that does not (a
+ * fused kernel: attention, the fused LM head, top-k, a checkpoint,
+ * custom ops that did not declare it) makes the call fail with
+ * TFC_ERR_UNSUPPORTED naming that op, before any gradient is written.
+ * PyTorch's default is retain_graph = create_graph.
+ *
+ * Errors: as tfc_graph_backward, plus retain_graph or create_graph not 0/1
+ * (TFC_ERR_INVALID_ARG), the freed-node and unsupported errors above, and,
+ * in anomaly mode (tfc_graph_set_detect_anomaly), a gradient holding NaN
+ * or Inf (TFC_ERR_INVALID_ARG naming the op). A failure before the pass
+ * starts leaves every gradient untouched; an anomaly or a failing hook
+ * stops midway (gradients may be partly accumulated) and frees nothing.
+ * Thread-safety: as for the graph.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_graph_backward_ex(tfc_graph *g, const tfc_tensor *loss,
+                                                       const tfc_tensor *seed /* nullable */, int32_t retain_graph,
+                                                       int32_t create_graph);
+
+/*
+ * torch.autograd.grad: the gradients of sum_r <outputs[r], grad_outputs[r]>
+ * with respect to inputs[0..n_inputs), returned instead of accumulated:
+ * no tensor's .grad is read or written (leaves', retained ones') and the
+ * grad hook is not called. Every outputs[r] must have been produced by an
+ * op recorded on g; grad_outputs (nullable, and each entry nullable) gives
+ * each output's seed, of its shape, dtype and device, NULL meaning 1 for a
+ * 1-element output. inputs may be leaves or tensors produced on g; each
+ * must require grad. retain_graph and create_graph as in
+ * tfc_graph_backward_ex (PyTorch's default: retain_graph = create_graph);
+ * with create_graph the returned gradients have history on g.
+ *
+ * Only the part of the graph that leads to inputs runs (PyTorch's
+ * pruning): nodes on other branches are not differentiated, need no
+ * differentiable backward under create_graph, and keep their saved
+ * tensors even without retain_graph.
+ *
+ * grads_out[k] receives a new reference to the gradient of inputs[k] (of
+ * its shape), summed over every path. An input no gradient reaches is an
+ * error (TFC_ERR_INVALID_ARG naming inputs[k]) unless allow_unused is 1,
+ * then grads_out[k] is NULL. On failure grads_out is untouched.
+ *
+ * Errors (TFC_ERR_INVALID_ARG unless said): g, outputs, inputs or
+ * grads_out NULL; n_outputs or n_inputs < 1; an outputs[r] or inputs[k]
+ * NULL; an input that does not require grad; an output not produced on g
+ * or freed by an earlier backward without retain_graph; a seed of the
+ * wrong shape (TFC_ERR_SHAPE) or dtype (TFC_ERR_DTYPE); retain_graph,
+ * create_graph or allow_unused not 0/1; create_graph through an op
+ * without a differentiable backward (TFC_ERR_UNSUPPORTED); TFC_ERR_OOM.
+ * Thread-safety: as for the graph.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_autograd_grad(tfc_graph *g, const tfc_tensor *const *outputs, int32_t n_outputs,
+                                                   const tfc_tensor *const *inputs, int32_t n_inputs,
+                                                   const tfc_tensor *const *grad_outputs /* nullable */,
+                                                   int32_t retain_graph, int32_t create_graph, int32_t allow_unused,
+                                                   tfc_tensor **grads_out);
+
+/*
+ * Anomaly detection (torch.autograd.detect_anomaly): with on = 1, every op
+ * that records a node on g checks its outputs, and every backward on g
+ * checks each gradient a node produces, for NaN or Inf; the first one
+ * found stops the op (its output is released, nothing is recorded for the
+ * caller) or the backward with TFC_ERR_INVALID_ARG and a message that
+ * starts "anomaly detected" and names the op, the shapes, and for a
+ * backward the forward op that recorded the node. It costs a read of every
+ * output and gradient (a host copy on a device): a debugging mode. Ops run
+ * while g does not record are not checked. Errors: g NULL, on not 0/1
+ * (TFC_ERR_INVALID_ARG). Thread-safety: as for the graph.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_graph_set_detect_anomaly(tfc_graph *g, int32_t on);
+/* 1 when g is in anomaly-detection mode, else 0 (also for g NULL). */
+TFC_API int32_t tfc_graph_is_detect_anomaly(const tfc_graph *g /* nullable: 0 */);
 
 /*
  * Gradient hook: called during tfc_graph_backward on g once a leaf's

@@ -14,6 +14,18 @@ int tfc_should_record(const tfc_graph *g, const tfc_tensor *const *ts, int32_t k
 }
 
 static tfc_status graph_push(tfc_graph *g, tfc_node *n) {
+    /*
+     * Before growing, drop the nodes no tensor can reach any more (a
+     * forward whose results were thrown away without backward), so a loop
+     * that never clears stays flat; grow only when that frees too little.
+     */
+    if (g->n_nodes == g->cap_nodes && g->n_nodes && !g->in_backward) {
+        tfc_graph_compact(g);
+        if (g->n_nodes * 2 <= g->cap_nodes) {
+            g->nodes[g->n_nodes++] = n;
+            return TFC_OK;
+        }
+    }
     if (g->n_nodes == g->cap_nodes) {
         int64_t cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
         tfc_node **p = realloc(g->nodes, sizeof *p * (size_t)cap);
@@ -87,15 +99,64 @@ tfc_status tfc_node_keep(tfc_node *n, tfc_saved *slot, const tfc_tensor *t) {
     if (n->n_kept == TFC_NODE_MAX_SAVED) return tfc_err(TFC_ERR_INTERNAL, "%s: too many saved tensors", n->name);
     TFC_TRY(tfc_tensor_alias(t, t->shape, t->strides, t->ndim, t->offset, &slot->t));
     slot->version = atomic_load(&t->storage->version);
+    slot->orig = t;
+    /* Where it came from, for a create_graph backward (an own output is found by attach_output). */
+    if (t->requires_grad && t->node) {
+        slot->src_node = t->node;
+        slot->src_index = t->out_index;
+        atomic_fetch_add(&t->node->refcount, 1);
+    } else if (t->requires_grad) {
+        slot->src_leaf = tfc_tensor_retain((tfc_tensor *)t);
+    }
     n->kept[n->n_kept++] = slot;
     return TFC_OK;
 }
 
-void tfc_node_attach_output(tfc_node *n, int32_t i, tfc_tensor *out) {
+tfc_status tfc_node_attach_output(tfc_node *n, int32_t i, tfc_tensor *out) {
     atomic_fetch_add(&n->refcount, 1);
     out->node = n;
     out->out_index = i;
     out->requires_grad = 1;
+    for (int32_t k = 0; k < n->n_kept; k++)
+        if (n->kept[k]->orig == out && !n->kept[k]->src_node && !n->kept[k]->src_leaf) n->kept[k]->self = i + 1;
+    if (n->graph && n->graph->detect_anomaly) {
+        int bad = 0;
+        TFC_TRY(tfc_tensor_nonfinite(out, &bad));
+        if (bad)
+            return tfc_err(TFC_ERR_INVALID_ARG,
+                           "anomaly detected: %s produced output %d %s %s holding NaN or Inf in the forward "
+                           "(its inputs: %d; first input %s)",
+                           n->name, (int)i, tfc_dtype_name(out->dtype), SHAPE(out), (int)n->n_in,
+                           n->n_in ? tfc_fmt_dims(n->in[0].shape, n->in[0].ndim) : "none");
+    }
+    return TFC_OK;
+}
+
+void tfc_node_set_double_backward(tfc_node *n) { n->double_backward = 1; }
+
+tfc_graph *tfc_node_grad_graph(const tfc_node *n) { return n->graph && n->graph->create_graph ? n->graph : NULL; }
+
+tfc_status tfc_node_saved(const tfc_node *n, const tfc_saved *slot, tfc_tensor **out) {
+    tfc_tensor *t = slot->t;
+    *out = NULL;
+    if (!t) return TFC_OK;
+    if (!tfc_node_grad_graph(n) || (!slot->src_leaf && !slot->src_node && !slot->self)) {
+        *out = tfc_tensor_retain(t);
+        return TFC_OK;
+    }
+    if (slot->src_leaf) {
+        *out = tfc_tensor_retain(slot->src_leaf);
+        return TFC_OK;
+    }
+    tfc_node *src = slot->self ? (tfc_node *)n : slot->src_node;
+    tfc_tensor *a;
+    TFC_TRY(tfc_tensor_alias(t, t->shape, t->strides, t->ndim, t->offset, &a));
+    atomic_fetch_add(&src->refcount, 1);
+    a->node = src;
+    a->out_index = slot->self ? slot->self - 1 : slot->src_index;
+    a->requires_grad = 1;
+    *out = a;
+    return TFC_OK;
 }
 
 int tfc_node_needs_grad(const tfc_node *n, int32_t i) { return n->in[i].node || n->in[i].leaf; }
@@ -116,16 +177,49 @@ tfc_status tfc_node_check_saved(const tfc_node *n, const char *fn) {
     return TFC_OK;
 }
 
-void tfc_node_drop_saved(tfc_node *n) {
+/* Empty the saved slots; the source nodes whose references go are handed to drop (NULL: unref now). */
+static void drop_saved(tfc_node *n, void (*drop)(void *, tfc_node *), void *user) {
     for (int32_t k = 0; k < n->n_kept; k++) {
-        tfc_tensor_release(n->kept[k]->t);
-        n->kept[k]->t = NULL;
+        tfc_saved *sv = n->kept[k];
+        tfc_tensor_release(sv->t);
+        tfc_tensor_release(sv->src_leaf);
+        sv->t = NULL;
+        sv->src_leaf = NULL;
+        tfc_node *src = sv->src_node;
+        sv->src_node = NULL;
+        if (src) {
+            if (drop)
+                drop(user, src);
+            else
+                tfc_node_unref(src);
+        }
     }
 }
 
+void tfc_node_drop_saved(tfc_node *n) { drop_saved(n, NULL, NULL); }
+
+typedef struct unref_stack {
+    tfc_node **stack;
+    tfc_node *small[64];
+    int64_t top, cap;
+} unref_stack;
+
+static void unref_push(void *user, tfc_node *n) {
+    unref_stack *st = user;
+    if (st->top == st->cap) {
+        tfc_node **bigger = malloc(sizeof *bigger * (size_t)st->cap * 2);
+        if (!bigger) return; /* leaks rather than crashes under OOM */
+        memcpy(bigger, st->stack, sizeof *bigger * (size_t)st->top);
+        if (st->stack != st->small) free(st->stack);
+        st->stack = bigger;
+        st->cap *= 2;
+    }
+    st->stack[st->top++] = n;
+}
+
 /* Free what backward needs: saved tensors and in-flight gradients. */
-static void node_release_saved(tfc_node *n) {
-    tfc_node_drop_saved(n);
+static void node_release_saved(tfc_node *n, unref_stack *st) {
+    drop_saved(n, unref_push, st);
     for (int32_t i = 0; i < n->n_out; i++) {
         tfc_tensor_release(n->grad_acc[i]);
         n->grad_acc[i] = NULL;
@@ -134,26 +228,18 @@ static void node_release_saved(tfc_node *n) {
 
 void tfc_node_unref(tfc_node *n) {
     /* Iterative: dropping a long chain of nodes must not recurse. */
-    tfc_node *stack_small[64], **stack = stack_small;
-    int64_t top = 0, cap = 64;
-    stack[top++] = n;
-    while (top > 0) {
-        tfc_node *cur = stack[--top];
+    unref_stack st;
+    st.stack = st.small;
+    st.top = 0;
+    st.cap = 64;
+    st.stack[st.top++] = n;
+    while (st.top > 0) {
+        tfc_node *cur = st.stack[--st.top];
         if (!cur || atomic_fetch_sub(&cur->refcount, 1) != 1) continue;
-        node_release_saved(cur);
+        node_release_saved(cur, &st);
         for (int32_t i = 0; i < cur->n_in; i++) {
             tfc_tensor_release(cur->in[i].leaf);
-            if (cur->in[i].node) {
-                if (top == cap) {
-                    tfc_node **bigger = malloc(sizeof *bigger * (size_t)cap * 2);
-                    if (!bigger) continue; /* leaks rather than crashes under OOM */
-                    memcpy(bigger, stack, sizeof *bigger * (size_t)top);
-                    if (stack != stack_small) free(stack);
-                    stack = bigger;
-                    cap *= 2;
-                }
-                stack[top++] = cur->in[i].node;
-            }
+            if (cur->in[i].node) unref_push(&st, cur->in[i].node);
         }
         free(cur->in);
         if (cur->ctx_free) cur->ctx_free(cur->ctx);
@@ -162,7 +248,7 @@ void tfc_node_unref(tfc_node *n) {
         free(cur->retained);
         free(cur);
     }
-    if (stack != stack_small) free(stack);
+    if (st.stack != st.small) free(st.stack);
 }
 
 /* A tensor going away: forget it as a retained output and drop its node. */

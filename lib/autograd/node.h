@@ -13,7 +13,7 @@
  *       c->scale = scale; ...                      // op parameters
  *       tfc_node_set_input(n, 0, q); ...           // where input grads go
  *       s = tfc_node_keep(n, &c->q, q); ...        // what backward reads
- *       tfc_node_attach_output(n, 0, out);         // out->node = n
+ *       s = tfc_node_attach_output(n, 0, out);     // out->node = n; an anomaly error
  *   }
  * and its backward reads them back: const attention_ctx *c = n->ctx; c->q.t.
  * The op computes its output first and records afterwards, so a failing op
@@ -22,6 +22,16 @@
  * none) and returns, for each input i with tfc_node_needs_grad(n, i), a
  * new tensor of that input's shape (or NULL if it contributes nothing).
  * Backward runs with recording off: it may call any op with g = NULL.
+ *
+ * Higher-order gradients (create_graph): a backward made of differentiable
+ * ops declares so with tfc_node_set_double_backward(n) when the op records;
+ * in a create_graph pass the engine then hands it a graph through
+ * tfc_node_grad_graph(n) (NULL otherwise), on which it runs its ops, and it
+ * reads its saved tensors through tfc_node_saved(n, &c->x, &x), which gives
+ * them back attached to the node or leaf they came from, so the recorded
+ * backward is itself differentiable. A node that did not declare support
+ * stops a create_graph pass with TFC_ERR_UNSUPPORTED naming its op, before
+ * any gradient is written.
  */
 #ifndef TFC_AUTOGRAD_NODE_H
 #define TFC_AUTOGRAD_NODE_H
@@ -56,6 +66,17 @@ typedef struct tfc_edge {
 typedef struct tfc_saved {
     tfc_tensor *t;
     uint64_t version;
+    /*
+     * Where t came from, so a create_graph backward can use it with its
+     * history: the leaf it is (strong), or the node and output that produced
+     * it (strong; NULL when it is the saving node's own output, then self is
+     * 1 + that output's index: a strong reference would be a cycle).
+     */
+    tfc_tensor *src_leaf;
+    struct tfc_node *src_node;
+    int32_t src_index;
+    int32_t self;
+    const tfc_tensor *orig; /* weak, only while the op records: matched by tfc_node_attach_output */
 } tfc_saved;
 
 struct tfc_node {
@@ -76,6 +97,11 @@ struct tfc_node {
     tfc_tensor **retained; /* [n_out] weak pointers to outputs that retain grad */
     int64_t visit_epoch;
     int32_t pending;
+    uint8_t double_backward; /* its backward records on tfc_node_grad_graph (create_graph) */
+    uint8_t freed;           /* a backward without retain_graph freed its saved tensors */
+    /* tfc_autograd_grad's pruning (graph.c): run this backward / a gradient must reach here */
+    uint8_t needed, reach;
+    int32_t order_pending;
 };
 
 struct tfc_graph {
@@ -92,6 +118,8 @@ struct tfc_graph {
     int32_t release_pending;
     tfc_node **nodes;
     int64_t n_nodes, cap_nodes;
+    int32_t create_graph;   /* a create_graph backward runs: backwards record on this graph */
+    int32_t detect_anomaly; /* forward outputs and backward gradients are checked for NaN/Inf */
 };
 
 /* 1 when g records and any of the k tensors requires grad. */
@@ -106,7 +134,29 @@ tfc_status tfc_node_set_input(tfc_node *n, int32_t i, const tfc_tensor *t);
  * the slot empty (an optional input that is absent or not needed).
  */
 tfc_status tfc_node_keep(tfc_node *n, tfc_saved *slot, const tfc_tensor *t);
-void tfc_node_attach_output(tfc_node *n, int32_t i, tfc_tensor *out);
+/*
+ * out is output i of n. Returns TFC_ERR_INVALID_ARG (anomaly) when n's graph
+ * detects anomalies and out holds a NaN or Inf; out is attached either way,
+ * so the op releases it as usual on that error.
+ */
+tfc_status tfc_node_attach_output(tfc_node *n, int32_t i, tfc_tensor *out);
+/* n's backward is made of differentiable ops and supports create_graph (see above). */
+void tfc_node_set_double_backward(tfc_node *n);
+/* For a backward: the graph to record its ops on (a create_graph pass), else NULL. */
+tfc_graph *tfc_node_grad_graph(const tfc_node *n);
+/*
+ * For a backward: a new reference to the tensor saved in slot (NULL when
+ * empty); in a create_graph pass attached to the leaf or node output it
+ * came from, else the detached alias itself.
+ */
+tfc_status tfc_node_saved(const tfc_node *n, const tfc_saved *slot, tfc_tensor **out);
+/*
+ * Drop from g's list the nodes a backward without retain_graph freed and
+ * those nothing but g refers to any more (graph.c).
+ */
+void tfc_graph_compact(tfc_graph *g);
+/* *bad = 1 when t holds a NaN or Inf (lib/autograd/anomaly.c). */
+tfc_status tfc_tensor_nonfinite(const tfc_tensor *t, int *bad);
 int tfc_node_needs_grad(const tfc_node *n, int32_t i);
 /* For backward: an error naming fn if a tensor n saved was modified in place since. */
 tfc_status tfc_node_check_saved(const tfc_node *n, const char *fn);

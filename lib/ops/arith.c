@@ -18,11 +18,52 @@ typedef struct binary_ctx {
     bin_kind kind;
 } binary_ctx;
 
+/*
+ * create_graph: the same formulas as recorded ops on gg, with the saved
+ * tensors attached to where they came from, so the gradient is itself
+ * differentiable (div's db = −(dy ⊙ out) / b).
+ */
+static tfc_status binary_backward_graph(tfc_node *n, tfc_graph *gg, tfc_tensor *dy, tfc_tensor **gin) {
+    const binary_ctx *c = n->ctx;
+    tfc_tensor *a = NULL, *b = NULL, *out = NULL;
+    tfc_status s = tfc_node_saved(n, &c->a, &a);
+    if (s == TFC_OK) s = tfc_node_saved(n, &c->b, &b);
+    if (s == TFC_OK) s = tfc_node_saved(n, &c->out, &out);
+    for (int32_t i = 0; i < 2 && s == TFC_OK; i++) {
+        if (!tfc_node_needs_grad(n, i)) continue;
+        tfc_tensor *gi = NULL, *t = NULL, *u = NULL;
+        switch (c->kind) {
+        case BIN_ADD: gi = tfc_tensor_retain(dy); break;
+        case BIN_SUB: s = i == 0 ? (gi = tfc_tensor_retain(dy), TFC_OK) : tfc_neg(gg, dy, &gi); break;
+        case BIN_MUL: s = tfc_mul(gg, dy, i == 0 ? b : a, &gi); break;
+        default: /* BIN_DIV */
+            if (i == 0) {
+                s = tfc_div(gg, dy, b, &gi);
+            } else {
+                s = tfc_mul(gg, dy, out, &t);
+                if (s == TFC_OK) s = tfc_div(gg, t, b, &u);
+                if (s == TFC_OK) s = tfc_neg(gg, u, &gi);
+                tfc_tensor_release(t);
+                tfc_tensor_release(u);
+            }
+            break;
+        }
+        const tfc_edge *e = &n->in[i];
+        if (s == TFC_OK) s = tfc_sum_to_shape_g(gg, gi, e->shape, e->ndim, &gin[i]);
+    }
+    tfc_tensor_release(a);
+    tfc_tensor_release(b);
+    tfc_tensor_release(out);
+    return s;
+}
+
 static tfc_status binary_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     const binary_ctx *c = n->ctx;
     bin_kind k = c->kind;
     tfc_tensor *dy = gout[0], *a = c->a.t, *b = c->b.t, *out = c->out.t;
     if (!dy) return TFC_OK;
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg) return binary_backward_graph(n, gg, dy, gin);
     for (int32_t i = 0; i < 2; i++) {
         if (!tfc_node_needs_grad(n, i)) continue;
         tfc_tensor *gi = NULL;
@@ -64,12 +105,13 @@ static tfc_status binary(bin_kind k, tfc_graph *g, const tfc_tensor *a, const tf
         if (s == TFC_OK) {
             binary_ctx *c = n->ctx;
             c->kind = k;
+            tfc_node_set_double_backward(n);
             tfc_node_set_input(n, 0, a);
             tfc_node_set_input(n, 1, b);
             s = tfc_node_keep(n, &c->a, k == BIN_MUL ? a : NULL);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->b, k == BIN_MUL || k == BIN_DIV ? b : NULL);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->out, k == BIN_DIV ? r : NULL);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, r);
         }
         if (s != TFC_OK) {
             tfc_tensor_release(r);

@@ -186,7 +186,7 @@ TFC_API tfc_status tfc_attention(tfc_graph *g, const tfc_tensor *q, const tfc_te
             if (s == TFC_OK) s = tfc_node_keep(n, &c->v, v);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->out, o);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->lse, lse);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, o);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, o);
         }
     }
     tfc_tensor_release(lse);

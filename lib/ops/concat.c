@@ -23,7 +23,7 @@ static tfc_status concat_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
     int64_t start = 0;
     for (int32_t i = 0; i < n->n_in; i++) {
         int64_t len = n->in[i].shape[dim];
-        if (tfc_node_needs_grad(n, i)) TFC_TRY(tfc_narrow(NULL, dy, dim, start, len, &gin[i]));
+        if (tfc_node_needs_grad(n, i)) TFC_TRY(tfc_narrow(tfc_node_grad_graph(n), dy, dim, start, len, &gin[i]));
         start += len;
     }
     return TFC_OK;
@@ -78,8 +78,9 @@ TFC_API tfc_status tfc_concat(tfc_graph *g, const tfc_tensor *const *xs, int32_t
         s = tfc_node_new(g, fn, concat_backward, n, 1, sizeof(concat_ctx), &node);
         if (s == TFC_OK) {
             ((concat_ctx *)node->ctx)->dim = d;
+            tfc_node_set_double_backward(node);
             for (int32_t i = 0; i < n; i++) tfc_node_set_input(node, i, xs[i]);
-            tfc_node_attach_output(node, 0, r);
+            s = tfc_node_attach_output(node, 0, r);
         }
     }
     if (s != TFC_OK) {
@@ -120,6 +121,33 @@ typedef struct split_ctx {
     int64_t sizes[];               /* [n_out]: each part's length along dim */
 } split_ctx;
 
+/* create_graph: dx = concat of the parts' gradients (zeros for a part that got none), recorded on gg. */
+static tfc_status split_backward_graph(tfc_node *n, tfc_graph *gg, const tfc_tensor *ref, tfc_tensor *const *gout,
+                                       tfc_tensor **dx) {
+    const split_ctx *c = n->ctx;
+    const tfc_edge *e = &n->in[0];
+    const tfc_tensor **parts = calloc((size_t)n->n_out, sizeof *parts);
+    tfc_tensor **zeros = calloc((size_t)n->n_out, sizeof *zeros);
+    tfc_status s = parts && zeros ? TFC_OK : tfc_err(TFC_ERR_OOM, "tfc_split (backward): out of memory");
+    for (int32_t i = 0; i < n->n_out && s == TFC_OK; i++) {
+        if (gout[i]) {
+            parts[i] = gout[i];
+            continue;
+        }
+        int64_t shape[TFC_MAX_DIMS];
+        memcpy(shape, e->shape, sizeof(int64_t) * (size_t)e->ndim);
+        shape[c->dim] = c->sizes[i];
+        s = tfc_tensor_new_on(ref, shape, e->ndim, ref->dtype, &zeros[i]);
+        if (s == TFC_OK) s = tfc_tensor_fill(zeros[i], 0.0);
+        parts[i] = zeros[i];
+    }
+    if (s == TFC_OK) s = tfc_concat(gg, parts, n->n_out, c->dim, dx);
+    for (int32_t i = 0; zeros && i < n->n_out; i++) tfc_tensor_release(zeros[i]);
+    free(zeros);
+    free(parts);
+    return s;
+}
+
 static tfc_status split_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     if (!tfc_node_needs_grad(n, 0)) return TFC_OK;
     const split_ctx *c = n->ctx;
@@ -128,6 +156,8 @@ static tfc_status split_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tenso
     const tfc_tensor *ref = NULL; /* a gradient: dx takes its dtype and device */
     for (int32_t i = 0; i < n->n_out && !ref; i++) ref = gout[i];
     if (!ref) return TFC_OK;
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg) return split_backward_graph(n, gg, ref, gout, &gin[0]);
     int64_t strides[TFC_MAX_DIMS], numel = 1;
     for (int32_t d = 0; d < e->ndim; d++) numel *= e->shape[d];
     memcpy(strides, c->strides, sizeof(int64_t) * (size_t)e->ndim);
@@ -187,8 +217,9 @@ TFC_API tfc_status tfc_split(tfc_graph *g, const tfc_tensor *x, const int64_t *s
             c->dim = d;
             dense_order_strides(x, c->strides);
             memcpy(c->sizes, sizes, sizeof(int64_t) * (size_t)n);
+            tfc_node_set_double_backward(node);
             tfc_node_set_input(node, 0, x);
-            for (int32_t i = 0; i < n; i++) tfc_node_attach_output(node, i, tmp[i]);
+            for (int32_t i = 0; i < n && s == TFC_OK; i++) s = tfc_node_attach_output(node, i, tmp[i]);
         }
     }
     if (s != TFC_OK) {

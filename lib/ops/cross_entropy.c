@@ -5,6 +5,9 @@
  *
  * The explicit doors tfc_cross_entropy_forward / _backward: checks, then the backend's cross_entropy entries.
  */
+#include <stdlib.h>
+
+#include "core/dtype.h"
 #include "ops/op_util.h"
 #include "ops/operands.h"
 #include "tfcore/kernels.h"
@@ -96,16 +99,71 @@ TFC_API tfc_status tfc_cross_entropy_backward(const tfc_tensor *dloss, const tfc
 
 /* ---- the graph door (include/tfcore/ops.h) ---- */
 
-/* logits and targets as the [N, C] and [N] views the kernels saw. */
+/* logits and targets as the [N, C] and [N] views the kernels saw; orig: logits as given (its history). */
 typedef struct ce_ctx {
-    tfc_saved logits, targets, lse;
+    tfc_saved logits, targets, lse, orig;
     int64_t ignore_index;
 } ce_ctx;
+
+/*
+ * create_graph: dx = dl · (softmax(x) ⊙ m − onehot ⊙ m) with m_r = [t_r valid]
+ * / n_valid — the fused backward's formula with the softmax recorded on gg.
+ * The masks are constants built on the host from the targets.
+ */
+static tfc_status ce_backward_graph(tfc_node *n, tfc_graph *gg, tfc_tensor *dl, tfc_tensor **dx) {
+    const ce_ctx *c = n->ctx;
+    const tfc_tensor *lg = c->logits.t;
+    int64_t N = lg->shape[0], C = lg->shape[1], nv = 0;
+    tfc_tensor *tgt = NULL, *tc = NULL, *x = NULL, *x2 = NULL, *p = NULL, *pm = NULL, *d = NULL, *u = NULL;
+    tfc_tensor *rowm = NULL, *oneh = NULL, *rowm_d = NULL, *oneh_d = NULL;
+    double *rm = calloc((size_t)(N ? N : 1), sizeof *rm), *oh = calloc((size_t)(N * C > 0 ? N * C : 1), sizeof *oh);
+    int64_t *tv = calloc((size_t)(N ? N : 1), sizeof *tv);
+    tfc_status s = rm && oh && tv ? TFC_OK : tfc_err(TFC_ERR_OOM, "tfc_cross_entropy (backward): out of memory");
+    if (s == TFC_OK) s = tfc_tensor_to_device(c->targets.t, TFC_DEVICE_CPU, 0, &tgt);
+    if (s == TFC_OK) s = tfc_make_contiguous(tgt, &tc);
+    if (s == TFC_OK) {
+        for (int64_t r = 0; r < N; r++) {
+            tv[r] = (int64_t)tfc_scalar_load(tfc_data(tc), tc->dtype, r);
+            nv += tv[r] != c->ignore_index;
+        }
+        for (int64_t r = 0; r < N; r++)
+            if (tv[r] != c->ignore_index) {
+                rm[r] = 1.0 / (double)nv;
+                oh[r * C + tv[r]] = 1.0 / (double)nv;
+            }
+        s = tfc_tensor_from_data(rm, (int64_t[]){N, 1}, 2, TFC_DTYPE_F64, &rowm);
+    }
+    if (s == TFC_OK) s = tfc_tensor_from_data(oh, (int64_t[]){N, C}, 2, TFC_DTYPE_F64, &oneh);
+    /* on the logits' device and dtype */
+    if (s == TFC_OK) s = tfc_tensor_to_device(rowm, lg->storage->device, tfc_device_index(lg), &u);
+    if (s == TFC_OK) s = tfc_cast(NULL, u, lg->dtype, &rowm_d);
+    tfc_tensor_release(u);
+    u = NULL;
+    if (s == TFC_OK) s = tfc_tensor_to_device(oneh, lg->storage->device, tfc_device_index(lg), &u);
+    if (s == TFC_OK) s = tfc_cast(NULL, u, lg->dtype, &oneh_d);
+    tfc_tensor_release(u);
+    u = NULL;
+    if (s == TFC_OK) s = tfc_node_saved(n, &c->orig, &x);
+    if (s == TFC_OK) s = tfc_reshape(gg, x, (int64_t[]){N, C}, 2, &x2);
+    if (s == TFC_OK) s = tfc_softmax(gg, x2, -1, &p);
+    if (s == TFC_OK) s = tfc_mul(gg, p, rowm_d, &pm);
+    if (s == TFC_OK) s = tfc_sub(gg, pm, oneh_d, &d);
+    if (s == TFC_OK) s = tfc_mul(gg, d, dl, &u);
+    if (s == TFC_OK) s = tfc_reshape(gg, u, n->in[0].shape, n->in[0].ndim, dx);
+    tfc_tensor *all[] = {tgt, tc, x, x2, p, pm, d, u, rowm, oneh, rowm_d, oneh_d};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfc_tensor_release(all[i]);
+    free(rm);
+    free(oh);
+    free(tv);
+    return s;
+}
 
 static tfc_status ce_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     const ce_ctx *c = n->ctx;
     tfc_tensor *dl = gout[0], *logits = c->logits.t, *d2, *d;
     if (!dl || !tfc_node_needs_grad(n, 0)) return TFC_OK;
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg) return ce_backward_graph(n, gg, dl, &gin[0]);
     TFC_TRY(tfc_tensor_new_like(logits, logits->dtype, &d2));
     tfc_status s = tfc_cross_entropy_backward(dl, logits, c->targets.t, c->lse.t, c->ignore_index, d2, 0);
     if (s == TFC_OK) s = tfc_reshape(NULL, d2, n->in[0].shape, n->in[0].ndim, &d);
@@ -139,11 +197,13 @@ TFC_API tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, con
         if (s == TFC_OK) {
             ce_ctx *c = n->ctx;
             c->ignore_index = ignore_index;
+            tfc_node_set_double_backward(n);
             tfc_node_set_input(n, 0, logits);
             s = tfc_node_keep(n, &c->logits, l2);
+            if (s == TFC_OK) s = tfc_node_keep(n, &c->orig, logits);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->targets, t1);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->lse, lse);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, loss);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, loss);
         }
     }
     tfc_tensor_release(l2);

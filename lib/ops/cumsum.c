@@ -59,7 +59,7 @@ TFC_API tfc_status tfc_cumsum(tfc_graph *g, const tfc_tensor *x, int32_t dim, tf
         if (s == TFC_OK) {
             ((cumsum_ctx *)n->ctx)->dim = d;
             tfc_node_set_input(n, 0, x);
-            tfc_node_attach_output(n, 0, r);
+            s = tfc_node_attach_output(n, 0, r);
         }
         if (s != TFC_OK) {
             tfc_tensor_release(r);

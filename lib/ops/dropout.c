@@ -42,6 +42,9 @@ static tfc_status dropout_backward(tfc_node *n, tfc_tensor *const *gout, tfc_ten
     const dropout_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0];
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
+    /* create_graph: the same mask applied by a recorded dropout (its own backward is this again) */
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg) return tfc_dropout(gg, dy, c->p, c->seed, c->offset, &gin[0]);
     return run_dropout("tfc_dropout (backward)", dy, c->p, c->seed, c->offset, &gin[0]);
 }
 
@@ -59,8 +62,9 @@ TFC_API tfc_status tfc_dropout(tfc_graph *g, const tfc_tensor *x, double p, uint
         s = tfc_node_new(g, fn, dropout_backward, 1, 1, sizeof(dropout_ctx), &n);
         if (s == TFC_OK) {
             *(dropout_ctx *)n->ctx = (dropout_ctx){.p = p, .seed = seed, .offset = offset};
+            tfc_node_set_double_backward(n);
             tfc_node_set_input(n, 0, x);
-            tfc_node_attach_output(n, 0, r);
+            s = tfc_node_attach_output(n, 0, r);
         }
         if (s != TFC_OK) {
             tfc_tensor_release(r);

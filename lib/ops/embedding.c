@@ -109,6 +109,13 @@ typedef struct embedding_ctx {
     tfc_saved ids;
 } embedding_ctx;
 
+/* Of dtable = scatter_add(dy, ids): d/ddy is the lookup of its gradient's rows (a recorded embedding). */
+static tfc_status embedding_scatter_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
+    const embedding_ctx *c = n->ctx;
+    if (!gout[0] || !tfc_node_needs_grad(n, 0)) return TFC_OK;
+    return tfc_embedding(tfc_node_grad_graph(n), gout[0], c->ids.t, &gin[0]);
+}
+
 static tfc_status embedding_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     const embedding_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0], *ids = c->ids.t, *dt;
@@ -116,6 +123,19 @@ static tfc_status embedding_node_backward(tfc_node *n, tfc_tensor *const *gout, 
     const tfc_edge *e = &n->in[0];
     TFC_TRY(tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &dt));
     tfc_status s = tfc_embedding_backward(dy, ids, dt, 0);
+    /* create_graph: the scatter is recorded, so the table's gradient stays differentiable in dy */
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    const tfc_tensor *ins[1] = {dy};
+    if (s == TFC_OK && tfc_should_record(gg, ins, 1)) {
+        tfc_node *m;
+        s = tfc_node_new(gg, "tfc_embedding (backward)", embedding_scatter_backward, 1, 1, sizeof(embedding_ctx), &m);
+        if (s == TFC_OK) {
+            tfc_node_set_double_backward(m);
+            tfc_node_set_input(m, 0, dy);
+            s = tfc_node_keep(m, &((embedding_ctx *)m->ctx)->ids, ids);
+            if (s == TFC_OK) s = tfc_node_attach_output(m, 0, dt);
+        }
+    }
     if (s != TFC_OK) {
         tfc_tensor_release(dt);
         return s;
@@ -142,9 +162,10 @@ TFC_API tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tf
         s = tfc_node_new(g, fn, embedding_node_backward, 1, 1, sizeof(embedding_ctx), &n);
         if (s == TFC_OK) {
             embedding_ctx *c = n->ctx;
+            tfc_node_set_double_backward(n);
             tfc_node_set_input(n, 0, table);
             s = tfc_node_keep(n, &c->ids, ids);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, y);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, y);
         }
     }
     if (s != TFC_OK) {

@@ -114,7 +114,7 @@ TFC_API tfc_status tfc_index_select(tfc_graph *g, const tfc_tensor *x, int32_t d
             c->dim = d;
             tfc_node_set_input(n, 0, x);
             s = tfc_node_keep(n, &c->index, index);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, y);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, y);
         }
     }
     if (s != TFC_OK) {
@@ -189,7 +189,7 @@ TFC_API tfc_status tfc_gather(tfc_graph *g, const tfc_tensor *x, int32_t dim, co
             c->dim = p.dim;
             tfc_node_set_input(n, 0, x);
             s = tfc_node_keep(n, &c->index, index);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, y);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, y);
         }
     }
     if (s != TFC_OK) {
@@ -276,7 +276,7 @@ TFC_API tfc_status tfc_scatter_add(tfc_graph *g, const tfc_tensor *x, int32_t di
             tfc_node_set_input(n, 0, x);
             tfc_node_set_input(n, 1, src);
             s = tfc_node_keep(n, &c->index, index);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, y);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, y);
         }
     }
     if (s != TFC_OK) {

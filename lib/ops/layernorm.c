@@ -113,11 +113,57 @@ TFC_API tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor
 /* weight is empty when the layer has none. */
 typedef struct layernorm_ctx {
     tfc_saved x, mean, rstd, weight;
+    double eps;
 } layernorm_ctx;
+
+/*
+ * create_graph: the statistics recomputed from x by recorded ops (the
+ * saved ones have no history), then with x̂ = (x − μ)·rstd, ĝ = dy ⊙ w:
+ *   dx = rstd ⊙ (ĝ − mean(ĝ) − x̂ ⊙ mean(ĝ ⊙ x̂)),  dw = Σ dy ⊙ x̂,  db = Σ dy.
+ */
+static tfc_status layernorm_backward_graph(tfc_node *n, tfc_graph *gg, tfc_tensor *dy, tfc_tensor **gin) {
+    enum { N_TMP = 16 };
+    const layernorm_ctx *c = n->ctx;
+    tfc_tensor *t[N_TMP] = {0}, *x = NULL, *w = NULL;
+    const int32_t last = -1;
+    const tfc_edge *e = &n->in[0];
+    int64_t C = e->shape[e->ndim - 1];
+    tfc_status s = tfc_node_saved(n, &c->x, &x);
+    if (s == TFC_OK) s = tfc_node_saved(n, &c->weight, &w);
+    if (s == TFC_OK) s = tfc_mean(gg, x, &last, 1, 1, &t[0]);
+    if (s == TFC_OK) s = tfc_sub(gg, x, t[0], &t[1]); /* x − μ */
+    if (s == TFC_OK) s = tfc_mul(gg, t[1], t[1], &t[2]);
+    if (s == TFC_OK) s = tfc_mean(gg, t[2], &last, 1, 1, &t[3]);
+    if (s == TFC_OK) s = tfc_add_scalar(gg, t[3], c->eps, &t[4]);
+    if (s == TFC_OK) s = tfc_rsqrt(gg, t[4], &t[5]);     /* rstd */
+    if (s == TFC_OK) s = tfc_mul(gg, t[1], t[5], &t[6]); /* x̂ */
+    if (s == TFC_OK && tfc_node_needs_grad(n, 2)) s = tfc_sum_to_shape_g(gg, tfc_tensor_retain(dy), &C, 1, &gin[2]);
+    if (s == TFC_OK && tfc_node_needs_grad(n, 1)) {
+        s = tfc_mul(gg, dy, t[6], &t[7]);
+        if (s == TFC_OK) s = tfc_sum_to_shape_g(gg, t[7], &C, 1, &gin[1]);
+        t[7] = NULL;
+    }
+    if (s == TFC_OK && tfc_node_needs_grad(n, 0)) {
+        s = w ? tfc_mul(gg, dy, w, &t[8]) : (t[8] = tfc_tensor_retain(dy), TFC_OK); /* ĝ */
+        if (s == TFC_OK) s = tfc_mean(gg, t[8], &last, 1, 1, &t[9]);
+        if (s == TFC_OK) s = tfc_mul(gg, t[8], t[6], &t[10]);
+        if (s == TFC_OK) s = tfc_mean(gg, t[10], &last, 1, 1, &t[11]);
+        if (s == TFC_OK) s = tfc_mul(gg, t[6], t[11], &t[12]);
+        if (s == TFC_OK) s = tfc_sub(gg, t[8], t[9], &t[13]);
+        if (s == TFC_OK) s = tfc_sub(gg, t[13], t[12], &t[14]);
+        if (s == TFC_OK) s = tfc_mul(gg, t[5], t[14], &gin[0]);
+    }
+    for (int i = 0; i < N_TMP; i++) tfc_tensor_release(t[i]);
+    tfc_tensor_release(x);
+    tfc_tensor_release(w);
+    return s;
+}
 
 static tfc_status layernorm_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     tfc_tensor *dy = gout[0];
     if (!dy) return TFC_OK;
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg) return layernorm_backward_graph(n, gg, dy, gin);
     const layernorm_ctx *c = n->ctx;
     tfc_tensor *x = c->x.t, *mean = c->mean.t, *rstd = c->rstd.t, *w = c->weight.t;
     tfc_tensor *g[3] = {NULL, NULL, NULL};
@@ -155,6 +201,8 @@ TFC_API tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_te
         s = tfc_node_new(g, fn, layernorm_node_backward, 3, 1, sizeof(layernorm_ctx), &n);
         if (s == TFC_OK) {
             layernorm_ctx *c = n->ctx;
+            c->eps = eps;
+            tfc_node_set_double_backward(n);
             tfc_node_set_input(n, 0, x);
             /* A missing weight/bias is recorded as an input that needs no grad. */
             if (weight) tfc_node_set_input(n, 1, weight);
@@ -163,7 +211,7 @@ TFC_API tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_te
             if (s == TFC_OK) s = tfc_node_keep(n, &c->mean, mean);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->rstd, rstd);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->weight, weight);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, y);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, y);
         }
     }
     tfc_tensor_release(mean);

@@ -67,6 +67,33 @@ typedef struct linear_ctx {
     tfc_saved x, w;
 } linear_ctx;
 
+/* create_graph: db = Σ_rows dy, dw = x_flatᵀ · dy_flat, dx = dy · wᵀ as recorded ops on gg. */
+static tfc_status linear_backward_graph(tfc_node *n, tfc_graph *gg, tfc_tensor *dy, int64_t M, int64_t K, int64_t N,
+                                        tfc_tensor **gin) {
+    const linear_ctx *c = n->ctx;
+    const tfc_edge *ex = &n->in[0];
+    tfc_tensor *dy2 = NULL, *x = NULL, *w = NULL, *x2 = NULL, *t = NULL, *u = NULL;
+    tfc_status s = tfc_reshape(gg, dy, (int64_t[]){M, N}, 2, &dy2);
+    if (s == TFC_OK && n->n_in == 3 && tfc_node_needs_grad(n, 2)) s = tfc_sum(gg, dy2, (int32_t[]){0}, 1, 0, &gin[2]);
+    if (s == TFC_OK && tfc_node_needs_grad(n, 1)) {
+        s = tfc_node_saved(n, &c->x, &x);
+        if (s == TFC_OK) s = tfc_reshape(gg, x, (int64_t[]){M, K}, 2, &x2);
+        if (s == TFC_OK) s = tfc_transpose(gg, x2, 0, 1, &t);
+        if (s == TFC_OK) s = tfc_matmul(gg, t, dy2, &gin[1]);
+        tfc_tensor_release(t);
+        t = NULL;
+    }
+    if (s == TFC_OK && tfc_node_needs_grad(n, 0)) {
+        s = tfc_node_saved(n, &c->w, &w);
+        if (s == TFC_OK) s = tfc_transpose(gg, w, 0, 1, &t);
+        if (s == TFC_OK) s = tfc_matmul(gg, dy2, t, &u);
+        if (s == TFC_OK) s = tfc_reshape(gg, u, ex->shape, ex->ndim, &gin[0]);
+    }
+    tfc_tensor *all[] = {dy2, x, w, x2, t, u};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfc_tensor_release(all[i]);
+    return s;
+}
+
 static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     const linear_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0];
@@ -74,6 +101,8 @@ static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
     const tfc_edge *ex = &n->in[0], *ew = &n->in[1];
     int64_t K = ew->shape[0], N = ew->shape[1], M = 1;
     for (int32_t d = 0; d + 1 < ex->ndim; d++) M *= ex->shape[d];
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg) return linear_backward_graph(n, gg, dy, M, K, N, gin);
     tfc_tensor *dy2 = NULL, *t = NULL, *flat = NULL, *xt = NULL;
     TFC_TRY(tfc_reshape(NULL, dy, (int64_t[]){M, N}, 2, &dy2));
     /* db, dw, then dx: dx is consumed next (by the op before this one) and
@@ -175,10 +204,11 @@ TFC_API tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tenso
         s = tfc_node_new(g, fn, linear_backward, n_in, 1, sizeof(linear_ctx), &n);
         if (s == TFC_OK) {
             linear_ctx *c = n->ctx;
+            tfc_node_set_double_backward(n);
             for (int32_t i = 0; i < n_in; i++) tfc_node_set_input(n, i, ins[i]);
             s = tfc_node_keep(n, &c->x, tfc_node_needs_grad(n, 1) ? x : NULL);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->w, tfc_node_needs_grad(n, 0) ? w : NULL);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, r);
         }
     }
     if (s != TFC_OK) {

@@ -263,7 +263,7 @@ TFC_API tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, c
             tfc_node_set_input(n, 1, w);
             s = tfc_node_keep(n, &c->dh, dh);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->dw, dw);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, out);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, out);
         }
     }
     tfc_operands_release(&o);

@@ -313,8 +313,52 @@ typedef struct matmul_ctx {
     tfc_saved a, b;
 } matmul_ctx;
 
+/*
+ * create_graph: with 1-D operands made 2-D (a as a row, b as a column),
+ * da = dy · bᵀ and db = aᵀ · dy as recorded matmuls on gg, each summed
+ * over broadcast batch dims and shaped back to its operand.
+ */
+static tfc_status matmul_backward_graph(tfc_node *n, tfc_graph *gg, tfc_tensor *dy, tfc_tensor **gin) {
+    const matmul_ctx *c = n->ctx;
+    tfc_tensor *a0 = NULL, *b0 = NULL, *a = NULL, *b = NULL, *d = NULL, *t = NULL, *full = NULL, *sum = NULL;
+    tfc_status s = tfc_node_saved(n, &c->a, &a0);
+    if (s == TFC_OK) s = tfc_node_saved(n, &c->b, &b0);
+    if (s == TFC_OK) s = a0->ndim == 1 ? tfc_unsqueeze(gg, a0, 0, &a) : (a = tfc_tensor_retain(a0), TFC_OK);
+    if (s == TFC_OK) s = b0->ndim == 1 ? tfc_unsqueeze(gg, b0, 1, &b) : (b = tfc_tensor_retain(b0), TFC_OK);
+    if (s == TFC_OK) {
+        /* dy at the promoted output shape: broadcast batch dims, then [M, N] */
+        int64_t shape[TFC_MAX_DIMS];
+        int32_t nb = (a->ndim > b->ndim ? a->ndim : b->ndim) - 2;
+        for (int32_t i = 0; i < nb; i++) {
+            int32_t ia = i - (nb - (a->ndim - 2)), ib = i - (nb - (b->ndim - 2));
+            int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+            shape[i] = da == 1 ? db : da;
+        }
+        shape[nb] = a->shape[a->ndim - 2];
+        shape[nb + 1] = b->shape[b->ndim - 1];
+        s = tfc_reshape(gg, dy, shape, nb + 2, &d);
+    }
+    for (int32_t i = 0; i < 2 && s == TFC_OK; i++) {
+        if (!tfc_node_needs_grad(n, i)) continue;
+        const tfc_tensor *op = i == 0 ? a : b, *op0 = i == 0 ? a0 : b0;
+        s = tfc_transpose(gg, i == 0 ? b : a, -1, -2, &t);
+        if (s == TFC_OK) s = i == 0 ? tfc_matmul(gg, d, t, &full) : tfc_matmul(gg, t, d, &full);
+        if (s == TFC_OK) s = tfc_sum_to_shape_g(gg, full, op->shape, op->ndim, &sum);
+        full = NULL;
+        if (s == TFC_OK) s = tfc_reshape(gg, sum, op0->shape, op0->ndim, &gin[i]);
+        tfc_tensor_release(t);
+        tfc_tensor_release(sum);
+        t = sum = NULL;
+    }
+    tfc_tensor *all[] = {a0, b0, a, b, d};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfc_tensor_release(all[i]);
+    return s;
+}
+
 static tfc_status matmul_backward_node(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     if (!gout[0]) return TFC_OK;
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg) return matmul_backward_graph(n, gg, gout[0], gin);
     const matmul_ctx *c = n->ctx;
     return matmul_grads("tfc_matmul", gout[0], c->a.t, c->b.t, tfc_node_needs_grad(n, 0) ? &gin[0] : NULL,
                         tfc_node_needs_grad(n, 1) ? &gin[1] : NULL);
@@ -346,11 +390,12 @@ TFC_API tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a0, const tfc_tens
         s = tfc_node_new(g, fn, matmul_backward_node, 2, 1, sizeof(matmul_ctx), &n);
         if (s == TFC_OK) {
             matmul_ctx *c = n->ctx;
+            tfc_node_set_double_backward(n);
             tfc_node_set_input(n, 0, a0);
             tfc_node_set_input(n, 1, b0);
             s = tfc_node_keep(n, &c->a, a0);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->b, b0);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, res);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, res);
         }
         if (s != TFC_OK) {
             tfc_tensor_release(res);

@@ -48,7 +48,7 @@ static tfc_status minmax(int is_max, tfc_graph *g, const tfc_tensor *a, const tf
             tfc_node_set_input(n, 1, b);
             s = tfc_node_keep(n, &c->a, a);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->b, b);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, r);
         }
         if (s != TFC_OK) {
             tfc_tensor_release(r);

@@ -31,5 +31,7 @@ tfc_status tfc_map_new(const char *fn, tfc_map_op op, const int64_t *shape, int3
 
 /* grad (broadcast shape) summed over broadcast dims down to shape (lib/ops/reduce.c). Consumes grad. */
 tfc_status tfc_sum_to_shape(tfc_tensor *grad, const int64_t *shape, int32_t ndim, tfc_tensor **out);
+/* The same, recorded on g (a create_graph backward's graph; NULL: not recorded). Consumes grad. */
+tfc_status tfc_sum_to_shape_g(tfc_graph *g, tfc_tensor *grad, const int64_t *shape, int32_t ndim, tfc_tensor **out);
 
 #endif

@@ -83,7 +83,7 @@ static tfc_status pointwise(pw_kind k, tfc_graph *g, const tfc_tensor *x, double
             c->p = p;
             tfc_node_set_input(n, 0, x);
             s = tfc_node_keep(n, &c->x, d->bwd == TFC_MAP_COUNT_ ? NULL : x);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, r);
         }
         if (s != TFC_OK) {
             tfc_tensor_release(r);

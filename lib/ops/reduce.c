@@ -99,6 +99,61 @@ typedef struct reduce_ctx {
     tfc_saved pos;                    /* max/min: i64 positions of the extremes */
 } reduce_ctx;
 
+static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin);
+/*
+ * create_graph: the same gradients from recorded ops on gg — sum/mean an
+ * expand and a scale, var through recorded mean and products, max/min dy
+ * times a constant one-hot mask of the saved positions.
+ */
+static tfc_status reduce_backward_graph(tfc_node *n, tfc_graph *gg, tfc_tensor *dy, tfc_tensor **dx) {
+    const reduce_ctx *c = n->ctx;
+    const tfc_edge *e = &n->in[0];
+    tfc_tensor *dyk = NULL, *t = NULL, *u = NULL, *x = NULL, *mean = NULL;
+    int32_t dims[TFC_MAX_DIMS], nd = 0;
+    for (int32_t i = 0; i < e->ndim; i++)
+        if (c->keep_shape[i] == 1 && e->shape[i] != 1) dims[nd++] = i;
+    tfc_status s = tfc_reshape(gg, dy, c->keep_shape, e->ndim, &dyk);
+    if (s != TFC_OK) return s;
+    switch (c->kind) {
+    case R_SUM:
+    case R_MEAN:
+        s = tfc_expand(gg, dyk, e->shape, e->ndim, &t);
+        if (s == TFC_OK) s = tfc_mul_scalar(gg, t, c->kind == R_MEAN ? 1.0 / (double)c->n : 1.0, dx);
+        break;
+    case R_VAR:
+        s = tfc_node_saved(n, &c->x, &x);
+        if (s == TFC_OK) s = nd ? tfc_mean(gg, x, dims, nd, 1, &mean) : tfc_mul_scalar(gg, x, 1.0, &mean);
+        if (s == TFC_OK) s = tfc_sub(gg, x, mean, &t);
+        if (s == TFC_OK) s = tfc_mul(gg, t, dyk, &u);
+        if (s == TFC_OK) s = tfc_mul_scalar(gg, u, 2.0 / ((double)c->n - c->correction), dx);
+        break;
+    default: { /* max/min: the plain backward of a gradient of ones is the mask */
+        tfc_tensor *ones = NULL, *mask = NULL;
+        tfc_tensor *g1[1] = {NULL};
+        s = tfc_tensor_new_on(dy, dy->shape, dy->ndim, dy->dtype, &ones);
+        if (s == TFC_OK) s = tfc_tensor_fill(ones, 1.0);
+        if (s == TFC_OK) {
+            tfc_graph *saved_graph = n->graph;
+            /* run the plain path on a constant: no graph, so nothing records */
+            ((tfc_node *)n)->graph = NULL;
+            s = reduce_backward(n, &ones, g1);
+            ((tfc_node *)n)->graph = saved_graph;
+            mask = g1[0];
+        }
+        if (s == TFC_OK) s = tfc_mul(gg, mask, dyk, dx);
+        tfc_tensor_release(ones);
+        tfc_tensor_release(mask);
+        break;
+    }
+    }
+    tfc_tensor_release(dyk);
+    tfc_tensor_release(t);
+    tfc_tensor_release(u);
+    tfc_tensor_release(x);
+    tfc_tensor_release(mean);
+    return s;
+}
+
 static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     const reduce_ctx *c = n->ctx;
     red_kind k = c->kind;
@@ -107,6 +162,8 @@ static tfc_status reduce_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
     const int64_t *keep_shape = c->keep_shape;
     int64_t nred = c->n;
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg) return reduce_backward_graph(n, gg, dy, &gin[0]);
     tfc_tensor *dyk; /* dy with reduced dims as size 1 */
     TFC_TRY(tfc_reshape(NULL, dy, keep_shape, e->ndim, &dyk));
     tfc_status s = TFC_OK;
@@ -190,12 +247,13 @@ static tfc_status reduce(red_kind k, tfc_graph *g, const tfc_tensor *x, const in
             reduce_ctx *c = n->ctx;
             c->kind = k;
             c->n = p.n;
+            tfc_node_set_double_backward(n);
             c->correction = correction;
             for (int32_t i = 0; i < x->ndim; i++) c->keep_shape[i] = p.keep_shape[i];
             tfc_node_set_input(n, 0, x);
             if (k == R_VAR) s = tfc_node_keep(n, &c->x, x);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->pos, pos);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, r);
         }
     }
     tfc_tensor_release(pos);
@@ -249,6 +307,10 @@ TFC_API tfc_status tfc_argmax(const tfc_tensor *x, int32_t dim, int32_t keepdim,
 
 /* Declared in ops/op_util.h: the backward of broadcasting. */
 tfc_status tfc_sum_to_shape(tfc_tensor *grad, const int64_t *shape, int32_t ndim, tfc_tensor **out) {
+    return tfc_sum_to_shape_g(NULL, grad, shape, ndim, out);
+}
+
+tfc_status tfc_sum_to_shape_g(tfc_graph *g, tfc_tensor *grad, const int64_t *shape, int32_t ndim, tfc_tensor **out) {
     int same = grad->ndim == ndim;
     for (int32_t i = 0; same && i < ndim; i++) same = grad->shape[i] == shape[i];
     if (same) {
@@ -262,10 +324,10 @@ tfc_status tfc_sum_to_shape(tfc_tensor *grad, const int64_t *shape, int32_t ndim
         if (k < 0 || (shape[k] == 1 && grad->shape[i] != 1)) dims[nd++] = i;
     }
     tfc_tensor *summed, *r;
-    tfc_status s = tfc_sum(NULL, grad, dims, nd, 1, &summed);
+    tfc_status s = tfc_sum(g, grad, dims, nd, 1, &summed);
     tfc_tensor_release(grad);
     TFC_TRY(s);
-    s = tfc_reshape(NULL, summed, shape, ndim, &r);
+    s = tfc_reshape(g, summed, shape, ndim, &r);
     tfc_tensor_release(summed);
     TFC_TRY(s);
     *out = r;

@@ -44,9 +44,14 @@ static tfc_status where_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tenso
     for (int32_t i = 1; i <= 2 && s == TFC_OK; i++) {
         if (!tfc_node_needs_grad(n, i)) continue;
         tfc_tensor *full;
-        s = tfc_map_new(n->name, TFC_MAP_MASK_SELECT, dy->shape, dy->ndim, dy->dtype, i == 1 ? dy : zero,
-                        i == 1 ? zero : dy, cond, 0.0, &full);
-        if (s == TFC_OK) s = tfc_sum_to_shape(full, n->in[i].shape, n->in[i].ndim, &gin[i]);
+        /* create_graph: the selection is itself a recorded where, differentiable in dy */
+        tfc_graph *gg = tfc_node_grad_graph(n);
+        if (gg)
+            s = tfc_where(gg, cond, i == 1 ? dy : zero, i == 1 ? zero : dy, &full);
+        else
+            s = tfc_map_new(n->name, TFC_MAP_MASK_SELECT, dy->shape, dy->ndim, dy->dtype, i == 1 ? dy : zero,
+                            i == 1 ? zero : dy, cond, 0.0, &full);
+        if (s == TFC_OK) s = tfc_sum_to_shape_g(gg, full, n->in[i].shape, n->in[i].ndim, &gin[i]);
     }
     tfc_tensor_release(zero);
     return s;
@@ -72,9 +77,10 @@ TFC_API tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_ten
         tfc_status s = tfc_node_new(g, fn, where_backward, 3, 1, sizeof(where_ctx), &n);
         if (s == TFC_OK) {
             where_ctx *c = n->ctx;
+            tfc_node_set_double_backward(n);
             for (int32_t i = 0; i < 3; i++) tfc_node_set_input(n, i, ins[i]);
             s = tfc_node_keep(n, &c->cond, cond);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, r);
         }
         if (s != TFC_OK) {
             tfc_tensor_release(r);

@@ -100,10 +100,36 @@ typedef struct softmax_ctx {
     int32_t dim, log;
 } softmax_ctx;
 
+/*
+ * create_graph: softmax dx = y ⊙ (dy − Σ_dim dy ⊙ y), log_softmax
+ * dx = dy − exp(y) ⊙ Σ_dim dy, as recorded ops on gg.
+ */
+static tfc_status softmax_backward_graph(tfc_node *n, tfc_graph *gg, tfc_tensor *dy, tfc_tensor **dx) {
+    const softmax_ctx *c = n->ctx;
+    tfc_tensor *y = NULL, *t = NULL, *sum = NULL, *u = NULL;
+    tfc_status s = tfc_node_saved(n, &c->y, &y);
+    if (c->log) {
+        if (s == TFC_OK) s = tfc_sum(gg, dy, &c->dim, 1, 1, &sum);
+        if (s == TFC_OK) s = tfc_exp(gg, y, &t);
+        if (s == TFC_OK) s = tfc_mul(gg, t, sum, &u);
+        if (s == TFC_OK) s = tfc_sub(gg, dy, u, dx);
+    } else {
+        if (s == TFC_OK) s = tfc_mul(gg, dy, y, &t);
+        if (s == TFC_OK) s = tfc_sum(gg, t, &c->dim, 1, 1, &sum);
+        if (s == TFC_OK) s = tfc_sub(gg, dy, sum, &u);
+        if (s == TFC_OK) s = tfc_mul(gg, y, u, dx);
+    }
+    tfc_tensor *all[] = {y, t, sum, u};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfc_tensor_release(all[i]);
+    return s;
+}
+
 static tfc_status softmax_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     const softmax_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0], *y = c->y.t, *dx;
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg) return softmax_backward_graph(n, gg, dy, &gin[0]);
     TFC_TRY(tfc_tensor_new_like(y, y->dtype, &dx));
     tfc_status s = tfc_softmax_backward(dy, y, c->dim, c->log, dx, 0);
     if (s != TFC_OK) {
@@ -130,9 +156,10 @@ static tfc_status softmax_op(const char *fn, int32_t log, tfc_graph *g, const tf
             softmax_ctx *c = n->ctx;
             c->dim = dim;
             c->log = log;
+            tfc_node_set_double_backward(n);
             tfc_node_set_input(n, 0, x);
             s = tfc_node_keep(n, &c->y, y);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, y);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, y);
         }
     }
     if (s != TFC_OK) {

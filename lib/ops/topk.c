@@ -93,7 +93,7 @@ TFC_API tfc_status tfc_topk(tfc_graph *g, const tfc_tensor *x, int64_t k, int32_
             c->dim = d;
             tfc_node_set_input(n, 0, x);
             s = tfc_node_keep(n, &c->idx, idx);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, vals);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, vals);
         }
         if (s != TFC_OK) {
             tfc_tensor_release(vals);

@@ -39,10 +39,75 @@ typedef struct unary_ctx {
     double p;
 } unary_ctx;
 
+/*
+ * create_graph: dx = dy ⊙ f'(x) built from recorded ops on gg (relu's
+ * [x > 0] is a constant mask), so it can be differentiated again.
+ */
+static tfc_status unary_backward_graph(tfc_node *n, tfc_graph *gg, tfc_tensor *dy, tfc_tensor **dx) {
+    const unary_ctx *c = n->ctx;
+    const double p = c->p;
+    tfc_tensor *x = NULL, *y = NULL, *t = NULL, *u = NULL;
+    tfc_status s = tfc_node_saved(n, &c->x, &x);
+    if (s == TFC_OK) s = tfc_node_saved(n, &c->y, &y);
+    if (s == TFC_OK) {
+        switch ((int)(c->def - defs)) {
+        case U_NEG:
+        case U_RSUB_S: s = tfc_neg(gg, dy, dx); break;
+        case U_EXP: s = tfc_mul(gg, dy, y, dx); break;
+        case U_LOG: s = tfc_div(gg, dy, x, dx); break;
+        case U_SQRT:
+            s = tfc_mul_scalar(gg, dy, 0.5, &t);
+            if (s == TFC_OK) s = tfc_div(gg, t, y, dx);
+            break;
+        case U_RSQRT:
+            s = tfc_pow_scalar(gg, y, 3.0, &t);
+            if (s == TFC_OK) s = tfc_mul(gg, dy, t, &u);
+            if (s == TFC_OK) s = tfc_mul_scalar(gg, u, -0.5, dx);
+            break;
+        case U_TANH:
+            s = tfc_mul(gg, y, y, &t);
+            if (s == TFC_OK) s = tfc_rsub_scalar(gg, t, 1.0, &u);
+            if (s == TFC_OK) s = tfc_mul(gg, dy, u, dx);
+            break;
+        case U_SIGMOID:
+            s = tfc_rsub_scalar(gg, y, 1.0, &t);
+            if (s == TFC_OK) s = tfc_mul(gg, y, t, &u);
+            if (s == TFC_OK) s = tfc_mul(gg, dy, u, dx);
+            break;
+        case U_RELU:
+            s = tfc_tensor_new_on(dy, NULL, 0, dy->dtype, &u);
+            if (s == TFC_OK) s = tfc_tensor_fill(u, 1.0);
+            if (s == TFC_OK)
+                s = tfc_map_new(n->name, TFC_MAP_RELU_BWD, x->shape, x->ndim, x->dtype, u, x, NULL, 0.0, &t);
+            if (s == TFC_OK) s = tfc_mul(gg, dy, t, dx);
+            break;
+        case U_ADD_S: *dx = tfc_tensor_retain(dy); break;
+        case U_MUL_S: s = tfc_mul_scalar(gg, dy, p, dx); break;
+        case U_RDIV_S:
+            s = tfc_mul(gg, dy, y, &t);
+            if (s == TFC_OK) s = tfc_div(gg, t, x, &u);
+            if (s == TFC_OK) s = tfc_neg(gg, u, dx);
+            break;
+        default: /* U_POW_S */
+            s = tfc_pow_scalar(gg, x, p - 1.0, &t);
+            if (s == TFC_OK) s = tfc_mul_scalar(gg, t, p, &u);
+            if (s == TFC_OK) s = tfc_mul(gg, dy, u, dx);
+            break;
+        }
+    }
+    tfc_tensor_release(t);
+    tfc_tensor_release(u);
+    tfc_tensor_release(x);
+    tfc_tensor_release(y);
+    return s;
+}
+
 static tfc_status unary_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     const unary_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0];
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg) return unary_backward_graph(n, gg, dy, &gin[0]);
     /* Maps read (a = dy, b = x, c = y); log's dy/x uses DIV(a = dy, b = x). */
     return tfc_map_new(n->name, c->def->bwd, dy->shape, dy->ndim, dy->dtype, dy, c->x.t, c->y.t, c->p, &gin[0]);
 }
@@ -60,10 +125,11 @@ static tfc_status unary(int which, tfc_graph *g, const tfc_tensor *x, double p, 
             unary_ctx *c = n->ctx;
             c->def = d;
             c->p = p;
+            tfc_node_set_double_backward(n);
             tfc_node_set_input(n, 0, x);
             s = tfc_node_keep(n, &c->x, d->save_x ? x : NULL);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->y, d->save_y ? r : NULL);
-            if (s == TFC_OK) tfc_node_attach_output(n, 0, r);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, r);
         }
         if (s != TFC_OK) {
             tfc_tensor_release(r);

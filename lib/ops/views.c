@@ -21,37 +21,64 @@ typedef struct view_ctx {
     int64_t start, stop, step;
 } view_ctx;
 
+/* The gradient of slice_scatter's output reaches its input as the same slice (a view). */
+static tfc_status slice_scatter_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
+    const view_ctx *c = n->ctx;
+    if (!gout[0] || !tfc_node_needs_grad(n, 0)) return TFC_OK;
+    return tfc_slice(tfc_node_grad_graph(n), gout[0], c->dim, c->start, c->stop, c->step, &gin[0]);
+}
+
+/*
+ * Slice's backward: dy written into zeros of the input's shape at the
+ * sliced place; recorded on gg (a create_graph pass) as a node whose own
+ * backward slices again, so it differentiates to any order.
+ */
+static tfc_status slice_scatter(tfc_graph *gg, const tfc_edge *e, const view_ctx *c, tfc_tensor *dy, tfc_tensor **out) {
+    tfc_tensor *dx, *part;
+    TFC_TRY(tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &dx));
+    tfc_status s = tfc_tensor_fill(dx, 0.0);
+    if (s == TFC_OK) s = tfc_slice(NULL, dx, c->dim, c->start, c->stop, c->step, &part);
+    if (s == TFC_OK) {
+        s = tfc_tensor_copy_from(part, dy);
+        tfc_tensor_release(part);
+    }
+    const tfc_tensor *ins[1] = {dy};
+    if (s == TFC_OK && tfc_should_record(gg, ins, 1)) {
+        tfc_node *n;
+        s = tfc_node_new(gg, "tfc_slice (backward)", slice_scatter_backward, 1, 1, sizeof(view_ctx), &n);
+        if (s == TFC_OK) {
+            *(view_ctx *)n->ctx = *c;
+            tfc_node_set_double_backward(n);
+            tfc_node_set_input(n, 0, dy);
+            s = tfc_node_attach_output(n, 0, dx);
+        }
+    }
+    if (s != TFC_OK) {
+        tfc_tensor_release(dx);
+        return s;
+    }
+    *out = dx;
+    return TFC_OK;
+}
+
 static tfc_status view_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     const tfc_edge *e = &n->in[0];
     tfc_tensor *dy = gout[0];
     const view_ctx *c = n->ctx;
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
+    /* NULL unless create_graph: then each step below is recorded and differentiable */
+    tfc_graph *gg = tfc_node_grad_graph(n);
     switch (c->kind) {
-    case V_RESHAPE: return tfc_reshape(NULL, dy, e->shape, e->ndim, &gin[0]);
+    case V_RESHAPE: return tfc_reshape(gg, dy, e->shape, e->ndim, &gin[0]);
     case V_PERMUTE: {
         int32_t inv[TFC_MAX_DIMS];
         for (int32_t i = 0; i < e->ndim; i++) inv[c->perm[i]] = i;
-        return tfc_permute(NULL, dy, inv, e->ndim, &gin[0]);
+        return tfc_permute(gg, dy, inv, e->ndim, &gin[0]);
     }
-    case V_SLICE: {
-        tfc_tensor *dx, *part;
-        TFC_TRY(tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &dx));
-        tfc_status s = tfc_tensor_fill(dx, 0.0);
-        if (s == TFC_OK) s = tfc_slice(NULL, dx, c->dim, c->start, c->stop, c->step, &part);
-        if (s == TFC_OK) {
-            s = tfc_tensor_copy_from(part, dy);
-            tfc_tensor_release(part);
-        }
-        if (s != TFC_OK) {
-            tfc_tensor_release(dx);
-            return s;
-        }
-        gin[0] = dx;
-        return TFC_OK;
-    }
-    case V_EXPAND: return tfc_sum_to_shape(tfc_tensor_retain(dy), e->shape, e->ndim, &gin[0]);
+    case V_SLICE: return slice_scatter(gg, e, c, dy, &gin[0]);
+    case V_EXPAND: return tfc_sum_to_shape_g(gg, tfc_tensor_retain(dy), e->shape, e->ndim, &gin[0]);
     case V_IDENTITY: gin[0] = tfc_tensor_retain(dy); return TFC_OK;
-    case V_CAST: return tfc_cast(NULL, dy, e->dtype, &gin[0]);
+    case V_CAST: return tfc_cast(gg, dy, e->dtype, &gin[0]);
     }
     return tfc_err(TFC_ERR_INTERNAL, "view backward: unknown kind");
 }
@@ -70,9 +97,9 @@ static tfc_status record(tfc_graph *g, const char *fn, view_kind k, const tfc_te
     if (k == V_PERMUTE)
         for (int32_t i = 0; i < np; i++) c->perm[i] = params[i];
     if (k == V_SLICE) c->dim = (int32_t)params[0], c->start = params[1], c->stop = params[2], c->step = params[3];
+    tfc_node_set_double_backward(n);
     tfc_node_set_input(n, 0, x);
-    tfc_node_attach_output(n, 0, out);
-    return TFC_OK;
+    return tfc_node_attach_output(n, 0, out);
 }
 
 /* Finish an op: record, or release out on failure. */

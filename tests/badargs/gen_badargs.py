@@ -51,7 +51,8 @@ LIMITS = {"int32_t": ("INT32_MIN", "INT32_MAX"), "int64_t": ("INT64_MIN", "INT64
 # Integer parameters for which a negative value means nothing: the test
 # requires it to be refused (with fn and the parameter named).
 NONNEG = {"n", "ndim", "ndims", "cap", "batch", "B", "T", "max_new", "n_prompt", "n_seq", "n_paths", "n_meta", "vocab_size",
-          "length", "k", "top_k", "i", "id", "group", "warmup", "total", "begin", "n_in", "n_out"}
+          "length", "k", "top_k", "i", "id", "group", "warmup", "total", "begin", "n_in", "n_out",
+          "n_outputs", "n_inputs"}
 NONNEG_BY_FN = {("tfc_multinomial", "num_samples"), ("tfc_slice", "step"), ("tfc_lr_constant", "step"), ("tfc_lr_cosine", "step"),
                 ("tfc_lr_linear", "step"), ("tfc_lr_inverse_sqrt", "step"), ("tfc_set_num_threads", "n")}
 # Integer parameters also tried at their type's extremes (INT_MIN, INT_MAX).
@@ -67,7 +68,8 @@ BUFFER_COUNTS = {("tfc_concat", "n"), ("tfc_graph_checkpoint", "n_in"), ("tfc_gr
                  ("tfc_gpt_generate_batch", "cap"), ("tfc_gpt_generate_speculative", "n_prompt"),
                  ("tfc_gpt_generate_speculative", "cap"), ("tfc_tokenizer_train_files", "n_paths"),
                  ("tfc_token_file_read", "n"), ("tfc_token_file_open_shards", "n"), ("tfc_token_file_write_shard", "n"),
-                 ("tfc_tensor_shape", "cap"), ("tfc_tensor_strides", "cap")}
+                 ("tfc_tensor_shape", "cap"), ("tfc_tensor_strides", "cap"),
+                 ("tfc_autograd_grad", "n_outputs"), ("tfc_autograd_grad", "n_inputs")}
 # A tensor of a few dims/sizes: ndim up to the INT32_MAX case is refused
 # before the array is read; the arrays themselves are tests/c/test_shape_safety.c's.
 
@@ -221,6 +223,12 @@ FIXTURES = {
     "tfc_tensor_item": {"t": SCALAR},
     "tfc_tensor_to_device": {"device_index": "0"},
     "tfc_graph_backward": {"loss": "fx_loss()", "seed": SCALAR},
+    "tfc_graph_backward_ex": {"loss": "fx_loss()", "seed": SCALAR, "retain_graph": "1", "create_graph": "0"},
+    "tfc_autograd_grad": {"outputs": "(const tfc_tensor *const *)fx_tensors(1, fx_loss())", "n_outputs": "1",
+                          "inputs": "(const tfc_tensor *const *)fx_tensors(1, fx_leaf())", "n_inputs": "1",
+                          "grad_outputs": "(const tfc_tensor *const *)fx_tensors(1, %s)" % SCALAR,
+                          "retain_graph": "1", "create_graph": "0", "allow_unused": "1",
+                          "grads_out": "fx_out_tensors(1)"},
     "tfc_tensor_retain_grad": {"t": "fx_nonleaf()"},
     "tfc_graph_checkpoint": {"inputs": "fx_tensors(1, fx_leaf())", "n_in": "1", "n_out": "1", "ctx_size": "0"},
     "tfc_gradcheck": {"inputs": "fx_tensors(1, fx_leaf64())", "n": "1", "eps": "1e-6"},

@@ -92,6 +92,12 @@ class TfcRuntimeError(Error, RuntimeError):
     pass
 
 
+class GraphError(InvalidArgumentError, RuntimeError):
+    """A backward through nodes whose saved tensors a backward without
+    retain_graph freed, or an anomaly found by detect_anomaly(): a
+    RuntimeError as in PyTorch (and a ValueError, as before)."""
+
+
 _BY_STATUS = {
     lib.TFC_ERR_INVALID_ARG: InvalidArgumentError,
     lib.TFC_ERR_SHAPE: ShapeError,
@@ -106,6 +112,8 @@ def error_for(status):
     msg = ffi.string(lib.tfc_last_error()).decode("utf-8", "replace")
     if not msg:
         msg = ffi.string(lib.tfc_status_name(status)).decode()
+    if status == lib.TFC_ERR_INVALID_ARG and ("anomaly detected" in msg or "without retain_graph=True" in msg):
+        return GraphError(msg, status)
     return _BY_STATUS.get(status, TfcRuntimeError)(msg, status)
 
 

@@ -1,13 +1,15 @@
 """The implicit autograd tape: one tfc_graph per Python thread.
 
 Ops record on the calling thread's graph when grad mode is on and one of
-their inputs requires grad; Tensor.backward() runs tfc_graph_backward on it
-and then clears it (tfc_graph_clear) unless retain_graph=True. Clearing
-frees the saved activations of EVERY node recorded on this thread so far,
-not only those behind the loss: compute one loss at a time, or pass
-retain_graph=True to all but the last backward. Work that never calls
-backward (evaluation) belongs under `with tfcore.no_grad():`, otherwise the
-tape keeps its activations until the next backward or clear_graph().
+their inputs requires grad; Tensor.backward() runs tfc_graph_backward_ex on
+it. Without retain_graph, backward frees the saved tensors of the nodes IT
+went through (as PyTorch does), not the rest of the tape: other losses
+recorded on this thread stay usable, and nodes whose results nobody holds
+any more leave the tape by themselves. create_graph=True records the
+backward itself, so gradients can be differentiated again (grad(),
+Hessian-vector products, gradient penalties). clear_graph() still frees
+everything recorded on this thread at once. Evaluation belongs under
+`with tfcore.no_grad():` (nothing is recorded there at all).
 """
 import contextlib
 import threading
@@ -222,8 +224,9 @@ def checkpoint(fn, *inputs, n_out=1):
     from its closure get their gradients too. Dropout inside fn draws the
     same mask in the replay (the stream's state is saved). Returns a Tensor
     (n_out == 1) or a tuple. The function and its closure stay referenced
-    until this thread's graph is cleared (backward without retain_graph,
-    or clear_graph())."""
+    until this thread's tape is empty after a backward without
+    retain_graph (backward frees only its own nodes, and the binding cannot
+    tell which checkpoints those were), or until clear_graph()."""
     from .tensor import _rng, _rng_lock, _wrap
     with _rng_lock:
         rng = dict(_rng)
@@ -255,15 +258,9 @@ def _checkpoint_error():
     return None
 
 
-def backward(tensor, grad=None, retain_graph=False):
-    """d(tensor)/d(leaves) accumulated into the leaves' .grad; see Tensor.backward."""
-    if not lib.tfc_tensor_requires_grad(tensor._h):
-        raise RuntimeError("tfcore: backward: the tensor does not require grad and was not produced "
-                           "by a recorded op (set requires_grad=True on a leaf, outside no_grad)")
-    g = graph()
-    seed = ffi.NULL if grad is None else grad._h
-    _state()["function_error"] = None  # only an exception of this pass is re-raised
-    status = lib.tfc_graph_backward(g, tensor._h, seed)
+def _raise_callback_error(status, g):
+    """A grad hook's or a checkpointed function's exception, re-raised in
+    place of the status it turned into."""
     hook = _state().get("grad_hook")
     if status != 0 and hook is not None and hook[1]:
         exc = hook[1].pop()
@@ -280,8 +277,12 @@ def backward(tensor, grad=None, retain_graph=False):
             check(lib.tfc_graph_clear(g))
             raise err
     check(status)
-    if not retain_graph:
-        check(lib.tfc_graph_clear(g))
+
+
+def _after_free(g):
+    """Once nothing is left on the tape, the checkpointed functions it
+    referenced can go."""
+    if lib.tfc_graph_num_nodes(g) == 0:
         _state()["checkpoints"] = []
 
 
@@ -655,3 +656,107 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
                         % (i, k, num, float(ana[k]), abs(ana[k] - num), atol + rtol * abs(num), worst[0],
                            wi[0], wk[0]))
     return True
+
+
+def backward(tensor, grad=None, retain_graph=None, create_graph=False):
+    """d(tensor)/d(leaves) accumulated into the leaves' .grad; see Tensor.backward."""
+    if not lib.tfc_tensor_requires_grad(tensor._h):
+        raise RuntimeError("tfcore: backward: the tensor does not require grad and was not produced "
+                           "by a recorded op (set requires_grad=True on a leaf, outside no_grad)")
+    if retain_graph is None:
+        retain_graph = create_graph
+    g = graph()
+    seed = ffi.NULL if grad is None else grad._h
+    _state()["function_error"] = None  # only an exception of this pass is re-raised
+    status = lib.tfc_graph_backward_ex(g, tensor._h, seed, int(bool(retain_graph)), int(bool(create_graph)))
+    _raise_callback_error(status, g)
+    if not retain_graph:
+        _after_free(g)
+
+
+def _tensors(arg, what):
+    from .tensor import Tensor
+    seq = (arg,) if isinstance(arg, Tensor) else arg
+    try:
+        seq = tuple(seq)
+    except TypeError:
+        raise TypeError("tfcore.autograd.grad: %s must be a Tensor or a sequence of Tensors, not %s"
+                        % (what, type(arg).__name__)) from None
+    for i, t in enumerate(seq):
+        if not isinstance(t, Tensor):
+            raise TypeError("tfcore.autograd.grad: %s[%d] is %s, not a Tensor" % (what, i, type(t).__name__))
+    return seq
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
+    """torch.autograd.grad: the gradients of the outputs (weighted by
+    grad_outputs, each None meaning 1 for a one-element output) with respect
+    to inputs, returned as a tuple (one per input) instead of accumulated
+    into .grad; no .grad is touched. create_graph=True records the backward
+    so the results can be differentiated again; retain_graph defaults to
+    create_graph. An input the outputs do not depend on raises ValueError,
+    or gives None with allow_unused=True (tfc_autograd_grad)."""
+    from .tensor import Tensor, _wrap, tensor as _tensor
+    outs = _tensors(outputs, "outputs")
+    ins = _tensors(inputs, "inputs")
+    if not outs or not ins:
+        raise ValueError("tfcore.autograd.grad: outputs and inputs must not be empty")
+    seeds = None
+    if grad_outputs is not None:
+        gos = (grad_outputs,) if isinstance(grad_outputs, Tensor) else tuple(grad_outputs)
+        if len(gos) != len(outs):
+            raise ValueError("tfcore.autograd.grad: %d grad_outputs for %d outputs" % (len(gos), len(outs)))
+        seeds = [None if s is None else s if isinstance(s, Tensor) else _tensor(s, dtype=o.dtype)
+                 for s, o in zip(gos, outs)]
+    if retain_graph is None:
+        retain_graph = create_graph
+    for i, o in enumerate(outs):
+        if not lib.tfc_tensor_requires_grad(o._h):
+            raise RuntimeError("tfcore.autograd.grad: outputs[%d] does not require grad and was not produced "
+                               "by a recorded op" % i)
+    g = graph()
+    c_outs = ffi.new("const tfc_tensor *[]", [o._h for o in outs])
+    c_ins = ffi.new("const tfc_tensor *[]", [t._h for t in ins])
+    c_seeds = ffi.NULL if seeds is None else ffi.new(
+        "const tfc_tensor *[]", [ffi.NULL if s is None else s._h for s in seeds])
+    res = ffi.new("tfc_tensor *[]", len(ins))
+    _state()["function_error"] = None
+    status = lib.tfc_autograd_grad(g, c_outs, len(outs), c_ins, len(ins), c_seeds, int(bool(retain_graph)),
+                                   int(bool(create_graph)), int(bool(allow_unused)), res)
+    _raise_callback_error(status, g)
+    if not retain_graph:
+        _after_free(g)
+    return tuple(None if res[i] == ffi.NULL else _wrap(res[i]) for i in range(len(ins)))
+
+
+def set_detect_anomaly(mode):
+    """Turn anomaly detection on this thread's tape on or off
+    (torch.autograd.set_detect_anomaly): while on, an op recorded for
+    backward whose output holds NaN or Inf, and a backward step that
+    produces such a gradient, raise RuntimeError naming the op, its shapes
+    and (in backward) the forward op that recorded the node."""
+    check(lib.tfc_graph_set_detect_anomaly(graph(), int(bool(mode))))
+
+
+def is_anomaly_enabled():
+    """True while anomaly detection is on for this thread's tape."""
+    g = _state()["graph"]
+    return g is not None and bool(lib.tfc_graph_is_detect_anomaly(g))
+
+
+class detect_anomaly(contextlib.ContextDecorator):
+    """Context manager / decorator: anomaly detection on inside
+    (torch.autograd.detect_anomaly; see set_detect_anomaly). It costs a read
+    of every recorded output and every gradient: for debugging."""
+
+    def __init__(self):
+        self.prev = []
+
+    def __enter__(self):
+        self.prev.append(is_anomaly_enabled())
+        set_detect_anomaly(True)
+        return self
+
+    def __exit__(self, *exc):
+        set_detect_anomaly(self.prev.pop())
+        return False

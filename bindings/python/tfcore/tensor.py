@@ -271,18 +271,21 @@ class Tensor:
     def zero_grad(self, set_to_none=True):
         check(lib.tfc_tensor_zero_grad(self._h, 1 if set_to_none else 0))
 
-    def backward(self, gradient=None, retain_graph=False, grad=None):
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, grad=None):
         """Accumulate d(self)/d(leaf) into every leaf's .grad. gradient (or
-        grad=) is the seed, needed when self has more than one element. The
-        thread's graph is cleared afterwards unless retain_graph=True (see
-        tfcore.autograd)."""
+        grad=) is the seed, needed when self has more than one element.
+        Without retain_graph (default: create_graph) the saved tensors of the
+        nodes this backward went through are freed, so going through them
+        again raises RuntimeError naming retain_graph; other losses on the
+        thread's tape are untouched. create_graph=True records the backward
+        so .grad can be differentiated again (see tfcore.autograd)."""
         if grad is not None:
             if gradient is not None:
                 raise TypeError("tfcore: backward: pass gradient or grad, not both")
             gradient = grad
         if gradient is not None and not isinstance(gradient, Tensor):
             gradient = tensor(gradient, dtype=self.dtype)
-        _ag.backward(self, gradient, retain_graph)
+        _ag.backward(self, gradient, retain_graph, create_graph)
 
     def detach(self):
         """A tensor sharing this one's memory, cut from the graph."""

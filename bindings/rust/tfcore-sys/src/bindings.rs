@@ -352,6 +352,10 @@ extern "C" {
     pub fn tfc_graph_is_grad_enabled(g: *const tfc_graph) -> i32;
     pub fn tfc_graph_num_nodes(g: *const tfc_graph) -> i64;
     pub fn tfc_graph_backward(g: *mut tfc_graph, loss: *const tfc_tensor, seed: *const tfc_tensor) -> tfc_status;
+    pub fn tfc_graph_backward_ex(g: *mut tfc_graph, loss: *const tfc_tensor, seed: *const tfc_tensor, retain_graph: i32, create_graph: i32) -> tfc_status;
+    pub fn tfc_autograd_grad(g: *mut tfc_graph, outputs: *const *const tfc_tensor, n_outputs: i32, inputs: *const *const tfc_tensor, n_inputs: i32, grad_outputs: *const *const tfc_tensor, retain_graph: i32, create_graph: i32, allow_unused: i32, grads_out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_graph_set_detect_anomaly(g: *mut tfc_graph, on: i32) -> tfc_status;
+    pub fn tfc_graph_is_detect_anomaly(g: *const tfc_graph) -> i32;
     pub fn tfc_graph_set_grad_hook(g: *mut tfc_graph, r#fn: tfc_grad_hook_fn, user: *mut c_void) -> tfc_status;
     pub fn tfc_tensor_set_requires_grad(t: *mut tfc_tensor, on: i32) -> tfc_status;
     pub fn tfc_tensor_requires_grad(t: *const tfc_tensor) -> i32;
