@@ -21,7 +21,7 @@ tfcore="$1"
 src="$2"
 shift 2
 kills_wanted="${CRASH_KILLS:-30}"
-seed="${CRASH_SEED:-$(date +%s%N | cut -c8-15)}"
+seed="${CRASH_SEED:-$((10#$(date +%s%N | cut -c8-15)))}" # 10#: a leading 0 is not octal
 while [ $# -gt 0 ]; do
     case "$1" in
     --kills) kills_wanted="$2"; shift 2 ;;

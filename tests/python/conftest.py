@@ -7,9 +7,6 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 if os.environ.get("TFCORE_TEST_INSTALLED") != "1":
     sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
-    # Fresh interpreters that tests start (crash probes) import the same tfcore.
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in [os.path.join(ROOT, "bindings", "python"), os.environ.get("PYTHONPATH")] if p)
 if not os.environ.get("TFCORE_LIBRARY"):
     candidate = os.path.join(ROOT, "build", "lib", "libtfcore.so.1")
     if os.path.exists(candidate):

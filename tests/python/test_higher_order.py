@@ -182,8 +182,8 @@ def test_gradient_penalty_training_matches_torch():
         (out + (gx * gx).sum()).backward()
         (outt + (gxt * gxt).sum()).backward()
         with tfcore.no_grad():
-            for p in tp:
-                _close(p.grad.numpy(), rp[tp.index(p)].grad.numpy(), "penalty grad")
+            for i, p in enumerate(tp):
+                _close(p.grad.numpy(), rp[i].grad.numpy(), "penalty grad")
         for i, (p, r) in enumerate(zip(tp, rp)):
             newp = p.detach().numpy() - 0.1 * p.grad.numpy()
             tp[i] = tfcore.tensor(newp, dtype="float64", requires_grad=True)

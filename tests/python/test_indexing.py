@@ -304,7 +304,7 @@ def test_bad_indices_raise_in_a_fresh_interpreter(name, code, exc, fragment):
             "    print('RAISED', type(e).__name__)\n"
             "else:\n"
             "    print('NO ERROR')\n" % (code, exc.__name__, fragment))
-    r = subprocess.run([sys.executable, "-c", body], capture_output=True, text=True, env=dict(os.environ),
+    r = subprocess.run([sys.executable, "-c", body], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)),
                        timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "RAISED" in r.stdout, r.stdout + r.stderr
