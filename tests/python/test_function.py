@@ -1,10 +1,10 @@
-import os
 """tfcore.autograd.Function (on tfc_custom_op), tfcore.autograd.gradcheck
 (over tfc_gradcheck) and tfcore.utils.checkpoint, against PyTorch 1.13:
 values and gradients in f64 equal torch.autograd.Function's and torch's
 checkpoint's; needs_input_grad, saved tensors modified in place, exceptions
 raised inside forward/backward/gradcheck's fn (the original exception, never
 a crash), wrong gradients from backward, and the op's ctx freed once."""
+import os
 import gc
 import subprocess
 import sys
