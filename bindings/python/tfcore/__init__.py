@@ -28,6 +28,7 @@ from .io import TokenFile, load_safetensors, save_safetensors
 from . import io  # noqa: F401
 from .quant import QWeight, qlinear, quantize
 from . import quant  # noqa: F401
+from .functional import linear_bf16  # noqa: F401  (bf16 mixed precision)
 
 bool = bool_  # tfcore.bool, like torch.bool  # noqa: A001
 

@@ -175,6 +175,7 @@ tfc_status tfc_unsqueeze(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_ten
 tfc_status tfc_flatten(tfc_graph *g, const tfc_tensor *x, int32_t start, int32_t end, tfc_tensor **out);
 tfc_status tfc_contiguous(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
 tfc_status tfc_cast(tfc_graph *g, const tfc_tensor *x, tfc_dtype dtype, tfc_tensor **out);
+tfc_status tfc_linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *w_bf16, const tfc_tensor *b, tfc_tensor **out);
 tfc_status tfc_layernorm_forward(const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *bias, double eps, tfc_tensor *y, tfc_tensor *mean, tfc_tensor *rstd);
 tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *mean, const tfc_tensor *rstd, tfc_tensor *dx, tfc_tensor *dweight, tfc_tensor *dbias, uint32_t flags);
 tfc_status tfc_softmax_forward(const tfc_tensor *x, int32_t dim, int32_t log, tfc_tensor *y);
