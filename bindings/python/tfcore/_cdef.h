@@ -272,6 +272,9 @@ tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t device_
 tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, const tfc_tensor *targets, tfc_tensor **logits, tfc_tensor **loss);
 tfc_status tfc_gpt_set_recompute(tfc_gpt *m, int32_t on);
 int32_t tfc_gpt_get_recompute(const tfc_gpt *m);
+tfc_status tfc_gpt_set_autocast(tfc_gpt *m, tfc_dtype dtype);
+tfc_dtype tfc_gpt_get_autocast(const tfc_gpt *m);
+int64_t tfc_gpt_autocast_refreshes(const tfc_gpt *m);
 tfc_status tfc_gpt_cache_new(const tfc_gpt *m, int32_t batch, tfc_gpt_cache **out);
 tfc_status tfc_gpt_cache_reset(tfc_gpt_cache *c);
 int32_t tfc_gpt_cache_length(const tfc_gpt_cache *c);
