@@ -331,6 +331,8 @@ FIXTURES = {
     "tfc_qlinear": {"x": t(2, 64), "b": t(4)},
     "tfc_qweight_from_tensors": {"format": "TFC_QFORMAT_INT8", "n": "2", "k": "3", "group_size": "0",
                                  "packed": "fx_t(TFC_DTYPE_U8, 2, 2, 3, 0, 0)", "scales": t(2)},
+    "tfc_linear_bf16": {"w": t(3, 4), "w_bf16": t(3, 4, dtype="TFC_DTYPE_BF16"), "b": t(4)},
+    "tfc_gpt_set_autocast": {"dtype": "TFC_DTYPE_BF16"},
 }
 # Release-style functions: a valid call would free a fixture, so only NULL is tried.
 # Functions that end the process by design (tfc_comm_abort): no case can run them.
