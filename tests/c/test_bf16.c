@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_small_m.h"
 #include "cpu/kernels.h"
 #include "standin_backend.h"
 #include "tfc_test_util.h"
@@ -216,6 +217,26 @@ static void gemm_cases(void) {
 }
 
 TEST(bf16_gemm_against_f64) { gemm_cases(); }
+
+/*
+ * Which path ran: the small-M bf16 kernel (gemm_small_m_bf16.c) where the
+ * CPU has AVX-512 F/BW/VL, unless TFC_BF16_GEMM=portable (the bf16_portable
+ * run of this file) forces the widening path; gemm_cases above then checked
+ * that path's small-M cases (m <= 32, A not transposed) against f64.
+ */
+TEST(bf16_small_m_kernel_runs_where_it_can) {
+    const char *e = getenv("TFC_BF16_GEMM");
+    __builtin_cpu_init();
+    int want = TFC_HAVE_GEMM_SMALL_M && tfc_cpu_gemm_small_m_enabled() && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && !(e && !strcmp(e, "portable"));
+    CHECK(tfc_cpu_gemm_small_m_bf16_enabled() == want);
+    const float a[2] = {1.5f, -2.0f};
+    const uint16_t b[4] = {0x3f80, 0x4000, 0x4040, 0x3f00}; /* [[1, 2], [3, 0.5]] */
+    float c[2] = {7, 7};
+    CHECK(tfc_cpu_gemm_small_m_bf16(0, 1, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2) == want);
+    if (want) CHECK(c[0] == 1.5f - 6.0f && c[1] == 3.0f - 1.0f);
+    printf("      (small-M bf16 kernel %s)\n", want ? "on" : "off: the widening path");
+}
 
 /* Large products are split over threads (gemm.c); each element is still summed by one thread in K order. */
 TEST(bf16_gemm_bits_do_not_depend_on_the_thread_count) {
