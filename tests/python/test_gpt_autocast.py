@@ -227,3 +227,19 @@ def test_autocast_bad_requests():
         q.autocast = tfcore.bfloat16
     assert tfcore.GPT("char-tiny", vocab_size=32, n_layer=1, n_embd=32, n_head=2, block_size=8,
                       autocast="bf16").autocast is tfcore.bfloat16
+
+
+def test_autocast_with_recompute_gives_the_same_gradients():
+    # recompute re-runs each block in backward: it must find the same bf16 weight copies
+    idx, tg = batch(96)
+    out = []
+    for rc in (False, True):
+        m = small_model(seed=11)
+        m.autocast = tfcore.bfloat16
+        m.recompute = rc
+        _, loss = m(idx, tg)
+        loss.backward()
+        out.append((loss.item(), grads(m)))
+    assert out[0][0] == out[1][0]
+    for n in out[0][1]:
+        assert np.array_equal(out[0][1][n], out[1][1][n]), n
