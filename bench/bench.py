@@ -545,9 +545,10 @@ def sec_train(a, res, peak):
         dtypes = [d for d in dtypes if d != "bf16"]
     elif not a.dtypes and not has_bf16():
         print("\n(this CPU has no bf16 instructions (no avx512_bf16): f32 figures only)")
+    runs = collect_train(a, exe, dtypes)
     best = {}
     for dt in dtypes:
-        best[dt] = sec_train_dtype(a, res, peak, exe, dt)
+        best[dt] = sec_train_dtype(a, res, peak, runs[dt], dt)
     if "f32" in best and "bf16" in best:
         rows = []
         for preset in best["bf16"]:
@@ -568,31 +569,48 @@ def sec_train(a, res, peak):
                "ours/PyTorch bf16", "% of vdpbf16ps peak", ">=1.7x f32", ">=2x PyTorch bf16"], rows)
 
 
-def sec_train_dtype(a, res, peak, exe, dtype):
-    """One dtype's training table; returns {preset: (our best row, PyTorch's best row or None)}."""
-    threads = sorted({1, NPROC})
-    best = {}
-    rows, verdicts = [], []
+def train_envs(a):
     envs = torch_envs()
     if a.quick:
         envs = [e for e in envs if e.get("OPENBLAS_CORETYPE") == envs[-1].get("OPENBLAS_CORETYPE")]
+    return envs
+
+
+def collect_train(a, exe, dtypes):
+    """{dtype: {preset: (our rows, PyTorch's rows)}}. Interleaved: before every
+    PyTorch run, one of ours with the same thread count and dtype, and the
+    dtypes alternate, so every row samples the same load on a shared machine."""
+    out = {dt: {} for dt in dtypes}
     for preset in a.presets.split(","):
         B, T, V = PRESETS[preset]
-        ours, theirs = [], []
-        # Interleaved: before every PyTorch run, one of ours with the same
-        # thread count, so both sides sample the same load on a shared machine.
-        for nt in threads:
-            for env in envs:
-                r = run_lines([exe, "train", preset, str(B), str(T), str(a.steps), str(V), dtype],
-                              {"OMP_NUM_THREADS": str(nt)})[0]
-                r["threads"] = nt
-                ours.append(r)
-                cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "train", "--threads", str(nt),
-                       "--preset", preset, "--steps", str(a.steps), "--dtype", dtype]
-                try:
-                    theirs += run_lines(cmd, env)
-                except Exception as e:
-                    print("  (torch train %s %s failed: %s)" % (preset, env, str(e)[:300]))
+        for dt in dtypes:
+            out[dt][preset] = ([], [])
+        for nt in sorted({1, NPROC}):
+            for env in train_envs(a):
+                for dt in dtypes:
+                    ours, theirs = out[dt][preset]
+                    r = run_lines([exe, "train", preset, str(B), str(T), str(a.steps), str(V), dt],
+                                  {"OMP_NUM_THREADS": str(nt)})[0]
+                    r["threads"] = nt
+                    ours.append(r)
+                    cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "train", "--threads",
+                           str(nt), "--preset", preset, "--steps", str(a.steps), "--dtype", dt]
+                    try:
+                        theirs += run_lines(cmd, env)
+                    except Exception as e:
+                        print("  (torch train %s %s %s failed: %s)" % (preset, dt, env, str(e)[:300]))
+    return out
+
+
+def sec_train_dtype(a, res, peak, runs, dtype):
+    """One dtype's training table from its runs {preset: (ours, theirs)};
+    returns {preset: (our best row, PyTorch's best row or None)}."""
+    threads = sorted({1, NPROC})
+    best = {}
+    rows, verdicts = [], []
+    envs = train_envs(a)
+    for preset, (ours, theirs) in runs.items():
+        B, T, V = PRESETS[preset]
         res.setdefault("train", []).extend(ours)
         res.setdefault("train_torch", []).extend(theirs)
         o = max(ours, key=lambda r: r["tokens_per_s"])
