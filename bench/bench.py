@@ -2,7 +2,7 @@
 """libtfcore's CPU benchmark suite: ours and PyTorch side by side, in one run.
 
     /usr/bin/python3 bench/bench.py [--build build] [--only peak,gemm,gemm_bf16,micro,qlinear,adamw,train]
-                                    [--quick] [--json results.json]
+                                    [--quick] [--json results.json] [--dtypes f32,bf16]
 
 Run from the source tree after `ninja -C build` (docs/PERFORMANCE.md). It
 prints, per section, our figure, the reference's, their ratio, and whether
@@ -24,7 +24,12 @@ issue #8's target is met:
          quantize_dynamic int8 Linear; not in the default set
   train  a full training step (fwd + CE + bwd + clip 1.0 + AdamW) for the
          char-tiny, char-small and gpt2-mini presets vs an equivalent
-         PyTorch GPT-2: tokens/s, GFLOP/s, % of peak, peak RSS
+         PyTorch GPT-2: tokens/s, GFLOP/s, % of peak, peak RSS; with
+         --dtypes f32,bf16 (the default on a CPU with AVX512-BF16) also bf16
+         mixed precision (tfc_gpt_set_autocast) vs PyTorch under
+         torch.autocast('cpu', dtype=torch.bfloat16), as % of the measured
+         vdpbf16ps peak (issue #20); a CPU without bf16 instructions is said
+         so and gets the f32 rows only
 
 Both sides get their best thread setting (1 or all cores). PyTorch also
 runs with OPENBLAS_CORETYPE=Haswell and (on AVX-512 CPUs) SkylakeX — the
@@ -130,7 +135,7 @@ def torch_worker(args):
             out += torch_adamw(torch, nt, args.budget)
     elif args.mode == "train":
         torch.set_num_threads(args.threads[0])
-        out += torch_train(torch, F, args.preset, args.steps, args.threads[0])
+        out += torch_train(torch, F, args.preset, args.steps, args.threads[0], args.dtype)
     for r in out:
         r["coretype"] = os.environ.get("OPENBLAS_CORETYPE", "default")
         r["blas_threads"] = int(os.environ.get("OPENBLAS_NUM_THREADS", NPROC))
@@ -261,7 +266,8 @@ def torch_adamw(torch, nt, budget):
     return res
 
 
-def torch_train(torch, F, preset, steps, nt):
+def torch_train(torch, F, preset, steps, nt, dtype="f32"):
+    import contextlib
     import torch.nn as nn
     B, T, V = PRESETS[preset]
     L, H, C, block = {"char-tiny": (4, 4, 128, 128), "char-small": (6, 6, 384, 256),
@@ -311,9 +317,13 @@ def torch_train(torch, F, preset, steps, nt):
     data = torch.randint(0, V, (B, T + 1), generator=g)
     x, y = data[:, :T], data[:, 1:]
     times = []
+    # bf16: autocast around the forward (its recipe: bf16 Linears/matmuls, f32 master weights)
+    ac = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if dtype == "bf16" else contextlib.nullcontext
     for s in range(steps + 2):
         t0 = time.perf_counter()
-        loss = F.cross_entropy(model(x).view(-1, V), y.reshape(-1))
+        with ac():
+            logits = model(x)
+        loss = F.cross_entropy(logits.float().view(-1, V), y.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -324,7 +334,7 @@ def torch_train(torch, F, preset, steps, nt):
     n = sum(p.numel() for p in params)
     return [{"bench": "train", "preset": preset, "B": B, "T": T, "params": n, "steps": steps,
              "step_ms": 1e3 * step, "tokens_per_s": B * T / step, "peak_rss_mib": peak_rss_mib(), "threads": nt,
-             "loss_last": float(loss)}]
+             "loss_last": float(loss), "dtype": dtype}]
 
 
 # ------------------------------------------------------------ the sections
@@ -519,37 +529,93 @@ def sec_adamw(a, res):
           rows)
 
 
+def has_bf16():
+    """Whether the CPU has bf16 dot-product instructions (AVX512-BF16)."""
+    return "avx512_bf16" in open("/proc/cpuinfo").read()
+
+
 def sec_train(a, res, peak):
     exe = os.path.join(a.build, "bench", "train_bench")
     if not os.path.exists(exe):
         print("\n## Training step: skipped (train_bench not built: needs include/tfcore/gpt.h and optim.h)")
         return
-    threads = sorted({1, NPROC})
-    rows, verdicts = [], []
+    dtypes = a.dtypes.split(",") if a.dtypes else (["f32", "bf16"] if has_bf16() else ["f32"])
+    if "bf16" in dtypes and not has_bf16():
+        print("\n(this CPU has no bf16 instructions (no avx512_bf16): bf16 rows skipped, f32 only)")
+        dtypes = [d for d in dtypes if d != "bf16"]
+    elif not a.dtypes and not has_bf16():
+        print("\n(this CPU has no bf16 instructions (no avx512_bf16): f32 figures only)")
+    runs = collect_train(a, exe, dtypes)
+    best = {}
+    for dt in dtypes:
+        best[dt] = sec_train_dtype(a, res, peak, runs[dt], dt)
+    if "f32" in best and "bf16" in best:
+        rows = []
+        for preset in best["bf16"]:
+            o16, t16 = best["bf16"][preset]
+            o32, t32 = best["f32"].get(preset, (None, None))
+            pk = peak.get("avx512_bf16") if peak else None
+            L, C, T = o16["n_layer"], o16["n_embd"], o16["T"]
+            gf = (6 * o16["params"] + 12 * L * C * T) * o16["tokens_per_s"] / 1e9
+            rows.append([preset, "%.0f" % o16["tokens_per_s"], "%.0f" % o32["tokens_per_s"] if o32 else "-",
+                         "%.2f" % (o16["tokens_per_s"] / o32["tokens_per_s"]) if o32 else "-",
+                         "%.0f" % t16["tokens_per_s"] if t16 else "-",
+                         "%.2f" % (o16["tokens_per_s"] / t16["tokens_per_s"]) if t16 else "-",
+                         "%.0f%%" % (100 * gf / pk) if pk else "-",
+                         verdict(o32 is not None and o16["tokens_per_s"] >= 1.7 * o32["tokens_per_s"]),
+                         verdict(t16 is not None and o16["tokens_per_s"] >= 2 * t16["tokens_per_s"])])
+        table("bf16 mixed precision vs f32 (issue #20 targets: >= 1.7x our f32, >= 2x PyTorch autocast)",
+              ["preset", "ours bf16 tok/s", "ours f32 tok/s", "bf16/f32", "PyTorch autocast tok/s",
+               "ours/PyTorch bf16", "% of vdpbf16ps peak", ">=1.7x f32", ">=2x PyTorch bf16"], rows)
+
+
+def train_envs(a):
     envs = torch_envs()
     if a.quick:
         envs = [e for e in envs if e.get("OPENBLAS_CORETYPE") == envs[-1].get("OPENBLAS_CORETYPE")]
+    return envs
+
+
+def collect_train(a, exe, dtypes):
+    """{dtype: {preset: (our rows, PyTorch's rows)}}. Interleaved: before every
+    PyTorch run, one of ours with the same thread count and dtype, and the
+    dtypes alternate, so every row samples the same load on a shared machine."""
+    out = {dt: {} for dt in dtypes}
     for preset in a.presets.split(","):
         B, T, V = PRESETS[preset]
-        ours, theirs = [], []
-        # Interleaved: before every PyTorch run, one of ours with the same
-        # thread count, so both sides sample the same load on a shared machine.
-        for nt in threads:
-            for env in envs:
-                r = run_lines([exe, "train", preset, str(B), str(T), str(a.steps), str(V)],
-                              {"OMP_NUM_THREADS": str(nt)})[0]
-                r["threads"] = nt
-                ours.append(r)
-                cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "train", "--threads", str(nt),
-                       "--preset", preset, "--steps", str(a.steps)]
-                try:
-                    theirs += run_lines(cmd, env)
-                except Exception as e:
-                    print("  (torch train %s %s failed: %s)" % (preset, env, str(e)[:300]))
+        for dt in dtypes:
+            out[dt][preset] = ([], [])
+        for nt in sorted({1, NPROC}):
+            for env in train_envs(a):
+                for dt in dtypes:
+                    ours, theirs = out[dt][preset]
+                    r = run_lines([exe, "train", preset, str(B), str(T), str(a.steps), str(V), dt],
+                                  {"OMP_NUM_THREADS": str(nt)})[0]
+                    r["threads"] = nt
+                    ours.append(r)
+                    cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "train", "--threads",
+                           str(nt), "--preset", preset, "--steps", str(a.steps), "--dtype", dt]
+                    try:
+                        theirs += run_lines(cmd, env)
+                    except Exception as e:
+                        print("  (torch train %s %s %s failed: %s)" % (preset, dt, env, str(e)[:300]))
+    return out
+
+
+def sec_train_dtype(a, res, peak, runs, dtype):
+    """One dtype's training table from its runs {preset: (ours, theirs)};
+    returns {preset: (our best row, PyTorch's best row or None)}."""
+    threads = sorted({1, NPROC})
+    best = {}
+    rows, verdicts = [], []
+    envs = train_envs(a)
+    for preset, (ours, theirs) in runs.items():
+        B, T, V = PRESETS[preset]
         res.setdefault("train", []).extend(ours)
         res.setdefault("train_torch", []).extend(theirs)
         o = max(ours, key=lambda r: r["tokens_per_s"])
         t = max(theirs, key=lambda r: r["tokens_per_s"]) if theirs else None
+        best[preset] = (o, t)
         L, C = o["n_layer"], o["n_embd"]
         flop_tok = 6 * o["params"] + 12 * L * C * T
         gf = flop_tok * o["tokens_per_s"] / 1e9
@@ -569,13 +635,16 @@ def sec_train(a, res, peak):
             print("  %s: ours %.0f tok/s (fwd %.0f, bwd %.0f, clip %.1f, AdamW %.1f ms), PyTorch %.0f tok/s"
                   % (preset, o["tokens_per_s"], o["fwd_ms"], o["bwd_ms"], o["clip_ms"], o["opt_ms"],
                      t["tokens_per_s"]))
-    table("Training step (fwd + CE + bwd + clip 1.0 + AdamW), fp32, median of %d steps after 2 warm-up; "
-          "best of %d interleaved runs per side" % (a.steps, len(threads) * len(envs)),
+    table("Training step (fwd + CE + bwd + clip 1.0 + AdamW), %s, median of %d steps after 2 warm-up; "
+          "best of %d interleaved runs per side"
+          % ("fp32" if dtype == "f32" else "bf16 mixed precision (PyTorch: torch.autocast)", a.steps,
+             len(threads) * len(envs)),
           ["preset", "BxT", "ours tok/s", "ours GFLOP/s", "% of AVX2 peak", "% of AVX-512 peak", "ours peak RSS MiB",
            "PyTorch tok/s", "PyTorch RSS MiB", "ours/PyTorch", "ours/llm.c", "RSS ours/PyTorch",
            "OS allocs after step 2"], rows)
-    table("Training targets (issue #8)", ["preset", ">=1.5x PyTorch", ">=5x llm.c", "RSS <=0.6x", "0 OS allocs"],
-          verdicts)
+    table("Training targets (issue #8), %s" % dtype,
+          ["preset", ">=1.5x PyTorch", ">=5x llm.c", "RSS <=0.6x", "0 OS allocs"], verdicts)
+    return best
 
 
 def main():
@@ -587,6 +656,8 @@ def main():
     p.add_argument("--budget", type=float, default=1.0, help="seconds of repetitions per micro case")
     p.add_argument("--quick", action="store_true", help="PyTorch with one OpenBLAS kernel family (the last: SkylakeX on AVX-512) instead of all")
     p.add_argument("--json", help="also write every raw figure to this file")
+    p.add_argument("--dtypes", help="training dtypes, f32,bf16 (default: both on a CPU with AVX512-BF16, else f32)")
+    p.add_argument("--dtype", default="f32", help=argparse.SUPPRESS)
     p.add_argument("--torch-worker", dest="mode", help=argparse.SUPPRESS)
     p.add_argument("--threads", default=str(NPROC), help=argparse.SUPPRESS)
     p.add_argument("--preset", help=argparse.SUPPRESS)

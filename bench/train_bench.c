@@ -68,13 +68,15 @@ static tfc_optim *make_adamw(tfc_tensor *const *params, int32_t np) {
     return opt;
 }
 
-static int run_train(const char *preset, int B, int T, int steps, int vocab) {
+/* dtype "bf16": the same f32 model with bf16 autocast (tfc_gpt_set_autocast); "f32": plain f32. */
+static int run_train(const char *preset, int B, int T, int steps, int vocab, const char *dtype) {
     tfc_gpt_config cfg = TFC_GPT_CONFIG_INIT;
     cfg.vocab_size = vocab;
     OK(tfc_gpt_config_preset(preset, &cfg));
     if (T > cfg.block_size) T = cfg.block_size;
     tfc_gpt *m;
     OK(tfc_gpt_new(&cfg, 1337, &m));
+    if (!strcmp(dtype, "bf16")) OK(tfc_gpt_set_autocast(m, TFC_DTYPE_BF16));
     int32_t np;
     const char *const *names;
     tfc_tensor *const *params;
@@ -129,11 +131,11 @@ static int run_train(const char *preset, int B, int T, int steps, int vocab) {
     printf("{\"bench\":\"train\",\"preset\":\"%s\",\"B\":%d,\"T\":%d,\"vocab\":%d,\"n_layer\":%d,\"n_embd\":%d,"
            "\"params\":%lld,\"steps\":%d,\"step_ms\":%.3f,\"fwd_ms\":%.3f,\"bwd_ms\":%.3f,\"clip_ms\":%.3f,"
            "\"opt_ms\":%.3f,\"tokens_per_s\":%.1f,\"os_allocs_after_step2\":%llu,\"peak_rss_mib\":%.1f,"
-           "\"loss_first\":%.4f,\"loss_last\":%.4f,\"threads\":%d}\n",
+           "\"loss_first\":%.4f,\"loss_last\":%.4f,\"threads\":%d,\"dtype\":\"%s\"}\n",
            preset, B, T, cfg.vocab_size, cfg.n_layer, cfg.n_embd, (long long)N, steps, 1e3 * step,
            1e3 * median(t_fwd, steps), 1e3 * median(t_bwd, steps), 1e3 * median(t_clip, steps),
            1e3 * median(t_opt, steps), (double)n / step, (unsigned long long)(os_end - os_after_warmup), peak_rss_mib(),
-           loss_first, loss_last, tfc_get_num_threads());
+           loss_first, loss_last, tfc_get_num_threads(), dtype);
     tfc_tensor_release(xin);
     tfc_tensor_release(yin);
     tfc_graph_release(g);
@@ -182,9 +184,10 @@ static int run_adamw(int ntensors, int64_t numel) {
 int main(int argc, char **argv) {
 #if HAVE_GPT
     if (argc >= 6 && !strcmp(argv[1], "train"))
-        return run_train(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argc > 6 ? atoi(argv[6]) : 65);
+        return run_train(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argc > 6 ? atoi(argv[6]) : 65,
+                         argc > 7 ? argv[7] : "f32");
 #endif
     if (argc >= 4 && !strcmp(argv[1], "adamw")) return run_adamw(atoi(argv[2]), atoll(argv[3]));
-    fprintf(stderr, "usage: train_bench train PRESET B T STEPS [VOCAB] | adamw NTENSORS NUMEL\n");
+    fprintf(stderr, "usage: train_bench train PRESET B T STEPS [VOCAB [f32|bf16]] | adamw NTENSORS NUMEL\n");
     return 2;
 }

@@ -46,6 +46,12 @@ int cli_double(const char *cmd, const char *flag, const char *s, double lo, doub
  * into buf.
  */
 int cli_quant_flag(const char *cmd, const char *flag, const char *s, tfc_qformat *format);
+/*
+ * --dtype of sample and eval: "f32" (*bf16 = 0) or "bf16" (*bf16 = 1: the
+ * model runs with tfc_gpt_set_autocast(m, TFC_DTYPE_BF16)); else a usage
+ * error naming cmd and the value, returning 0.
+ */
+int cli_dtype_flag(const char *cmd, const char *s, int *bf16);
 int cli_quantize(const char *cmd, tfc_gpt *m, tfc_qformat format, tfc_qformat head, int64_t group_size);
 const char *cli_quant_label(const tfc_gpt *m, char *buf, size_t n);
 

@@ -288,3 +288,12 @@ int load_gpt2_tokenizer(const char *cmd, const char *dir, tfc_tokenizer **out) {
     if (tfc_tokenizer_load_gpt2(enc, bpe, out) != TFC_OK) return cli_lib_error(cmd, "loading the GPT-2 tokenizer");
     return 0;
 }
+
+int cli_dtype_flag(const char *cmd, const char *s, int *bf16) {
+    if (s && (strcmp(s, "f32") == 0 || strcmp(s, "bf16") == 0)) {
+        *bf16 = strcmp(s, "bf16") == 0;
+        return 1;
+    }
+    cli_error(EXIT_USAGE, cmd, "--dtype needs f32 or bf16, got '%s'", s ? s : "(nothing)");
+    return 0;
+}

@@ -50,6 +50,7 @@ int cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL, *tokenizer = NULL, *lora = NULL;
     int64_t batch = 16, group = -1;
     tfc_qformat qformat = (tfc_qformat)0, hformat = (tfc_qformat)0;
+    int bf16 = 0;
     cli_args a = {.argc = argc, .argv = argv};
     const char *name, *val;
     int r;
@@ -58,9 +59,11 @@ int cmd_eval(int argc, char **argv) {
         if (strcmp(name, "help") == 0) {
             printf("usage: tfcore eval --ckpt DIR --data FILE [--batch B (16)]\n"
                    "                   [--quantize int8|int4|none (none)] [--quantize-head int8|int4|none (none)]\n"
-                   "                   [--group-size G (every int4 part; 32)]\n"
+                   "                   [--group-size G (every int4 part; 32)] [--dtype f32|bf16 (f32)]\n"
                    "  --quantize: the block Linear layers; --quantize-head: the LM head (tied: a copy of wte)\n"
                    "  with either: the f32 loss, then the quantized model's and the difference\n"
+                   "  --dtype bf16: the f32 loss, then the loss in bf16 mixed precision (the Linear and LM-head\n"
+                   "  GEMMs on bf16-rounded operands, f32 accumulation) and the difference\n"
                    "  --ckpt (or --model) also reads a Hugging Face GPT-2 directory or an llm.c .bin; one without\n"
                    "  a vocabulary needs --tokenizer gpt2:DIR|FILE\n"
                    "  --lora FILE|DIR: LoRA adapters on the model, a PEFT adapter directory or file, or the\n"
@@ -85,10 +88,14 @@ int cmd_eval(int argc, char **argv) {
             if (!cli_quant_flag(CMD, name, val, &hformat)) return EXIT_USAGE;
         } else if (strcmp(name, "group-size") == 0) {
             if (!cli_int(CMD, name, val, 1, 1 << 20, &group)) return EXIT_USAGE;
+        } else if (strcmp(name, "dtype") == 0) {
+            if (!cli_dtype_flag(CMD, val, &bf16)) return EXIT_USAGE;
         } else
             return cli_error(EXIT_USAGE, CMD, "unknown flag --%s (see tfcore eval --help)", name);
     }
     if (!ckpt || !data) return cli_error(EXIT_USAGE, CMD, "--ckpt DIR and --data FILE are required");
+    if (bf16 && (qformat || hformat))
+        return cli_error(EXIT_USAGE, CMD, "--dtype bf16 does not combine with --quantize or --quantize-head");
     if (!qformat && !hformat && group >= 0)
         return cli_error(EXIT_USAGE, CMD, "--group-size needs --quantize int4 or --quantize-head int4");
     char *text = NULL;
@@ -118,6 +125,14 @@ int cmd_eval(int argc, char **argv) {
     if (!rc)
         printf("eval: %s: loss %.4f nats/token (perplexity %.2f) over %lld windows of %lld tokens (%zu tokens)\n", data,
                loss, exp(loss), (long long)windows, (long long)T, n);
+    if (!rc && bf16) {
+        double bloss = NAN;
+        if (tfc_gpt_set_autocast(m, TFC_DTYPE_BF16) != TFC_OK) rc = cli_lib_error(CMD, "--dtype bf16");
+        if (!rc) rc = mean_loss(m, ids, windows, T, batch, &bloss);
+        if (!rc)
+            printf("eval: %s: bf16 mixed precision loss %.4f nats/token (perplexity %.2f): %+.4f nats/token vs f32\n",
+                   data, bloss, exp(bloss), bloss - loss);
+    }
     if (!rc && (qformat || hformat)) {
         rc = cli_quantize(CMD, m, qformat, hformat, group);
         if (!rc) rc = mean_loss(m, ids, windows, T, batch, &qloss);

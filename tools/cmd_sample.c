@@ -130,6 +130,7 @@ int cmd_sample(int argc, char **argv) {
     int64_t max_new = 500, top_k = 0, seed = 1, group = -1, draft_k = 4;
     tfc_qformat qformat = (tfc_qformat)0, hformat = (tfc_qformat)0;
     double temperature = 0.8, top_p = 1.0;
+    int bf16 = 0;
     cli_args a = {.argc = argc, .argv = argv};
     const char *name, *val;
     int r;
@@ -141,6 +142,9 @@ int cmd_sample(int argc, char **argv) {
                    "                     [--top-k K (0 = off)] [--top-p P (1 = off)] [--seed S (1)]\n"
                    "                     [--quantize int8|int4|none (none)] [--quantize-head int8|int4|none (none)]\n"
                    "                     [--group-size G (every int4 part; 32)] [--draft DIR [--draft-k K (4)]]\n"
+                   "                     [--dtype f32|bf16 (f32)]\n"
+                   "  --dtype bf16: bf16 inference, the Linear and LM-head GEMMs on bf16 copies of the weights\n"
+                   "  and bf16-rounded activations with f32 accumulation (the checkpoint stays f32)\n"
                    "  --quantize: the block Linear layers; --quantize-head: the LM head (tied: a copy of wte)\n"
                    "  --draft DIR decodes speculatively: a smaller checkpoint trained on the same corpus and\n"
                    "  tokenizer proposes K tokens a step, which the --ckpt model checks in one pass; the text\n"
@@ -179,6 +183,8 @@ int cmd_sample(int argc, char **argv) {
             if (!cli_quant_flag(CMD, name, val, &hformat)) return EXIT_USAGE;
         } else if (strcmp(name, "group-size") == 0) {
             if (!cli_int(CMD, name, val, 1, 1 << 20, &group)) return EXIT_USAGE;
+        } else if (strcmp(name, "dtype") == 0) {
+            if (!cli_dtype_flag(CMD, val, &bf16)) return EXIT_USAGE;
         } else if (strcmp(name, "temperature") == 0) {
             if (!cli_double(CMD, name, val, 0, 100, &temperature)) return EXIT_USAGE;
         } else if (strcmp(name, "top-p") == 0) {
@@ -192,12 +198,17 @@ int cmd_sample(int argc, char **argv) {
         return cli_error(EXIT_USAGE, CMD, "--prompt and --prompts exclude each other (put the prompt in the file)");
     if (draft_dir && prompts)
         return cli_error(EXIT_USAGE, CMD, "--draft decodes one prompt; it does not combine with --prompts");
+    if (bf16 && (qformat || hformat))
+        return cli_error(EXIT_USAGE, CMD,
+                         "--dtype bf16 runs the f32 weights' bf16 copies; it does not combine "
+                         "with --quantize or --quantize-head");
     tfc_gpt *m = NULL;
     vocab v;
     int rc = model_source_load(CMD, ckpt, tokenizer, 1, &m, &v, NULL);
     if (rc) return rc;
     if ((lora && (rc = lora_attach(CMD, m, NULL, 0, lora)) != 0) ||
-        (rc = cli_quantize(CMD, m, qformat, hformat, group)) != 0) {
+        (rc = cli_quantize(CMD, m, qformat, hformat, group)) != 0 ||
+        (bf16 && tfc_gpt_set_autocast(m, TFC_DTYPE_BF16) != TFC_OK && (rc = cli_lib_error(CMD, "--dtype bf16")) != 0)) {
         vocab_free(&v);
         tfc_gpt_release(m);
         return rc;

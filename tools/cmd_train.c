@@ -116,7 +116,9 @@ static void usage(FILE *f) {
         "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
         "--device cuda trains on the GPU (the model is initialised on the CPU, so a seed gives the same\n"
         "weights on either device); checkpoints are written from the device and the final sample runs on\n"
-        "the CPU. --dtype f64 trains in double precision; bf16 (mixed precision) is not implemented yet.\n"
+        "the CPU. --dtype f64 trains in double precision; --dtype bf16 (CPU only) trains in bf16 mixed precision:\n"
+        "f32 weights, optimizer state and checkpoints, the Linear and LM-head GEMMs on bf16-rounded operands\n"
+        "with f32 accumulation (tfc_gpt_set_autocast, docs/MODEL.md); its checkpoints resume in f32 or bf16.\n"
         "--grad-accum K splits each batch into K micro-steps whose gradients add up before one optimizer step.\n"
         "Under mpirun -np N (docs/DISTRIBUTED.md) --batch is the global batch (divisible by N x K), gradients\n"
         "are averaged in --bucket-mb buckets (25) during backward, --zero 1 shards the optimizer state\n"
@@ -273,18 +275,21 @@ static int parse(int argc, char **argv, train_opts *o) {
     } else {
         return cli_error(EXIT_USAGE, CMD, "--device must be cpu, cuda or cuda:N, got '%s'", o->device);
     }
-    if (strcmp(o->dtype, "bf16") == 0)
-        return cli_error(EXIT_USAGE, CMD, "--dtype bf16: bf16 training not implemented yet (use --dtype f32)");
-    if (strcmp(o->dtype, "f32") != 0 && strcmp(o->dtype, "f64") != 0)
+    if (strcmp(o->dtype, "bf16") == 0 && o->cuda_index >= 0)
+        return cli_error(EXIT_USAGE, CMD,
+                         "--dtype bf16: bf16 mixed precision is implemented on the CPU only (use --dtype f32 "
+                         "with --device %s)",
+                         o->device);
+    if (strcmp(o->dtype, "f32") != 0 && strcmp(o->dtype, "f64") != 0 && strcmp(o->dtype, "bf16") != 0)
         return cli_error(EXIT_USAGE, CMD, "--dtype must be f32, f64 or bf16, got '%s'", o->dtype);
     if (strcmp(o->data_format, "auto") != 0 && strcmp(o->data_format, "llmc") != 0 &&
         strcmp(o->data_format, "u16") != 0)
         return cli_error(EXIT_USAGE, CMD, "--data-format must be auto, llmc or u16, got '%s'", o->data_format);
     if (o->data_bin && o->data) return cli_error(EXIT_USAGE, CMD, "--data and --data-bin exclude each other");
-    if (o->init_from && (o->resume || o->preset_given || strcmp(o->dtype, "f32") != 0))
+    if (o->init_from && (o->resume || o->preset_given || strcmp(o->dtype, "f64") == 0))
         return cli_error(EXIT_USAGE, CMD,
                          "--init-from starts a new run from the model's own shape and f32 weights: it "
-                         "excludes --resume, --preset and --dtype");
+                         "excludes --resume, --preset and --dtype f64");
     if (o->val_bin && !o->data_bin && !o->resume) return cli_error(EXIT_USAGE, CMD, "--val-bin needs --data-bin");
     if (o->min_lr > o->lr) return cli_error(EXIT_USAGE, CMD, "--min-lr %g is above --lr %g", o->min_lr, o->lr);
     /* --init-from with --lora-rank: the model it names is the frozen base */
@@ -721,6 +726,9 @@ static int build(train_run *r) {
     /* The model moves before the optimizer is built on its parameters. */
     if (r->o.cuda_index >= 0 && tfc_gpt_to_device(r->m, TFC_DEVICE_CUDA, r->o.cuda_index) != TFC_OK)
         return cli_lib_error(CMD, "moving the model to the GPU");
+    /* bf16 mixed precision: the parameters (and so the optimizer and the checkpoints) stay f32 */
+    if (strcmp(r->o.dtype, "bf16") == 0 && tfc_gpt_set_autocast(r->m, TFC_DTYPE_BF16) != TFC_OK)
+        return cli_lib_error(CMD, "turning on bf16 mixed precision");
     int rc = make_optimizer(r);
     if (!rc && r->o.resume) rc = resume_state(r);
     if (rc) return rc;

@@ -186,6 +186,40 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_set_recompute(tfc_gpt *m, int32_t on);
 TFC_API int32_t tfc_gpt_get_recompute(const tfc_gpt *m /* nullable: 0 */);
 
 /*
+ * bf16 mixed precision (autocast), torch.autocast('cpu', torch.bfloat16)'s
+ * recipe: with dtype TFC_DTYPE_BF16, every Linear of the blocks and the LM
+ * head runs as tfc_linear_bf16 — weights and activations rounded to bf16
+ * (round-to-nearest-even) as they enter the GEMM, products summed in f32,
+ * f32 results — while the parameters stay f32 (the master weights the
+ * optimizer and its state update in f32; their gradients accumulate in
+ * f32), and embeddings, LayerNorm, attention (q·kᵀ and p·v in f32), GELU,
+ * softmax, cross-entropy and all reductions stay f32. The model keeps a
+ * bf16 copy of each Linear weight (half the bytes of the weight), rounded
+ * on first use and again only when the weight's version changed (an
+ * optimizer step, a load): once per step, not per GEMM. With autocast on
+ * the loss-only forward materialises the logits (no fused head). Saved
+ * checkpoints are the f32 parameters, loadable with autocast on or off.
+ * TFC_DTYPE_F32 turns it off (frees the copies). The same switch serves
+ * inference (tfcore sample / eval --dtype bf16). On the CPU it runs on any
+ * CPU (lib/cpu/gemm_bf16.c: exact bf16 products, f32 accumulation).
+ * Errors: NULL m, dtype neither bf16 nor f32 (TFC_ERR_INVALID_ARG); an f64
+ * model (TFC_ERR_DTYPE); a quantized model or one on CUDA, where autocast is
+ * not implemented (TFC_ERR_UNSUPPORTED; a model quantized or moved to CUDA
+ * after autocast was set fails its forward so); TFC_ERR_OOM. On error the
+ * setting is unchanged. Not thread-safe with any other use of m (forwards
+ * without a graph may still run concurrently once it is set).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_set_autocast(tfc_gpt *m, tfc_dtype dtype);
+/* TFC_DTYPE_BF16 when tfc_gpt_set_autocast turned autocast on, else TFC_DTYPE_F32 (also for NULL). */
+TFC_API tfc_dtype tfc_gpt_get_autocast(const tfc_gpt *m /* nullable: TFC_DTYPE_F32 */);
+/*
+ * How many bf16 weight copies autocast has made on m since it was turned on
+ * (one per Linear weight per change of that weight): 0 when off or m NULL.
+ * For tests and diagnostics of the once-per-step refresh. Thread-safe.
+ */
+TFC_API int64_t tfc_gpt_autocast_refreshes(const tfc_gpt *m /* nullable: 0 */);
+
+/*
  * A key/value cache for incremental decoding of `batch` sequences: holds
  * keys and values of every layer for up to block_size positions.
  */

@@ -509,6 +509,34 @@ TFC_API TFC_NODISCARD tfc_status tfc_one_hot(const tfc_tensor *ids, int64_t num_
  */
 TFC_API TFC_NODISCARD tfc_status tfc_multinomial(const tfc_tensor *probs, int64_t num_samples, int32_t replacement,
                                                  uint64_t seed, uint64_t offset, tfc_tensor **out);
+/* ---- bf16 mixed precision (autocast) ----------------------------------------- */
+
+/*
+ * The autocast Linear of bf16 mixed-precision training (what
+ * torch.autocast('cpu', torch.bfloat16) does to a Linear):
+ *   out[..., out] = bf16(x) · bf16(w) + b
+ * with x, w (the f32 master weight, Conv1D layout [in, out]) and b ([out]
+ * or NULL) f32; the GEMM operands are rounded to bf16 (round-to-nearest-
+ * even) as they enter it, the products summed in f32, and out is a new
+ * contiguous f32 tensor owned by the caller. w_bf16, when not NULL, is the
+ * caller's bf16 copy of w (same shape), used as the rounded weight as is —
+ * so a caller refreshes it once per optimizer step rather than rounding w
+ * in every call; NULL rounds w here. Gradients go to x, w and b (never to
+ * w_bf16): with dyb = bf16(dy), dx = dyb · bf16(w)ᵀ and dw = bf16(x)ᵀ · dyb
+ * are f32 (f32 accumulation, so w's gradient accumulates in f32), db = Σ dy
+ * in f32. Backward keeps the bf16 copy of x (half the bytes of x) and
+ * w_bf16 (an in-place change of it before backward is an error then).
+ * On the CPU the bf16 GEMM runs on any CPU (lib/cpu/gemm_bf16.c).
+ * Errors: TFC_ERR_INVALID_ARG (NULL x/w/out), TFC_ERR_DTYPE (x, w or b not
+ * f32; w_bf16 not bf16), TFC_ERR_SHAPE (w not 2-D, x's last dim ≠ w's rows,
+ * w_bf16 not w's shape, b not [out]), TFC_ERR_DEVICE (tensors on different
+ * devices), TFC_ERR_UNSUPPORTED (a backend without a bf16 GEMM, w dims
+ * above 2^31), TFC_ERR_OOM; on error *out is untouched and nothing is
+ * recorded. Thread-safety as for every op.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_linear_bf16(tfc_graph *g /* nullable */, const tfc_tensor *x, const tfc_tensor *w,
+                                                 const tfc_tensor *w_bf16 /* nullable */,
+                                                 const tfc_tensor *b /* nullable */, tfc_tensor **out);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_small_m.h"
 #include "cpu/parallel.h"
 
 /* Rows × cols of bf16 at src (row stride ld) widened into f32 dst (row stride cols). */
@@ -59,6 +60,24 @@ static tfc_status widened(int ta, int tb, int64_t m, int64_t n, int64_t k, doubl
     return TFC_OK;
 }
 
+/*
+ * A few rows (decode steps): A widened (m·k, small), B read as bf16 by the
+ * small-M kernel (gemm_small_m_bf16.c): half the bytes of f32 B and no
+ * widened copy of it. *done = 0 when the kernel does not take the case.
+ */
+static tfc_status small_m(int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const uint16_t *a, int64_t lda,
+                          const uint16_t *b, int64_t ldb, double beta, float *c, int64_t ldc, int *done) {
+    *done = 0;
+    if (ta || m > TFC_GEMM_SMALL_M_MAX || !tfc_cpu_gemm_small_m_bf16_enabled()) return TFC_OK;
+    size_t bytes = (size_t)(m * k) * 4;
+    float *af = tfc_host_alloc(bytes);
+    if (!af) return oom(bytes);
+    widen(a, m, k, lda, af);
+    *done = tfc_cpu_gemm_small_m_bf16(tb, m, n, k, (float)alpha, af, k, b, ldb, (float)beta, c, ldc);
+    tfc_host_free(af, bytes);
+    return TFC_OK;
+}
+
 static tfc_status gemm_f32c(int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const uint16_t *a,
                             int64_t lda, const uint16_t *b, int64_t ldb, double beta, float *c, int64_t ldc) {
     if (k == 0) {
@@ -66,6 +85,9 @@ static tfc_status gemm_f32c(int ta, int tb, int64_t m, int64_t n, int64_t k, dou
             for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0 ? 0.0f : (float)beta * c[i * ldc + j];
         return TFC_OK;
     }
+    int done;
+    TFC_TRY(small_m(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &done));
+    if (done) return TFC_OK;
     return widened(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

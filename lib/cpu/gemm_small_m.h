@@ -29,6 +29,15 @@ int tfc_cpu_gemm_small_m(int tb, int64_t m, int64_t n, int64_t k, float alpha, c
 /* 1 when tfc_cpu_gemm_small_m may run: AVX-512F on this CPU, TFC_GEMM_SMALL_M not "off", tests' switch on. */
 int tfc_cpu_gemm_small_m_enabled(void);
 
+/*
+ * The same with B in bf16 (gemm_small_m_bf16.c; A and C f32): 1 having done
+ * it when tfc_cpu_gemm_small_m_bf16_enabled(), else 0 having touched nothing.
+ */
+int tfc_cpu_gemm_small_m_bf16(int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                              const uint16_t *b, int64_t ldb, float beta, float *c, int64_t ldc);
+/* 1 when the bf16 kernel may run: the f32 one may, AVX-512 BW/VL, TFC_BF16_GEMM not "portable". */
+int tfc_cpu_gemm_small_m_bf16_enabled(void);
+
 /* Tests: 0 forces the BLAS path, 1 (the default) lets the kernel run where it can. */
 extern int tfc_cpu_gemm_small_m_allowed;
 

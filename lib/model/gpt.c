@@ -75,12 +75,19 @@ static void scope_free(scope *sc) {
  * y = x · w (+ b): x [N, in], w [in, out] (Conv1D layout), b [out] or NULL;
  * one fused op. A quantized model's layer has its handle q instead of w
  * (tfc_gpt_quantize), and g is then NULL (tfc_gpt_forward refuses a graph).
- * lora: the layer's LoRA adapter, or NULL.
+ * lora: the layer's LoRA adapter, or NULL. layer, j: which Linear (j in
+ * tfc_gpt_qlinears order), for autocast's weight copy.
  */
-static tfc_status linear(tfc_graph *g, scope *scp, const tfc_tensor *x, const tfc_tensor *w, const tfc_qweight *q,
-                         const tfc_tensor *b, const gpt_lora *lora, tfc_tensor **y) {
+static tfc_status linear(const tfc_gpt *m, int32_t layer, int j, tfc_graph *g, scope *scp, const tfc_tensor *x,
+                         const tfc_tensor *w, const tfc_qweight *q, const tfc_tensor *b, const gpt_lora *lora,
+                         tfc_tensor **y) {
     tfc_tensor *r = NULL;
-    TFC_TRY(q ? tfc_qlinear(g, x, q, b, &r) : tfc_linear(g, x, w, b, &r));
+    if (q)
+        TFC_TRY(tfc_qlinear(g, x, q, b, &r));
+    else if (m->autocast) /* bf16 autocast (gpt_autocast.c): layer, j pick the cached bf16 copy of w */
+        TFC_TRY(tfc_gpt_autocast_linear(m, g, layer, j, x, w, b, &r));
+    else
+        TFC_TRY(tfc_linear(g, x, w, b, &r));
     TFC_TRY(keep(scp, r));
     if (lora) { /* a LoRA adapter (gpt_lora.c) adds its low-rank update */
         TFC_TRY(tfc_gpt_lora_apply(g, lora, x, r, &r));
@@ -186,7 +193,7 @@ static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gp
                                   const gpt_drop *dr, const tfc_tensor *h, tfc_tensor **y) {
     const int64_t C = m->cfg.n_embd, H = m->cfg.n_head, D = C / H;
     tfc_tensor *qkv, *qkv5, *qkv_h, *parts[3] = {NULL, NULL, NULL}, *heads[3];
-    TFC_TRY(linear(g, scp, h, bl->attn_w, bl->attn_q, bl->attn_b, bl->lora[0], &qkv));
+    TFC_TRY(linear(m, layer, 0, g, scp, h, bl->attn_w, bl->attn_q, bl->attn_b, bl->lora[0], &qkv));
     /* [B·T, 3C] → [B,T,3,H,D] → [3,B,H,T,D], split on the leading 3: q, k, v
      * are strided views of qkv, and backward writes dq, dk, dv into one
      * dqkv buffer already in qkv's layout (one copy, no zero fills, no adds). */
@@ -226,7 +233,7 @@ static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gp
     TFC_TRY(tfc_reshape(g, att_t, btc, 2, &att2));
     TFC_TRY(keep(scp, att2));
     tfc_tensor *proj;
-    TFC_TRY(linear(g, scp, att2, bl->attn_proj_w, bl->attn_proj_q, bl->attn_proj_b, bl->lora[1], &proj));
+    TFC_TRY(linear(m, layer, 1, g, scp, att2, bl->attn_proj_w, bl->attn_proj_q, bl->attn_proj_b, bl->lora[1], &proj));
     return drop(m, g, scp, dr, 2 + 3 * (int64_t)layer, proj, y);
 }
 
@@ -234,10 +241,10 @@ static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gp
 static tfc_status mlp_block(const tfc_gpt *m, tfc_graph *g, scope *scp, const gpt_block *bl, int32_t layer,
                             const gpt_drop *dr, const tfc_tensor *h, tfc_tensor **y) {
     tfc_tensor *f, *a, *proj;
-    TFC_TRY(linear(g, scp, h, bl->fc_w, bl->fc_q, bl->fc_b, bl->lora[2], &f));
+    TFC_TRY(linear(m, layer, 2, g, scp, h, bl->fc_w, bl->fc_q, bl->fc_b, bl->lora[2], &f));
     TFC_TRY(tfc_gelu(g, f, TFC_GELU_TANH, &a));
     TFC_TRY(keep(scp, a));
-    TFC_TRY(linear(g, scp, a, bl->mlp_proj_w, bl->mlp_proj_q, bl->mlp_proj_b, bl->lora[3], &proj));
+    TFC_TRY(linear(m, layer, 3, g, scp, a, bl->mlp_proj_w, bl->mlp_proj_q, bl->mlp_proj_b, bl->lora[3], &proj));
     return drop(m, g, scp, dr, 3 + 3 * (int64_t)layer, proj, y);
 }
 
@@ -339,6 +346,7 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
     if (seqs && T != 1)
         return tfc_err(TFC_ERR_SHAPE, "%s: idx is [%lld,%lld], need one token per sequence", fn, (long long)B,
                        (long long)T);
+    if (m->autocast) TFC_TRY(tfc_gpt_autocast_check(fn, m)); /* quantized or moved to CUDA since it was set */
     scope sc = {0};
     tfc_status s = TFC_OK;
     tfc_tensor *pos, *pe, *te, *x, *h, *y, *out = NULL;
@@ -401,6 +409,7 @@ static const tfc_tensor *head_weight(const tfc_gpt *m) { return m->lm_head ? m->
  */
 static tfc_status gpt_head(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, tfc_tensor **lg) {
     if (m->head_q) return tfc_qlinear(NULL, h, m->head_q, NULL, lg);
+    if (m->autocast) return tfc_gpt_autocast_head(m, g, h, head_weight(m), lg);
     tfc_tensor *head_t = NULL;
     tfc_status s = tfc_transpose(g, head_weight(m), 0, 1, &head_t); /* [C, V] */
     if (s == TFC_OK) s = tfc_matmul(g, h, head_t, lg);
@@ -462,10 +471,11 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
         tfc_status s = on_model_device(m, fn, "targets", targets, &tdev);
         if (s == TFC_OK) s = tfc_reshape(NULL, tdev, n1, 1, &tflat);
         tfc_tensor_release(tdev);
-        if (s == TFC_OK && m->head_q) {
-            tfc_tensor *lg2 = NULL; /* the quantized head has no fused form: logits, then the loss */
-            s = gpt_head(m, NULL, h, &lg2);
-            if (s == TFC_OK) s = tfc_cross_entropy(NULL, lg2, tflat, TFC_GPT_IGNORE_INDEX, &l);
+        if (s == TFC_OK && (m->head_q || m->autocast)) {
+            /* the quantized and the autocast heads have no fused form: logits, then the (f32) loss */
+            tfc_tensor *lg2 = NULL;
+            s = gpt_head(m, m->head_q ? NULL : g, h, &lg2);
+            if (s == TFC_OK) s = tfc_cross_entropy(m->head_q ? NULL : g, lg2, tflat, TFC_GPT_IGNORE_INDEX, &l);
             tfc_tensor_release(lg2);
         } else if (s == TFC_OK)
             s = tfc_linear_cross_entropy(g, h, head_weight(m), tflat, TFC_GPT_IGNORE_INDEX, &l);

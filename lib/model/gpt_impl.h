@@ -83,7 +83,25 @@ struct tfc_gpt {
     struct gpt_lora_set *lora;        /* owned; the LoRA adapters (gpt_lora.c), or NULL */
     int32_t recompute;                /* tfc_gpt_set_recompute: each block a tfc_graph_checkpoint in training */
     uint64_t drop_seed, drop_counter; /* the next training forward's dropout stream (tfc_gpt_set_dropout_stream) */
+    struct gpt_autocast *autocast;    /* owned; bf16 autocast's weight copies (gpt_autocast.c), NULL when off */
 };
+
+/* bf16 autocast (gpt_autocast.c): the cached bf16 weight copies of tfc_gpt_set_autocast. */
+typedef struct gpt_autocast gpt_autocast;
+/* Release m's autocast state and turn it off; nothing when it is off. */
+void tfc_gpt_autocast_free(tfc_gpt *m);
+/* TFC_OK when m can run autocast now (f32, not quantized, on the CPU), else the error prefixed by fn. */
+tfc_status tfc_gpt_autocast_check(const char *fn, const tfc_gpt *m);
+/*
+ * *y = tfc_linear_bf16(g, x, w, bf16 copy of w, b) for block `layer`'s
+ * Linear j (tfc_gpt_qlinears order), the copy cached and refreshed when w's
+ * version changes. m->autocast must be set.
+ */
+tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, int32_t layer, int j, const tfc_tensor *x,
+                                   const tfc_tensor *w, const tfc_tensor *b, tfc_tensor **y);
+/* The LM head's logits [N, V] = bf16(h) · bf16(w)ᵀ in f32, for h [N, C] and w [V, C], w's copy cached. */
+tfc_status tfc_gpt_autocast_head(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
+                                 tfc_tensor **lg);
 
 /* Release m's LoRA adapters (gpt_lora.c); nothing when it has none. */
 void tfc_gpt_lora_free(tfc_gpt *m);

@@ -218,6 +218,7 @@ TFC_API void tfc_gpt_release(tfc_gpt *m) {
         for (int j = 0; j < GPT_N_QLINEAR; j++) tfc_qweight_release(*tfc_gpt_block_qweight(m, l, j));
     tfc_qweight_release(m->head_q);
     tfc_gpt_lora_free(m);
+    tfc_gpt_autocast_free(m);
     for (int32_t i = 0; i < m->n_params; i++) {
         free(m->names[i]);
         tfc_tensor_release(m->params[i]);

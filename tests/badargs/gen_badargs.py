@@ -355,6 +355,8 @@ FIXTURES = {
     "tfc_index_put": {"index": IDS2, "values": t(2), "accumulate": "0"},
     "tfc_nonzero": {"mask": t(2, 3, dtype="TFC_DTYPE_BOOL")},
     "tfc_masked_select": {"mask": t(2, 3, dtype="TFC_DTYPE_BOOL")},
+    "tfc_linear_bf16": {"w": t(3, 4), "w_bf16": t(3, 4, dtype="TFC_DTYPE_BF16"), "b": t(4)},
+    "tfc_gpt_set_autocast": {"dtype": "TFC_DTYPE_BF16"},
 }
 # Release-style functions: a valid call would free a fixture, so only NULL is tried.
 # Functions that end the process by design (tfc_comm_abort): no case can run them.

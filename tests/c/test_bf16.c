@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_small_m.h"
 #include "cpu/kernels.h"
 #include "standin_backend.h"
 #include "tfc_test_util.h"
@@ -216,6 +217,26 @@ static void gemm_cases(void) {
 }
 
 TEST(bf16_gemm_against_f64) { gemm_cases(); }
+
+/*
+ * Which path ran: the small-M bf16 kernel (gemm_small_m_bf16.c) where the
+ * CPU has AVX-512 F/BW/VL, unless TFC_BF16_GEMM=portable (the bf16_portable
+ * run of this file) forces the widening path; gemm_cases above then checked
+ * that path's small-M cases (m <= 32, A not transposed) against f64.
+ */
+TEST(bf16_small_m_kernel_runs_where_it_can) {
+    const char *e = getenv("TFC_BF16_GEMM");
+    __builtin_cpu_init();
+    int want = TFC_HAVE_GEMM_SMALL_M && tfc_cpu_gemm_small_m_enabled() && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && !(e && !strcmp(e, "portable"));
+    CHECK(tfc_cpu_gemm_small_m_bf16_enabled() == want);
+    const float a[2] = {1.5f, -2.0f};
+    const uint16_t b[4] = {0x3f80, 0x4000, 0x4040, 0x3f00}; /* [[1, 2], [3, 0.5]] */
+    float c[2] = {7, 7};
+    CHECK(tfc_cpu_gemm_small_m_bf16(0, 1, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2) == want);
+    if (want) CHECK(c[0] == 1.5f - 6.0f && c[1] == 3.0f - 1.0f);
+    printf("      (small-M bf16 kernel %s)\n", want ? "on" : "off: the widening path");
+}
 
 /* Large products are split over threads (gemm.c); each element is still summed by one thread in K order. */
 TEST(bf16_gemm_bits_do_not_depend_on_the_thread_count) {
@@ -465,4 +486,59 @@ TEST(bf16_on_a_backend_whose_gemm_cannot_is_refused) {
     CHECK(r == sentinel);
     tfc_tensor_release(ac), tfc_tensor_release(bc), tfc_tensor_release(a), tfc_tensor_release(b);
     standin_remove();
+}
+
+/* ---- tfc_linear_bf16 (the autocast Linear) ----------------------------------- */
+
+static tfc_tensor *f32_of(const float *v, int64_t r, int64_t c) {
+    tfc_tensor *t = NULL;
+    const int64_t d[2] = {r, c};
+    CHECK_OK(tfc_tensor_from_data(v, d, 2, TFC_DTYPE_F32, &t));
+    return t;
+}
+
+/* Hand-derived: 1 + 2^-8 is halfway between the bf16s 1 and 1 + 2^-7 and rounds to even (1). */
+TEST(linear_bf16_rounds_operands_and_keeps_f32_results) {
+    const float xv[2] = {1.00390625f, 1.0f}, wv[2] = {3.0f, 1.0f + 0x1p-10f}, bv[1] = {0x1p-12f};
+    tfc_tensor *x = f32_of(xv, 1, 2), *w = f32_of(wv, 2, 1), *b = NULL, *y = NULL, *y32 = NULL;
+    const int64_t n1[1] = {1};
+    CHECK_OK(tfc_tensor_from_data(bv, n1, 1, TFC_DTYPE_F32, &b));
+    CHECK_OK(tfc_linear_bf16(NULL, x, w, NULL, b, &y));
+    CHECK_OK(tfc_linear(NULL, x, w, b, &y32));
+    float got = 0, f32 = 0;
+    CHECK_OK(tfc_tensor_copy_to_host(y, &got, 4));
+    CHECK_OK(tfc_tensor_copy_to_host(y32, &f32, 4));
+    CHECK(tfc_tensor_dtype(y) == TFC_DTYPE_F32);
+    /* bf16: 1·3 + 1·1 + 2^-12 (the bias is added in f32, unrounded); f32: 3.01171875 + 1.0009765625 + 2^-12 */
+    CHECK(got == 4.0f + 0x1p-12f);
+    CHECK(f32 == 1.00390625f * 3.0f + (1.0f + 0x1p-10f) + 0x1p-12f);
+    tfc_tensor_release(x), tfc_tensor_release(w), tfc_tensor_release(b), tfc_tensor_release(y);
+    tfc_tensor_release(y32);
+}
+
+TEST(linear_bf16_refuses_mixed_dtypes_and_a_backend_without_bf16) {
+    const float v[6] = {1, 2, 3, 4, 5, 6};
+    tfc_tensor *x = f32_of(v, 2, 3), *w = f32_of(v, 3, 2), *wb = NULL, *x64 = NULL, *r = NULL,
+               *sentinel = (tfc_tensor *)&r;
+    CHECK_OK(tfc_cast(NULL, w, TFC_DTYPE_BF16, &wb));
+    CHECK_OK(tfc_cast(NULL, x, TFC_DTYPE_F64, &x64));
+    r = sentinel;
+    CHECK_ERR(tfc_linear_bf16(NULL, x64, w, NULL, NULL, &r), TFC_ERR_DTYPE,
+              "tfc_linear_bf16: x is f64 [2,3]; need f32");
+    CHECK_ERR(tfc_linear_bf16(NULL, x, wb, NULL, NULL, &r), TFC_ERR_DTYPE,
+              "tfc_linear_bf16: w is bf16 [3,2]; need f32");
+    CHECK_ERR(tfc_linear_bf16(NULL, x, w, w, NULL, &r), TFC_ERR_DTYPE,
+              "tfc_linear_bf16: w_bf16 is f32 [3,2]; need bf16");
+    CHECK(r == sentinel);
+    tfc_backend *sb = standin_install();
+    tfc_tensor *xc = NULL, *wc = NULL;
+    CHECK_OK(tfc_tensor_to_device(x, TFC_DEVICE_CUDA, 0, &xc));
+    CHECK_OK(tfc_tensor_to_device(w, TFC_DEVICE_CUDA, 0, &wc));
+    sb->gemm_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_F64);
+    CHECK_ERR(tfc_linear_bf16(NULL, xc, wc, NULL, NULL, &r), TFC_ERR_UNSUPPORTED,
+              "tfc_linear_bf16: x is on cuda:0, whose backend has no bf16 GEMM");
+    CHECK(r == sentinel);
+    tfc_tensor_release(xc), tfc_tensor_release(wc);
+    standin_remove();
+    tfc_tensor_release(x), tfc_tensor_release(w), tfc_tensor_release(wb), tfc_tensor_release(x64);
 }

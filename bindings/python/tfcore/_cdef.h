@@ -228,6 +228,7 @@ tfc_status tfc_sort(tfc_graph *g, const tfc_tensor *x, int32_t dim, int32_t desc
 tfc_status tfc_argsort(const tfc_tensor *x, int32_t dim, int32_t descending, tfc_tensor **out);
 tfc_status tfc_one_hot(const tfc_tensor *ids, int64_t num_classes, tfc_tensor **out);
 tfc_status tfc_multinomial(const tfc_tensor *probs, int64_t num_samples, int32_t replacement, uint64_t seed, uint64_t offset, tfc_tensor **out);
+tfc_status tfc_linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *w_bf16, const tfc_tensor *b, tfc_tensor **out);
 tfc_status tfc_layernorm_forward(const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *bias, double eps, tfc_tensor *y, tfc_tensor *mean, tfc_tensor *rstd);
 tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *mean, const tfc_tensor *rstd, tfc_tensor *dx, tfc_tensor *dweight, tfc_tensor *dbias, uint32_t flags);
 tfc_status tfc_softmax_forward(const tfc_tensor *x, int32_t dim, int32_t log, tfc_tensor *y);
@@ -324,6 +325,9 @@ tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t device_
 tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, const tfc_tensor *targets, tfc_tensor **logits, tfc_tensor **loss);
 tfc_status tfc_gpt_set_recompute(tfc_gpt *m, int32_t on);
 int32_t tfc_gpt_get_recompute(const tfc_gpt *m);
+tfc_status tfc_gpt_set_autocast(tfc_gpt *m, tfc_dtype dtype);
+tfc_dtype tfc_gpt_get_autocast(const tfc_gpt *m);
+int64_t tfc_gpt_autocast_refreshes(const tfc_gpt *m);
 tfc_status tfc_gpt_cache_new(const tfc_gpt *m, int32_t batch, tfc_gpt_cache **out);
 tfc_status tfc_gpt_cache_reset(tfc_gpt_cache *c);
 int32_t tfc_gpt_cache_length(const tfc_gpt_cache *c);

@@ -703,3 +703,25 @@ def multinomial(probs, num_samples, replacement=False, seed=None):
     # The kernel reads one Philox block per draw; _draw counts values, four to a block.
     s, off = (int(seed), 0) if seed is not None else _draw(4 * rows * builtin_max(num_samples, 0))
     return _call(lib.tfc_multinomial, probs._h, num_samples, 1 if replacement else 0, s, off)
+def linear_bf16(x, weight, bias=None, weight_bf16=None):
+    """The autocast Linear of bf16 mixed precision: bf16(x) · bf16(weight)ᵀ + bias
+    in f32 (torch.autocast('cpu', torch.bfloat16)'s Linear, f32 output).
+
+    x, weight [out, in] and bias are f32; weight_bf16 is an optional bf16 copy
+    of weight (same layout) used as the rounded weight as is. Gradients (f32)
+    go to x, weight and bias. tfc_linear_bf16 takes [in, out]: the weights go
+    to it as transposed views, never copied."""
+    for name, v in (("x", x), ("weight", weight)):
+        if not isinstance(v, Tensor):
+            raise TypeError("tfcore.linear_bf16: %s must be a Tensor, got %s" % (name, type(v).__name__))
+    if weight.ndim != 2:
+        raise ValueError("tfcore.linear_bf16: weight must be 2-D [out, in], got %s" % (tuple(weight.shape),))
+    wt = weight.transpose(0, 1)
+    wbt = ffi.NULL
+    if weight_bf16 is not None:
+        if weight_bf16.ndim != 2:
+            raise ValueError("tfcore.linear_bf16: weight_bf16 must be 2-D [out, in], got %s"
+                             % (tuple(weight_bf16.shape),))
+        wbt = weight_bf16.transpose(0, 1)._h
+    return _call(lib.tfc_linear_bf16, _ag.graph_for(x, wt, bias), x._h, wt._h, wbt,
+                 ffi.NULL if bias is None else bias._h)

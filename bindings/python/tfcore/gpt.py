@@ -88,7 +88,7 @@ class GPT:
     """A GPT-2 style model. GPT(config=None, seed=0, **fields): config is a
     GPTConfig, a preset name, or None (fields given as keywords)."""
 
-    def __init__(self, config=None, seed=0, **fields):
+    def __init__(self, config=None, seed=0, autocast=None, **fields):
         if config is None:
             config = GPTConfig(**fields)
         elif isinstance(config, str):
@@ -98,6 +98,8 @@ class GPT:
         out = ffi.new("tfc_gpt **")
         check(lib.tfc_gpt_new(config._c, int(seed), out))
         self._adopt(out[0])
+        if autocast is not None:
+            self.autocast = autocast
 
     def _adopt(self, ptr):
         self._h = ffi.gc(ptr, lib.tfc_gpt_release)
@@ -341,6 +343,26 @@ class GPT:
     @recompute.setter
     def recompute(self, on):
         check(lib.tfc_gpt_set_recompute(self._h, 1 if on else 0))
+
+    @property
+    def autocast(self):
+        """tfcore.bfloat16 when bf16 mixed precision is on (tfc_gpt_set_autocast:
+        every Linear and the LM head take bf16-rounded operands with f32
+        accumulation; weights, gradients, optimizer state and the other ops
+        stay f32), else None. Assign tfcore.bfloat16 (or 'bf16',
+        torch.bfloat16) to turn it on, None/False/tfcore.float32 to turn it
+        off; GPT(..., autocast='bf16') sets it at construction."""
+        return _dtype.bfloat16 if lib.tfc_gpt_get_autocast(self._h) == lib.TFC_DTYPE_BF16 else None
+
+    @autocast.setter
+    def autocast(self, dtype):
+        if dtype is None or dtype is False:
+            dt = _dtype.float32
+        else:
+            dt = as_dtype(dtype)
+            if dt is not _dtype.bfloat16 and dt is not _dtype.float32:
+                raise ValueError("tfcore.GPT.autocast: only bfloat16 (on) or None/float32 (off), got %r" % (dt,))
+        check(lib.tfc_gpt_set_autocast(self._h, dt.code))
 
     def set_dropout_stream(self, seed, counter=0):
         """Where training forwards draw their dropout masks from: the next one

@@ -461,6 +461,7 @@ extern "C" {
     pub fn tfc_argsort(x: *const tfc_tensor, dim: i32, descending: i32, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_one_hot(ids: *const tfc_tensor, num_classes: i64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_multinomial(probs: *const tfc_tensor, num_samples: i64, replacement: i32, seed: u64, offset: u64, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_linear_bf16(g: *mut tfc_graph, x: *const tfc_tensor, w: *const tfc_tensor, w_bf16: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_layernorm_forward(x: *const tfc_tensor, weight: *const tfc_tensor, bias: *const tfc_tensor, eps: f64, y: *mut tfc_tensor, mean: *mut tfc_tensor, rstd: *mut tfc_tensor) -> tfc_status;
     pub fn tfc_layernorm_backward(dy: *const tfc_tensor, x: *const tfc_tensor, weight: *const tfc_tensor, mean: *const tfc_tensor, rstd: *const tfc_tensor, dx: *mut tfc_tensor, dweight: *mut tfc_tensor, dbias: *mut tfc_tensor, flags: u32) -> tfc_status;
     pub fn tfc_softmax_forward(x: *const tfc_tensor, dim: i32, log: i32, y: *mut tfc_tensor) -> tfc_status;
@@ -501,6 +502,9 @@ extern "C" {
     pub fn tfc_gpt_forward(m: *mut tfc_gpt, g: *mut tfc_graph, idx: *const tfc_tensor, targets: *const tfc_tensor, logits: *mut *mut tfc_tensor, loss: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_gpt_set_recompute(m: *mut tfc_gpt, on: i32) -> tfc_status;
     pub fn tfc_gpt_get_recompute(m: *const tfc_gpt) -> i32;
+    pub fn tfc_gpt_set_autocast(m: *mut tfc_gpt, dtype: tfc_dtype) -> tfc_status;
+    pub fn tfc_gpt_get_autocast(m: *const tfc_gpt) -> tfc_dtype;
+    pub fn tfc_gpt_autocast_refreshes(m: *const tfc_gpt) -> i64;
     pub fn tfc_gpt_cache_new(m: *const tfc_gpt, batch: i32, out: *mut *mut tfc_gpt_cache) -> tfc_status;
     pub fn tfc_gpt_cache_reset(c: *mut tfc_gpt_cache) -> tfc_status;
     pub fn tfc_gpt_cache_length(c: *const tfc_gpt_cache) -> i32;

@@ -1,0 +1,160 @@
+/*
+ * bf16 autocast of a GPT (tfc_gpt_set_autocast): every Linear of the blocks
+ * and the LM head run as tfc_linear_bf16 — operands rounded to bf16 as they
+ * enter the GEMM, f32 accumulation, f32 outputs and f32 gradients to the f32
+ * master weights — while embeddings, LayerNorm, attention (its q·kᵀ and
+ * p·v products included), GELU, softmax, cross-entropy and the optimizer
+ * stay f32.
+ *
+ * The bf16 weight copies: one slot per Linear weight (GPT_N_QLINEAR per
+ * layer, then the head), rounded when the slot's weight is first used and
+ * again only when the weight's version changed (an optimizer step, a load,
+ * a copy): once per optimizer step, not per GEMM. A refresh makes a new
+ * bf16 tensor rather than overwriting the old one, so a graph that saved
+ * the old copy for backward keeps a valid one. A slot holds a reference to
+ * the weight it was rounded from, so a replaced weight (a device move, a
+ * new parameter) can never be mistaken for the cached one by address.
+ * Forwards without a graph may run on one model from several threads (the
+ * header's promise), so slots are read and refreshed under a mutex, and a
+ * caller gets its own reference to the copy.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "model/gpt_impl.h"
+
+typedef struct ac_slot {
+    tfc_tensor *src;  /* the f32 weight the copy was rounded from (a reference), or NULL */
+    uint64_t version; /* src's version then */
+    tfc_tensor *bf16; /* the rounded copy, same shape as src */
+} ac_slot;
+
+struct gpt_autocast {
+    pthread_mutex_t mu;
+    int32_t n; /* n_layer · GPT_N_QLINEAR + 1 (the head) */
+    ac_slot *slots;
+    int64_t refreshes; /* copies made, for tests and the docs' claim (tfc_gpt_autocast_refreshes) */
+};
+
+static void free_slots(gpt_autocast *a) {
+    for (int32_t i = 0; i < a->n; i++) {
+        tfc_tensor_release(a->slots[i].src);
+        tfc_tensor_release(a->slots[i].bf16);
+    }
+}
+
+void tfc_gpt_autocast_free(tfc_gpt *m) {
+    gpt_autocast *a = m->autocast;
+    if (!a) return;
+    free_slots(a);
+    free(a->slots);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+    m->autocast = NULL;
+}
+
+/* *wb: a new reference to slot i's bf16 copy of w, rounded now when the cached one is not of w's current values. */
+static tfc_status weight_copy(gpt_autocast *a, int32_t i, const tfc_tensor *w, tfc_tensor **wb) {
+    pthread_mutex_lock(&a->mu);
+    ac_slot *sl = &a->slots[i];
+    uint64_t v = tfc_tensor_version(w);
+    tfc_status s = TFC_OK;
+    if (sl->src != w || sl->version != v || !sl->bf16) {
+        tfc_tensor *r = NULL;
+        s = tfc_cast(NULL, w, TFC_DTYPE_BF16, &r);
+        if (s == TFC_OK) {
+            tfc_tensor_release(sl->src);
+            tfc_tensor_release(sl->bf16);
+            sl->src = tfc_tensor_retain((tfc_tensor *)w);
+            sl->version = v;
+            sl->bf16 = r;
+            a->refreshes++;
+        }
+    }
+    if (s == TFC_OK) *wb = tfc_tensor_retain(sl->bf16);
+    pthread_mutex_unlock(&a->mu);
+    return s;
+}
+
+tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, int32_t layer, int j, const tfc_tensor *x,
+                                   const tfc_tensor *w, const tfc_tensor *b, tfc_tensor **y) {
+    tfc_tensor *wb = NULL;
+    TFC_TRY(weight_copy(m->autocast, layer * GPT_N_QLINEAR + j, w, &wb));
+    tfc_status s = tfc_linear_bf16(g, x, w, wb, b, y);
+    tfc_tensor_release(wb);
+    return s;
+}
+
+tfc_status tfc_gpt_autocast_head(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
+                                 tfc_tensor **lg) {
+    gpt_autocast *a = m->autocast;
+    tfc_tensor *wb = NULL, *wt = NULL, *wbt = NULL;
+    TFC_TRY(weight_copy(a, a->n - 1, w, &wb));
+    /* w is [V, C]; tfc_linear_bf16 takes [in, out]: transposed views, no copies (w's recorded on g, so its
+     * gradient reaches w). */
+    tfc_status s = tfc_transpose(g, w, 0, 1, &wt);
+    if (s == TFC_OK) s = tfc_transpose(NULL, wb, 0, 1, &wbt);
+    if (s == TFC_OK) s = tfc_linear_bf16(g, h, wt, wbt, NULL, lg);
+    tfc_tensor_release(wb);
+    tfc_tensor_release(wt);
+    tfc_tensor_release(wbt);
+    return s;
+}
+
+/* Whether m's parameters are on a backend with a bf16 GEMM this autocast has been tested on (the CPU). */
+static tfc_status check_model(const char *fn, const tfc_gpt *m) {
+    char what[64];
+    if (tfc_gpt_is_quantized(m))
+        return tfc_err(TFC_ERR_UNSUPPORTED,
+                       "%s: the model is quantized (%s): bf16 autocast is for f32 models (set it before "
+                       "quantizing, or quantize without it)",
+                       fn, tfc_gpt_quant_desc(m, what, sizeof what));
+    if (m->cfg.dtype != TFC_DTYPE_F32)
+        return tfc_err(TFC_ERR_DTYPE, "%s: the model is %s; bf16 autocast needs an f32 model (its master weights)", fn,
+                       tfc_dtype_name(m->cfg.dtype));
+    if (tfc_tensor_device_type(m->wte) != TFC_DEVICE_CPU)
+        return tfc_err(TFC_ERR_UNSUPPORTED,
+                       "%s: the model is on cuda:%d; bf16 autocast is implemented on the CPU only (the CUDA "
+                       "backend's bf16 GEMM with an f32 result is not wired to it yet)",
+                       fn, (int)tfc_tensor_device_index(m->wte));
+    return TFC_OK;
+}
+
+tfc_status tfc_gpt_autocast_check(const char *fn, const tfc_gpt *m) { return check_model(fn, m); }
+
+TFC_API tfc_status tfc_gpt_set_autocast(tfc_gpt *m, tfc_dtype dtype) {
+    const char *fn = "tfc_gpt_set_autocast";
+    TFC_CHECK_NOT_NULL(fn, m);
+    if (dtype == TFC_DTYPE_F32) {
+        tfc_gpt_autocast_free(m);
+        return TFC_OK;
+    }
+    if (dtype != TFC_DTYPE_BF16)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: dtype is %s; need bf16 (on) or f32 (off)", fn, tfc_dtype_name(dtype));
+    TFC_TRY(check_model(fn, m));
+    if (m->autocast) return TFC_OK;
+    gpt_autocast *a = calloc(1, sizeof *a);
+    int32_t n = m->cfg.n_layer * GPT_N_QLINEAR + 1;
+    ac_slot *slots = calloc((size_t)n, sizeof *slots);
+    if (!a || !slots || pthread_mutex_init(&a->mu, NULL) != 0) {
+        free(a);
+        free(slots);
+        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    }
+    a->n = n;
+    a->slots = slots;
+    m->autocast = a;
+    return TFC_OK;
+}
+
+TFC_API tfc_dtype tfc_gpt_get_autocast(const tfc_gpt *m) { return m && m->autocast ? TFC_DTYPE_BF16 : TFC_DTYPE_F32; }
+
+TFC_API int64_t tfc_gpt_autocast_refreshes(const tfc_gpt *m) {
+    if (!m || !m->autocast) return 0;
+    gpt_autocast *a = m->autocast;
+    pthread_mutex_lock(&a->mu);
+    int64_t r = a->refreshes;
+    pthread_mutex_unlock(&a->mu);
+    return r;
+}
