@@ -12,6 +12,7 @@ import torch.nn.functional as TF
 
 import tfcore
 from helpers import TorchNS, rel_err
+from test_ops_more import CASES as MORE
 from test_parity_ops import ELEMENTWISE, LAYERS, LINALG, REDUCTIONS, SELECT, SOFTMAX, VIEWS
 
 TOL = 1e-10
@@ -88,6 +89,40 @@ def _cases():
 @pytest.mark.parametrize("fn,arrays", _cases())
 def test_double_backward_matches_torch(fn, arrays):
     double_backward(fn, arrays)
+
+
+def _squared(fn):
+    """fn's float outputs squared: a linear op's backward then receives a dy
+    that depends on x, so its create_graph backward is differentiated too."""
+    return lambda ns, *a: [o * o for o in _flat(fn(ns, *a)) if o.dtype.is_floating_point]
+
+
+# The #16 ops (test_ops_more's cases with a gradient) and the index ops.
+MORE_DIFFERENTIABLE = [
+    "abs", "abs_at_zero", "sign", "sin_strided", "cos", "floor", "ceil_strided", "round_half_even",
+    "clamp", "clamp_at_bounds", "clamp_min_only", "clamp_max_only", "clamp_min_above_max",
+    "clamp_tensor_bounds", "clamp_tensor_bounds_ties", "clip",
+    "triu", "triu_k1_batched", "tril_k-1_strided", "tril_k2",
+]
+_R = np.random.default_rng(16)
+_A = _R.standard_normal((4, 5, 6))
+INDEX = {
+    "index_select_dim0": (lambda ns, x, i: ns.index_select(x, 0, i), [_A, np.array([1, 0, 1, 3])]),
+    "index_select_dim-1": (lambda ns, x, i: x.index_select(-1, i), [_A, np.array([5, 0, 5, 2, 2])]),
+    "gather_dim1": (lambda ns, x, i: ns.gather(x, 1, i), [_A, _R.integers(0, 5, size=(3, 4, 5))]),
+    "gather_dim2": (lambda ns, x, i: x.gather(2, i), [_A, _R.integers(0, 6, size=(4, 5, 7))]),
+    "scatter_add_dim0": (lambda ns, x, i, s: ns.scatter_add(x, 0, i, s),
+                         [_A, _R.integers(0, 4, size=(3, 4, 5)), _R.standard_normal((3, 4, 5))]),
+    "scatter_add_dim2": (lambda ns, x, i, s: x.scatter_add(2, i, s),
+                         [_A, _R.integers(0, 6, size=(4, 5, 6)), _R.standard_normal((4, 5, 6))]),
+    "masked_select": (lambda ns, x, m: x.masked_select(m), [_A, _A[0] > 0]),
+}
+
+
+@pytest.mark.parametrize("name", MORE_DIFFERENTIABLE)
+def test_double_backward_of_issue16_ops_matches_torch(name):
+    fn, arrays = MORE[name] if name in MORE else INDEX[name]
+    double_backward(_squared(fn), arrays)
 
 
 @pytest.mark.parametrize("name", ["linear_cross_entropy", "attention_causal", "topk_largest"])
