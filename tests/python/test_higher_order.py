@@ -102,7 +102,7 @@ MORE_DIFFERENTIABLE = [
     "abs", "abs_at_zero", "sign", "sin_strided", "cos", "floor", "ceil_strided", "round_half_even",
     "clamp", "clamp_at_bounds", "clamp_min_only", "clamp_max_only", "clamp_min_above_max",
     "clamp_tensor_bounds", "clamp_tensor_bounds_ties", "clip", "maximum_broadcast", "minimum_strided",
-    "maximum_ties", "minimum_ties_broadcast",
+    "maximum_ties", "minimum_ties_broadcast", "cumsum_dim0", "cumsum_last_strided", "cumsum_middle",
     "triu", "triu_k1_batched", "tril_k-1_strided", "tril_k2",
 ]
 _R = np.random.default_rng(16)
