@@ -70,6 +70,77 @@ static tfc_status scatter_grad(const char *fn, const tfc_tensor *dy, const tfc_s
     return TFC_OK;
 }
 
+/* ---- the create_graph backwards: gather and scatter-add as adjoint nodes ---- */
+
+/*
+ * In a create_graph pass each index op's gradient is recorded as an
+ * index_move node: GATHER reads t at index into zeros(shape) (the corner
+ * the index covers), SCATTER adds t at index into zeros(shape). Each is
+ * linear and the other's adjoint (same index, dim and view), so each
+ * node's backward is a recorded index_move of the other kind: any order.
+ * SELECT views index_select's 1-D index over the index side's full shape;
+ * FULL uses the index tensor itself over the index side's leading corner.
+ */
+enum { MOVE_GATHER, MOVE_SCATTER };
+enum { VIEW_SELECT, VIEW_FULL };
+
+typedef struct index_move_ctx {
+    tfc_saved index;
+    int32_t dim, kind, view;
+} index_move_ctx;
+
+static tfc_status index_move(tfc_graph *g, const char *fn, int kind, int view, const tfc_tensor *t,
+                             const tfc_tensor *index, int32_t dim, const int64_t *shape, int32_t ndim,
+                             tfc_tensor **out);
+
+static tfc_status index_move_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
+    const index_move_ctx *c = n->ctx;
+    tfc_tensor *dy = gout[0];
+    if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
+    const tfc_edge *e = &n->in[0];
+    return index_move(tfc_node_grad_graph(n), n->name, c->kind == MOVE_GATHER ? MOVE_SCATTER : MOVE_GATHER, c->view, dy,
+                      c->index.t, c->dim, e->shape, e->ndim, &gin[0]);
+}
+
+static tfc_status index_move(tfc_graph *g, const char *fn, int kind, int view, const tfc_tensor *t,
+                             const tfc_tensor *index, int32_t dim, const int64_t *shape, int32_t ndim,
+                             tfc_tensor **out) {
+    tfc_tensor *r;
+    TFC_TRY(tfc_tensor_new_on(t, shape, ndim, t->dtype, &r));
+    tfc_status s = tfc_tensor_fill(r, 0.0);
+    /* the index side: the output of a gather, the input of a scatter */
+    const tfc_tensor *side = kind == MOVE_GATHER ? r : t;
+    tfc_sview iv = view == VIEW_SELECT ? select_index_view(index, side->shape, side->ndim, dim) : tfc_sview_of(index);
+    tfc_sview sv = view == VIEW_SELECT ? tfc_sview_of(side) : corner_view(side, index->shape);
+    tfc_index_problem p = {.device = tfc_device_index(t),
+                           .dim = dim,
+                           .x = tfc_sview_of(kind == MOVE_GATHER ? t : r),
+                           .y = sv,
+                           .index = iv,
+                           .accumulate = kind == MOVE_SCATTER};
+    if (s == TFC_OK) s = run_index(fn, t, kind == MOVE_SCATTER, &p);
+    if (s == TFC_OK && tfc_should_record(g, &t, 1)) {
+        tfc_node *n;
+        s = tfc_node_new(g, fn, index_move_backward, 1, 1, sizeof(index_move_ctx), &n);
+        if (s == TFC_OK) {
+            index_move_ctx *c = n->ctx;
+            c->dim = dim;
+            c->kind = kind;
+            c->view = view;
+            tfc_node_set_double_backward(n);
+            tfc_node_set_input(n, 0, t);
+            s = tfc_node_keep(n, &c->index, index);
+            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, r);
+        }
+    }
+    if (s != TFC_OK) {
+        tfc_tensor_release(r);
+        return tfc_err_in(fn, s);
+    }
+    *out = r;
+    return TFC_OK;
+}
+
 /* ---- index_select ---- */
 
 typedef struct index_select_ctx {
@@ -82,6 +153,10 @@ static tfc_status index_select_backward(tfc_node *n, tfc_tensor *const *gout, tf
     tfc_tensor *dy = gout[0];
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
     const tfc_edge *e = &n->in[0];
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg)
+        return index_move(gg, "tfc_index_select (backward)", MOVE_SCATTER, VIEW_SELECT, dy, c->index.t, c->dim,
+                          e->shape, e->ndim, &gin[0]);
     tfc_sview iv = select_index_view(c->index.t, dy->shape, dy->ndim, c->dim);
     return scatter_grad("tfc_index_select (backward)", dy, &iv, c->dim, e->shape, e->ndim, &gin[0]);
 }
@@ -111,6 +186,7 @@ TFC_API tfc_status tfc_index_select(tfc_graph *g, const tfc_tensor *x, int32_t d
         s = tfc_node_new(g, fn, index_select_backward, 1, 1, sizeof(index_select_ctx), &n);
         if (s == TFC_OK) {
             index_select_ctx *c = n->ctx;
+            tfc_node_set_double_backward(n);
             c->dim = d;
             tfc_node_set_input(n, 0, x);
             s = tfc_node_keep(n, &c->index, index);
@@ -137,6 +213,10 @@ static tfc_status gather_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
     tfc_tensor *dy = gout[0];
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
     const tfc_edge *e = &n->in[0];
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg)
+        return index_move(gg, "tfc_gather (backward)", MOVE_SCATTER, VIEW_FULL, dy, c->index.t, c->dim, e->shape,
+                          e->ndim, &gin[0]);
     tfc_sview iv = tfc_sview_of(c->index.t);
     return scatter_grad("tfc_gather (backward)", dy, &iv, c->dim, e->shape, e->ndim, &gin[0]);
 }
@@ -186,6 +266,7 @@ TFC_API tfc_status tfc_gather(tfc_graph *g, const tfc_tensor *x, int32_t dim, co
         s = tfc_node_new(g, fn, gather_backward, 1, 1, sizeof(gather_ctx), &n);
         if (s == TFC_OK) {
             gather_ctx *c = n->ctx;
+            tfc_node_set_double_backward(n);
             c->dim = p.dim;
             tfc_node_set_input(n, 0, x);
             s = tfc_node_keep(n, &c->index, index);
@@ -212,7 +293,12 @@ static tfc_status scatter_add_backward(tfc_node *n, tfc_tensor *const *gout, tfc
     const scatter_add_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0], *index = c->index.t, *dsrc = NULL;
     if (!dy) return TFC_OK;
-    if (tfc_node_needs_grad(n, 1)) {
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg && tfc_node_needs_grad(n, 1)) {
+        const tfc_edge *e = &n->in[1];
+        TFC_TRY(index_move(gg, fn, MOVE_GATHER, VIEW_FULL, dy, index, c->dim, e->shape, e->ndim, &dsrc));
+        gin[1] = dsrc;
+    } else if (tfc_node_needs_grad(n, 1)) {
         /* dsrc is zero outside index's corner (those src elements are not read), dy gathered inside it. */
         const tfc_edge *e = &n->in[1];
         TFC_TRY(tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &dsrc));
@@ -272,6 +358,7 @@ TFC_API tfc_status tfc_scatter_add(tfc_graph *g, const tfc_tensor *x, int32_t di
         s = tfc_node_new(g, fn, scatter_add_backward, 2, 1, sizeof(scatter_add_ctx), &n);
         if (s == TFC_OK) {
             scatter_add_ctx *c = n->ctx;
+            tfc_node_set_double_backward(n);
             c->dim = p.dim;
             tfc_node_set_input(n, 0, x);
             tfc_node_set_input(n, 1, src);

@@ -49,10 +49,41 @@ typedef struct pw_ctx {
     double p;
 } pw_ctx;
 
+/*
+ * create_graph: sin and cos differentiate through recorded cos/sin of x;
+ * abs and clamp multiply dy by a constant mask (sgn x, [lo ≤ x ≤ hi]) — its
+ * own derivative is zero almost everywhere, as in torch.
+ */
+static tfc_status pw_backward_graph(tfc_node *n, tfc_graph *gg, tfc_tensor *dy, tfc_tensor **dx) {
+    const pw_ctx *c = n->ctx;
+    tfc_tensor *x = NULL, *t = NULL, *u = NULL;
+    tfc_status s = tfc_node_saved(n, &c->x, &x);
+    if (s == TFC_OK) {
+        switch ((int)(c->def - defs)) {
+        case P_SIN: s = tfc_cos(gg, x, &t); break;
+        case P_COS:
+            s = tfc_sin(gg, x, &u);
+            if (s == TFC_OK) s = tfc_neg(gg, u, &t);
+            break;
+        default: /* abs, clamp: the map over (1, x) is the mask */
+            s = tfc_tensor_new_on(dy, NULL, 0, dy->dtype, &u);
+            if (s == TFC_OK) s = tfc_tensor_fill(u, 1.0);
+            if (s == TFC_OK) s = tfc_map_new(n->name, c->def->bwd, x->shape, x->ndim, x->dtype, u, x, NULL, c->p, &t);
+            break;
+        }
+    }
+    if (s == TFC_OK) s = tfc_mul(gg, dy, t, dx);
+    tfc_tensor_release(t);
+    tfc_tensor_release(u);
+    tfc_tensor_release(x);
+    return s;
+}
+
 static tfc_status pw_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
     const pw_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0];
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
+    /* The zero gradient is a constant: the same tensor serves create_graph. */
     if (c->def->bwd == TFC_MAP_COUNT_) {
         tfc_tensor *z;
         TFC_TRY(tfc_tensor_new_on(dy, n->in[0].shape, n->in[0].ndim, dy->dtype, &z));
@@ -64,6 +95,8 @@ static tfc_status pw_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor *
         gin[0] = z;
         return TFC_OK;
     }
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg) return pw_backward_graph(n, gg, dy, &gin[0]);
     return tfc_map_new(n->name, c->def->bwd, dy->shape, dy->ndim, dy->dtype, dy, c->x.t, NULL, c->p, &gin[0]);
 }
 
@@ -81,6 +114,7 @@ static tfc_status pointwise(pw_kind k, tfc_graph *g, const tfc_tensor *x, double
             pw_ctx *c = n->ctx;
             c->def = d;
             c->p = p;
+            tfc_node_set_double_backward(n);
             tfc_node_set_input(n, 0, x);
             s = tfc_node_keep(n, &c->x, d->bwd == TFC_MAP_COUNT_ ? NULL : x);
             if (s == TFC_OK) s = tfc_node_attach_output(n, 0, r);

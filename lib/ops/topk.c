@@ -1,7 +1,7 @@
 /*
  * topk along a dim: the k largest (or smallest) values, sorted, with their
  * indices (the backend's topk entry). Backward scatters dy to the selected
- * positions (topk_backward).
+ * positions (topk_backward; in a create_graph pass a recorded scatter_add).
  */
 #include "ops/op_util.h"
 #include "ops/operands.h"
@@ -26,6 +26,16 @@ static tfc_status topk_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor
     const tfc_edge *e = &n->in[0];
     int32_t d = c->dim;
     const char *fn = "tfc_topk (backward)";
+    tfc_graph *gg = tfc_node_grad_graph(n);
+    if (gg) {
+        /* create_graph: the same scatter as a recorded scatter_add into zeros (differentiable again) */
+        tfc_tensor *z;
+        TFC_TRY(tfc_tensor_new_on(dy, e->shape, e->ndim, dy->dtype, &z));
+        tfc_status s = tfc_tensor_fill(z, 0.0);
+        if (s == TFC_OK) s = tfc_scatter_add(gg, z, d, idx, dy, &gin[0]);
+        tfc_tensor_release(z);
+        return tfc_err_in(fn, s);
+    }
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, dy, &be));
     tfc_topk_problem p = {.device = tfc_device_index(dy),
@@ -90,6 +100,7 @@ TFC_API tfc_status tfc_topk(tfc_graph *g, const tfc_tensor *x, int64_t k, int32_
         s = tfc_node_new(g, fn, topk_backward, 1, 1, sizeof(topk_ctx), &n);
         if (s == TFC_OK) {
             topk_ctx *c = n->ctx;
+            tfc_node_set_double_backward(n);
             c->dim = d;
             tfc_node_set_input(n, 0, x);
             s = tfc_node_keep(n, &c->idx, idx);

@@ -6,6 +6,8 @@
  * names retain_graph; a training loop's node count stays flat), fused ops
  * refusing create_graph by name, and anomaly detection naming the op.
  */
+#include <math.h>
+
 #include "tfc_test_util.h"
 
 TFC_TEST_MAIN
@@ -331,4 +333,84 @@ TEST(autograd_grad_prunes_branches_away_from_inputs) {
     tfc_tensor *all[] = {q, o, x, x3, tot, lo, lx, d1, d2, s1, gq};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfc_tensor_release(all[i]);
     tfc_graph_release(g);
+}
+
+/* ---- the #16 ops: second derivatives of Σ f(x) by hand, x = (0.5, −1.25, 2) ---- */
+
+static const double x16[3] = {0.5, -1.25, 2.0};
+
+/* y = Σ sin x: d1 = cos x, d2 (of Σ d1) = −sin x. */
+static tfc_tensor *f_sin(tfc_graph *g, tfc_tensor *x) {
+    tfc_tensor *s = NULL;
+    CHECK_OK(tfc_sin(g, x, &s));
+    return s;
+}
+/* y = Σ max(x, 0)³: d1 = 3x²[x > 0], d2 = 6x[x > 0]. */
+static tfc_tensor *f_max_cube(tfc_graph *g, tfc_tensor *x) {
+    const double zv[3] = {0, 0, 0};
+    const int64_t n = 3;
+    tfc_tensor *z = t_from(zv, &n, 1), *m = NULL, *c = NULL;
+    CHECK_OK(tfc_maximum(g, x, z, &m));
+    CHECK_OK(tfc_pow_scalar(g, m, 3.0, &c));
+    tfc_tensor_release(z);
+    tfc_tensor_release(m);
+    return c;
+}
+/* y = Σ cumsum(x)²: d1_i = 2 Σ_{j ≥ i} c_j, d2_m = 2 Σ_{j ≥ m} (j + 1) = 12, 10, 6. */
+static tfc_tensor *f_cumsum_sq(tfc_graph *g, tfc_tensor *x) {
+    tfc_tensor *c = NULL, *q = NULL;
+    CHECK_OK(tfc_cumsum(g, x, 0, &c));
+    CHECK_OK(tfc_mul(g, c, c, &q));
+    tfc_tensor_release(c);
+    return q;
+}
+/* y = Σ gather(x, [2, 0, 2])³: d1_i = 3 n_i x_i², d2_i = 6 n_i x_i, n = (1, 0, 2). */
+static tfc_tensor *f_gather_cube(tfc_graph *g, tfc_tensor *x) {
+    const int64_t iv[3] = {2, 0, 2}, n = 3;
+    tfc_tensor *i = NULL, *y = NULL, *c = NULL;
+    CHECK_OK(tfc_tensor_from_data(iv, &n, 1, TFC_DTYPE_I64, &i));
+    CHECK_OK(tfc_gather(g, x, 0, i, &y));
+    CHECK_OK(tfc_pow_scalar(g, y, 3.0, &c));
+    tfc_tensor_release(i);
+    tfc_tensor_release(y);
+    return c;
+}
+
+static void check_second(tfc_tensor *(*f)(tfc_graph *, tfc_tensor *), const double *e1, const double *e2) {
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    tfc_tensor *x = leaf(x16, 3), *fx = f(g, x), *y = sum_all(g, fx), *d1 = NULL, *d2 = NULL;
+    const tfc_tensor *outs[1] = {y}, *ins[1] = {x};
+    CHECK_OK(tfc_autograd_grad(g, outs, 1, ins, 1, NULL, 1, 1, 0, &d1));
+    tfc_tensor *s1 = sum_all(g, d1);
+    outs[0] = s1;
+    CHECK_OK(tfc_autograd_grad(g, outs, 1, ins, 1, NULL, 0, 0, 0, &d2));
+    double *v1 = t_vals(d1), *v2 = t_vals(d2);
+    for (int i = 0; i < 3; i++) {
+        CHECK_CLOSE(v1[i], e1[i], 1e-12);
+        CHECK_CLOSE(v2[i], e2[i], 1e-12);
+    }
+    free(v1);
+    free(v2);
+    tfc_tensor *all[] = {x, fx, y, d1, s1, d2};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tfc_tensor_release(all[i]);
+    tfc_graph_release(g);
+}
+
+TEST(issue16_ops_second_derivatives_by_hand) {
+    double e1[3], e2[3];
+    for (int i = 0; i < 3; i++) e1[i] = cos(x16[i]), e2[i] = -sin(x16[i]);
+    check_second(f_sin, e1, e2);
+    for (int i = 0; i < 3; i++) {
+        int pos = x16[i] > 0;
+        e1[i] = pos ? 3 * x16[i] * x16[i] : 0.0;
+        e2[i] = pos ? 6 * x16[i] : 0.0;
+    }
+    check_second(f_max_cube, e1, e2);
+    const double c[3] = {x16[0], x16[0] + x16[1], x16[0] + x16[1] + x16[2]};
+    const double e1c[3] = {2 * (c[0] + c[1] + c[2]), 2 * (c[1] + c[2]), 2 * c[2]}, e2c[3] = {12, 10, 6};
+    check_second(f_cumsum_sq, e1c, e2c);
+    const double n[3] = {1, 0, 2};
+    for (int i = 0; i < 3; i++) e1[i] = 3 * n[i] * x16[i] * x16[i], e2[i] = 6 * n[i] * x16[i];
+    check_second(f_gather_cube, e1, e2);
 }

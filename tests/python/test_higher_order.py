@@ -12,10 +12,11 @@ import torch.nn.functional as TF
 
 import tfcore
 from helpers import TorchNS, rel_err
+from test_ops_more import CASES as MORE
 from test_parity_ops import ELEMENTWISE, LAYERS, LINALG, REDUCTIONS, SELECT, SOFTMAX, VIEWS
 
 TOL = 1e-10
-FUSED = ("linear_cross_entropy", "attention", "topk")
+FUSED = ("linear_cross_entropy", "attention")
 
 
 def _flat(out):
@@ -90,15 +91,81 @@ def test_double_backward_matches_torch(fn, arrays):
     double_backward(fn, arrays)
 
 
-@pytest.mark.parametrize("name", ["linear_cross_entropy", "attention_causal", "topk_largest"])
+def _squared(fn):
+    """fn's float outputs squared: a linear op's backward then receives a dy
+    that depends on x, so its create_graph backward is differentiated too."""
+    return lambda ns, *a: [o * o for o in _flat(fn(ns, *a)) if o.dtype.is_floating_point]
+
+
+# The #16 ops (test_ops_more's cases with a gradient) and the index ops.
+MORE_DIFFERENTIABLE = [
+    "abs", "abs_at_zero", "sign", "sin_strided", "cos", "floor", "ceil_strided", "round_half_even",
+    "clamp", "clamp_at_bounds", "clamp_min_only", "clamp_max_only", "clamp_min_above_max",
+    "clamp_tensor_bounds", "clamp_tensor_bounds_ties", "clip", "maximum_broadcast", "minimum_strided",
+    "maximum_ties", "minimum_ties_broadcast", "cumsum_dim0", "cumsum_last_strided", "cumsum_middle",
+    "triu", "triu_k1_batched", "tril_k-1_strided", "tril_k2", "sort", "sort_desc_dim0", "sort_strided",
+]
+_R = np.random.default_rng(16)
+_A = _R.standard_normal((4, 5, 6))
+INDEX = {
+    "index_select_dim0": (lambda ns, x, i: x.index_select(0, i), [_A, np.array([1, 0, 1, 3])]),
+    "index_select_dim-1": (lambda ns, x, i: x.index_select(-1, i), [_A, np.array([5, 0, 5, 2, 2])]),
+    "gather_dim1": (lambda ns, x, i: x.gather(1, i), [_A, _R.integers(0, 5, size=(3, 4, 5))]),
+    "gather_dim2": (lambda ns, x, i: x.gather(2, i), [_A, _R.integers(0, 6, size=(4, 5, 7))]),
+    "scatter_add_dim0": (lambda ns, x, i, s: x.scatter_add(0, i, s),
+                         [_A, _R.integers(0, 4, size=(3, 4, 5)), _R.standard_normal((3, 4, 5))]),
+    "scatter_add_dim2": (lambda ns, x, i, s: x.scatter_add(2, i, s),
+                         [_A, _R.integers(0, 6, size=(4, 5, 6)), _R.standard_normal((4, 5, 6))]),
+    "masked_select": (lambda ns, x, m: x.masked_select(m), [_A, _A[0] > 0]),
+}
+
+
+@pytest.mark.parametrize("name", MORE_DIFFERENTIABLE + sorted(INDEX))
+def test_double_backward_of_issue16_ops_matches_torch(name):
+    fn, arrays = MORE[name] if name in MORE else INDEX[name]
+    double_backward(_squared(fn), arrays)
+
+
+_I = np.random.default_rng(17)
+THIRD = {  # name: (f(x, index tensors), index arrays)
+    "cumsum": (lambda x: x.cumsum(1), []),
+    "index_select": (lambda x, i: x.index_select(1, i), [np.array([4, 0, 4, 2])]),
+    "gather": (lambda x, i: x.gather(0, i), [_I.integers(0, 3, size=(2, 5))]),
+    "scatter_add": (lambda x, i: (x * 0).scatter_add(1, i, x[:, :4] * 1), [_I.integers(0, 5, size=(3, 4))]),
+    "sort": (lambda x: x.sort(1)[0], []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(THIRD))
+def test_third_derivative_through_linear_backwards_matches_torch(name):
+    """A linear op's create_graph backward records an op (the reversed
+    cumsum, a scatter or gather) that must itself support create_graph:
+    the third derivative of Σ w·f(x)³ reaches it."""
+    f, idx = THIRD[name]
+    xv = np.random.default_rng(7).permutation(15).reshape(3, 5) * 0.3 - 2.0
+    wv = None
+    res = []
+    for tens in (lambda a, **k: tfcore.tensor(a, **k), lambda a, **k: torch.tensor(a, **k)):
+        grad = tfcore.autograd.grad if tens(0.0).__class__.__module__.startswith("tfcore") else torch.autograd.grad
+        x = tens(xv, requires_grad=True)
+        y = f(x, *[tens(i) for i in idx])
+        wv = np.random.default_rng(1).standard_normal(tuple(y.shape)) if wv is None else wv
+        (d1,) = grad((y * y * y * tens(wv)).sum(), x, create_graph=True)
+        (d2,) = grad((d1 * d1).sum(), x, create_graph=True)
+        (d3,) = grad((d2 * d2).sum(), x)
+        res.append([d.detach().numpy() for d in (d1, d2, d3)])
+    for i, (a, b) in enumerate(zip(*res)):
+        _close(a, b, "derivative %d" % (i + 1))
+
+
+@pytest.mark.parametrize("name", ["linear_cross_entropy", "attention_causal"])
 def test_fused_ops_refuse_create_graph(name):
     table = {**LAYERS, **SELECT}
     fn, arrays = table[name]
     tf_in, _ = _inputs(arrays)
     out = _flat(fn(tfcore, *tf_in))[0]
     floats = [t for t in tf_in if t.dtype.is_floating_point]
-    op = {"linear_cross_entropy": "tfc_linear_cross_entropy",
-          "attention_causal": "tfc_attention", "topk_largest": "tfc_topk"}[name]
+    op = {"linear_cross_entropy": "tfc_linear_cross_entropy", "attention_causal": "tfc_attention"}[name]
     with pytest.raises(RuntimeError, match=op):
         tfcore.autograd.grad(out.sum(), floats, create_graph=True)
     assert all(t.grad is None for t in floats)
