@@ -217,8 +217,8 @@ else
   record_fail "consumer (build/ failed)"
   record_fail "abi (build/ failed)"
 fi
-# Every libFuzzer target for 20 s, two at a time (its own build-fuzz, clang): ~3 min.
-run_step fuzz bash scripts/fuzz.sh --seconds 20 --jobs 2
+# Every libFuzzer target for 12 s, two at a time (its own build-fuzz, clang): ~2 min.
+run_step fuzz bash scripts/fuzz.sh --seconds 12 --jobs 2
 # The Debian packages built, linted, installed and used (docs/PACKAGING.md for its time):
 run_step package bash scripts/package-test.sh --no-cuda
 # run_step python /usr/bin/python3 -m pytest -q tests/python

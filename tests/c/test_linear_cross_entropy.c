@@ -470,7 +470,8 @@ static void gpt_fused_vs_logits(int32_t bias, int32_t tie) {
     tfc_gpt *m = NULL;
     CHECK_OK(tfc_gpt_new(&c, 5, &m));
     if (!m) return;
-    const int32_t idx[12] = {1, 5, 3, 12, 0, 7, 7, 2, 9, 4, 11, 6}, tgt[12] = {5, 3, 12, 0, -100, 7, 2, 9, -100, 11, 6, 1};
+    const int32_t idx[12] = {1, 5, 3, 12, 0, 7, 7, 2, 9, 4, 11, 6},
+                  tgt[12] = {5, 3, 12, 0, -100, 7, 2, 9, -100, 11, 6, 1};
     tfc_tensor *x = NULL, *y = NULL;
     CHECK_OK(tfc_tensor_from_data(idx, (int64_t[]){2, 6}, 2, TFC_DTYPE_I32, &x));
     CHECK_OK(tfc_tensor_from_data(tgt, (int64_t[]){2, 6}, 2, TFC_DTYPE_I32, &y));
