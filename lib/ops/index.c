@@ -143,13 +143,28 @@ static tfc_status index_move(tfc_graph *g, const char *fn, int kind, int view, c
 
 /* ---- index_select ---- */
 
-typedef struct index_select_ctx {
+/* What index_select's and gather's backwards need: the index and the dim. */
+typedef struct index_ctx {
     tfc_saved index;
     int32_t dim;
-} index_select_ctx;
+} index_ctx;
+
+/* Record the node of a one-input index op (index_select, gather) whose output y was read from x by index. */
+static tfc_status record_index_node(tfc_graph *g, const char *fn, tfc_backward_fn backward, const tfc_tensor *x,
+                                    const tfc_tensor *index, int32_t dim, tfc_tensor *y) {
+    tfc_node *n;
+    TFC_TRY(tfc_node_new(g, fn, backward, 1, 1, sizeof(index_ctx), &n));
+    index_ctx *c = n->ctx;
+    tfc_node_set_double_backward(n);
+    c->dim = dim;
+    tfc_node_set_input(n, 0, x);
+    tfc_status s = tfc_node_keep(n, &c->index, index);
+    if (s == TFC_OK) s = tfc_node_attach_output(n, 0, y);
+    return s;
+}
 
 static tfc_status index_select_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
-    const index_select_ctx *c = n->ctx;
+    const index_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0];
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
     const tfc_edge *e = &n->in[0];
@@ -181,18 +196,7 @@ TFC_API tfc_status tfc_index_select(tfc_graph *g, const tfc_tensor *x, int32_t d
                            .y = tfc_sview_of(y),
                            .index = select_index_view(index, shape, x->ndim, d)};
     tfc_status s = run_index(fn, x, 0, &p);
-    if (s == TFC_OK && tfc_should_record(g, &x, 1)) {
-        tfc_node *n;
-        s = tfc_node_new(g, fn, index_select_backward, 1, 1, sizeof(index_select_ctx), &n);
-        if (s == TFC_OK) {
-            index_select_ctx *c = n->ctx;
-            tfc_node_set_double_backward(n);
-            c->dim = d;
-            tfc_node_set_input(n, 0, x);
-            s = tfc_node_keep(n, &c->index, index);
-            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, y);
-        }
-    }
+    if (s == TFC_OK && tfc_should_record(g, &x, 1)) s = record_index_node(g, fn, index_select_backward, x, index, d, y);
     if (s != TFC_OK) {
         tfc_tensor_release(y);
         return tfc_err_in(fn, s);
@@ -203,13 +207,8 @@ TFC_API tfc_status tfc_index_select(tfc_graph *g, const tfc_tensor *x, int32_t d
 
 /* ---- gather ---- */
 
-typedef struct gather_ctx {
-    tfc_saved index;
-    int32_t dim;
-} gather_ctx;
-
 static tfc_status gather_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
-    const gather_ctx *c = n->ctx;
+    const index_ctx *c = n->ctx;
     tfc_tensor *dy = gout[0];
     if (!dy || !tfc_node_needs_grad(n, 0)) return TFC_OK;
     const tfc_edge *e = &n->in[0];
@@ -261,18 +260,7 @@ TFC_API tfc_status tfc_gather(tfc_graph *g, const tfc_tensor *x, int32_t dim, co
                            .y = tfc_sview_of(y),
                            .index = tfc_sview_of(index)};
     tfc_status s = run_index(fn, x, 0, &p);
-    if (s == TFC_OK && tfc_should_record(g, &x, 1)) {
-        tfc_node *n;
-        s = tfc_node_new(g, fn, gather_backward, 1, 1, sizeof(gather_ctx), &n);
-        if (s == TFC_OK) {
-            gather_ctx *c = n->ctx;
-            tfc_node_set_double_backward(n);
-            c->dim = p.dim;
-            tfc_node_set_input(n, 0, x);
-            s = tfc_node_keep(n, &c->index, index);
-            if (s == TFC_OK) s = tfc_node_attach_output(n, 0, y);
-        }
-    }
+    if (s == TFC_OK && tfc_should_record(g, &x, 1)) s = record_index_node(g, fn, gather_backward, x, index, p.dim, y);
     if (s != TFC_OK) {
         tfc_tensor_release(y);
         return tfc_err_in(fn, s);
