@@ -22,7 +22,8 @@ enum { TFC_CUDA_EPI_NONE = 0, TFC_CUDA_EPI_BIAS = 1, TFC_CUDA_EPI_GELU = 2, TFC_
  * (B stored [K,N], or [N,K] when trans_b), C is [M,N]; all contiguous
  * per item, item i at base + i*stride (elements; 0 shares one matrix).
  * dtype is that of A, B, C and bias: bf16 (f32 accumulation) or f32
- * (full f32 precision, no TF32). Epilogues: bias [N] added to every row,
+ * (full f32 precision unless allow_tf32); with c_f32, bf16 A and B and
+ * f32 C and bias. Epilogues: bias [N] added to every row,
  * then GELU (tanh form) when asked. lda/ldb/ldc are the row strides of the
  * stored matrices (0: contiguous).
  */
@@ -39,6 +40,8 @@ typedef struct tfc_cuda_matmul_desc {
     float alpha, beta;
     int32_t epilogue;
     int64_t lda, ldb, ldc;
+    int32_t c_f32;      /* 1: C (and bias) f32 while A and B are bf16 */
+    int32_t allow_tf32; /* 1: f32 A and B may be rounded to TF32 (CUBLAS_COMPUTE_32F_FAST_TF32) */
 } tfc_cuda_matmul_desc;
 
 /*

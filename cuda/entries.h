@@ -73,5 +73,12 @@ tfc_status tfcu_gelu_forward(const tfc_gelu_problem *p);
 tfc_status tfcu_gelu_backward(const tfc_gelu_problem *p);
 /* out[o] (+)= scale · Σ over the reduced trailing dims of `in` (see reduce.cu). */
 tfc_status tfcu_sum(int32_t device, const tfc_sview *in, int32_t nkeep, void *out, double scale, bool accumulate);
+/*
+ * out[j] (+)= scale · Σ_r x[r·ld + j] for x [rows, n] (reduce.cu): row chunks
+ * summed in parallel, then the chunks in order; deterministic. fn names
+ * the entry in messages.
+ */
+tfc_status tfcu_colsum(const char *fn, int32_t device, int32_t dtype, const void *x, int64_t rows, int64_t n,
+                       int64_t ld, void *out, double scale, bool accumulate);
 
 #endif

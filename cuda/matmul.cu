@@ -4,13 +4,17 @@
  * cuBLASLt is column-major, and a row-major [R, C] matrix is the same bytes
  * as a column-major [C, R] one, so we ask for C^T = op(B)^T op(A)^T: the
  * operands swap places, transposes stay flags, nothing is copied.
- * bf16 runs with f32 accumulation (CUBLAS_COMPUTE_32F); f32 runs in full
- * f32 (no TF32) so results match the CPU closely. The bias [N] becomes a
- * per-row bias of the column-major C^T, which is what cuBLASLt offers.
- * Where cuBLASLt finds no algorithm for an epilogue, the plain GEMM runs and
- * bias/GELU are applied by a small kernel.
- * Chosen algorithms are cached by shape, so repeated shapes (every training
- * step) skip the heuristic query.
+ * bf16 runs with f32 accumulation (CUBLAS_COMPUTE_32F), to a bf16 C or
+ * (c_f32) an f32 one; f32 runs in full f32 so results match the CPU
+ * closely, or with TF32 inputs (CUBLAS_COMPUTE_32F_FAST_TF32) when the
+ * caller allows it (tfc_set_float32_matmul_precision). The bias [N]
+ * becomes a per-row bias of the column-major C^T, which is what cuBLASLt
+ * offers. Where cuBLASLt finds no algorithm for an epilogue, the plain
+ * GEMM runs and bias/GELU are applied by a small kernel.
+ * Plans are cached per shape: the operation descriptor, the three layouts
+ * and the heuristic's algorithm (or its "none"), so a repeated shape (every
+ * training step) creates no descriptor and asks no heuristic; only the
+ * bias pointer is set per call.
  */
 #include <cublasLt.h>
 
@@ -55,37 +59,36 @@ static uint32_t alignment(const void *p) {
 }
 
 typedef struct plan_key {
-    int32_t dtype, trans_a, trans_b, epilogue, beta_nonzero, device;
+    int32_t dtype, trans_a, trans_b, epilogue, beta_nonzero, device, c_f32, tf32;
     int64_t M, N, K, batch, stride_a, stride_b, stride_c, lda, ldb, ldc;
     uint32_t align_a, align_b, align_c, align_bias;
 } plan_key;
 
+/* A cached plan: its descriptors live until the entry is evicted (or the process ends). */
 typedef struct plan_entry {
     int used;
     plan_key key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c;
+    bool has_algo; /* false: the heuristic found none (remembered too) */
     cublasLtMatmulAlgo_t algo;
 } plan_entry;
 
-#define PLAN_CACHE 128
+/*
+ * Bounded: a model has a few dozen GEMM shapes; 256 leaves room for
+ * several models and devices. Round-robin eviction; g_lt_mu guards the
+ * table and every use of an entry's descriptors.
+ */
+#define PLAN_CACHE 256
 static plan_entry g_plans[PLAN_CACHE];
 static unsigned g_plan_next;
 
-static bool plan_lookup(const plan_key *k, cublasLtMatmulAlgo_t *algo) {
-    std::lock_guard<std::mutex> lock(g_lt_mu);
-    for (int i = 0; i < PLAN_CACHE; i++)
-        if (g_plans[i].used && !memcmp(&g_plans[i].key, k, sizeof *k)) {
-            *algo = g_plans[i].algo;
-            return true;
-        }
-    return false;
-}
-
-static void plan_store(const plan_key *k, const cublasLtMatmulAlgo_t *algo) {
-    std::lock_guard<std::mutex> lock(g_lt_mu);
-    plan_entry *e = &g_plans[g_plan_next++ % PLAN_CACHE];
-    e->used = 1;
-    e->key = *k;
-    e->algo = *algo;
+static void plan_destroy(plan_entry *e) {
+    if (e->c) cublasLtMatrixLayoutDestroy(e->c);
+    if (e->b) cublasLtMatrixLayoutDestroy(e->b);
+    if (e->a) cublasLtMatrixLayoutDestroy(e->a);
+    if (e->op) cublasLtMatmulDescDestroy(e->op);
+    memset(e, 0, sizeof *e);
 }
 
 /*
@@ -101,20 +104,6 @@ __global__ void bias_gelu_kernel(T *c, float scale, const T *bias, size_t total,
     }
 }
 
-/* Descriptors for one call; destroyed by the destructor on every path. */
-struct lt_descs {
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
-    ~lt_descs() {
-        if (pref) cublasLtMatmulPreferenceDestroy(pref);
-        if (c) cublasLtMatrixLayoutDestroy(c);
-        if (b) cublasLtMatrixLayoutDestroy(b);
-        if (a) cublasLtMatrixLayoutDestroy(a);
-        if (op) cublasLtMatmulDescDestroy(op);
-    }
-};
-
 static tfc_status make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint64_t rows, uint64_t cols, int64_t ld,
                               int64_t batch, int64_t stride, const char *fn) {
     TFCU_TRY(lt_check(cublasLtMatrixLayoutCreate(l, t, rows, cols, ld), fn, "cublasLtMatrixLayoutCreate"));
@@ -129,86 +118,117 @@ static tfc_status make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint6
     return TFC_OK;
 }
 
+static bool has_bias(cublasLtEpilogue_t epi) {
+    return epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_BIAS;
+}
+
+/* The descriptors and algorithm for key (fields of d), into the empty entry e. */
+static tfc_status plan_build(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, const plan_key *key, cublasLtEpilogue_t epi,
+                             plan_entry *e, const char *fn) {
+    const cudaDataType_t t = d->dtype == TFC_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cudaDataType_t tc = d->c_f32 ? CUDA_R_32F : t;
+    const cublasComputeType_t compute = key->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    TFCU_TRY(lt_check(cublasLtMatmulDescCreate(&e->op, compute, CUDA_R_32F), fn, "cublasLtMatmulDescCreate"));
+    /* Column-major view: Lt-A = our B, Lt-B = our A, Lt-C = C^T [N, M]. */
+    cublasOperation_t ta = d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = d->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), fn,
+                      "cublasLtMatmulDescSetAttribute(TRANSA)"));
+    TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), fn,
+                      "cublasLtMatmulDescSetAttribute(TRANSB)"));
+    TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), fn,
+                      "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
+    if (has_bias(epi)) {
+        /* The bias has C's type; its pointer is set per call (plans outlive buffers). */
+        TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &tc, sizeof tc),
+                          fn, "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)"));
+    }
+    /* A row-major matrix of row stride ld is a column-major one of leading dimension ld. */
+    if (d->trans_b)
+        TFCU_TRY(make_layout(&e->a, t, (uint64_t)d->K, (uint64_t)d->N, key->ldb, d->batch, d->stride_b, fn));
+    else
+        TFCU_TRY(make_layout(&e->a, t, (uint64_t)d->N, (uint64_t)d->K, key->ldb, d->batch, d->stride_b, fn));
+    if (d->trans_a)
+        TFCU_TRY(make_layout(&e->b, t, (uint64_t)d->M, (uint64_t)d->K, key->lda, d->batch, d->stride_a, fn));
+    else
+        TFCU_TRY(make_layout(&e->b, t, (uint64_t)d->K, (uint64_t)d->M, key->lda, d->batch, d->stride_a, fn));
+    TFCU_TRY(make_layout(&e->c, tc, (uint64_t)d->N, (uint64_t)d->M, key->ldc, d->batch, d->stride_c, fn));
+
+    cublasLtMatmulPreference_t pref = NULL;
+    TFCU_TRY(lt_check(cublasLtMatmulPreferenceCreate(&pref), fn, "cublasLtMatmulPreferenceCreate"));
+    uint64_t ws = c->workspace_size;
+    tfc_status s =
+        lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+                 fn, "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+    /* Lt-A is our B and Lt-B our A. */
+    const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t al_val[4] = {key->align_b, key->align_a, key->align_c, key->align_c};
+    for (int i = 0; i < 4 && s == TFC_OK; i++)
+        s = lt_check(cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al_val[i], sizeof al_val[i]), fn,
+                     "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
+    if (s == TFC_OK) {
+        cublasLtMatmulHeuristicResult_t res;
+        int found = 0;
+        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->lt, e->op, e->a, e->b, e->c, e->c, pref, 1, &res, &found);
+        if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) {
+            e->has_algo = false;
+        } else {
+            s = lt_check(st, fn, "cublasLtMatmulAlgoGetHeuristic");
+            e->has_algo = true;
+            e->algo = res.algo;
+        }
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    return s;
+}
+
 /* Run the GEMM with the given cuBLASLt epilogue; *no_algo set when the heuristic finds none. */
 static tfc_status run_gemm(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, cublasLtEpilogue_t epi, bool *no_algo,
                            const char *fn) {
-    cudaDataType_t t = d->dtype == TFC_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-    lt_descs L;
-    TFCU_TRY(lt_check(cublasLtMatmulDescCreate(&L.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), fn, "cublasLtMatmulDescCreate"));
-    /* Column-major view: Lt-A = our B, Lt-B = our A, Lt-C = C^T [N, M]. */
-    cublasOperation_t ta = d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = d->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), fn,
-                      "cublasLtMatmulDescSetAttribute(TRANSA)"));
-    TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), fn,
-                      "cublasLtMatmulDescSetAttribute(TRANSB)"));
-    TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), fn,
-                      "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
-    if (epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_BIAS) {
-        TFCU_TRY(
-            lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d->bias, sizeof d->bias),
-                     fn, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
-        TFCU_TRY(lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t), fn,
-                          "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)"));
-    }
-    /* A row-major matrix of row stride ld is a column-major one of leading dimension ld. */
-    const int64_t lda = d->lda ? d->lda : (d->trans_a ? d->M : d->K);
-    const int64_t ldb = d->ldb ? d->ldb : (d->trans_b ? d->K : d->N);
-    const int64_t ldc = d->ldc ? d->ldc : d->N;
-    if (d->trans_b)
-        TFCU_TRY(make_layout(&L.a, t, (uint64_t)d->K, (uint64_t)d->N, ldb, d->batch, d->stride_b, fn));
-    else
-        TFCU_TRY(make_layout(&L.a, t, (uint64_t)d->N, (uint64_t)d->K, ldb, d->batch, d->stride_b, fn));
-    if (d->trans_a)
-        TFCU_TRY(make_layout(&L.b, t, (uint64_t)d->M, (uint64_t)d->K, lda, d->batch, d->stride_a, fn));
-    else
-        TFCU_TRY(make_layout(&L.b, t, (uint64_t)d->K, (uint64_t)d->M, lda, d->batch, d->stride_a, fn));
-    TFCU_TRY(make_layout(&L.c, t, (uint64_t)d->N, (uint64_t)d->M, ldc, d->batch, d->stride_c, fn));
-
     plan_key key;
     memset(&key, 0, sizeof key); /* padding must compare equal */
     key.dtype = d->dtype, key.trans_a = d->trans_a, key.trans_b = d->trans_b, key.epilogue = (int32_t)epi;
-    key.beta_nonzero = d->beta != 0.0f, key.device = c->device;
+    key.beta_nonzero = d->beta != 0.0f, key.device = c->device, key.c_f32 = d->c_f32 != 0;
+    key.tf32 = d->allow_tf32 && d->dtype == TFC_DTYPE_F32;
     key.M = d->M, key.N = d->N, key.K = d->K, key.batch = d->batch;
     key.stride_a = d->stride_a, key.stride_b = d->stride_b, key.stride_c = d->stride_c;
-    key.lda = lda, key.ldb = ldb, key.ldc = ldc;
+    key.lda = d->lda ? d->lda : (d->trans_a ? d->M : d->K);
+    key.ldb = d->ldb ? d->ldb : (d->trans_b ? d->K : d->N);
+    key.ldc = d->ldc ? d->ldc : d->N;
     key.align_a = alignment(d->a), key.align_b = alignment(d->b), key.align_c = alignment(d->c);
-    key.align_bias = d->bias ? alignment(d->bias) : 256;
-    cublasLtMatmulAlgo_t algo;
-    if (!plan_lookup(&key, &algo)) {
-        TFCU_TRY(lt_check(cublasLtMatmulPreferenceCreate(&L.pref), fn, "cublasLtMatmulPreferenceCreate"));
-        uint64_t ws = c->workspace_size;
-        TFCU_TRY(lt_check(
-            cublasLtMatmulPreferenceSetAttribute(L.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), fn,
-            "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)"));
-        /* Lt-A is our B and Lt-B our A. */
-        const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-        const uint32_t al_val[4] = {key.align_b, key.align_a, key.align_c, key.align_c};
-        for (int i = 0; i < 4; i++)
-            TFCU_TRY(lt_check(cublasLtMatmulPreferenceSetAttribute(L.pref, al_attr[i], &al_val[i], sizeof al_val[i]),
-                              fn, "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)"));
-        cublasLtMatmulHeuristicResult_t res;
-        int found = 0;
-        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->lt, L.op, L.a, L.b, L.c, L.c, L.pref, 1, &res, &found);
-        if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) {
-            *no_algo = true;
-            return TFC_OK;
+    key.align_bias = has_bias(epi) ? alignment(d->bias) : 256;
+
+    std::lock_guard<std::mutex> lock(g_lt_mu);
+    plan_entry *e = NULL;
+    for (int i = 0; i < PLAN_CACHE && !e; i++)
+        if (g_plans[i].used && !memcmp(&g_plans[i].key, &key, sizeof key)) e = &g_plans[i];
+    if (!e) {
+        e = &g_plans[g_plan_next++ % PLAN_CACHE];
+        plan_destroy(e);
+        tfc_status s = plan_build(c, d, &key, epi, e, fn);
+        if (s != TFC_OK) {
+            plan_destroy(e);
+            return s;
         }
-        TFCU_TRY(lt_check(st, fn, "cublasLtMatmulAlgoGetHeuristic"));
-        algo = res.algo;
-        plan_store(&key, &algo);
+        e->key = key;
+        e->used = 1;
     }
-    *no_algo = false;
-    return lt_check(cublasLtMatmul(c->lt, L.op, &d->alpha, d->b, L.a, d->a, L.b, &d->beta, d->c, L.c, d->c, L.c, &algo,
-                                   c->workspace, c->workspace_size, c->stream),
+    *no_algo = !e->has_algo;
+    if (!e->has_algo) return TFC_OK;
+    if (has_bias(epi))
+        TFCU_TRY(
+            lt_check(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d->bias, sizeof d->bias),
+                     fn, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
+    return lt_check(cublasLtMatmul(c->lt, e->op, &d->alpha, d->b, e->a, d->a, e->b, &d->beta, d->c, e->c, d->c, e->c,
+                                   &e->algo, c->workspace, c->workspace_size, c->stream),
                     fn, "cublasLtMatmul");
 }
 
 /* bias_gelu_kernel over every batch item (C_i at c + i*stride_c). */
 static tfc_status apply_epilogue(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, float scale, bool bias, bool gelu,
                                  const char *fn) {
-    return tfcu_dispatch_float(fn, d->dtype, [&](auto tt) -> tfc_status {
+    return tfcu_dispatch_float(fn, d->c_f32 ? (int32_t)TFC_DTYPE_F32 : d->dtype, [&](auto tt) -> tfc_status {
         typedef decltype(tt) T;
         size_t total = (size_t)d->M * (size_t)d->N;
         if (d->ldc && d->ldc != d->N)
@@ -236,6 +256,9 @@ tfc_status tfcu_matmul(int32_t device, const tfc_cuda_matmul_desc *d) {
     if (d->M < 0 || d->N < 0 || d->K < 0 || d->batch < 0 || d->batch > INT32_MAX)
         return tfcu_err(TFC_ERR_SHAPE, "%s: M %lld, N %lld, K %lld, batch %lld must be >= 0 (batch < 2^31)", fn,
                         (long long)d->M, (long long)d->N, (long long)d->K, (long long)d->batch);
+    if (d->c_f32 && d->dtype != TFC_DTYPE_BF16)
+        return tfcu_err(TFC_ERR_DTYPE, "%s: an f32 C (c_f32) is for bf16 A and B only, not %s", fn,
+                        tfcu_dtype_name(d->dtype));
     if (d->epilogue < TFC_CUDA_EPI_NONE || d->epilogue > TFC_CUDA_EPI_BIAS_GELU)
         return tfcu_err(TFC_ERR_INVALID_ARG, "%s: epilogue %d is not one of 0..3", fn, (int)d->epilogue);
     bool want_bias = d->epilogue == TFC_CUDA_EPI_BIAS || d->epilogue == TFC_CUDA_EPI_BIAS_GELU;

@@ -75,18 +75,29 @@ static tfc_status cu_random(const tfc_random_problem *p) {
 
 /* ---- products ---- */
 
-/* C_i = beta · C_i for every item (K = 0): through the strided fill and map entries, so any ldc works. */
-static tfc_status scale_c(const tfc_gemm_problem *p) {
-    const size_t es = float_size(p->dtype);
+/*
+ * K = 0: C_i = beta · C_i (+ bias rows) for every item, through the strided
+ * fill and map entries, so any ldc works.
+ */
+static tfc_status gemm_k0(const tfc_gemm_problem *p) {
+    const int32_t ct = p->c_f32 ? (int32_t)TFC_DTYPE_F32 : (int32_t)p->dtype;
+    const size_t es = float_size(ct);
     for (int64_t i = 0; i < p->batch; i++) {
-        tfc_sview c = flat_view((char *)p->c + (size_t)(i * p->stride_c) * es, p->dtype, 0);
+        tfc_sview c = flat_view((char *)p->c + (size_t)(i * p->stride_c) * es, ct, 0);
         c.ndim = 2, c.shape[0] = p->M, c.shape[1] = p->N, c.strides[0] = p->ldc ? p->ldc : p->N, c.strides[1] = 1;
         if (p->beta == 0.0) {
             tfc_fill_problem f = {p->device, c, 0.0};
             TFCU_TRY(tfcu_fill(&f));
-        } else {
+        } else if (p->beta != 1.0) {
             tfc_map_problem m = {};
             m.device = p->device, m.op = TFC_MAP_MUL_S, m.out = &c, m.a = &c, m.p = p->beta;
+            TFCU_TRY(tfcu_map(&m));
+        }
+        if (p->epilogue == TFC_GEMM_EPI_BIAS) {
+            tfc_sview b = c;
+            b.data = (char *)p->bias, b.strides[0] = 0;
+            tfc_map_problem m = {};
+            m.device = p->device, m.op = TFC_MAP_ADD, m.out = &c, m.a = &c, m.b = &b;
             TFCU_TRY(tfcu_map(&m));
         }
         if (!p->stride_c) break;
@@ -94,14 +105,21 @@ static tfc_status scale_c(const tfc_gemm_problem *p) {
     return TFC_OK;
 }
 
+/*
+ * The table's GEMM on cuBLASLt (matmul.cu): bf16 or f32 C, the f32 C of
+ * bf16 A and B (c_f32, the bf16 autocast's gradients), the fused bias
+ * epilogue, TF32 when allow_tf32.
+ */
 static tfc_status cu_gemm(const tfc_gemm_problem *p) {
-    /* cuBLASLt could write an f32 C from bf16 A and B, but nothing on this
-     * device asks for it yet (the CPU's bf16 backward does) and it has never
-     * run on a GPU here: refused, not guessed. */
-    if (p->c_f32)
-        return tfcu_err(TFC_ERR_UNSUPPORTED, "an f32 C from %s A and B (c_f32) is not implemented on cuda",
+    if (p->epilogue != TFC_GEMM_EPI_NONE && p->epilogue != TFC_GEMM_EPI_BIAS)
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "gemm: epilogue %d is not one CUDA fuses (bias)", (int)p->epilogue);
+    if (p->epilogue == TFC_GEMM_EPI_BIAS && !p->bias)
+        return tfcu_err(TFC_ERR_INVALID_ARG, "gemm: the bias epilogue without a bias");
+    if (p->c_f32 && p->dtype != TFC_DTYPE_BF16)
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "gemm: an f32 C (c_f32) is for bf16 A and B only, not %s",
                         tfcu_dtype_name(p->dtype));
-    if (p->K == 0 && p->M * p->N * p->batch > 0 && p->beta != 1.0) return scale_c(p);
+    if (p->M * p->N * p->batch == 0) return TFC_OK;
+    if (p->K == 0) return gemm_k0(p);
     tfc_cuda_matmul_desc d = {};
     d.struct_size = sizeof d;
     d.dtype = p->dtype;
@@ -111,7 +129,10 @@ static tfc_status cu_gemm(const tfc_gemm_problem *p) {
     d.stride_a = p->stride_a, d.stride_b = p->stride_b, d.stride_c = p->stride_c;
     d.lda = p->lda, d.ldb = p->ldb, d.ldc = p->ldc;
     d.alpha = (float)p->alpha, d.beta = (float)p->beta;
-    d.epilogue = TFC_CUDA_EPI_NONE;
+    d.epilogue = p->epilogue == TFC_GEMM_EPI_BIAS ? TFC_CUDA_EPI_BIAS : TFC_CUDA_EPI_NONE;
+    d.bias = p->bias;
+    d.c_f32 = p->c_f32;
+    d.allow_tf32 = p->allow_tf32;
     return tfcu_matmul(p->device, &d);
 }
 
@@ -126,11 +147,9 @@ static tfc_status cu_bias_rows(const tfc_bias_problem *p) {
     return tfcu_copy(&c);
 }
 
-/* db [n] (+)= column sums of dy [rows, n] (row stride ld): a sum with the columns kept. */
+/* db [n] (+)= column sums of dy [rows, n] (row stride ld): the row-chunked column sum of reduce.cu. */
 static tfc_status cu_bias_grad(const tfc_bias_problem *p) {
-    tfc_sview in = flat_view((void *)p->dy, p->dtype, 0);
-    in.ndim = 2, in.shape[0] = p->n, in.shape[1] = p->rows, in.strides[0] = 1, in.strides[1] = p->ld;
-    return tfcu_sum(p->device, &in, 1, p->db, 1.0, p->accumulate != 0);
+    return tfcu_colsum("bias_grad", p->device, p->dtype, p->dy, p->rows, p->n, p->ld, p->db, 1.0, p->accumulate != 0);
 }
 
 /* ---- fused kernels ---- */
@@ -423,6 +442,8 @@ static tfc_backend make_table(void) {
      * tfc_multinomial on cuda:0 are TFC_ERR_UNSUPPORTED naming the entry. */
     b.cumsum = NULL;
     b.multinomial = NULL;
+    /* ABI 9: the gemm entry fuses the bias (cuBLASLt's bias epilogue; tfc_linear's forward is one call). */
+    b.gemm_epilogues = 1u << TFC_GEMM_EPI_BIAS;
     return b;
 }
 

@@ -2,11 +2,13 @@
  * Sums over the trailing dims of a strided view in = [kept..., reduced...]
  * (the backend's reduce entry; the other reductions are the CPU's only):
  *   out[o] (+)= scale · Σ_k in[o, k]        o over the kept dims, contiguous
- * f32 accumulation in a fixed order (deterministic); n = 0 gives 0.
- *   few outputs: one block per output, a block reduction over k;
- *   many outputs: one thread per output walking k — neighbouring threads
- *   read neighbouring kept elements, coalesced when the kept dims are the
- *   inner ones (a bias gradient: columns kept, rows reduced).
+ * f32 accumulation in an order fixed by the shape alone (deterministic:
+ * the same bits on every run and every device, no float atomics).
+ *   column sums (the kept dims merge into one unit-stride run, the reduced
+ *   dims into one stride: a bias gradient, a sum over the batch): a
+ *   row-chunked two-pass reduction, colsum_* below;
+ *   few other outputs: one block per output, a block reduction over k;
+ *   many other outputs: one thread per output walking k.
  */
 #include "common.cuh"
 #include "entries.h"
@@ -38,12 +40,111 @@ __global__ void sum_thread_kernel(tfc_sview in, int32_t nkeep, T *out, int64_t n
     }
 }
 
+/*
+ * Column sums of x [rows, n] (element (r, j) at r·ld + j). The old walk of
+ * one thread per column down all B·T rows gave n/256 blocks (3 for n = 768)
+ * on 132 SMs. Here block (tile, chunk) covers COLSUM_W columns × one chunk
+ * of rows: a warp reads COLSUM_W neighbouring columns of a row (coalesced),
+ * COLSUM_H warps take every COLSUM_H-th row of the chunk, then the warps'
+ * sums are added in warp order into partial[chunk, j]; a second kernel adds
+ * the chunks in chunk order. Every order depends on the shape only.
+ */
+#define COLSUM_W 32
+#define COLSUM_H 8
+#define COLSUM_CHUNK_ROWS 256        /* rows per chunk, at least */
+#define COLSUM_MAX_CHUNKS 1024       /* more rows: longer chunks */
+#define COLSUM_MAX_PARTIAL (1 << 22) /* f32 partials (16 MiB of scratch) at most */
+
+template <class T>
+__global__ void colsum_partial_kernel(const T *x, int64_t rows, int64_t n, int64_t ld, int64_t chunk_rows,
+                                      float *partial) {
+    __shared__ float sums[COLSUM_H][COLSUM_W + 1];
+    const int64_t j = (int64_t)blockIdx.x * COLSUM_W + threadIdx.x;
+    const int64_t r0 = (int64_t)blockIdx.y * chunk_rows;
+    const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+    float acc = 0.0f;
+    if (j < n)
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += COLSUM_H) acc += tfcu_load(x, (size_t)(r * ld + j));
+    sums[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < n) {
+        float s = 0.0f;
+        for (int w = 0; w < COLSUM_H; w++) s += sums[w][threadIdx.x];
+        partial[(size_t)blockIdx.y * (size_t)n + (size_t)j] = s;
+    }
+}
+
+template <class T>
+__global__ void colsum_final_kernel(const float *partial, int64_t chunks, int64_t n, T *out, float scale,
+                                    bool accumulate) {
+    TFCU_GRID_STRIDE(j, n) {
+        float s = 0.0f;
+        for (int64_t c = 0; c < chunks; c++) s += partial[(size_t)c * (size_t)n + (size_t)j];
+        out[j] = tfcu_from_f<T>(scale * s + (accumulate ? tfcu_load(out, j) : 0.0f));
+    }
+}
+
+/* Rows per chunk for x [rows, n]: a function of the shape only, so the sum's order is too. */
+static int64_t colsum_chunk_rows(int64_t rows, int64_t n) {
+    int64_t max_chunks = COLSUM_MAX_PARTIAL / (n > 0 ? n : 1);
+    if (max_chunks > COLSUM_MAX_CHUNKS) max_chunks = COLSUM_MAX_CHUNKS;
+    if (max_chunks < 1) max_chunks = 1;
+    int64_t cr = (rows + max_chunks - 1) / max_chunks;
+    if (cr < COLSUM_CHUNK_ROWS) cr = COLSUM_CHUNK_ROWS;
+    return (cr + COLSUM_H - 1) / COLSUM_H * COLSUM_H;
+}
+
+tfc_status tfcu_colsum(const char *fn, int32_t device, int32_t dtype, const void *x, int64_t rows, int64_t n,
+                       int64_t ld, void *out, double scale, bool accumulate) {
+    tfcu_ctx *c;
+    if (n <= 0) return TFC_OK;
+    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
+    const int64_t chunk_rows = colsum_chunk_rows(rows, n);
+    const int64_t chunks = rows > 0 ? (rows + chunk_rows - 1) / chunk_rows : 0;
+    const int64_t tiles = (n + COLSUM_W - 1) / COLSUM_W;
+    if (tiles > INT32_MAX) return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: %lld columns", fn, (long long)n);
+    float *partial = NULL;
+    if (chunks) TFCU_TRY(tfcu_scratch(c, fn, (size_t)chunks * (size_t)n * sizeof(float), (void **)&partial));
+    tfc_status s = tfcu_dispatch_float(fn, dtype, [&](auto t) -> tfc_status {
+        typedef decltype(t) T;
+        if (chunks) {
+            colsum_partial_kernel<T>
+                <<<dim3((unsigned)tiles, (unsigned)chunks), dim3(COLSUM_W, COLSUM_H), 0, c->stream>>>(
+                    (const T *)x, rows, n, ld, chunk_rows, partial);
+            TFCU_TRY(TFCU_LAUNCHED(fn, "colsum_partial_kernel"));
+        }
+        colsum_final_kernel<T><<<tfcu_blocks(c, (size_t)n, 256), 256, 0, c->stream>>>(partial, chunks, n, (T *)out,
+                                                                                      (float)scale, accumulate);
+        return TFCU_LAUNCHED(fn, "colsum_final_kernel");
+    });
+    tfcu_scratch_free(c, partial);
+    return s;
+}
+
+/* Dims [first, last) of v as one run of *size elements with one stride (size-1 dims skipped); false if not. */
+static bool merge_run(const tfc_sview *v, int32_t first, int32_t last, int64_t *size, int64_t *stride) {
+    *size = 1, *stride = 1;
+    bool any = false;
+    for (int32_t d = last - 1; d >= first; d--) {
+        if (v->shape[d] == 1) continue;
+        if (!any)
+            *stride = v->strides[d], any = true;
+        else if (v->strides[d] != *stride * *size)
+            return false;
+        *size *= v->shape[d];
+    }
+    return true;
+}
+
 tfc_status tfcu_sum(int32_t device, const tfc_sview *in, int32_t nkeep, void *out, double scale, bool accumulate) {
     const char *fn = "reduce";
     tfcu_ctx *c;
     int64_t nout = 1, n = 1;
     for (int32_t d = 0; d < in->ndim; d++) (d < nkeep ? nout : n) *= in->shape[d];
     if (!nout) return TFC_OK;
+    int64_t ks, ns, rs, kst;
+    if (nout > 1 && merge_run(in, 0, nkeep, &ks, &kst) && kst == 1 && merge_run(in, nkeep, in->ndim, &ns, &rs))
+        return tfcu_colsum(fn, device, in->dtype, in->data, n, nout, rs, out, scale, accumulate);
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));
     return tfcu_dispatch_float(fn, in->dtype, [&](auto t) {
         typedef decltype(t) T;

@@ -138,6 +138,34 @@ TFC_API int32_t tfc_get_num_threads(void);
  */
 TFC_API int32_t tfc_cuda_available(void);
 
+/*
+ * How exactly f32 matrix products are computed (PyTorch's
+ * torch.set_float32_matmul_precision). HIGHEST, the default, computes them
+ * in full f32 everywhere, so CUDA agrees with the CPU to f32 rounding.
+ * HIGH allows CUDA to round the f32 inputs of a GEMM (matmul, linear,
+ * their backwards) to TF32 (10 mantissa bits) on tensor cores, with f32
+ * accumulation: several times faster, relative error about 1e-3. MEDIUM is
+ * HIGH on CUDA (as in PyTorch, whose CUDA matmuls read it as "allow TF32").
+ * The CPU ignores the setting; f64 and bf16 products are not affected.
+ */
+typedef enum tfc_matmul_precision {
+    TFC_MATMUL_PRECISION_HIGHEST = 0,
+    TFC_MATMUL_PRECISION_HIGH = 1,
+    TFC_MATMUL_PRECISION_MEDIUM = 2,
+    TFC_MATMUL_PRECISION_FORCE_INT32 = 0x7fffffff
+} tfc_matmul_precision;
+
+/*
+ * Set the f32 matmul precision for the whole process; it applies to GEMMs
+ * started after the call. Errors: precision not one of
+ * tfc_matmul_precision (TFC_ERR_INVALID_ARG, the setting unchanged).
+ * Thread-safe (an atomic store).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_set_float32_matmul_precision(tfc_matmul_precision precision);
+
+/* The current f32 matmul precision (TFC_MATMUL_PRECISION_HIGHEST unless set). Thread-safe. */
+TFC_API tfc_matmul_precision tfc_get_float32_matmul_precision(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,7 +44,7 @@
 #include "backend/view.h"
 #include "tfcore/core.h"
 
-#define TFC_BACKEND_ABI 8
+#define TFC_BACKEND_ABI 9
 
 /* ---- problems ----------------------------------------------------------- */
 
@@ -139,6 +139,14 @@ typedef struct tfc_scatter_problem {
  * unless c_f32. bf16 A and B are multiplied with f32 accumulation; C is
  * rounded once, at the end: to bf16 (c_f32 = 0) or kept f32 (c_f32 = 1, the
  * only mixed case, for consumers that sum or accumulate the product further).
+ * Appended in ABI 9:
+ *  - epilogue TFC_GEMM_EPI_BIAS: C_i = alpha · op(A_i) · op(B_i) + beta · C_i
+ *    + bias, bias [N] (C's dtype) added to every row, in the same pass. Only
+ *    sent to a backend whose gemm_epilogues has the bit; one without it
+ *    refuses a nonzero epilogue (TFC_ERR_UNSUPPORTED) rather than drop it.
+ *  - allow_tf32: f32 products may round their inputs to TF32 (10-bit
+ *    mantissa) on tensor cores, tfc_set_float32_matmul_precision "high" or
+ *    "medium"; a backend without such units (the CPU) ignores it.
  */
 typedef struct tfc_gemm_problem {
     int32_t device;
@@ -151,7 +159,14 @@ typedef struct tfc_gemm_problem {
     int64_t lda, ldb, ldc;
     int64_t stride_a, stride_b, stride_c;
     int32_t c_f32; /* 1: C is f32 while A and B are bf16; 0: C has dtype */
+    /* ABI 9 */
+    const void *bias;   /* [N], C's dtype, for TFC_GEMM_EPI_BIAS; else NULL */
+    int32_t epilogue;   /* tfc_gemm_epilogue */
+    int32_t allow_tf32; /* 1: f32 products may use TF32 */
 } tfc_gemm_problem;
+
+/* What a gemm does after the product (tfc_gemm_problem.epilogue); bits of tfc_backend.gemm_epilogues. */
+typedef enum tfc_gemm_epilogue { TFC_GEMM_EPI_NONE = 0, TFC_GEMM_EPI_BIAS = 1 } tfc_gemm_epilogue;
 
 /*
  * The bias of a linear layer: bias_rows writes y [rows, n] (contiguous) =
@@ -585,6 +600,13 @@ typedef struct tfc_backend {
     /* ABI 8: prefix sums (tfc_cumsum) and categorical sampling (tfc_multinomial) */
     tfc_status (*cumsum)(const tfc_cumsum_problem *p);
     tfc_status (*multinomial)(const tfc_multinomial_problem *p);
+    /*
+     * ABI 9: bit (1u << e) for each tfc_gemm_epilogue e != NONE the gemm
+     * entry fuses (CUDA: BIAS through cuBLASLt's bias epilogue). 0 on the
+     * CPU, whose linear writes the bias rows and then accumulates the GEMM
+     * onto them (beta = 1), which is the same sum without a second pass.
+     */
+    uint32_t gemm_epilogues;
 } tfc_backend;
 
 /* The entry point a backend module exports (dlsym name "tfc_backend_module_get"). */

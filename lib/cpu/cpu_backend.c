@@ -112,6 +112,9 @@ static tfc_status cpu_reduce_scatter(const tfc_scatter_problem *p) {
 
 /* f32 and f64 through BLAS; bf16 A and B (f32 accumulation, bf16 or f32 C) through gemm_bf16.c. */
 static tfc_status cpu_gemm(const tfc_gemm_problem *p) {
+    /* gemm_epilogues is 0 here: a caller that asks anyway gets an error, not a product without its bias. */
+    if (p->epilogue != TFC_GEMM_EPI_NONE)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "gemm: epilogue %d is not fused on the CPU", (int)p->epilogue);
     if (p->dtype == TFC_DTYPE_BF16) {
         const int64_t ec = p->c_f32 ? 4 : 2;
         for (int64_t i = 0; i < p->batch; i++)
@@ -345,4 +348,5 @@ const tfc_backend tfc_cpu_backend = {
     .scatter = tfc_cpu_scatter,
     .cumsum = cpu_cumsum,
     .multinomial = tfc_cpu_multinomial,
+    .gemm_epilogues = 0, /* ABI 9: no fused epilogue; linear writes the bias rows, then the GEMM with beta = 1 */
 };

@@ -3,7 +3,9 @@
  * layout [in, out], as GPT-2 stores it; b optional). The leading dims of x
  * fold into the GEMM's M, so the layer is one GEMM however x is batched.
  *   forward:  out rows ← b, then out += x·w (one GEMM, beta = 1): the bias
- *             costs one write pass instead of a second tensor and an add.
+ *             costs one write pass instead of a second tensor and an add;
+ *             on a backend that fuses a bias epilogue (gemm_epilogues,
+ *             CUDA) the GEMM adds b itself and there is no extra pass.
  *   backward: dx = dy · wᵀ, dw = x_flatᵀ · dy_flat (GEMMs, transposes as
  *             BLAS flags), db = Σ_rows dy — each only when its input needs it.
  */
@@ -172,6 +174,15 @@ static tfc_status forward(tfc_tensor *out2, const tfc_tensor *x2, const tfc_tens
     if (!b) return gemm_or_zero(out2, x2, w);
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, out2, &be));
+    if ((be->gemm_epilogues & (1u << TFC_GEMM_EPI_BIAS)) && x2->shape[1] > 0) {
+        /* One GEMM whose epilogue adds the bias (cuBLASLt): no bias_rows pass over out. */
+        tfc_operands o = {0};
+        const void *bias = NULL;
+        tfc_status s = tfc_operand(&o, b, &bias);
+        if (s == TFC_OK) s = tfc_matmul_into_bias(fn, out2, x2, w, 0.0, bias);
+        tfc_operands_release(&o);
+        return s;
+    }
     tfc_bias_problem p = {
         .device = tfc_device_index(out2), .dtype = out2->dtype, .rows = M, .n = N, .ld = N, .y = tfc_data(out2)};
     tfc_operands o = {0};

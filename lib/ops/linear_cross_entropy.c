@@ -28,6 +28,7 @@
 #include <stdlib.h>
 
 #include "ops/linear_cross_entropy.h"
+#include "ops/matmul_into.h"
 #include "ops/op_util.h"
 #include "ops/operands.h"
 
@@ -123,7 +124,8 @@ static tfc_status lce_pass(const tfc_backend *be, const tfc_tensor *h, const tfc
             return tfc_err(TFC_ERR_OOM, "%s: out of memory for %lld row losses", fn, (long long)R);
         }
     }
-    const tfc_gemm_problem base = {.device = tfc_device_index(h), .dtype = dt, .batch = 1, .alpha = 1.0};
+    const tfc_gemm_problem base = {
+        .device = tfc_device_index(h), .dtype = dt, .batch = 1, .alpha = 1.0, .allow_tf32 = tfc_gemm_allow_tf32(dt)};
     const char *hp = tfc_data(h);
     double total = 0;
     tfc_status s = TFC_OK;

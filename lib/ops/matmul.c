@@ -51,6 +51,17 @@ static int64_t batch_run(const tfc_tensor *out, const int64_t *as, const int64_t
 /* Declared in ops/matmul_into.h. */
 tfc_status tfc_matmul_into(const char *fn, tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in,
                            double beta) {
+    return tfc_matmul_into_bias(fn, out, a_in, b_in, beta, NULL);
+}
+
+/* Declared in ops/matmul_into.h. */
+int tfc_gemm_allow_tf32(tfc_dtype dtype) {
+    return dtype == TFC_DTYPE_F32 && tfc_get_float32_matmul_precision() != TFC_MATMUL_PRECISION_HIGHEST;
+}
+
+/* Declared in ops/matmul_into.h. */
+tfc_status tfc_matmul_into_bias(const char *fn, tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in,
+                                double beta, const void *bias) {
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, out, &be));
     tfc_tensor *a = NULL, *b = NULL;
@@ -73,7 +84,10 @@ tfc_status tfc_matmul_into(const char *fn, tfc_tensor *out, const tfc_tensor *a_
                           .alpha = 1.0,
                           .beta = beta,
                           .ldc = N,
-                          .stride_c = M * N};
+                          .stride_c = M * N,
+                          .bias = bias,
+                          .epilogue = bias ? TFC_GEMM_EPI_BIAS : TFC_GEMM_EPI_NONE,
+                          .allow_tf32 = tfc_gemm_allow_tf32(a->dtype)};
     int ta, tb;
     tfc_gemm_layout(M, K, a->strides[a->ndim - 2], a->strides[a->ndim - 1], &ta, &p.lda);
     tfc_gemm_layout(K, N, b->strides[b->ndim - 2], b->strides[b->ndim - 1], &tb, &p.ldb);

@@ -190,6 +190,7 @@ BY_TYPE = {
     "int64_t": "1",
     "int32_t": "1",
     "size_t": "1",
+    "tfc_matmul_precision": "TFC_MATMUL_PRECISION_HIGHEST",
 }
 # Plain out-parameters (int32_t *, double *, const char **, ...): zeroed scratch.
 SCRATCH_TYPES = {"int32_t *", "int64_t *", "uint64_t *", "double *", "size_t *", "const char **",

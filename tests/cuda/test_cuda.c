@@ -853,9 +853,9 @@ TEST(gemm_transposes_batches_and_the_linear_epilogues) {
                 }
     tfc_gemm_problem bad = {.dtype = TFC_DTYPE_I32, .M = 1, .N = 1, .K = 1, .batch = 1, .alpha = 1};
     CHECK_CU_ERR(A->gemm(&bad), TFC_ERR_DTYPE, "i32");
-    /* an f32 C from bf16 A and B is the CPU's (its backward sums in f32); CUDA refuses it before the device */
-    tfc_gemm_problem mixed = {.dtype = TFC_DTYPE_BF16, .M = 1, .N = 1, .K = 1, .batch = 1, .alpha = 1, .c_f32 = 1};
-    CHECK_CU_ERR(A->gemm(&mixed), TFC_ERR_UNSUPPORTED, "an f32 C from bf16 A and B (c_f32) is not implemented on cuda");
+    /* an f32 C is for bf16 A and B only (c_f32 itself: gemm_fused_bias_c_f32_tf32_and_the_plan_cache) */
+    tfc_gemm_problem mixed = {.dtype = TFC_DTYPE_F32, .M = 1, .N = 1, .K = 1, .batch = 1, .alpha = 1, .c_f32 = 1};
+    CHECK_CU_ERR(A->gemm(&mixed), TFC_ERR_UNSUPPORTED, "c_f32");
 }
 
 /*
@@ -1349,6 +1349,245 @@ TEST(random_streams_match_cpu) {
     dp.p = 1.5;
     CHECK_CU_ERR(A->dropout(&dp), TFC_ERR_INVALID_ARG, "p is 1.5");
     free(wu), free(wn), free(wd), free(x), dfree(d), dfree(dx);
+}
+
+/* ---- GEMM epilogue, c_f32, TF32, plan cache; the row-chunked bias gradient (issue #19 part B) ---- */
+
+/* want[p, i, j] = alpha · Σ_k op(a)·op(b) + beta · c0 (+ bias[j]) in double, for contiguous batch items. */
+static void gemm_ref(const float *a, const float *b, const float *c0, const float *bias, int ta, int tb, int64_t M,
+                     int64_t N, int64_t K, int64_t batch, int64_t sb, double alpha, double beta, float *want) {
+    for (int64_t p = 0; p < batch; p++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    double av = ta ? a[p * M * K + k * M + i] : a[p * M * K + i * K + k];
+                    double bv = tb ? b[p * sb + j * K + k] : b[p * sb + k * N + j];
+                    s += av * bv;
+                }
+                s = alpha * s + (beta != 0 ? beta * c0[(p * M + i) * N + j] : 0.0);
+                if (bias) s += bias[j];
+                want[(p * M + i) * N + j] = (float)s;
+            }
+}
+
+/*
+ * The gemm entry's ABI 9 fields, each against loops: the fused bias
+ * epilogue (f32, bf16, and bf16 A/B with an f32 C and bias), c_f32 alone,
+ * K = 0 with a bias, TF32 within TF32's error. Then the plan cache: the
+ * same shape twice gives the same bits, and a second call of a cached
+ * shape with another bias buffer uses that buffer.
+ */
+TEST(gemm_fused_bias_c_f32_tf32_and_the_plan_cache) {
+    CHECK(A->gemm_epilogues == (1u << TFC_GEMM_EPI_BIAS));
+    /* modes: 0 f32, 1 bf16, 2 bf16 A/B -> f32 C */
+    for (int mode = 0; mode < 3; mode++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int bi = 0; bi < 2; bi++) {
+                    const int dt = mode == 0 ? TFC_DTYPE_F32 : TFC_DTYPE_BF16, ct = mode == 1 ? dt : TFC_DTYPE_F32;
+                    const int64_t M = 37, N = 41, K = 72, batch = 3; /* ragged: no multiple of 8 but K */
+                    const double alpha = 0.75, beta = bi ? 0.5 : 0.0;
+                    float *a = rand_host(batch * M * K, -1, 1, dt, 200), *b = rand_host(K * N, -1, 1, dt, 201);
+                    float *c0 = rand_host(batch * M * N, -1, 1, ct, 202), *bias = rand_host(N, -1, 1, ct, 203);
+                    float *want = malloc(batch * M * N * 4);
+                    gemm_ref(a, b, c0, bias, ta, tb, M, N, K, batch, 0, alpha, beta, want);
+                    void *d_a = up(a, batch * M * K, dt), *d_b = up(b, K * N, dt), *d_c = up(c0, batch * M * N, ct);
+                    void *d_bias = up(bias, N, ct);
+                    tfc_gemm_problem gp = {.dtype = (tfc_dtype)dt,
+                                           .trans_a = ta,
+                                           .trans_b = tb,
+                                           .M = M,
+                                           .N = N,
+                                           .K = K,
+                                           .batch = batch,
+                                           .alpha = alpha,
+                                           .beta = beta,
+                                           .a = d_a,
+                                           .b = d_b,
+                                           .c = d_c,
+                                           .lda = ta ? M : K,
+                                           .ldb = tb ? K : N,
+                                           .ldc = N,
+                                           .stride_a = M * K,
+                                           .stride_b = 0,
+                                           .stride_c = M * N,
+                                           .c_f32 = mode == 2,
+                                           .bias = d_bias,
+                                           .epilogue = TFC_GEMM_EPI_BIAS};
+                    CHECK_CU(A->gemm(&gp));
+                    char what[128];
+                    snprintf(what, sizeof what, "fused bias gemm mode %d ta %d tb %d beta %g", mode, ta, tb, beta);
+                    /* bf16 C: one output rounding; f32 C (also from bf16 A/B, whose products are exact): f32 sums */
+                    CHECK_DEVICE(d_c, batch * M * N, ct, want, ct == TFC_DTYPE_BF16 ? 1.5e-2 : 1e-5, what);
+                    if (mode == 2 && !bi) { /* c_f32 without the epilogue */
+                        gemm_ref(a, b, c0, NULL, ta, tb, M, N, K, batch, 0, alpha, 0.0, want);
+                        gp.epilogue = TFC_GEMM_EPI_NONE, gp.bias = NULL;
+                        CHECK_CU(A->gemm(&gp));
+                        snprintf(what, sizeof what, "c_f32 gemm ta %d tb %d", ta, tb);
+                        CHECK_DEVICE(d_c, batch * M * N, ct, want, 1e-5, what);
+                    }
+                    free(a), free(b), free(c0), free(bias), free(want);
+                    dfree(d_a), dfree(d_b), dfree(d_c), dfree(d_bias);
+                }
+    /* K = 0 with a bias: C = beta·C + bias, on f32, bf16 and an f32 C of bf16 operands */
+    for (int mode = 0; mode < 3; mode++) {
+        const int dt = mode == 0 ? TFC_DTYPE_F32 : TFC_DTYPE_BF16, ct = mode == 1 ? dt : TFC_DTYPE_F32;
+        const int64_t M = 5, N = 7;
+        float *c0 = rand_host(M * N, -1, 1, ct, 210), *bias = rand_host(N, -1, 1, ct, 211), *want = malloc(M * N * 4);
+        void *d_c = up(c0, M * N, ct), *d_bias = up(bias, N, ct), *d_ab = dev(1, dt);
+        tfc_gemm_problem gp = {.dtype = (tfc_dtype)dt,
+                               .M = M,
+                               .N = N,
+                               .K = 0,
+                               .batch = 1,
+                               .alpha = 1,
+                               .beta = 0.5,
+                               .a = d_ab,
+                               .b = d_ab,
+                               .c = d_c,
+                               .lda = 1,
+                               .ldb = N,
+                               .ldc = N,
+                               .c_f32 = mode == 2,
+                               .bias = d_bias,
+                               .epilogue = TFC_GEMM_EPI_BIAS};
+        CHECK_CU(A->gemm(&gp));
+        for (int64_t i = 0; i < M * N; i++) want[i] = 0.5f * c0[i] + bias[i % N];
+        CHECK_DEVICE(d_c, M * N, ct, want, ct == TFC_DTYPE_BF16 ? 1.5e-2 : 1e-6, "gemm K = 0 with the bias epilogue");
+        free(c0), free(bias), free(want), dfree(d_c), dfree(d_bias), dfree(d_ab);
+    }
+    /* TF32: f32 operands rounded to 10 mantissa bits (relative 2^-11 each), f32 sums */
+    {
+        const int64_t M = 256, N = 192, K = 512;
+        float *a = rand_host(M * K, -1, 1, TFC_DTYPE_F32, 220), *b = rand_host(K * N, -1, 1, TFC_DTYPE_F32, 221);
+        float *want = malloc(M * N * 4);
+        gemm_ref(a, b, NULL, NULL, 0, 0, M, N, K, 1, 0, 1.0, 0.0, want);
+        void *d_a = up(a, M * K, TFC_DTYPE_F32), *d_b = up(b, K * N, TFC_DTYPE_F32), *d_c = dev(M * N, TFC_DTYPE_F32);
+        tfc_gemm_problem gp = {.dtype = TFC_DTYPE_F32,
+                               .M = M,
+                               .N = N,
+                               .K = K,
+                               .batch = 1,
+                               .alpha = 1,
+                               .a = d_a,
+                               .b = d_b,
+                               .c = d_c,
+                               .lda = K,
+                               .ldb = N,
+                               .ldc = N,
+                               .allow_tf32 = 1};
+        CHECK_CU(A->gemm(&gp));
+        float *g32 = down(d_c, M * N, TFC_DTYPE_F32);
+        /* |Σ_k| of 512 products of [-1,1) values is ~13; TF32's input rounding gives ~1e-3 · √K / (1 + |want|) */
+        CHECK_ALL(g32, want, M * N, 1e-2, "f32 gemm with TF32 allowed");
+        gp.allow_tf32 = 0;
+        CHECK_CU(A->gemm(&gp));
+        float *gf = down(d_c, M * N, TFC_DTYPE_F32);
+        CHECK_ALL(gf, want, M * N, 1e-5, "f32 gemm without TF32 (full f32)");
+        double diff = 0;
+        for (int64_t i = 0; i < M * N; i++) diff = fmax(diff, fabs((double)g32[i] - gf[i]));
+        printf("  TF32 vs f32: max |difference| %.3g (0 would mean TF32 was not used)\n", diff);
+        free(a), free(b), free(want), free(g32), free(gf), dfree(d_a), dfree(d_b), dfree(d_c);
+    }
+    /* the plan cache: a shape run again is a cache hit and must give the same bits and honour a new bias pointer */
+    for (int di = 0; di < 2; di++) {
+        const int dt = DTYPES[di];
+        const int64_t M = 129, N = 96, K = 64;
+        float *a = rand_host(M * K, -1, 1, dt, 230), *b = rand_host(N * K, -1, 1, dt, 231);
+        float *b1 = rand_host(N, -1, 1, dt, 232), *b2 = rand_host(N, 2, 3, dt, 233), *want = malloc(M * N * 4);
+        void *d_a = up(a, M * K, dt), *d_b = up(b, N * K, dt), *d_b1 = up(b1, N, dt), *d_b2 = up(b2, N, dt);
+        void *d_c1 = dev(M * N, dt), *d_c2 = dev(M * N, dt);
+        tfc_gemm_problem gp = {.dtype = (tfc_dtype)dt,
+                               .trans_b = 1,
+                               .M = M,
+                               .N = N,
+                               .K = K,
+                               .batch = 1,
+                               .alpha = 1,
+                               .a = d_a,
+                               .b = d_b,
+                               .c = d_c1,
+                               .lda = K,
+                               .ldb = K,
+                               .ldc = N,
+                               .bias = d_b1,
+                               .epilogue = TFC_GEMM_EPI_BIAS};
+        CHECK_CU(A->gemm(&gp));
+        gp.c = d_c2;
+        CHECK_CU(A->gemm(&gp));
+        float *g1 = down(d_c1, M * N, dt), *g2 = down(d_c2, M * N, dt);
+        CHECK(memcmp(g1, g2, (size_t)(M * N) * 4) == 0);
+        gp.bias = d_b2; /* same plan, another bias */
+        CHECK_CU(A->gemm(&gp));
+        gemm_ref(a, b, NULL, b2, 0, 1, M, N, K, 1, 0, 1.0, 0.0, want);
+        CHECK_DEVICE(d_c2, M * N, dt, want, dt == TFC_DTYPE_BF16 ? 1.5e-2 : 1e-5, "cached plan with a new bias");
+        free(a), free(b), free(b1), free(b2), free(want), free(g1), free(g2);
+        dfree(d_a), dfree(d_b), dfree(d_b1), dfree(d_b2), dfree(d_c1), dfree(d_c2);
+    }
+    tfc_gemm_problem nob = {
+        .dtype = TFC_DTYPE_F32, .M = 1, .N = 1, .K = 1, .batch = 1, .alpha = 1, .epilogue = TFC_GEMM_EPI_BIAS};
+    CHECK_CU_ERR(A->gemm(&nob), TFC_ERR_INVALID_ARG, "without a bias");
+    nob.epilogue = 5;
+    CHECK_CU_ERR(A->gemm(&nob), TFC_ERR_UNSUPPORTED, "epilogue 5");
+}
+
+/*
+ * bias_grad's row-chunked column sums and the reduce entry's use of them:
+ * GPT-2's B·T = 16384 rows (plus a ragged 37) of C = 768 (plus 5) columns
+ * read with a row stride, one case over 2^20 rows (several chunks per
+ * chunk limit), bitwise repeatable; then a sum over the leading dim of a
+ * [B, T, C] view (kept dims contiguous, the reduced dim strided).
+ */
+TEST(bias_grad_row_chunks_large_ragged_and_repeatable) {
+    const size_t cases[3][3] = {{16384 + 37, 768 + 5, 768 + 8}, {((size_t)1 << 20) + 7, 33, 33}, {255, 1, 1}};
+    for (int di = 0; di < 2; di++)
+        for (int ci = 0; ci < 3; ci++) {
+            const int dt = DTYPES[di];
+            size_t rows = cases[ci][0], n = cases[ci][1], ld = cases[ci][2];
+            float *dy = rand_host(rows * ld, -1, 1, dt, 240 + ci), *wdb = malloc(n * 4);
+            double *acc = calloc(n, sizeof(double));
+            for (size_t r = 0; r < rows; r++)
+                for (size_t j = 0; j < n; j++) acc[j] += dy[r * ld + j];
+            for (size_t j = 0; j < n; j++) wdb[j] = (float)acc[j];
+            void *d_dy = up(dy, rows * ld, dt), *d_db = dev(n, dt);
+            tfc_bias_problem gp = {.dtype = (tfc_dtype)dt,
+                                   .rows = (int64_t)rows,
+                                   .n = (int64_t)n,
+                                   .ld = (int64_t)ld,
+                                   .dy = d_dy,
+                                   .db = d_db};
+            CHECK_CU(A->bias_grad(&gp));
+            float *g1 = down(d_db, n, dt);
+            char what[96];
+            snprintf(what, sizeof what, "bias_grad rows %zu n %zu ld %zu (%s)", rows, n, ld, dt_name(dt));
+            /* |sum| ~ √rows; f32 partial sums of ≤ 256-row chunks */
+            CHECK_ALL(g1, wdb, n, dt == TFC_DTYPE_BF16 ? 1e-2 : 1e-5, what);
+            CHECK_CU(A->bias_grad(&gp));
+            float *g2 = down(d_db, n, dt);
+            CHECK(memcmp(g1, g2, n * 4) == 0); /* no atomics: the same bits again */
+            free(g1), free(g2), free(dy), free(wdb), free(acc), dfree(d_dy), dfree(d_db);
+        }
+    /* reduce: sum over B of x [B, T, C] as the view [T, C, B] (strides C, 1, T·C), mean scale */
+    for (int di = 0; di < 2; di++) {
+        const int dt = DTYPES[di];
+        const int64_t B = 300, T = 17, C = 70;
+        float *x = rand_host((size_t)(B * T * C), -1, 1, dt, 250), *want = malloc((size_t)(T * C) * 4);
+        for (int64_t o = 0; o < T * C; o++) {
+            double s = 0;
+            for (int64_t b = 0; b < B; b++) s += x[b * T * C + o];
+            want[o] = (float)(s / (double)B);
+        }
+        void *d_x = up(x, (size_t)(B * T * C), dt), *d_o = dev((size_t)(T * C), dt);
+        tfc_reduce_problem rp = {.op = TFC_REDUCE_SUM,
+                                 .in = view_nd(d_x, dt, 3, (int64_t[]){T, C, B}, (int64_t[]){C, 1, T * C}),
+                                 .nkeep = 2,
+                                 .out = d_o,
+                                 .scale = 1.0 / (double)B};
+        CHECK_CU(A->reduce(&rp));
+        CHECK_DEVICE(d_o, (size_t)(T * C), dt, want, tol_sum(dt), "mean over the leading dim (column sums)");
+        free(x), free(want), dfree(d_x), dfree(d_o);
+    }
 }
 
 int main(int argc, char **argv) {

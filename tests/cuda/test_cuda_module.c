@@ -66,6 +66,8 @@ TEST(every_entry_but_the_cpu_only_ones_is_filled) {
     CHECK(a->gather == NULL && a->scatter == NULL);
     /* ABI 8: cumsum and multinomial, CPU-only so far. */
     CHECK(a->cumsum == NULL && a->multinomial == NULL);
+    /* ABI 9: the gemm entry fuses the bias epilogue (tfc_linear's forward is one cuBLASLt call). */
+    CHECK(a->gemm_epilogues == (1u << TFC_GEMM_EPI_BIAS));
 }
 
 TEST(what_cuda_does_not_offer_is_refused_before_the_device) {

@@ -615,6 +615,43 @@ TEST(adamw_and_clip_on_given_gradients) {
     release_all(cp, 2);
 }
 
+/* ---- linear: the fused bias epilogue, the row-chunked bias gradient, c_f32, TF32 (issue #19 part B) ---- */
+
+static tfc_status f_linear(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_linear(g, x[0], x[1], x[2], o);
+}
+static tfc_status f_linear_nobias(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_linear(g, x[0], x[1], NULL, o);
+}
+static tfc_status f_linear_bf16(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_linear_bf16(g, x[0], x[1], NULL, x[2], o);
+}
+
+/*
+ * tfc_linear with a bias on CUDA is one cuBLASLt call with the bias
+ * epilogue; its backward's db is the row-chunked column sum (1200 rows:
+ * several 256-row chunks, 770 columns: a ragged last tile). The same
+ * shapes through tfc_linear_bf16 run the c_f32 GEMM (bf16 operands, f32
+ * out) forward and backward, against the CPU's exact-f32 bf16 GEMM. Under
+ * tfc_set_float32_matmul_precision("high") the f32 linear may use TF32:
+ * within TF32's error of the CPU, and back to 1e-5 under "highest".
+ */
+TEST(linear_bias_epilogue_bias_grad_c_f32_and_tf32) {
+    const int64_t dx[3] = {2, 600, 96}, dw[2] = {96, 770}, db[1] = {770};
+    tfc_tensor *x = rand_t(dx, 3, -1, 1), *w = rand_t(dw, 2, -1, 1), *b = rand_t(db, 1, -1, 1);
+    check_op("linear with bias [2,600,96]@[96,770]", f_linear, (tfc_tensor *[]){x, w, b}, 3, 7, 1e-5);
+    check_op("linear without bias", f_linear_nobias, (tfc_tensor *[]){x, w}, 2, 3, 1e-5);
+    check_op("linear_bf16 (c_f32 GEMMs) with bias", f_linear_bf16, (tfc_tensor *[]){x, w, b}, 3, 7, 1e-5);
+    CHECK_OK(tfc_set_float32_matmul_precision(TFC_MATMUL_PRECISION_HIGH));
+    check_op("linear with bias, TF32 allowed", f_linear, (tfc_tensor *[]){x, w, b}, 3, 7, 5e-3);
+    tfc_tensor *a2 = rand_t((int64_t[]){64, 300}, 2, -1, 1), *b2 = rand_t((int64_t[]){300, 48}, 2, -1, 1);
+    check_op("matmul [64,300]@[300,48], TF32 allowed", f_mm, (tfc_tensor *[]){a2, b2}, 2, 3, 5e-3);
+    CHECK_OK(tfc_set_float32_matmul_precision(TFC_MATMUL_PRECISION_HIGHEST));
+    check_op("matmul [64,300]@[300,48], highest again", f_mm, (tfc_tensor *[]){a2, b2}, 2, 3, 1e-5);
+    tfc_tensor *all[] = {x, w, b, a2, b2};
+    release_all(all, 5);
+}
+
 int main(int argc, char **argv) {
     if (!tfc_cuda_available()) {
         const char *why = tfc_last_error();

@@ -63,3 +63,25 @@ def get_num_threads():
 
 def cuda_is_available():
     return lib.tfc_cuda_available() != 0  # (the name bool is tfcore.bool here)
+
+
+_MATMUL_PRECISIONS = ("highest", "high", "medium")  # index = tfc_matmul_precision
+
+
+def set_float32_matmul_precision(precision):
+    """How f32 matmuls are computed, process-wide, as torch.set_float32_matmul_precision:
+    'highest' (default: full f32 everywhere), 'high' or 'medium' (CUDA may use TF32
+    tensor cores; the CPU ignores it). A non-str is TypeError, another string ValueError."""
+    if not isinstance(precision, str):
+        raise TypeError("set_float32_matmul_precision: precision must be a str ('highest', 'high' or 'medium'), "
+                        "not %s" % type(precision).__name__)
+    if precision not in _MATMUL_PRECISIONS:
+        raise ValueError("set_float32_matmul_precision: precision is %r; need 'highest', 'high' or 'medium'"
+                         % (precision,))
+    from ._lib import check
+    check(lib.tfc_set_float32_matmul_precision(_MATMUL_PRECISIONS.index(precision)))
+
+
+def get_float32_matmul_precision():
+    """The current f32 matmul precision: 'highest', 'high' or 'medium'."""
+    return _MATMUL_PRECISIONS[int(lib.tfc_get_float32_matmul_precision())]

@@ -58,6 +58,14 @@ void tfc_free(void *p);
 tfc_status tfc_set_num_threads(int32_t n);
 int32_t tfc_get_num_threads(void);
 int32_t tfc_cuda_available(void);
+typedef enum tfc_matmul_precision {
+TFC_MATMUL_PRECISION_HIGHEST = 0,
+TFC_MATMUL_PRECISION_HIGH = 1,
+TFC_MATMUL_PRECISION_MEDIUM = 2,
+TFC_MATMUL_PRECISION_FORCE_INT32 = 0x7fffffff
+} tfc_matmul_precision;
+tfc_status tfc_set_float32_matmul_precision(tfc_matmul_precision precision);
+tfc_matmul_precision tfc_get_float32_matmul_precision(void);
 typedef struct tfc_tensor tfc_tensor;
 typedef void (*tfc_deleter)(void *data, void *ctx);
 tfc_status tfc_tensor_empty(const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_tensor **out);

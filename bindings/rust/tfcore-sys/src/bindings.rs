@@ -52,6 +52,12 @@ pub const TFC_DEVICE_CPU: tfc_device_type = 1;
 pub const TFC_DEVICE_CUDA: tfc_device_type = 2;
 pub const TFC_DEVICE_FORCE_INT32: tfc_device_type = 2147483647;
 
+pub type tfc_matmul_precision = i32;
+pub const TFC_MATMUL_PRECISION_HIGHEST: tfc_matmul_precision = 0;
+pub const TFC_MATMUL_PRECISION_HIGH: tfc_matmul_precision = 1;
+pub const TFC_MATMUL_PRECISION_MEDIUM: tfc_matmul_precision = 2;
+pub const TFC_MATMUL_PRECISION_FORCE_INT32: tfc_matmul_precision = 2147483647;
+
 #[repr(C)]
 pub struct tfc_tensor {
     _private: [u8; 0],
@@ -307,6 +313,8 @@ extern "C" {
     pub fn tfc_set_num_threads(n: i32) -> tfc_status;
     pub fn tfc_get_num_threads() -> i32;
     pub fn tfc_cuda_available() -> i32;
+    pub fn tfc_set_float32_matmul_precision(precision: tfc_matmul_precision) -> tfc_status;
+    pub fn tfc_get_float32_matmul_precision() -> tfc_matmul_precision;
     pub fn tfc_tensor_empty(dims: *const i64, ndim: i32, dtype: tfc_dtype, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_zeros(dims: *const i64, ndim: i32, dtype: tfc_dtype, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_ones(dims: *const i64, ndim: i32, dtype: tfc_dtype, out: *mut *mut tfc_tensor) -> tfc_status;
