@@ -1,15 +1,22 @@
 /*
  * GPU benchmarks for the CUDA module, printed as ratios:
- *  - bf16 GEMM through the module's matmul vs a bare cuBLASLt call of the
- *    same shape (8192^3 and GPT-2 124M training shapes, B*T = 16384);
+ *  - GEMMs through the backend table's gemm entry (what tfc_matmul and
+ *    tfc_linear call) vs a bare cuBLASLt call of the same problem, on every
+ *    GEMM of a GPT-2 124M training step (B*T = 16384, C = 768: qkv, attn
+ *    proj, fc, mlp proj with their bias epilogue forward, dx and dW
+ *    backward; the LM head with vocab 50257 unpadded, forward, dh, dW),
+ *    bf16 (f32 accumulation), plus f32 and TF32 rows; each timed with CUDA
+ *    events on its own stream (ours: the module's, from native_stream);
+ *    ratio = bare time / our time per shape, and over all bf16 shapes;
+ *    target >= 0.95;
  *  - attention forward + backward, B=8, H=12, T=1024, d=64, causal, bf16,
  *    in TFLOP/s by the causal FLOP formula (forward 4 B H T^2 d / 2,
  *    backward 2.5x the forward), and as a fraction of the dense bf16 peak
  *    (TFC_PEAK_TFLOPS, default 989 for H100/H200 SXM).
  * Usage: cuda_bench <path to libtfcore-cuda.so>. Ours runs through the
  * module's backend table (lib/backend/backend.h), as libtfcore calls it.
- * Times are wall-clock over repeated calls between stream syncs (both
- * paths timed the same way).
+ * The attention times are wall-clock over repeated calls between stream
+ * syncs.
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -76,11 +83,46 @@ static double time_module(void (*fn)(void *), void *arg) {
     return t / iters;
 }
 
+/* ---- GEMMs: ours through the table vs bare cuBLASLt, timed with CUDA events ---- */
+
+/*
+ * One row-major GEMM C [M, N] = op(A) op(B) (+ bias [N]): op(A) is A [M, K]
+ * or (ta) A [K, M]; op(B) is B [K, N] or (tb) B [N, K].
+ * prec: 0 bf16 (f32 accumulation), 1 f32, 2 f32 with TF32.
+ */
 typedef struct gemm_case {
     const char *name;
     int64_t M, N, K;
-    int trans_b;
+    int ta, tb, bias, prec;
 } gemm_case;
+
+static size_t es_of(int prec) { return prec == 0 ? 2 : 4; }
+
+/* Seconds per call of fn(arg) from CUDA events on stream st: warm-up, a 3-call estimate, then ~0.2 s of calls. */
+static double time_events(cudaStream_t st, void (*fn)(void *), void *arg) {
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    for (int i = 0; i < 2; i++) fn(arg); /* first call: plan, heuristic */
+    CU(cudaStreamSynchronize(st));
+    float ms = 0;
+    CU(cudaEventRecord(e0, st));
+    for (int i = 0; i < 3; i++) fn(arg);
+    CU(cudaEventRecord(e1, st));
+    CU(cudaEventSynchronize(e1));
+    CU(cudaEventElapsedTime(&ms, e0, e1));
+    int iters = (int)(200.0 / (ms / 3.0 + 1e-3));
+    if (iters < 5) iters = 5;
+    if (iters > 500) iters = 500;
+    CU(cudaEventRecord(e0, st));
+    for (int i = 0; i < iters; i++) fn(arg);
+    CU(cudaEventRecord(e1, st));
+    CU(cudaEventSynchronize(e1));
+    CU(cudaEventElapsedTime(&ms, e0, e1));
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    return ms * 1e-3 / iters;
+}
 
 static tfc_gemm_problem g_gemm;
 static void run_ours(void *arg) {
@@ -88,9 +130,10 @@ static void run_ours(void *arg) {
     TF(A->gemm(&g_gemm));
 }
 
-/* n bf16 values of roughly unit size, uploaded in one copy. */
-static void fill_host_random(void *dev_ptr, size_t n) {
-    uint16_t *h = malloc(n * 2);
+/* n values of roughly unit size, in the case's storage type, uploaded in one copy. */
+static void fill_host_random(void *dev_ptr, size_t n, int prec) {
+    size_t es = es_of(prec);
+    unsigned char *h = malloc(n * es);
     if (!h) DIE("out of host memory");
     uint32_t s = 12345;
     for (size_t i = 0; i < n; i++) {
@@ -98,64 +141,190 @@ static void fill_host_random(void *dev_ptr, size_t n) {
         float f = (float)(s >> 8) / 16777216.0f * 2.0f - 1.0f;
         uint32_t u;
         memcpy(&u, &f, 4);
-        h[i] = (uint16_t)(u >> 16);
+        if (es == 2) {
+            uint16_t b = (uint16_t)(u >> 16);
+            memcpy(h + i * 2, &b, 2);
+        } else {
+            memcpy(h + i * 4, &u, 4);
+        }
     }
-    CU(cudaMemcpy(dev_ptr, h, n * 2, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(dev_ptr, h, n * es, cudaMemcpyHostToDevice));
     free(h);
 }
 
-/* A bare cuBLASLt bf16 GEMM of the same row-major shape, its own stream and buffers. */
-static double time_bare(const gemm_case *g, void *ws, size_t ws_size, cublasLtHandle_t lt, cudaStream_t st) {
-    void *a, *b, *c;
-    CU(cudaMalloc(&a, (size_t)g->M * g->K * 2));
-    CU(cudaMalloc(&b, (size_t)g->K * g->N * 2));
-    CU(cudaMalloc(&c, (size_t)g->M * g->N * 2));
-    /*
-     * Our own random data (the module's buffers belong to its statically
-     * linked runtime; this path stays independent of it).
-     */
-    fill_host_random(a, (size_t)g->M * g->K);
-    fill_host_random(b, (size_t)g->K * g->N);
+/* Module buffer of n values uniform in [-1, 1) of the case's storage type. */
+static void *module_rand_dt(size_t n, int prec, uint64_t seed) {
+    void *p;
+    tfc_dtype dt = prec == 0 ? TFC_DTYPE_BF16 : TFC_DTYPE_F32;
+    TF(A->alloc(0, n * es_of(prec), &p));
+    tfc_random_problem r = {.device = 0, .kind = TFC_RANDOM_UNIFORM, .a = -1.0, .b = 2.0, .seed = seed};
+    r.dst = (tfc_sview){.data = p, .dtype = dt, .ndim = 1, .shape = {(int64_t)n}, .strides = {1}};
+    TF(A->random(&r));
+    return p;
+}
+
+typedef struct bare_gemm {
+    cublasLtHandle_t lt;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
-    LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    /* Row-major C = A B as column-major C^T = B^T A^T. */
-    if (g->trans_b)
-        LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, g->K, g->N, g->K));
+    cublasLtMatmulAlgo_t algo;
+    void *a, *b, *c, *ws;
+    size_t ws_size;
+    cudaStream_t st;
+} bare_gemm;
+
+static void run_bare(void *arg) {
+    bare_gemm *g = arg;
+    float alpha = 1.0f, beta = 0.0f;
+    LT(cublasLtMatmul(g->lt, g->op, &alpha, g->b, g->la, g->a, g->lb, &beta, g->c, g->lc, g->c, g->lc, &g->algo, g->ws,
+                      g->ws_size, g->st));
+}
+
+/*
+ * The same GEMM as one bare cuBLASLt call, its own stream and buffers
+ * (this program's CUDA runtime; the module links its own statically):
+ * row-major C = op(A) op(B) as column-major C^T = op(B)^T op(A)^T, the
+ * heuristic's first algorithm, descriptors made once outside the timing.
+ */
+static double time_bare(const gemm_case *g, void *ws, size_t ws_size, cublasLtHandle_t lt, cudaStream_t st) {
+    const size_t es = es_of(g->prec);
+    const cudaDataType_t t = g->prec == 0 ? CUDA_R_16BF : CUDA_R_32F;
+    bare_gemm b = {.lt = lt, .ws = ws, .ws_size = ws_size, .st = st};
+    void *bias = NULL;
+    CU(cudaMalloc(&b.a, (size_t)g->M * g->K * es));
+    CU(cudaMalloc(&b.b, (size_t)g->K * g->N * es));
+    CU(cudaMalloc(&b.c, (size_t)g->M * g->N * es));
+    fill_host_random(b.a, (size_t)g->M * g->K, g->prec);
+    fill_host_random(b.b, (size_t)g->K * g->N, g->prec);
+    LT(cublasLtMatmulDescCreate(&b.op, g->prec == 2 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT(cublasLtMatmulDescSetAttribute(b.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT(cublasLtMatmulDescSetAttribute(b.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (g->bias) {
+        CU(cudaMalloc(&bias, (size_t)g->N * es));
+        fill_host_random(bias, (size_t)g->N, g->prec);
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        LT(cublasLtMatmulDescSetAttribute(b.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        LT(cublasLtMatmulDescSetAttribute(b.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        LT(cublasLtMatmulDescSetAttribute(b.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t));
+    }
+    /* Lt-A = our B (op(B)^T is [N, K] column-major), Lt-B = our A. */
+    if (g->tb)
+        LT(cublasLtMatrixLayoutCreate(&b.la, t, (uint64_t)g->K, (uint64_t)g->N, g->K));
     else
-        LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, g->N, g->K, g->N));
-    LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, g->K, g->M, g->K));
-    LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, g->N, g->M, g->N));
+        LT(cublasLtMatrixLayoutCreate(&b.la, t, (uint64_t)g->N, (uint64_t)g->K, g->N));
+    if (g->ta)
+        LT(cublasLtMatrixLayoutCreate(&b.lb, t, (uint64_t)g->M, (uint64_t)g->K, g->M));
+    else
+        LT(cublasLtMatrixLayoutCreate(&b.lb, t, (uint64_t)g->K, (uint64_t)g->M, g->K));
+    LT(cublasLtMatrixLayoutCreate(&b.lc, t, (uint64_t)g->N, (uint64_t)g->M, g->N));
     cublasLtMatmulPreference_t pref;
     LT(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t wsb = ws_size;
     LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    LT(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &res, &found));
+    LT(cublasLtMatmulAlgoGetHeuristic(lt, b.op, b.la, b.lb, b.lc, b.lc, pref, 1, &res, &found));
     if (!found) DIE("bare cuBLASLt: no algorithm for %s", g->name);
-    float alpha = 1.0f, beta = 0.0f;
-    for (int i = 0; i < 3; i++)
-        LT(cublasLtMatmul(lt, op, &alpha, b, la, a, lb, &beta, c, lc, c, lc, &res.algo, ws, ws_size, st));
-    CU(cudaStreamSynchronize(st));
-    int iters = 0;
-    double t0 = now(), t;
-    do {
-        for (int i = 0; i < 5; i++)
-            LT(cublasLtMatmul(lt, op, &alpha, b, la, a, lb, &beta, c, lc, c, lc, &res.algo, ws, ws_size, st));
-        iters += 5;
-        CU(cudaStreamSynchronize(st));
-        t = now() - t0;
-    } while (t < 0.5 && iters < 2000);
+    b.algo = res.algo;
+    double t_call = time_events(st, run_bare, &b);
     cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(op);
-    CU(cudaFree(a));
-    CU(cudaFree(b));
-    CU(cudaFree(c));
-    return t / iters;
+    cublasLtMatrixLayoutDestroy(b.la), cublasLtMatrixLayoutDestroy(b.lb), cublasLtMatrixLayoutDestroy(b.lc);
+    cublasLtMatmulDescDestroy(b.op);
+    CU(cudaFree(b.a));
+    CU(cudaFree(b.b));
+    CU(cudaFree(b.c));
+    if (bias) CU(cudaFree(bias));
+    return t_call;
+}
+
+/* Our gemm entry on the same problem, module buffers, timed on the module's stream. */
+static double time_ours(const gemm_case *g, uint64_t seed) {
+    const size_t es = es_of(g->prec);
+    void *a = module_rand_dt((size_t)g->M * g->K, g->prec, seed),
+         *b = module_rand_dt((size_t)g->K * g->N, g->prec, seed + 1);
+    void *bias = g->bias ? module_rand_dt((size_t)g->N, g->prec, seed + 2) : NULL, *c;
+    TF(A->alloc(0, (size_t)g->M * g->N * es, &c));
+    tfc_gemm_problem d = {.device = 0,
+                          .dtype = g->prec == 0 ? TFC_DTYPE_BF16 : TFC_DTYPE_F32,
+                          .trans_a = g->ta,
+                          .trans_b = g->tb,
+                          .M = g->M,
+                          .N = g->N,
+                          .K = g->K,
+                          .batch = 1,
+                          .alpha = 1.0,
+                          .beta = 0.0,
+                          .a = a,
+                          .b = b,
+                          .c = c,
+                          .lda = g->ta ? g->M : g->K,
+                          .ldb = g->tb ? g->K : g->N,
+                          .ldc = g->N,
+                          .bias = bias,
+                          .epilogue = g->bias ? TFC_GEMM_EPI_BIAS : TFC_GEMM_EPI_NONE,
+                          .allow_tf32 = g->prec == 2};
+    g_gemm = d;
+    cudaStream_t st = (cudaStream_t)A->native_stream(0);
+    if (!st) DIE("native_stream(0): %s", A->last_error());
+    double t = time_events(st, run_ours, NULL);
+    A->free(0, a, 0), A->free(0, b, 0), A->free(0, c, 0);
+    if (bias) A->free(0, bias, 0);
+    TF(A->synchronize(0));
+    return t;
+}
+
+static void bench_gemms(void) {
+    enum { BT = 16384, C = 768, V = 50257 };
+    /* x [BT, in] · W [in, out] (+ b): forward; dx = dy · Wᵀ; dW = xᵀ · dy. LM head: h · wteᵀ, wte [V, C]. */
+    const gemm_case cases[] = {
+        {"qkv   fwd  x@W+b   16384x768 @768x2304", BT, 3 * C, C, 0, 0, 1, 0},
+        {"qkv   bwd  dy@Wt   16384x2304@2304x768", BT, C, 3 * C, 0, 1, 0, 0},
+        {"qkv   bwd  xt@dy   768x16384 @16384x2304", C, 3 * C, BT, 1, 0, 0, 0},
+        {"proj  fwd  x@W+b   16384x768 @768x768", BT, C, C, 0, 0, 1, 0},
+        {"proj  bwd  dy@Wt   16384x768 @768x768", BT, C, C, 0, 1, 0, 0},
+        {"proj  bwd  xt@dy   768x16384 @16384x768", C, C, BT, 1, 0, 0, 0},
+        {"fc    fwd  x@W+b   16384x768 @768x3072", BT, 4 * C, C, 0, 0, 1, 0},
+        {"fc    bwd  dy@Wt   16384x3072@3072x768", BT, C, 4 * C, 0, 1, 0, 0},
+        {"fc    bwd  xt@dy   768x16384 @16384x3072", C, 4 * C, BT, 1, 0, 0, 0},
+        {"mproj fwd  x@W+b   16384x3072@3072x768", BT, C, 4 * C, 0, 0, 1, 0},
+        {"mproj bwd  dy@Wt   16384x768 @768x3072", BT, 4 * C, C, 0, 1, 0, 0},
+        {"mproj bwd  xt@dy   3072x16384@16384x768", 4 * C, C, BT, 1, 0, 0, 0},
+        {"lm    fwd  h@wteT  16384x768 @768x50257", BT, V, C, 0, 1, 0, 0},
+        {"lm    bwd  dz@wte  16384x50257@50257x768", BT, C, V, 0, 0, 0, 0},
+        {"lm    bwd  dzt@h   50257x16384@16384x768", V, C, BT, 1, 0, 0, 0},
+        /* f32: full precision, then TF32 (tfc_set_float32_matmul_precision "high") */
+        {"fc    fwd  x@W+b   f32", BT, 4 * C, C, 0, 0, 1, 1},
+        {"fc    fwd  x@W+b   tf32", BT, 4 * C, C, 0, 0, 1, 2},
+        {"lm    fwd  h@wteT  f32", BT, V, C, 0, 1, 0, 1},
+        {"lm    fwd  h@wteT  tf32", BT, V, C, 0, 1, 0, 2},
+    };
+    cublasLtHandle_t lt;
+    cudaStream_t st;
+    void *ws;
+    size_t ws_size = (size_t)32 << 20; /* the module's workspace size */
+    LT(cublasLtCreate(&lt));
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CU(cudaMalloc(&ws, ws_size));
+    printf("\n%-42s %9s %9s %7s\n", "GEMM, GPT-2 124M step (B*T 16384)", "ours TF/s", "bare TF/s", "ratio");
+    double sum_ours = 0, sum_bare = 0, worst = 1e30;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const gemm_case *g = &cases[i];
+        double ours = time_ours(g, 10 * i + 1);
+        double bare = time_bare(g, ws, ws_size, lt, st);
+        double flop = 2.0 * (double)g->M * (double)g->N * (double)g->K;
+        printf("%-42s %9.1f %9.1f %7.3f%s\n", g->name, flop / ours / 1e12, flop / bare / 1e12, bare / ours,
+               g->prec ? "" : (bare / ours < 0.95 ? "  < 0.95" : ""));
+        if (g->prec == 0) {
+            sum_ours += ours, sum_bare += bare;
+            if (bare / ours < worst) worst = bare / ours;
+        }
+    }
+    printf("%-42s %9s %9s %7.3f  (worst shape %.3f; target >= 0.95)\n", "bf16 step GEMMs overall (time ratio)", "", "",
+           sum_bare / sum_ours, worst);
+    CU(cudaFree(ws));
+    CU(cudaStreamDestroy(st));
+    cublasLtDestroy(lt);
 }
 
 typedef struct attn_bufs {
@@ -212,52 +381,7 @@ int main(int argc, char **argv) {
     double peak = peak_env ? atof(peak_env) : 989.0;
     printf("device: %s; dense bf16 peak taken as %.0f TFLOP/s\n", A->describe(), peak);
 
-    const gemm_case cases[] = {
-        {"square 8192^3", 8192, 8192, 8192, 0},
-        {"gpt2 qkv   16384x768 @ 768x2304", 16384, 2304, 768, 0},
-        {"gpt2 fc    16384x768 @ 768x3072", 16384, 3072, 768, 0},
-        {"gpt2 proj  16384x3072 @ 3072x768", 16384, 768, 3072, 0},
-        {"gpt2 lm    16384x768 @ (50304x768)^T", 16384, 50304, 768, 1},
-    };
-    cublasLtHandle_t lt;
-    cudaStream_t st;
-    void *ws;
-    size_t ws_size = (size_t)32 << 20;
-    LT(cublasLtCreate(&lt));
-    CU(cudaStreamCreate(&st));
-    CU(cudaMalloc(&ws, ws_size));
-    printf("\n%-40s %10s %10s %8s\n", "GEMM (bf16, f32 accumulate)", "ours TF/s", "bare TF/s", "ratio");
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const gemm_case *g = &cases[i];
-        void *a = module_rand((size_t)g->M * g->K, 1 + i), *b = module_rand((size_t)g->K * g->N, 100 + i), *c;
-        TF(A->alloc(0, (size_t)g->M * g->N * 2, &c));
-        tfc_gemm_problem d = {.device = 0,
-                              .dtype = TFC_DTYPE_BF16,
-                              .trans_b = g->trans_b,
-                              .M = g->M,
-                              .N = g->N,
-                              .K = g->K,
-                              .batch = 1,
-                              .alpha = 1.0,
-                              .beta = 0.0,
-                              .a = a,
-                              .b = b,
-                              .c = c,
-                              .lda = g->K,
-                              .ldb = g->trans_b ? g->K : g->N,
-                              .ldc = g->N};
-        g_gemm = d;
-        double ours = time_module(run_ours, NULL);
-        TF(A->synchronize(0));
-        double bare = time_bare(g, ws, ws_size, lt, st);
-        double flop = 2.0 * (double)g->M * (double)g->N * (double)g->K;
-        printf("%-40s %10.1f %10.1f %8.3f\n", g->name, flop / ours / 1e12, flop / bare / 1e12, bare / ours);
-        A->free(0, a, 0), A->free(0, b, 0), A->free(0, c, 0);
-        TF(A->synchronize(0));
-    }
-    CU(cudaFree(ws));
-    CU(cudaStreamDestroy(st));
-    cublasLtDestroy(lt);
+    bench_gemms();
 
     attn_bufs ab = {0};
     ab.B = 8, ab.H = 12, ab.T = 1024, ab.D = 64;

@@ -171,7 +171,9 @@ static tfc_status plan_build(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, const p
         cublasLtMatmulHeuristicResult_t res;
         int found = 0;
         cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->lt, e->op, e->a, e->b, e->c, e->c, pref, 1, &res, &found);
-        if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) {
+        /* An epilogue cuBLASLt rejects in any way (a bias type it lacks for these types) falls back to the kernel. */
+        if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0) ||
+            (st != CUBLAS_STATUS_SUCCESS && epi != CUBLASLT_EPILOGUE_DEFAULT)) {
             e->has_algo = false;
         } else {
             s = lt_check(st, fn, "cublasLtMatmulAlgoGetHeuristic");
@@ -273,13 +275,17 @@ tfc_status tfcu_matmul(int32_t device, const tfc_cuda_matmul_desc *d) {
     TFCU_TRY(lt_init(c, fn));
     cublasLtEpilogue_t epi = want_bias ? (want_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                        : (want_gelu ? CUBLASLT_EPILOGUE_GELU : CUBLASLT_EPILOGUE_DEFAULT);
+    /* cuBLASLt reads the bias in vectors: one that is not 16-byte aligned (a sliced tensor) takes the kernel path. */
+    if (want_bias && alignment(d->bias) < 16) epi = CUBLASLT_EPILOGUE_DEFAULT;
     bool no_algo = false;
     TFCU_TRY(run_gemm(c, d, epi, &no_algo, fn));
-    if (!no_algo) return TFC_OK;
-    if (epi != CUBLASLT_EPILOGUE_DEFAULT) TFCU_TRY(run_gemm(c, d, CUBLASLT_EPILOGUE_DEFAULT, &no_algo, fn));
+    if (no_algo && epi != CUBLASLT_EPILOGUE_DEFAULT) { /* the plain GEMM, then the epilogue kernel */
+        epi = CUBLASLT_EPILOGUE_DEFAULT;
+        TFCU_TRY(run_gemm(c, d, epi, &no_algo, fn));
+    }
     if (no_algo)
         return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: cuBLASLt has no algorithm for M %lld, N %lld, K %lld, dtype %s", fn,
                         (long long)d->M, (long long)d->N, (long long)d->K, tfcu_dtype_name(d->dtype));
-    if (epi == CUBLASLT_EPILOGUE_DEFAULT) return TFC_OK;
+    if (epi != CUBLASLT_EPILOGUE_DEFAULT || !(want_bias || want_gelu)) return TFC_OK;
     return apply_epilogue(c, d, 1.0f, want_bias, want_gelu, fn);
 }

@@ -382,6 +382,12 @@ static tfc_status cu_grad_scale(const tfc_grad_norm_problem *p) {
     return TFC_OK;
 }
 
+/* The device's stream (the context's), so callers can order their own work or CUDA events against ours. */
+static void *cu_native_stream(int32_t device) {
+    tfcu_ctx *c;
+    return tfcu_ctx_get(device, "native_stream", &c) == TFC_OK ? (void *)c->stream : NULL;
+}
+
 static tfc_backend make_table(void) {
     tfc_backend b = {};
     b.struct_size = sizeof(tfc_backend);
@@ -444,6 +450,7 @@ static tfc_backend make_table(void) {
     b.multinomial = NULL;
     /* ABI 9: the gemm entry fuses the bias (cuBLASLt's bias epilogue; tfc_linear's forward is one call). */
     b.gemm_epilogues = 1u << TFC_GEMM_EPI_BIAS;
+    b.native_stream = cu_native_stream;
     return b;
 }
 

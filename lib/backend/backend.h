@@ -607,6 +607,13 @@ typedef struct tfc_backend {
      * onto them (beta = 1), which is the same sum without a second pass.
      */
     uint32_t gemm_epilogues;
+    /*
+     * ABI 9: the native stream (a CUstream / cudaStream_t) that device's
+     * entries are queued on, in call order, or NULL when it cannot be made;
+     * for timing with CUDA events (bench/cuda_bench.c) and for handing work
+     * to another CUDA library. NULL entry on the CPU.
+     */
+    void *(*native_stream)(int32_t device);
 } tfc_backend;
 
 /* The entry point a backend module exports (dlsym name "tfc_backend_module_get"). */

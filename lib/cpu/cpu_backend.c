@@ -348,5 +348,6 @@ const tfc_backend tfc_cpu_backend = {
     .scatter = tfc_cpu_scatter,
     .cumsum = cpu_cumsum,
     .multinomial = tfc_cpu_multinomial,
-    .gemm_epilogues = 0, /* ABI 9: no fused epilogue; linear writes the bias rows, then the GEMM with beta = 1 */
+    .gemm_epilogues = 0,   /* ABI 9: no fused epilogue; linear writes the bias rows, then the GEMM with beta = 1 */
+    .native_stream = NULL, /* ABI 9: no streams on the CPU */
 };

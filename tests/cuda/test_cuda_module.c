@@ -68,6 +68,7 @@ TEST(every_entry_but_the_cpu_only_ones_is_filled) {
     CHECK(a->cumsum == NULL && a->multinomial == NULL);
     /* ABI 9: the gemm entry fuses the bias epilogue (tfc_linear's forward is one cuBLASLt call). */
     CHECK(a->gemm_epilogues == (1u << TFC_GEMM_EPI_BIAS));
+    CHECK(a->native_stream != NULL);
 }
 
 TEST(what_cuda_does_not_offer_is_refused_before_the_device) {

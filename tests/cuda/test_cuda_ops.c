@@ -634,7 +634,9 @@ static tfc_status f_linear_bf16(tfc_graph *g, tfc_tensor *const *x, tfc_tensor *
  * shapes through tfc_linear_bf16 run the c_f32 GEMM (bf16 operands, f32
  * out) forward and backward, against the CPU's exact-f32 bf16 GEMM. Under
  * tfc_set_float32_matmul_precision("high") the f32 linear may use TF32:
- * within TF32's error of the CPU, and back to 1e-5 under "highest".
+ * within TF32's error of the CPU (inputs off by up to 2^-10 relative: about
+ * 2e-3 of the largest output expected, 1e-2 allowed), and back to 1e-5
+ * under "highest".
  */
 TEST(linear_bias_epilogue_bias_grad_c_f32_and_tf32) {
     const int64_t dx[3] = {2, 600, 96}, dw[2] = {96, 770}, db[1] = {770};
@@ -643,9 +645,9 @@ TEST(linear_bias_epilogue_bias_grad_c_f32_and_tf32) {
     check_op("linear without bias", f_linear_nobias, (tfc_tensor *[]){x, w}, 2, 3, 1e-5);
     check_op("linear_bf16 (c_f32 GEMMs) with bias", f_linear_bf16, (tfc_tensor *[]){x, w, b}, 3, 7, 1e-5);
     CHECK_OK(tfc_set_float32_matmul_precision(TFC_MATMUL_PRECISION_HIGH));
-    check_op("linear with bias, TF32 allowed", f_linear, (tfc_tensor *[]){x, w, b}, 3, 7, 5e-3);
+    check_op("linear with bias, TF32 allowed", f_linear, (tfc_tensor *[]){x, w, b}, 3, 7, 1e-2);
     tfc_tensor *a2 = rand_t((int64_t[]){64, 300}, 2, -1, 1), *b2 = rand_t((int64_t[]){300, 48}, 2, -1, 1);
-    check_op("matmul [64,300]@[300,48], TF32 allowed", f_mm, (tfc_tensor *[]){a2, b2}, 2, 3, 5e-3);
+    check_op("matmul [64,300]@[300,48], TF32 allowed", f_mm, (tfc_tensor *[]){a2, b2}, 2, 3, 1e-2);
     CHECK_OK(tfc_set_float32_matmul_precision(TFC_MATMUL_PRECISION_HIGHEST));
     check_op("matmul [64,300]@[300,48], highest again", f_mm, (tfc_tensor *[]){a2, b2}, 2, 3, 1e-5);
     tfc_tensor *all[] = {x, w, b, a2, b2};
