@@ -784,8 +784,10 @@ TEST(bias_rows_and_bias_grad) {
 static double gelu_ref(double x) { return 0.5 * x * (1 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 
 /*
- * The old matmul's epilogues are what tfc_linear composes now: bias_rows
- * writes b into C, the GEMM adds with beta = 1, gelu_forward follows.
+ * The composed epilogues: bias_rows writes b into C, the GEMM adds with
+ * beta = 1, gelu_forward follows (what tfc_linear does on a backend
+ * without the fused bias; CUDA's fused one is tested below, in
+ * gemm_fused_bias_c_f32_tf32_and_the_plan_cache).
  */
 TEST(gemm_transposes_batches_and_the_linear_epilogues) {
     for (int di = 0; di < 2; di++)
@@ -1488,12 +1490,13 @@ TEST(gemm_fused_bias_c_f32_tf32_and_the_plan_cache) {
                                .allow_tf32 = 1};
         CHECK_CU(A->gemm(&gp));
         float *g32 = down(d_c, M * N, TFC_DTYPE_F32);
-        CHECK_ALL(g32, want, M * N, exact ? 1e-5 : 5e-2,
+        /* f32 sums of 512 terms: OpenBLAS misses the f64 loops by 1.0e-5 here; 5e-5 leaves room for the order */
+        CHECK_ALL(g32, want, M * N, exact ? 5e-5 : 5e-2,
                   exact ? "f32 gemm with TF32 allowed, TF32-exact inputs" : "f32 gemm with TF32 allowed");
         gp.allow_tf32 = 0;
         CHECK_CU(A->gemm(&gp));
         float *gf = down(d_c, M * N, TFC_DTYPE_F32);
-        CHECK_ALL(gf, want, M * N, 1e-5, "f32 gemm without TF32 (full f32)");
+        CHECK_ALL(gf, want, M * N, 5e-5, "f32 gemm without TF32 (full f32)");
         double diff = 0;
         for (int64_t i = 0; i < M * N; i++) diff = fmax(diff, fabs((double)g32[i] - gf[i]));
         if (!exact) printf("  TF32 vs f32: max |difference| %.3g (0 would mean TF32 was not used)\n", diff);
