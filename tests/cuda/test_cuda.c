@@ -1352,6 +1352,8 @@ TEST(random_streams_match_cpu) {
 }
 
 int main(int argc, char **argv) {
+    /* The names need no device: the device check lists them to run each test in its own process. */
+    if (tfc_test_listing(argc, argv)) return tfc_test_main_(argc, argv);
     A = tfc_cuda_module();
     if (!A) {
         const char *why = tfc_last_error();
