@@ -126,10 +126,14 @@ echo "final: ok"
 EOF
 printf '#!/bin/bash\necho "bench: gemm ratio 0.97 (stand-in)"\n' >"$f/bin/cuda_bench"
 chmod +x "$f/bin/tfcore" "$f/bin/cuda_bench"
+# A stage program as another helper would add one (run_script: bundle dir and output dir as arguments).
+printf '#!/bin/bash\necho "extra stage: bundle ok $([[ -x $1/bin/test_cuda ]] && echo yes)"\necho data >"$2/extra.txt"\n' >"$tmp/extra.sh"
 env -i PATH="$tmp/path:/usr/bin:/bin" HOME="${HOME:-/tmp}" TMPDIR="$tmp" DEVICE_CHECK_TEST_TIMEOUT=3 \
-    DEVICE_CHECK_TRAIN_STEPS=40 bash "$check" --bundle "$f" "$tmp/out2" >"$tmp/check2.log" 2>&1
+    DEVICE_CHECK_TRAIN_STEPS=40 DEVICE_CHECK_EXTRA_STAGES="extra 10 run_script $tmp/extra.sh" \
+    bash "$check" --bundle "$f" "$tmp/out2" >"$tmp/check2.log" 2>&1
 rc=$?
 cat "$tmp/check2.log"
+# shellcheck disable=SC2034 # read inside the ok strings (eval)
 s="$tmp/out2/summary.txt"
 ok '((rc == 1))' "stand-in GPU with a failing test: exit $rc, want 1"
 ok '[[ $(wc -l <"$tmp/out2/tests.tsv") == 8 ]]' "tests.tsv should hold the 8 cases: $(wc -l <"$tmp/out2/tests.tsv")"
@@ -149,6 +153,9 @@ done
 ok 'grep -q "== stage times" "$s" && grep -qE "== FAIL in [0-9]+ s" "$s"' "the summary lacks the stage times or the verdict"
 ok 'tar tzf "$tmp/out2/logs.tar.gz" | grep -q "logs/tests/test_cuda.broken.memcheck.log"' "logs.tar.gz lacks the memcheck log"
 ok '(($(find "$tmp/out2" -type f | wc -l) <= 8))' "OUTDIR holds more than 8 files"
+ok 'grep -q "extra stage: bundle ok yes" "$s" && grep -qP "^extra\t10\t0\t" "$tmp/out2/stages.tsv"' \
+    "a run_script stage did not run with the bundle dir"
+ok 'tar tzf "$tmp/out2/logs.tar.gz" | grep -q "logs/extra/extra.txt"' "a run_script stage's output dir is not in logs.tar.gz"
 
 echo "$checks checks, $fails failed"
 ((fails == 0))

@@ -22,12 +22,17 @@
 # DEVICE_CHECK_TEST_TIMEOUT (s per test, 60), DEVICE_CHECK_TRAIN_STEPS (100),
 # DEVICE_CHECK_TRAIN_DEVICE (cuda; cpu rehearses the comparison without a GPU),
 # DEVICE_CHECK_STAGES (e.g. "tests reruns": run only those after preflight
-# and device, for a short second run).
+# and device, for a short second run), DEVICE_CHECK_EXTRA_STAGES (table
+# lines appended to the table).
 set -u
 
-# ---- the stages: name, time limit in seconds, function (one line each) ----
+# ---- the stages: name, time limit in seconds, function [args] (one line each) ----
 # The limits add up to the budget, 7 minutes with a bundle; the fallback
 # build is on top of that. A stage gets at most what is left of the budget.
+# A standalone program is a stage too: "NAME LIMIT run_script PATH [ARGS]"
+# runs PATH (relative to the repository) with the bundle dir and its own
+# output dir (inside the tarred logs) as its first two arguments; its
+# output's last 30 lines go into the summary, its exit code into stages.tsv.
 STAGES=(
     "preflight  15 stage_preflight" # everything missing, listed at once
     "build     300 stage_build"     # only without a bundle: configure + build here
@@ -38,6 +43,8 @@ STAGES=(
     "bench      90 stage_bench"     # cuda_bench: GEMM vs bare cuBLASLt, attention % of peak
 )
 BUDGET_S=420
+# More stages, one a line, for trying a stage program without editing the table (same budget).
+while read -r l; do [[ -n "$l" ]] && STAGES+=("$l"); done <<<"${DEVICE_CHECK_EXTRA_STAGES:-}"
 TEST_TIMEOUT_S=${DEVICE_CHECK_TEST_TIMEOUT:-60} # one test case
 BLOCKING_TIMEOUT_S=40                           # one rerun with CUDA_LAUNCH_BLOCKING=1
 MEMCHECK_TIMEOUT_S=60                           # one rerun under memcheck (10-100x slower)
@@ -316,6 +323,20 @@ stage_bench() {
     lb "$BIN/cuda_bench" "$LIB/libtfcore-cuda.so"
 }
 
+# A standalone stage program (see the table): PATH BUNDLE OUTDIR [ARGS].
+run_script() {
+    trap on_stage_term TERM
+    local script=$1
+    shift
+    mkdir -p "$WORK/logs/$STAGE_NAME"
+    case "$script" in /*) ;; *) script="$ROOT/$script" ;; esac
+    if [[ "$script" == *.sh ]]; then
+        lb bash "$script" "$BUNDLE" "$WORK/logs/$STAGE_NAME" "$@"
+    else
+        lb "$script" "$BUNDLE" "$WORK/logs/$STAGE_NAME" "$@"
+    fi
+}
+
 # ---- the runner ----
 
 # The first file matching a library name pattern on the loader's path, or empty.
@@ -350,6 +371,7 @@ for p in sys.path:
 
 run_stage() {
     local name=$1 limit=$2 fn=$3 t0 rc wall elapsed left
+    shift 3
     elapsed=$(($(date +%s) - START))
     left=$((BUDGET_S - elapsed))
     ((limit > left)) && limit=$left
@@ -362,7 +384,8 @@ run_stage() {
     say "== $name (limit $limit s, $elapsed s elapsed)"
     t0=$(now)
     export STAGE_LIMIT=$limit
-    timeout -k 5 "$limit" bash "$SELF" --stage "$fn" >"$WORK/logs/$name.log" 2>&1
+    export STAGE_NAME=$name
+    timeout -k 5 "$limit" bash "$SELF" --stage "$fn" "$@" >"$WORK/logs/$name.log" 2>&1
     rc=$?
     wall=$(secs "$t0" "$(now)")
     printf '%s\t%d\t%d\t%s\n' "$name" "$limit" "$rc" "$wall" >>"$OUTDIR/stages.tsv"
@@ -410,6 +433,7 @@ stage_report() {
         ;;
     train) grep -vE "^(stage stopped)" "$log" | tail -12 | tee -a "$SUMMARY" ;;
     bench) tee -a "$SUMMARY" <"$log" >/dev/null && tail -40 "$log" ;;
+    *) tail -30 "$log" | tee -a "$SUMMARY" ;;
     esac
 }
 
@@ -435,7 +459,8 @@ finish() {
 }
 
 if [[ "${1:-}" == "--stage" ]]; then
-    "$2"
+    shift
+    "$@"
     exit $?
 fi
 
@@ -516,7 +541,7 @@ say "budget: $BUDGET_S s; stage limits (s): $(for l in "${STAGES[@]}"; do echo "
 
 failed=0
 for line in "${STAGES[@]}"; do
-    read -r name limit fn _ <<<"$line"
+    read -r name limit fn args <<<"${line%%#*}"
     if [[ -n "${DEVICE_CHECK_STAGES:-}" && "$name" != preflight && "$name" != device && "$name" != build &&
         " $DEVICE_CHECK_STAGES " != *" $name "* ]]; then
         printf '%s\t%d\tnot run (DEVICE_CHECK_STAGES)\t0\n' "$name" "$limit" >>"$OUTDIR/stages.tsv"
@@ -524,13 +549,14 @@ for line in "${STAGES[@]}"; do
     fi
     if [[ "$name" == build ]]; then
         [[ -n "$BUNDLE" ]] && continue
-        run_stage "$name" "$limit" "$fn" || finish 1 "FAIL: the build failed"
+        run_stage "$name" "$limit" "$fn" $args || finish 1 "FAIL: the build failed"
         BUNDLE="$WORK/bundle"
         set_paths "$BUNDLE"
         export BUNDLE
         continue
     fi
-    run_stage "$name" "$limit" "$fn"
+    # shellcheck disable=SC2086 # args are the table's words
+    run_stage "$name" "$limit" "$fn" $args
     rc=$?
     case "$name:$rc" in
     *:0) ;;
