@@ -6,7 +6,8 @@
 #
 # BUILD_DIR must hold the CUDA module (CI's release build/ has it where nvcc
 # is found; -Dcuda=enabled makes sure). The bundle:
-#   bin/           tfcore, the CUDA test programs, cuda_bench
+#   bin/           tfcore, the CUDA test programs, cuda_bench (and the
+#                  build-relative programs named in CUDA_BUNDLE_EXTRA)
 #   lib/           libtfcore.so.1, libtfcore-cuda.so and every shared library
 #                  they need that is not in the minimal base below
 #   lib-fallback/  libstdc++ and libgcc_s, used only where the GPU machine
@@ -39,6 +40,9 @@ module="$build/cuda/libtfcore-cuda.so"
 # What goes into bin/ (the device check needs all but cuda_bench; without it the benchmarks stage fails).
 programs=(tools/tfcore tests/cuda/test_cuda tests/cuda/test_cuda_ops tests/cuda/test_cuda_dist
     tests/cuda/test_cuda_module cuda/cuda_bench)
+# More programs (build-relative paths, e.g. another benchmark) with CUDA_BUNDLE_EXTRA="bench/x bench/y".
+read -r -a extra <<<"${CUDA_BUNDLE_EXTRA:-}"
+programs+=(${extra[@]+"${extra[@]}"})
 missing=()
 for p in "${programs[@]}"; do [[ -x "$build/$p" ]] || missing+=("$p"); done
 ((${#missing[@]} == 0)) || die "$build lacks ${missing[*]} (ninja -C $build ${missing[*]})"
