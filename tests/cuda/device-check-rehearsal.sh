@@ -17,6 +17,8 @@
 #    and under memcheck and the summary names the kernel, the hang is cut at
 #    its time limit, the training comparison's verdict and the benchmark
 #    output reach the summary, exit 1.
+# 4. Without a bundle and without meson, ninja, cc: the preflight lists all
+#    of them at once and the check stops (exit 3) before building.
 set -u
 build="$(cd "${1:?usage: device-check-rehearsal.sh BUILD_DIR}" && pwd)"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -156,6 +158,20 @@ ok '(($(find "$tmp/out2" -type f | wc -l) <= 8))' "OUTDIR holds more than 8 file
 ok 'grep -q "extra stage: bundle ok yes" "$s" && grep -qP "^extra\t10\t0\t" "$tmp/out2/stages.tsv"' \
     "a run_script stage did not run with the bundle dir"
 ok 'tar tzf "$tmp/out2/logs.tar.gz" | grep -q "logs/extra/extra.txt"' "a run_script stage's output dir is not in logs.tar.gz"
+
+# ---- 4. without a bundle, on a machine lacking the build tools: the preflight lists them all at once ----
+mkdir -p "$tmp/tools"
+for t in bash env date awk sed grep tr cat mkdir rm cp mv tar gzip timeout ldd find wc head tail sort tee \
+    sleep mktemp dirname basename uname nproc du stat cut ls; do
+    p=$(command -v "$t") && ln -sf "$p" "$tmp/tools/$t"
+done
+env -i PATH="$tmp/tools" HOME="${HOME:-/tmp}" TMPDIR="$tmp" bash "$check" --build "$tmp/out3" >"$tmp/check3.log" 2>&1
+rc=$?
+cat "$tmp/check3.log"
+ok '((rc == 3))' "preflight without build tools: exit $rc, want 3"
+ok 'grep -q "MISSING: meson" "$tmp/out3/summary.txt" && grep -q "MISSING: ninja" "$tmp/out3/summary.txt" &&
+    grep -q "MISSING: cc" "$tmp/out3/summary.txt"' "the preflight did not list every missing tool at once"
+ok '! grep -q "^build" "$tmp/out3/stages.tsv"' "it tried to build after a failed preflight"
 
 echo "$checks checks, $fails failed"
 ((fails == 0))

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The GPU device check (docs/CUDA.md, "The device check"):
 #
-#   bash tests/cuda/device-check.sh [--bundle DIR] [OUTDIR]
+#   bash tests/cuda/device-check.sh [--bundle DIR | --build] [OUTDIR]
 #
 # Runs on a machine with an NVIDIA GPU, from the bundle scripts/cuda-bundle.sh
 # made elsewhere (DIR, default cuda-bundle/ at the repository root when it
-# exists), or, without one, after building here. Every CUDA test case runs in
+# exists), or, without one (or with --build), after building here. Every CUDA test case runs in
 # its own process with its own time limit; a failing one is run again with
 # CUDA_LAUNCH_BLOCKING=1 and under compute-sanitizer's memcheck so the logs
 # name the kernel; then a short training comparison (CUDA vs CPU) and the
@@ -451,7 +451,7 @@ finish() {
     say ""
     say "== stage times (s):"
     awk -F'\t' '{ printf "   %-10s limit %4s  exit %-24s %6s s\n", $1, $2, $3, $4 }' "$OUTDIR/stages.tsv" | tee -a "$SUMMARY"
-    say "== $verdict in $total s (budget $BUDGET_S s$([[ -z "$BUNDLE_GIVEN" ]] && echo ', plus the build'))"
+    say "== $verdict in $total s (budget $BUDGET_S s$([[ -z "$BUNDLE_GIVEN" ]] && echo ', the build included'))"
     say "exit $code; evidence in $OUTDIR: $(cd "$OUTDIR" && ls | tr '\n' ' ')"
     save_evidence
     [[ -n "${DEVICE_CHECK_KEEP:-}" ]] || rm -rf "$WORK"
@@ -466,10 +466,15 @@ fi
 
 BUNDLE=""
 BUNDLE_GIVEN=""
+FORCE_BUILD=""
 while (($#)); do
     case "$1" in
+    --build)
+        FORCE_BUILD=1
+        shift
+        ;;
     --bundle)
-        [[ $# -ge 2 ]] || { echo "usage: $0 [--bundle DIR] [OUTDIR]" >&2 && exit 2; }
+        [[ $# -ge 2 ]] || { echo "usage: $0 [--bundle DIR | --build] [OUTDIR]" >&2 && exit 2; }
         BUNDLE_GIVEN=1
         BUNDLE=$2
         shift 2
@@ -478,14 +483,14 @@ while (($#)); do
         sed -n '2,22p' "$SELF"
         exit 0
         ;;
-    -*) echo "usage: $0 [--bundle DIR] [OUTDIR]" >&2 && exit 2 ;;
+    -*) echo "usage: $0 [--bundle DIR | --build] [OUTDIR]" >&2 && exit 2 ;;
     *) break ;;
     esac
 done
 OUTDIR="${1:-${OUT:-$PWD/device-check-out}}"
 if [[ -n "$BUNDLE_GIVEN" ]]; then
     [[ -d "$BUNDLE" ]] || { echo "device-check: bundle $BUNDLE is not a folder (bash scripts/cuda-bundle.sh makes it)" >&2 && exit 2; }
-elif [[ -d "$ROOT/cuda-bundle" ]]; then
+elif [[ -z "$FORCE_BUILD" && -d "$ROOT/cuda-bundle" ]]; then
     BUNDLE="$ROOT/cuda-bundle"
     BUNDLE_GIVEN=1
 fi
@@ -501,7 +506,8 @@ START=$(date +%s)
 
 STDBUF=$(command -v stdbuf 2>/dev/null || true)
 SANITIZER=$(command -v compute-sanitizer 2>/dev/null || true)
-for f in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+for f in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer \
+    /opt/nvidia/*/compute-sanitizer; do
     [[ -z "$SANITIZER" && -x "$f" ]] && SANITIZER=$f
 done
 [[ -z "$(command -v nvcc 2>/dev/null)" && -x /usr/local/cuda/bin/nvcc ]] && PATH="$PATH:/usr/local/cuda/bin"
