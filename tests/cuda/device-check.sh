@@ -5,21 +5,22 @@
 #
 # Runs on a machine with an NVIDIA GPU, from the bundle scripts/cuda-bundle.sh
 # made elsewhere (DIR, default cuda-bundle/ at the repository root when it
-# exists), or, without one (or with --build), after building here. Every CUDA test case runs in
-# its own process with its own time limit; a failing one is run again with
+# exists), or, without one (or with --build), after building here. Every
+# CUDA test case runs in its own process with its own time limit; a failing
+# one is run again with
 # CUDA_LAUNCH_BLOCKING=1 and under compute-sanitizer's memcheck so the logs
 # name the kernel; then a short training comparison (CUDA vs CPU) and the
 # GPU benchmarks. OUTDIR (default $OUT, else ./device-check-out) receives at
 # most 6 files, updated after every stage so a killed run still leaves its
 # evidence: summary.txt, stages.tsv (stage, limit, exit code, seconds),
-# tests.tsv (program, test, exit code, seconds, reruns), logs.tar.gz (every
+# tests.tsv (program, test, exit code, seconds), logs.tar.gz (every
 # log, line-buffered), MANIFEST.txt (the bundle's) and preflight.txt.
 #
 # Exit status: 0 every stage passed; 1 a check failed; 2 usage;
 # 3 preflight: something needed is missing (all of it listed);
 # 77 no CUDA device: nothing was checked ("no CUDA device — skipped").
-# Knobs (environment): DEVICE_CHECK_KEEP=1 keeps the work folder; DEVICE_CHECK_JOBS (tests at a time, 4),
-# DEVICE_CHECK_TEST_TIMEOUT (s per test, 60), DEVICE_CHECK_TRAIN_STEPS (100),
+# Knobs (environment): DEVICE_CHECK_KEEP=1 keeps the work folder;
+# DEVICE_CHECK_JOBS (tests at a time, 4), DEVICE_CHECK_TEST_TIMEOUT (s per test, 60), DEVICE_CHECK_TRAIN_STEPS (100),
 # DEVICE_CHECK_TRAIN_DEVICE (cuda; cpu rehearses the comparison without a GPU),
 # DEVICE_CHECK_STAGES (e.g. "tests reruns": run only those after preflight
 # and device, for a short second run), DEVICE_CHECK_EXTRA_STAGES (table
