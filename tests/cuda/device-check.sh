@@ -7,9 +7,8 @@
 # made elsewhere (DIR, default cuda-bundle/ at the repository root when it
 # exists), or, without one (or with --build), after building here. Every
 # CUDA test case runs in its own process with its own time limit; a failing
-# one is run again with
-# CUDA_LAUNCH_BLOCKING=1 and under compute-sanitizer's memcheck so the logs
-# name the kernel; then a short training comparison (CUDA vs CPU) and the
+# one is run again with CUDA_LAUNCH_BLOCKING=1 and under compute-sanitizer's
+# memcheck so the logs name the kernel; then a short training comparison (CUDA vs CPU) and the
 # GPU benchmarks. OUTDIR (default $OUT, else ./device-check-out) receives at
 # most 6 files, updated after every stage so a killed run still leaves its
 # evidence: summary.txt, stages.tsv (stage, limit, exit code, seconds),
