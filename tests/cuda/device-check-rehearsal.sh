@@ -36,6 +36,11 @@ ok() {
 }
 
 # ---- 1. the bundle ----
+# cuda_bench is built only where meson finds the CUDA runtime library; the check needs it.
+if [[ ! -x "$build/cuda/cuda_bench" ]]; then
+    echo "SKIP: $build has no cuda/cuda_bench (meson found no libcudart), so no bundle can be made"
+    exit 77
+fi
 if ! bash "$root/scripts/cuda-bundle.sh" "$build" "$tmp/bundle" >"$tmp/bundle.log" 2>&1; then
     cat "$tmp/bundle.log"
     echo "FAIL: scripts/cuda-bundle.sh failed"
