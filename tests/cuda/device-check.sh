@@ -188,7 +188,7 @@ stage_tests() {
 stage_reruns() {
     trap on_stage_term TERM
     local prog name rc left deadline=$(($(date +%s) + STAGE_LIMIT - 3))
-    awk -F'\t' '$3 != 0 { print $1 "\t" $2 "\t" $3 }' "$WORK/tests.tsv" >"$WORK/failed.tsv"
+    awk -F'\t' '$3 != 0 && $2 != "--list" { print $1 "\t" $2 "\t" $3 }' "$WORK/tests.tsv" >"$WORK/failed.tsv"
     if [[ ! -s "$WORK/failed.tsv" ]]; then
         echo "nothing failed: no reruns"
         return 0
