@@ -26,11 +26,38 @@ tfc_status tfcu_err(tfc_status s, const char *fmt, ...) {
     return s;
 }
 
+/*
+ * Errors after which the context is unusable: every later call of the
+ * process fails with the same error, whatever it asks for.
+ */
+static bool is_sticky(cudaError_t e) {
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable: return true;
+    default: return false;
+    }
+}
+
 tfc_status tfcu_cuda(cudaError_t e, const char *fn, const char *what) {
     if (e == cudaSuccess) return TFC_OK;
     (void)cudaGetLastError(); /* clear a non-sticky error so later calls are not blamed */
-    return tfcu_err(e == cudaErrorMemoryAllocation ? TFC_ERR_OOM : TFC_ERR_DEVICE, "%s: %s: %s (%s)", fn, what,
-                    cudaGetErrorString(e), cudaGetErrorName(e));
+    /* A sticky error is usually raised by an earlier, asynchronous kernel, not by `what`: say so. */
+    /* 7xx are the kernel-execution errors; one that survives the reset above is sticky too. */
+    bool sticky = is_sticky(e) || ((int)e >= 700 && (int)e < 800 && cudaPeekAtLastError() == e);
+    return tfcu_err(e == cudaErrorMemoryAllocation ? TFC_ERR_OOM : TFC_ERR_DEVICE, "%s: %s: %s (%s)%s", fn, what,
+                    cudaGetErrorString(e), cudaGetErrorName(e),
+                    sticky ? "; the CUDA context is dead (a sticky error, likely from an earlier kernel: "
+                             "rerun with CUDA_LAUNCH_BLOCKING=1 to find it); every later CUDA call of this "
+                             "process fails"
+                           : "");
 }
 
 const char *tfcu_dtype_name(int32_t dtype) {

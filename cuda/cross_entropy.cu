@@ -136,8 +136,9 @@ tfc_status tfcu_cross_entropy_forward(int32_t device, int32_t dtype, const void 
             if (s == TFC_OK) s = tfcu_cuda(cudaStreamSynchronize(c->stream), fn, "cudaStreamSynchronize");
             if (s == TFC_OK && bad_host != ~0ull) {
                 I tv = 0;
-                if (cudaMemcpy(&tv, (const I *)targets + bad_host, sizeof(I), cudaMemcpyDeviceToHost) != cudaSuccess)
-                    (void)cudaGetLastError();
+                /* A failed read is reported as such, never as a target of 0. */
+                TFCU_TRY(tfcu_cuda(cudaMemcpy(&tv, (const I *)targets + bad_host, sizeof(I), cudaMemcpyDeviceToHost),
+                                   fn, "cudaMemcpy (reading the bad target)"));
                 return tfcu_err(TFC_ERR_INVALID_ARG,
                                 "%s: targets[%llu] is %lld, outside [0, %zu) and not ignore_index %lld", fn, bad_host,
                                 (long long)tv, C, (long long)ignore_index);

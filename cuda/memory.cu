@@ -15,11 +15,15 @@ tfc_status tfcu_alloc(int32_t device, size_t nbytes, void **out) {
     TFCU_NOT_NULL("tfc_cuda_alloc", out);
     TFCU_TRY(tfcu_ctx_get(device, "tfc_cuda_alloc", &c));
     void *p = NULL;
-    if (cudaMallocAsync(&p, nbytes ? nbytes : 1, c->stream) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return tfcu_err(TFC_ERR_OOM, "tfc_cuda_alloc: out of memory on CUDA device %d allocating %zu bytes",
-                        (int)device, nbytes);
-    }
+    /*
+     * Only cudaErrorMemoryAllocation is out of memory (tfcu_cuda maps it to
+     * TFC_ERR_OOM); anything else, an illegal address left by an earlier
+     * kernel above all, is a device error with CUDA's own name for it, so a
+     * dead context is never mistaken for a full one.
+     */
+    char what[96];
+    snprintf(what, sizeof what, "cudaMallocAsync of %zu bytes on CUDA device %d", nbytes, (int)device);
+    TFCU_TRY(tfcu_cuda(cudaMallocAsync(&p, nbytes ? nbytes : 1, c->stream), "tfc_cuda_alloc", what));
     *out = p;
     return TFC_OK;
 }

@@ -133,7 +133,7 @@ void tfcu_coll_release(void *comm) {
 
 tfc_status tfcu_coll_all_reduce(const tfc_coll_problem *p) {
     const char *fn = "coll_all_reduce";
-    ncclDataType_t t;
+    ncclDataType_t t{}; /* set by prepare; initialised so GCC sees no uninitialised use */
     tfcu_ctx *c;
     TFCU_TRY(prepare(fn, p, &t, &c));
     return finish(fn, c,
@@ -144,7 +144,7 @@ tfc_status tfcu_coll_all_reduce(const tfc_coll_problem *p) {
 
 tfc_status tfcu_coll_broadcast(const tfc_coll_problem *p) {
     const char *fn = "coll_broadcast";
-    ncclDataType_t t;
+    ncclDataType_t t{}; /* set by prepare; initialised so GCC sees no uninitialised use */
     tfcu_ctx *c;
     TFCU_TRY(prepare(fn, p, &t, &c));
     return finish(fn, c,
@@ -154,7 +154,7 @@ tfc_status tfcu_coll_broadcast(const tfc_coll_problem *p) {
 
 tfc_status tfcu_coll_all_gather(const tfc_coll_problem *p) {
     const char *fn = "coll_all_gather";
-    ncclDataType_t t;
+    ncclDataType_t t{}; /* set by prepare; initialised so GCC sees no uninitialised use */
     tfcu_ctx *c;
     TFCU_TRY(prepare(fn, p, &t, &c));
     return finish(fn, c, g_api.all_gather(p->send, p->recv, (size_t)p->count, t, (ncclComm_t)p->comm, c->stream),
@@ -163,7 +163,7 @@ tfc_status tfcu_coll_all_gather(const tfc_coll_problem *p) {
 
 tfc_status tfcu_coll_reduce_scatter(const tfc_coll_problem *p) {
     const char *fn = "coll_reduce_scatter";
-    ncclDataType_t t;
+    ncclDataType_t t{}; /* set by prepare; initialised so GCC sees no uninitialised use */
     tfcu_ctx *c;
     TFCU_TRY(prepare(fn, p, &t, &c));
     return finish(fn, c,

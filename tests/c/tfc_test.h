@@ -7,6 +7,7 @@
 #define TFC_TEST_H
 
 #include <math.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,32 +66,79 @@ extern int tfc_test_failures, tfc_test_checks;
             TFC_FAIL_AT("%s = %.17g, %s = %.17g (tol %g)", #a, a_, #b, b_, (double)(tol)); \
     } while (0)
 
-#define TFC_TEST_MAIN                                                                                          \
-    int tfc_test_failures, tfc_test_checks;                                                                    \
-    static struct {                                                                                            \
-        const char *name;                                                                                      \
-        tfc_test_fn fn;                                                                                        \
-    } tfc_tests_[512];                                                                                         \
-    static int tfc_ntests_;                                                                                    \
-    void tfc_test_register(const char *name, tfc_test_fn fn) {                                                 \
-        if (tfc_ntests_ < 512) {                                                                               \
-            tfc_tests_[tfc_ntests_].name = name;                                                               \
-            tfc_tests_[tfc_ntests_++].fn = fn;                                                                 \
-        }                                                                                                      \
-    }                                                                                                          \
-    int main(int argc, char **argv) {                                                                          \
-        int failed_tests = 0;                                                                                  \
-        for (int i = 0; i < tfc_ntests_; i++) {                                                                \
-            if (argc > 1 && !strstr(tfc_tests_[i].name, argv[1])) continue;                                    \
-            int before = tfc_test_failures;                                                                    \
-            tfc_tests_[i].fn();                                                                                \
-            int bad = tfc_test_failures != before;                                                             \
-            failed_tests += bad;                                                                               \
-            printf("%s %s\n", bad ? "FAIL" : "ok  ", tfc_tests_[i].name);                                      \
-        }                                                                                                      \
-        printf("%d checks, %d failed; %d tests, %d failed\n", tfc_test_checks, tfc_test_failures, tfc_ntests_, \
-               failed_tests);                                                                                  \
-        return tfc_test_failures ? 1 : 0;                                                                      \
+/*
+ * Leave the running test at once, counted as failed, and go on with the
+ * next one: for a precondition a test cannot continue without (a device
+ * allocation that failed), where exit() would hide every later test.
+ * Outside a test it exits 1. What the test had allocated is leaked.
+ */
+void tfc_test_bail(void) __attribute__((noreturn));
+
+/* argv asks only for the list of test names (`--list`), which needs no device. */
+static inline int tfc_test_listing(int argc, char **argv) { return argc > 1 && !strcmp(argv[1], "--list"); }
+
+/*
+ * main: no argument runs every test; `--list` prints the names, one a line;
+ * `--exact NAME` runs the test of exactly that name (exit 2 if none has it),
+ * so a driver can run each test in its own process; any other argument
+ * runs the tests whose names contain it.
+ */
+#define TFC_TEST_MAIN                                                                                                 \
+    int tfc_test_failures, tfc_test_checks;                                                                           \
+    static struct {                                                                                                   \
+        const char *name;                                                                                             \
+        tfc_test_fn fn;                                                                                               \
+    } tfc_tests_[512];                                                                                                \
+    static int tfc_ntests_;                                                                                           \
+    static jmp_buf tfc_test_jmp_;                                                                                     \
+    static int tfc_test_in_;                                                                                          \
+    void tfc_test_register(const char *name, tfc_test_fn fn) {                                                        \
+        if (tfc_ntests_ < 512) {                                                                                      \
+            tfc_tests_[tfc_ntests_].name = name;                                                                      \
+            tfc_tests_[tfc_ntests_++].fn = fn;                                                                        \
+        }                                                                                                             \
+    }                                                                                                                 \
+    void tfc_test_bail(void) {                                                                                        \
+        fflush(stdout);                                                                                               \
+        if (tfc_test_in_) longjmp(tfc_test_jmp_, 1);                                                                  \
+        exit(1);                                                                                                      \
+    }                                                                                                                 \
+    /* Runs test i; 1 if it bailed out. Its own frame, so main's locals are not clobbered by longjmp. */              \
+    static int tfc_test_run_(int i) {                                                                                 \
+        tfc_test_in_ = 1;                                                                                             \
+        int bailed = setjmp(tfc_test_jmp_) != 0;                                                                      \
+        if (!bailed) tfc_tests_[i].fn();                                                                              \
+        tfc_test_in_ = 0;                                                                                             \
+        return bailed;                                                                                                \
+    }                                                                                                                 \
+    int main(int argc, char **argv) {                                                                                 \
+        int failed_tests = 0, ran = 0;                                                                                \
+        const char *exact = argc > 2 && !strcmp(argv[1], "--exact") ? argv[2] : NULL;                                 \
+        const char *sub = !exact && argc > 1 ? argv[1] : NULL;                                                        \
+        if (tfc_test_listing(argc, argv)) {                                                                           \
+            for (int i = 0; i < tfc_ntests_; i++) printf("%s\n", tfc_tests_[i].name);                                 \
+            return 0;                                                                                                 \
+        }                                                                                                             \
+        if (argc > 1 && !strcmp(argv[1], "--exact") && !exact) {                                                      \
+            fprintf(stderr, "usage: %s [--list | --exact NAME | SUBSTRING]\n", argv[0]);                              \
+            return 2;                                                                                                 \
+        }                                                                                                             \
+        for (int i = 0; i < tfc_ntests_; i++) {                                                                       \
+            if (exact ? strcmp(tfc_tests_[i].name, exact) != 0 : sub && !strstr(tfc_tests_[i].name, sub)) continue;   \
+            int before = tfc_test_failures;                                                                           \
+            ran++;                                                                                                    \
+            if (tfc_test_run_(i) && tfc_test_failures == before) tfc_test_failures++;                                 \
+            int bad = tfc_test_failures != before;                                                                    \
+            failed_tests += bad;                                                                                      \
+            printf("%s %s\n", bad ? "FAIL" : "ok  ", tfc_tests_[i].name);                                             \
+            fflush(stdout);                                                                                           \
+        }                                                                                                             \
+        if (exact && !ran) {                                                                                          \
+            fprintf(stderr, "%s: no test is named '%s' (--list shows them)\n", argv[0], exact);                       \
+            return 2;                                                                                                 \
+        }                                                                                                             \
+        printf("%d checks, %d failed; %d tests, %d failed\n", tfc_test_checks, tfc_test_failures, ran, failed_tests); \
+        return tfc_test_failures ? 1 : 0;                                                                             \
     }
 
 #endif

@@ -52,8 +52,9 @@ static inline void *up(const float *h, size_t n, int dt) {
     void *d = NULL;
     size_t es = dt_size(dt);
     if (A->alloc(0, n * es, &d) != TFC_OK) {
+        /* Fail this test only: the next test (or process) may still run. */
         TFC_FAIL_AT("alloc of %zu bytes: %s", n * es, A->last_error());
-        exit(1);
+        tfc_test_bail();
     }
     if (dt == TFC_DTYPE_BF16) {
         uint16_t *t = malloc((n ? n : 1) * 2);
@@ -70,8 +71,8 @@ static inline void *up(const float *h, size_t n, int dt) {
 static inline void *dev(size_t n, int dt) {
     void *d = NULL;
     if (A->alloc(0, (n ? n : 1) * dt_size(dt), &d) != TFC_OK) {
-        TFC_FAIL_AT("alloc: %s", A->last_error());
-        exit(1);
+        TFC_FAIL_AT("alloc of %zu bytes: %s", (n ? n : 1) * dt_size(dt), A->last_error());
+        tfc_test_bail();
     }
     return d;
 }

@@ -11,6 +11,7 @@
  * "no CUDA device: <reason>" and exits 77, which meson counts as skipped.
  */
 #include <math.h>
+#include <unistd.h>
 
 #include "core/rng.h"
 #include "cuda_check.h"
@@ -1628,7 +1629,307 @@ TEST(bias_grad_row_chunks_large_ragged_and_repeatable) {
     }
 }
 
+/*
+ * ---- sizes past the grid (issue #19): every elementwise kernel caps its grid
+ * at 32 blocks of 256 per SM (tfcu_blocks: 1,081,344 threads on 132 SMs) and
+ * the row kernels at 65535·16 blocks, so only inputs beyond 2^20 elements
+ * (rows) take a second trip round their grid-stride loops. Sizes are ragged
+ * (not multiples of the block or the grid), contents a few MB to ~150 MB.
+ */
+
+/* 3·2^20 + 17 elements: three and a bit trips round the capped elementwise grid. */
+#define BIG_N ((size_t)3 * 1048576 + 17)
+
+TEST(grid_stride_elementwise_over_2p20) {
+    size_t n = BIG_N;
+    float *want = malloc(n * 4);
+    for (int di = 0; di < 2; di++) {
+        int dt = DTYPES[di];
+        char what[96];
+        float *a = rand_host(n, -2, 2, dt, 200 + di), *b = rand_host(n, -2, 2, dt, 210 + di);
+        void *da = up(a, n, dt), *db = up(b, n, dt), *dout = dev(n, dt);
+        /* fill: a non-zero value takes the kernel, not cudaMemsetAsync. */
+        tfc_fill_problem fp = {.dst = view_flat(dout, dt, n), .value = 0.75};
+        CHECK_CU(A->fill(&fp));
+        for (size_t i = 0; i < n; i++) want[i] = 0.75f;
+        snprintf(what, sizeof what, "fill of %zu elements (%s)", n, dt_name(dt));
+        CHECK_DEVICE(dout, n, dt, want, 0.0, what);
+        /* map: out = a + b, then out += a * 1.5 (accumulate) */
+        tfc_sview vo = view_flat(dout, dt, n), va = view_flat(da, dt, n), vb = view_flat(db, dt, n);
+        tfc_map_problem m = {.op = TFC_MAP_ADD, .out = &vo, .a = &va, .b = &vb};
+        CHECK_CU(A->map(&m));
+        for (size_t i = 0; i < n; i++) want[i] = round_dt((float)((double)a[i] + b[i]), dt);
+        snprintf(what, sizeof what, "map add of %zu elements (%s)", n, dt_name(dt));
+        CHECK_DEVICE(dout, n, dt, want, tol_elem(dt), what);
+        m = (tfc_map_problem){.op = TFC_MAP_MUL_S, .out = &vo, .a = &va, .p = 1.5, .accumulate = 1};
+        CHECK_CU(A->map(&m));
+        for (size_t i = 0; i < n; i++) want[i] = (float)((double)want[i] + 1.5 * a[i]);
+        snprintf(what, sizeof what, "map mul_s accumulated, %zu elements (%s)", n, dt_name(dt));
+        CHECK_DEVICE(dout, n, dt, want, 2 * tol_elem(dt), what);
+        /* GELU forward and backward */
+        tfc_gelu_problem gp = {.dtype = (tfc_dtype)dt, .n = (int64_t)n, .approximate = 1, .x = da, .y = dout};
+        CHECK_CU(A->gelu_forward(&gp));
+        for (size_t i = 0; i < n; i++) want[i] = (float)gelu_ref(a[i]);
+        snprintf(what, sizeof what, "gelu of %zu elements (%s)", n, dt_name(dt));
+        CHECK_DEVICE(dout, n, dt, want, 2 * tol_elem(dt), what);
+        gp = (tfc_gelu_problem){
+            .dtype = (tfc_dtype)dt, .n = (int64_t)n, .approximate = 1, .x = da, .dy = db, .dx = dout};
+        CHECK_CU(A->gelu_backward(&gp));
+        for (size_t i = 0; i < n; i++) {
+            double x = a[i], k = sqrt(2.0 / M_PI), u = k * (x + 0.044715 * x * x * x), t = tanh(u);
+            want[i] = (float)(b[i] * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)));
+        }
+        snprintf(what, sizeof what, "gelu backward of %zu elements (%s)", n, dt_name(dt));
+        CHECK_DEVICE(dout, n, dt, want, 2 * tol_elem(dt), what);
+        /* strided copy: [3071, 1024] read transposed from a [1024, 3071] buffer (3,144,704 elements <= n) */
+        const int64_t R = 3071, C = 1024, shape[2] = {R, C}, tstr[2] = {1, R};
+        tfc_copy_problem cp = {.dst = view_c(dout, dt, 2, shape), .src = view_nd(da, dt, 2, shape, tstr)};
+        CHECK_CU(A->copy(&cp));
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C; c++) want[r * C + c] = a[c * R + r];
+        snprintf(what, sizeof what, "transposed copy of %lld elements (%s)", (long long)(R * C), dt_name(dt));
+        CHECK_DEVICE(dout, (size_t)(R * C), dt, want, 0.0, what);
+        free(a), free(b), dfree(da), dfree(db), dfree(dout);
+    }
+    /* f32 -> bf16 cast and the Philox stream over the same size */
+    float *a = rand_host(n, -3, 3, TFC_DTYPE_F32, 220);
+    void *da = up(a, n, TFC_DTYPE_F32), *dbf = dev(n, TFC_DTYPE_BF16);
+    tfc_copy_problem cp = {.dst = view_flat(dbf, TFC_DTYPE_BF16, n), .src = view_flat(da, TFC_DTYPE_F32, n)};
+    CHECK_CU(A->copy(&cp));
+    for (size_t i = 0; i < n; i++) want[i] = round_dt(a[i], TFC_DTYPE_BF16);
+    CHECK_DEVICE(dbf, n, TFC_DTYPE_BF16, want, 0.0, "cast f32 -> bf16 of 3·2^20 + 17 elements");
+    tfc_random_problem rp = {.kind = TFC_RANDOM_UNIFORM,
+                             .dst = view_flat(da, TFC_DTYPE_F32, n),
+                             .a = -1.0,
+                             .b = 2.0,
+                             .seed = 7,
+                             .offset = 3};
+    CHECK_CU(A->random(&rp));
+    for (size_t i = 0; i < n; i++) want[i] = (float)(-1.0 + 2.0 * tfc_rng_uniform(7, 3, i));
+    CHECK_DEVICE(da, n, TFC_DTYPE_F32, want, 1e-7, "uniform stream of 3·2^20 + 17 elements");
+    free(a), free(want), dfree(da), dfree(dbf);
+}
+
+/* 2^20 + 2^17 + 3 rows: past the 65535·16 row blocks of softmax and cross-entropy, and bias_grad's rows. */
+#define BIG_ROWS ((size_t)1048576 + 131072 + 3)
+
+TEST(row_kernels_over_2p20_rows) {
+    for (int di = 0; di < 2; di++) {
+        int dt = DTYPES[di];
+        char what[128];
+        /* softmax over rows of 5 (inner 1: a block per row) */
+        size_t R = BIG_ROWS, D = 5, n = R * D;
+        float *x = rand_host(n, -4, 4, dt, 230 + di), *y = malloc(n * 4);
+        for (size_t r = 0; r < R; r++) {
+            double m = -INFINITY, sum = 0;
+            for (size_t k = 0; k < D; k++) m = fmax(m, x[r * D + k]);
+            for (size_t k = 0; k < D; k++) sum += exp(x[r * D + k] - m);
+            for (size_t k = 0; k < D; k++) y[r * D + k] = (float)(exp(x[r * D + k] - m) / sum);
+        }
+        void *d_x = up(x, n, dt), *d_y = dev(n, dt);
+        tfc_softmax_problem sp = {
+            .dtype = (tfc_dtype)dt, .outer = (int64_t)R, .d = (int64_t)D, .inner = 1, .x = d_x, .y = d_y};
+        CHECK_CU(A->softmax_forward(&sp));
+        snprintf(what, sizeof what, "softmax over %zu rows of %zu (%s)", R, D, dt_name(dt));
+        CHECK_DEVICE(d_y, n, dt, y, tol_sum(dt), what);
+        dfree(d_y), free(y);
+        /*
+         * cross-entropy over the same logits as [R, 5], i64 targets, every 7th row
+         * ignored. The mean runs over ~1.01M rows in f32: 1e-4 (f32) relative.
+         */
+        int64_t *t = malloc(R * 8);
+        uint64_t st = 17;
+        double loss = 0, nvalid = 0;
+        float *lse = malloc(R * 4);
+        for (size_t r = 0; r < R; r++) {
+            t[r] = r % 7 == 3 ? -100 : (int64_t)(rng_next(&st) % D);
+            double m = -INFINITY, sum = 0;
+            for (size_t k = 0; k < D; k++) m = fmax(m, x[r * D + k]);
+            for (size_t k = 0; k < D; k++) sum += exp(x[r * D + k] - m);
+            lse[r] = (float)(m + log(sum));
+            if (t[r] != -100) loss += (m + log(sum)) - x[r * D + t[r]], nvalid++;
+        }
+        float fl = (float)(loss / nvalid), dloss = 1.0f;
+        void *d_t = dev(R, TFC_DTYPE_I64), *d_dx = dev(n, dt);
+        float *d_loss = dev(1, TFC_DTYPE_F32), *d_lse = dev(R, TFC_DTYPE_F32), *d_dloss = up(&dloss, 1, TFC_DTYPE_F32);
+        CHECK_CU(A->memcpy(0, d_t, t, R * 8, TFC_MEMCPY_H2D));
+        tfc_cross_entropy_problem cp = {.dtype = (tfc_dtype)dt,
+                                        .index_dtype = TFC_DTYPE_I64,
+                                        .n = (int64_t)R,
+                                        .c = (int64_t)D,
+                                        .ignore_index = -100,
+                                        .logits = d_x,
+                                        .targets = d_t,
+                                        .loss = d_loss,
+                                        .lse = d_lse};
+        CHECK_CU(A->cross_entropy_forward(&cp));
+        snprintf(what, sizeof what, "cross-entropy loss over %zu rows (%s)", R, dt_name(dt));
+        CHECK_DEVICE(d_loss, 1, TFC_DTYPE_F32, &fl, 1e-4, what);
+        snprintf(what, sizeof what, "cross-entropy lse over %zu rows (%s)", R, dt_name(dt));
+        CHECK_DEVICE(d_lse, R, TFC_DTYPE_F32, lse, 1e-5, what);
+        tfc_cross_entropy_problem bp = {.dtype = (tfc_dtype)dt,
+                                        .index_dtype = TFC_DTYPE_I64,
+                                        .n = (int64_t)R,
+                                        .c = (int64_t)D,
+                                        .ignore_index = -100,
+                                        .logits = d_x,
+                                        .targets = d_t,
+                                        .dloss = d_dloss,
+                                        .lse_in = d_lse,
+                                        .dlogits = d_dx};
+        CHECK_CU(A->cross_entropy_backward(&bp));
+        /* dlogits = (softmax - onehot) / n_valid: ~1e-6 in size, so compared relative to that scale. */
+        float *want = malloc(n * 4), *g = down(d_dx, n, dt);
+        for (size_t r = 0; r < R; r++)
+            for (size_t k = 0; k < D; k++)
+                want[r * D + k] =
+                    t[r] == -100 ? 0.0f : (float)(exp(x[r * D + k] - (double)lse[r]) - (k == (size_t)t[r]));
+        for (size_t i = 0; i < n; i++) g[i] = (float)((double)g[i] * nvalid);
+        snprintf(what, sizeof what, "cross-entropy dlogits over %zu rows, times n_valid (%s)", R, dt_name(dt));
+        CHECK_ALL(g, want, n, dt == TFC_DTYPE_BF16 ? 1e-2 : 1e-5, what);
+        free(g), free(want), free(t), free(lse), free(x);
+        dfree(d_x), dfree(d_t), dfree(d_dx), dfree(d_loss), dfree(d_lse), dfree(d_dloss);
+
+        /* bias_grad: column sums of dy [R, 7] with row stride 9; ~1.18M-term sums in f32: 1e-4 relative. */
+        size_t Nb = 7, ld = 9;
+        float *dy = rand_host(R * ld, -1, 1, dt, 240 + di), *wdb = malloc(Nb * 4);
+        for (size_t j = 0; j < Nb; j++) {
+            double sum = 0;
+            for (size_t r = 0; r < R; r++) sum += dy[r * ld + j];
+            wdb[j] = (float)sum;
+        }
+        void *d_dy = up(dy, R * ld, dt), *d_db = dev(Nb, dt);
+        tfc_bias_problem gp = {
+            .dtype = (tfc_dtype)dt, .rows = (int64_t)R, .n = (int64_t)Nb, .ld = (int64_t)ld, .dy = d_dy, .db = d_db};
+        CHECK_CU(A->bias_grad(&gp));
+        snprintf(what, sizeof what, "bias_grad over %zu rows, n 7, ld 9 (%s)", R, dt_name(dt));
+        CHECK_DEVICE(d_db, Nb, dt, wdb, dt == TFC_DTYPE_BF16 ? 1e-2 : 1e-4, what);
+        free(dy), free(wdb), dfree(d_dy), dfree(d_db);
+    }
+}
+
+/* More rows than layernorm's 65535·16 blocks of 8 warps (8,388,480 rows) cover: ragged C = 3. */
+TEST(layernorm_over_2p23_rows) {
+    size_t R = (size_t)8388480 + 65536 + 5, C = 3, n = R * C;
+    for (int di = 0; di < 2; di++) {
+        int dt = DTYPES[di];
+        char what[128];
+        float *x = rand_host(n, -2, 2, dt, 250 + di), *dy = rand_host(n, -1, 1, dt, 260 + di);
+        float *y = malloc(n * 4), *dx = malloc(n * 4);
+        /* Rows spread by at least 2 (x0 - 1 - a, x0, x0 + 1 + b): no row is near-constant, so f32 is well conditioned. */
+        for (size_t r = 0; r < R; r++) {
+            float *xr = x + r * C;
+            xr[1] = round_dt(xr[0] + 1.0f + fabsf(xr[1]) / 2, dt);
+            xr[2] = round_dt(xr[0] - 1.0f - fabsf(xr[2]) / 2, dt);
+        }
+        double dw[3] = {0, 0, 0}, db[3] = {0, 0, 0};
+        for (size_t r = 0; r < R; r++) {
+            const float *xr = x + r * C, *gr = dy + r * C;
+            double m = ((double)xr[0] + xr[1] + xr[2]) / 3, v = 0, sg = 0, sgx = 0;
+            for (size_t c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
+            double rs = 1.0 / sqrt(v / 3 + 1e-5);
+            for (size_t c = 0; c < C; c++) {
+                double xh = (xr[c] - m) * rs;
+                y[r * C + c] = (float)xh;
+                sg += gr[c], sgx += gr[c] * xh;
+                dw[c] += gr[c] * xh, db[c] += gr[c];
+            }
+            for (size_t c = 0; c < C; c++) dx[r * C + c] = (float)(rs * (gr[c] - sg / 3 - (xr[c] - m) * rs * sgx / 3));
+        }
+        float ones[3] = {1, 1, 1}, fw[3], fb[3];
+        for (int c = 0; c < 3; c++) fw[c] = (float)dw[c], fb[c] = (float)db[c];
+        void *d_x = up(x, n, dt), *d_w = up(ones, C, dt), *d_y = dev(n, dt), *d_dy = up(dy, n, dt), *d_dx = dev(n, dt);
+        void *d_dw = dev(C, dt), *d_db = dev(C, dt);
+        float *d_mean = dev(R, TFC_DTYPE_F32), *d_rstd = dev(R, TFC_DTYPE_F32);
+        tfc_layernorm_problem lp = {.dtype = (tfc_dtype)dt,
+                                    .rows = (int64_t)R,
+                                    .cols = (int64_t)C,
+                                    .eps = 1e-5,
+                                    .x = d_x,
+                                    .weight = d_w,
+                                    .y = d_y,
+                                    .mean = d_mean,
+                                    .rstd = d_rstd};
+        CHECK_CU(A->layernorm_forward(&lp));
+        snprintf(what, sizeof what, "layernorm y over %zu rows of 3 (%s)", R, dt_name(dt));
+        CHECK_DEVICE(d_y, n, dt, y, tol_sum(dt), what);
+        lp = (tfc_layernorm_problem){.dtype = (tfc_dtype)dt,
+                                     .rows = (int64_t)R,
+                                     .cols = (int64_t)C,
+                                     .eps = 1e-5,
+                                     .x = d_x,
+                                     .weight = d_w,
+                                     .mean = d_mean,
+                                     .rstd = d_rstd,
+                                     .dy = d_dy,
+                                     .dx = d_dx,
+                                     .dweight = d_dw,
+                                     .dbias = d_db};
+        CHECK_CU(A->layernorm_backward(&lp));
+        snprintf(what, sizeof what, "layernorm dx over %zu rows (%s)", R, dt_name(dt));
+        CHECK_DEVICE(d_dx, n, dt, dx, tol_sum(dt) * 2, what);
+        /* dw, db: ~8.45M-term sums, f32 partial sums per chunk: 1e-4 relative (f32). */
+        snprintf(what, sizeof what, "layernorm dw over %zu rows (%s)", R, dt_name(dt));
+        CHECK_DEVICE(d_dw, C, dt, fw, dt == TFC_DTYPE_BF16 ? 1e-2 : 1e-4, what);
+        snprintf(what, sizeof what, "layernorm db over %zu rows (%s)", R, dt_name(dt));
+        CHECK_DEVICE(d_db, C, dt, fb, dt == TFC_DTYPE_BF16 ? 1e-2 : 1e-4, what);
+        free(x), free(dy), free(y), free(dx);
+        dfree(d_x), dfree(d_w), dfree(d_y), dfree(d_dy), dfree(d_dx), dfree(d_dw), dfree(d_db);
+        dfree(d_mean), dfree(d_rstd);
+    }
+}
+
+/*
+ * ---- allocation failures are told apart (cuda/memory.cu) ----
+ * An impossible size is TFC_ERR_OOM; after a kernel has faulted, an
+ * allocation is TFC_ERR_DEVICE naming the CUDA error and saying the context
+ * is dead, never "out of memory". The fault kills the process's context, so
+ * it happens in a child process: this program run again with --sticky-child.
+ */
+static int sticky_child(void) {
+    /* A fill through a pointer to nowhere: the kernel faults (illegal address). */
+    tfc_fill_problem fp = {.dst = view_flat((void *)(uintptr_t)0x100000, TFC_DTYPE_F32, 1 << 20), .value = 1.0};
+    tfc_status s = A->fill(&fp);
+    if (s == TFC_OK) s = A->synchronize(0);
+    printf("after the fault: %s: %s\n", tfc_status_name(s), A->last_error());
+    void *p = NULL;
+    s = A->alloc(0, 4096, &p);
+    printf("alloc: %s: %s\n", tfc_status_name(s), A->last_error());
+    return 0;
+}
+
+TEST(alloc_failures_oom_vs_dead_context) {
+    void *p = NULL;
+    /* 2^50 bytes (1 PiB) is more than any device has. */
+    CHECK_CU_ERR(A->alloc(0, (size_t)1 << 50, &p), TFC_ERR_OOM, "cudaErrorMemoryAllocation");
+    CHECK(p == NULL);
+    char cmd[4200];
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) {
+        TFC_FAIL_AT("readlink /proc/self/exe failed");
+        return;
+    }
+    self[len] = 0;
+    snprintf(cmd, sizeof cmd, "'%s' --sticky-child 2>&1", self);
+    FILE *f = popen(cmd, "r");
+    char out[8192] = "";
+    size_t got = f ? fread(out, 1, sizeof out - 1, f) : 0;
+    out[got] = 0;
+    if (f) pclose(f);
+    printf("%s", out);
+    const char *alloc = strstr(out, "alloc: ");
+    CHECK(alloc != NULL);
+    if (!alloc) return;
+    CHECK(strncmp(alloc, "alloc: TFC_ERR_DEVICE", 21) == 0);
+    CHECK(strstr(alloc, "cudaErrorIllegalAddress") != NULL);
+    CHECK(strstr(alloc, "context is dead") != NULL);
+    CHECK(strstr(alloc, "out of memory") == NULL);
+}
+
 int main(int argc, char **argv) {
+    /* The names need no device: the device check lists them to run each test in its own process. */
+    if (tfc_test_listing(argc, argv)) return tfc_test_main_(argc, argv);
     A = tfc_cuda_module();
     if (!A) {
         const char *why = tfc_last_error();
@@ -1641,6 +1942,7 @@ int main(int argc, char **argv) {
         printf("FAIL: %s\n", why);
         return 1;
     }
+    if (argc > 1 && !strcmp(argv[1], "--sticky-child")) return sticky_child();
     printf("CUDA: %s\n", A->describe());
     return tfc_test_main_(argc, argv);
 }

@@ -654,7 +654,82 @@ TEST(linear_bias_epilogue_bias_grad_c_f32_and_tf32) {
     release_all(all, 5);
 }
 
+/* ---- ops no check above reached on CUDA (issue #19's coverage list) ---------------- */
+
+static tfc_status f_concat3(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    const tfc_tensor *xs[3] = {x[0], x[1], x[2]};
+    return tfc_concat(g, xs, 3, 1, o);
+}
+static tfc_status f_where(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_where(g, x[0], x[1], x[2], o);
+}
+static tfc_status f_masked_fill(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_masked_fill(g, x[0], x[1], -2.5, o);
+}
+UNARY(f_tril, tfc_tril(g, x[0], -1, o))
+UNARY(f_dropout, tfc_dropout(g, x[0], 0.3, 1234, 5, o))
+static tfc_status f_linear3(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_linear(g, x[0], x[1], x[2], o);
+}
+
+/* A bool tensor of shape d with about half the elements set. */
+static tfc_tensor *mask_t(const int64_t *d, int nd) {
+    tfc_tensor *t = NULL;
+    CHECK_OK(tfc_tensor_empty(d, nd, TFC_DTYPE_BOOL, &t));
+    uint8_t *p = tfc_tensor_data(t);
+    for (int64_t i = 0; t && i < tfc_tensor_numel(t); i++) p[i] = urand(0, 1) < 0.5;
+    return t;
+}
+
+/* Same bytes after both are brought to the host (integer results). */
+static void same_bytes(const char *what, const tfc_tensor *got, const tfc_tensor *want) {
+    tfc_tensor *h = NULL;
+    tfc_test_checks++;
+    CHECK_OK(tfc_tensor_to_device(got, TFC_DEVICE_CPU, 0, &h));
+    if (!h || tfc_tensor_numel(h) != tfc_tensor_numel(want) || tfc_tensor_dtype(h) != tfc_tensor_dtype(want) ||
+        memcmp(tfc_tensor_data(h), tfc_tensor_data(want),
+               (size_t)tfc_tensor_numel(want) * tfc_dtype_size(tfc_tensor_dtype(want))) != 0)
+        TFC_FAIL_AT("%s: cuda and cpu results differ", what);
+    else
+        printf("  %-44s identical\n", what);
+    tfc_tensor_release(h);
+}
+
+TEST(concat_where_masks_dropout_linear_one_hot_uniform) {
+    const int64_t d[2] = {7, 5}, d2[2] = {7, 3}, dr[1] = {5}, dmc[2] = {1, 5}, dw[2] = {5, 9}, db[1] = {9};
+    tfc_tensor *a = rand_t(d, 2, -2, 2), *b = rand_t(d2, 2, -2, 2), *c = rand_t(d, 2, -2, 2), *r = rand_t(dr, 1, -2, 2);
+    tfc_tensor *m = mask_t(d, 2), *mc = mask_t(dmc, 2), *w = rand_t(dw, 2, -1, 1), *bias = rand_t(db, 1, -1, 1);
+    tfc_tensor *cat[3] = {a, b, c}, *wh[3] = {m, a, r}, *mf[2] = {a, mc}, *lin[3] = {a, w, bias};
+    check_op("concat of 3 along dim 1", f_concat3, cat, 3, 7, 0);
+    check_op("where (b broadcast)", f_where, wh, 3, 6, 0);
+    check_op("masked_fill (mask broadcast)", f_masked_fill, mf, 2, 1, 0);
+    check_op("tril -1", f_tril, &a, 1, 1, 0);
+    check_op("dropout p 0.3 (same Philox mask)", f_dropout, &a, 1, 1, 1e-6);
+    check_op("linear [7,5]x[5,9]+b", f_linear3, lin, 3, 7, 1e-5);
+    /* one_hot reads the ids to the host and builds the result there: i64 on the ids' device. */
+    const int64_t di[1] = {11};
+    tfc_tensor *ids = ids_t(di, 1, TFC_DTYPE_I64, 0, 6), *cids = cuda_copy(ids), *oh = NULL, *coh = NULL;
+    CHECK_OK(tfc_one_hot(ids, 6, &oh));
+    CHECK_OK(tfc_one_hot(cids, 6, &coh));
+    if (oh && coh) {
+        CHECK(tfc_tensor_device_type(coh) == TFC_DEVICE_CUDA);
+        same_bytes("one_hot i64 ids, 6 classes", coh, oh);
+    }
+    /* Philox fills: the CPU's numbers on the device. */
+    const int64_t du[1] = {4099};
+    tfc_tensor *hu = NULL, *cu = NULL;
+    CHECK_OK(tfc_tensor_zeros(du, 1, TFC_DTYPE_F32, &hu));
+    cu = cuda_copy(hu);
+    CHECK_OK(tfc_tensor_fill_uniform(hu, -0.5, 1.5, 99, 3));
+    CHECK_OK(tfc_tensor_fill_uniform(cu, -0.5, 1.5, 99, 3));
+    close_to("fill_uniform [-0.5, 1.5)", cu, hu, 1e-6);
+    tfc_tensor *rel[] = {a, b, c, r, m, mc, w, bias, ids, cids, oh, coh, hu, cu};
+    release_all(rel, (int)(sizeof rel / sizeof rel[0]));
+}
+
 int main(int argc, char **argv) {
+    /* The names need no device: the device check lists them to run each test in its own process. */
+    if (tfc_test_listing(argc, argv)) return tfc_test_main_(argc, argv);
     if (!tfc_cuda_available()) {
         const char *why = tfc_last_error();
         const char *tail = strstr(why, "no CUDA device");
