@@ -46,14 +46,24 @@
 #include <string.h>
 
 #include "attention_tiles.h"
+/*
+ * TFCU_FLASH_HOST_EMULATION: tests/cuda/flash_emulation.cpp compiles the
+ * kernels below as host C++ against its own definitions of the PTX
+ * wrappers (one fiber per CUDA thread) to check fragment layouts and
+ * tile addressing where no GPU is; the module build never defines it.
+ */
+#ifndef TFCU_FLASH_HOST_EMULATION
 #include "common.cuh"
 #include "entries.h"
+#define FA_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
+#endif
 
 #define FA_WARPS 4
 #define FA_THREADS (FA_WARPS * 32)
 #define FA_ROWS 64 /* query rows (forward, dq) or key rows (dk/dv) per block: 16 per warp */
 
 /* ---- PTX wrappers ---- */
+#ifndef TFCU_FLASH_HOST_EMULATION
 
 __device__ __forceinline__ uint32_t fa_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
@@ -82,6 +92,8 @@ __device__ __forceinline__ void fa_mma(float (&d)[4], const uint32_t (&a)[4], ui
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+#endif
 
 /* Two floats as a bf16x2 register, lo in the low half (the lower column of a fragment). */
 __device__ __forceinline__ uint32_t fa_pack(float lo, float hi) {
@@ -161,7 +173,7 @@ template <int HD>
 __global__ void __launch_bounds__(FA_THREADS) flash_fwd_kernel(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
                                                                float *lse, int T, int S, float sl2, int causal) {
     constexpr int BM = FA_ROWS, BN = 64, KS = HD / 16, NT = BN / 8, DT = HD / 8;
-    extern __shared__ __align__(128) unsigned char fa_sm[];
+    FA_SHARED(fa_sm);
     const uint32_t sQ = fa_smem(fa_sm), sK = sQ + BM * HD * 2, sV = sK + BN * HD * 2;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int q0 = (gridDim.x - 1 - blockIdx.x) * BM; /* heaviest (causal) blocks first */
@@ -323,7 +335,7 @@ __global__ void __launch_bounds__(FA_THREADS)
                           const float *delta, bf16 *dk, bf16 *dv, int T, int S, float scale, float sl2, int causal,
                           bool acc) {
     constexpr int BN = FA_ROWS, KS = HD / 16, QT = BQ / 8, DT = HD / 8;
-    extern __shared__ __align__(128) unsigned char fa_sm[];
+    FA_SHARED(fa_sm);
     const uint32_t sK = fa_smem(fa_sm), sV = sK + BN * HD * 2, sQ0 = sV + BN * HD * 2;
     /* stage st: Q at sQ0 + st * 2 * BQ * HD * 2, dO right after it; then the f32 lse2/delta stages */
     float *sL = (float *)(fa_sm + (2 * BN + 4 * BQ) * HD * 2), *sD = sL + 2 * BQ;
@@ -435,7 +447,7 @@ __global__ void __launch_bounds__(FA_THREADS)
     flash_bwd_dq_kernel(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse2,
                         const float *delta, bf16 *dq, int T, int S, float scale, float sl2, int causal, bool acc) {
     constexpr int BM = FA_ROWS, KS = HD / 16, NT = BN / 8, DT = HD / 8;
-    extern __shared__ __align__(128) unsigned char fa_sm[];
+    FA_SHARED(fa_sm);
     /* Q, dO, then stages of (K, V) */
     const uint32_t sQ = fa_smem(fa_sm), sO = sQ + BM * HD * 2, sK0 = sO + BM * HD * 2;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -527,14 +539,19 @@ __global__ void __launch_bounds__(FA_THREADS)
     fa_store_grad<DT>(dq + bh * T * HD, q0 + warp * 16, T, dqa, scale, acc);
 }
 
-/* ---- entries ---- */
-
-/* Shared bytes of each kernel (dynamic; over 48 KiB needs the opt-in attribute). */
+/*
+ * Step sizes of the backward passes (query rows per dk/dv step, key rows
+ * per dq step: halved for D 128 to stay within the registers) and the
+ * dynamic shared bytes of each kernel (over 48 KiB needs the opt-in).
+ */
+static constexpr int dkdv_bq(int hd) { return hd == 64 ? 64 : 32; }
+static constexpr int dq_bn(int hd) { return hd == 64 ? 64 : 32; }
 static size_t fwd_smem(int hd) { return (size_t)(FA_ROWS + 2 * 64) * hd * 2; }
-static int dkdv_bq(int hd) { return hd == 64 ? 64 : 32; }
 static size_t dkdv_smem(int hd) { return (size_t)(2 * FA_ROWS + 4 * dkdv_bq(hd)) * hd * 2 + 4 * dkdv_bq(hd) * 4; }
-static int dq_bn(int hd) { return hd == 64 ? 64 : 32; }
 static size_t dq_smem(int hd) { return (size_t)(2 * FA_ROWS + 4 * dq_bn(hd)) * hd * 2; }
+
+/* ---- entries ---- */
+#ifndef TFCU_FLASH_HOST_EMULATION
 
 template <class K> static tfc_status fa_smem_attr(const char *fn, const tfcu_ctx *c, K kernel, size_t bytes) {
     if (bytes > c->smem_optin)
@@ -591,7 +608,7 @@ template <int HD>
 static tfc_status fa_backward(const char *fn, tfcu_ctx *c, const bf16 *dout, const bf16 *q, const bf16 *k,
                               const bf16 *v, const float *lse2, const float *delta, bf16 *dq, bf16 *dk, bf16 *dv,
                               size_t BH, int T, int S, float scale, int causal, bool acc) {
-    constexpr int BQ = HD == 64 ? 64 : 32, BN = HD == 64 ? 64 : 32;
+    constexpr int BQ = dkdv_bq(HD), BN = dq_bn(HD);
     const float sl2 = scale * 1.4426950408889634f;
     if (dk || dv) {
         const size_t sm = dkdv_smem(HD);
@@ -653,3 +670,4 @@ tfc_status tfcu_flash_attention_backward(int32_t device, const void *dout, const
     tfcu_scratch_free(c, prep);
     return s;
 }
+#endif
