@@ -15,7 +15,12 @@
  *    register i, and with .trans rows 2(l%4), 2(l%4)+1 of column l/4;
  *  - cp.async 16 bytes with zero fill; run either at issue ("eager") or at
  *    the thread's next wait_group ("deferred"), the two extremes of when a
- *    copy can land: a missing wait or barrier gives different results.
+ *    copy can land;
+ *  - three fiber schedules: all warps in step, and one warp at a time as
+ *    far as it gets (first to last, last to first). Every case runs under
+ *    all six combinations and must give identical bits: a missing wait or
+ *    barrier lets a warp read a tile another warp has not loaded yet or
+ *    has already replaced.
  * Shared memory starts as 0xFF bytes (bf16 NaN), so a read of a byte no
  * copy wrote shows up as NaN; shared accesses are bounds-checked against
  * the launch's dynamic size, global reads against the input buffers.
@@ -127,6 +132,8 @@ static float tfcu_warp_sum(float x) {
 alignas(128) static unsigned char g_smem[232 * 1024];
 static size_t g_smem_size;
 static int g_eager;
+/* Fiber order: 0 all warps in step, 1 warp 0 runs ahead first, 2 the last warp does. */
+static int g_schedule;
 struct emu_range {
     const void *p;
     size_t n;
@@ -250,12 +257,30 @@ static void run_block(int nthreads) {
         f.state = RUN;
         f.pend_dst.clear(), f.pend_src.clear(), f.pend_full.clear();
     }
+    const int nw = nthreads / 32;
     for (;;) {
-        for (int i = 0; i < nthreads; i++)
-            if (g_f[i].state == RUN) {
-                g_cur = &g_f[i];
-                swapcontext(&g_sched, &g_f[i].ctx);
+        if (g_schedule == 0) {
+            for (int i = 0; i < nthreads; i++)
+                if (g_f[i].state == RUN) {
+                    g_cur = &g_f[i];
+                    swapcontext(&g_sched, &g_f[i].ctx);
+                }
+        } else {
+            /* One warp at a time, as far as it gets: the first runnable warp in the order. */
+            for (int o = 0; o < nw; o++) {
+                int w = g_schedule == 1 ? o : nw - 1 - o, any = 0;
+                for (int l = 0; l < 32; l++)
+                    if (g_f[w * 32 + l].state == RUN) {
+                        any = 1;
+                        g_cur = &g_f[w * 32 + l];
+                        swapcontext(&g_sched, &g_cur->ctx);
+                    }
+                if (any) break;
             }
+            int running = 0;
+            for (int i = 0; i < nthreads; i++) running += g_f[i].state == RUN;
+            if (running) continue;
+        }
         g_cur = NULL;
         int done = 0, block = 0, released = 0;
         for (int i = 0; i < nthreads; i++) done += g_f[i].state == DONE, block += g_f[i].state == AT_BLOCK;
@@ -411,9 +436,10 @@ static void run_case(int BH, int T, int S, int D, int causal) {
          dout = rnd((size_t)BH * T * D, seed + 3);
     std::vector<double> out, lse, dq, dk, dv;
     naive(q, k, v, dout, BH, T, S, D, scale, causal, out, lse, dq, dk, dv);
-    result r[2];
-    for (int mode = 0; mode < 2; mode++) {
-        g_eager = mode;
+    /* Every (copy timing, warp schedule): any missing wait or barrier shows as a difference. */
+    result r[6];
+    for (int mode = 0; mode < 6; mode++) {
+        g_eager = mode & 1, g_schedule = mode >> 1;
         r[mode] = D == 64 ? run_flash<64>(q, k, v, dout, BH, T, S, scale, causal)
                           : run_flash<128>(q, k, v, dout, BH, T, S, scale, causal);
     }
@@ -424,11 +450,14 @@ static void run_case(int BH, int T, int S, int D, int causal) {
     check(what, "dq", widen(r[0].dq).data(), dq.data(), dq.size(), 3e-2);
     check(what, "dk", widen(r[0].dk).data(), dk.data(), dk.size(), 3e-2);
     check(what, "dv", widen(r[0].dv).data(), dv.data(), dv.size(), 3e-2);
-    g_checks++;
-    if (r[0].out != r[1].out || r[0].dq != r[1].dq || r[0].dk != r[1].dk || r[0].dv != r[1].dv ||
-        memcmp(r[0].lse.data(), r[1].lse.data(), r[0].lse.size() * 4) != 0) {
-        g_failed++;
-        fprintf(stderr, "FAIL: %s: copies landing at issue and at the wait give different results\n", what);
+    for (int m = 1; m < 6; m++) {
+        g_checks++;
+        if (r[0].out != r[m].out || r[0].dq != r[m].dq || r[0].dk != r[m].dk || r[0].dv != r[m].dv ||
+            memcmp(r[0].lse.data(), r[m].lse.data(), r[0].lse.size() * 4) != 0) {
+            g_failed++;
+            fprintf(stderr, "FAIL: %s: copies landing %s with warp schedule %d differ from the first run\n", what,
+                    m & 1 ? "at issue" : "at the wait", m >> 1);
+        }
     }
     printf("%s %s\n", g_failed ? "after" : "ok  ", what);
     fflush(stdout);
