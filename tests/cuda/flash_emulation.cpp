@@ -266,20 +266,21 @@ static void run_block(int nthreads) {
                     swapcontext(&g_sched, &g_f[i].ctx);
                 }
         } else {
-            /* One warp at a time, as far as it gets: the first runnable warp in the order. */
+            /* One warp at a time, through its warp collectives, up to a block barrier or its end. */
             for (int o = 0; o < nw; o++) {
-                int w = g_schedule == 1 ? o : nw - 1 - o, any = 0;
-                for (int l = 0; l < 32; l++)
-                    if (g_f[w * 32 + l].state == RUN) {
-                        any = 1;
-                        g_cur = &g_f[w * 32 + l];
-                        swapcontext(&g_sched, &g_cur->ctx);
-                    }
-                if (any) break;
+                int w = g_schedule == 1 ? o : nw - 1 - o;
+                for (;;) {
+                    for (int l = 0; l < 32; l++)
+                        if (g_f[w * 32 + l].state == RUN) {
+                            g_cur = &g_f[w * 32 + l];
+                            swapcontext(&g_sched, &g_cur->ctx);
+                        }
+                    int at = 0;
+                    for (int l = 0; l < 32; l++) at += g_f[w * 32 + l].state == AT_WARP;
+                    if (at != 32) break;
+                    for (int l = 0; l < 32; l++) g_f[w * 32 + l].state = RUN;
+                }
             }
-            int running = 0;
-            for (int i = 0; i < nthreads; i++) running += g_f[i].state == RUN;
-            if (running) continue;
         }
         g_cur = NULL;
         int done = 0, block = 0, released = 0;
