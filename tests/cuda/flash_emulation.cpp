@@ -175,7 +175,8 @@ static void fa_cp16(uint32_t dst, const void *src, bool full) {
 }
 static void fa_cp_commit() {}
 static void fa_cp_wait_all() {
-    for (size_t i = 0; i < g_cur->pend_dst.size(); i++) cp_do(g_cur->pend_dst[i], g_cur->pend_src[i], g_cur->pend_full[i]);
+    for (size_t i = 0; i < g_cur->pend_dst.size(); i++)
+        cp_do(g_cur->pend_dst[i], g_cur->pend_src[i], g_cur->pend_full[i]);
     g_cur->pend_dst.clear(), g_cur->pend_src.clear(), g_cur->pend_full.clear();
 }
 
@@ -351,13 +352,12 @@ static result run_flash(const std::vector<uint16_t> &q, const std::vector<uint16
     std::vector<float> prep((size_t)2 * BH * T);
     float *delta = prep.data(), *lse2 = delta + (size_t)BH * T;
     size_t rows = (size_t)BH * T;
-    launch((unsigned)((rows + 3) / 4), 1, 0, [&] {
-        flash_bwd_prep_kernel<HD>(DO, (const bf16 *)r.out.data(), r.lse.data(), delta, lse2, rows);
-    });
+    launch((unsigned)((rows + 3) / 4), 1, 0,
+           [&] { flash_bwd_prep_kernel<HD>(DO, (const bf16 *)r.out.data(), r.lse.data(), delta, lse2, rows); });
     g_inputs.push_back({dout.data(), dout.size() * 2});
     launch((unsigned)((S + 63) / 64), (unsigned)BH, dkdv_smem(HD), [&] {
-        flash_bwd_dkdv_kernel<HD, dkdv_bq(HD)>(DO, Q, K, V, lse2, delta, (bf16 *)r.dk.data(), (bf16 *)r.dv.data(), T,
-                                               S, scale, sl2, causal, false);
+        flash_bwd_dkdv_kernel<HD, dkdv_bq(HD)>(DO, Q, K, V, lse2, delta, (bf16 *)r.dk.data(), (bf16 *)r.dv.data(), T, S,
+                                               scale, sl2, causal, false);
     });
     launch((unsigned)((T + 63) / 64), (unsigned)BH, dq_smem(HD), [&] {
         flash_bwd_dq_kernel<HD, dq_bn(HD)>(DO, Q, K, V, lse2, delta, (bf16 *)r.dq.data(), T, S, scale, sl2, causal,
@@ -433,8 +433,8 @@ static std::vector<float> widen(const std::vector<uint16_t> &x) {
 static void run_case(int BH, int T, int S, int D, int causal) {
     float scale = 1.0f / sqrtf((float)D);
     uint64_t seed = 11 + (uint64_t)T * 7 + (uint64_t)S * 3 + (uint64_t)D + (uint64_t)causal;
-    auto q = rnd((size_t)BH * T * D, seed), k = rnd((size_t)BH * S * D, seed + 1), v = rnd((size_t)BH * S * D, seed + 2),
-         dout = rnd((size_t)BH * T * D, seed + 3);
+    auto q = rnd((size_t)BH * T * D, seed), k = rnd((size_t)BH * S * D, seed + 1),
+         v = rnd((size_t)BH * S * D, seed + 2), dout = rnd((size_t)BH * T * D, seed + 3);
     std::vector<double> out, lse, dq, dk, dv;
     naive(q, k, v, dout, BH, T, S, D, scale, causal, out, lse, dq, dk, dv);
     /* Every (copy timing, warp schedule): any missing wait or barrier shows as a difference. */
@@ -466,9 +466,9 @@ static void run_case(int BH, int T, int S, int D, int causal) {
 
 int main(int argc, char **argv) {
     /* (BH, T, S, D, causal); "quick" keeps the small ones. */
-    static const int cfg[][5] = {{2, 1, 1, 64, 1},     {2, 17, 17, 64, 1},  {1, 100, 100, 64, 1}, {1, 100, 100, 128, 1},
-                                 {1, 70, 70, 64, 0},    {1, 33, 100, 64, 1}, {1, 100, 40, 128, 1}, {1, 17, 33, 128, 0},
-                                 {1, 130, 130, 128, 1}, {1, 200, 200, 64, 1}};
+    static const int cfg[][5] = {
+        {2, 1, 1, 64, 1},    {2, 17, 17, 64, 1},   {1, 100, 100, 64, 1}, {1, 100, 100, 128, 1}, {1, 70, 70, 64, 0},
+        {1, 33, 100, 64, 1}, {1, 100, 40, 128, 1}, {1, 17, 33, 128, 0},  {1, 130, 130, 128, 1}, {1, 200, 200, 64, 1}};
     int n = argc > 1 && !strcmp(argv[1], "quick") ? 6 : (int)(sizeof cfg / sizeof cfg[0]);
     for (int c = 0; c < n; c++) run_case(cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][4]);
     printf("%d checks, %d failed\n", g_checks, g_failed);
