@@ -447,7 +447,7 @@ static void run_case(int BH, int T, int S, int D, int causal) {
     char what[128];
     snprintf(what, sizeof what, "BH %d T %d S %d D %d causal %d", BH, T, S, D, causal);
     check(what, "out", widen(r[0].out).data(), out.data(), out.size(), 1.5e-2);
-    check(what, "lse", r[0].lse.data(), lse.data(), lse.size(), 1e-4);
+    check(what, "lse", r[0].lse.data(), lse.data(), lse.size(), 2e-5); /* test_cuda.c asks 2e-5 of bf16 lse */
     check(what, "dq", widen(r[0].dq).data(), dq.data(), dq.size(), 3e-2);
     check(what, "dk", widen(r[0].dk).data(), dk.data(), dk.size(), 3e-2);
     check(what, "dv", widen(r[0].dv).data(), dv.data(), dv.size(), 3e-2);
