@@ -617,14 +617,23 @@ TEST(adamw_and_clip_on_given_gradients) {
 
 /* ---- attention in bf16: the tensor-core kernels (cuda/attention_flash.cu) under the public op ---- */
 
-/* q, k, v cast to bf16, tfc_attention, the output cast back: gradients reach the f32 inputs through the casts. */
+/*
+ * q, k, v rounded to bf16 by a cast; on CUDA tfc_attention runs in bf16,
+ * on the CPU (which has no bf16 attention) in f32 on the rounded values;
+ * the output is cast to f32. Gradients reach the f32 inputs through the casts.
+ */
 static tfc_status attn_bf16(tfc_graph *g, tfc_tensor *const *x, int causal, double scale, tfc_tensor **o) {
-    tfc_tensor *b[3] = {NULL, NULL, NULL}, *ob = NULL;
+    tfc_tensor *b[3] = {NULL, NULL, NULL}, *w[3] = {NULL, NULL, NULL}, *ob = NULL;
+    const int cpu = tfc_tensor_device_type(x[0]) != TFC_DEVICE_CUDA;
     tfc_status s = TFC_OK;
-    for (int i = 0; i < 3 && s == TFC_OK; i++) s = tfc_cast(g, x[i], TFC_DTYPE_BF16, &b[i]);
-    if (s == TFC_OK) s = tfc_attention(g, b[0], b[1], b[2], causal, scale, &ob);
+    for (int i = 0; i < 3 && s == TFC_OK; i++) {
+        s = tfc_cast(g, x[i], TFC_DTYPE_BF16, &b[i]);
+        if (s == TFC_OK && cpu) s = tfc_cast(g, b[i], TFC_DTYPE_F32, &w[i]);
+    }
+    tfc_tensor *const *a = cpu ? w : b;
+    if (s == TFC_OK) s = tfc_attention(g, a[0], a[1], a[2], causal, scale, &ob);
     if (s == TFC_OK) s = tfc_cast(g, ob, TFC_DTYPE_F32, o);
-    for (int i = 0; i < 3; i++) tfc_tensor_release(b[i]);
+    for (int i = 0; i < 3; i++) tfc_tensor_release(b[i]), tfc_tensor_release(w[i]);
     tfc_tensor_release(ob);
     return s;
 }
@@ -637,9 +646,10 @@ static tfc_status f_attn_bf16_full(tfc_graph *g, tfc_tensor *const *x, tfc_tenso
 
 /*
  * bf16 attention with head dims 64 and 128 (where the module takes the
- * tensor-core kernels) against the same op on the CPU in bf16; both round
- * the output and gradients to bf16, so the tolerance is bf16's (of the
- * largest magnitude, as close_to measures).
+ * tensor-core kernels) against the op on the CPU in f32 on the same
+ * bf16-rounded inputs; CUDA rounds the output, P, dS and the gradients to
+ * bf16, so the tolerance is bf16's (of the largest magnitude, as close_to
+ * measures).
  */
 TEST(attention_bf16_head_dims_64_and_128) {
     const int64_t d64[4] = {2, 3, 100, 64}, q128[4] = {1, 2, 70, 128}, k128[4] = {1, 2, 33, 128};
