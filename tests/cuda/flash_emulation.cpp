@@ -233,6 +233,9 @@ static void fa_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t 
     emu_wait(AT_WARP);
 }
 
+/* ex2.approx.ftz: the emulation takes the exact 2^x. */
+static float fa_exp2(float x) { return exp2f(x); }
+
 /* ---- the kernels ---- */
 
 #define TFCU_FLASH_HOST_EMULATION 1
