@@ -364,6 +364,9 @@ __global__ void __launch_bounds__(FA_THREADS)
     for (int d = 0; d < DT; d++)
 #pragma unroll
         for (int e = 0; e < 4; e++) dka[d][e] = dva[d][e] = 0.0f;
+    /* D 64: the warp's K and V A fragments stay in registers (32 more) instead of an ldmatrix per step. */
+    constexpr bool KEEP_KV = HD == 64;
+    uint32_t kf[KEEP_KV ? KS : 1][4], vf[KEEP_KV ? KS : 1][4];
 
     if (nqb > 0) {
         fa_load_tile<HD, BN>(sK, k + bh * S * HD, k0, S);
@@ -405,8 +408,14 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
         for (int ks = 0; ks < KS; ks++) {
             uint32_t ak[4], av[4];
-            fa_load_a<HD>(ak, sK, warp * 16, ks);
-            fa_load_a<HD>(av, sV, warp * 16, ks);
+            if constexpr (KEEP_KV) {
+                if (ib == 0) fa_load_a<HD>(kf[ks], sK, warp * 16, ks), fa_load_a<HD>(vf[ks], sV, warp * 16, ks);
+#pragma unroll
+                for (int r = 0; r < 4; r++) ak[r] = kf[ks][r], av[r] = vf[ks][r];
+            } else {
+                fa_load_a<HD>(ak, sK, warp * 16, ks);
+                fa_load_a<HD>(av, sV, warp * 16, ks);
+            }
 #pragma unroll
             for (int np = 0; np < QT / 2; np++) {
                 uint32_t b[4];
