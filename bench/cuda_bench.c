@@ -311,6 +311,12 @@ int main(int argc, char **argv) {
         printf("  %-6s forward+backward: %8.3f ms %8.1f TFLOP/s (%.1f%% of peak; target >= 50%%)\n", paths[pi],
                tfb * 1e3, 3.5 * fwd_flop / tfb / 1e12, 100.0 * 3.5 * fwd_flop / tfb / 1e12 / peak);
     }
+    /* The flash forward's block height for D 64 (cuda/attention_flash.cu's tuning knob): 128 rows (default) vs 64. */
+    setenv("TFC_CUDA_FLASH_FWD_ROWS", "64", 1);
+    double tf64 = time_attn_events(run_attn_fwd, &ab);
+    unsetenv("TFC_CUDA_FLASH_FWD_ROWS");
+    printf("  flash  forward, 64-row blocks:   %8.3f ms %8.1f TFLOP/s (%.1f%% of peak)\n", tf64 * 1e3,
+           fwd_flop / tf64 / 1e12, 100.0 * fwd_flop / tf64 / 1e12 / peak);
     unsetenv("TFC_CUDA_ATTENTION");
     void *bufs[] = {ab.q, ab.k, ab.v, ab.dout, ab.o, ab.dq, ab.dk, ab.dv, ab.lse};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) A->free(0, bufs[i], 0);

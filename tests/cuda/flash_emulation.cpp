@@ -134,6 +134,8 @@ static size_t g_smem_size;
 static int g_eager;
 /* Fiber order: 0 all warps in step, 1 warp 0 runs ahead first, 2 the last warp does. */
 static int g_schedule;
+/* The forward's 64-row variant for D 64 (TFC_CUDA_FLASH_FWD_ROWS=64 in the module). */
+static int g_fwd_rows64;
 struct emu_range {
     const void *p;
     size_t n;
@@ -350,8 +352,13 @@ static result run_flash(const std::vector<uint16_t> &q, const std::vector<uint16
                *DO = (const bf16 *)dout.data();
     const float sl2 = scale * 1.4426950408889634f;
     g_inputs = {{q.data(), q.size() * 2}, {k.data(), k.size() * 2}, {v.data(), v.size() * 2}};
-    launch((unsigned)((T + 63) / 64), (unsigned)BH, fwd_smem(HD),
-           [&] { flash_fwd_kernel<HD>(Q, K, V, (bf16 *)r.out.data(), r.lse.data(), T, S, sl2, causal); });
+    if (HD == 64 && g_fwd_rows64)
+        launch((unsigned)((T + 63) / 64), (unsigned)BH, (size_t)(64 + 2 * 64) * 64 * 2,
+               [&] { flash_fwd_kernel<64, 1>(Q, K, V, (bf16 *)r.out.data(), r.lse.data(), T, S, sl2, causal); });
+    else
+        launch((unsigned)((T + fwd_rows(HD) - 1) / fwd_rows(HD)), (unsigned)BH, fwd_smem(HD), [&] {
+            flash_fwd_kernel<HD, fwd_mt(HD)>(Q, K, V, (bf16 *)r.out.data(), r.lse.data(), T, S, sl2, causal);
+        });
     std::vector<float> prep((size_t)2 * BH * T);
     float *delta = prep.data(), *lse2 = delta + (size_t)BH * T;
     size_t rows = (size_t)BH * T;
@@ -443,7 +450,7 @@ static void run_case(int BH, int T, int S, int D, int causal) {
     /* Every (copy timing, warp schedule): any missing wait or barrier shows as a difference. */
     result r[6];
     for (int mode = 0; mode < 6; mode++) {
-        g_eager = mode & 1, g_schedule = mode >> 1;
+        g_eager = mode & 1, g_schedule = mode >> 1, g_fwd_rows64 = 0;
         r[mode] = D == 64 ? run_flash<64>(q, k, v, dout, BH, T, S, scale, causal)
                           : run_flash<128>(q, k, v, dout, BH, T, S, scale, causal);
     }
@@ -462,6 +469,17 @@ static void run_case(int BH, int T, int S, int D, int causal) {
             fprintf(stderr, "FAIL: %s: copies landing %s with warp schedule %d differ from the first run\n", what,
                     m & 1 ? "at issue" : "at the wait", m >> 1);
         }
+    }
+    if (D == 64) {
+        /* The 64-row forward variant: the same values and gradients. */
+        g_eager = 0, g_schedule = 1, g_fwd_rows64 = 1;
+        result r64 = run_flash<64>(q, k, v, dout, BH, T, S, scale, causal);
+        g_fwd_rows64 = 0;
+        char w64[160];
+        snprintf(w64, sizeof w64, "%s, 64-row forward", what);
+        check(w64, "out", widen(r64.out).data(), out.data(), out.size(), 1.5e-2);
+        check(w64, "lse", r64.lse.data(), lse.data(), lse.size(), 2e-5);
+        check(w64, "dq", widen(r64.dq).data(), dq.data(), dq.size(), 3e-2);
     }
     printf("%s %s\n", g_failed ? "after" : "ok  ", what);
     fflush(stdout);
