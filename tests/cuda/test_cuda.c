@@ -1316,6 +1316,12 @@ TEST(attention_simple_and_flash_paths_vs_cpu) {
         for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++)
             attn_path_case(paths[pi], TFC_DTYPE_BF16, cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][4],
                            (int)cfg[c][5]);
+    /* The flash forward's 64-row variant (TFC_CUDA_FLASH_FWD_ROWS=64, D 64 only; the default is 128 rows). */
+    setenv("TFC_CUDA_FLASH_FWD_ROWS", "64", 1);
+    attn_path_case("flash", TFC_DTYPE_BF16, 1, 4, 17, 17, 64, 1);
+    attn_path_case("flash", TFC_DTYPE_BF16, 1, 2, 1000, 1000, 64, 1);
+    attn_path_case("flash", TFC_DTYPE_BF16, 1, 2, 33, 100, 64, 1);
+    unsetenv("TFC_CUDA_FLASH_FWD_ROWS");
     /* f32 under "flash" takes the simple kernels (flash is bf16-only): still exact to f32. */
     attn_path_case("flash", TFC_DTYPE_F32, 1, 2, 100, 100, 64, 1);
     attn_path_case("flash", TFC_DTYPE_F32, 1, 1, 17, 33, 128, 0);
