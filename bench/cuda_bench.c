@@ -12,7 +12,8 @@
  *  - attention forward + backward, B=8, H=12, T=1024, d=64, causal, bf16,
  *    in TFLOP/s by the causal FLOP formula (forward 4 B H T^2 d / 2,
  *    backward 2.5x the forward), and as a fraction of the dense bf16 peak
- *    (TFC_PEAK_TFLOPS, default 989 for H100/H200 SXM).
+ *    (TFC_PEAK_TFLOPS, default 989 for H100/H200 SXM), for both kernel
+ *    paths (TFC_CUDA_ATTENTION=simple and =flash), timed by CUDA events.
  * Usage: cuda_bench <path to libtfcore-cuda.so>. Ours runs through the
  * module's backend table (lib/backend/backend.h), as libtfcore calls it.
  * The attention times are wall-clock over repeated calls between stream
@@ -366,6 +367,36 @@ static void run_attn_fwd_bwd(void *arg) {
     TF(A->attention_backward(&p));
 }
 
+/*
+ * Seconds per call of fn(arg) by CUDA events: the module runs on its own
+ * non-blocking stream, which the bench cannot reach, so the events go on
+ * the legacy stream around a batch of calls that ends in the module's
+ * synchronize; the stop event is recorded once the batch has finished, and
+ * the few microseconds that adds are spread over the batch.
+ */
+static double time_attn_events(void (*fn)(void *), void *arg) {
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    for (int i = 0; i < 3; i++) fn(arg);
+    TF(A->synchronize(0));
+    int iters = 0;
+    float ms = 0.0f;
+    do {
+        CU(cudaEventRecord(e0, 0));
+        for (int i = 0; i < 10; i++) fn(arg);
+        TF(A->synchronize(0));
+        CU(cudaEventRecord(e1, 0));
+        CU(cudaEventSynchronize(e1));
+        float b;
+        CU(cudaEventElapsedTime(&b, e0, e1));
+        ms += b, iters += 10;
+    } while (ms < 500.0f && iters < 2000);
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    return ms * 1e-3 / iters;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) DIE("usage: %s <path to libtfcore-cuda.so>", argv[0]);
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -393,12 +424,24 @@ int main(int argc, char **argv) {
     TF(A->alloc(0, n * 2, &ab.dv));
     TF(A->alloc(0, ab.B * ab.H * ab.T * 4, (void **)&ab.lse));
     double fwd_flop = 4.0 * ab.B * ab.H * (double)ab.T * ab.T * ab.D / 2.0;
-    double tf = time_module(run_attn_fwd, &ab), tfb = time_module(run_attn_fwd_bwd, &ab);
-    printf("\nattention B=8 H=12 T=1024 d=64 causal bf16 (causal FLOP count)\n");
-    printf("  forward:          %8.3f ms %8.1f TFLOP/s (%.1f%% of peak)\n", tf * 1e3, fwd_flop / tf / 1e12,
-           100.0 * fwd_flop / tf / 1e12 / peak);
-    printf("  forward+backward: %8.3f ms %8.1f TFLOP/s (%.1f%% of peak; target >= 50%%)\n", tfb * 1e3,
-           3.5 * fwd_flop / tfb / 1e12, 100.0 * 3.5 * fwd_flop / tfb / 1e12 / peak);
+    /* Both kernel paths (cuda/module.cu reads TFC_CUDA_ATTENTION on every call). */
+    const char *paths[2] = {"simple", "flash"};
+    printf("\nattention B=8 H=12 T=1024 d=64 causal bf16 (causal FLOP count; CUDA events)\n");
+    for (int pi = 0; pi < 2; pi++) {
+        setenv("TFC_CUDA_ATTENTION", paths[pi], 1);
+        double tf = time_attn_events(run_attn_fwd, &ab), tfb = time_attn_events(run_attn_fwd_bwd, &ab);
+        printf("  %-6s forward:          %8.3f ms %8.1f TFLOP/s (%.1f%% of peak)\n", paths[pi], tf * 1e3,
+               fwd_flop / tf / 1e12, 100.0 * fwd_flop / tf / 1e12 / peak);
+        printf("  %-6s forward+backward: %8.3f ms %8.1f TFLOP/s (%.1f%% of peak; target >= 50%%)\n", paths[pi],
+               tfb * 1e3, 3.5 * fwd_flop / tfb / 1e12, 100.0 * 3.5 * fwd_flop / tfb / 1e12 / peak);
+    }
+    /* The flash forward's block height for D 64 (cuda/attention_flash.cu's tuning knob): 128 rows (default) vs 64. */
+    setenv("TFC_CUDA_FLASH_FWD_ROWS", "64", 1);
+    double tf64 = time_attn_events(run_attn_fwd, &ab);
+    unsetenv("TFC_CUDA_FLASH_FWD_ROWS");
+    printf("  flash  forward, 64-row blocks:   %8.3f ms %8.1f TFLOP/s (%.1f%% of peak)\n", tf64 * 1e3,
+           fwd_flop / tf64 / 1e12, 100.0 * fwd_flop / tf64 / 1e12 / peak);
+    unsetenv("TFC_CUDA_ATTENTION");
     void *bufs[] = {ab.q, ab.k, ab.v, ab.dout, ab.o, ab.dq, ab.dk, ab.dv, ab.lse};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) A->free(0, bufs[i], 0);
     TF(A->synchronize(0));

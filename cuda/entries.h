@@ -64,6 +64,22 @@ tfc_status tfcu_random_normal(int32_t device, int32_t dtype, void *x, size_t n, 
 tfc_status tfcu_dropout(int32_t device, int32_t dtype, const void *x, void *out, size_t n, float p, uint64_t seed,
                         uint64_t offset);
 
+/*
+ * Tensor-core attention (attention_flash.cu): bf16, D = Dv = 64 or 128,
+ * same contract as tfcu_attention_forward/backward with Dv = D.
+ * tfcu_flash_attention_applies says whether a problem fits (dtype, dims,
+ * T, S > 0, the given operand pointers 16-byte aligned; NULLs ignored).
+ */
+int tfcu_flash_attention_applies(int32_t dtype, size_t D, size_t Dv, size_t T, size_t S, const void *const *ptrs,
+                                 int nptrs);
+tfc_status tfcu_flash_attention_forward(int32_t device, const void *q, const void *k, const void *v, void *out,
+                                        float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, float scale,
+                                        int32_t causal);
+tfc_status tfcu_flash_attention_backward(int32_t device, const void *dout, const void *q, const void *k, const void *v,
+                                         const void *out, const float *lse, void *dq, void *dk, void *dv, size_t B,
+                                         size_t H, size_t T, size_t S, size_t D, float scale, int32_t causal,
+                                         uint32_t flags);
+
 /* Entries that take the table's problems as they are. */
 tfc_status tfcu_map(const tfc_map_problem *p);
 tfc_status tfcu_copy(const tfc_copy_problem *p);

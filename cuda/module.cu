@@ -9,6 +9,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <vector>
 
@@ -252,6 +253,27 @@ static tfc_status attn_contiguous(scratch &s, const char *fn, const tfc_attn_pro
     return TFC_OK;
 }
 
+/*
+ * Which attention kernels run (attention section, see docs/CUDA.md):
+ * TFC_CUDA_ATTENTION=flash (the default) takes the tensor-core kernels of
+ * attention_flash.cu where they apply (bf16, D = Dv = 64 or 128, aligned
+ * operands) and attention.cu's otherwise; =simple always takes
+ * attention.cu's. Read on every call so one process (the device check) can
+ * compare both paths against the CPU.
+ */
+static tfc_status attn_use_flash(const char *fn, const tfc_attn_problem *p, const void *const *ptrs, int nptrs,
+                                 bool *use) {
+    const char *e = getenv("TFC_CUDA_ATTENTION");
+    *use = false;
+    if (e && *e && strcmp(e, "flash") != 0) {
+        if (strcmp(e, "simple") == 0) return TFC_OK;
+        return tfcu_err(TFC_ERR_INVALID_ARG, "%s: TFC_CUDA_ATTENTION is '%s', want 'flash' or 'simple'", fn, e);
+    }
+    *use = tfcu_flash_attention_applies(p->dtype, (size_t)p->D, (size_t)p->Dv, (size_t)p->Tq, (size_t)p->S, ptrs,
+                                        nptrs) != 0;
+    return TFC_OK;
+}
+
 static tfc_status cu_attention_forward(const tfc_attn_problem *p) {
     const char *fn = "attention_forward";
     if (p->B * p->H * p->Tq == 0) return TFC_OK;
@@ -263,6 +285,12 @@ static tfc_status cu_attention_forward(const tfc_attn_problem *p) {
     TFCU_TRY(attn_contiguous(s, fn, p, p->k, p->S, p->D, &k));
     TFCU_TRY(attn_contiguous(s, fn, p, p->v, p->S, p->Dv, &v));
     if (!lse) TFCU_TRY(s.get(fn, (size_t)(p->B * p->H * p->Tq) * 4, &lse));
+    const void *ptrs[4] = {q, k, v, p->out_w};
+    bool flash;
+    TFCU_TRY(attn_use_flash(fn, p, ptrs, 4, &flash));
+    if (flash)
+        return tfcu_flash_attention_forward(p->device, q, k, v, p->out_w, (float *)lse, (size_t)p->B, (size_t)p->H,
+                                            (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (float)p->scale, p->causal);
     return tfcu_attention_forward(p->device, p->dtype, q, k, v, p->out_w, (float *)lse, (size_t)p->B, (size_t)p->H,
                                   (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (size_t)p->Dv, (float)p->scale, p->causal);
 }
@@ -278,6 +306,13 @@ static tfc_status cu_attention_backward(const tfc_attn_problem *p) {
     TFCU_TRY(attn_contiguous(s, fn, p, p->v, p->S, p->Dv, &v));
     TFCU_TRY(attn_contiguous(s, fn, p, p->out, p->Tq, p->Dv, &out));
     TFCU_TRY(attn_contiguous(s, fn, p, p->dout, p->Tq, p->Dv, &dout));
+    const void *ptrs[8] = {q, k, v, out, dout, p->dq, p->dk, p->dv};
+    bool flash;
+    TFCU_TRY(attn_use_flash(fn, p, ptrs, 8, &flash));
+    if (flash)
+        return tfcu_flash_attention_backward(p->device, dout, q, k, v, out, (const float *)p->lse, p->dq, p->dk, p->dv,
+                                             (size_t)p->B, (size_t)p->H, (size_t)p->Tq, (size_t)p->S, (size_t)p->D,
+                                             (float)p->scale, p->causal, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
     return tfcu_attention_backward(p->device, p->dtype, dout, q, k, v, out, (const float *)p->lse, p->dq, p->dk, p->dv,
                                    (size_t)p->B, (size_t)p->H, (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (size_t)p->Dv,
                                    (float)p->scale, p->causal, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);

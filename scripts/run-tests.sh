@@ -221,6 +221,8 @@ fi
 run_step fuzz bash scripts/fuzz.sh --seconds 12 --jobs 2
 # The Debian packages built, linted, installed and used (docs/PACKAGING.md for its time):
 run_step package bash scripts/package-test.sh --no-cuda
+# The tensor-core attention kernels run on the CPU in an emulation (fragment layouts, barriers; ~15 s):
+run_step flash-emulation bash tests/cuda/flash-emulation.sh
 # run_step python /usr/bin/python3 -m pytest -q tests/python
 # run_step lua lua5.4 tests/lua/run.lua
 # ------------------------------------------------------------------------------

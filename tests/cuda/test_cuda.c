@@ -1204,6 +1204,201 @@ TEST(attention_strided_operands) {
 }
 
 /*
+ * The two attention paths of the module (TFC_CUDA_ATTENTION=simple: the
+ * FMA kernels of cuda/attention.cu; =flash, the default: the tensor-core
+ * kernels of cuda/attention_flash.cu where they apply - bf16 with
+ * D = Dv = 64 or 128 - and attention.cu's otherwise, f32 included) against
+ * attention_ref: ragged T around the 64-row tiles (1, 17, 100, 1000), T
+ * below and above S (bottom-right causal), causal and not, D 64 and 128,
+ * several B and H, and T = 2048. The flash kernels round P and dS to bf16
+ * before the products they feed (as FlashAttention does); with bf16
+ * outputs the tolerances are those of the simple path.
+ */
+static void attn_raw(void *h, const void *d, size_t bytes) {
+    CHECK(A->memcpy(0, h, d, bytes, TFC_MEMCPY_D2H) == TFC_OK);
+}
+
+static void attn_path_case(const char *path, int dt, size_t B, size_t H, size_t T, size_t S, size_t D, int causal) {
+    setenv("TFC_CUDA_ATTENTION", path, 1);
+    size_t BH = B * H, es = dt_size(dt);
+    double scale = 1.0 / sqrt((double)D);
+    uint64_t seed = 100 + T * 7 + S * 3 + D + (uint64_t)causal;
+    float *q = rand_host(BH * T * D, -1, 1, dt, seed), *k = rand_host(BH * S * D, -1, 1, dt, seed + 1);
+    float *v = rand_host(BH * S * D, -1, 1, dt, seed + 2), *dout = rand_host(BH * T * D, -1, 1, dt, seed + 3);
+    float *out = malloc(BH * T * D * 4), *lse = malloc(BH * T * 4), *dq = malloc(BH * T * D * 4);
+    float *dk = malloc(BH * S * D * 4), *dv = malloc(BH * S * D * 4);
+    attention_ref(q, k, v, dout, BH, T, S, D, D, scale, causal, out, lse, dq, dk, dv);
+    void *d_q = up(q, BH * T * D, dt), *d_k = up(k, BH * S * D, dt), *d_v = up(v, BH * S * D, dt);
+    void *d_do = up(dout, BH * T * D, dt);
+    /* Twice, into fresh buffers: the second run must repeat the first bit for bit. */
+    void *first[4] = {0};
+    for (int rep = 0; rep < 2; rep++) {
+        void *d_out = dev(BH * T * D, dt), *d_dq = dev(BH * T * D, dt), *d_dk = dev(BH * S * D, dt);
+        void *d_dv = dev(BH * S * D, dt);
+        float *d_lse = dev(BH * T, TFC_DTYPE_F32);
+        tfc_attn_problem p = {.dtype = (tfc_dtype)dt,
+                              .B = (int64_t)B,
+                              .H = (int64_t)H,
+                              .Tq = (int64_t)T,
+                              .S = (int64_t)S,
+                              .D = (int64_t)D,
+                              .Dv = (int64_t)D,
+                              .causal = causal,
+                              .scale = scale,
+                              .q = attn_c(d_q, H, T, D),
+                              .k = attn_c(d_k, H, S, D),
+                              .v = attn_c(d_v, H, S, D),
+                              .out = attn_c(d_out, H, T, D),
+                              .dout = attn_c(d_do, H, T, D),
+                              .out_w = d_out,
+                              .lse_w = d_lse,
+                              .lse = d_lse,
+                              .dq = d_dq,
+                              .dk = d_dk,
+                              .dv = d_dv};
+        CHECK_CU(A->attention_forward(&p));
+        CHECK_CU(A->attention_backward(&p));
+        char what[160];
+        const char *dn = dt_name(dt);
+        double tol = dt == TFC_DTYPE_BF16 ? 1.5e-2 : 2e-5, gtol = dt == TFC_DTYPE_BF16 ? 3e-2 : 5e-5;
+        double ltol = dt == TFC_DTYPE_BF16 ? 1e-4 : 2e-5;
+        if (rep == 0) {
+#define ATTN_CHECK(d, n, want, t, name)                                                                                \
+    snprintf(what, sizeof what, "%s attention %s (%s, B %zu H %zu T %zu S %zu D %zu causal %d)", path, name, dn, B, H, \
+             T, S, D, causal);                                                                                         \
+    CHECK_DEVICE(d, n, (d) == (void *)d_lse ? TFC_DTYPE_F32 : dt, want, t, what)
+            ATTN_CHECK(d_out, BH * T * D, out, tol, "out");
+            ATTN_CHECK(d_lse, BH * T, lse, ltol, "lse");
+            ATTN_CHECK(d_dq, BH * T * D, dq, gtol, "dq");
+            ATTN_CHECK(d_dk, BH * S * D, dk, gtol, "dk");
+            ATTN_CHECK(d_dv, BH * S * D, dv, gtol, "dv");
+#undef ATTN_CHECK
+            /* dk alone, accumulated onto itself: twice dk (dq and dv not asked for). */
+            void *d_dk2 = dev(BH * S * D, dt);
+            CHECK(A->memcpy(0, d_dk2, d_dk, BH * S * D * es, TFC_MEMCPY_D2D) == TFC_OK);
+            tfc_attn_problem a = p;
+            a.dq = NULL, a.dv = NULL, a.dk = d_dk2, a.accumulate = 1;
+            CHECK_CU(A->attention_backward(&a));
+            float *dk2 = malloc(BH * S * D * 4);
+            for (size_t i = 0; i < BH * S * D; i++) dk2[i] = 2 * dk[i];
+            snprintf(what, sizeof what, "%s attention dk accumulated (%s, T %zu S %zu D %zu causal %d)", path, dn, T, S,
+                     D, causal);
+            CHECK_DEVICE(d_dk2, BH * S * D, dt, dk2, 2 * gtol, what);
+            free(dk2), dfree(d_dk2);
+        }
+        void *bufs[4] = {d_out, d_dq, d_dk, d_dv};
+        size_t n[4] = {BH * T * D, BH * T * D, BH * S * D, BH * S * D};
+        for (int b = 0; b < 4; b++) {
+            void *h = malloc(n[b] * es);
+            attn_raw(h, bufs[b], n[b] * es);
+            if (rep == 0) {
+                first[b] = h;
+            } else {
+                tfc_test_checks++;
+                if (memcmp(h, first[b], n[b] * es) != 0)
+                    TFC_FAIL_AT("%s attention (%s, T %zu D %zu causal %d): output %d differs between two runs", path,
+                                dt_name(dt), T, D, causal, b);
+                free(h), free(first[b]);
+            }
+        }
+        dfree(d_out), dfree(d_dq), dfree(d_dk), dfree(d_dv), dfree(d_lse);
+    }
+    free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
+    dfree(d_q), dfree(d_k), dfree(d_v), dfree(d_do);
+    unsetenv("TFC_CUDA_ATTENTION");
+}
+
+TEST(attention_simple_and_flash_paths_vs_cpu) {
+    /* (B, H, T, S, D, causal) */
+    static const size_t cfg[][6] = {{2, 3, 1, 1, 64, 1},        {1, 4, 17, 17, 64, 1},    {2, 2, 100, 100, 128, 1},
+                                    {1, 2, 1000, 1000, 64, 1},  {1, 3, 100, 100, 64, 0},  {2, 1, 17, 17, 128, 0},
+                                    {1, 2, 33, 100, 64, 1},     {1, 2, 100, 40, 128, 1},  {3, 1, 64, 64, 64, 1},
+                                    {1, 1, 1000, 1000, 128, 1}, {1, 1, 2048, 2048, 64, 1}};
+    const char *paths[2] = {"simple", "flash"};
+    for (int pi = 0; pi < 2; pi++)
+        for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++)
+            attn_path_case(paths[pi], TFC_DTYPE_BF16, cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][4],
+                           (int)cfg[c][5]);
+    /* The flash forward's 64-row variant (TFC_CUDA_FLASH_FWD_ROWS=64, D 64 only; the default is 128 rows). */
+    setenv("TFC_CUDA_FLASH_FWD_ROWS", "64", 1);
+    attn_path_case("flash", TFC_DTYPE_BF16, 1, 4, 17, 17, 64, 1);
+    attn_path_case("flash", TFC_DTYPE_BF16, 1, 2, 1000, 1000, 64, 1);
+    attn_path_case("flash", TFC_DTYPE_BF16, 1, 2, 33, 100, 64, 1);
+    unsetenv("TFC_CUDA_FLASH_FWD_ROWS");
+    /* f32 under "flash" takes the simple kernels (flash is bf16-only): still exact to f32. */
+    attn_path_case("flash", TFC_DTYPE_F32, 1, 2, 100, 100, 64, 1);
+    attn_path_case("flash", TFC_DTYPE_F32, 1, 1, 17, 33, 128, 0);
+}
+
+/*
+ * The switch really selects different kernels: flash rounds P to bf16
+ * before P.V, the simple kernels do not, so their bf16 outputs differ in
+ * some element; an unknown value is refused.
+ */
+TEST(attention_path_switch) {
+    size_t BH = 2, T = 100, D = 64;
+    float *q = rand_host(BH * T * D, -1, 1, TFC_DTYPE_BF16, 5);
+    void *d_q = up(q, BH * T * D, TFC_DTYPE_BF16);
+    void *o[2];
+    float *d_lse = dev(BH * T, TFC_DTYPE_F32);
+    const char *paths[2] = {"simple", "flash"};
+    for (int pi = 0; pi < 2; pi++) {
+        setenv("TFC_CUDA_ATTENTION", paths[pi], 1);
+        void *d_out = dev(BH * T * D, TFC_DTYPE_BF16);
+        tfc_attn_problem p = {.dtype = TFC_DTYPE_BF16,
+                              .B = 1,
+                              .H = (int64_t)BH,
+                              .Tq = (int64_t)T,
+                              .S = (int64_t)T,
+                              .D = (int64_t)D,
+                              .Dv = (int64_t)D,
+                              .causal = 1,
+                              .scale = 0.125,
+                              .q = attn_c(d_q, BH, T, D),
+                              .k = attn_c(d_q, BH, T, D),
+                              .v = attn_c(d_q, BH, T, D),
+                              .out_w = d_out,
+                              .lse_w = d_lse};
+        CHECK_CU(A->attention_forward(&p));
+        o[pi] = malloc(BH * T * D * 2);
+        attn_raw(o[pi], d_out, BH * T * D * 2);
+        dfree(d_out);
+        if (pi == 1) {
+            setenv("TFC_CUDA_ATTENTION", "fast", 1);
+            p.out_w = d_lse; /* never written: the switch is read first */
+            CHECK_CU_ERR(A->attention_forward(&p), TFC_ERR_INVALID_ARG, "TFC_CUDA_ATTENTION");
+        }
+    }
+    CHECK(memcmp(o[0], o[1], BH * T * D * 2) != 0);
+    /* An operand not 16-byte aligned (q one element in) falls back to the simple kernels, still right. */
+    setenv("TFC_CUDA_ATTENTION", "flash", 1);
+    void *d_q1 = dev(BH * T * D + 1, TFC_DTYPE_BF16);
+    CHECK(A->memcpy(0, (char *)d_q1 + 2, d_q, BH * T * D * 2, TFC_MEMCPY_D2D) == TFC_OK);
+    void *d_out = dev(BH * T * D, TFC_DTYPE_BF16);
+    tfc_attn_problem p = {.dtype = TFC_DTYPE_BF16,
+                          .B = 1,
+                          .H = (int64_t)BH,
+                          .Tq = (int64_t)T,
+                          .S = (int64_t)T,
+                          .D = (int64_t)D,
+                          .Dv = (int64_t)D,
+                          .causal = 1,
+                          .scale = 0.125,
+                          .q = attn_c((char *)d_q1 + 2, BH, T, D),
+                          .k = attn_c(d_q, BH, T, D),
+                          .v = attn_c(d_q, BH, T, D),
+                          .out_w = d_out,
+                          .lse_w = d_lse};
+    CHECK_CU(A->attention_forward(&p));
+    void *h = malloc(BH * T * D * 2);
+    attn_raw(h, d_out, BH * T * D * 2);
+    CHECK(memcmp(h, o[0], BH * T * D * 2) == 0); /* the simple kernels' result, bit for bit */
+    unsetenv("TFC_CUDA_ATTENTION");
+    free(h), free(o[0]), free(o[1]), free(q);
+    dfree(d_q), dfree(d_q1), dfree(d_out), dfree(d_lse);
+}
+
+/*
  * Clipping is grad_norm (the norm comes back to the host) then grad_scale
  * by c = max_norm / (norm + 1e-6), as lib/optim/clip.c does; AdamW is
  * optim_step over segments, which the module runs as one fused launch per

@@ -727,6 +727,53 @@ TEST(concat_where_masks_dropout_linear_one_hot_uniform) {
     release_all(rel, (int)(sizeof rel / sizeof rel[0]));
 }
 
+/* ---- attention in bf16: the tensor-core kernels (cuda/attention_flash.cu) under the public op ---- */
+
+/*
+ * q, k, v rounded to bf16 by a cast; on CUDA tfc_attention runs in bf16,
+ * on the CPU (which has no bf16 attention) in f32 on the rounded values;
+ * the output is cast to f32. Gradients reach the f32 inputs through the casts.
+ */
+static tfc_status attn_bf16(tfc_graph *g, tfc_tensor *const *x, int causal, double scale, tfc_tensor **o) {
+    tfc_tensor *b[3] = {NULL, NULL, NULL}, *w[3] = {NULL, NULL, NULL}, *ob = NULL;
+    const int cpu = tfc_tensor_device_type(x[0]) != TFC_DEVICE_CUDA;
+    tfc_status s = TFC_OK;
+    for (int i = 0; i < 3 && s == TFC_OK; i++) {
+        s = tfc_cast(g, x[i], TFC_DTYPE_BF16, &b[i]);
+        if (s == TFC_OK && cpu) s = tfc_cast(g, b[i], TFC_DTYPE_F32, &w[i]);
+    }
+    tfc_tensor *const *a = cpu ? w : b;
+    if (s == TFC_OK) s = tfc_attention(g, a[0], a[1], a[2], causal, scale, &ob);
+    if (s == TFC_OK) s = tfc_cast(g, ob, TFC_DTYPE_F32, o);
+    for (int i = 0; i < 3; i++) tfc_tensor_release(b[i]), tfc_tensor_release(w[i]);
+    tfc_tensor_release(ob);
+    return s;
+}
+static tfc_status f_attn_bf16_causal(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return attn_bf16(g, x, 1, 0.125, o);
+}
+static tfc_status f_attn_bf16_full(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return attn_bf16(g, x, 0, 0.09, o);
+}
+
+/*
+ * bf16 attention with head dims 64 and 128 (where the module takes the
+ * tensor-core kernels) against the op on the CPU in f32 on the same
+ * bf16-rounded inputs; CUDA rounds the output, P, dS and the gradients to
+ * bf16, so the tolerance is bf16's (of the largest magnitude, as close_to
+ * measures).
+ */
+TEST(attention_bf16_head_dims_64_and_128) {
+    const int64_t d64[4] = {2, 3, 100, 64}, q128[4] = {1, 2, 70, 128}, k128[4] = {1, 2, 33, 128};
+    tfc_tensor *q = rand_t(d64, 4, -1, 1), *k = rand_t(d64, 4, -1, 1), *v = rand_t(d64, 4, -1, 1);
+    check_op("bf16 attention causal [2,3,100,64]", f_attn_bf16_causal, (tfc_tensor *[]){q, k, v}, 3, 7, 3e-2);
+    tfc_tensor *q2 = rand_t(q128, 4, -1, 1), *k2 = rand_t(k128, 4, -1, 1), *v2 = rand_t(k128, 4, -1, 1);
+    check_op("bf16 attention full T=70 S=33 D=128", f_attn_bf16_full, (tfc_tensor *[]){q2, k2, v2}, 3, 7, 3e-2);
+    check_op("bf16 attention causal T=70 S=33 D=128", f_attn_bf16_causal, (tfc_tensor *[]){q2, k2, v2}, 3, 7, 3e-2);
+    tfc_tensor *all[] = {q, k, v, q2, k2, v2};
+    release_all(all, 6);
+}
+
 int main(int argc, char **argv) {
     /* The names need no device: the device check lists them to run each test in its own process. */
     if (tfc_test_listing(argc, argv)) return tfc_test_main_(argc, argv);
