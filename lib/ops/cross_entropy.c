@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "core/dtype.h"
+#include "device/sync_count.h"
 #include "ops/op_util.h"
 #include "ops/operands.h"
 #include "tfcore/kernels.h"
@@ -52,6 +53,9 @@ TFC_API tfc_status tfc_cross_entropy_forward(const tfc_tensor *logits, const tfc
     tfc_status s = tfc_operand(&o, logits, &p.logits);
     if (s == TFC_OK) s = tfc_operand(&o, targets, &p.targets);
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, cross_entropy_forward, &p);
+    /* off the CPU the targets are range-checked by the kernel, read back before it returns (cuda/cross_entropy.cu) */
+    tfc_device_note_sync(logits->storage->device, p.device,
+                         "tfc_cross_entropy: the targets' range check on the device");
     if (s == TFC_OK) tfc_written(loss, lse, NULL);
     tfc_operands_release(&o);
     return tfc_err_in(fn, s);

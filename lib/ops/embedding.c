@@ -4,6 +4,7 @@
  *
  * The explicit doors tfc_embedding_forward / tfc_embedding_backward: checks, then the backend's embedding entries.
  */
+#include "device/sync_count.h"
 #include "ops/op_util.h"
 #include "ops/operands.h"
 #include "tfcore/kernels.h"
@@ -54,6 +55,8 @@ TFC_API tfc_status tfc_embedding_forward(const tfc_tensor *table, const tfc_tens
     tfc_status s = tfc_operand(&o, table, &p.table);
     if (s == TFC_OK) s = tfc_operand(&o, ids, &p.ids);
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, embedding_forward, &p);
+    /* off the CPU the ids are range-checked by the kernel, read back before it returns (cuda/embedding.cu) */
+    tfc_device_note_sync(table->storage->device, p.device, "tfc_embedding: the ids' range check on the device");
     if (s == TFC_OK) tfc_written(out, NULL, NULL);
     tfc_operands_release(&o);
     return tfc_err_in(fn, s);
@@ -98,6 +101,8 @@ TFC_API tfc_status tfc_embedding_backward(const tfc_tensor *dout, const tfc_tens
     tfc_status s = tfc_operand(&o, dout, &p.dout);
     if (s == TFC_OK) s = tfc_operand(&o, ids, &p.ids);
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, embedding_backward, &p);
+    tfc_device_note_sync(dtable->storage->device, p.device,
+                         "tfc_embedding_backward: the ids' range check on the device");
     if (s == TFC_OK) tfc_written(dtable, NULL, NULL);
     tfc_operands_release(&o);
     return tfc_err_in(fn, s);
