@@ -117,7 +117,7 @@ static void usage(FILE *f) {
         "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
         "--device cuda trains on the GPU (the model is initialised on the CPU, so a seed gives the same\n"
         "weights on either device); checkpoints are written from the device and the final sample runs on\n"
-        "the CPU. --dtype f64 trains in double precision; --dtype bf16 (CPU only) trains in bf16 mixed precision:\n"
+        "the CPU. --dtype f64 trains in double precision; --dtype bf16 (CPU or CUDA) trains in bf16 mixed precision:\n"
         "f32 weights, optimizer state and checkpoints, the Linear and LM-head GEMMs on bf16-rounded operands\n"
         "with f32 accumulation (tfc_gpt_set_autocast, docs/MODEL.md); its checkpoints resume in f32 or bf16.\n"
         "--log-every N reads the loss and gradient norm from the device every N steps (default 1 on the CPU,\n"

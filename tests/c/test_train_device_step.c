@@ -6,11 +6,13 @@
  *   tfc_gpt_to_device both ways, and gives bitwise the CPU autocast's loss
  *   and gradients (the same kernels run, so any difference is the dispatch).
  * - The host-wait counter (lib/device/sync_count.h): a step of forward,
- *   backward, tfc_optim_clip_grad_norm_async, AdamW and zero_grad waits only
- *   for the five range checks of ids/targets the CUDA module does on the
- *   device (token and position embeddings forward and backward, the
- *   cross-entropy's targets); reading the loss or the synchronous clip each add one; on the
- *   CPU nothing counts.
+ *   backward, tfc_optim_clip_grad_norm_async, AdamW and zero_grad with ids
+ *   and targets from the host waits 0 times (their range was recorded as
+ *   they were copied, so the device's range checks are not read back);
+ *   reading the loss or the synchronous clip each add one; ids written on
+ *   the device since, or whose range the host saw out of bounds, are checked
+ *   there again (five waits: token and position embeddings forward and
+ *   backward, the cross-entropy's targets). On the CPU nothing counts.
  * - tfc_optim_clip_grad_norm_async against a norm computed here in double
  *   from host copies, and against the synchronous clip.
  * tests/cuda/test_cuda_ops.c runs the same step on the real module.
@@ -22,6 +24,9 @@
 #include "tfc_test_util.h"
 
 TFC_TEST_MAIN
+
+/* The stand-in as CUDA's table looks to the ops: no row-chunked LM head (linear_cross_entropy composes). */
+static void install(void) { standin_install()->cross_entropy_rows = NULL; }
 
 enum { B = 2, T = 16, V = 65 };
 
@@ -97,7 +102,7 @@ static void check_same_grads(const tfc_gpt *a, const tfc_gpt *b) {
 }
 
 TEST(autocast_on_a_device_model_matches_the_cpu_bitwise) {
-    standin_install();
+    install();
     tfc_gpt *cpu = tiny(), *dev = tiny();
     CHECK_OK(tfc_gpt_set_autocast(cpu, TFC_DTYPE_BF16));
     CHECK_OK(tfc_gpt_to_device(dev, TFC_DEVICE_CUDA, 0));
@@ -116,7 +121,7 @@ TEST(autocast_on_a_device_model_matches_the_cpu_bitwise) {
 }
 
 TEST(autocast_stays_on_across_to_device_both_ways) {
-    standin_install();
+    install();
     tfc_gpt *ref = tiny(), *m = tiny();
     CHECK_OK(tfc_gpt_set_autocast(ref, TFC_DTYPE_BF16));
     CHECK_OK(tfc_gpt_set_autocast(m, TFC_DTYPE_BF16));
@@ -178,17 +183,16 @@ static int64_t step_syncs(tfc_gpt *m, tfc_optim *opt, int k, int read_loss, int 
     return n;
 }
 
-TEST(a_non_logging_step_waits_only_for_the_id_checks) {
-    standin_install();
+TEST(a_non_logging_step_never_waits) {
+    install();
     tfc_gpt *m = tiny();
     CHECK_OK(tfc_gpt_to_device(m, TFC_DEVICE_CUDA, 0));
     CHECK_OK(tfc_gpt_set_autocast(m, TFC_DTYPE_BF16));
     tfc_optim *opt = adamw_of(m);
-    /* wte and wpe forward and backward and the cross-entropy's forward check ids/targets on the device */
-    CHECK(step_syncs(m, opt, 0, 0, 0) == 5);
-    CHECK(step_syncs(m, opt, 1, 0, 0) == 5);
-    CHECK(step_syncs(m, opt, 2, 1, 0) == 6); /* + reading the loss */
-    CHECK(step_syncs(m, opt, 3, 1, 1) == 7); /* + the synchronous clip's norm */
+    CHECK(step_syncs(m, opt, 0, 0, 0) == 0);
+    CHECK(step_syncs(m, opt, 1, 0, 0) == 0);
+    CHECK(step_syncs(m, opt, 2, 1, 0) == 1); /* + reading the loss */
+    CHECK(step_syncs(m, opt, 3, 1, 1) == 2); /* + the synchronous clip's norm */
     /* a copy to the host is one wait */
     int32_t n;
     const char *const *names;
@@ -305,4 +309,61 @@ TEST(clip_async_lets_a_nan_through_and_refuses_bad_calls) {
     tfc_optim_release(o);
     for (int i = 0; i < 2; i++) tfc_tensor_release(ps[i]);
     free(ps);
+}
+
+/* One forward + backward of m on ids x and targets y (on any device); the host waits it counted. */
+static int64_t waits_of(tfc_gpt *m, const tfc_tensor *x, const tfc_tensor *y, tfc_status want) {
+    tfc_graph *g;
+    tfc_tensor *loss = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    const int64_t before = tfc_device_sync_count();
+    tfc_status s = tfc_gpt_forward(m, g, x, y, NULL, &loss);
+    if (s != want) TFC_FAIL_AT("status %d, want %d: %s", (int)s, (int)want, tfc_last_error());
+    if (s == TFC_OK) CHECK_OK(tfc_graph_backward(g, loss, NULL));
+    const int64_t n = tfc_device_sync_count() - before;
+    tfc_tensor_release(loss);
+    tfc_graph_release(g);
+    return n;
+}
+
+TEST(ids_are_checked_on_the_device_unless_their_host_range_is_current) {
+    install();
+    tfc_gpt *m = tiny();
+    CHECK_OK(tfc_gpt_to_device(m, TFC_DEVICE_CUDA, 0));
+    tfc_tensor *x, *y, *xd = NULL, *yd = NULL;
+    batch(0, &x, &y);
+    CHECK_OK(tfc_tensor_to_device(x, TFC_DEVICE_CUDA, 0, &xd));
+    CHECK_OK(tfc_tensor_to_device(y, TFC_DEVICE_CUDA, 0, &yd));
+    /* copied from the host: their range is known; the positions (from the host too) as well */
+    CHECK(waits_of(m, xd, yd, TFC_OK) == 0);
+    /* written on the device since (a new version): the ids are checked there again, and the targets */
+    int32_t ids[B * T];
+    CHECK_OK(tfc_tensor_copy_to_host(x, ids, sizeof ids));
+    CHECK_OK(tfc_tensor_copy_from_host(xd, ids, sizeof ids));
+    CHECK(waits_of(m, xd, yd, TFC_OK) == 2); /* wte forward and backward */
+    /* a raw pointer handed out: writes through it are unseen, so the range is forgotten */
+    CHECK(tfc_tensor_data(yd) != NULL);
+    CHECK(waits_of(m, x, yd, TFC_OK) == 1); /* the cross-entropy's targets */
+    /* out of range on the host: nothing skips the check, which refuses it (the stand-in's CPU kernel here) */
+    ids[5] = V;
+    tfc_tensor *bad = NULL;
+    const int64_t d[2] = {B, T};
+    CHECK_OK(tfc_tensor_from_data(ids, d, 2, TFC_DTYPE_I32, &bad));
+    CHECK(waits_of(m, bad, y, TFC_ERR_INVALID_ARG) == 1);
+    CHECK(strstr(tfc_last_error(), "65") != NULL);
+    /* targets: the ignore index is in range for the cross-entropy; another negative value is not */
+    int32_t ts[B * T];
+    CHECK_OK(tfc_tensor_copy_to_host(y, ts, sizeof ts));
+    ts[0] = ts[7] = -100; /* the GPT's ignore index (torch's default) */
+    tfc_tensor *yi = NULL, *yb = NULL;
+    CHECK_OK(tfc_tensor_from_data(ts, d, 2, TFC_DTYPE_I32, &yi));
+    CHECK(waits_of(m, x, yi, TFC_OK) == 0);
+    ts[3] = -1;
+    CHECK_OK(tfc_tensor_from_data(ts, d, 2, TFC_DTYPE_I32, &yb));
+    CHECK(waits_of(m, x, yb, TFC_ERR_INVALID_ARG) == 1);
+    CHECK(strstr(tfc_last_error(), "targets[3] is -1") != NULL);
+    tfc_tensor_release(bad), tfc_tensor_release(yi), tfc_tensor_release(yb);
+    tfc_tensor_release(x), tfc_tensor_release(y), tfc_tensor_release(xd), tfc_tensor_release(yd);
+    tfc_gpt_release(m);
+    standin_remove();
 }
