@@ -132,7 +132,15 @@ TEST(autocast_stays_on_across_to_device_both_ways) {
     tfc_graph_release(g);
     const int64_t n_copies = tfc_gpt_autocast_refreshes(m); /* one per Linear weight */
     CHECK(n_copies > 0);
+    /* the move drops the copies (and their hold on the old weights): the bytes in use stay one model's */
+    uint64_t before = 0, after = 0;
+    const uint64_t model_bytes = (uint64_t)tfc_gpt_num_elements(m) * 4;
+    tfc_memory_stats(NULL, &before, NULL, NULL);
     CHECK_OK(tfc_gpt_to_device(m, TFC_DEVICE_CUDA, 0));
+    tfc_memory_stats(NULL, &after, NULL, NULL); /* the stand-in's "device" memory is the CPU allocator's */
+    if (!(after <= before + model_bytes / 8))
+        TFC_FAIL_AT("moving an autocast model kept %llu bytes more (the model is %llu)",
+                    (unsigned long long)(after - before), (unsigned long long)model_bytes);
     CHECK(tfc_gpt_get_autocast(m) == TFC_DTYPE_BF16);
     CHECK(loss_and_grads(m, 1, &g) == want); /* the copies remade from the moved weights */
     tfc_graph_release(g);
