@@ -987,8 +987,11 @@ static int loop(train_run *r) {
     r->flops_per_token = r->o.lora.base ? mfu_lora_flops_per_token(&r->cfg, tfc_gpt_num_elements(r->m), n_lora)
                                         : mfu_flops_per_token(&r->cfg, tfc_gpt_num_elements(r->m));
     r->peak_flops = (double)r->size *
-        mfu_peak_flops(r->o.peak_flops, r->o.cuda_index, r->cfg.dtype == TFC_DTYPE_F64, tfc_get_num_threads(),
-                       r->peak_src, sizeof r->peak_src);
+        mfu_peak_flops(r->o.peak_flops, r->o.cuda_index,
+                       r->cfg.dtype == TFC_DTYPE_F64         ? MFU_F64
+                           : strcmp(r->o.dtype, "bf16") == 0 ? MFU_BF16
+                                                             : MFU_F32,
+                       tfc_get_num_threads(), r->peak_src, sizeof r->peak_src);
     printf("MFU: %.4g FLOPs per token (%s), peak %.4g FLOP/s (%s)\n", r->flops_per_token,
            r->o.lora.base ? "4N + 6N_lora + 12LCT: no gradients of the frozen weights" : "6N + 12LCT", r->peak_flops,
            r->peak_src);
