@@ -94,8 +94,10 @@ static unsigned row_blocks(size_t rows) { return rows < 65535u * 16 ? (unsigned)
 
 tfc_status tfcu_cross_entropy_forward(int32_t device, int32_t dtype, const void *logits, int32_t target_dtype,
                                       const void *targets, int64_t ignore_index, size_t N, size_t C, float *loss,
-                                      float *lse) {
+                                      float *lse, uint32_t flags) {
     const char *fn = "tfc_cuda_cross_entropy_forward";
+    /* targets the library range-checked on the host: the kernel still skips bad ones, nobody waits for its verdict */
+    const bool checked = (flags & TFC_IDS_CHECKED) != 0;
     tfcu_ctx *c;
     TFCU_NOT_NULL(fn, loss);
     if (N && !C) return tfcu_err(TFC_ERR_SHAPE, "%s: C is 0 (no classes)", fn);
@@ -128,6 +130,10 @@ tfc_status tfcu_cross_entropy_forward(int32_t device, int32_t dtype, const void 
                 ce_mean_kernel<I>
                     <<<1, 1024, 0, c->stream>>>(row_loss, (const I *)targets, (long long)ignore_index, N, loss);
                 s = TFCU_LAUNCHED(fn, "ce_mean_kernel");
+            }
+            if (checked) {
+                tfcu_scratch_free(c, scratch);
+                return s;
             }
             if (s == TFC_OK)
                 s = tfcu_cuda(cudaMemcpyAsync(&bad_host, bad, 8, cudaMemcpyDeviceToHost, c->stream), fn,

@@ -71,8 +71,10 @@ static tfc_status report_bad_id(tfcu_ctx *c, const char *fn, const unsigned long
 }
 
 tfc_status tfcu_embedding_forward(int32_t device, int32_t dtype, const void *weight, int32_t id_dtype, const void *ids,
-                                  void *out, size_t N, size_t V, size_t C) {
+                                  void *out, size_t N, size_t V, size_t C, uint32_t flags) {
     const char *fn = "tfc_cuda_embedding_forward";
+    /* ids the library range-checked on the host: the kernel still skips bad ones, nobody waits for its verdict */
+    const bool checked = (flags & TFC_IDS_CHECKED) != 0;
     tfcu_ctx *c;
     if (!N || !C) return TFC_OK;
     TFCU_NOT_NULL(fn, weight);
@@ -91,7 +93,7 @@ tfc_status tfcu_embedding_forward(int32_t device, int32_t dtype, const void *wei
                     (const T *)weight, (const I *)ids, (T *)out, N, V, C, bad);
                 s = TFCU_LAUNCHED(fn, "embedding_forward_kernel");
             }
-            if (s == TFC_OK) s = report_bad_id(c, fn, bad, (const I *)ids, V);
+            if (s == TFC_OK && !checked) s = report_bad_id(c, fn, bad, (const I *)ids, V);
             tfcu_scratch_free(c, bad);
             return s;
         });
@@ -102,7 +104,7 @@ tfc_status tfcu_embedding_backward(int32_t device, int32_t dtype, const void *do
                                    void *dweight, size_t N, size_t V, size_t C, uint32_t flags) {
     const char *fn = "tfc_cuda_embedding_backward";
     tfcu_ctx *c;
-    bool acc = (flags & TFC_GRAD_ACCUMULATE) != 0;
+    bool acc = (flags & TFC_GRAD_ACCUMULATE) != 0, checked = (flags & TFC_IDS_CHECKED) != 0;
     if (!V || !C) return TFC_OK;
     TFCU_NOT_NULL(fn, dweight);
     if (N) {
@@ -149,7 +151,7 @@ tfc_status tfcu_embedding_backward(int32_t device, int32_t dtype, const void *do
                     <<<blocks, threads, 0, c->stream>>>((const T *)dout, keys, vals, (T *)dweight, N, V, C, acc);
                 s = TFCU_LAUNCHED(fn, "embedding_backward_kernel");
             }
-            if (s == TFC_OK) s = report_bad_id(c, fn, bad, (const I *)ids, V);
+            if (s == TFC_OK && !checked) s = report_bad_id(c, fn, bad, (const I *)ids, V);
             tfcu_scratch_free(c, scratch);
             return s;
         });

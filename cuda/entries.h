@@ -36,14 +36,16 @@ tfc_status tfcu_layernorm_forward(int32_t device, int32_t dtype, const void *x, 
 tfc_status tfcu_layernorm_backward(int32_t device, int32_t dtype, const void *dy, const void *x, const void *w,
                                    const float *mean, const float *rstd, void *dx, void *dw, void *db, size_t rows,
                                    size_t C, uint32_t flags);
+/* flags: TFC_IDS_CHECKED (backend.h) skips reading the targets' range check back (the host wait). */
 tfc_status tfcu_cross_entropy_forward(int32_t device, int32_t dtype, const void *logits, int32_t target_dtype,
                                       const void *targets, int64_t ignore_index, size_t N, size_t C, float *loss,
-                                      float *lse);
+                                      float *lse, uint32_t flags);
 tfc_status tfcu_cross_entropy_backward(int32_t device, int32_t dtype, const float *dloss, const void *logits,
                                        int32_t target_dtype, const void *targets, int64_t ignore_index,
                                        const float *lse, void *dlogits, size_t N, size_t C, uint32_t flags);
+/* flags: TFC_IDS_CHECKED (backend.h) skips reading the ids' range check back; backward also TFC_GRAD_ACCUMULATE. */
 tfc_status tfcu_embedding_forward(int32_t device, int32_t dtype, const void *weight, int32_t id_dtype, const void *ids,
-                                  void *out, size_t N, size_t V, size_t C);
+                                  void *out, size_t N, size_t V, size_t C, uint32_t flags);
 tfc_status tfcu_embedding_backward(int32_t device, int32_t dtype, const void *dout, int32_t id_dtype, const void *ids,
                                    void *dweight, size_t N, size_t V, size_t C, uint32_t flags);
 tfc_status tfcu_matmul(int32_t device, const tfc_cuda_matmul_desc *desc);

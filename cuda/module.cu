@@ -210,7 +210,8 @@ static tfc_status cu_softmax_backward(const tfc_softmax_problem *p) {
 
 static tfc_status cu_cross_entropy_forward(const tfc_cross_entropy_problem *p) {
     return tfcu_cross_entropy_forward(p->device, p->dtype, p->logits, p->index_dtype, p->targets, p->ignore_index,
-                                      (size_t)p->n, (size_t)p->c, (float *)p->loss, (float *)p->lse);
+                                      (size_t)p->n, (size_t)p->c, (float *)p->loss, (float *)p->lse,
+                                      (uint32_t)p->accumulate & TFC_IDS_CHECKED);
 }
 
 static tfc_status cu_cross_entropy_backward(const tfc_cross_entropy_problem *p) {
@@ -223,12 +224,13 @@ static tfc_status cu_cross_entropy_backward(const tfc_cross_entropy_problem *p) 
 static tfc_status cu_embedding_forward(const tfc_embedding_problem *p) {
     if (!p->n) return TFC_OK;
     return tfcu_embedding_forward(p->device, p->dtype, p->table, p->index_dtype, p->ids, p->out, (size_t)p->n,
-                                  (size_t)p->v, (size_t)p->c);
+                                  (size_t)p->v, (size_t)p->c, (uint32_t)p->accumulate & TFC_IDS_CHECKED);
 }
 
 static tfc_status cu_embedding_backward(const tfc_embedding_problem *p) {
-    return tfcu_embedding_backward(p->device, p->dtype, p->dout, p->index_dtype, p->ids, p->dtable, (size_t)p->n,
-                                   (size_t)p->v, (size_t)p->c, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+    return tfcu_embedding_backward(
+        p->device, p->dtype, p->dout, p->index_dtype, p->ids, p->dtable, (size_t)p->n, (size_t)p->v, (size_t)p->c,
+        ((p->accumulate & 1) ? TFC_GRAD_ACCUMULATE : 0) | ((uint32_t)p->accumulate & TFC_IDS_CHECKED));
 }
 
 /* An attention operand as the kernels read it: contiguous [B, H, rows, cols], compacted into scratch if not. */

@@ -50,6 +50,7 @@ typedef struct train_opts {
     int64_t grad_accum;    /* micro-steps per optimizer step */
     int64_t zero;          /* 1: ZeRO-1 sharded optimizer state */
     int64_t bucket_mb;     /* DDP bucket size, MiB */
+    int64_t log_every;     /* --log-every: steps between reads of the loss and norm; 0: 1 on the CPU, 10 on CUDA */
     double lr, min_lr, weight_decay, clip;
     int resume, force, preset_given, tokenizer_given;
     forensics_opts fx; /* --overfit-batch, --skip-nonfinite, --log-grad-norms, --recompute */
@@ -95,7 +96,7 @@ static void usage(FILE *f) {
         "                    [--dtype f32|f64|bf16] [--grad-accum K] [--zero 0|1] [--bucket-mb M]\n"
         "                    [--lora-rank R --lora-base DIR [--lora-alpha A] [--lora-targets LIST]]\n"
         "                    [--n-layer L] [--n-head H] [--n-embd C] [--block-size T] [--dropout P] [--bias|--no-bias]\n"
-        "                    [--peak-flops F] [--plan]\n"
+        "                    [--peak-flops F] [--plan] [--log-every N]\n"
         "Defaults: tinyshakespeare ($TFCORE_DATA, else the project's data/tinyshakespeare.txt), char, char-tiny,\n"
         "2000 steps, batch 16, lr 1e-3 -> 1e-4 cosine after 100 warmup steps, weight decay 0.1, clip 1.0,\n"
         "seed 1337, out ./out, eval every 100 steps over 10 batches, device cpu, dtype f32.\n"
@@ -116,9 +117,14 @@ static void usage(FILE *f) {
         "row) of one step after the first (warm-up) step to stderr; --profile-steps N averages N steps.\n"
         "--device cuda trains on the GPU (the model is initialised on the CPU, so a seed gives the same\n"
         "weights on either device); checkpoints are written from the device and the final sample runs on\n"
-        "the CPU. --dtype f64 trains in double precision; --dtype bf16 (CPU only) trains in bf16 mixed precision:\n"
+        "the CPU. --dtype f64 trains in double precision; --dtype bf16 (CPU or CUDA) trains in bf16 mixed precision:\n"
         "f32 weights, optimizer state and checkpoints, the Linear and LM-head GEMMs on bf16-rounded operands\n"
         "with f32 accumulation (tfc_gpt_set_autocast, docs/MODEL.md); its checkpoints resume in f32 or bf16.\n"
+        "--log-every N reads the loss and gradient norm from the device every N steps (default 1 on the CPU,\n"
+        "10 on CUDA, where each read makes the host wait for the step): the progress lines, the --log-json\n"
+        "records and the loss curve are written at those steps (and the first, last, eval and save steps),\n"
+        "tok/s and MFU over the steps since the last one; the other steps queue their work without a wait.\n"
+        "--skip-nonfinite, --log-grad-norms, --overfit-batch and several ranks read every step (N = 1).\n"
         "--grad-accum K splits each batch into K micro-steps whose gradients add up before one optimizer step.\n"
         "Under mpirun -np N (docs/DISTRIBUTED.md) --batch is the global batch (divisible by N x K), gradients\n"
         "are averaged in --bucket-mb buckets (25) during backward, --zero 1 shards the optimizer state\n"
@@ -251,6 +257,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         INT_FLAG("grad-accum", grad_accum, 1, 65536)
         INT_FLAG("zero", zero, 0, 1)
         INT_FLAG("bucket-mb", bucket_mb, 1, 65536)
+        INT_FLAG("log-every", log_every, 1, 100000000)
         DBL_FLAG("lr", lr, 0, 10)
         DBL_FLAG("min-lr", min_lr, 0, 10)
         DBL_FLAG("weight-decay", weight_decay, 0, 10)
@@ -275,11 +282,6 @@ static int parse(int argc, char **argv, train_opts *o) {
     } else {
         return cli_error(EXIT_USAGE, CMD, "--device must be cpu, cuda or cuda:N, got '%s'", o->device);
     }
-    if (strcmp(o->dtype, "bf16") == 0 && o->cuda_index >= 0)
-        return cli_error(EXIT_USAGE, CMD,
-                         "--dtype bf16: bf16 mixed precision is implemented on the CPU only (use --dtype f32 "
-                         "with --device %s)",
-                         o->device);
     if (strcmp(o->dtype, "f32") != 0 && strcmp(o->dtype, "f64") != 0 && strcmp(o->dtype, "bf16") != 0)
         return cli_error(EXIT_USAGE, CMD, "--dtype must be f32, f64 or bf16, got '%s'", o->dtype);
     if (strcmp(o->data_format, "auto") != 0 && strcmp(o->data_format, "llmc") != 0 &&
@@ -332,6 +334,7 @@ typedef struct train_run {
     double t0, last_val;
     forensics fx;                                /* train_forensics.h */
     int fx_rc;                                   /* this step's fx_after_backward verdict */
+    int64_t log_every;                           /* --log-every resolved (1 when a check needs every step) */
     double flops_per_token, peak_flops, mfu_sum; /* MFU (train_mfu.h): per-step values summed for the mean */
     int64_t mfu_n;
     char peak_src[512];
@@ -747,6 +750,9 @@ static int build(train_run *r) {
     }
     if (r->rank == 0 && r->o.log_json && !(r->jl = fopen(r->o.log_json, r->o.resume ? "a" : "w")))
         return cli_error(EXIT_USAGE, CMD, "cannot write --log-json file '%s'", r->o.log_json);
+    /* reading the loss and norm costs a wait on CUDA only; the checks that look at every step need every step */
+    r->log_every = r->o.log_every ? r->o.log_every : r->o.cuda_index >= 0 ? 10 : 1;
+    if (r->o.fx.skip_nonfinite || r->o.fx.log_grad_norms || r->o.fx.overfit || r->size > 1) r->log_every = 1;
     return fx_setup(&r->fx, &r->o.fx, CMD, r->o.out, r->m);
 }
 
@@ -800,6 +806,7 @@ static tfc_status print_profile(int64_t begin, int64_t end) {
  * mean; *l gets the micro-batch's loss.
  */
 static tfc_status micro_step(train_run *r, const tfc_tensor *x, const tfc_tensor *y, int64_t j, double *l) {
+    /* l NULL: a step that does not log; its loss stays on the device (reading it would wait for the step) */
     const int64_t K = r->o.grad_accum, b = r->o.batch / (r->size * K), first = (j * r->size + r->rank) * b;
     tfc_tensor *xs = NULL, *ys = NULL, *loss = NULL, *seed = NULL;
     tfc_status s = tfc_narrow(NULL, x, 0, first, b, &xs);
@@ -809,7 +816,7 @@ static tfc_status micro_step(train_run *r, const tfc_tensor *x, const tfc_tensor
     if (s == TFC_OK && r->ddp) s = tfc_ddp_set_sync(r->ddp, j == K - 1);
     if (s == TFC_OK) s = tfc_gpt_forward(r->m, r->g, xs, ys, NULL, &loss);
     if (s == TFC_OK) s = tfc_graph_backward(r->g, loss, seed);
-    if (s == TFC_OK) s = tfc_tensor_item(loss, l);
+    if (s == TFC_OK && l) s = tfc_tensor_item(loss, l);
     if (s == TFC_OK) s = tfc_graph_clear(r->g);
     tfc_tensor_release(xs);
     tfc_tensor_release(ys);
@@ -829,8 +836,12 @@ static tfc_status global_loss(train_run *r, double *l) {
     return s;
 }
 
-/* One optimizer step on batch `step`: sets its learning rate, loss and gradient norm. */
-static tfc_status train_step(train_run *r, int64_t step, double *lr, double *l, double *norm) {
+/*
+ * One optimizer step on batch `step`: sets its learning rate, and with `logged` its loss and gradient norm (read
+ * on the host, which on CUDA waits for the step) and the non-finite watch; without, *l and *norm are NaN and
+ * nothing is read back: the loss is left on the device and the clipping runs there (tfc_optim_clip_grad_norm_async).
+ */
+static tfc_status train_step(train_run *r, int64_t step, int logged, double *lr, double *l, double *norm) {
     const train_opts *o = &r->o;
     tfc_tensor *x = NULL, *y = NULL;
     tfc_status s = tfc_lr_cosine(step, o->lr, o->min_lr, o->warmup, o->steps, lr);
@@ -850,15 +861,18 @@ static tfc_status train_step(train_run *r, int64_t step, double *lr, double *l, 
     double sum = 0;
     for (int64_t j = 0; j < o->grad_accum && s == TFC_OK; j++) {
         double lj = 0;
-        s = micro_step(r, x, y, j, &lj);
+        s = micro_step(r, x, y, j, logged ? &lj : NULL);
         sum += lj;
     }
-    *l = sum / (double)o->grad_accum;
+    *l = logged ? sum / (double)o->grad_accum : NAN;
+    *norm = NAN;
     if (s == TFC_OK && r->ddp) s = tfc_ddp_finish(r->ddp);
-    if (s == TFC_OK) s = global_loss(r, l);
+    if (s == TFC_OK && logged) s = global_loss(r, l);
     /* a non-finite step stops the run or is skipped: no clip, no update, only the gradients dropped */
-    r->fx_rc = s == TFC_OK ? fx_after_backward(&r->fx, CMD, step, *lr, *l, x, y, r->comm, r->rank) : 0;
-    if (s == TFC_OK && !r->fx_rc) s = tfc_optim_clip_grad_norm(r->opt, o->clip, norm);
+    r->fx_rc = s == TFC_OK && logged ? fx_after_backward(&r->fx, CMD, step, *lr, *l, x, y, r->comm, r->rank) : 0;
+    if (s == TFC_OK && !r->fx_rc)
+        s = logged ? tfc_optim_clip_grad_norm(r->opt, o->clip, norm)
+                   : tfc_optim_clip_grad_norm_async(r->opt, o->clip, NULL);
     if (s == TFC_OK && !r->fx_rc) s = tfc_optim_step(r->opt);
     if (s == TFC_OK) s = tfc_optim_zero_grad(r->opt, 1);
     if (s == TFC_OK && profiled) s = tfc_profile_enable(0);
@@ -916,7 +930,7 @@ static void print_progress(const train_run *r, const step_stats *st) {
                (long long)r->end_step, st->loss, vs, st->tokens_per_s, 100.0 * st->mfu, eta);
         if (st->eval) printf("\n");
         fflush(stdout);
-    } else if (st->eval || st->done % 10 == 0 || st->done == r->start + 1) {
+    } else if (st->eval || st->done % 10 == 0 || st->done == r->start + 1 || r->log_every > 1) {
         printf("step %lld/%lld  loss %.4f", (long long)st->done, (long long)r->end_step, st->loss);
         if (st->eval) printf("  val %.4f", st->val);
         printf("  lr %.2e  %.0f tok/s  elapsed %.0fs  ETA %s  MFU %.1f%%\n", st->lr, st->tokens_per_s, st->elapsed_s,
@@ -973,8 +987,11 @@ static int loop(train_run *r) {
     r->flops_per_token = r->o.lora.base ? mfu_lora_flops_per_token(&r->cfg, tfc_gpt_num_elements(r->m), n_lora)
                                         : mfu_flops_per_token(&r->cfg, tfc_gpt_num_elements(r->m));
     r->peak_flops = (double)r->size *
-        mfu_peak_flops(r->o.peak_flops, r->o.cuda_index, r->cfg.dtype == TFC_DTYPE_F64, tfc_get_num_threads(),
-                       r->peak_src, sizeof r->peak_src);
+        mfu_peak_flops(r->o.peak_flops, r->o.cuda_index,
+                       r->cfg.dtype == TFC_DTYPE_F64         ? MFU_F64
+                           : strcmp(r->o.dtype, "bf16") == 0 ? MFU_BF16
+                                                             : MFU_F32,
+                       tfc_get_num_threads(), r->peak_src, sizeof r->peak_src);
     printf("MFU: %.4g FLOPs per token (%s), peak %.4g FLOP/s (%s)\n", r->flops_per_token,
            r->o.lora.base ? "4N + 6N_lora + 12LCT: no gradients of the frozen weights" : "6N + 12LCT", r->peak_flops,
            r->peak_src);
@@ -987,19 +1004,32 @@ static int loop(train_run *r) {
     r->t0 = now_s();
     r->last_val = NAN;
     const double tokens_per_step = (double)r->o.batch * (double)r->cfg.block_size;
+    /* --log-every: the steps since the last logged one, timed together (their work is only queued until then) */
+    double t_interval = 0;
+    int64_t interval_steps = 0;
     for (int64_t step = r->start; step < r->end_step; step++) {
         const double t_step = now_s();
+        if (interval_steps == 0) t_interval = t_step;
         step_stats st = {.done = step + 1, .loss = NAN, .val = NAN};
-        if (train_step(r, step, &st.lr, &st.loss, &st.norm) != TFC_OK) return cli_lib_error(CMD, "training step");
-        if (r->fx_rc == FX_SKIP) continue;
+        st.eval = (st.done % r->o.eval_every == 0 || st.done == r->end_step) && !r->o.fx.overfit;
+        const int logged = st.done % r->log_every == 0 || st.done == r->start + 1 || st.done == r->end_step ||
+            st.eval || (r->o.save_every && st.done % r->o.save_every == 0);
+        if (train_step(r, step, logged, &st.lr, &st.loss, &st.norm) != TFC_OK)
+            return cli_lib_error(CMD, "training step");
+        interval_steps++;
+        if (r->fx_rc == FX_SKIP) {
+            interval_steps = 0;
+            continue;
+        }
         if (r->fx_rc) return r->fx_rc;
+        if (!logged) continue;
         const double t1 = now_s();
         st.elapsed_s = t1 - r->t0;
-        st.tokens_per_s = tokens_per_step / (t1 - t_step);
+        st.tokens_per_s = tokens_per_step * (double)interval_steps / (t1 - t_interval);
         st.mfu = mfu_of(r->flops_per_token, st.tokens_per_s, r->peak_flops);
-        r->mfu_sum += st.mfu;
-        r->mfu_n++;
-        st.eval = (st.done % r->o.eval_every == 0 || st.done == r->end_step) && !r->o.fx.overfit;
+        r->mfu_sum += st.mfu * (double)interval_steps;
+        r->mfu_n += interval_steps;
+        interval_steps = 0;
         if (st.eval && r->rank == 0) {
             int rc = val_loss(r, &st.val);
             if (rc) return rc;

@@ -187,12 +187,66 @@ static void group_norms(const forensics *f, FILE *fp, const double *v) {
 }
 
 /* Measure step's norms into the next ring entry. */
+/*
+ * The norms of tensors on a device, every sum of squares gathered into one tensor read back once: one host wait
+ * for all of them instead of one per tensor (issue #19; a GPT-2 has 148 parameters and as many gradients).
+ * ts[k] may be NULL (norm 0). Returns TFC_ERR_UNSUPPORTED when a tensor is on the CPU (l2 reads those in place).
+ */
+static tfc_status l2_device(tfc_tensor *const *ts, int32_t n, double *out) {
+    tfc_tensor **sums = calloc((size_t)n + 1, sizeof *sums), *all = NULL;
+    double *h = malloc(((size_t)n + 1) * sizeof *h);
+    tfc_status s = sums && h ? TFC_OK : TFC_ERR_OOM;
+    int32_t m = 0;
+    for (int32_t k = 0; k < n && s == TFC_OK; k++) {
+        out[k] = 0;
+        if (!ts[k]) continue;
+        if (tfc_tensor_device_type(ts[k]) == TFC_DEVICE_CPU) s = TFC_ERR_UNSUPPORTED;
+        tfc_tensor *sq = NULL, *t = NULL;
+        const int64_t d1[1] = {1};
+        if (s == TFC_OK) s = tfc_mul(NULL, ts[k], ts[k], &sq);
+        if (s == TFC_OK) s = tfc_sum(NULL, sq, NULL, 0, 0, &t);
+        if (s == TFC_OK) s = tfc_reshape(NULL, t, d1, 1, &sums[m]);
+        if (s == TFC_OK) m++;
+        tfc_tensor_release(sq);
+        tfc_tensor_release(t);
+    }
+    tfc_tensor *f64 = NULL;
+    if (s == TFC_OK && m) s = tfc_concat(NULL, (const tfc_tensor *const *)sums, m, 0, &all);
+    if (s == TFC_OK && m && tfc_tensor_dtype(all) != TFC_DTYPE_F64) {
+        tfc_tensor *cpu = NULL; /* the device may not cast to f64: read its dtype, widen on the host */
+        s = tfc_tensor_to_device(all, TFC_DEVICE_CPU, 0, &cpu);
+        if (s == TFC_OK) s = tfc_cast(NULL, cpu, TFC_DTYPE_F64, &f64);
+        tfc_tensor_release(cpu);
+    } else if (s == TFC_OK && m) {
+        s = tfc_tensor_to_device(all, TFC_DEVICE_CPU, 0, &f64);
+    }
+    if (s == TFC_OK && m) s = tfc_tensor_copy_to_host(f64, h, (size_t)m * sizeof *h);
+    for (int32_t k = 0, j = 0; k < n && s == TFC_OK; k++)
+        if (ts[k]) out[k] = sqrt(h[j++]);
+    for (int32_t k = 0; sums && k < m; k++) tfc_tensor_release(sums[k]);
+    tfc_tensor_release(all);
+    tfc_tensor_release(f64);
+    free(sums);
+    free(h);
+    return s;
+}
+
 static tfc_status measure(forensics *f, int64_t done, double lr, double loss) {
     f->head = (f->head + 1) % FX_RING;
     fx_ring_entry *e = &f->ring[f->head];
     e->step = done;
     e->lr = lr;
     e->loss = loss;
+    if (f->n > 0 && tfc_tensor_device_type(f->params[0]) != TFC_DEVICE_CPU) {
+        tfc_tensor **gs = calloc((size_t)f->n, sizeof *gs);
+        tfc_status s = gs ? TFC_OK : TFC_ERR_OOM;
+        for (int32_t i = 0; i < f->n && s == TFC_OK; i++) s = tfc_tensor_grad(f->params[i], &gs[i]);
+        if (s == TFC_OK) s = l2_device(gs, f->n, e->grad);
+        for (int32_t i = 0; gs && i < f->n; i++) tfc_tensor_release(gs[i]);
+        free(gs);
+        if (s == TFC_OK) s = l2_device(f->params, f->n, e->weight);
+        if (s != TFC_ERR_UNSUPPORTED) return s; /* else some parameter is on the CPU: one at a time below */
+    }
     for (int32_t i = 0; i < f->n; i++) {
         tfc_tensor *g = NULL;
         tfc_status s = tfc_tensor_grad(f->params[i], &g);

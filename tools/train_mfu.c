@@ -201,7 +201,8 @@ static double cached_peak(const char *model, int threads, char *isa, size_t n) {
     return r;
 }
 
-double mfu_peak_flops(double given, int32_t cuda_index, int f64, int threads, char *src, size_t n) {
+double mfu_peak_flops(double given, int32_t cuda_index, int kind, int threads, char *src, size_t n) {
+    const int f64 = kind == MFU_F64;
     if (given > 0) {
         snprintf(src, n, "--peak-flops");
         return given;
@@ -209,9 +210,10 @@ double mfu_peak_flops(double given, int32_t cuda_index, int f64, int threads, ch
     if (cuda_index >= 0) {
         char name[256];
         const char *dev = cuda_device_name(cuda_index, name, sizeof name);
-        const double p = mfu_cuda_peak(dev, 0);
+        const double p = mfu_cuda_peak(dev, kind == MFU_BF16);
         snprintf(src, n, "%s %s", dev ? dev : "an unnamed CUDA device",
-                 p > 0 ? "f32 datasheet peak" : "(not in the table; give --peak-flops)");
+                 p > 0 ? (kind == MFU_BF16 ? "dense bf16 datasheet peak" : "f32 datasheet peak")
+                       : "(not in the table; give --peak-flops)");
         return f64 ? 0 : p; /* f64 rates vary too much between cards for one table column */
     }
     char model[256], isa[32] = "?";

@@ -43,9 +43,12 @@ double mfu_of(double flops_per_token, double tokens_per_s, double peak_flops);
  * `threads` threads, run once per machine and cached in
  * $XDG_CACHE_HOME/tfcore/peak_flops (or ~/.cache/tfcore) keyed by the CPU
  * model and thread count. f64 runs get half the f32 peak (the same FMA
- * units, half the lanes).
+ * units, half the lanes). `kind`: MFU_F32, MFU_F64, or MFU_BF16 (bf16 mixed
+ * precision: the card's bf16 tensor-core peak on CUDA, where its GEMMs run;
+ * the f32 peak on the CPU, whose bf16 GEMM widens to f32).
  */
-double mfu_peak_flops(double given, int32_t cuda_index, int f64, int threads, char *src, size_t n);
+enum { MFU_F32 = 0, MFU_F64 = 1, MFU_BF16 = 2 };
+double mfu_peak_flops(double given, int32_t cuda_index, int kind, int threads, char *src, size_t n);
 
 /* The f32 FMA peak of this CPU on `threads` threads, measured now (FLOP/s; 0 without AVX2/FMA). */
 double mfu_measure_cpu_peak(int threads, const char **isa);

@@ -201,11 +201,15 @@ TFC_API int32_t tfc_gpt_get_recompute(const tfc_gpt *m /* nullable: 0 */);
  * checkpoints are the f32 parameters, loadable with autocast on or off.
  * TFC_DTYPE_F32 turns it off (frees the copies). The same switch serves
  * inference (tfcore sample / eval --dtype bf16). On the CPU it runs on any
- * CPU (lib/cpu/gemm_bf16.c: exact bf16 products, f32 accumulation).
+ * CPU (lib/cpu/gemm_bf16.c: exact bf16 products, f32 accumulation); on CUDA
+ * the GEMMs are the module's bf16 x bf16 -> f32 cuBLASLt products (see
+ * docs/CUDA.md for what has run on a GPU). The setting stays on across
+ * tfc_gpt_to_device either way; the bf16 copies are dropped by the move and
+ * remade on the new device at the next forward.
  * Errors: NULL m, dtype neither bf16 nor f32 (TFC_ERR_INVALID_ARG); an f64
- * model (TFC_ERR_DTYPE); a quantized model or one on CUDA, where autocast is
- * not implemented (TFC_ERR_UNSUPPORTED; a model quantized or moved to CUDA
- * after autocast was set fails its forward so); TFC_ERR_OOM. On error the
+ * model (TFC_ERR_DTYPE); a quantized model, where autocast is not
+ * implemented (TFC_ERR_UNSUPPORTED; a model quantized after autocast was set
+ * fails its forward so); TFC_ERR_OOM. On error the
  * setting is unchanged. Not thread-safe with any other use of m (forwards
  * without a graph may still run concurrently once it is set).
  */

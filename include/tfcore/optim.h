@@ -222,6 +222,28 @@ TFC_API TFC_NODISCARD tfc_status tfc_clip_grad_norm(tfc_tensor *const *params /*
 /* tfc_clip_grad_norm over all of opt's parameters. */
 TFC_API TFC_NODISCARD tfc_status tfc_optim_clip_grad_norm(tfc_optim *opt, double max_norm,
                                                           double *total_norm /* nullable */);
+/*
+ * tfc_optim_clip_grad_norm without a host wait: N = √(Σ g²) over opt's
+ * gradients and c = min(1, max_norm / (N + 1e-6)) are computed on the
+ * gradients' device and every gradient is multiplied by c there (c = 1
+ * leaves it bit for bit unchanged), so on CUDA the call only queues kernels
+ * behind the backward pass. *total_norm (nullable) gets a new 0-d tensor on
+ * that device holding N (the caller releases it; NULL when no parameter has
+ * a gradient); read it with tfc_tensor_item when the value is wanted (that
+ * read waits). max_norm = +INFINITY only measures. Unlike the synchronous
+ * form a non-finite norm is not refused (refusing needs the host to read
+ * it): NaN gradients stay NaN and NaN spreads to all of them, an infinite
+ * norm zeroes the finite ones; read N or the loss to detect it. The sums of
+ * squares are in the gradients' dtype (f32 sums on CUDA).
+ * Errors: NULL opt, max_norm NaN or <= 0, a gradient not contiguous or not
+ * f32/f64, gradients of two dtypes (TFC_ERR_INVALID_ARG); gradients on
+ * different devices or no usable GPU (TFC_ERR_DEVICE); a sharded optimizer
+ * (TFC_ERR_UNSUPPORTED: use tfc_optim_clip_grad_norm); TFC_ERR_OOM. An error
+ * before the scaling leaves every gradient unchanged.
+ * Not thread-safe with other uses of opt or its parameters' gradients.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_optim_clip_grad_norm_async(tfc_optim *opt, double max_norm,
+                                                                tfc_tensor **total_norm /* nullable */);
 
 /* ---- learning-rate schedules ----------------------------------------------------------- */
 /*

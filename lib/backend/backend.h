@@ -264,6 +264,15 @@ typedef struct tfc_ce_rows_problem {
  * in position order (deterministic). An id outside [0, v) is
  * TFC_ERR_INVALID_ARG naming the flat position.
  */
+/*
+ * A bit of `accumulate` in the embedding and cross-entropy problems (bit 0
+ * is accumulate itself): the caller knows every id / target is in range
+ * (lib/tensor recorded it on the host, tfc_storage_range_within), so a
+ * backend that checks on the device and reads the verdict back (CUDA: a
+ * host wait) may skip the read. The CPU checks anyway (no wait there).
+ */
+#define TFC_IDS_CHECKED 2
+
 typedef struct tfc_embedding_problem {
     int32_t device;
     tfc_dtype dtype, index_dtype;

@@ -219,7 +219,8 @@ static tfc_status cpu_embedding_forward(const tfc_embedding_problem *p) {
 
 static tfc_status cpu_embedding_backward(const tfc_embedding_problem *p) {
     TFC_TRY(check_ids(p));
-    tfc_cpu_embedding_backward(p->dtype, p->index_dtype, p->n, p->v, p->c, p->dout, p->ids, p->dtable, p->accumulate);
+    tfc_cpu_embedding_backward(p->dtype, p->index_dtype, p->n, p->v, p->c, p->dout, p->ids, p->dtable,
+                               p->accumulate & 1 /* TFC_IDS_CHECKED: the CPU checks anyway */);
     return TFC_OK;
 }
 

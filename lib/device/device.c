@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "cpu/kernels.h"
+#include "device/sync_count.h"
 
 static const tfc_backend *g_override_cuda;
 
@@ -87,5 +88,11 @@ tfc_status tfc_device_memcpy(tfc_device_type dst_dev, int32_t dst_index, void *d
     TFC_TRY(tfc_backend_of(dev, index, &b));
     char what[64];
     snprintf(what, sizeof what, "copying %zu bytes", nbytes);
+    /* a copy to the host returns once the data is there: the host waits for the device's queue */
+    if (kind == TFC_MEMCPY_D2H) {
+        char why[96];
+        snprintf(why, sizeof why, "a copy of %zu bytes to the host", nbytes);
+        tfc_device_note_sync(dev, index, why);
+    }
     return mem_failed(b, dev, index, what, b->memcpy(index, dst, src, nbytes, kind));
 }

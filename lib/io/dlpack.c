@@ -121,6 +121,8 @@ static void versioned_deleter(DLManagedTensorVersioned *self) {
 
 static tfc_status export_keep(const char *fn, const tfc_tensor *t, tfc_tensor **keep) {
     TFC_CHECK_NOT_NULL(fn, t);
+    /* the consumer may write the memory behind the library's back: no recorded range survives that */
+    atomic_store(&t->storage->range_set, 0);
     /* An alias, not t itself: the export must not keep t's graph node alive. */
     return tfc_err_in(fn, tfc_tensor_alias(t, t->shape, t->strides, t->ndim, t->offset, keep));
 }

@@ -346,7 +346,7 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
     if (seqs && T != 1)
         return tfc_err(TFC_ERR_SHAPE, "%s: idx is [%lld,%lld], need one token per sequence", fn, (long long)B,
                        (long long)T);
-    if (m->autocast) TFC_TRY(tfc_gpt_autocast_check(fn, m)); /* quantized or moved to CUDA since it was set */
+    if (m->autocast) TFC_TRY(tfc_gpt_autocast_check(fn, m)); /* quantized since it was set */
     scope sc = {0};
     tfc_status s = TFC_OK;
     tfc_tensor *pos, *pe, *te, *x, *h, *y, *out = NULL;

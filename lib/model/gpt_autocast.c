@@ -102,7 +102,11 @@ tfc_status tfc_gpt_autocast_head(const tfc_gpt *m, tfc_graph *g, const tfc_tenso
     return s;
 }
 
-/* Whether m's parameters are on a backend with a bf16 GEMM this autocast has been tested on (the CPU). */
+/*
+ * Whether m can run autocast: f32 and not quantized. Its device needs a bf16 GEMM with an f32 result (the gemm
+ * entry's c_f32), which the CPU has and the CUDA module's cuBLASLt path provides; a backend without it fails the
+ * first forward in tfc_linear_bf16 / the gemm entry, naming the device, rather than here.
+ */
 static tfc_status check_model(const char *fn, const tfc_gpt *m) {
     char what[64];
     if (tfc_gpt_is_quantized(m))
@@ -113,12 +117,21 @@ static tfc_status check_model(const char *fn, const tfc_gpt *m) {
     if (m->cfg.dtype != TFC_DTYPE_F32)
         return tfc_err(TFC_ERR_DTYPE, "%s: the model is %s; bf16 autocast needs an f32 model (its master weights)", fn,
                        tfc_dtype_name(m->cfg.dtype));
-    if (tfc_tensor_device_type(m->wte) != TFC_DEVICE_CPU)
-        return tfc_err(TFC_ERR_UNSUPPORTED,
-                       "%s: the model is on cuda:%d; bf16 autocast is implemented on the CPU only (the CUDA "
-                       "backend's bf16 GEMM with an f32 result is not wired to it yet)",
-                       fn, (int)tfc_tensor_device_index(m->wte));
     return TFC_OK;
+}
+
+/*
+ * The weights moved (tfc_gpt_to_device): the copies are of the old tensors, on the old device. Dropping them now
+ * rather than at the next forward frees the old device's memory at once (a slot's reference would otherwise keep the
+ * old f32 weight alive too, a whole model's worth on the device just left).
+ */
+void tfc_gpt_autocast_drop_copies(tfc_gpt *m) {
+    gpt_autocast *a = m->autocast;
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    free_slots(a);
+    for (int32_t i = 0; i < a->n; i++) a->slots[i] = (ac_slot){0};
+    pthread_mutex_unlock(&a->mu);
 }
 
 tfc_status tfc_gpt_autocast_check(const char *fn, const tfc_gpt *m) { return check_model(fn, m); }

@@ -90,7 +90,9 @@ struct tfc_gpt {
 typedef struct gpt_autocast gpt_autocast;
 /* Release m's autocast state and turn it off; nothing when it is off. */
 void tfc_gpt_autocast_free(tfc_gpt *m);
-/* TFC_OK when m can run autocast now (f32, not quantized, on the CPU), else the error prefixed by fn. */
+/* Release the cached bf16 copies (and their references to the f32 weights), keeping autocast on: after a move. */
+void tfc_gpt_autocast_drop_copies(tfc_gpt *m);
+/* TFC_OK when m can run autocast now (f32, not quantized), else the error prefixed by fn. */
 tfc_status tfc_gpt_autocast_check(const char *fn, const tfc_gpt *m);
 /*
  * *y = tfc_linear_bf16(g, x, w, bf16 copy of w, b) for block `layer`'s

@@ -313,5 +313,6 @@ TFC_API tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t
         m->params[i] = *m->fields[i] = moved[i];
     }
     free(moved);
+    tfc_gpt_autocast_drop_copies(m); /* bf16 autocast stays on; its copies are remade on the new device */
     return TFC_OK;
 }

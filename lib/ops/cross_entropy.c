@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "core/dtype.h"
+#include "device/sync_count.h"
 #include "ops/op_util.h"
 #include "ops/operands.h"
 #include "tfcore/kernels.h"
@@ -48,10 +49,17 @@ TFC_API tfc_status tfc_cross_entropy_forward(const tfc_tensor *logits, const tfc
                                    .ignore_index = ignore_index,
                                    .loss = tfc_data(loss),
                                    .lse = tfc_out_data(lse)};
+    /* targets copied from the host were range-checked there: the device need not check them and wait */
+    const int checked = tfc_storage_range_within(targets, p.c, ignore_index);
+    if (checked) p.accumulate = TFC_IDS_CHECKED;
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, logits, &p.logits);
     if (s == TFC_OK) s = tfc_operand(&o, targets, &p.targets);
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, cross_entropy_forward, &p);
+    /* otherwise off the CPU the kernel checks them and its verdict is read back before it returns */
+    if (!checked)
+        tfc_device_note_sync(logits->storage->device, p.device,
+                             "tfc_cross_entropy: the targets' range check on the device");
     if (s == TFC_OK) tfc_written(loss, lse, NULL);
     tfc_operands_release(&o);
     return tfc_err_in(fn, s);

@@ -4,6 +4,7 @@
  *
  * The explicit doors tfc_embedding_forward / tfc_embedding_backward: checks, then the backend's embedding entries.
  */
+#include "device/sync_count.h"
 #include "ops/op_util.h"
 #include "ops/operands.h"
 #include "tfcore/kernels.h"
@@ -50,10 +51,16 @@ TFC_API tfc_status tfc_embedding_forward(const tfc_tensor *table, const tfc_tens
                                .ids_shape = ids->shape,
                                .ids_ndim = ids->ndim,
                                .out = tfc_data(out)};
+    /* ids copied from the host were range-checked there: the device need not check them and wait */
+    const int checked = tfc_storage_range_within(ids, p.v, 0);
+    if (checked) p.accumulate = TFC_IDS_CHECKED;
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, table, &p.table);
     if (s == TFC_OK) s = tfc_operand(&o, ids, &p.ids);
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, embedding_forward, &p);
+    /* otherwise off the CPU the kernel checks them and its verdict is read back before it returns */
+    if (!checked)
+        tfc_device_note_sync(table->storage->device, p.device, "tfc_embedding: the ids' range check on the device");
     if (s == TFC_OK) tfc_written(out, NULL, NULL);
     tfc_operands_release(&o);
     return tfc_err_in(fn, s);
@@ -94,10 +101,15 @@ TFC_API tfc_status tfc_embedding_backward(const tfc_tensor *dout, const tfc_tens
                                .ids_ndim = ids->ndim,
                                .dtable = tfc_data(dtable),
                                .accumulate = (flags & TFC_GRAD_ACCUMULATE) != 0};
+    const int checked = tfc_storage_range_within(ids, p.v, 0);
+    if (checked) p.accumulate |= TFC_IDS_CHECKED;
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, dout, &p.dout);
     if (s == TFC_OK) s = tfc_operand(&o, ids, &p.ids);
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, embedding_backward, &p);
+    if (!checked)
+        tfc_device_note_sync(dtable->storage->device, p.device,
+                             "tfc_embedding_backward: the ids' range check on the device");
     if (s == TFC_OK) tfc_written(dtable, NULL, NULL);
     tfc_operands_release(&o);
     return tfc_err_in(fn, s);

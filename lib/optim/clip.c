@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "device/sync_count.h"
 #include "optim/optim_impl.h"
 #include "tensor/dispatch.h"
 
@@ -61,6 +62,8 @@ static tfc_status clip(const char *fn, tfc_tensor *const *params, int64_t n, dou
     tfc_grad_norm_problem pr = {
         .device = tfc_device_index(ref), .segs = segs, .nseg = nseg, .norm = &norm, .overflow = &overflow};
     tfc_status st = nseg ? TFC_BACKEND_RUN_DT(fn, be, grad_norm, &pr, ref->dtype) : TFC_OK;
+    /* the norm comes back in host memory: the host waits for the gradients (tfc_optim_clip_grad_norm_async doesn't) */
+    if (nseg) tfc_device_note_sync(ref->storage->device, pr.device, "tfc_clip_grad_norm: the norm read on the host");
     if (st == TFC_OK && !isfinite(norm))
         st = overflow ? tfc_err(TFC_ERR_NONFINITE, "%s: the total norm exceeds the %s range; gradients left unchanged",
                                 fn, tfc_dtype_name(ref->dtype))

@@ -167,6 +167,31 @@ TFC_API tfc_status tfc_tensor_clone(const tfc_tensor *t, tfc_tensor **out) {
     return TFC_OK;
 }
 
+/*
+ * Ids and targets going to a device: their range, read here on the host where it is free, so the ops on the device
+ * need not check it there and read the verdict back (tensor_impl.h, tfc_storage_range_within). r is src's new copy.
+ */
+static void record_range(tfc_tensor *r, const tfc_tensor *src) {
+    if (src->dtype != TFC_DTYPE_I32 && src->dtype != TFC_DTYPE_I64) return;
+    const int64_t n = tfc_numel(src);
+    int64_t hi = -1, neg_value = 0;
+    int32_t neg = 0; /* 0: no negative element; 1: all equal neg_value; 2: several */
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t v =
+            src->dtype == TFC_DTYPE_I32 ? ((const int32_t *)tfc_data(src))[i] : ((const int64_t *)tfc_data(src))[i];
+        if (v > hi) hi = v;
+        if (v < 0 && neg == 0) neg = 1, neg_value = v;
+        if (v < 0 && v != neg_value) neg = 2;
+    }
+    if (hi == INT64_MAX) return; /* below hi + 1 would not fit */
+    tfc_storage *st = r->storage;
+    st->range_neg = neg;
+    st->range_neg_value = neg_value;
+    st->range_hi = hi + 1;
+    st->range_version = atomic_load(&st->version);
+    atomic_store(&st->range_set, 1);
+}
+
 TFC_API tfc_status tfc_tensor_to_device(const tfc_tensor *t, tfc_device_type device, int32_t device_index,
                                         tfc_tensor **out) {
     const char *fn = "tfc_tensor_to_device";
@@ -195,6 +220,7 @@ TFC_API tfc_status tfc_tensor_to_device(const tfc_tensor *t, tfc_device_type dev
                               tfc_data(src), (size_t)tfc_numel(t) * tfc_dtype_size(t->dtype));
         if (s != TFC_OK) tfc_tensor_release(r);
     }
+    if (s == TFC_OK && device != TFC_DEVICE_CPU && src->storage->device == TFC_DEVICE_CPU) record_range(r, src);
     tfc_tensor_release(src);
     if (s != TFC_OK) return tfc_err_in(fn, s);
     *out = r;

@@ -310,7 +310,11 @@ TFC_API tfc_device_type tfc_tensor_device_type(const tfc_tensor *t) {
     return t ? t->storage->device : (tfc_device_type)0;
 }
 TFC_API int32_t tfc_tensor_device_index(const tfc_tensor *t) { return t ? t->storage->device_index : -1; }
-TFC_API void *tfc_tensor_data(const tfc_tensor *t) { return t ? tfc_data(t) : NULL; }
+TFC_API void *tfc_tensor_data(const tfc_tensor *t) {
+    if (!t) return NULL;
+    atomic_store(&t->storage->range_set, 0); /* writes through the pointer would go unseen */
+    return tfc_data(t);
+}
 TFC_API int64_t tfc_tensor_storage_offset(const tfc_tensor *t) { return t ? t->offset : 0; }
 TFC_API int32_t tfc_tensor_is_contiguous(const tfc_tensor *t) { return t ? tfc_is_contiguous(t) : 0; }
 TFC_API int32_t tfc_tensor_shares_storage(const tfc_tensor *a, const tfc_tensor *b) {

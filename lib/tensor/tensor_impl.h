@@ -23,6 +23,22 @@ typedef struct tfc_storage {
     void *deleter_ctx;
     int32_t from_allocator; /* data came from the device's caching allocator */
     atomic_uint_fast64_t version;
+    /*
+     * Integers the library scanned on the host as it filled this storage
+     * (tfc_tensor_to_device of i32/i64): while version is still
+     * range_version, every element is below range_hi and either >= 0 or,
+     * when range_neg is 1, equal to range_neg_value (an ignore index;
+     * range_neg 0: no negative element, 2: negatives of several values;
+     * range_neg_value is meaningful only when range_neg is 1). Lets an op
+     * skip a device-side range check of ids or targets and the host wait
+     * that reading its verdict costs (tfc_storage_range_within). Cleared
+     * for good when a raw pointer to the memory is handed out (the library
+     * cannot see writes through it).
+     */
+    atomic_int range_set;
+    int32_t range_neg;
+    int64_t range_neg_value, range_hi;
+    uint64_t range_version;
 } tfc_storage;
 
 struct tfc_tensor {
@@ -83,6 +99,16 @@ tfc_status tfc_tensor_alias(const tfc_tensor *t, const int64_t *shape, const int
 
 /* Mark an in-place write on t's storage. */
 static inline void tfc_bump_version(tfc_tensor *t) { atomic_fetch_add(&t->storage->version, 1); }
+
+/*
+ * Whether every element of t is known, without reading it, to be in [0, hi) or equal to `also` (an ignore index;
+ * pass 0 for none): t's storage holds a range recorded from the host (tfc_storage above) that is still current.
+ */
+static inline int tfc_storage_range_within(const tfc_tensor *t, int64_t hi, int64_t also) {
+    const tfc_storage *s = t->storage;
+    if (!atomic_load(&s->range_set) || s->range_version != atomic_load(&s->version) || s->range_hi > hi) return 0;
+    return s->range_neg == 0 || (s->range_neg == 1 && s->range_neg_value == also);
+}
 
 /* Contiguous copy of t (new reference to t itself when already contiguous). */
 tfc_status tfc_make_contiguous(const tfc_tensor *t, tfc_tensor **out);

@@ -76,6 +76,9 @@ TEST(cpu_peak_is_cached_per_machine_and_threads) {
     CHECK(mfu_peak_flops(0, -1, 0, 1, src, sizeof src) == 1234e9);
     CHECK(strstr(src, "(cached)") != NULL);
     CHECK(mfu_peak_flops(0, -1, 1, 1, src, sizeof src) == 617e9); /* f64: half */
+    /* bf16 mixed precision on the CPU widens to the f32 GEMM: the f32 peak (on CUDA: the card's bf16 column) */
+    CHECK(mfu_peak_flops(0, -1, MFU_BF16, 1, src, sizeof src) == 1234e9);
+    CHECK(mfu_cuda_peak("NVIDIA H200", 1) == 989.4e12 && mfu_cuda_peak("NVIDIA H200", 0) == 67e12);
     /* another thread count is measured anew */
     const double two = mfu_peak_flops(0, -1, 0, 2, src, sizeof src);
     CHECK(strstr(src, "measured now") != NULL && two > 0);

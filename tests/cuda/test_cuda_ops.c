@@ -17,6 +17,7 @@
 #include "tfc_test.h"
 
 #include "core/error.h"
+#include "device/sync_count.h" /* the host-wait counter of the bf16 training test (cubf16 block) */
 
 #define main tfc_test_main_
 TFC_TEST_MAIN
@@ -772,6 +773,168 @@ TEST(attention_bf16_head_dims_64_and_128) {
     check_op("bf16 attention causal T=70 S=33 D=128", f_attn_bf16_causal, (tfc_tensor *[]){q2, k2, v2}, 3, 7, 3e-2);
     tfc_tensor *all[] = {q, k, v, q2, k2, v2};
     release_all(all, 6);
+}
+
+/* ---- bf16 mixed precision and the step without host waits (issue #19 Part B, cubf16) ------------------------ */
+
+/*
+ * A tiny GPT trained 4 steps in bf16 autocast on CUDA and on the CPU from the same weights and batches: losses,
+ * every gradient of step 0, and the clip norms agree within the stated tolerances, the master weights and their
+ * gradients stay f32, and the steps after the first (forward from host ids, backward, the device-side clip, AdamW,
+ * zero_grad; the loss left on the device) make the host wait 0 times (lib/device/sync_count.h). Tolerances: both
+ * sides round the same f32 operands to bf16 and sum exact products in f32, so they differ by summation order
+ * (~1e-6) until such a difference flips the bf16 rounding of a later activation (2^-8 relative on that element):
+ * loss 2e-3 relative at step 0, 1e-2 after 3 updates; gradients 2e-2 of their max norm.
+ */
+TEST(gpt_bf16_autocast_training_matches_the_cpu_without_host_waits) {
+    tfc_gpt *m[2] = {gpt(), gpt()};
+    CHECK_OK(tfc_gpt_to_device(m[1], TFC_DEVICE_CUDA, 0));
+    for (int dev = 0; dev < 2; dev++) CHECK_OK(tfc_gpt_set_autocast(m[dev], TFC_DTYPE_BF16));
+    const int64_t d[2] = {4, 32};
+    tfc_graph *g[2] = {NULL, NULL};
+    tfc_optim *opt[2] = {NULL, NULL};
+    int32_t n[2];
+    const char *const *names[2];
+    tfc_tensor *const *ps[2];
+    for (int dev = 0; dev < 2; dev++) {
+        CHECK_OK(tfc_gpt_params(m[dev], &n[dev], &names[dev], &ps[dev]));
+        tfc_optim_options oo = TFC_ADAMW_OPTIONS_INIT;
+        oo.lr = 1e-3;
+        oo.weight_decay = 0.1;
+        CHECK_OK(tfc_optim_adamw(&oo, &opt[dev]));
+        CHECK_OK(tfc_optim_add_params(opt[dev], ps[dev], n[dev], NULL));
+        CHECK_OK(tfc_graph_new(&g[dev]));
+    }
+    for (int step = 0; step < 4; step++) {
+        tfc_tensor *idx = ids_t(d, 2, TFC_DTYPE_I32, 0, 65), *tg = ids_t(d, 2, TFC_DTYPE_I64, 0, 65);
+        tfc_tensor *loss[2] = {NULL, NULL}, *norm[2] = {NULL, NULL};
+        int64_t waits = 0; /* cuda's, over forward + backward and clip + step + zero_grad (not the checks between) */
+        tfc_status s = TFC_OK;
+        for (int dev = 0; dev < 2 && s == TFC_OK; dev++) {
+            const int64_t before = tfc_device_sync_count();
+            s = tfc_gpt_forward(m[dev], g[dev], idx, tg, NULL, &loss[dev]);
+            if (s == TFC_OK) s = tfc_graph_backward(g[dev], loss[dev], NULL);
+            if (s == TFC_OK) s = tfc_graph_clear(g[dev]);
+            if (dev == 1) waits += tfc_device_sync_count() - before;
+            if (s != TFC_OK) TFC_FAIL_AT("bf16 GPT step %d on %s: %s", step, dev ? "cuda" : "cpu", tfc_last_error());
+        }
+        if (s == TFC_OK && step == 0) /* every parameter gradient, from identical weights, before clipping */
+            for (int32_t i = 0; i < n[0]; i++) {
+                tfc_tensor *gc = NULL, *gg = NULL;
+                CHECK_OK(tfc_tensor_grad(ps[0][i], &gc));
+                CHECK_OK(tfc_tensor_grad(ps[1][i], &gg));
+                char what[160];
+                snprintf(what, sizeof what, "bf16 GPT grad %s", names[0][i]);
+                close_to(what, gg, gc, 2e-2);
+                CHECK(tfc_tensor_dtype(gg) == TFC_DTYPE_F32);
+                tfc_tensor_release(gc);
+                tfc_tensor_release(gg);
+            }
+        for (int dev = 0; dev < 2 && s == TFC_OK; dev++) {
+            const int64_t before = tfc_device_sync_count();
+            s = tfc_optim_clip_grad_norm_async(opt[dev], 0.5, &norm[dev]);
+            if (s == TFC_OK) s = tfc_optim_step(opt[dev]);
+            if (s == TFC_OK) s = tfc_optim_zero_grad(opt[dev], 1);
+            if (dev == 1) waits += tfc_device_sync_count() - before;
+            if (s != TFC_OK) TFC_FAIL_AT("bf16 GPT step %d on %s: %s", step, dev ? "cuda" : "cpu", tfc_last_error());
+        }
+        if (s != TFC_OK) {
+            for (int k = 0; k < 2; k++) tfc_tensor_release(loss[k]), tfc_tensor_release(norm[k]);
+            tfc_tensor_release(idx), tfc_tensor_release(tg);
+            goto done;
+        }
+        char what[160];
+        snprintf(what, sizeof what, "bf16 GPT step %d: loss", step);
+        close_to(what, loss[1], loss[0], step == 0 ? 2e-3 : 1e-2);
+        snprintf(what, sizeof what, "bf16 GPT step %d: clip norm (device-side)", step);
+        close_to(what, norm[1], norm[0], 1e-2);
+        tfc_test_checks++;
+        if (step > 0 && waits != 0) /* step 0 may load cuBLASLt and fill caches; from step 1 nothing may wait */
+            TFC_FAIL_AT("bf16 GPT step %d on cuda: the host waited %lld times (TFC_CUDA_SYNC_LOG=1 lists them)", step,
+                        (long long)waits);
+        else
+            printf("  bf16 GPT step %d: %lld host waits on cuda\n", step, (long long)waits);
+        for (int k = 0; k < 2; k++) tfc_tensor_release(loss[k]), tfc_tensor_release(norm[k]);
+        tfc_tensor_release(idx), tfc_tensor_release(tg);
+    }
+    for (int32_t i = 0; i < n[1]; i++) CHECK(tfc_tensor_dtype(ps[1][i]) == TFC_DTYPE_F32); /* master weights */
+    CHECK(tfc_gpt_autocast_refreshes(m[1]) == tfc_gpt_autocast_refreshes(m[0])); /* once per weight per step */
+    /* autocast stays on across a move back to the CPU, and the moved weights give the CPU model's loss */
+    CHECK_OK(tfc_gpt_to_device(m[1], TFC_DEVICE_CPU, 0));
+    CHECK(tfc_gpt_get_autocast(m[1]) == TFC_DTYPE_BF16);
+    {
+        tfc_tensor *idx = ids_t(d, 2, TFC_DTYPE_I32, 0, 65), *tg = ids_t(d, 2, TFC_DTYPE_I64, 0, 65);
+        tfc_tensor *l0 = NULL, *l1 = NULL;
+        CHECK_OK(tfc_gpt_forward(m[0], NULL, idx, tg, NULL, &l0));
+        CHECK_OK(tfc_gpt_forward(m[1], NULL, idx, tg, NULL, &l1));
+        close_to("bf16 GPT after 4 steps, moved back to the CPU: loss", l1, l0, 1e-2);
+        tfc_tensor_release(l0), tfc_tensor_release(l1), tfc_tensor_release(idx), tfc_tensor_release(tg);
+    }
+done:
+    for (int dev = 0; dev < 2; dev++) {
+        tfc_graph_release(g[dev]);
+        tfc_optim_release(opt[dev]);
+        tfc_gpt_release(m[dev]);
+    }
+}
+
+/* The device-side clip on given gradients: the norm and the scaled gradients as the CPU's, and no host wait. */
+TEST(clip_async_on_given_gradients) {
+    const int64_t d1[2] = {37, 29}, d2[1] = {1 << 20 | 3}; /* one over 2^20 elements: the grid-stride loops */
+    tfc_tensor *hp[2] = {rand_t(d1, 2, -1, 1), rand_t(d2, 1, -1, 1)}, *cp[2], *hg[2], *cg[2];
+    tfc_optim *ho = NULL, *co = NULL;
+    CHECK_OK(tfc_optim_adamw(NULL, &ho));
+    CHECK_OK(tfc_optim_adamw(NULL, &co));
+    for (int i = 0; i < 2; i++) {
+        cp[i] = cuda_copy(hp[i]);
+        CHECK_OK(tfc_tensor_set_requires_grad(hp[i], 1));
+        CHECK_OK(tfc_tensor_set_requires_grad(cp[i], 1));
+        int64_t sh[TFC_MAX_DIMS];
+        CHECK_OK(tfc_tensor_shape(hp[i], sh, TFC_MAX_DIMS));
+        hg[i] = rand_t(sh, tfc_tensor_ndim(hp[i]), -2, 2);
+        cg[i] = cuda_copy(hg[i]);
+        CHECK_OK(tfc_tensor_set_grad(hp[i], hg[i]));
+        CHECK_OK(tfc_tensor_set_grad(cp[i], cg[i]));
+    }
+    CHECK_OK(tfc_optim_add_params(ho, hp, 2, NULL));
+    CHECK_OK(tfc_optim_add_params(co, cp, 2, NULL));
+    tfc_tensor *hn = NULL, *cn = NULL;
+    CHECK_OK(tfc_optim_clip_grad_norm_async(ho, 20.0, &hn));
+    const int64_t before = tfc_device_sync_count();
+    CHECK_OK(tfc_optim_clip_grad_norm_async(co, 20.0, &cn));
+    const int64_t waits = tfc_device_sync_count() - before;
+    tfc_test_checks++;
+    if (waits) TFC_FAIL_AT("tfc_optim_clip_grad_norm_async on cuda waited %lld times", (long long)waits);
+    close_to("clip_async: norm", cn, hn, 1e-5);
+    for (int i = 0; i < 2; i++) {
+        tfc_tensor *a = NULL, *b = NULL;
+        CHECK_OK(tfc_tensor_grad(hp[i], &a));
+        CHECK_OK(tfc_tensor_grad(cp[i], &b));
+        close_to(i ? "clip_async: grad 1 (2^20 + 3)" : "clip_async: grad 0", b, a, 1e-5);
+        tfc_tensor_release(a), tfc_tensor_release(b);
+    }
+    tfc_tensor_release(hn), tfc_tensor_release(cn);
+    tfc_optim_release(ho), tfc_optim_release(co);
+    release_all(hp, 2), release_all(cp, 2), release_all(hg, 2), release_all(cg, 2);
+}
+
+/* Ids whose host range was out of bounds still reach the device's check, which refuses them. */
+TEST(ids_out_of_range_are_still_refused_on_cuda) {
+    const int64_t dt[2] = {65, 16}, di[1] = {40};
+    tfc_tensor *table = rand_t(dt, 2, -1, 1), *ids = ids_t(di, 1, TFC_DTYPE_I32, 0, 65), *ct = cuda_copy(table);
+    ((int32_t *)tfc_tensor_data(ids))[17] = 65;
+    tfc_tensor *ci = cuda_copy(ids), *out = NULL;
+    CHECK_ERR(tfc_embedding(NULL, ct, ci, &out), TFC_ERR_INVALID_ARG, "ids[17] is 65, outside [0, 65)");
+    ((int32_t *)tfc_tensor_data(ids))[17] = 64; /* in range from the host: no wait, the right rows */
+    tfc_tensor *ci2 = cuda_copy(ids), *want = NULL;
+    const int64_t before = tfc_device_sync_count();
+    CHECK_OK(tfc_embedding(NULL, ct, ci2, &out));
+    tfc_test_checks++;
+    if (tfc_device_sync_count() != before) TFC_FAIL_AT("tfc_embedding of host-checked ids waited on cuda");
+    CHECK_OK(tfc_embedding(NULL, table, ids, &want));
+    close_to("embedding of host-checked ids", out, want, 0.0);
+    tfc_tensor_release(out), tfc_tensor_release(want), tfc_tensor_release(ci2), tfc_tensor_release(ci);
+    tfc_tensor_release(ct), tfc_tensor_release(ids), tfc_tensor_release(table);
 }
 
 int main(int argc, char **argv) {

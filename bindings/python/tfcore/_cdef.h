@@ -435,6 +435,7 @@ tfc_status tfc_optim_set_group_weight_decay(tfc_optim *opt, int32_t group, doubl
 tfc_status tfc_optim_get_group_weight_decay(const tfc_optim *opt, int32_t group, double *wd);
 tfc_status tfc_clip_grad_norm(tfc_tensor *const *params, int32_t n, double max_norm, double *total_norm);
 tfc_status tfc_optim_clip_grad_norm(tfc_optim *opt, double max_norm, double *total_norm);
+tfc_status tfc_optim_clip_grad_norm_async(tfc_optim *opt, double max_norm, tfc_tensor **total_norm);
 tfc_status tfc_lr_constant(int64_t step, double max_lr, int64_t warmup, double *lr);
 tfc_status tfc_lr_cosine(int64_t step, double max_lr, double min_lr, int64_t warmup, int64_t total, double *lr);
 tfc_status tfc_lr_linear(int64_t step, double max_lr, double min_lr, int64_t warmup, int64_t total, double *lr);

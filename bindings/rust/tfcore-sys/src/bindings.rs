@@ -577,6 +577,7 @@ extern "C" {
     pub fn tfc_optim_get_group_weight_decay(opt: *const tfc_optim, group: i32, wd: *mut f64) -> tfc_status;
     pub fn tfc_clip_grad_norm(params: *const *mut tfc_tensor, n: i32, max_norm: f64, total_norm: *mut f64) -> tfc_status;
     pub fn tfc_optim_clip_grad_norm(opt: *mut tfc_optim, max_norm: f64, total_norm: *mut f64) -> tfc_status;
+    pub fn tfc_optim_clip_grad_norm_async(opt: *mut tfc_optim, max_norm: f64, total_norm: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_lr_constant(step: i64, max_lr: f64, warmup: i64, lr: *mut f64) -> tfc_status;
     pub fn tfc_lr_cosine(step: i64, max_lr: f64, min_lr: f64, warmup: i64, total: i64, lr: *mut f64) -> tfc_status;
     pub fn tfc_lr_linear(step: i64, max_lr: f64, min_lr: f64, warmup: i64, total: i64, lr: *mut f64) -> tfc_status;
