@@ -36,11 +36,13 @@ set -u
 STAGES=(
     "preflight  15 stage_preflight" # everything missing, listed at once
     "build     300 stage_build"     # only without a bundle: configure + build here
-    "device     20 stage_device"    # nvidia-smi, one real test as the probe: no device -> 77
-    "tests     150 stage_tests"     # every case of the CUDA tests, its own process, DEVICE_CHECK_JOBS at a time
-    "reruns     75 stage_reruns"    # failures again: CUDA_LAUNCH_BLOCKING=1, then compute-sanitizer memcheck
-    "train      70 stage_train"     # char-tiny, --device cuda vs --device cpu, same seed, loss curves compared
-    "bench      90 stage_bench"     # cuda_bench: GEMM vs bare cuBLASLt, attention % of peak
+    "device     15 stage_device"    # nvidia-smi, one real test as the probe: no device -> 77
+    "tests     120 stage_tests"     # every case of the CUDA tests, its own process, DEVICE_CHECK_JOBS at a time
+    "reruns     50 stage_reruns"    # failures again: CUDA_LAUNCH_BLOCKING=1, then compute-sanitizer memcheck
+    "train      50 stage_train"     # char-tiny, --device cuda vs --device cpu, same seed, loss curves compared
+    "bf16train  40 run_script tests/cuda/train_bf16_check.sh" # char-tiny f32 vs bf16 on CUDA, bf16 CUDA vs CPU, host waits
+    "bench      60 stage_bench"     # cuda_bench: GEMM vs bare cuBLASLt, attention % of peak
+    "gpt2       70 run_script bench/gpu_gpt2.sh" # GPT-2 124M bf16 step: tokens/s, MFU, vs PyTorch 2.x eager/SDPA
 )
 BUDGET_S=420
 # More stages, one a line, for trying a stage program without editing the table (same budget).
