@@ -79,7 +79,7 @@ done
 n=$(find "$tmp/out" -type f | wc -l)
 ok '((n <= 8))' "OUTDIR holds $n files, more than the 8 that come back"
 ok 'tar tzf "$tmp/out/logs.tar.gz" | grep -q "logs/device.log"' "logs.tar.gz lacks logs/device.log"
-ok 'grep -qP "^preflight\t15\t0\t" "$tmp/out/stages.tsv" && grep -qP "^device\t20\t77\t" "$tmp/out/stages.tsv"' \
+ok 'grep -qP "^preflight\t15\t0\t" "$tmp/out/stages.tsv" && grep -qP "^device\t15\t77\t" "$tmp/out/stages.tsv"' \
     "stages.tsv lacks the preflight and device rows: $(tr '\n' ' ' <"$tmp/out/stages.tsv")"
 
 # ---- 3. a stand-in GPU ----
