@@ -229,8 +229,9 @@ TFC_API tfc_status tfc_tensor_wrap(void *data, const int64_t *dims, const int64_
         tfc_contiguous_strides(dims, ndim, st);
     }
     /* Span of the addressed elements, for the storage size; its byte size must fit too. */
-    int64_t lo = 0, hi = 0, bytes;
-    if (!tfc_view_span(dims, st, ndim, &lo, &hi) || !tfc_mul_i64(hi + 1, (int64_t)tfc_dtype_size(dtype), &bytes))
+    int64_t lo = 0, hi = 0, count, bytes;
+    if (!tfc_view_span(dims, st, ndim, &lo, &hi) || !tfc_add_i64(hi, 1, &count) ||
+        !tfc_mul_i64(count, (int64_t)tfc_dtype_size(dtype), &bytes))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: strides %s for shape %s address beyond the 64-bit range", fn,
                        tfc_fmt_dims(st, ndim), tfc_fmt_dims(dims, ndim));
     if (lo < 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: negative strides are not supported", fn);

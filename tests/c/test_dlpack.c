@@ -87,6 +87,25 @@ TEST(import_refuses_a_byte_offset_past_the_address_space) {
 }
 
 /*
+ * Found by tests/fuzz/fuzz_dlpack: a stride of INT64_MAX on a dim of 2
+ * makes the highest element's offset INT64_MAX, one past which (the
+ * storage's element count) does not fit; UBSan reported the signed
+ * overflow before the span was refused.
+ */
+TEST(import_refuses_a_span_one_past_int64_max) {
+    float buf[1] = {0};
+    int64_t shape[2] = {2, 1}, strides[2] = {INT64_MAX, 1};
+    DLManagedTensor m = {{buf, {1, 0}, 2, {2, 32, 1}, shape, strides, 0}, NULL, count};
+    tfc_tensor *t = NULL;
+    deleted = 0;
+    CHECK_ERR(tfc_tensor_from_dlpack(&m, &t), TFC_ERR_INVALID_ARG, "address beyond the 64-bit range");
+    CHECK(t == NULL && deleted == 0);
+    CHECK_ERR(tfc_tensor_wrap(buf, shape, strides, 2, TFC_DTYPE_F32, NULL, NULL, &t), TFC_ERR_INVALID_ARG,
+              "for shape [2,1]");
+    CHECK(t == NULL);
+}
+
+/*
  * Found by tests/fuzz/fuzz_dlpack: an empty tensor's strides address
  * nothing, so import takes any; copying it must not multiply them (UBSan
  * reported a signed overflow in the strided iterator).
