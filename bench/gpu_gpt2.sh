@@ -7,7 +7,7 @@
 # with the libraries next to it). OUT (created) receives gpt2_step.txt (the table), gpt2_step.json (one object)
 # and the raw logs. Environment: PEAK_TFLOPS (dense bf16 peak of the card, default 989 = H100/H200 SXM),
 # PYTHON (default python3: the GPU machine's torch 2.x venv), GPT2_STEPS (timed steps, default 8),
-# GPT2_BATCH (16). Rehearsal without a GPU only: GPT2_DEVICE=cpu, GPT2_TFCORE_FLAGS (appended to tfcore train's,
+# GPT2_BATCH (16), GPT2_TORCH (1; 0 leaves PyTorch out: bench/gpu_gpt2_profile.sh). Rehearsal without a GPU only: GPT2_DEVICE=cpu, GPT2_TFCORE_FLAGS (appended to tfcore train's,
 # e.g. "--n-layer 1 --n-embd 64 --n-head 2 --block-size 64"), GPT2_TORCH_FLAGS (e.g. --cpu-smoke).
 #
 # tfcore: `tfcore train --preset gpt2 --device cuda --dtype bf16` on random tokens (a synthetic GPT-2-shaped
@@ -88,9 +88,10 @@ if [ $rc -ne 0 ]; then
 fi
 
 modes="eager sdpa"
+[ "${GPT2_TORCH:-1}" = 0 ] && modes=""
 # a torch without SDPA (1.13 here) can rehearse the eager row only
-"$py" -c 'import sys, torch.nn.functional as F; sys.exit(0 if hasattr(F, "scaled_dot_product_attention") else 1)' \
-    2>/dev/null || modes="eager"
+[ -n "$modes" ] && ! "$py" -c 'import sys, torch.nn.functional as F; sys.exit(0 if hasattr(F, "scaled_dot_product_attention") else 1)' \
+    2>/dev/null && modes="eager"
 for mode in $modes; do
     echo "== PyTorch ($mode attention): GPT-2 124M, bf16 autocast, fused AdamW, B=$batch T=1024"
     t0=$(date +%s)
@@ -130,8 +131,9 @@ lines = ["GPT-2 124M training step, B=%d T=%d, bf16 mixed precision; MFU over a 
 for name, tps, n, loss in rows:
     lines.append("%-26s %12.0f %9.1f %7.1f%% %10.4f" % (name, tps, batch * T / tps * 1e3, 100 * tps * fpt(n) / peak,
                                                         loss))
-lines.append("ratios: tfcore / torch eager %.3f, tfcore / torch sdpa %.3f (targets: >= 1 vs eager, MFU >= 45%%)" %
-             (rows[0][1] / rows[1][1], rows[0][1] / rows[2][1]))
+if rows[1][1] == rows[1][1]:  # torch eager ran (GPT2_TORCH=0 leaves both out)
+    lines.append("ratios: tfcore / torch eager %.3f, tfcore / torch sdpa %.3f (targets: >= 1 vs eager, MFU >= 45%%)" %
+                 (rows[0][1] / rows[1][1], rows[0][1] / rows[2][1]))
 text = "\n".join(lines)
 print(text)
 open(out + "/gpt2_step.txt", "w").write(text + "\n")
