@@ -7,7 +7,8 @@
 # with the libraries next to it). OUT (created) receives gpt2_step.txt (the table), gpt2_step.json (one object)
 # and the raw logs. Environment: PEAK_TFLOPS (dense bf16 peak of the card, default 989 = H100/H200 SXM),
 # PYTHON (default python3: the GPU machine's torch 2.x venv), GPT2_STEPS (timed steps, default 8),
-# GPT2_BATCH (16), GPT2_TORCH (1; 0 leaves PyTorch out: bench/gpu_gpt2_profile.sh). Rehearsal without a GPU only: GPT2_DEVICE=cpu, GPT2_TFCORE_FLAGS (appended to tfcore train's,
+# GPT2_BATCH (16), GPT2_TORCH (1; 0 leaves PyTorch out: bench/gpu_gpt2_profile.sh), GPT2_WARM (warm-up steps, 4),
+# GPT2_TFCORE_WRAP (a command tfcore runs under, e.g. ncu: bench/gpu_kernel_times.sh). Rehearsal without a GPU only: GPT2_DEVICE=cpu, GPT2_TFCORE_FLAGS (appended to tfcore train's,
 # e.g. "--n-layer 1 --n-embd 64 --n-head 2 --block-size 64"), GPT2_TORCH_FLAGS (e.g. --cpu-smoke).
 #
 # tfcore: `tfcore train --preset gpt2 --device cuda --dtype bf16` on random tokens (a synthetic GPT-2-shaped
@@ -66,11 +67,11 @@ with open(os.path.join(out, "tokens.bin"), "wb") as f:
     f.write(struct.pack("<%dH" % n, *(rng.randrange(50257) for _ in range(n))))
 PY
 
-warm=4
+warm=${GPT2_WARM:-4}
 total=$((warm + steps))
 echo "== tfcore: GPT-2 124M, bf16 mixed precision, B=$batch T=1024, $warm warm-up + $steps timed steps"
 t0=$(date +%s)
-"$tfcore" train --data-bin "$out/tokens.bin" --data-format u16 --tokenizer "gpt2:$out/gpt2tok" --preset gpt2 \
+${GPT2_TFCORE_WRAP:-} "$tfcore" train --data-bin "$out/tokens.bin" --data-format u16 --tokenizer "gpt2:$out/gpt2tok" --preset gpt2 \
     --device "$device" --dtype bf16 --batch "$batch" --steps "$total" --warmup 2 --log-every 4 --eval-every 100000 \
     --eval-batches 1 --sample-tokens 0 --out "$out/tfcore_ckpt" --force --log-json "$out/tfcore.jsonl" \
     ${GPT2_TFCORE_FLAGS:-} >"$out/tfcore.log" 2>&1

@@ -28,6 +28,47 @@ __global__ void sum_block_kernel(tfc_sview in, int32_t nkeep, T *out, int64_t no
     }
 }
 
+/*
+ * Few outputs over long reductions (a sum of everything, a loss's mean, a
+ * per-row sum of a handful of rows): one block per output left an H200's
+ * 132 SMs all but idle and latency-bound (the clip norm's Σg² over GPT-2's
+ * 124M gradient elements took ~0.25 s of the first GPU run's 0.64 s step).
+ * Block (o, s) adds elements [s·chunk, (s+1)·chunk) of output o's k range
+ * into partial[o·splits + s]; sum_splits_kernel then adds each output's
+ * splits in order. Chunk and splits depend on the shape only, so the order
+ * (and the bits) do too. `run` > 0: the reduced dims are one run of that
+ * element stride, so k's offset is k·run and needs no per-dim division.
+ */
+template <class T>
+__global__ void sum_split_kernel(tfc_sview in, int32_t nkeep, int64_t nout, int64_t n, int64_t run, int64_t chunk,
+                                 int64_t splits, float *partial) {
+    __shared__ float shared[32];
+    const int64_t o = blockIdx.x, s = blockIdx.y;
+    const int64_t base = tfcu_offset_dims(in, 0, nkeep, o);
+    const int64_t k0 = s * chunk, k1 = k0 + chunk < n ? k0 + chunk : n;
+    const T *x = (const T *)in.data;
+    float acc = 0.0f;
+    if (run > 0)
+        for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) acc += tfcu_load(x, (size_t)(base + k * run));
+    else
+        for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x)
+            acc += tfcu_load(x, (size_t)(base + tfcu_offset_dims(in, nkeep, in.ndim, k)));
+    acc = tfcu_block_reduce<false>(acc, shared);
+    if (threadIdx.x == 0) partial[(size_t)o * (size_t)splits + (size_t)s] = acc;
+}
+
+template <class T>
+__global__ void sum_splits_kernel(const float *partial, int64_t nout, int64_t splits, T *out, float scale,
+                                  bool accumulate) {
+    TFCU_GRID_STRIDE(o, nout) {
+        float acc = 0.0f;
+        for (int64_t s = 0; s < splits; s++) acc += partial[(size_t)o * (size_t)splits + (size_t)s];
+        out[o] = tfcu_from_f<T>(scale * acc + (accumulate ? tfcu_load(out, o) : 0.0f));
+    }
+}
+
+#define SPLIT_MIN_CHUNK 8192 /* elements per block at least: below, one block per output is as quick */
+
 template <class T>
 __global__ void sum_thread_kernel(tfc_sview in, int32_t nkeep, T *out, int64_t nout, int64_t n, float scale,
                                   bool accumulate) {
@@ -146,6 +187,29 @@ tfc_status tfcu_sum(int32_t device, const tfc_sview *in, int32_t nkeep, void *ou
     if (nout > 1 && merge_run(in, 0, nkeep, &ks, &kst) && kst == 1 && merge_run(in, nkeep, in->ndim, &ns, &rs))
         return tfcu_colsum(fn, device, in->dtype, in->data, n, nout, rs, out, scale, accumulate);
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));
+    /* Splits: enough blocks to fill the SMs eight deep, none shorter than SPLIT_MIN_CHUNK elements. */
+    const int64_t want_blocks = (int64_t)c->sm_count * 8;
+    int64_t splits = nout < want_blocks ? (want_blocks + nout - 1) / nout : 1;
+    if (splits > n / SPLIT_MIN_CHUNK) splits = n / SPLIT_MIN_CHUNK;
+    if (splits > 1) {
+        const int64_t chunk = (n + splits - 1) / splits;
+        splits = (n + chunk - 1) / chunk;
+        int64_t ns, rs;
+        const int64_t run = merge_run(in, nkeep, in->ndim, &ns, &rs) ? rs : 0;
+        float *partial = NULL;
+        TFCU_TRY(tfcu_scratch(c, fn, (size_t)nout * (size_t)splits * sizeof(float), (void **)&partial));
+        tfc_status s = tfcu_dispatch_float(fn, in->dtype, [&](auto t) -> tfc_status {
+            typedef decltype(t) T;
+            sum_split_kernel<T><<<dim3((unsigned)nout, (unsigned)splits), 256, 0, c->stream>>>(
+                *in, nkeep, nout, n, run > 0 ? run : 0, chunk, splits, partial);
+            TFCU_TRY(TFCU_LAUNCHED(fn, "sum_split_kernel"));
+            sum_splits_kernel<T><<<tfcu_blocks(c, (size_t)nout, 256), 256, 0, c->stream>>>(
+                partial, nout, splits, (T *)out, (float)scale, accumulate);
+            return TFCU_LAUNCHED(fn, "sum_splits_kernel");
+        });
+        tfcu_scratch_free(c, partial);
+        return s;
+    }
     return tfcu_dispatch_float(fn, in->dtype, [&](auto t) {
         typedef decltype(t) T;
         if (nout < (int64_t)c->sm_count * 64) {

@@ -192,8 +192,12 @@ TFC_API int32_t tfc_gpt_get_recompute(const tfc_gpt *m /* nullable: 0 */);
  * (round-to-nearest-even) as they enter the GEMM, products summed in f32,
  * f32 results — while the parameters stay f32 (the master weights the
  * optimizer and its state update in f32; their gradients accumulate in
- * f32), and embeddings, LayerNorm, attention (q·kᵀ and p·v in f32), GELU,
- * softmax, cross-entropy and all reductions stay f32. The model keeps a
+ * f32), and embeddings, LayerNorm, GELU, softmax, cross-entropy and all
+ * reductions stay f32. Attention follows the device: f32 on the CPU; on
+ * CUDA, as PyTorch's CUDA autocast runs SDPA, q, k, v are rounded to bf16
+ * for the tensor-core attention kernels and its output and gradients come
+ * back f32 (training forwards; with a KV cache, sampling, it stays f32).
+ * The model keeps a
  * bf16 copy of each Linear weight (half the bytes of the weight), rounded
  * on first use and again only when the weight's version changed (an
  * optimizer step, a load): once per step, not per GEMM. With autocast on

@@ -44,7 +44,7 @@
 #include "backend/view.h"
 #include "tfcore/core.h"
 
-#define TFC_BACKEND_ABI 9
+#define TFC_BACKEND_ABI 10
 
 /* ---- problems ----------------------------------------------------------- */
 
@@ -623,6 +623,16 @@ typedef struct tfc_backend {
      * to another CUDA library. NULL entry on the CPU.
      */
     void *(*native_stream)(int32_t device);
+    /*
+     * ABI 10: the dtype bf16 autocast (tfc_gpt_set_autocast) runs attention
+     * in on this device: TFC_DTYPE_BF16 where the attention entries have
+     * bf16 tensor-core kernels (CUDA's FlashAttention-2 kernels; PyTorch's
+     * CUDA autocast likewise runs SDPA in bf16), so q, k, v are rounded to
+     * bf16 on the way in and the output and gradients come back as f32;
+     * 0 (or TFC_DTYPE_F32) leaves attention f32 (the CPU, whose attention
+     * takes f32 and f64 only). lib/ops/attention_autocast.c reads it.
+     */
+    int32_t autocast_attention;
 } tfc_backend;
 
 /* The entry point a backend module exports (dlsym name "tfc_backend_module_get"). */

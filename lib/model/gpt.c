@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "model/gpt_impl.h"
+#include "ops/attention_autocast.h"
 
 /* Targets equal to this are skipped by the loss: PyTorch's cross_entropy default, so a target batch padded for
  * torch (or for tfcore.cross_entropy) means the same here. */
@@ -155,7 +156,7 @@ static tfc_status drop(const tfc_gpt *m, tfc_graph *g, scope *scp, const gpt_dro
  * start .. start+T-1; with a cache, k and v are first appended to it and
  * the query attends over all start+T cached positions. *att is [B,H,T,D].
  */
-static tfc_status attend(tfc_graph *g, scope *scp, tfc_gpt_cache *cache, int32_t layer, int64_t T, int64_t start,
+static tfc_status attend(const tfc_gpt *m, tfc_graph *g, scope *scp, tfc_gpt_cache *cache, int32_t layer, int64_t T, int64_t start,
                          tfc_tensor *const heads[3], double scale, tfc_tensor **att) {
     const tfc_tensor *k = heads[1], *v = heads[2];
     if (cache) {
@@ -175,7 +176,11 @@ static tfc_status attend(tfc_graph *g, scope *scp, tfc_gpt_cache *cache, int32_t
         }
     }
     tfc_tensor *r;
-    TFC_TRY(tfc_attention(g, heads[0], k, v, 1, scale, &r));
+    /* Autocast: the device's attention dtype (bf16 on CUDA); with a cache (sampling) the f32 cache stays f32. */
+    if (m->autocast && !cache)
+        TFC_TRY(tfc_attention_autocast(g, heads[0], k, v, 1, scale, &r));
+    else
+        TFC_TRY(tfc_attention(g, heads[0], k, v, 1, scale, &r));
     TFC_TRY(keep(scp, r));
     *att = r;
     return TFC_OK;
@@ -226,7 +231,7 @@ static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gp
         TFC_TRY(tfc_gpt_attention_dropout(g, heads[0], heads[1], heads[2], scale, m->cfg.dropout, key, &att));
         TFC_TRY(keep(scp, att));
     } else
-        TFC_TRY(attend(g, scp, cache, layer, T, start, heads, scale, &att));
+        TFC_TRY(attend(m, g, scp, cache, layer, T, start, heads, scale, &att));
     TFC_TRY(tfc_permute(g, att, to_heads, 4, &att_t)); /* [B,T,H,D] */
     TFC_TRY(keep(scp, att_t));
     const int64_t btc[2] = {B * T, C};

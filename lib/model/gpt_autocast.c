@@ -2,9 +2,10 @@
  * bf16 autocast of a GPT (tfc_gpt_set_autocast): every Linear of the blocks
  * and the LM head run as tfc_linear_bf16 — operands rounded to bf16 as they
  * enter the GEMM, f32 accumulation, f32 outputs and f32 gradients to the f32
- * master weights — while embeddings, LayerNorm, attention (its q·kᵀ and
- * p·v products included), GELU, softmax, cross-entropy and the optimizer
- * stay f32.
+ * master weights — while embeddings, LayerNorm, GELU, softmax,
+ * cross-entropy and the optimizer stay f32. Attention takes the device's
+ * autocast dtype (lib/ops/attention_autocast.c: bf16 on CUDA, f32 on the
+ * CPU), chosen in gpt.c's attend().
  *
  * The bf16 weight copies: one slot per Linear weight (GPT_N_QLINEAR per
  * layer, then the head), rounded when the slot's weight is first used and

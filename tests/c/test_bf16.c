@@ -16,6 +16,7 @@
 #include "cpu/gemm.h"
 #include "cpu/gemm_small_m.h"
 #include "cpu/kernels.h"
+#include "ops/attention_autocast.h"
 #include "standin_backend.h"
 #include "tfc_test_util.h"
 
@@ -541,4 +542,40 @@ TEST(linear_bf16_refuses_mixed_dtypes_and_a_backend_without_bf16) {
     tfc_tensor_release(xc), tfc_tensor_release(wc);
     standin_remove();
     tfc_tensor_release(x), tfc_tensor_release(w), tfc_tensor_release(wb), tfc_tensor_release(x64);
+}
+
+/*
+ * tfc_attention_autocast on the CPU, whose backend leaves autocast attention
+ * f32 (autocast_attention 0): tfc_attention itself, bitwise, gradients too.
+ * (CUDA's bf16 path: tests/cuda/test_cuda_ops.c.)
+ */
+TEST(attention_autocast_on_the_cpu_is_f32_attention) {
+    const int64_t d[4] = {2, 2, 9, 8};
+    tfc_tensor *x[2][3], *o[2] = {NULL, NULL}, *l[2] = {NULL, NULL}, *gq[2] = {NULL, NULL};
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < 3; i++) {
+            x[r][i] = rand_of(d, 4, TFC_DTYPE_F32, 40 + (uint64_t)i);
+            CHECK_OK(tfc_tensor_set_requires_grad(x[r][i], 1));
+        }
+        tfc_graph *g = NULL;
+        CHECK_OK(tfc_graph_new(&g));
+        if (r)
+            CHECK_OK(tfc_attention_autocast(g, x[r][0], x[r][1], x[r][2], 1, 0.3, &o[r]));
+        else
+            CHECK_OK(tfc_attention(g, x[r][0], x[r][1], x[r][2], 1, 0.3, &o[r]));
+        CHECK(tfc_tensor_dtype(o[r]) == TFC_DTYPE_F32);
+        CHECK_OK(tfc_sum(g, o[r], NULL, 0, 0, &l[r]));
+        CHECK_OK(tfc_graph_backward(g, l[r], NULL));
+        CHECK_OK(tfc_tensor_grad(x[r][0], &gq[r]));
+        tfc_graph_release(g);
+    }
+    CHECK(memcmp(tfc_tensor_data(o[0]), tfc_tensor_data(o[1]), 2 * 2 * 9 * 8 * 4) == 0);
+    CHECK(gq[0] && gq[1] && memcmp(tfc_tensor_data(gq[0]), tfc_tensor_data(gq[1]), 2 * 2 * 9 * 8 * 4) == 0);
+    tfc_tensor *out = (tfc_tensor *)0x1;
+    CHECK_ERR(tfc_attention_autocast(NULL, NULL, x[0][1], x[0][2], 1, 0.3, &out), TFC_ERR_INVALID_ARG,
+              "tfc_attention_autocast: q is NULL");
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < 3; i++) tfc_tensor_release(x[r][i]);
+        tfc_tensor_release(o[r]), tfc_tensor_release(l[r]), tfc_tensor_release(gq[r]);
+    }
 }

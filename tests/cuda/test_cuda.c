@@ -1833,6 +1833,56 @@ TEST(bias_grad_row_chunks_large_ragged_and_repeatable) {
 }
 
 /*
+ * Few outputs over long reductions take the split kernels (reduce.cu): a
+ * sum of all 3·2^20 + 17 elements (one run: no per-dim index math), and 3
+ * row sums of a [3, 700, 900] view whose reduced dims do not merge into
+ * one run (strides 2700 and 1 over a [700, 3, 900] buffer), mean-scaled;
+ * each against a double sum, and bitwise repeatable. The first H200 run
+ * timed the old one-block-per-output sum at ~0.25 s for the clip norm's
+ * Σg² over GPT-2's gradients; a lost or doubled split is off by ~50 here.
+ */
+TEST(reduce_few_outputs_split_across_blocks) {
+    for (int di = 0; di < 2; di++) {
+        const int dt = DTYPES[di];
+        const size_t n = (size_t)3 * 1048576 + 17;
+        float *x = rand_host(n, -1, 1, dt, 260);
+        double acc = 0;
+        for (size_t i = 0; i < n; i++) acc += x[i];
+        float want1 = (float)acc, *g1, *g2;
+        void *d_x = up(x, n, dt), *d_o = dev(3, dt);
+        tfc_reduce_problem rp = {
+            .op = TFC_REDUCE_SUM, .in = view_flat(d_x, dt, (int64_t)n), .nkeep = 0, .out = d_o, .scale = 1.0};
+        CHECK_CU(A->reduce(&rp));
+        g1 = down(d_o, 1, dt);
+        /* |sum| ~ √n·0.58 ≈ 1000; f32 partials of 8192 elements then 384 of them in order */
+        CHECK_ALL(g1, &want1, 1, dt == TFC_DTYPE_BF16 ? 1e-2 : 1e-5, "sum of 3*2^20+17 elements");
+        CHECK_CU(A->reduce(&rp));
+        g2 = down(d_o, 1, dt);
+        CHECK(memcmp(g1, g2, 4) == 0);
+        free(g1), free(g2);
+        /* [3, 700, 900] as a view of a [700, 3, 900] buffer (the first 1,890,000 elements of x) */
+        const int64_t R = 3, K1 = 700, K2 = 900;
+        float want3[3];
+        for (int64_t o = 0; o < R; o++) {
+            double s = 0;
+            for (int64_t a = 0; a < K1; a++)
+                for (int64_t b = 0; b < K2; b++) s += x[(a * R + o) * K2 + b];
+            want3[o] = (float)(s / (double)(K1 * K2));
+        }
+        rp.in = view_nd(d_x, dt, 3, (int64_t[]){R, K1, K2}, (int64_t[]){K2, R * K2, 1});
+        rp.nkeep = 1;
+        rp.scale = 1.0 / (double)(K1 * K2);
+        CHECK_CU(A->reduce(&rp));
+        g1 = down(d_o, 3, dt);
+        CHECK_ALL(g1, want3, 3, dt == TFC_DTYPE_BF16 ? 1e-2 : 1e-6, "mean of 3 rows of a [3,700,900] strided view");
+        CHECK_CU(A->reduce(&rp));
+        g2 = down(d_o, 3, dt);
+        CHECK(memcmp(g1, g2, 12) == 0);
+        free(g1), free(g2), free(x), dfree(d_x), dfree(d_o);
+    }
+}
+
+/*
  * ---- sizes past the grid (issue #19): every elementwise kernel caps its grid
  * at 32 blocks of 256 per SM (tfcu_blocks: 1,081,344 threads on 132 SMs) and
  * the row kernels at 65535·16 blocks, so only inputs beyond 2^20 elements

@@ -17,7 +17,8 @@
 #include "tfc_test.h"
 
 #include "core/error.h"
-#include "device/sync_count.h" /* the host-wait counter of the bf16 training test (cubf16 block) */
+#include "device/sync_count.h"
+#include "ops/attention_autocast.h" /* the host-wait counter of the bf16 training test (cubf16 block) */
 
 #define main tfc_test_main_
 TFC_TEST_MAIN
@@ -774,6 +775,51 @@ TEST(attention_bf16_head_dims_64_and_128) {
     check_op("bf16 attention causal T=70 S=33 D=128", f_attn_bf16_causal, (tfc_tensor *[]){q2, k2, v2}, 3, 7, 3e-2);
     tfc_tensor *all[] = {q, k, v, q2, k2, v2};
     release_all(all, 6);
+}
+
+/*
+ * Attention as bf16 autocast runs it (lib/ops/attention_autocast.c): on CUDA
+ * q, k, v are rounded to bf16 and the tensor-core kernels run, the output and
+ * the gradients come back f32; on the CPU it is f32 attention. So check_op
+ * compares CUDA's bf16 path with the CPU's f32 one: bf16's tolerance. The
+ * GPT-2 step's first H200 profile had autocast attention in f32 on the
+ * simple kernels: 31% of the step.
+ */
+static tfc_status f_attn_autocast(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_attention_autocast(g, x[0], x[1], x[2], 1, 0.125, o);
+}
+
+TEST(attention_autocast_runs_bf16_on_cuda_with_f32_in_and_out) {
+    const int64_t d[4] = {2, 3, 129, 64};
+    tfc_tensor *q = rand_t(d, 4, -1, 1), *k = rand_t(d, 4, -1, 1), *v = rand_t(d, 4, -1, 1);
+    check_op("autocast attention causal [2,3,129,64]", f_attn_autocast, (tfc_tensor *[]){q, k, v}, 3, 7, 3e-2);
+    tfc_tensor *cq = cuda_copy(q), *ck = cuda_copy(k), *cv = cuda_copy(v), *o = NULL, *ob = NULL, *loss = NULL;
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    CHECK_OK(tfc_tensor_set_requires_grad(cq, 1));
+    CHECK_OK(tfc_attention_autocast(g, cq, ck, cv, 1, 0.125, &o));
+    CHECK(tfc_tensor_dtype(o) == TFC_DTYPE_F32);
+    CHECK_OK(tfc_sum(g, o, NULL, 0, 0, &loss));
+    CHECK_OK(tfc_graph_backward(g, loss, NULL));
+    tfc_tensor *gq = NULL;
+    CHECK_OK(tfc_tensor_grad(cq, &gq));
+    CHECK(gq && tfc_tensor_dtype(gq) == TFC_DTYPE_F32);
+    tfc_tensor_release(gq);
+    /* bf16 by hand: the same numbers */
+    tfc_tensor *b[3] = {NULL, NULL, NULL};
+    tfc_tensor *in[3] = {cq, ck, cv};
+    for (int i = 0; i < 3; i++) CHECK_OK(tfc_cast(NULL, in[i], TFC_DTYPE_BF16, &b[i]));
+    CHECK_OK(tfc_attention(NULL, b[0], b[1], b[2], 1, 0.125, &ob));
+    tfc_tensor *of = NULL;
+    CHECK_OK(tfc_cast(NULL, ob, TFC_DTYPE_F32, &of));
+    int64_t n1 = 0, n2 = 0;
+    double *h1 = host_values(o, &n1), *h2 = host_values(of, &n2);
+    CHECK(n1 == n2 && n1 > 0 && memcmp(h1, h2, (size_t)n1 * sizeof *h1) == 0);
+    free(h1), free(h2);
+    CHECK_ERR(tfc_attention_autocast(g, cq, ck, NULL, 1, 0.125, &ob), TFC_ERR_INVALID_ARG, "tfc_attention_autocast");
+    tfc_tensor *all[] = {q, k, v, cq, ck, cv, o, ob, loss, b[0], b[1], b[2], of};
+    release_all(all, 13);
+    tfc_graph_release(g);
 }
 
 /* ---- bf16 mixed precision and the step without host waits (issue #19 Part B, cubf16) ------------------------ */
