@@ -5,10 +5,9 @@
 #   bash bench/gpu_kernel_times.sh DIR OUT        (DIR, OUT as bench/gpu_gpt2.sh's)
 #
 # Runs bench/gpu_gpt2.sh's tfcore run under ncu with GPT-2's shapes (B=16, T=1024, C=768, V=50257) but
-# KT_LAYERS layers (default 2: the per-layer kernels are the same, 12 layers repeat them 6 times) for 2
-# steps, then prints the kernels by total time (calls, total and mean µs, share) and the same folded into
-# one 12-layer step estimate is left to the reader. Needs ncu (PATH, /usr/local/cuda/bin or
-# /opt/nvidia/nsight-compute/*); exits 3 without it, 77 without a GPU.
+# KT_LAYERS layers (default 2: the per-layer kernels are the same, 12 layers repeat them 6 times) for 3
+# steps, then prints the 30 kernels with the most GPU time (calls, total ms, mean µs, share). Needs ncu (PATH,
+# /usr/local/cuda/bin or # /opt/nvidia/nsight-compute/*); exits 3 without it, 77 without a GPU.
 set -u
 dir="${1:?usage: gpu_kernel_times.sh DIR OUT}"
 out="${2:?usage: gpu_kernel_times.sh DIR OUT}"
@@ -18,7 +17,7 @@ for f in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do [ -z "$ncu
 [ -n "$ncu" ] || { echo "gpu_kernel_times.sh: no ncu"; exit 3; }
 mkdir -p "$out" || exit 1
 csv="$out/ncu.csv"
-GPT2_TORCH=0 GPT2_WARM=1 GPT2_STEPS=1 GPT2_TFCORE_FLAGS="--n-layer ${KT_LAYERS:-2} ${GPT2_TFCORE_FLAGS:-}" \
+GPT2_TORCH=0 GPT2_WARM=2 GPT2_STEPS=1 GPT2_TFCORE_FLAGS="--n-layer ${KT_LAYERS:-2} ${GPT2_TFCORE_FLAGS:-}" \
     GPT2_TFCORE_WRAP="$ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base --log-file $csv" \
     bash "$here/gpu_gpt2.sh" "$dir" "$out/run" >"$out/run.log" 2>&1
 rc=$?
@@ -40,7 +39,7 @@ for f in r:
     c, t = agg.get(name, (0, 0.0))
     agg[name] = (c + 1, t + ns)
 total = sum(t for _, t in agg.values())
-print("kernels of 2 steps (%d launches, %.2f ms of GPU time in all)" % (sum(c for c, _ in agg.values()), total / 1e6))
+print("kernels of 3 steps (%d launches, %.2f ms of GPU time in all)" % (sum(c for c, _ in agg.values()), total / 1e6))
 print("%-70s %6s %10s %9s %6s" % ("kernel", "calls", "total ms", "mean us", "%"))
 for name, (c, t) in sorted(agg.items(), key=lambda kv: -kv[1][1])[:30]:
     print("%-70s %6d %10.3f %9.1f %5.1f%%" % (name, c, t / 1e6, t / c / 1e3, 100 * t / total))

@@ -12,13 +12,18 @@
 #include "entries.h"
 #include "strided.cuh"
 
+/* The views arrive coalesced (tfcu_coalesce): a contiguous one is one dim, its offset i·stride. */
 template <class W> __global__ void copy_kernel(tfc_sview dst, tfc_sview src, int64_t n) {
-    TFCU_GRID_STRIDE(i, n)((W *)dst.data)[tfcu_offset(dst, i)] = ((const W *)src.data)[tfcu_offset(src, i)];
+    const bool small = n <= INT32_MAX;
+    TFCU_GRID_STRIDE(i, n)
+    ((W *)dst.data)[tfcu_offset_n(dst, i, small)] = ((const W *)src.data)[tfcu_offset_n(src, i, small)];
 }
 
 template <class S, class D> __global__ void cast_kernel(tfc_sview dst, tfc_sview src, int64_t n) {
+    const bool small = n <= INT32_MAX;
     TFCU_GRID_STRIDE(i, n)
-    ((D *)dst.data)[tfcu_offset(dst, i)] = tfcu_from_f<D>(tfcu_load((const S *)src.data, (size_t)tfcu_offset(src, i)));
+    ((D *)dst.data)[tfcu_offset_n(dst, i, small)] =
+        tfcu_from_f<D>(tfcu_load((const S *)src.data, (size_t)tfcu_offset_n(src, i, small)));
 }
 
 tfc_status tfcu_copy(const tfc_copy_problem *p) {
@@ -36,30 +41,32 @@ tfc_status tfcu_copy(const tfc_copy_problem *p) {
     if (!n) return TFC_OK;
     TFCU_TRY(tfcu_ctx_get(p->device, fn, &c));
     unsigned blocks = tfcu_blocks(c, (size_t)n, 256);
+    const tfc_sview dst = tfcu_coalesce(p->dst), src = tfcu_coalesce(p->src);
     if (same) {
         if (tfc_sview_is_contiguous(&p->dst) && tfc_sview_is_contiguous(&p->src))
             return tfcu_cuda(
                 cudaMemcpyAsync(p->dst.data, p->src.data, (size_t)n * es, cudaMemcpyDeviceToDevice, c->stream), fn,
                 "cudaMemcpyAsync");
         if (es == 8)
-            copy_kernel<uint64_t><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
+            copy_kernel<uint64_t><<<blocks, 256, 0, c->stream>>>(dst, src, n);
         else if (es == 4)
-            copy_kernel<uint32_t><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
+            copy_kernel<uint32_t><<<blocks, 256, 0, c->stream>>>(dst, src, n);
         else if (es == 2)
-            copy_kernel<uint16_t><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
+            copy_kernel<uint16_t><<<blocks, 256, 0, c->stream>>>(dst, src, n);
         else
-            copy_kernel<uint8_t><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
+            copy_kernel<uint8_t><<<blocks, 256, 0, c->stream>>>(dst, src, n);
         return TFCU_LAUNCHED(fn, "copy_kernel");
     }
     if (p->src.dtype == TFC_DTYPE_F32)
-        cast_kernel<float, bf16><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
+        cast_kernel<float, bf16><<<blocks, 256, 0, c->stream>>>(dst, src, n);
     else
-        cast_kernel<bf16, float><<<blocks, 256, 0, c->stream>>>(p->dst, p->src, n);
+        cast_kernel<bf16, float><<<blocks, 256, 0, c->stream>>>(dst, src, n);
     return TFCU_LAUNCHED(fn, "cast_kernel");
 }
 
 template <class T> __global__ void fill_kernel(tfc_sview dst, T v, int64_t n) {
-    TFCU_GRID_STRIDE(i, n)((T *)dst.data)[tfcu_offset(dst, i)] = v;
+    const bool small = n <= INT32_MAX;
+    TFCU_GRID_STRIDE(i, n)((T *)dst.data)[tfcu_offset_n(dst, i, small)] = v;
 }
 
 tfc_status tfcu_fill(const tfc_fill_problem *p) {
@@ -72,20 +79,21 @@ tfc_status tfcu_fill(const tfc_fill_problem *p) {
     TFCU_TRY(tfcu_ctx_get(p->device, fn, &c));
     if (p->value == 0.0 && tfc_sview_is_contiguous(&p->dst))
         return tfcu_cuda(cudaMemsetAsync(p->dst.data, 0, (size_t)n * es, c->stream), fn, "cudaMemsetAsync");
+    const tfc_sview dst = tfcu_coalesce(p->dst);
     unsigned blocks = tfcu_blocks(c, (size_t)n, 256);
     const double v = p->value;
     switch (p->dst.dtype) {
-    case TFC_DTYPE_F64: fill_kernel<double><<<blocks, 256, 0, c->stream>>>(p->dst, v, n); break;
-    case TFC_DTYPE_F32: fill_kernel<float><<<blocks, 256, 0, c->stream>>>(p->dst, (float)v, n); break;
+    case TFC_DTYPE_F64: fill_kernel<double><<<blocks, 256, 0, c->stream>>>(dst, v, n); break;
+    case TFC_DTYPE_F32: fill_kernel<float><<<blocks, 256, 0, c->stream>>>(dst, (float)v, n); break;
     case TFC_DTYPE_BF16:
-        fill_kernel<bf16><<<blocks, 256, 0, c->stream>>>(p->dst, __float2bfloat16_rn((float)v), n);
+        fill_kernel<bf16><<<blocks, 256, 0, c->stream>>>(dst, __float2bfloat16_rn((float)v), n);
         break;
-    case TFC_DTYPE_F16: fill_kernel<__half><<<blocks, 256, 0, c->stream>>>(p->dst, __float2half_rn((float)v), n); break;
-    case TFC_DTYPE_I64: fill_kernel<int64_t><<<blocks, 256, 0, c->stream>>>(p->dst, (int64_t)v, n); break;
-    case TFC_DTYPE_I32: fill_kernel<int32_t><<<blocks, 256, 0, c->stream>>>(p->dst, (int32_t)v, n); break;
+    case TFC_DTYPE_F16: fill_kernel<__half><<<blocks, 256, 0, c->stream>>>(dst, __float2half_rn((float)v), n); break;
+    case TFC_DTYPE_I64: fill_kernel<int64_t><<<blocks, 256, 0, c->stream>>>(dst, (int64_t)v, n); break;
+    case TFC_DTYPE_I32: fill_kernel<int32_t><<<blocks, 256, 0, c->stream>>>(dst, (int32_t)v, n); break;
     default:
         fill_kernel<uint8_t>
-            <<<blocks, 256, 0, c->stream>>>(p->dst, (uint8_t)(p->dst.dtype == TFC_DTYPE_BOOL ? v != 0 : (int)v), n);
+            <<<blocks, 256, 0, c->stream>>>(dst, (uint8_t)(p->dst.dtype == TFC_DTYPE_BOOL ? v != 0 : (int)v), n);
     }
     return TFCU_LAUNCHED(fn, "fill_kernel");
 }

@@ -36,18 +36,18 @@ __device__ __forceinline__ float map_value(int op, float a, float b, float c, fl
 template <class T>
 __global__ void map_kernel(int op, tfc_sview out, tfc_sview a, tfc_sview b, tfc_sview c, bool has_a, bool has_b,
                            bool has_c, float p, bool accumulate, int64_t n) {
-    const bool mask = op == TFC_MAP_MASK_SELECT;
+    const bool mask = op == TFC_MAP_MASK_SELECT, small = n <= INT32_MAX;
     TFCU_GRID_STRIDE(i, n) {
-        float va = has_a ? tfcu_load((const T *)a.data, (size_t)tfcu_offset(a, i)) : 0.0f;
-        float vb = has_b ? tfcu_load((const T *)b.data, (size_t)tfcu_offset(b, i)) : 0.0f;
+        float va = has_a ? tfcu_load((const T *)a.data, (size_t)tfcu_offset_n(a, i, small)) : 0.0f;
+        float vb = has_b ? tfcu_load((const T *)b.data, (size_t)tfcu_offset_n(b, i, small)) : 0.0f;
         float r;
         if (mask) { /* where(c, a, b): c is a bool/u8 mask */
-            r = ((const unsigned char *)c.data)[tfcu_offset(c, i)] ? va : vb;
+            r = ((const unsigned char *)c.data)[tfcu_offset_n(c, i, small)] ? va : vb;
         } else {
-            float vc = has_c ? tfcu_load((const T *)c.data, (size_t)tfcu_offset(c, i)) : 0.0f;
+            float vc = has_c ? tfcu_load((const T *)c.data, (size_t)tfcu_offset_n(c, i, small)) : 0.0f;
             r = map_value(op, va, vb, vc, p);
         }
-        size_t o = (size_t)tfcu_offset(out, i);
+        size_t o = (size_t)tfcu_offset_n(out, i, small);
         T *po = (T *)out.data;
         po[o] = tfcu_from_f<T>(accumulate ? tfcu_load(po, o) + r : r);
     }
@@ -66,7 +66,8 @@ tfc_status tfcu_map(const tfc_map_problem *p) {
     return tfcu_dispatch_float(fn, out.dtype, [&](auto t) {
         typedef decltype(t) T;
         map_kernel<T><<<tfcu_blocks(c, (size_t)n, 256), 256, 0, c->stream>>>(
-            p->op, out, p->a ? *p->a : none, p->b ? *p->b : none, p->c ? *p->c : none, p->a != NULL, p->b != NULL,
+            p->op, tfcu_coalesce(out), p->a ? tfcu_coalesce(*p->a) : none, p->b ? tfcu_coalesce(*p->b) : none,
+            p->c ? tfcu_coalesce(*p->c) : none, p->a != NULL, p->b != NULL,
             p->c != NULL, (float)p->p, p->accumulate != 0, n);
         return TFCU_LAUNCHED(fn, "map_kernel");
     });
