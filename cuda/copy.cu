@@ -85,9 +85,7 @@ tfc_status tfcu_fill(const tfc_fill_problem *p) {
     switch (p->dst.dtype) {
     case TFC_DTYPE_F64: fill_kernel<double><<<blocks, 256, 0, c->stream>>>(dst, v, n); break;
     case TFC_DTYPE_F32: fill_kernel<float><<<blocks, 256, 0, c->stream>>>(dst, (float)v, n); break;
-    case TFC_DTYPE_BF16:
-        fill_kernel<bf16><<<blocks, 256, 0, c->stream>>>(dst, __float2bfloat16_rn((float)v), n);
-        break;
+    case TFC_DTYPE_BF16: fill_kernel<bf16><<<blocks, 256, 0, c->stream>>>(dst, __float2bfloat16_rn((float)v), n); break;
     case TFC_DTYPE_F16: fill_kernel<__half><<<blocks, 256, 0, c->stream>>>(dst, __float2half_rn((float)v), n); break;
     case TFC_DTYPE_I64: fill_kernel<int64_t><<<blocks, 256, 0, c->stream>>>(dst, (int64_t)v, n); break;
     case TFC_DTYPE_I32: fill_kernel<int32_t><<<blocks, 256, 0, c->stream>>>(dst, (int32_t)v, n); break;

@@ -67,8 +67,8 @@ tfc_status tfcu_map(const tfc_map_problem *p) {
         typedef decltype(t) T;
         map_kernel<T><<<tfcu_blocks(c, (size_t)n, 256), 256, 0, c->stream>>>(
             p->op, tfcu_coalesce(out), p->a ? tfcu_coalesce(*p->a) : none, p->b ? tfcu_coalesce(*p->b) : none,
-            p->c ? tfcu_coalesce(*p->c) : none, p->a != NULL, p->b != NULL,
-            p->c != NULL, (float)p->p, p->accumulate != 0, n);
+            p->c ? tfcu_coalesce(*p->c) : none, p->a != NULL, p->b != NULL, p->c != NULL, (float)p->p,
+            p->accumulate != 0, n);
         return TFCU_LAUNCHED(fn, "map_kernel");
     });
 }

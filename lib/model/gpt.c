@@ -156,8 +156,8 @@ static tfc_status drop(const tfc_gpt *m, tfc_graph *g, scope *scp, const gpt_dro
  * start .. start+T-1; with a cache, k and v are first appended to it and
  * the query attends over all start+T cached positions. *att is [B,H,T,D].
  */
-static tfc_status attend(const tfc_gpt *m, tfc_graph *g, scope *scp, tfc_gpt_cache *cache, int32_t layer, int64_t T, int64_t start,
-                         tfc_tensor *const heads[3], double scale, tfc_tensor **att) {
+static tfc_status attend(const tfc_gpt *m, tfc_graph *g, scope *scp, tfc_gpt_cache *cache, int32_t layer, int64_t T,
+                         int64_t start, tfc_tensor *const heads[3], double scale, tfc_tensor **att) {
     const tfc_tensor *k = heads[1], *v = heads[2];
     if (cache) {
         tfc_tensor *kv[2] = {cache->k[layer], cache->v[layer]};
