@@ -470,6 +470,7 @@ static tfc_backend make_table(void) {
     b.grad_scale = cu_grad_scale;
     b.gemm_dtypes = b.float_dtypes;
     b.autocast_attention = TFC_DTYPE_BF16; /* the flash kernels are bf16 (attention_flash.cu) */
+    b.gemm_pad_cols = 64;                  /* 16-byte rows, whole tiles: see backend.h */
     b.quantize = NULL;                     /* quantized weights: CPU only so far (docs/CUDA.md) */
     b.dequantize = NULL;
     b.qlinear = NULL;

@@ -633,6 +633,14 @@ typedef struct tfc_backend {
      * takes f32 and f64 only). lib/ops/attention_autocast.c reads it.
      */
     int32_t autocast_attention;
+    /*
+     * ABI 10: the multiple of columns a GEMM's output and its gradient run
+     * fastest at, when a caller may pad (the LM head: CUDA 64, so rows are
+     * 16-byte aligned and tiles whole; with V = 50257 unpadded cuBLASLt fell
+     * back to sm75 kernels at ~1/5 of the block GEMMs' rate); 0 = no
+     * padding (the CPU). tfc_gemm_pad_cols (ops/linear_bf16.h) reads it.
+     */
+    int32_t gemm_pad_cols;
 } tfc_backend;
 
 /* The entry point a backend module exports (dlsym name "tfc_backend_module_get"). */

@@ -24,6 +24,8 @@
 
 #include "core/error.h"
 #include "model/gpt_impl.h"
+#include "ops/linear_bf16.h"
+#include "tensor/dispatch.h"
 
 typedef struct ac_slot {
     tfc_tensor *src;  /* the f32 weight the copy was rounded from (a reference), or NULL */
@@ -55,15 +57,52 @@ void tfc_gpt_autocast_free(tfc_gpt *m) {
     m->autocast = NULL;
 }
 
-/* *wb: a new reference to slot i's bf16 copy of w, rounded now when the cached one is not of w's current values. */
-static tfc_status weight_copy(gpt_autocast *a, int32_t i, const tfc_tensor *w, tfc_tensor **wb) {
+/*
+ * bf16(w) [rows, C] for w [V, C] with rows ≥ V: the rows past V zero (the
+ * LM head padded to the device's GEMM column multiple).
+ */
+/* Zeros [d] of dtype on like's device. */
+static tfc_status zeros_on(const tfc_tensor *like, const int64_t *d, int32_t nd, tfc_dtype dtype, tfc_tensor **out) {
+    tfc_tensor *r = NULL;
+    TFC_TRY(tfc_tensor_new_on(like, d, nd, dtype, &r));
+    tfc_status s = tfc_tensor_fill(r, 0.0);
+    if (s != TFC_OK) {
+        tfc_tensor_release(r);
+        return s;
+    }
+    *out = r;
+    return TFC_OK;
+}
+
+static tfc_status round_rows(const tfc_tensor *w, int64_t rows, tfc_tensor **out) {
+    const int64_t V = tfc_tensor_dim(w, 0);
+    if (rows == V) return tfc_cast(NULL, w, TFC_DTYPE_BF16, out);
+    const int64_t d[2] = {rows, tfc_tensor_dim(w, 1)};
+    tfc_tensor *r = NULL, *top = NULL;
+    tfc_status s = zeros_on(w, d, 2, TFC_DTYPE_BF16, &r);
+    if (s == TFC_OK) s = tfc_narrow(NULL, r, 0, 0, V, &top);
+    if (s == TFC_OK) s = tfc_tensor_copy_from(top, w); /* f32 -> bf16, round to nearest even */
+    tfc_tensor_release(top);
+    if (s != TFC_OK) {
+        tfc_tensor_release(r);
+        return s;
+    }
+    *out = r;
+    return TFC_OK;
+}
+
+/*
+ * *wb: a new reference to slot i's bf16 copy of w ([rows, C], rows ≥ w's V: see round_rows), rounded now when the
+ * cached one is not of w's current values.
+ */
+static tfc_status weight_copy(gpt_autocast *a, int32_t i, const tfc_tensor *w, int64_t rows, tfc_tensor **wb) {
     pthread_mutex_lock(&a->mu);
     ac_slot *sl = &a->slots[i];
     uint64_t v = tfc_tensor_version(w);
     tfc_status s = TFC_OK;
-    if (sl->src != w || sl->version != v || !sl->bf16) {
+    if (sl->src != w || sl->version != v || !sl->bf16 || tfc_tensor_dim(sl->bf16, 0) != rows) {
         tfc_tensor *r = NULL;
-        s = tfc_cast(NULL, w, TFC_DTYPE_BF16, &r);
+        s = round_rows(w, rows, &r);
         if (s == TFC_OK) {
             tfc_tensor_release(sl->src);
             tfc_tensor_release(sl->bf16);
@@ -81,25 +120,51 @@ static tfc_status weight_copy(gpt_autocast *a, int32_t i, const tfc_tensor *w, t
 tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, int32_t layer, int j, const tfc_tensor *x,
                                    const tfc_tensor *w, const tfc_tensor *b, tfc_tensor **y) {
     tfc_tensor *wb = NULL;
-    TFC_TRY(weight_copy(m->autocast, layer * GPT_N_QLINEAR + j, w, &wb));
+    TFC_TRY(weight_copy(m->autocast, layer * GPT_N_QLINEAR + j, w, tfc_tensor_dim(w, 0), &wb));
     tfc_status s = tfc_linear_bf16(g, x, w, wb, b, y);
     tfc_tensor_release(wb);
     return s;
 }
 
+/*
+ * The head under autocast. Where the device pads GEMM columns (gemm_pad_cols: CUDA, V = 50257 → 50304), the bf16
+ * copy of w has Vp ≥ V rows (the rest zero) and the GEMMs run Vp wide; the Vp − V padding logits get a bias of
+ * PAD_LOGIT, so with `padded` (the loss path) the caller's softmax cross-entropy over all Vp columns is the one
+ * over V — exp(PAD_LOGIT − max) is 0 in f32 and those columns' gradient is 0 — and otherwise *lg is the [N, V]
+ * view of the first V columns. PAD_LOGIT is finite so anomaly detection does not see an infinity.
+ */
+#define PAD_LOGIT (-1e30)
+
 tfc_status tfc_gpt_autocast_head(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
-                                 tfc_tensor **lg) {
+                                 int padded, tfc_tensor **lg) {
     gpt_autocast *a = m->autocast;
-    tfc_tensor *wb = NULL, *wt = NULL, *wbt = NULL;
-    TFC_TRY(weight_copy(a, a->n - 1, w, &wb));
+    const int64_t V = tfc_tensor_dim(w, 0), Vp = tfc_gemm_pad_cols(w, V);
+    tfc_tensor *wb = NULL, *wt = NULL, *wbt = NULL, *bias = NULL, *pad = NULL, *lp = NULL;
+    TFC_TRY(weight_copy(a, a->n - 1, w, Vp, &wb));
     /* w is [V, C]; tfc_linear_bf16 takes [in, out]: transposed views, no copies (w's recorded on g, so its
      * gradient reaches w). */
     tfc_status s = tfc_transpose(g, w, 0, 1, &wt);
     if (s == TFC_OK) s = tfc_transpose(NULL, wb, 0, 1, &wbt);
-    if (s == TFC_OK) s = tfc_linear_bf16(g, h, wt, wbt, NULL, lg);
+    if (s == TFC_OK && Vp == V) s = tfc_linear_bf16(g, h, wt, wbt, NULL, lg);
+    if (s == TFC_OK && Vp > V) {
+        const int64_t nb[1] = {Vp};
+        s = zeros_on(h, nb, 1, TFC_DTYPE_F32, &bias);
+        if (s == TFC_OK) s = tfc_narrow(NULL, bias, 0, V, Vp - V, &pad);
+        if (s == TFC_OK) s = tfc_tensor_fill(pad, PAD_LOGIT);
+        if (s == TFC_OK) s = tfc_linear_bf16_padded(g, h, wt, wbt, bias, &lp);
+        if (s == TFC_OK && padded) {
+            *lg = lp;
+            lp = NULL;
+        } else if (s == TFC_OK) {
+            s = tfc_narrow(g, lp, tfc_tensor_ndim(lp) - 1, 0, V, lg);
+        }
+    }
     tfc_tensor_release(wb);
     tfc_tensor_release(wt);
     tfc_tensor_release(wbt);
+    tfc_tensor_release(bias);
+    tfc_tensor_release(pad);
+    tfc_tensor_release(lp);
     return s;
 }
 

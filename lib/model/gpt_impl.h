@@ -101,9 +101,13 @@ tfc_status tfc_gpt_autocast_check(const char *fn, const tfc_gpt *m);
  */
 tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, int32_t layer, int j, const tfc_tensor *x,
                                    const tfc_tensor *w, const tfc_tensor *b, tfc_tensor **y);
-/* The LM head's logits [N, V] = bf16(h) · bf16(w)ᵀ in f32, for h [N, C] and w [V, C], w's copy cached. */
+/*
+ * The LM head's logits [N, V] = bf16(h) · bf16(w)ᵀ in f32, for h [N, C] and w [V, C], w's copy cached. With
+ * `padded` (for a softmax cross-entropy only) they may be [N, Vp], Vp ≥ V the device's padded width, the extra
+ * columns -1e30 (gpt_autocast.c says why that leaves the loss and the gradients exact).
+ */
 tfc_status tfc_gpt_autocast_head(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
-                                 tfc_tensor **lg);
+                                 int padded, tfc_tensor **lg);
 
 /* Release m's LoRA adapters (gpt_lora.c); nothing when it has none. */
 void tfc_gpt_lora_free(tfc_gpt *m);

@@ -15,6 +15,7 @@
  */
 #include <limits.h>
 
+#include "ops/linear_bf16.h"
 #include "ops/matmul_into.h"
 #include "ops/op_util.h"
 #include "ops/operands.h"
@@ -40,7 +41,8 @@ static tfc_status backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gi
     tfc_tensor *dy = gout[0];
     if (!dy) return TFC_OK;
     const tfc_edge *ex = &n->in[0], *ew = &n->in[1];
-    int64_t K = ew->shape[0], N = ew->shape[1], M = 1;
+    /* N: dy's columns (the padded width for tfc_linear_bf16_padded), Nw ≤ N: w's */
+    int64_t K = ew->shape[0], Nw = ew->shape[1], N = dy->shape[dy->ndim - 1], M = 1;
     for (int32_t d = 0; d + 1 < ex->ndim; d++) M *= ex->shape[d];
     tfc_tensor *dy2 = NULL, *dyb = NULL, *t = NULL, *flat = NULL, *tr = NULL;
     tfc_status s = tfc_reshape(NULL, dy, (int64_t[]){M, N}, 2, &dy2);
@@ -50,6 +52,12 @@ static tfc_status backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gi
         s = tfc_transpose(NULL, c->xb.t, 0, 1, &tr);
         if (s == TFC_OK) s = tfc_tensor_new_on(dy, (int64_t[]){K, N}, 2, TFC_DTYPE_F32, &t);
         if (s == TFC_OK) s = gemm_f32(t, tr, dyb, 0.0);
+        if (s == TFC_OK && Nw < N) { /* padded: w's columns only, a view with row stride N */
+            tfc_tensor *v = NULL;
+            s = tfc_narrow(NULL, t, 1, 0, Nw, &v);
+            tfc_tensor_release(t);
+            t = v;
+        }
         if (s == TFC_OK)
             gin[1] = t;
         else
@@ -81,7 +89,8 @@ static tfc_status need_f32(const char *arg, const tfc_tensor *t) {
     return TFC_OK;
 }
 
-static tfc_status check_args(const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *wb, const tfc_tensor *b) {
+static tfc_status check_args(const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *wb, const tfc_tensor *b,
+                              int padded) {
     TFC_CHECK_NOT_NULL(FN, x);
     TFC_CHECK_NOT_NULL(FN, w);
     TFC_TRY(need_f32("x", x));
@@ -100,12 +109,15 @@ static tfc_status check_args(const tfc_tensor *x, const tfc_tensor *w, const tfc
     if (x->shape[x->ndim - 1] != w->shape[0])
         return tfc_err(TFC_ERR_SHAPE, "%s: x is %s, w is %s: x's last dim %lld must equal w's in dim %lld", FN,
                        SHAPE(x), SHAPE(w), (long long)x->shape[x->ndim - 1], (long long)w->shape[0]);
-    if (wb && (wb->ndim != 2 || wb->shape[0] != w->shape[0] || wb->shape[1] != w->shape[1]))
-        return tfc_err(TFC_ERR_SHAPE, "%s: w_bf16 is %s, w is %s: need w's shape", FN, SHAPE(wb), SHAPE(w));
-    if (b && (b->ndim != 1 || b->shape[0] != w->shape[1]))
-        return tfc_err(TFC_ERR_SHAPE, "%s: b is %s, w is %s: need b [%lld]", FN, SHAPE(b), SHAPE(w),
-                       (long long)w->shape[1]);
-    if (w->shape[0] > INT_MAX || w->shape[1] > INT_MAX)
+    if (padded && !wb) return tfc_err(TFC_ERR_INVALID_ARG, "%s: w_bf16 is NULL; the padded form needs it", FN);
+    if (wb && (wb->ndim != 2 || wb->shape[0] != w->shape[0] ||
+               (padded ? wb->shape[1] < w->shape[1] : wb->shape[1] != w->shape[1])))
+        return tfc_err(TFC_ERR_SHAPE, "%s: w_bf16 is %s, w is %s: need w's shape%s", FN, SHAPE(wb), SHAPE(w),
+                       padded ? " with at least as many columns" : "");
+    const int64_t nb = padded ? wb->shape[1] : w->shape[1]; /* the output's columns */
+    if (b && (b->ndim != 1 || b->shape[0] != nb))
+        return tfc_err(TFC_ERR_SHAPE, "%s: b is %s, w is %s: need b [%lld]", FN, SHAPE(b), SHAPE(w), (long long)nb);
+    if (w->shape[0] > INT_MAX || nb > INT_MAX)
         return tfc_err(TFC_ERR_UNSUPPORTED, "%s: w is %s: matrix dims above 2^31 are not supported", FN, SHAPE(w));
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(FN, x, &be));
@@ -143,11 +155,12 @@ static tfc_status forward(tfc_tensor *out2, const tfc_tensor *xb2, const tfc_ten
     return gemm_f32(out2, xb2, wb, 1.0);
 }
 
-TFC_API tfc_status tfc_linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *w_bf16,
-                                   const tfc_tensor *b, tfc_tensor **out) {
+/* padded: w_bf16 may be wider than w (tfc_linear_bf16_padded); the output has w_bf16's columns. */
+static tfc_status linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *w_bf16,
+                              const tfc_tensor *b, int padded, tfc_tensor **out) {
     TFC_CHECK_NOT_NULL(FN, out);
-    TFC_TRY(check_args(x, w, w_bf16, b));
-    int64_t K = w->shape[0], N = w->shape[1], M = 1, oshape[TFC_MAX_DIMS];
+    TFC_TRY(check_args(x, w, w_bf16, b, padded));
+    int64_t K = w->shape[0], N = padded ? w_bf16->shape[1] : w->shape[1], M = 1, oshape[TFC_MAX_DIMS];
     for (int32_t d = 0; d + 1 < x->ndim; d++) M *= oshape[d] = x->shape[d];
     oshape[x->ndim - 1] = N;
     tfc_tensor *x2 = NULL, *xb = NULL, *wb = NULL, *r = NULL, *r2 = NULL;
@@ -180,4 +193,24 @@ TFC_API tfc_status tfc_linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_
     }
     *out = r;
     return TFC_OK;
+}
+
+TFC_API tfc_status tfc_linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *w_bf16,
+                                   const tfc_tensor *b, tfc_tensor **out) {
+    return linear_bf16(g, x, w, w_bf16, b, 0, out);
+}
+
+tfc_status tfc_linear_bf16_padded(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *w_bf16,
+                                  const tfc_tensor *b, tfc_tensor **out) {
+    return linear_bf16(g, x, w, w_bf16, b, 1, out);
+}
+
+int64_t tfc_gemm_pad_cols(const tfc_tensor *t, int64_t n) {
+    const tfc_backend *be = NULL;
+    if (!t || tfc_tensor_backend("tfc_gemm_pad_cols", t, &be) != TFC_OK) {
+        tfc_clear_error();
+        return n;
+    }
+    const int64_t q = be->gemm_pad_cols;
+    return q > 1 ? (n + q - 1) / q * q : n;
 }

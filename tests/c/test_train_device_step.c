@@ -120,6 +120,71 @@ TEST(autocast_on_a_device_model_matches_the_cpu_bitwise) {
     standin_remove();
 }
 
+/* max |a − b| over max(1, max |a|) of two f32 tensors (any devices). */
+static double rel_diff(const tfc_tensor *a, const tfc_tensor *b) {
+    int64_t na, nb;
+    float *x = host_f32(a, &na), *y = host_f32(b, &nb);
+    double d = na == nb ? 0 : INFINITY, m = 1;
+    for (int64_t i = 0; na == nb && i < na; i++) d = fmax(d, fabs((double)x[i] - y[i])), m = fmax(m, fabs(x[i]));
+    free(x), free(y);
+    return d / m;
+}
+
+/*
+ * A device whose GEMMs want padded columns (gemm_pad_cols: CUDA pads V = 50257 to 50304; here V = 65 → 128):
+ * the autocast loss runs the LM head 128 wide with the padding's logits at -1e30, which leaves the loss and
+ * every gradient those of the unpadded CPU run up to f32 summation order; logits asked for are the [B,T,V]
+ * view; targets whose range the host did not see below V take the unpadded cross-entropy, so a target in
+ * [V, 128) is refused, not scored against a padding column.
+ */
+TEST(autocast_head_padded_to_the_devices_gemm_width) {
+    install();
+    tfc_standin.gemm_pad_cols = 64;
+    tfc_gpt *cpu = tiny(), *dev = tiny();
+    CHECK_OK(tfc_gpt_set_autocast(cpu, TFC_DTYPE_BF16));
+    CHECK_OK(tfc_gpt_to_device(dev, TFC_DEVICE_CUDA, 0));
+    CHECK_OK(tfc_gpt_set_autocast(dev, TFC_DTYPE_BF16));
+    tfc_graph *g1, *g2;
+    double l1 = loss_and_grads(cpu, 0, &g1), l2 = loss_and_grads(dev, 0, &g2);
+    CHECK(isfinite(l2) && fabs(l1 - l2) <= 1e-6 * fabs(l1));
+    int32_t n;
+    const char *const *names;
+    tfc_tensor *const *pa, *const *pb;
+    CHECK_OK(tfc_gpt_params(cpu, &n, &names, &pa));
+    CHECK_OK(tfc_gpt_params(dev, &n, &names, &pb));
+    for (int32_t i = 0; i < n; i++) {
+        tfc_tensor *ga = NULL, *gb = NULL;
+        CHECK_OK(tfc_tensor_grad(pa[i], &ga));
+        CHECK_OK(tfc_tensor_grad(pb[i], &gb));
+        const double d = ga && gb ? rel_diff(ga, gb) : INFINITY;
+        if (!(d <= 1e-5)) TFC_FAIL_AT("gradient of %s: padded head differs by %.3g", names[i], d);
+        tfc_tensor_release(ga), tfc_tensor_release(gb);
+    }
+    tfc_graph_release(g1), tfc_graph_release(g2);
+    /* logits: the first V columns */
+    tfc_tensor *x, *y, *lc = NULL, *ld = NULL, *loss = NULL;
+    batch(1, &x, &y);
+    CHECK_OK(tfc_gpt_forward(cpu, NULL, x, NULL, &lc, NULL));
+    CHECK_OK(tfc_gpt_forward(dev, NULL, x, NULL, &ld, NULL));
+    CHECK(tfc_tensor_ndim(ld) == 3 && tfc_tensor_dim(ld, 2) == V);
+    tfc_tensor *ldc = NULL;
+    CHECK_OK(tfc_contiguous(NULL, ld, &ldc));
+    CHECK(rel_diff(lc, ldc) <= 1e-6);
+    /* a target of V + 5: inside the padded width, outside the vocabulary */
+    int32_t ts[B * T];
+    CHECK_OK(tfc_tensor_copy_to_host(y, ts, sizeof ts));
+    ts[3] = V + 5;
+    tfc_tensor *bad = NULL;
+    const int64_t d[2] = {B, T};
+    CHECK_OK(tfc_tensor_from_data(ts, d, 2, TFC_DTYPE_I32, &bad));
+    CHECK(tfc_gpt_forward(dev, NULL, x, bad, NULL, &loss) != TFC_OK);
+    CHECK(loss == NULL && strstr(tfc_last_error(), "70") != NULL);
+    tfc_tensor_release(x), tfc_tensor_release(y), tfc_tensor_release(lc), tfc_tensor_release(ld);
+    tfc_tensor_release(ldc), tfc_tensor_release(bad);
+    tfc_gpt_release(cpu), tfc_gpt_release(dev);
+    standin_remove();
+}
+
 TEST(autocast_stays_on_across_to_device_both_ways) {
     install();
     tfc_gpt *ref = tiny(), *m = tiny();
