@@ -34,7 +34,7 @@ __global__ void sum_block_kernel(tfc_sview in, int32_t nkeep, T *out, int64_t no
  * 132 SMs all but idle and latency-bound (the clip norm's Σg² over GPT-2's
  * 124M gradient elements took ~0.25 s of the first GPU run's 0.64 s step).
  * Block (o, s) adds elements [s·chunk, (s+1)·chunk) of output o's k range
- * into partial[o·splits + s]; sum_splits_kernel then adds each output's
+ * into partial[o·splits + s]; partials_final_kernel then adds each output's
  * splits in order. Chunk and splits depend on the shape only, so the order
  * (and the bits) do too. `run` > 0: the reduced dims are one run of that
  * element stride, so k's offset is k·run and needs no per-dim division.
@@ -57,12 +57,17 @@ __global__ void sum_split_kernel(tfc_sview in, int32_t nkeep, int64_t nout, int6
     if (threadIdx.x == 0) partial[(size_t)o * (size_t)splits + (size_t)s] = acc;
 }
 
+/*
+ * The second pass of both split sums: out[o] = scale · Σ_p partial[o·os + p·ps] (+ out[o]), the parts added in
+ * order p = 0, 1, … — sum_split_kernel's partials are output-major (os = splits, ps = 1), colsum's chunk-major
+ * (os = 1, ps = n).
+ */
 template <class T>
-__global__ void sum_splits_kernel(const float *partial, int64_t nout, int64_t splits, T *out, float scale,
-                                  bool accumulate) {
+__global__ void partials_final_kernel(const float *partial, int64_t nout, int64_t parts, int64_t os, int64_t ps, T *out,
+                                      float scale, bool accumulate) {
     TFCU_GRID_STRIDE(o, nout) {
         float acc = 0.0f;
-        for (int64_t s = 0; s < splits; s++) acc += partial[(size_t)o * (size_t)splits + (size_t)s];
+        for (int64_t p = 0; p < parts; p++) acc += partial[(size_t)o * (size_t)os + (size_t)p * (size_t)ps];
         out[o] = tfcu_from_f<T>(scale * acc + (accumulate ? tfcu_load(out, o) : 0.0f));
     }
 }
@@ -115,16 +120,6 @@ __global__ void colsum_partial_kernel(const T *x, int64_t rows, int64_t n, int64
     }
 }
 
-template <class T>
-__global__ void colsum_final_kernel(const float *partial, int64_t chunks, int64_t n, T *out, float scale,
-                                    bool accumulate) {
-    TFCU_GRID_STRIDE(j, n) {
-        float s = 0.0f;
-        for (int64_t c = 0; c < chunks; c++) s += partial[(size_t)c * (size_t)n + (size_t)j];
-        out[j] = tfcu_from_f<T>(scale * s + (accumulate ? tfcu_load(out, j) : 0.0f));
-    }
-}
-
 /* Rows per chunk for x [rows, n]: a function of the shape only, so the sum's order is too. */
 static int64_t colsum_chunk_rows(int64_t rows, int64_t n) {
     int64_t max_chunks = COLSUM_MAX_PARTIAL / (n > 0 ? n : 1);
@@ -154,9 +149,9 @@ tfc_status tfcu_colsum(const char *fn, int32_t device, int32_t dtype, const void
                     (const T *)x, rows, n, ld, chunk_rows, partial);
             TFCU_TRY(TFCU_LAUNCHED(fn, "colsum_partial_kernel"));
         }
-        colsum_final_kernel<T><<<tfcu_blocks(c, (size_t)n, 256), 256, 0, c->stream>>>(partial, chunks, n, (T *)out,
-                                                                                      (float)scale, accumulate);
-        return TFCU_LAUNCHED(fn, "colsum_final_kernel");
+        partials_final_kernel<T><<<tfcu_blocks(c, (size_t)n, 256), 256, 0, c->stream>>>(
+            partial, n, chunks, 1, n, (T *)out, (float)scale, accumulate);
+        return TFCU_LAUNCHED(fn, "partials_final_kernel");
     });
     tfcu_scratch_free(c, partial);
     return s;
@@ -203,9 +198,9 @@ tfc_status tfcu_sum(int32_t device, const tfc_sview *in, int32_t nkeep, void *ou
             sum_split_kernel<T><<<dim3((unsigned)nout, (unsigned)splits), 256, 0, c->stream>>>(
                 *in, nkeep, nout, n, run > 0 ? run : 0, chunk, splits, partial);
             TFCU_TRY(TFCU_LAUNCHED(fn, "sum_split_kernel"));
-            sum_splits_kernel<T><<<tfcu_blocks(c, (size_t)nout, 256), 256, 0, c->stream>>>(
-                partial, nout, splits, (T *)out, (float)scale, accumulate);
-            return TFCU_LAUNCHED(fn, "sum_splits_kernel");
+            partials_final_kernel<T><<<tfcu_blocks(c, (size_t)nout, 256), 256, 0, c->stream>>>(
+                partial, nout, splits, splits, 1, (T *)out, (float)scale, accumulate);
+            return TFCU_LAUNCHED(fn, "partials_final_kernel");
         });
         tfcu_scratch_free(c, partial);
         return s;

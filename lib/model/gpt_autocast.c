@@ -135,8 +135,8 @@ tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, int32_t layer
  */
 #define PAD_LOGIT (-1e30)
 
-tfc_status tfc_gpt_autocast_head(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
-                                 int padded, tfc_tensor **lg) {
+tfc_status tfc_gpt_autocast_head(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w, int padded,
+                                 tfc_tensor **lg) {
     gpt_autocast *a = m->autocast;
     const int64_t V = tfc_tensor_dim(w, 0), Vp = tfc_gemm_pad_cols(w, V);
     tfc_tensor *wb = NULL, *wt = NULL, *wbt = NULL, *bias = NULL, *pad = NULL, *lp = NULL;

@@ -106,8 +106,8 @@ tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, int32_t layer
  * `padded` (for a softmax cross-entropy only) they may be [N, Vp], Vp ≥ V the device's padded width, the extra
  * columns -1e30 (gpt_autocast.c says why that leaves the loss and the gradients exact).
  */
-tfc_status tfc_gpt_autocast_head(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
-                                 int padded, tfc_tensor **lg);
+tfc_status tfc_gpt_autocast_head(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w, int padded,
+                                 tfc_tensor **lg);
 
 /* Release m's LoRA adapters (gpt_lora.c); nothing when it has none. */
 void tfc_gpt_lora_free(tfc_gpt *m);

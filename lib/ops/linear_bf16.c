@@ -90,7 +90,7 @@ static tfc_status need_f32(const char *arg, const tfc_tensor *t) {
 }
 
 static tfc_status check_args(const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *wb, const tfc_tensor *b,
-                              int padded) {
+                             int padded) {
     TFC_CHECK_NOT_NULL(FN, x);
     TFC_CHECK_NOT_NULL(FN, w);
     TFC_TRY(need_f32("x", x));
@@ -110,8 +110,9 @@ static tfc_status check_args(const tfc_tensor *x, const tfc_tensor *w, const tfc
         return tfc_err(TFC_ERR_SHAPE, "%s: x is %s, w is %s: x's last dim %lld must equal w's in dim %lld", FN,
                        SHAPE(x), SHAPE(w), (long long)x->shape[x->ndim - 1], (long long)w->shape[0]);
     if (padded && !wb) return tfc_err(TFC_ERR_INVALID_ARG, "%s: w_bf16 is NULL; the padded form needs it", FN);
-    if (wb && (wb->ndim != 2 || wb->shape[0] != w->shape[0] ||
-               (padded ? wb->shape[1] < w->shape[1] : wb->shape[1] != w->shape[1])))
+    if (wb &&
+        (wb->ndim != 2 || wb->shape[0] != w->shape[0] ||
+         (padded ? wb->shape[1] < w->shape[1] : wb->shape[1] != w->shape[1])))
         return tfc_err(TFC_ERR_SHAPE, "%s: w_bf16 is %s, w is %s: need w's shape%s", FN, SHAPE(wb), SHAPE(w),
                        padded ? " with at least as many columns" : "");
     const int64_t nb = padded ? wb->shape[1] : w->shape[1]; /* the output's columns */
