@@ -176,12 +176,7 @@ static tfc_status forward(tfc_tensor *out2, const tfc_tensor *x2, const tfc_tens
     TFC_TRY(tfc_tensor_backend(fn, out2, &be));
     if ((be->gemm_epilogues & (1u << TFC_GEMM_EPI_BIAS)) && x2->shape[1] > 0) {
         /* One GEMM whose epilogue adds the bias (cuBLASLt): no bias_rows pass over out. */
-        tfc_operands o = {0};
-        const void *bias = NULL;
-        tfc_status s = tfc_operand(&o, b, &bias);
-        if (s == TFC_OK) s = tfc_matmul_into_bias(fn, out2, x2, w, 0.0, bias);
-        tfc_operands_release(&o);
-        return s;
+        return tfc_matmul_into_bias(fn, out2, x2, w, 0.0, b);
     }
     tfc_bias_problem p = {
         .device = tfc_device_index(out2), .dtype = out2->dtype, .rows = M, .n = N, .ld = N, .y = tfc_data(out2)};

@@ -139,12 +139,7 @@ static tfc_status forward(tfc_tensor *out2, const tfc_tensor *xb2, const tfc_ten
     TFC_TRY(tfc_tensor_backend(FN, out2, &be));
     if ((be->gemm_epilogues & (1u << TFC_GEMM_EPI_BIAS)) && xb2->shape[1] > 0) {
         /* One GEMM whose epilogue adds the f32 bias to the f32 result (cuBLASLt), as tfc_linear does. */
-        tfc_operands o = {0};
-        const void *bias = NULL;
-        tfc_status s = tfc_operand(&o, b, &bias);
-        if (s == TFC_OK) s = tfc_matmul_into_bias(FN, out2, xb2, wb, 0.0, bias);
-        tfc_operands_release(&o);
-        return s;
+        return tfc_matmul_into_bias(FN, out2, xb2, wb, 0.0, b);
     }
     tfc_bias_problem p = {
         .device = tfc_device_index(out2), .dtype = out2->dtype, .rows = M, .n = N, .ld = N, .y = tfc_data(out2)};

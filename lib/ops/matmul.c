@@ -13,6 +13,7 @@
 
 #include "ops/matmul_into.h"
 #include "ops/op_util.h"
+#include "ops/operands.h"
 
 /* 1 when the GEMM can address t's last two dims as they are (rows or columns contiguous). */
 static int gemm_ok(const tfc_tensor *t) {
@@ -61,15 +62,20 @@ int tfc_gemm_allow_tf32(tfc_dtype dtype) {
 
 /* Declared in ops/matmul_into.h. */
 tfc_status tfc_matmul_into_bias(const char *fn, tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in,
-                                double beta, const void *bias) {
+                                double beta, const tfc_tensor *bias_t) {
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, out, &be));
     tfc_tensor *a = NULL, *b = NULL;
-    tfc_status s = gemm_ok(a_in) ? (a = tfc_tensor_retain((tfc_tensor *)a_in), TFC_OK) : tfc_make_contiguous(a_in, &a);
+    tfc_operands o = {0};
+    const void *bias = NULL;
+    tfc_status s = bias_t ? tfc_operand(&o, bias_t, &bias) : TFC_OK;
+    if (s == TFC_OK)
+        s = gemm_ok(a_in) ? (a = tfc_tensor_retain((tfc_tensor *)a_in), TFC_OK) : tfc_make_contiguous(a_in, &a);
     if (s == TFC_OK)
         s = gemm_ok(b_in) ? (b = tfc_tensor_retain((tfc_tensor *)b_in), TFC_OK) : tfc_make_contiguous(b_in, &b);
     if (s != TFC_OK) {
         tfc_tensor_release(a);
+        tfc_operands_release(&o);
         return tfc_err_in(fn, s);
     }
     int32_t nd = out->ndim, nb = nd - 2;
@@ -130,6 +136,7 @@ tfc_status tfc_matmul_into_bias(const char *fn, tfc_tensor *out, const tfc_tenso
     }
     tfc_tensor_release(a);
     tfc_tensor_release(b);
+    tfc_operands_release(&o);
     return tfc_err_in(fn, s);
 }
 

@@ -15,12 +15,13 @@
 tfc_status tfc_matmul_into(const char *fn, tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b, double beta);
 
 /*
- * The same with bias [N] (device memory of out's dtype) added to every row
- * of out by the GEMM's epilogue, or none when bias is NULL. Only for a
- * backend whose gemm_epilogues has TFC_GEMM_EPI_BIAS.
+ * The same with bias [N] (a tensor of out's dtype on out's device, compacted
+ * here if it is a view) added to every row of out by the GEMM's epilogue,
+ * or none when bias is NULL. Only for a backend whose gemm_epilogues has
+ * TFC_GEMM_EPI_BIAS.
  */
 tfc_status tfc_matmul_into_bias(const char *fn, tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b, double beta,
-                                const void *bias);
+                                const tfc_tensor *bias);
 
 /* 1 when an f32 GEMM may use TF32 under tfc_get_float32_matmul_precision() (f32 operands only). */
 int tfc_gemm_allow_tf32(tfc_dtype dtype);
