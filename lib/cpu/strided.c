@@ -98,6 +98,44 @@ static void copy_row(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, 
 }
 
 /*
+ * A converting row for the pairs the models cast every step (autocast's
+ * f32 → bf16 operands and bf16 → f32 results; f32 ↔ f64): a typed loop the
+ * compiler vectorizes on dense rows, with the same rounding as the scalar
+ * conversions (tfc_f32_to_bf16: nearest-even, NaN kept quiet). Returns 0
+ * for other pairs, which take the per-element path through double.
+ */
+#define STRIDED_ROW_CAST(TD, TS, EXPR, d, ds, s, ss, n) \
+    do {                                                \
+        TD *d_ = (TD *)(d);                             \
+        const TS *s_ = (const TS *)(s);                 \
+        if ((ds) == 1 && (ss) == 1) {                   \
+            for (int64_t j_ = 0; j_ < (n); j_++) {      \
+                TS v_ = s_[j_];                         \
+                d_[j_] = (EXPR);                        \
+            }                                           \
+        } else {                                        \
+            for (int64_t j_ = 0; j_ < (n); j_++) {      \
+                TS v_ = s_[j_ * (ss)];                  \
+                d_[j_ * (ds)] = (EXPR);                 \
+            }                                           \
+        }                                               \
+    } while (0)
+
+static int cast_row(char *d, tfc_dtype dt, int64_t ds, const char *s, tfc_dtype st, int64_t ss, int64_t n) {
+    if (dt == TFC_DTYPE_BF16 && st == TFC_DTYPE_F32)
+        STRIDED_ROW_CAST(uint16_t, float, tfc_f32_to_bf16(v_), d, ds, s, ss, n);
+    else if (dt == TFC_DTYPE_F32 && st == TFC_DTYPE_BF16)
+        STRIDED_ROW_CAST(float, uint16_t, tfc_bf16_to_f32(v_), d, ds, s, ss, n);
+    else if (dt == TFC_DTYPE_F64 && st == TFC_DTYPE_F32)
+        STRIDED_ROW_CAST(double, float, (double)v_, d, ds, s, ss, n);
+    else if (dt == TFC_DTYPE_F32 && st == TFC_DTYPE_F64)
+        STRIDED_ROW_CAST(float, double, (float)v_, d, ds, s, ss, n);
+    else
+        return 0;
+    return 1;
+}
+
+/*
  * A 2-D copy whose source runs along the other dimension (a transpose):
  * walked in TILE×TILE blocks so both sides stay in cache, instead of rows
  * that touch a new cache line of the source at every element.
@@ -143,7 +181,8 @@ void tfc_cpu_copy(const tfc_sview *dst, const tfc_sview *src) {
             if (same) {
                 copy_row(dst->data + off[0] * (int64_t)es, dstr,
                          src->data + off[1] * (int64_t)tfc_dtype_size(src->dtype), sstr, row, es);
-            } else {
+            } else if (!cast_row(dst->data + off[0] * (int64_t)es, dst->dtype, dstr,
+                                 src->data + off[1] * (int64_t)tfc_dtype_size(src->dtype), src->dtype, sstr, row)) {
                 for (int64_t j = 0; j < row; j++)
                     tfc_scalar_store(dst->data, dst->dtype, off[0] + j * dstr,
                                      tfc_scalar_load(src->data, src->dtype, off[1] + j * sstr));

@@ -38,33 +38,36 @@ static uint16_t cast_bits(uint32_t f32_bits) {
     return h;
 }
 
+/* Hand-derived: bf16 keeps the top 16 bits; the low 16 decide the rounding. */
+static const struct {
+    uint32_t in;
+    uint16_t out;
+} rne_cases[] = {
+    {0x3f800000u, 0x3f80}, /* 1 */
+    {0x3f807fffu, 0x3f80}, /* just below the halfway point: down */
+    {0x3f808000u, 0x3f80}, /* 1 + 2^-8, halfway, even neighbour 0x3f80: down */
+    {0x3f808001u, 0x3f81}, /* just above halfway: up */
+    {0x3f818000u, 0x3f82}, /* halfway between 0x3f81 (odd) and 0x3f82: up to even */
+    {0xbf818000u, 0xbf82}, /* the same, negative */
+    {0x80000000u, 0x8000}, /* -0 */
+    {0x7f7f7fffu, 0x7f7f}, /* below the largest bf16's halfway: stays finite */
+    {0x7f7f8000u, 0x7f80}, /* halfway above the largest (odd) bf16: to even = +inf */
+    {0x7f7fffffu, 0x7f80}, /* FLT_MAX overflows to +inf */
+    {0xff7fffffu, 0xff80}, /* -FLT_MAX to -inf */
+    {0x7f800000u, 0x7f80}, /* +inf */
+    {0xff800000u, 0xff80}, /* -inf */
+    {0x00010001u, 0x0001}, /* subnormal, above halfway of nothing: keeps 0x0001 */
+    {0x00008000u, 0x0000}, /* subnormal halfway between 0 (even) and 0x0001: 0 */
+    {0x00018000u, 0x0002}, /* subnormal halfway between 0x0001 (odd) and 0x0002: up */
+    {0x007fffffu, 0x0080}, /* largest subnormal rounds up to the smallest normal */
+};
+#define N_RNE (sizeof rne_cases / sizeof *rne_cases)
+
 TEST(cast_to_bf16_rounds_to_nearest_even) {
-    /* Hand-derived: bf16 keeps the top 16 bits; the low 16 decide the rounding. */
-    static const struct {
-        uint32_t in;
-        uint16_t out;
-    } cases[] = {
-        {0x3f800000u, 0x3f80}, /* 1 */
-        {0x3f807fffu, 0x3f80}, /* just below the halfway point: down */
-        {0x3f808000u, 0x3f80}, /* 1 + 2^-8, halfway, even neighbour 0x3f80: down */
-        {0x3f808001u, 0x3f81}, /* just above halfway: up */
-        {0x3f818000u, 0x3f82}, /* halfway between 0x3f81 (odd) and 0x3f82: up to even */
-        {0xbf818000u, 0xbf82}, /* the same, negative */
-        {0x80000000u, 0x8000}, /* -0 */
-        {0x7f7f7fffu, 0x7f7f}, /* below the largest bf16's halfway: stays finite */
-        {0x7f7f8000u, 0x7f80}, /* halfway above the largest (odd) bf16: to even = +inf */
-        {0x7f7fffffu, 0x7f80}, /* FLT_MAX overflows to +inf */
-        {0xff7fffffu, 0xff80}, /* -FLT_MAX to -inf */
-        {0x7f800000u, 0x7f80}, /* +inf */
-        {0xff800000u, 0xff80}, /* -inf */
-        {0x00010001u, 0x0001}, /* subnormal, above halfway of nothing: keeps 0x0001 */
-        {0x00008000u, 0x0000}, /* subnormal halfway between 0 (even) and 0x0001: 0 */
-        {0x00018000u, 0x0002}, /* subnormal halfway between 0x0001 (odd) and 0x0002: up */
-        {0x007fffffu, 0x0080}, /* largest subnormal rounds up to the smallest normal */
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        uint16_t got = cast_bits(cases[i].in);
-        if (got != cases[i].out) TFC_FAIL_AT("cast 0x%08x: got 0x%04x, want 0x%04x", cases[i].in, got, cases[i].out);
+    for (size_t i = 0; i < N_RNE; i++) {
+        uint16_t got = cast_bits(rne_cases[i].in);
+        if (got != rne_cases[i].out)
+            TFC_FAIL_AT("cast 0x%08x: got 0x%04x, want 0x%04x", rne_cases[i].in, got, rne_cases[i].out);
         tfc_test_checks++;
     }
     /* NaN stays NaN: exponent all ones, mantissa non-zero (a signalling NaN
@@ -87,6 +90,67 @@ TEST(cast_from_bf16_is_exact) {
     for (int i = 0; i < 5; i++) CHECK(out[i] == (uint32_t)in[i] << 16);
     tfc_tensor_release(x);
     tfc_tensor_release(y);
+}
+
+/*
+ * The same cases through long rows (the vectorized loop and its tail, at
+ * every lane) and through a strided view [R, C] read column-major (the
+ * converting loop with strides), both directions, and f32 <-> f64 too.
+ */
+TEST(casts_of_long_and_strided_rows_round_alike) {
+    enum { R = 23, C = 41 }; /* R·C = 943: not a multiple of any vector width */
+    static uint32_t in[R * C];
+    for (int i = 0; i < R * C; i++) in[i] = rne_cases[(size_t)i % N_RNE].in;
+    tfc_tensor *x = NULL, *y = NULL, *xt = NULL, *yt = NULL, *back = NULL, *x64 = NULL, *back32 = NULL;
+    CHECK_OK(tfc_tensor_from_data(in, (int64_t[]){R, C}, 2, TFC_DTYPE_F32, &x));
+    CHECK_OK(tfc_cast(NULL, x, TFC_DTYPE_BF16, &y));
+    static uint16_t out[R * C];
+    CHECK_OK(tfc_tensor_copy_to_host(y, out, sizeof out));
+    for (int i = 0; i < R * C; i++)
+        if (out[i] != rne_cases[(size_t)i % N_RNE].out) TFC_FAIL_AT("dense element %d: got 0x%04x", i, out[i]);
+    /* xt [C, R] is x's transpose: its rows stride C elements through x. */
+    CHECK_OK(tfc_transpose(NULL, x, 0, 1, &xt));
+    CHECK_OK(tfc_cast(NULL, xt, TFC_DTYPE_BF16, &yt));
+    CHECK_OK(tfc_tensor_copy_to_host(yt, out, sizeof out));
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++)
+            if (out[c * R + r] != rne_cases[(size_t)(r * C + c) % N_RNE].out)
+                TFC_FAIL_AT("strided element [%d, %d]: got 0x%04x", c, r, out[c * R + r]);
+    /* bf16 -> f32 through the strided view of y: exact, the bits shifted up. */
+    tfc_tensor *ytt = NULL;
+    CHECK_OK(tfc_transpose(NULL, y, 0, 1, &ytt));
+    CHECK_OK(tfc_cast(NULL, ytt, TFC_DTYPE_F32, &back));
+    static uint32_t got32[R * C];
+    CHECK_OK(tfc_tensor_copy_to_host(back, got32, sizeof got32));
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++)
+            if (got32[c * R + r] != (uint32_t)rne_cases[(size_t)(r * C + c) % N_RNE].out << 16)
+                TFC_FAIL_AT("widened element [%d, %d]: got 0x%08x", c, r, got32[c * R + r]);
+    /* f32 -> f64 -> f32 through the strided view: exact both ways. */
+    CHECK_OK(tfc_cast(NULL, xt, TFC_DTYPE_F64, &x64));
+    static double got64[R * C];
+    CHECK_OK(tfc_tensor_copy_to_host(x64, got64, sizeof got64));
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) {
+            float f;
+            memcpy(&f, &in[r * C + c], 4);
+            if (!(got64[c * R + r] == (double)f)) TFC_FAIL_AT("f64 element [%d, %d]: got %g", c, r, got64[c * R + r]);
+        }
+    CHECK_OK(tfc_cast(NULL, x64, TFC_DTYPE_F32, &back32));
+    CHECK_OK(tfc_tensor_copy_to_host(back32, got32, sizeof got32));
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++)
+            if (got32[c * R + r] != in[r * C + c])
+                TFC_FAIL_AT("f32 element [%d, %d]: got 0x%08x", c, r, got32[c * R + r]);
+    tfc_test_checks += 5 * R * C;
+    tfc_tensor_release(x);
+    tfc_tensor_release(y);
+    tfc_tensor_release(xt);
+    tfc_tensor_release(yt);
+    tfc_tensor_release(ytt);
+    tfc_tensor_release(back);
+    tfc_tensor_release(x64);
+    tfc_tensor_release(back32);
 }
 
 /* ---- the gemm entry -------------------------------------------------------- */
