@@ -11,16 +11,9 @@
  */
 #include <limits.h>
 
+#include "ops/linear_bias.h"
 #include "ops/matmul_into.h"
 #include "ops/op_util.h"
-#include "ops/operands.h"
-
-/* out = a · b, or zeros when the inner dimension is empty. */
-static tfc_status gemm_or_zero(tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b) {
-    if (tfc_numel(out) == 0) return TFC_OK;
-    if (a->shape[a->ndim - 1] == 0) return tfc_tensor_fill(out, 0.0);
-    return tfc_matmul_into("tfc_linear", out, a, b, 0.0);
-}
 
 /* A fresh contiguous tensor of `shape` on like's device, and its [rows, cols] alias. */
 static tfc_status new_flat(const tfc_tensor *like, const int64_t *shape, int32_t ndim, tfc_dtype dt, int64_t rows,
@@ -32,36 +25,6 @@ static tfc_status new_flat(const tfc_tensor *like, const int64_t *shape, int32_t
         *t = NULL;
     }
     return s;
-}
-
-/* db = column sums of dy2 [rows, N], read with unit column stride. */
-static tfc_status bias_grad(const tfc_tensor *dy2, tfc_tensor **db) {
-    const char *fn = "tfc_linear (backward)";
-    const tfc_backend *be;
-    TFC_TRY(tfc_tensor_backend(fn, dy2, &be));
-    int64_t rows = dy2->shape[0], N = dy2->shape[1];
-    tfc_tensor *d = NULL, *r = NULL;
-    if (N > 1 && dy2->strides[1] != 1)
-        TFC_TRY(tfc_make_contiguous(dy2, &d));
-    else
-        d = tfc_tensor_retain((tfc_tensor *)dy2);
-    tfc_status s = tfc_tensor_new_on(dy2, &N, 1, dy2->dtype, &r);
-    if (s == TFC_OK) {
-        tfc_bias_problem p = {.device = tfc_device_index(d),
-                              .dtype = d->dtype,
-                              .rows = rows,
-                              .n = N,
-                              .ld = rows > 1 ? d->strides[0] : N,
-                              .dy = tfc_data(d),
-                              .db = tfc_data(r)};
-        s = TFC_BACKEND_RUN(fn, be, bias_grad, &p);
-    }
-    if (s == TFC_OK)
-        *db = r;
-    else
-        tfc_tensor_release(r);
-    tfc_tensor_release(d);
-    return tfc_err_in(fn, s);
 }
 
 /* x is saved only when w needs a gradient, w only when x does. */
@@ -109,14 +72,16 @@ static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
     TFC_TRY(tfc_reshape(NULL, dy, (int64_t[]){M, N}, 2, &dy2));
     /* db, dw, then dx: dx is consumed next (by the op before this one) and
      * is still in cache when written last. */
-    tfc_status s = n->n_in == 3 && tfc_node_needs_grad(n, 2) ? bias_grad(dy2, &gin[2]) : TFC_OK;
+    tfc_status s = n->n_in == 3 && tfc_node_needs_grad(n, 2)
+        ? tfc_linear_bias_grad("tfc_linear (backward)", dy2, &gin[2])
+        : TFC_OK;
     if (s == TFC_OK && tfc_node_needs_grad(n, 1)) {
         const tfc_tensor *x = c->x.t;
         tfc_tensor *x2 = NULL;
         s = tfc_reshape(NULL, x, (int64_t[]){M, K}, 2, &x2);
         if (s == TFC_OK) s = tfc_transpose(NULL, x2, 0, 1, &xt);
         if (s == TFC_OK) s = tfc_tensor_new_on(dy, ew->shape, 2, dy->dtype, &t);
-        if (s == TFC_OK) s = gemm_or_zero(t, xt, dy2);
+        if (s == TFC_OK) s = tfc_matmul_into_or_zero("tfc_linear", t, xt, dy2);
         if (s == TFC_OK)
             gin[1] = t;
         else
@@ -129,7 +94,7 @@ static tfc_status linear_backward(tfc_node *n, tfc_tensor *const *gout, tfc_tens
         const tfc_tensor *w = c->w.t;
         s = new_flat(dy, ex->shape, ex->ndim, dy->dtype, M, K, &t, &flat);
         if (s == TFC_OK) s = tfc_transpose(NULL, w, 0, 1, &xt);
-        if (s == TFC_OK) s = gemm_or_zero(flat, dy2, xt);
+        if (s == TFC_OK) s = tfc_matmul_into_or_zero("tfc_linear", flat, dy2, xt);
         if (s == TFC_OK)
             gin[0] = t;
         else
@@ -166,29 +131,6 @@ static tfc_status check_args(const char *fn, const tfc_tensor *x, const tfc_tens
     return TFC_OK;
 }
 
-/* out2 [M, N] = bias rows (or nothing) + x2 · w. */
-static tfc_status forward(tfc_tensor *out2, const tfc_tensor *x2, const tfc_tensor *w, const tfc_tensor *b) {
-    const char *fn = "tfc_linear";
-    int64_t M = out2->shape[0], N = out2->shape[1];
-    if (M * N == 0) return TFC_OK;
-    if (!b) return gemm_or_zero(out2, x2, w);
-    const tfc_backend *be;
-    TFC_TRY(tfc_tensor_backend(fn, out2, &be));
-    if ((be->gemm_epilogues & (1u << TFC_GEMM_EPI_BIAS)) && x2->shape[1] > 0) {
-        /* One GEMM whose epilogue adds the bias (cuBLASLt): no bias_rows pass over out. */
-        return tfc_matmul_into_bias(fn, out2, x2, w, 0.0, b);
-    }
-    tfc_bias_problem p = {
-        .device = tfc_device_index(out2), .dtype = out2->dtype, .rows = M, .n = N, .ld = N, .y = tfc_data(out2)};
-    tfc_operands o = {0};
-    tfc_status s = tfc_operand(&o, b, &p.b);
-    if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, be, bias_rows, &p);
-    tfc_operands_release(&o);
-    TFC_TRY(s);
-    if (x2->shape[1] == 0) return TFC_OK;
-    return tfc_matmul_into("tfc_linear", out2, x2, w, 1.0);
-}
-
 TFC_API tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *b,
                               tfc_tensor **out) {
     const char *fn = "tfc_linear";
@@ -200,7 +142,7 @@ TFC_API tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tenso
     tfc_tensor *x2 = NULL, *r = NULL, *r2 = NULL;
     tfc_status s = tfc_reshape(NULL, x, (int64_t[]){M, K}, 2, &x2);
     if (s == TFC_OK) s = new_flat(x, oshape, x->ndim, x->dtype, M, N, &r, &r2);
-    if (s == TFC_OK) s = forward(r2, x2, w, b);
+    if (s == TFC_OK) s = tfc_linear_bias_forward(fn, r2, x2, w, b);
     tfc_tensor_release(x2);
     tfc_tensor_release(r2);
     const tfc_tensor *ins[3] = {x, w, b};

@@ -16,21 +16,14 @@
 #include <limits.h>
 
 #include "ops/linear_bf16.h"
+#include "ops/linear_bias.h"
 #include "ops/matmul_into.h"
 #include "ops/op_util.h"
-#include "ops/operands.h"
 
 static const char *const FN = "tfc_linear_bf16";
 
 /* A bf16 copy of t (round-to-nearest-even), no graph. */
 static tfc_status to_bf16(const tfc_tensor *t, tfc_tensor **out) { return tfc_cast(NULL, t, TFC_DTYPE_BF16, out); }
-
-/* out (f32, contiguous [M, N]) = a · b + beta · out with bf16 a and b, or beta · out when the inner dim is empty. */
-static tfc_status gemm_f32(tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b, double beta) {
-    if (tfc_numel(out) == 0) return TFC_OK;
-    if (a->shape[a->ndim - 1] == 0) return beta == 0 ? tfc_tensor_fill(out, 0.0) : TFC_OK;
-    return tfc_matmul_into(FN, out, a, b, beta);
-}
 
 typedef struct linear_bf16_ctx {
     tfc_saved xb, wb; /* the bf16 operands: xb when w needs a gradient, wb when x does */
@@ -46,12 +39,12 @@ static tfc_status backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gi
     for (int32_t d = 0; d + 1 < ex->ndim; d++) M *= ex->shape[d];
     tfc_tensor *dy2 = NULL, *dyb = NULL, *t = NULL, *flat = NULL, *tr = NULL;
     tfc_status s = tfc_reshape(NULL, dy, (int64_t[]){M, N}, 2, &dy2);
-    if (s == TFC_OK && n->n_in == 3 && tfc_node_needs_grad(n, 2)) s = tfc_sum(NULL, dy2, (int32_t[]){0}, 1, 0, &gin[2]);
+    if (s == TFC_OK && n->n_in == 3 && tfc_node_needs_grad(n, 2)) s = tfc_linear_bias_grad(FN, dy2, &gin[2]);
     if (s == TFC_OK && (tfc_node_needs_grad(n, 0) || tfc_node_needs_grad(n, 1))) s = to_bf16(dy2, &dyb);
     if (s == TFC_OK && tfc_node_needs_grad(n, 1)) { /* dw [K, N] = xbᵀ · dyb */
         s = tfc_transpose(NULL, c->xb.t, 0, 1, &tr);
         if (s == TFC_OK) s = tfc_tensor_new_on(dy, (int64_t[]){K, N}, 2, TFC_DTYPE_F32, &t);
-        if (s == TFC_OK) s = gemm_f32(t, tr, dyb, 0.0);
+        if (s == TFC_OK) s = tfc_matmul_into_or_zero(FN, t, tr, dyb);
         if (s == TFC_OK && Nw < N) { /* padded: w's columns only, a view with row stride N */
             tfc_tensor *v = NULL;
             s = tfc_narrow(NULL, t, 1, 0, Nw, &v);
@@ -69,7 +62,7 @@ static tfc_status backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gi
         s = tfc_tensor_new_on(dy, ex->shape, ex->ndim, TFC_DTYPE_F32, &t);
         if (s == TFC_OK) s = tfc_tensor_alias(t, (int64_t[]){M, K}, (int64_t[]){K, 1}, 2, 0, &flat);
         if (s == TFC_OK) s = tfc_transpose(NULL, c->wb.t, 0, 1, &tr);
-        if (s == TFC_OK) s = gemm_f32(flat, dyb, tr, 0.0);
+        if (s == TFC_OK) s = tfc_matmul_into_or_zero(FN, flat, dyb, tr);
         if (s == TFC_OK)
             gin[0] = t;
         else
@@ -130,27 +123,6 @@ static tfc_status check_args(const tfc_tensor *x, const tfc_tensor *w, const tfc
     return TFC_OK;
 }
 
-/* out2 [M, N] (f32) = bias rows (or zeros) + xb2 · wb. */
-static tfc_status forward(tfc_tensor *out2, const tfc_tensor *xb2, const tfc_tensor *wb, const tfc_tensor *b) {
-    int64_t M = out2->shape[0], N = out2->shape[1];
-    if (M * N == 0) return TFC_OK;
-    if (!b) return gemm_f32(out2, xb2, wb, 0.0);
-    const tfc_backend *be;
-    TFC_TRY(tfc_tensor_backend(FN, out2, &be));
-    if ((be->gemm_epilogues & (1u << TFC_GEMM_EPI_BIAS)) && xb2->shape[1] > 0) {
-        /* One GEMM whose epilogue adds the f32 bias to the f32 result (cuBLASLt), as tfc_linear does. */
-        return tfc_matmul_into_bias(FN, out2, xb2, wb, 0.0, b);
-    }
-    tfc_bias_problem p = {
-        .device = tfc_device_index(out2), .dtype = out2->dtype, .rows = M, .n = N, .ld = N, .y = tfc_data(out2)};
-    tfc_operands o = {0};
-    tfc_status s = tfc_operand(&o, b, &p.b);
-    if (s == TFC_OK) s = TFC_BACKEND_RUN(FN, be, bias_rows, &p);
-    tfc_operands_release(&o);
-    TFC_TRY(s);
-    return gemm_f32(out2, xb2, wb, 1.0);
-}
-
 /* padded: w_bf16 may be wider than w (tfc_linear_bf16_padded); the output has w_bf16's columns. */
 static tfc_status linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *w_bf16,
                               const tfc_tensor *b, int padded, tfc_tensor **out) {
@@ -165,7 +137,7 @@ static tfc_status linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_tenso
     if (s == TFC_OK) s = w_bf16 ? (wb = tfc_tensor_retain((tfc_tensor *)w_bf16), TFC_OK) : to_bf16(w, &wb);
     if (s == TFC_OK) s = tfc_tensor_new_on(x, oshape, x->ndim, TFC_DTYPE_F32, &r);
     if (s == TFC_OK) s = tfc_tensor_alias(r, (int64_t[]){M, N}, (int64_t[]){N, 1}, 2, 0, &r2);
-    if (s == TFC_OK) s = forward(r2, xb, wb, b);
+    if (s == TFC_OK) s = tfc_linear_bias_forward(FN, r2, xb, wb, b);
     tfc_tensor_release(x2);
     tfc_tensor_release(r2);
     const tfc_tensor *ins[3] = {x, w, b};

@@ -61,6 +61,13 @@ int tfc_gemm_allow_tf32(tfc_dtype dtype) {
 }
 
 /* Declared in ops/matmul_into.h. */
+tfc_status tfc_matmul_into_or_zero(const char *fn, tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b) {
+    if (tfc_numel(out) == 0) return TFC_OK;
+    if (a->shape[a->ndim - 1] == 0) return tfc_err_in(fn, tfc_tensor_fill(out, 0.0));
+    return tfc_matmul_into(fn, out, a, b, 0.0);
+}
+
+/* Declared in ops/matmul_into.h. */
 tfc_status tfc_matmul_into_bias(const char *fn, tfc_tensor *out, const tfc_tensor *a_in, const tfc_tensor *b_in,
                                 double beta, const tfc_tensor *bias_t) {
     const tfc_backend *be;

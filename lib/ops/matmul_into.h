@@ -15,6 +15,13 @@
 tfc_status tfc_matmul_into(const char *fn, tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b, double beta);
 
 /*
+ * out = a · b (beta 0) where out may be empty (nothing to do) and the inner
+ * dim may be 0 (out zero-filled, as the empty sum): the GEMMs of a Linear
+ * and its backward, whose shapes a caller may make degenerate.
+ */
+tfc_status tfc_matmul_into_or_zero(const char *fn, tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b);
+
+/*
  * The same with bias [N] (a tensor of out's dtype on out's device, compacted
  * here if it is a view) added to every row of out by the GEMM's epilogue,
  * or none when bias is NULL. Only for a backend whose gemm_epilogues has
