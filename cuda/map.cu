@@ -21,6 +21,7 @@
 #define FLOOR(x) floorf(x)
 #define CEIL(x) ceilf(x)
 #define RINT(x) rintf(x)
+#define ROUND_BF16(x) __bfloat162float(__float2bfloat16_rn(x))
 
 __device__ __forceinline__ float map_value(int op, float a, float b, float c, float p) {
     typedef float T;

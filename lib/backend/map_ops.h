@@ -6,7 +6,7 @@
  *
  * A formula reads the inputs a, b, c (of type T) and the scalar parameter
  * p, and may use EXP, LOG, SQRT, TANH, POW, FABS, SIN, COS, FLOOR, CEIL and
- * RINT, which each includer defines for its T. Plain C and CUDA C++ both include this header.
+ * RINT and ROUND_BF16, which each includer defines for its T. Plain C and CUDA C++ both include this header.
  */
 #ifndef TFC_BACKEND_MAP_OPS_H
 #define TFC_BACKEND_MAP_OPS_H
@@ -68,7 +68,10 @@
     X(MIN_S_BWD, b <= (T)p ? a : (T)0) /* clamp_max */                                         \
     /* maximum/minimum: a = dy, b = this operand, c = the other; ties split dy in half */      \
     X(MAXIMUM_BWD, b > c ? a : b == c ? a * (T)0.5 : (T)0)                                     \
-    X(MINIMUM_BWD, b < c ? a : b == c ? a * (T)0.5 : (T)0)
+    X(MINIMUM_BWD, b < c ? a : b == c ? a * (T)0.5 : (T)0)                                     \
+    /* appended in ABI 11: a rounded to the nearest bf16 (ties to even, NaN kept), */          \
+    /* stored as T: the autocast GEMM operand where the bf16 GEMM widens anyway */             \
+    X(ROUND_BF16, ROUND_BF16(a))
 
 typedef enum tfc_map_op {
 #define TFC_MAP_ENUM(name, expr) TFC_MAP_##name,

@@ -351,4 +351,5 @@ const tfc_backend tfc_cpu_backend = {
     .multinomial = tfc_cpu_multinomial,
     .gemm_epilogues = 0,   /* ABI 9: no fused epilogue; linear writes the bias rows, then the GEMM with beta = 1 */
     .native_stream = NULL, /* ABI 9: no streams on the CPU */
+    .gemm_bf16_widens = 1, /* ABI 11: gemm_bf16.c widens to f32 (why: docs/PERFORMANCE.md, "bf16 GEMM") */
 };

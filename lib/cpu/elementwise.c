@@ -7,6 +7,7 @@
  */
 #ifndef TFC_T
 
+#include "core/dtype.h"
 #include "cpu/kernels.h"
 
 #define TFC_TMPL_FILE "cpu/elementwise.c"
@@ -38,6 +39,7 @@ static inline float FN(vtanh)(float x) {
 #define FLOOR(x) floorf(x)
 #define CEIL(x) ceilf(x)
 #define RINT(x) rintf(x)
+#define ROUND_BF16(x) tfc_bf16_to_f32(tfc_f32_to_bf16(x))
 #else
 #define TANH(x) tanh(x)
 #define POW(x, y) pow(x, y)
@@ -47,6 +49,8 @@ static inline float FN(vtanh)(float x) {
 #define FLOOR(x) floor(x)
 #define CEIL(x) ceil(x)
 #define RINT(x) rint(x)
+/* f64 through f32 (a double rounding; autocast operands are f32) */
+#define ROUND_BF16(x) (double)tfc_bf16_to_f32(tfc_f32_to_bf16((float)(x)))
 #endif
 
 /* One row of `inner` elements: contiguous fast path, else strided. */
@@ -73,6 +77,27 @@ static inline float FN(vtanh)(float x) {
         }                                                         \
     } while (0)
 
+/* One row of `inner` elements at po, pa, pb, pc (pm: the mask of where(), else unused) with the given strides. */
+static void FN(map_row)(tfc_map_op op, T *po, const T *pa, const T *pb, const T *pc, const unsigned char *pm,
+                        int64_t inner, int64_t so, int64_t sa, int64_t sb, int64_t sc, double p, int accumulate) {
+    if (op == TFC_MAP_MASK_SELECT) {
+        for (int64_t i = 0; i < inner; i++) {
+            T r_ = pm[i * sc] ? pa[i * sa] : pb[i * sb];
+            po[i * so] = accumulate ? po[i * so] + r_ : r_;
+        }
+        return;
+    }
+    switch (op) {
+#define TFC_MAP_CASE(name, expr) \
+    case TFC_MAP_##name:         \
+        MAP_ROW(expr);           \
+        break;
+        TFC_MAP_OPS(TFC_MAP_CASE)
+#undef TFC_MAP_CASE
+    default: break;
+    }
+}
+
 static void FN(map)(tfc_map_op op, const tfc_sview *out, const tfc_sview *av, const tfc_sview *bv, const tfc_sview *cv,
                     double p, int accumulate) {
     /* where(c, a, b) reads c as a bool/u8 mask; every other op reads c as T. */
@@ -84,32 +109,28 @@ static void FN(map)(tfc_map_op op, const tfc_sview *out, const tfc_sview *av, co
     int32_t last = it.ndim - 1;
     int64_t inner = it.shape[last], rows = it.numel / inner;
     int64_t so = it.strides[0][last], sa = it.strides[1][last], sb = it.strides[2][last], sc = it.strides[3][last];
+    const size_t cs = mask ? 1 : sizeof(T); /* c's element size */
+    if (it.ndim == 1) {
+        /* One row (every dense tensor merges into one): split the row itself between the threads. */
+        TFC_PARALLEL_RANGE(inner, 16384, lo, hi) {
+            const T *pa = (const T *)views[1]->data + lo * sa, *pb = (const T *)views[2]->data + lo * sb;
+            const char *pcb = (const char *)views[3]->data + (size_t)(lo * sc) * cs;
+            FN(map_row)
+            (op, (T *)out->data + lo * so, pa, pb, (const T *)pcb, (const unsigned char *)pcb, hi - lo, so, sa, sb, sc,
+             p, accumulate);
+        }
+        return;
+    }
     TFC_PARALLEL_RANGE(rows, 16384 / inner + 1, lo, hi) {
         int64_t idx[TFC_MAX_DIMS], off[4];
         tfc_iter row_it = it;
         row_it.shape[last] = 1;
         tfc_iter_seek(&row_it, lo, idx, off);
         for (int64_t r = lo; r < hi; r++) {
-            T *po = (T *)out->data + off[0];
-            const T *pa = (const T *)views[1]->data + off[1], *pb = (const T *)views[2]->data + off[2];
-            const T *pc = mask ? pa : (const T *)views[3]->data + off[3];
-            if (mask) {
-                const unsigned char *pm = (const unsigned char *)views[3]->data + off[3];
-                for (int64_t i = 0; i < inner; i++) {
-                    T r_ = pm[i * sc] ? pa[i * sa] : pb[i * sb];
-                    po[i * so] = accumulate ? po[i * so] + r_ : r_;
-                }
-            } else {
-                switch (op) {
-#define TFC_MAP_CASE(name, expr) \
-    case TFC_MAP_##name:         \
-        MAP_ROW(expr);           \
-        break;
-                    TFC_MAP_OPS(TFC_MAP_CASE)
-#undef TFC_MAP_CASE
-                default: break;
-                }
-            }
+            const char *pcb = (const char *)views[3]->data + (size_t)off[3] * cs;
+            FN(map_row)
+            (op, (T *)out->data + off[0], (const T *)views[1]->data + off[1], (const T *)views[2]->data + off[2],
+             (const T *)pcb, (const unsigned char *)pcb, inner, so, sa, sb, sc, p, accumulate);
             tfc_iter_next(&row_it, idx, off);
         }
     }
@@ -124,5 +145,6 @@ static void FN(map)(tfc_map_op op, const tfc_sview *out, const tfc_sview *av, co
 #undef FLOOR
 #undef CEIL
 #undef RINT
+#undef ROUND_BF16
 
 #endif /* TFC_T */

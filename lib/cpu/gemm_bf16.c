@@ -14,7 +14,9 @@
  * 70-95 for this path. On a CPU where vdpbf16ps runs at full rate (or with
  * AMX) a kernel would win; it comes back when it is measured winning.
  * The scratch (the widened operands, and an f32 C when C is bf16) comes
- * from the caching allocator.
+ * from the caching allocator. Because this widens, the CPU table says so
+ * (gemm_bf16_widens) and the autocast Linear rounds its operands straight
+ * into f32 storage and skips this entry (lib/ops/linear_bf16.c).
  */
 #include <string.h>
 

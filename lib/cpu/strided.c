@@ -163,31 +163,42 @@ static int copy_transposed(const tfc_iter *it, const tfc_sview *dst, const tfc_s
 }
 #undef TILE
 
+/* n elements from src's element offset so (stride ss) to dst's do (stride ds), converting the dtype if it differs. */
+static void convert_row(const tfc_sview *dst, int64_t ds, int64_t dof, const tfc_sview *src, int64_t ss, int64_t sof,
+                        int64_t n) {
+    const int64_t des = (int64_t)tfc_dtype_size(dst->dtype), ses = (int64_t)tfc_dtype_size(src->dtype);
+    char *d = dst->data + dof * des;
+    const char *s = src->data + sof * ses;
+    if (dst->dtype == src->dtype) {
+        copy_row(d, ds, s, ss, n, (size_t)des);
+    } else if (!cast_row(d, dst->dtype, ds, s, src->dtype, ss, n)) {
+        for (int64_t j = 0; j < n; j++)
+            tfc_scalar_store(dst->data, dst->dtype, dof + j * ds, tfc_scalar_load(src->data, src->dtype, sof + j * ss));
+    }
+}
+
 void tfc_cpu_copy(const tfc_sview *dst, const tfc_sview *src) {
     const tfc_sview *views[2] = {dst, src};
     tfc_iter it;
     tfc_iter_init(&it, views, 2);
     size_t es = tfc_dtype_size(dst->dtype);
-    int same = dst->dtype == src->dtype;
     if (it.numel > 0 && copy_transposed(&it, dst, src, es)) return;
     int32_t last = it.ndim - 1;
     int64_t row = it.shape[last], rows = it.numel / (row > 0 ? row : 1);
     int64_t dstr = it.strides[0][last], sstr = it.strides[1][last];
     if (it.numel == 0) return;
+    if (it.ndim == 1) {
+        /* One row (every dense tensor merges into one): split the row itself between the threads. */
+        TFC_PARALLEL_RANGE(row, 1 << 15, lo, hi) {
+            if (lo < hi) convert_row(dst, dstr, lo * dstr, src, sstr, lo * sstr, hi - lo);
+        }
+        return;
+    }
     TFC_PARALLEL_RANGE(rows, row >= (1 << 15) ? 1 : (1 << 15) / row, lo, hi) {
         int64_t idx[TFC_MAX_DIMS], off[4];
         if (lo < hi) tfc_iter_seek(&it, lo * row, idx, off);
-        for (int64_t r = lo; r < hi; r++, tfc_iter_next_row(&it, idx, off)) {
-            if (same) {
-                copy_row(dst->data + off[0] * (int64_t)es, dstr,
-                         src->data + off[1] * (int64_t)tfc_dtype_size(src->dtype), sstr, row, es);
-            } else if (!cast_row(dst->data + off[0] * (int64_t)es, dst->dtype, dstr,
-                                 src->data + off[1] * (int64_t)tfc_dtype_size(src->dtype), src->dtype, sstr, row)) {
-                for (int64_t j = 0; j < row; j++)
-                    tfc_scalar_store(dst->data, dst->dtype, off[0] + j * dstr,
-                                     tfc_scalar_load(src->data, src->dtype, off[1] + j * sstr));
-            }
-        }
+        for (int64_t r = lo; r < hi; r++, tfc_iter_next_row(&it, idx, off))
+            convert_row(dst, dstr, off[0], src, sstr, off[1], row);
     }
 }
 

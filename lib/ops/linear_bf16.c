@@ -10,6 +10,16 @@
  *             f32 accumulation and f32 results (so w's gradient accumulates
  *             in f32 on the master weight); db = Σ_rows dy in f32.
  * The bf16 copy of x is what backward keeps: half the bytes of saving x.
+ *
+ * Two storage forms of the same operands, chosen by the backend table
+ * (gemm_bf16_widens): where the bf16 GEMM multiplies bf16 (CUDA's tensor
+ * cores) the operands are bf16 tensors; where it would widen them to f32
+ * and run the f32 GEMM anyway (the CPU), they are rounded to bf16 values in
+ * f32 storage (the ROUND_BF16 map, one pass) and go to the f32 GEMM
+ * directly: identical products and sums, without writing bf16 and widening
+ * it again for every GEMM that reads it (three passes over x and dy per
+ * Linear less). There backward keeps the rounded x in f32 (the bytes of
+ * saving x, as f32 training does) and widens the bf16 weight copy.
  * This is the one place the mixed-precision Linear formula lives; the GPT's
  * autocast (lib/model/gpt_autocast.c) calls it for every Linear.
  */
@@ -25,8 +35,26 @@ static const char *const FN = "tfc_linear_bf16";
 /* A bf16 copy of t (round-to-nearest-even), no graph. */
 static tfc_status to_bf16(const tfc_tensor *t, tfc_tensor **out) { return tfc_cast(NULL, t, TFC_DTYPE_BF16, out); }
 
+/* 1 when t's backend's bf16 GEMM widens its operands to f32 (backend gemm_bf16_widens: the CPU). */
+static int f32_operands(const tfc_tensor *t) {
+    const tfc_backend *be;
+    return tfc_tensor_backend(FN, t, &be) == TFC_OK && be->gemm_bf16_widens;
+}
+
+/*
+ * The GEMM operand bf16(t) in the form the device's GEMM takes: bf16
+ * storage, or (f32) the same values in f32 storage: an f32 t rounded by
+ * the ROUND_BF16 map, a bf16 t (a weight copy) widened exactly.
+ */
+static tfc_status operand(const tfc_tensor *t, int f32, tfc_tensor **out) {
+    if (!f32) return t->dtype == TFC_DTYPE_BF16 ? (*out = tfc_tensor_retain((tfc_tensor *)t), TFC_OK) : to_bf16(t, out);
+    if (t->dtype != TFC_DTYPE_F32) return tfc_cast(NULL, t, TFC_DTYPE_F32, out);
+    return tfc_map_new(FN, TFC_MAP_ROUND_BF16, t->shape, t->ndim, TFC_DTYPE_F32, t, NULL, NULL, 0.0, out);
+}
+
 typedef struct linear_bf16_ctx {
-    tfc_saved xb, wb; /* the bf16 operands: xb when w needs a gradient, wb when x does */
+    tfc_saved xb, wb; /* the rounded operands: xb when w needs a gradient, wb when x does */
+    int32_t f32;      /* operand()'s form: 1 = bf16 values in f32 storage */
 } linear_bf16_ctx;
 
 static tfc_status backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gin) {
@@ -40,7 +68,7 @@ static tfc_status backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gi
     tfc_tensor *dy2 = NULL, *dyb = NULL, *t = NULL, *flat = NULL, *tr = NULL;
     tfc_status s = tfc_reshape(NULL, dy, (int64_t[]){M, N}, 2, &dy2);
     if (s == TFC_OK && n->n_in == 3 && tfc_node_needs_grad(n, 2)) s = tfc_linear_bias_grad(FN, dy2, &gin[2]);
-    if (s == TFC_OK && (tfc_node_needs_grad(n, 0) || tfc_node_needs_grad(n, 1))) s = to_bf16(dy2, &dyb);
+    if (s == TFC_OK && (tfc_node_needs_grad(n, 0) || tfc_node_needs_grad(n, 1))) s = operand(dy2, c->f32, &dyb);
     if (s == TFC_OK && tfc_node_needs_grad(n, 1)) { /* dw [K, N] = xbᵀ · dyb */
         s = tfc_transpose(NULL, c->xb.t, 0, 1, &tr);
         if (s == TFC_OK) s = tfc_tensor_new_on(dy, (int64_t[]){K, N}, 2, TFC_DTYPE_F32, &t);
@@ -61,8 +89,14 @@ static tfc_status backward(tfc_node *n, tfc_tensor *const *gout, tfc_tensor **gi
     if (s == TFC_OK && tfc_node_needs_grad(n, 0)) { /* dx [M, K] = dyb · wbᵀ, in x's shape */
         s = tfc_tensor_new_on(dy, ex->shape, ex->ndim, TFC_DTYPE_F32, &t);
         if (s == TFC_OK) s = tfc_tensor_alias(t, (int64_t[]){M, K}, (int64_t[]){K, 1}, 2, 0, &flat);
-        if (s == TFC_OK) s = tfc_transpose(NULL, c->wb.t, 0, 1, &tr);
+        tfc_tensor *wop = NULL;
+        /* wb is bf16, or (f32 form, no cached copy given) w already rounded into f32 */
+        if (s == TFC_OK)
+            s = c->wb.t->dtype == TFC_DTYPE_F32 ? (wop = tfc_tensor_retain(c->wb.t), TFC_OK)
+                                                : operand(c->wb.t, c->f32, &wop);
+        if (s == TFC_OK) s = tfc_transpose(NULL, wop, 0, 1, &tr);
         if (s == TFC_OK) s = tfc_matmul_into_or_zero(FN, flat, dyb, tr);
+        tfc_tensor_release(wop);
         if (s == TFC_OK)
             gin[0] = t;
         else
@@ -131,14 +165,18 @@ static tfc_status linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_tenso
     int64_t K = w->shape[0], N = padded ? w_bf16->shape[1] : w->shape[1], M = 1, oshape[TFC_MAX_DIMS];
     for (int32_t d = 0; d + 1 < x->ndim; d++) M *= oshape[d] = x->shape[d];
     oshape[x->ndim - 1] = N;
-    tfc_tensor *x2 = NULL, *xb = NULL, *wb = NULL, *r = NULL, *r2 = NULL;
+    const int f32 = f32_operands(x);
+    /* wb: the weight kept for backward (the caller's bf16 copy, else w rounded here); wop: the GEMM's form of it */
+    tfc_tensor *x2 = NULL, *xb = NULL, *wb = NULL, *wop = NULL, *r = NULL, *r2 = NULL;
     tfc_status s = tfc_reshape(NULL, x, (int64_t[]){M, K}, 2, &x2);
-    if (s == TFC_OK) s = to_bf16(x2, &xb);
-    if (s == TFC_OK) s = w_bf16 ? (wb = tfc_tensor_retain((tfc_tensor *)w_bf16), TFC_OK) : to_bf16(w, &wb);
+    if (s == TFC_OK) s = operand(x2, f32, &xb);
+    if (s == TFC_OK) s = operand(w_bf16 ? w_bf16 : w, f32, &wop);
+    if (s == TFC_OK) wb = tfc_tensor_retain(w_bf16 ? (tfc_tensor *)w_bf16 : wop);
     if (s == TFC_OK) s = tfc_tensor_new_on(x, oshape, x->ndim, TFC_DTYPE_F32, &r);
     if (s == TFC_OK) s = tfc_tensor_alias(r, (int64_t[]){M, N}, (int64_t[]){N, 1}, 2, 0, &r2);
-    if (s == TFC_OK) s = tfc_linear_bias_forward(FN, r2, xb, wb, b);
+    if (s == TFC_OK) s = tfc_linear_bias_forward(FN, r2, xb, wop, b);
     tfc_tensor_release(x2);
+    tfc_tensor_release(wop);
     tfc_tensor_release(r2);
     const tfc_tensor *ins[3] = {x, w, b};
     int32_t n_in = b ? 3 : 2;
@@ -147,6 +185,7 @@ static tfc_status linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_tenso
         s = tfc_node_new(g, FN, backward, n_in, 1, sizeof(linear_bf16_ctx), &n);
         if (s == TFC_OK) {
             linear_bf16_ctx *c = n->ctx;
+            c->f32 = f32;
             for (int32_t i = 0; i < n_in; i++) tfc_node_set_input(n, i, ins[i]);
             s = tfc_node_keep(n, &c->xb, tfc_node_needs_grad(n, 1) ? xb : NULL);
             if (s == TFC_OK) s = tfc_node_keep(n, &c->wb, tfc_node_needs_grad(n, 0) ? wb : NULL);

@@ -17,6 +17,7 @@
 #include "cpu/gemm_small_m.h"
 #include "cpu/kernels.h"
 #include "ops/attention_autocast.h"
+#include "ops/op_util.h"
 #include "standin_backend.h"
 #include "tfc_test_util.h"
 
@@ -151,6 +152,46 @@ TEST(casts_of_long_and_strided_rows_round_alike) {
     tfc_tensor_release(back);
     tfc_tensor_release(x64);
     tfc_tensor_release(back32);
+}
+
+/*
+ * The ROUND_BF16 map (autocast's operands in f32 storage where the bf16 GEMM
+ * widens) rounds like the cast: the hand-derived cases, through one long
+ * dense row (70001 elements: the threads split the row), through a strided
+ * view, and the long dense cast to bf16 and back the same way.
+ */
+TEST(round_bf16_map_and_long_casts_round_like_the_table) {
+    enum { L = 70001, R = 23, C = 41 };
+    static uint32_t in[L], got[L];
+    static uint16_t half[L];
+    for (int i = 0; i < L; i++) in[i] = rne_cases[(size_t)i % N_RNE].in;
+    tfc_tensor *x = NULL, *r = NULL, *h = NULL, *back = NULL, *m = NULL, *mt = NULL, *rt = NULL;
+    CHECK_OK(tfc_tensor_from_data(in, (int64_t[]){L}, 1, TFC_DTYPE_F32, &x));
+    CHECK_OK(tfc_map_new("test", TFC_MAP_ROUND_BF16, (int64_t[]){L}, 1, TFC_DTYPE_F32, x, NULL, NULL, 0.0, &r));
+    CHECK_OK(tfc_tensor_copy_to_host(r, got, sizeof got));
+    for (int i = 0; i < L; i++)
+        if (got[i] != (uint32_t)rne_cases[(size_t)i % N_RNE].out << 16)
+            TFC_FAIL_AT("map element %d: 0x%08x", i, got[i]);
+    CHECK_OK(tfc_cast(NULL, x, TFC_DTYPE_BF16, &h));
+    CHECK_OK(tfc_tensor_copy_to_host(h, half, sizeof half));
+    for (int i = 0; i < L; i++)
+        if (half[i] != rne_cases[(size_t)i % N_RNE].out) TFC_FAIL_AT("cast element %d: 0x%04x", i, half[i]);
+    CHECK_OK(tfc_cast(NULL, h, TFC_DTYPE_F32, &back));
+    CHECK_OK(tfc_tensor_copy_to_host(back, got, sizeof got));
+    for (int i = 0; i < L; i++)
+        if (got[i] != (uint32_t)half[i] << 16) TFC_FAIL_AT("widened element %d: 0x%08x", i, got[i]);
+    /* strided: the transpose of an [R, C] matrix of the same inputs */
+    CHECK_OK(tfc_tensor_from_data(in, (int64_t[]){R, C}, 2, TFC_DTYPE_F32, &m));
+    CHECK_OK(tfc_transpose(NULL, m, 0, 1, &mt));
+    CHECK_OK(tfc_map_new("test", TFC_MAP_ROUND_BF16, (int64_t[]){C, R}, 2, TFC_DTYPE_F32, mt, NULL, NULL, 0.0, &rt));
+    CHECK_OK(tfc_tensor_copy_to_host(rt, got, (size_t)R * C * 4));
+    for (int c = 0; c < C; c++)
+        for (int q = 0; q < R; q++)
+            if (got[c * R + q] != (uint32_t)rne_cases[(size_t)(q * C + c) % N_RNE].out << 16)
+                TFC_FAIL_AT("strided map element [%d, %d]: 0x%08x", c, q, got[c * R + q]);
+    tfc_test_checks += 3 * L + R * C;
+    tfc_tensor_release(x), tfc_tensor_release(r), tfc_tensor_release(h), tfc_tensor_release(back);
+    tfc_tensor_release(m), tfc_tensor_release(mt), tfc_tensor_release(rt);
 }
 
 /* ---- the gemm entry -------------------------------------------------------- */
@@ -606,6 +647,56 @@ TEST(linear_bf16_refuses_mixed_dtypes_and_a_backend_without_bf16) {
     tfc_tensor_release(xc), tfc_tensor_release(wc);
     standin_remove();
     tfc_tensor_release(x), tfc_tensor_release(w), tfc_tensor_release(wb), tfc_tensor_release(x64);
+}
+
+/*
+ * The two operand forms of tfc_linear_bf16 (backend gemm_bf16_widens): the
+ * CPU's (bf16 values in f32 storage, the f32 GEMM) and the one a tensor-core
+ * backend takes (bf16 tensors, the bf16 GEMM; here the CPU's own widening
+ * bf16 GEMM under the stand-in table with gemm_bf16_widens = 0) run the same
+ * products and sums: output and all three gradients bitwise equal, with and
+ * without the cached bf16 weight.
+ */
+TEST(linear_bf16_operand_forms_agree_bitwise) {
+    CHECK(tfc_cpu_backend.gemm_bf16_widens == 1);
+    enum { B = 3, T = 37, K = 29, N = 23 };
+    const int64_t dx[3] = {B, T, K}, dw[2] = {K, N}, db[1] = {N}, dy[3] = {B, T, N};
+    const size_t bytes[4] = {B * T * N * 4, B * T * K * 4, K * N * 4, N * 4}; /* y, dx, dw, db */
+    for (int cached = 0; cached < 2; cached++) {
+        static float res[2][4][B * T * K];
+        for (int form = 0; form < 2; form++) {
+            if (form) standin_install()->gemm_bf16_widens = 0;
+            tfc_tensor *h[4] = {rand_of(dx, 3, TFC_DTYPE_F32, 60), rand_of(dw, 2, TFC_DTYPE_F32, 61),
+                                rand_of(db, 1, TFC_DTYPE_F32, 62), rand_of(dy, 3, TFC_DTYPE_F32, 63)};
+            tfc_tensor *t[4] = {NULL}, *wb = NULL, *y = NULL, *gr[3] = {NULL};
+            for (int i = 0; i < 4; i++) {
+                if (form)
+                    CHECK_OK(tfc_tensor_to_device(h[i], TFC_DEVICE_CUDA, 0, &t[i]));
+                else
+                    t[i] = tfc_tensor_retain(h[i]);
+                if (i < 3) CHECK_OK(tfc_tensor_set_requires_grad(t[i], 1));
+            }
+            if (cached) CHECK_OK(tfc_cast(NULL, t[1], TFC_DTYPE_BF16, &wb));
+            tfc_graph *g = NULL;
+            CHECK_OK(tfc_graph_new(&g));
+            CHECK_OK(tfc_linear_bf16(g, t[0], t[1], wb, t[2], &y));
+            CHECK_OK(tfc_graph_backward(g, y, t[3]));
+            CHECK_OK(tfc_tensor_copy_to_host(y, res[form][0], bytes[0]));
+            for (int i = 0; i < 3; i++) {
+                CHECK_OK(tfc_tensor_grad(t[i], &gr[i]));
+                CHECK_OK(tfc_tensor_copy_to_host(gr[i], res[form][1 + i], bytes[1 + i]));
+                tfc_tensor_release(gr[i]);
+            }
+            tfc_graph_release(g);
+            tfc_tensor_release(y), tfc_tensor_release(wb);
+            for (int i = 0; i < 4; i++) tfc_tensor_release(t[i]), tfc_tensor_release(h[i]);
+            if (form) standin_remove();
+        }
+        for (int k = 0; k < 4; k++)
+            if (memcmp(res[0][k], res[1][k], bytes[k]) != 0)
+                TFC_FAIL_AT("cached %d: result %d (y, dx, dw, db) differs between the forms", cached, k);
+        tfc_test_checks += 4;
+    }
 }
 
 /*
