@@ -471,7 +471,7 @@ static tfc_backend make_table(void) {
     b.gemm_dtypes = b.float_dtypes;
     b.autocast_attention = TFC_DTYPE_BF16; /* the flash kernels are bf16 (attention_flash.cu) */
     b.gemm_pad_cols = 64;                  /* 16-byte rows, whole tiles: see backend.h */
-    b.gemm_bf16_widens = 0;                /* cuBLASLt multiplies bf16 on tensor cores */
+    b.gemm_bf16_widen_rows = 0;            /* cuBLASLt multiplies bf16 on tensor cores */
     b.quantize = NULL;                     /* quantized weights: CPU only so far (docs/CUDA.md) */
     b.dequantize = NULL;
     b.qlinear = NULL;

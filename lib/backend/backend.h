@@ -642,16 +642,18 @@ typedef struct tfc_backend {
      */
     int32_t gemm_pad_cols;
     /*
-     * ABI 11: 1 when this backend's bf16 GEMM widens its bf16 operands to
-     * f32 and runs the f32 GEMM (the CPU: lib/cpu/gemm_bf16.c, where bf16
-     * instructions are not faster than f32 FMAs). The autocast Linear
-     * (lib/ops/linear_bf16.c) then rounds its operands to bf16 values kept
-     * in f32 storage (the ROUND_BF16 map) and calls the f32 GEMM: the same
-     * products and sums, without a round trip through bf16 storage and
-     * back per GEMM operand. 0 where the bf16 GEMM computes in bf16 (CUDA's
-     * tensor cores), which wants bf16 operands.
+     * ABI 11: n > 0 when this backend's bf16 GEMM widens its bf16 operands
+     * to f32 and runs the f32 GEMM for products whose op(A) has n rows or
+     * more (the CPU: lib/cpu/gemm_bf16.c, where bf16 instructions are not
+     * faster than f32 FMAs, n = TFC_GEMM_SMALL_M_MAX + 1; fewer rows, as in
+     * decoding, go to the small-M kernel, which reads bf16 B as it is). The
+     * autocast Linear (lib/ops/linear_bf16.c) then rounds its operands to
+     * bf16 values kept in f32 storage (the ROUND_BF16 map) and calls the
+     * f32 GEMM: the same products and sums, without a round trip through
+     * bf16 storage and back per GEMM operand. 0 where the bf16 GEMM
+     * computes in bf16 (CUDA's tensor cores), which wants bf16 operands.
      */
-    int32_t gemm_bf16_widens;
+    int32_t gemm_bf16_widen_rows;
 } tfc_backend;
 
 /* The entry point a backend module exports (dlsym name "tfc_backend_module_get"). */

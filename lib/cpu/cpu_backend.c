@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_small_m.h"
 #include "cpu/kernels.h"
 #include "cpu/optim_kernels.h"
 #include "cpu/quant.h"
@@ -351,5 +352,6 @@ const tfc_backend tfc_cpu_backend = {
     .multinomial = tfc_cpu_multinomial,
     .gemm_epilogues = 0,   /* ABI 9: no fused epilogue; linear writes the bias rows, then the GEMM with beta = 1 */
     .native_stream = NULL, /* ABI 9: no streams on the CPU */
-    .gemm_bf16_widens = 1, /* ABI 11: gemm_bf16.c widens to f32 (why: docs/PERFORMANCE.md, "bf16 GEMM") */
+    /* ABI 11: gemm_bf16.c widens to f32 above the small-M kernel's rows (why: docs/PERFORMANCE.md, "bf16 GEMM") */
+    .gemm_bf16_widen_rows = TFC_GEMM_SMALL_M_MAX + 1,
 };

@@ -15,7 +15,7 @@
  * AMX) a kernel would win; it comes back when it is measured winning.
  * The scratch (the widened operands, and an f32 C when C is bf16) comes
  * from the caching allocator. Because this widens, the CPU table says so
- * (gemm_bf16_widens) and the autocast Linear rounds its operands straight
+ * (gemm_bf16_widen_rows) and the autocast Linear rounds its operands straight
  * into f32 storage and skips this entry (lib/ops/linear_bf16.c).
  */
 #include <string.h>

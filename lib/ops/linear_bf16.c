@@ -12,9 +12,10 @@
  * The bf16 copy of x is what backward keeps: half the bytes of saving x.
  *
  * Two storage forms of the same operands, chosen by the backend table
- * (gemm_bf16_widens): where the bf16 GEMM multiplies bf16 (CUDA's tensor
- * cores) the operands are bf16 tensors; where it would widen them to f32
- * and run the f32 GEMM anyway (the CPU), they are rounded to bf16 values in
+ * (gemm_bf16_widen_rows): where the bf16 GEMM multiplies bf16 (CUDA's tensor
+ * cores, the CPU's small-M decode kernel) the operands are bf16 tensors;
+ * where it would widen them to f32 and run the f32 GEMM anyway (the CPU
+ * from 33 rows of x on), they are rounded to bf16 values in
  * f32 storage (the ROUND_BF16 map, one pass) and go to the f32 GEMM
  * directly: identical products and sums, without writing bf16 and widening
  * it again for every GEMM that reads it (three passes over x and dy per
@@ -35,10 +36,11 @@ static const char *const FN = "tfc_linear_bf16";
 /* A bf16 copy of t (round-to-nearest-even), no graph. */
 static tfc_status to_bf16(const tfc_tensor *t, tfc_tensor **out) { return tfc_cast(NULL, t, TFC_DTYPE_BF16, out); }
 
-/* 1 when t's backend's bf16 GEMM widens its operands to f32 (backend gemm_bf16_widens: the CPU). */
-static int f32_operands(const tfc_tensor *t) {
+/* 1 when t's backend's bf16 GEMM would widen operands with m rows to f32 (backend gemm_bf16_widen_rows: the CPU). */
+static int f32_operands(const tfc_tensor *t, int64_t m) {
     const tfc_backend *be;
-    return tfc_tensor_backend(FN, t, &be) == TFC_OK && be->gemm_bf16_widens;
+    if (tfc_tensor_backend(FN, t, &be) != TFC_OK) return 0;
+    return be->gemm_bf16_widen_rows > 0 && m >= be->gemm_bf16_widen_rows;
 }
 
 /*
@@ -165,7 +167,7 @@ static tfc_status linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_tenso
     int64_t K = w->shape[0], N = padded ? w_bf16->shape[1] : w->shape[1], M = 1, oshape[TFC_MAX_DIMS];
     for (int32_t d = 0; d + 1 < x->ndim; d++) M *= oshape[d] = x->shape[d];
     oshape[x->ndim - 1] = N;
-    const int f32 = f32_operands(x);
+    const int f32 = f32_operands(x, M);
     /* wb: the weight kept for backward (the caller's bf16 copy, else w rounded here); wop: the GEMM's form of it */
     tfc_tensor *x2 = NULL, *xb = NULL, *wb = NULL, *wop = NULL, *r = NULL, *r2 = NULL;
     tfc_status s = tfc_reshape(NULL, x, (int64_t[]){M, K}, 2, &x2);

@@ -650,22 +650,22 @@ TEST(linear_bf16_refuses_mixed_dtypes_and_a_backend_without_bf16) {
 }
 
 /*
- * The two operand forms of tfc_linear_bf16 (backend gemm_bf16_widens): the
+ * The two operand forms of tfc_linear_bf16 (backend gemm_bf16_widen_rows): the
  * CPU's (bf16 values in f32 storage, the f32 GEMM) and the one a tensor-core
  * backend takes (bf16 tensors, the bf16 GEMM; here the CPU's own widening
- * bf16 GEMM under the stand-in table with gemm_bf16_widens = 0) run the same
+ * bf16 GEMM under the stand-in table with gemm_bf16_widen_rows = 0) run the same
  * products and sums: output and all three gradients bitwise equal, with and
  * without the cached bf16 weight.
  */
 TEST(linear_bf16_operand_forms_agree_bitwise) {
-    CHECK(tfc_cpu_backend.gemm_bf16_widens == 1);
+    CHECK(tfc_cpu_backend.gemm_bf16_widen_rows == TFC_GEMM_SMALL_M_MAX + 1);
     enum { B = 3, T = 37, K = 29, N = 23 };
     const int64_t dx[3] = {B, T, K}, dw[2] = {K, N}, db[1] = {N}, dy[3] = {B, T, N};
     const size_t bytes[4] = {B * T * N * 4, B * T * K * 4, K * N * 4, N * 4}; /* y, dx, dw, db */
     for (int cached = 0; cached < 2; cached++) {
         static float res[2][4][B * T * K];
         for (int form = 0; form < 2; form++) {
-            if (form) standin_install()->gemm_bf16_widens = 0;
+            if (form) standin_install()->gemm_bf16_widen_rows = 0;
             tfc_tensor *h[4] = {rand_of(dx, 3, TFC_DTYPE_F32, 60), rand_of(dw, 2, TFC_DTYPE_F32, 61),
                                 rand_of(db, 1, TFC_DTYPE_F32, 62), rand_of(dy, 3, TFC_DTYPE_F32, 63)};
             tfc_tensor *t[4] = {NULL}, *wb = NULL, *y = NULL, *gr[3] = {NULL};

@@ -72,7 +72,7 @@ TEST(every_entry_but_the_cpu_only_ones_is_filled) {
     /* ABI 10: autocast runs attention on the bf16 flash kernels; the autocast LM head pads to 64 columns. */
     CHECK(a->autocast_attention == TFC_DTYPE_BF16);
     CHECK(a->gemm_pad_cols == 64);
-    CHECK(a->gemm_bf16_widens == 0);
+    CHECK(a->gemm_bf16_widen_rows == 0);
 }
 
 TEST(what_cuda_does_not_offer_is_refused_before_the_device) {
