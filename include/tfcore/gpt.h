@@ -201,7 +201,10 @@ TFC_API int32_t tfc_gpt_get_recompute(const tfc_gpt *m /* nullable: 0 */);
  * bf16 copy of each Linear weight (half the bytes of the weight), rounded
  * on first use and again only when the weight's version changed (an
  * optimizer step, a load): once per step, not per GEMM. With autocast on
- * the loss-only forward materialises the logits (no fused head). Saved
+ * the loss-only forward runs the head and its loss fused, without the
+ * logits, on the CPU (the same bf16 formula, ∂loss/∂logits rounded to bf16
+ * before the head's gradient products); on CUDA it materialises the
+ * (padded) logits. Saved
  * checkpoints are the f32 parameters, loadable with autocast on or off.
  * TFC_DTYPE_F32 turns it off (frees the copies). The same switch serves
  * inference (tfcore sample / eval --dtype bf16). On the CPU it runs on any

@@ -477,8 +477,13 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
         tfc_status s = on_model_device(m, fn, "targets", targets, &tdev);
         if (s == TFC_OK) s = tfc_reshape(NULL, tdev, n1, 1, &tflat);
         tfc_tensor_release(tdev);
-        if (s == TFC_OK && (m->head_q || m->autocast)) {
-            /* the quantized and the autocast heads have no fused form: logits, then the (f32) loss */
+        int fused = 0; /* the autocast head's fused loss, where the device runs it (the CPU) */
+        if (s == TFC_OK && m->autocast && !m->head_q)
+            s = tfc_gpt_autocast_loss(m, g, h, head_weight(m), tflat, TFC_GPT_IGNORE_INDEX, &fused, &l);
+        if (s == TFC_OK && fused) {
+            /* done: *l is the loss */
+        } else if (s == TFC_OK && (m->head_q || m->autocast)) {
+            /* the quantized head and (on CUDA) the autocast head: logits, then the (f32) loss */
             tfc_tensor *lg2 = NULL;
             /* padded: the autocast head may hand over the device's padded width, which only the loss sees */
             s = gpt_head(m, m->head_q ? NULL : g, h, 1, &lg2);

@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "model/gpt_impl.h"
 #include "ops/linear_bf16.h"
+#include "ops/linear_cross_entropy.h"
 #include "tensor/dispatch.h"
 
 typedef struct ac_slot {
@@ -165,6 +166,19 @@ tfc_status tfc_gpt_autocast_head(const tfc_gpt *m, tfc_graph *g, const tfc_tenso
     tfc_tensor_release(bias);
     tfc_tensor_release(pad);
     tfc_tensor_release(lp);
+    return s;
+}
+
+tfc_status tfc_gpt_autocast_loss(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
+                                 const tfc_tensor *targets, int64_t ignore_index, int *fused, tfc_tensor **loss) {
+    *fused = 0;
+    const int64_t V = tfc_tensor_dim(w, 0);
+    /* A device that pads the head (CUDA) keeps the padded copy; its GEMMs are bf16 and it composes the head. */
+    if (tfc_gemm_pad_cols(w, V) != V) return TFC_OK;
+    tfc_tensor *wb = NULL;
+    TFC_TRY(weight_copy(m->autocast, m->autocast->n - 1, w, V, &wb));
+    tfc_status s = tfc_linear_cross_entropy_autocast(g, h, w, wb, targets, ignore_index, fused, loss);
+    tfc_tensor_release(wb);
     return s;
 }
 

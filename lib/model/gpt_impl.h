@@ -108,6 +108,14 @@ tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, int32_t layer
  */
 tfc_status tfc_gpt_autocast_head(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w, int padded,
                                  tfc_tensor **lg);
+/*
+ * The loss of that head in the fused pass, without the logits
+ * (tfc_linear_cross_entropy_autocast), where the device runs it (the CPU):
+ * *fused = 1 and *loss set. *fused = 0 elsewhere (CUDA, whose head pads):
+ * the caller takes tfc_gpt_autocast_head and the cross-entropy.
+ */
+tfc_status tfc_gpt_autocast_loss(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
+                                 const tfc_tensor *targets, int64_t ignore_index, int *fused, tfc_tensor **loss);
 
 /* Release m's LoRA adapters (gpt_lora.c); nothing when it has none. */
 void tfc_gpt_lora_free(tfc_gpt *m);

@@ -22,6 +22,12 @@
  * transposes as BLAS flags. This is llm.c's fused classifier and the
  * chunked linear + cross-entropy of Liger-Kernel / Cut Cross-Entropy, with
  * BLAS chunks in place of a custom kernel.
+ *
+ * Under bf16 autocast (tfc_linear_cross_entropy_autocast) the same pass runs
+ * on bf16-rounded h and w kept in f32 and rounds each chunk's ∂loss/∂z to
+ * bf16 before the two gradient GEMMs: the autocast Linear's formula
+ * (lib/ops/linear_bf16.c) followed by the f32 loss, on a device whose bf16
+ * GEMM widens to f32 anyway (the CPU).
  */
 #include <limits.h>
 #include <math.h>
@@ -100,10 +106,9 @@ static tfc_status check_args(const char *fn, const tfc_tensor *h, const tfc_tens
  * The backend's gemm entry runs the three GEMMs, its cross_entropy_rows
  * entry the loss rows and ∂loss/∂z; t holds nv valid targets.
  */
-static tfc_status lce_pass(const tfc_backend *be, const tfc_tensor *h, const tfc_tensor *w, const void *t,
-                           tfc_dtype idt, int64_t nv, int64_t ignore_index, tfc_tensor *loss, tfc_tensor *dh,
-                           tfc_tensor *dw) {
-    const char *fn = "tfc_linear_cross_entropy";
+static tfc_status lce_pass(const char *fn, const tfc_backend *be, const tfc_tensor *h, const tfc_tensor *w,
+                           const void *t, tfc_dtype idt, int64_t nv, int64_t ignore_index, int round_dz,
+                           tfc_tensor *loss, tfc_tensor *dh, tfc_tensor *dw) {
     const tfc_dtype dt = h->dtype;
     const size_t es = tfc_dtype_size(dt);
     const int64_t N = h->shape[0], C = h->shape[1], V = w->shape[0];
@@ -155,6 +160,12 @@ static tfc_status lce_pass(const tfc_backend *be, const tfc_tensor *h, const tfc
                                     .row_loss = row_loss};
         if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, be, cross_entropy_rows, &rows);
         for (int64_t r = 0; r < nc && s == TFC_OK; r++) total += row_loss[r];
+        if (s == TFC_OK && round_dz && (dh || dw)) { /* autocast: ∂loss/∂z_c enters the GEMMs as bf16 values */
+            tfc_tensor *zc_view = NULL;
+            s = tfc_tensor_alias(z, (int64_t[]){nc, V}, (int64_t[]){V, 1}, 2, 0, &zc_view);
+            if (s == TFC_OK) s = tfc_tensor_map(fn, TFC_MAP_ROUND_BF16, zc_view, zc_view, NULL, NULL, 0.0, 0);
+            tfc_tensor_release(zc_view);
+        }
         if (s == TFC_OK && dh) { /* dh_c = z_c · w */
             tfc_gemm_problem g = base;
             g.trans_b = tw, g.M = nc, g.N = C, g.K = V;
@@ -231,31 +242,32 @@ static tfc_status lce_node_backward(tfc_node *n, tfc_tensor *const *gout, tfc_te
     return TFC_OK;
 }
 
-TFC_API tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
-                                            const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **loss) {
-    const char *fn = "tfc_linear_cross_entropy";
-    TFC_CHECK_NOT_NULL(fn, loss);
-    TFC_TRY(check_args(fn, h, w, targets));
-    const tfc_backend *be;
-    TFC_TRY(tfc_tensor_backend(fn, h, &be));
-    if (!be->cross_entropy_rows) return composed(g, h, w, targets, ignore_index, loss);
+/*
+ * The fused op with the gradients recorded for h and w (when they want them)
+ * but the pass run on h_op and w_op (h and w themselves, or their autocast
+ * roundings, of the same shapes), ∂loss/∂z rounded to bf16 when round_dz.
+ * Arguments checked; the backend has cross_entropy_rows.
+ */
+static tfc_status lce(const char *fn, const tfc_backend *be, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
+                      const tfc_tensor *h_op, const tfc_tensor *w_op, const tfc_tensor *targets, int64_t ignore_index,
+                      int round_dz, tfc_tensor **loss) {
     const int64_t N = h->shape[0], C = h->shape[1], V = w->shape[0];
     const tfc_tensor *ins[2] = {h, w};
     const int record = tfc_should_record(g, ins, 2);
     const int need_dh = record && h->requires_grad, need_dw = record && w->requires_grad;
     tfc_tensor *ht = NULL, *wt = NULL, *out = NULL, *dh = NULL, *dw = NULL;
-    const tfc_tensor *hu = h, *wu = w;
+    const tfc_tensor *hu = h_op, *wu = w_op;
     const void *tp;
     int64_t nv = 0;
     tfc_operands o = {0};
     tfc_status s = tfc_operand(&o, targets, &tp);
     if (s == TFC_OK) s = count_targets(fn, tp, targets->dtype, N, V, ignore_index, &nv);
-    if (s == TFC_OK && !blas_addressable(h)) s = tfc_make_contiguous(h, &ht), hu = ht;
-    if (s == TFC_OK && !blas_addressable(w)) s = tfc_make_contiguous(w, &wt), wu = wt;
+    if (s == TFC_OK && !blas_addressable(hu)) s = tfc_make_contiguous(hu, &ht), hu = ht;
+    if (s == TFC_OK && !blas_addressable(wu)) s = tfc_make_contiguous(wu, &wt), wu = wt;
     if (s == TFC_OK) s = tfc_tensor_new_on(h, NULL, 0, h->dtype, &out);
     if (s == TFC_OK && need_dh) s = tfc_tensor_new_on(h, (int64_t[]){N, C}, 2, h->dtype, &dh);
     if (s == TFC_OK && need_dw) s = tfc_tensor_new_on(h, (int64_t[]){V, C}, 2, h->dtype, &dw);
-    if (s == TFC_OK) s = lce_pass(be, hu, wu, tp, targets->dtype, nv, ignore_index, out, dh, dw);
+    if (s == TFC_OK) s = lce_pass(fn, be, hu, wu, tp, targets->dtype, nv, ignore_index, round_dz, out, dh, dw);
     if (s == TFC_OK && record) {
         tfc_node *n;
         s = tfc_node_new(g, fn, lce_node_backward, 2, 1, sizeof(lce_ctx), &n);
@@ -279,4 +291,47 @@ TFC_API tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, c
     }
     *loss = out;
     return TFC_OK;
+}
+
+TFC_API tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
+                                            const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **loss) {
+    const char *fn = "tfc_linear_cross_entropy";
+    TFC_CHECK_NOT_NULL(fn, loss);
+    TFC_TRY(check_args(fn, h, w, targets));
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(fn, h, &be));
+    if (!be->cross_entropy_rows) return composed(g, h, w, targets, ignore_index, loss);
+    return lce(fn, be, g, h, w, h, w, targets, ignore_index, 0, loss);
+}
+
+tfc_status tfc_linear_cross_entropy_autocast(tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w,
+                                             const tfc_tensor *w_bf16, const tfc_tensor *targets, int64_t ignore_index,
+                                             int *fused, tfc_tensor **loss) {
+    const char *fn = "tfc_linear_cross_entropy_autocast";
+    TFC_CHECK_NOT_NULL(fn, fused);
+    *fused = 0;
+    TFC_CHECK_NOT_NULL(fn, loss);
+    TFC_CHECK_NOT_NULL(fn, w_bf16);
+    TFC_TRY(check_args(fn, h, w, targets));
+    if (h->dtype != TFC_DTYPE_F32)
+        return tfc_err(TFC_ERR_DTYPE, "%s: h is %s %s; need f32 (autocast rounds f32 operands)", fn,
+                       tfc_dtype_name(h->dtype), SHAPE(h));
+    if (w_bf16->dtype != TFC_DTYPE_BF16 || w_bf16->ndim != 2 || w_bf16->shape[0] != w->shape[0] ||
+        w_bf16->shape[1] != w->shape[1])
+        return tfc_err(TFC_ERR_SHAPE, "%s: w_bf16 is %s %s, w is %s: need bf16 of w's shape", fn,
+                       tfc_dtype_name(w_bf16->dtype), SHAPE(w_bf16), SHAPE(w));
+    const tfc_tensor *ts[2] = {h, w_bf16};
+    const char *names[2] = {"h", "w_bf16"};
+    TFC_TRY(tfc_same_device(fn, ts, names, 2));
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(fn, h, &be));
+    if (!be->cross_entropy_rows || be->gemm_bf16_widen_rows <= 0) return TFC_OK; /* the caller composes */
+    tfc_tensor *hr = NULL, *wr = NULL;
+    tfc_status s = tfc_map_new(fn, TFC_MAP_ROUND_BF16, h->shape, 2, TFC_DTYPE_F32, h, NULL, NULL, 0.0, &hr);
+    if (s == TFC_OK) s = tfc_cast(NULL, w_bf16, TFC_DTYPE_F32, &wr);
+    if (s == TFC_OK) s = lce(fn, be, g, h, w, hr, wr, targets, ignore_index, 1, loss);
+    tfc_tensor_release(hr);
+    tfc_tensor_release(wr);
+    if (s == TFC_OK) *fused = 1;
+    return tfc_err_in(fn, s);
 }

@@ -6,6 +6,7 @@
  * against its logits path.
  */
 #include "ops/linear_cross_entropy.h"
+#include "standin_backend.h"
 #include "tfc_test_util.h"
 
 TFC_TEST_MAIN
@@ -436,6 +437,127 @@ TEST(bad_inputs_name_function_argument_shapes) {
     tfc_graph_release(g);
     tfc_tensor *all[] = {h, w, tg, tbig, tneg, tg5, w32, w4, tf, hi, h1, h0, w0, w3};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tfc_tensor_release(all[i]);
+}
+
+/* ---- the autocast door ---------------------------------------------------------------------- */
+
+/*
+ * loss and (dh, dW) of the bf16 autocast head, fused (tfc_linear_cross_entropy_autocast) or composed
+ * as the unfused path composes it: tfc_linear_bf16 (h · wᵀ on bf16 operands, ∂/∂z rounded) then the
+ * f32 tfc_cross_entropy. Returns the loss; grads into gh, gw (caller frees).
+ */
+static double autocast_run(int fused, tfc_tensor *h, tfc_tensor *w, tfc_tensor *wb, tfc_tensor *tg, double **gh,
+                           double **gw) {
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    tfc_tensor *loss = NULL, *wt = NULL, *wbt = NULL, *z = NULL;
+    if (fused) {
+        int did = 0;
+        CHECK_OK(tfc_linear_cross_entropy_autocast(g, h, w, wb, tg, -1, &did, &loss));
+        CHECK(did == 1);
+    } else {
+        CHECK_OK(tfc_transpose(g, w, 0, 1, &wt));
+        CHECK_OK(tfc_transpose(NULL, wb, 0, 1, &wbt));
+        CHECK_OK(tfc_linear_bf16(g, h, wt, wbt, NULL, &z));
+        CHECK_OK(tfc_cross_entropy(g, z, tg, -1, &loss));
+    }
+    double l = NAN;
+    if (loss) {
+        CHECK_OK(tfc_tensor_item(loss, &l));
+        CHECK_OK(tfc_graph_backward(g, loss, NULL));
+    }
+    *gh = grad_vals(h);
+    *gw = grad_vals(w);
+    CHECK_OK(tfc_tensor_zero_grad(h, 1));
+    CHECK_OK(tfc_tensor_zero_grad(w, 1));
+    tfc_tensor_release(loss), tfc_tensor_release(wt), tfc_tensor_release(wbt), tfc_tensor_release(z);
+    tfc_graph_release(g);
+    return l;
+}
+
+/*
+ * The fused autocast head equals the composed one (same bf16 operands, same rounded ∂/∂z) for chunks
+ * that split the rows unevenly, with an ignored target; and it is not the f32 head (it really rounds).
+ */
+TEST(autocast_door_equals_the_composed_bf16_head_across_chunks) {
+    enum { N = 37, C = 24, V = 53 };
+    tfc_tensor *h = rand_t(N, C, TFC_DTYPE_F32, -1, 1, 81), *w = rand_t(V, C, TFC_DTYPE_F32, -1, 1, 82), *wb = NULL;
+    CHECK_OK(tfc_tensor_set_requires_grad(h, 1));
+    CHECK_OK(tfc_tensor_set_requires_grad(w, 1));
+    CHECK_OK(tfc_cast(NULL, w, TFC_DTYPE_BF16, &wb));
+    int64_t t[N];
+    for (int64_t i = 0; i < N; i++) t[i] = i == 5 ? -1 : (i * 7) % V;
+    tfc_tensor *tg = ids64(t, N);
+    double *rh = NULL, *rw = NULL;
+    const double ref = autocast_run(0, h, w, wb, tg, &rh, &rw);
+    const int64_t chunks[3] = {0, 8, 5};
+    for (int i = 0; i < 3; i++) {
+        int64_t prev = tfc_linear_cross_entropy_set_chunk_rows(chunks[i]);
+        double *gh = NULL, *gw = NULL;
+        const double l = autocast_run(1, h, w, wb, tg, &gh, &gw);
+        tfc_linear_cross_entropy_set_chunk_rows(prev);
+        CHECK(fabs(l - ref) <= 1e-6 * fabs(ref));
+        if (gh && rh) check_vals("autocast dh", gh, rh, N * C, 1e-5);
+        if (gw && rw) check_vals("autocast dW", gw, rw, V * C, 1e-5);
+        CHECK(gh && gw);
+        free(gh), free(gw);
+    }
+    /* the f32 fused head differs: by ~bf16 rounding (2^-9 relative), far above the tolerance above */
+    tfc_graph *g = NULL;
+    tfc_tensor *l32 = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    CHECK_OK(tfc_linear_cross_entropy(g, h, w, tg, -1, &l32));
+    double v32 = NAN;
+    CHECK_OK(tfc_tensor_item(l32, &v32));
+    CHECK(fabs(v32 - ref) > 1e-5 * fabs(ref));
+    tfc_tensor_release(l32);
+    tfc_graph_release(g);
+    free(rh), free(rw);
+    tfc_tensor_release(h), tfc_tensor_release(w), tfc_tensor_release(wb), tfc_tensor_release(tg);
+}
+
+/* Where the bf16 GEMM does not widen (a tensor-core device; here the stand-in table), the door declines. */
+TEST(autocast_door_declines_where_the_bf16_gemm_does_not_widen_and_refuses_bad_input) {
+    tfc_tensor *h = rand_t(4, 3, TFC_DTYPE_F32, -1, 1, 91), *w = rand_t(5, 3, TFC_DTYPE_F32, -1, 1, 92), *wb = NULL;
+    const int64_t t[4] = {0, 1, 2, 3};
+    tfc_tensor *tg = ids64(t, 4), *h64 = NULL, *w6 = rand_t(6, 3, TFC_DTYPE_F32, -1, 1, 93), *wb6 = NULL;
+    CHECK_OK(tfc_cast(NULL, w, TFC_DTYPE_BF16, &wb));
+    CHECK_OK(tfc_cast(NULL, w6, TFC_DTYPE_BF16, &wb6));
+    CHECK_OK(tfc_cast(NULL, h, TFC_DTYPE_F64, &h64));
+    tfc_tensor *const sentinel = (tfc_tensor *)&h, *out = sentinel;
+    int fused = 7;
+    CHECK_ERR(tfc_linear_cross_entropy_autocast(NULL, h, w, NULL, tg, -1, &fused, &out), TFC_ERR_INVALID_ARG,
+              "tfc_linear_cross_entropy_autocast: w_bf16 is NULL");
+    CHECK(fused == 0 && out == sentinel);
+    CHECK_ERR(tfc_linear_cross_entropy_autocast(NULL, h, w, wb, tg, -1, NULL, &out), TFC_ERR_INVALID_ARG,
+              "tfc_linear_cross_entropy_autocast: fused is NULL");
+    CHECK_ERR(tfc_linear_cross_entropy_autocast(NULL, h, w, wb, tg, -1, &fused, NULL), TFC_ERR_INVALID_ARG,
+              "tfc_linear_cross_entropy_autocast: loss is NULL");
+    CHECK_ERR(tfc_linear_cross_entropy_autocast(NULL, h, w, w, tg, -1, &fused, &out), TFC_ERR_SHAPE,
+              "tfc_linear_cross_entropy_autocast: w_bf16 is f32 [5,3], w is [5,3]: need bf16 of w's shape");
+    CHECK_ERR(tfc_linear_cross_entropy_autocast(NULL, h, w, wb6, tg, -1, &fused, &out), TFC_ERR_SHAPE,
+              "w_bf16 is bf16 [6,3], w is [5,3]");
+    CHECK_ERR(tfc_linear_cross_entropy_autocast(NULL, h64, w, wb, tg, -1, &fused, &out), TFC_ERR_DTYPE,
+              "tfc_linear_cross_entropy_autocast: h is f64 [4,3], w is f32 [5,3]: dtypes differ");
+    CHECK(fused == 0 && out == sentinel);
+    tfc_backend *sb = standin_install();
+    sb->gemm_bf16_widen_rows = 0;
+    tfc_tensor *hc = NULL, *wc = NULL, *wbc = NULL, *tc = NULL;
+    CHECK_OK(tfc_tensor_to_device(h, TFC_DEVICE_CUDA, 0, &hc));
+    CHECK_OK(tfc_tensor_to_device(w, TFC_DEVICE_CUDA, 0, &wc));
+    CHECK_OK(tfc_tensor_to_device(wb, TFC_DEVICE_CUDA, 0, &wbc));
+    CHECK_OK(tfc_tensor_to_device(tg, TFC_DEVICE_CUDA, 0, &tc));
+    fused = 7;
+    CHECK_OK(tfc_linear_cross_entropy_autocast(NULL, hc, wc, wbc, tc, -1, &fused, &out));
+    CHECK(fused == 0 && out == sentinel);
+    sb->gemm_bf16_widen_rows = 33;
+    CHECK_OK(tfc_linear_cross_entropy_autocast(NULL, hc, wc, wbc, tc, -1, &fused, &out));
+    CHECK(fused == 1 && out != sentinel);
+    if (out != sentinel) tfc_tensor_release(out);
+    tfc_tensor_release(hc), tfc_tensor_release(wc), tfc_tensor_release(wbc), tfc_tensor_release(tc);
+    standin_remove();
+    tfc_tensor_release(h), tfc_tensor_release(w), tfc_tensor_release(wb), tfc_tensor_release(tg);
+    tfc_tensor_release(h64), tfc_tensor_release(w6), tfc_tensor_release(wb6);
 }
 
 /* ---- the GPT's fused head ------------------------------------------------------------------ */
