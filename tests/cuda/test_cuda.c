@@ -11,6 +11,7 @@
  * "no CUDA device: <reason>" and exits 77, which meson counts as skipped.
  */
 #include <math.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/rng.h"
@@ -130,6 +131,17 @@ TEST(copy_strided_transpose_expand_and_strided_dst) {
 }
 
 /* The maps of lib/backend/map_ops.h written out again in double (not generated from that table). */
+/* a rounded to the nearest bf16, ties to even, by the bit recipe of the
+ * format (not the library's converter); the inputs here are finite. */
+static double round_bf16_ref(double a) {
+    float f = (float)a;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 static double ref_map(int op, double a, double b, double c, double p) {
     switch (op) {
     case TFC_MAP_ADD: return a + b;
@@ -183,6 +195,7 @@ static double ref_map(int op, double a, double b, double c, double p) {
     case TFC_MAP_MIN_S_BWD: return b <= p ? a : 0.0;
     case TFC_MAP_MAXIMUM_BWD: return b > c ? a : b == c ? a * 0.5 : 0.0;
     case TFC_MAP_MINIMUM_BWD: return b < c ? a : b == c ? a * 0.5 : 0.0;
+    case TFC_MAP_ROUND_BF16: return round_bf16_ref(a);
     default: return NAN; /* MASK_SELECT is checked apart */
     }
 }
