@@ -150,7 +150,13 @@ static int trainer_init(trainer *tr, const byte_map *chunks) {
     tr->next = malloc((total + 1) * sizeof *tr->next);
     tr->prev = malloc((total + 1) * sizeof *tr->prev);
     tr->weight = malloc((total + 1) * sizeof *tr->weight);
-    if (!tr->sym || !tr->next || !tr->prev || !tr->weight || pair_map_init(&tr->index, 1 << 16)) return -1;
+    /*
+     * The text holds at most total - 1 distinct pairs at first (at most 2^16
+     * byte pairs); merges add more and the map grows then. Sizing it by
+     * the text keeps a short text from paying for a 2 MiB table.
+     */
+    size_t first_pairs = total < (1u << 16) ? total : (1u << 16);
+    if (!tr->sym || !tr->next || !tr->prev || !tr->weight || pair_map_init(&tr->index, first_pairs)) return -1;
     size_t n = 0;
     for (size_t i = 0; i <= chunks->mask; i++) {
         const byte_slot *s = &chunks->slots[i];
@@ -350,8 +356,8 @@ TFC_API tfc_status tfc_tokenizer_train(tfc_tokenizer *t, const char *text, size_
     TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     if (!text && len > 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: text is NULL and len is %zu", fn, len);
     TFC_TRY(check_trainable(fn, t, vocab_size));
-    byte_map chunks;
-    if (byte_map_init(&chunks, 1 << 12)) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    byte_map chunks; /* a text of len bytes has at most len distinct chunks */
+    if (byte_map_init(&chunks, len < (1u << 12) ? len : (1u << 12))) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = count_chunks(fn, t, (const uint8_t *)text, len, &chunks);
     if (s == TFC_OK) s = train_from_chunks(fn, t, &chunks, vocab_size);
     byte_map_free(&chunks);
