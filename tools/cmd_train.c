@@ -962,7 +962,8 @@ static void print_header(const train_run *r) {
         printf("\n");
     }
     train_plan p;
-    train_plan_make(c, r->o.batch / (r->size * r->o.grad_accum), r->o.batch, r->o.grad_accum, &p);
+    train_plan_make(c, r->o.batch / (r->size * r->o.grad_accum), r->o.batch, r->o.grad_accum,
+                    strcmp(r->o.dtype, "bf16") == 0, &p);
     train_plan_print(stdout, &p, c);
     if (r->o.lora.base)
         printf("  (the plan is a full run's: a LoRA run's smaller gradients and optimizer state and its adapters'\n"
@@ -1151,7 +1152,8 @@ static int print_state_memory(train_run *r) {
 /* The measured peak next to the plan: the library's allocations above what was live before the model, and RSS. */
 static void print_memory(const train_run *r) {
     train_plan p;
-    train_plan_make(&r->cfg, r->o.batch / (r->size * r->o.grad_accum), r->o.batch, r->o.grad_accum, &p);
+    train_plan_make(&r->cfg, r->o.batch / (r->size * r->o.grad_accum), r->o.batch, r->o.grad_accum,
+                    strcmp(r->o.dtype, "bf16") == 0, &p);
     int64_t lib_peak, lib_live, rss_peak, rss_now;
     train_plan_measure(&lib_peak, &lib_live, &rss_peak, &rss_now);
     const double measured = (double)(lib_peak - r->mem_base);
@@ -1222,7 +1224,8 @@ int cmd_train(int argc, char **argv) {
     if (!rc) rc = load(&r);
     if (!rc && r.o.plan) { /* --plan: the table and nothing else */
         train_plan p;
-        train_plan_make(&r.cfg, r.o.batch / (r.size * r.o.grad_accum), r.o.batch, r.o.grad_accum, &p);
+        train_plan_make(&r.cfg, r.o.batch / (r.size * r.o.grad_accum), r.o.batch, r.o.grad_accum,
+                        strcmp(r.o.dtype, "bf16") == 0, &p);
         train_plan_print(stdout, &p, &r.cfg);
         run_free(&r);
         return 0;

@@ -35,6 +35,15 @@
  * the gradients count twice, except wte's (the head's dW is added where it
  * is; measured: char-small at K = 2 peaks one parameter set higher than at
  * K = 1, gpt2-mini, whose parameters are mostly wte, only by its blocks').
+ * bf16 autocast (lib/ops/linear_bf16.c, lib/model/gpt_autocast.c) on the
+ * CPU keeps the same activations — each Linear saves its input rounded to
+ * bf16 values in f32 storage instead of the input, which dies with its
+ * block (lib/model/gpt.c) — and adds the bf16 copies of the four Linear
+ * weights a layer and of the head's weight, 2 bytes a value, refreshed
+ * once per optimizer step; and to backward's transients the rounded copy
+ * of the MLP's [N,4C] gradient. The head's rounded h [N,C] and widened
+ * weight [V,C] live only during its forward, before backward's workspace
+ * exists (measured: gpt2-mini's bf16 peak is f32's plus the copies).
  */
 #include "train_plan.h"
 
@@ -54,7 +63,8 @@ static int64_t alloc_rounded(int64_t n) {
 /* bytes of a tensor of `numel` values of `es` bytes, as allocated */
 static int64_t tb(int64_t numel, int64_t es) { return alloc_rounded(numel * es); }
 
-void train_plan_make(const tfc_gpt_config *c, int64_t rows, int64_t eval_rows, int64_t grad_accum, train_plan *p) {
+void train_plan_make(const tfc_gpt_config *c, int64_t rows, int64_t eval_rows, int64_t grad_accum,
+                     int autocast_bf16, train_plan *p) {
     memset(p, 0, sizeof *p);
     const int64_t es = c->dtype == TFC_DTYPE_F64 ? 8 : 4, C = c->n_embd, T = c->block_size, V = c->vocab_size;
     const int64_t L = c->n_layer, H = c->n_head, N = rows * T, bias = c->bias;
@@ -83,15 +93,19 @@ void train_plan_make(const tfc_gpt_config *c, int64_t rows, int64_t eval_rows, i
     p->acts_recompute = L * nc + layer + head;
     /* + wte's gradient from the embedding's backward, before it is added to the head's */
     p->workspace = tb((lce_rows < N ? lce_rows : N) * V, es) + nc + 2 * tb(N * 4 * C, es) + tb(V * C, es);
+    if (autocast_bf16) {
+        p->copies = L * (tb(3 * C * C, 2) + tb(C * C, 2) + 2 * tb(4 * C * C, 2)) + tb(V * C, 2);
+        p->workspace += tb(N * 4 * C, es);
+    }
     p->kv_cache = 2 * L * tb(H * T * (C / H), es);
     /* evaluation: a forward of the whole batch without a graph, which frees each block's temporaries when the
        block ends: the embeddings, the block input and one block's temporaries, then ln_f and the head's chunk */
     const int64_t ne = eval_rows * T, nce = tb(ne * C, es), stats_e = tb(ne, es);
     p->eval = (8 * nce + tb(ne * 3 * C, es) + 2 * tb(ne * 4 * C, es) + 4 * stats_e + tb(ne * H, es)) + 5 * nce +
         2 * stats_e + tb((lce_rows < ne ? lce_rows : ne) * V, es);
-    const int64_t train = p->params + p->grads + p->optim + p->acts + p->workspace,
-                  train_rc = p->params + p->grads + p->optim + p->acts_recompute + p->workspace,
-                  eval = p->params + p->optim + p->eval;
+    const int64_t train = p->params + p->grads + p->optim + p->copies + p->acts + p->workspace,
+                  train_rc = p->params + p->grads + p->optim + p->copies + p->acts_recompute + p->workspace,
+                  eval = p->params + p->optim + p->copies + p->eval;
     p->peak = train > eval ? train : eval;
     p->peak_recompute = train_rc > eval ? train_rc : eval;
 }
@@ -104,6 +118,7 @@ void train_plan_print(FILE *f, const train_plan *p, const tfc_gpt_config *c) {
     fprintf(f, "  parameters            %10.2f MB\n", mb(p->params));
     fprintf(f, "  gradients             %10.2f MB\n", mb(p->grads));
     fprintf(f, "  AdamW state (m, v)    %10.2f MB\n", mb(p->optim));
+    if (p->copies) fprintf(f, "  bf16 weight copies    %10.2f MB  (autocast's GEMM operands)\n", mb(p->copies));
     fprintf(f, "  activations           %10.2f MB  (%.2f MB with --recompute)\n", mb(p->acts), mb(p->acts_recompute));
     fprintf(f, "  workspace             %10.2f MB  (head logits chunk, backward's activation gradients)\n",
             mb(p->workspace));
