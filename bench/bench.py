@@ -13,7 +13,8 @@ issue #8's target is met:
          OpenBLAS kernels, plus bare OpenBLAS with its own default kernels
   gemm_bf16  tfc_matmul in f32 and bf16 (f32 accumulation) vs PyTorch 1.13
          f32 and bf16 (oneDNN) on training GEMM shapes, 1 and all threads,
-         as % of the measured vdpbf16ps and f32 FMA peaks (issue #20);
+         as % of the measured bf16 (AMX where usable, else vdpbf16ps) and
+         f32 FMA peaks (issue #20);
          not in the default set
   micro  fused kernels (attention, LayerNorm, GELU, cross-entropy) vs
          PyTorch 1.13 eager fwd+bwd, the composition a 1.13 user writes
@@ -28,7 +29,7 @@ issue #8's target is met:
          --dtypes f32,bf16 (the default on a CPU with AVX512-BF16) also bf16
          mixed precision (tfc_gpt_set_autocast) vs PyTorch under
          torch.autocast('cpu', dtype=torch.bfloat16), as % of the measured
-         vdpbf16ps peak (issue #20); a CPU without bf16 instructions is said
+         bf16 peak (AMX or vdpbf16ps; issue #20); a CPU without bf16 instructions is said
          so and gets the f32 rows only
 
 Both sides get their best thread setting (1 or all cores). PyTorch also
