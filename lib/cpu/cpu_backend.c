@@ -6,12 +6,14 @@
  * entries (cpu/quant.h) in f32 only; stats keep the input's dtype.
  */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "core/alloc.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_bf16_amx.h"
 #include "cpu/gemm_small_m.h"
 #include "cpu/kernels.h"
 #include "cpu/optim_kernels.h"
@@ -300,7 +302,7 @@ static tfc_status cpu_grad_scale(const tfc_grad_norm_problem *p) {
     return TFC_OK;
 }
 
-const tfc_backend tfc_cpu_backend = {
+tfc_backend tfc_cpu_backend = {
     .struct_size = sizeof(tfc_backend),
     .abi_version = TFC_BACKEND_ABI,
     .name = "cpu",
@@ -352,6 +354,17 @@ const tfc_backend tfc_cpu_backend = {
     .multinomial = tfc_cpu_multinomial,
     .gemm_epilogues = 0,   /* ABI 9: no fused epilogue; linear writes the bias rows, then the GEMM with beta = 1 */
     .native_stream = NULL, /* ABI 9: no streams on the CPU */
-    /* ABI 11: gemm_bf16.c widens to f32 above the small-M kernel's rows (why: docs/PERFORMANCE.md, "bf16 GEMM") */
+    /* ABI 11: gemm_bf16.c widens to f32 above the small-M kernel's rows (why: docs/PERFORMANCE.md, "bf16 GEMM");
+       0 on AMX tiles, which multiply bf16 (tfc_cpu_backend_table) */
     .gemm_bf16_widen_rows = TFC_GEMM_SMALL_M_MAX + 1,
 };
+
+static void settle_table(void) {
+    if (tfc_cpu_bf16_gemm_kind() != TFC_BF16_GEMM_WIDEN) tfc_cpu_backend.gemm_bf16_widen_rows = 0;
+}
+
+const tfc_backend *tfc_cpu_backend_table(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, settle_table);
+    return &tfc_cpu_backend;
+}

@@ -80,3 +80,46 @@ int tfc_cpu_gemm_small_m_enabled(void) {
     }
     return c && tfc_cpu_gemm_small_m_allowed;
 }
+
+/* ---- the bf16 GEMM's kind (cpu/gemm_bf16_amx.h) ---- */
+
+#include "cpu/gemm_bf16_amx.h"
+
+#if TFC_HAVE_AMX
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* AMX-TILE and AMX-BF16 in CPUID, tile state in XCR0, and Linux's grant of the tile data to this process. */
+static int amx_usable(void) {
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 24)) || !(edx & (1u << 22))) return 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return 0; /* no OSXSAVE: no xgetbv */
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    if ((lo & (3u << 17)) != (3u << 17)) return 0; /* XTILECFG, XTILEDATA */
+    /* ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA (Linux 5.16+); once granted, for every thread */
+    return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+}
+#endif
+
+tfc_bf16_gemm_kind tfc_cpu_bf16_gemm_kind(void) {
+    static _Atomic int cached = -1;
+    int k = atomic_load(&cached);
+    if (k < 0) {
+        const char *e = getenv("TFC_BF16_GEMM");
+        if (e && !strcmp(e, "portable"))
+            k = TFC_BF16_GEMM_WIDEN;
+        else if (e && !strcmp(e, "amx-emulated"))
+            k = TFC_BF16_GEMM_AMX_EMU;
+        else {
+            k = TFC_BF16_GEMM_WIDEN;
+#if TFC_HAVE_AMX
+            if (amx_usable()) k = TFC_BF16_GEMM_AMX;
+#endif
+        }
+        atomic_store(&cached, k);
+    }
+    return (tfc_bf16_gemm_kind)k;
+}

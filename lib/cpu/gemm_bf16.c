@@ -24,6 +24,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_bf16_amx.h"
 #include "cpu/gemm_small_m.h"
 #include "cpu/parallel.h"
 
@@ -90,6 +91,10 @@ static tfc_status gemm_f32c(int ta, int tb, int64_t m, int64_t n, int64_t k, dou
     int done;
     TFC_TRY(small_m(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &done));
     if (done) return TFC_OK;
+    const tfc_bf16_gemm_kind kind = tfc_cpu_bf16_gemm_kind();
+    if (kind != TFC_BF16_GEMM_WIDEN)
+        return tfc_cpu_gemm_bf16_tiles(kind == TFC_BF16_GEMM_AMX_EMU, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
+                                       c, ldc);
     return widened(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

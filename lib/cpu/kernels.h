@@ -111,7 +111,18 @@ void tfc_cpu_cumsum(const tfc_cumsum_problem *p);
 /* Categorical draws (tfc_multinomial_problem); TFC_ERR_INVALID_ARG for bad weights, TFC_ERR_OOM. */
 tfc_status tfc_cpu_multinomial(const tfc_multinomial_problem *p);
 
-/* The CPU's backend table. */
-extern const tfc_backend tfc_cpu_backend;
+/*
+ * The CPU's backend table. Read it through tfc_cpu_backend_table(), which
+ * settles its run-time fields first; the entries themselves never change.
+ */
+extern tfc_backend tfc_cpu_backend;
+
+/*
+ * The CPU table with its run-time fields settled, once and thread-safely:
+ * gemm_bf16_widen_rows is 0 where the bf16 GEMM multiplies bf16 itself
+ * (AMX tiles, or their emulation under TFC_BF16_GEMM=amx-emulated), so
+ * the autocast Linear hands it bf16 operands (tfc_cpu_bf16_gemm_kind).
+ */
+const tfc_backend *tfc_cpu_backend_table(void);
 
 #endif

@@ -29,7 +29,7 @@ tfc_status tfc_backend_of(tfc_device_type dev, int32_t index, const tfc_backend 
         return TFC_OK;
     }
     if (dev == TFC_DEVICE_CPU) {
-        *out = &tfc_cpu_backend;
+        *out = tfc_cpu_backend_table();
         return TFC_OK;
     }
     if (dev != TFC_DEVICE_CUDA) return tfc_err(TFC_ERR_DEVICE, "unknown device type %d", (int)dev);

@@ -17,7 +17,7 @@ static tfc_backend tfc_standin;
 
 /* Install the stand-in (a fresh copy of the CPU table each call) and return it for editing. */
 static inline tfc_backend *standin_install(void) {
-    tfc_standin = tfc_cpu_backend;
+    tfc_standin = *tfc_cpu_backend_table();
     tfc_standin.name = "cuda";
     tfc_device_override_backend(TFC_DEVICE_CUDA, &tfc_standin);
     return &tfc_standin;

@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_bf16_amx.h"
 #include "cpu/gemm_small_m.h"
 #include "cpu/kernels.h"
 #include "ops/attention_autocast.h"
@@ -658,7 +659,9 @@ TEST(linear_bf16_refuses_mixed_dtypes_and_a_backend_without_bf16) {
  * without the cached bf16 weight.
  */
 TEST(linear_bf16_operand_forms_agree_bitwise) {
-    CHECK(tfc_cpu_backend.gemm_bf16_widen_rows == TFC_GEMM_SMALL_M_MAX + 1);
+    /* the CPU's table: 33 where its bf16 GEMM widens, 0 on (emulated) AMX tiles */
+    CHECK(tfc_cpu_backend_table()->gemm_bf16_widen_rows ==
+          (tfc_cpu_bf16_gemm_kind() == TFC_BF16_GEMM_WIDEN ? TFC_GEMM_SMALL_M_MAX + 1 : 0));
     enum { B = 3, T = 37, K = 29, N = 23 };
     const int64_t dx[3] = {B, T, K}, dw[2] = {K, N}, db[1] = {N}, dy[3] = {B, T, N};
     const size_t bytes[4] = {B * T * N * 4, B * T * K * 4, K * N * 4, N * 4}; /* y, dx, dw, db */

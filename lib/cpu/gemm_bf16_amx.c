@@ -1,0 +1,232 @@
+/*
+ * bf16 GEMM on AMX tiles (Sapphire Rapids and later Xeons):
+ *   C[m, n] (f32) = alpha · op(A)[m, k] · op(B)[k, n] + beta · C
+ * with bf16 A and B and f32 products summed in f32, as gemm_bf16.c's
+ * contract. tdpbf16ps multiplies a 16×32 bf16 tile of A by a 32×16 tile of
+ * B, stored as 16 rows of k-pairs (VNNI: B[2p][j], B[2p+1][j] side by
+ * side), into a 16×16 f32 tile of C:
+ *   C[i][j] += A[i][2p]·B[2p][j] + A[i][2p+1]·B[2p+1][j],  p = 0..15.
+ *
+ * Layout. op(A) is packed into 16-row × 32-k panels, op(B) into 32-k × 16-
+ * column panels in the pair layout, both zero-padded to multiples of 32
+ * rows / columns and 32 k, so every tile is whole and the padding adds
+ * zeros. C is computed in 32×32 blocks, each of four accumulator tiles fed
+ * by two A and two B tiles per 32-k step (8 tiles: all of them), so the
+ * four tdpbf16ps of a step are independent; a block's accumulators are
+ * stored to a 32×32 f32 scratch and merged into C with alpha and beta
+ * (beta = 0 never reads C). Blocks are split between threads; each thread
+ * loads the tile configuration (tile state is per thread) and releases it.
+ *
+ * The same tile program runs on emulated tiles (plain C, the instruction's
+ * definition above, f32 sums in its order) where TFC_BF16_GEMM=amx-emulated
+ * asks for it: that is how the packing, padding, blocking and the alpha /
+ * beta merge are tested on machines without AMX (tests/c/test_bf16.c, the
+ * bf16_amx_emulated suite). Which path runs: tfc_cpu_bf16_gemm_kind()
+ * (cpu_features.c).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "cpu/gemm_bf16_amx.h"
+#include "cpu/parallel.h"
+
+enum { TILE_ROWS = 16, TILE_K = 32, BLOCK = 32 };
+
+static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+/*
+ * op(A) [m, k] → panels: panel (ib, kb) is rows ib·16.. and k kb·32..,
+ * 16 × 32 bf16 row-major (a 64-byte row a tile row), at
+ * ap + (ib · kp/32 + kb) · 512; zero outside [m, k].
+ */
+static void pack_a(int ta, int64_t m, int64_t k, const uint16_t *a, int64_t lda, int64_t mp, int64_t kp,
+                   uint16_t *ap) {
+    const int64_t nkb = kp / TILE_K;
+    TFC_PARALLEL_RANGE(mp / TILE_ROWS, 4, lo, hi) {
+        for (int64_t ib = lo; ib < hi; ib++)
+            for (int64_t kb = 0; kb < nkb; kb++) {
+                uint16_t *t = ap + (ib * nkb + kb) * (TILE_ROWS * TILE_K);
+                for (int64_t r = 0; r < TILE_ROWS; r++)
+                    for (int64_t c = 0; c < TILE_K; c++) {
+                        const int64_t i = ib * TILE_ROWS + r, kk = kb * TILE_K + c;
+                        t[r * TILE_K + c] = i < m && kk < k ? (ta ? a[kk * lda + i] : a[i * lda + kk]) : 0;
+                    }
+            }
+    }
+}
+
+/*
+ * op(B) [k, n] → panels: panel (jb, kb) is columns jb·16.. and k kb·32..,
+ * 16 k-pairs × 16 columns × 2, element (p, j, e) = op(B)[kb·32 + 2p + e][jb·16 + j],
+ * at bp + (jb · kp/32 + kb) · 512; zero outside [k, n].
+ */
+static void pack_b(int tb, int64_t k, int64_t n, const uint16_t *b, int64_t ldb, int64_t np, int64_t kp,
+                   uint16_t *bp) {
+    const int64_t nkb = kp / TILE_K;
+    TFC_PARALLEL_RANGE(np / TILE_ROWS, 4, lo, hi) {
+        for (int64_t jb = lo; jb < hi; jb++)
+            for (int64_t kb = 0; kb < nkb; kb++) {
+                uint16_t *t = bp + (jb * nkb + kb) * (TILE_ROWS * TILE_K);
+                for (int64_t p = 0; p < TILE_K / 2; p++)
+                    for (int64_t j = 0; j < TILE_ROWS; j++)
+                        for (int64_t e = 0; e < 2; e++) {
+                            const int64_t kk = kb * TILE_K + 2 * p + e, jj = jb * TILE_ROWS + j;
+                            t[(p * TILE_ROWS + j) * 2 + e] =
+                                kk < k && jj < n ? (tb ? b[jj * ldb + kk] : b[kk * ldb + jj]) : 0;
+                        }
+            }
+    }
+}
+
+/* Block (bi, bj)'s 32×32 f32 products from its scratch into C: alpha · acc + beta · C, inside [m, n] only. */
+static void merge(const float *acc, int64_t i0, int64_t j0, int64_t m, int64_t n, float alpha, float beta, float *c,
+                  int64_t ldc) {
+    const int64_t ie = i0 + BLOCK < m ? i0 + BLOCK : m, je = j0 + BLOCK < n ? j0 + BLOCK : n;
+    for (int64_t i = i0; i < ie; i++) {
+        const float *s = acc + (i - i0) * BLOCK;
+        float *d = c + i * ldc;
+        if (beta == 0)
+            for (int64_t j = j0; j < je; j++) d[j] = alpha * s[j - j0];
+        else
+            for (int64_t j = j0; j < je; j++) d[j] = alpha * s[j - j0] + beta * d[j];
+    }
+}
+
+/* ---- emulated tiles: tdpbf16ps by its definition ---- */
+
+typedef struct etile {
+    uint8_t row[TILE_ROWS][64];
+} etile;
+
+static float bf16_value(const uint8_t *p) {
+    uint32_t u = (uint32_t)(p[0] | p[1] << 8) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void etile_load(etile *t, const void *base, int64_t stride) {
+    for (int r = 0; r < TILE_ROWS; r++) memcpy(t->row[r], (const uint8_t *)base + r * stride, 64);
+}
+
+/* c += a · b: a 16 rows × 16 bf16 pairs, b 16 pair-rows × 16 columns, c 16 × 16 f32 */
+static void etile_dp(etile *c, const etile *a, const etile *b) {
+    for (int i = 0; i < TILE_ROWS; i++)
+        for (int j = 0; j < TILE_ROWS; j++) {
+            float s;
+            memcpy(&s, &c->row[i][4 * j], 4);
+            for (int p = 0; p < TILE_K / 2; p++) {
+                s += bf16_value(&a->row[i][4 * p]) * bf16_value(&b->row[p][4 * j]);
+                s += bf16_value(&a->row[i][4 * p + 2]) * bf16_value(&b->row[p][4 * j + 2]);
+            }
+            memcpy(&c->row[i][4 * j], &s, 4);
+        }
+}
+
+static void blocks_emulated(int64_t lo, int64_t hi, int64_t nbj, int64_t nkb, const uint16_t *ap, const uint16_t *bp,
+                            int64_t m, int64_t n, float alpha, float beta, float *c, int64_t ldc) {
+    etile t[8];
+    float acc[BLOCK * BLOCK];
+    for (int64_t blk = lo; blk < hi; blk++) {
+        const int64_t bi = blk / nbj, bj = blk % nbj;
+        memset(t, 0, 4 * sizeof *t);
+        for (int64_t kb = 0; kb < nkb; kb++) {
+            etile_load(&t[4], ap + ((2 * bi) * nkb + kb) * 512, 64);
+            etile_load(&t[5], ap + ((2 * bi + 1) * nkb + kb) * 512, 64);
+            etile_load(&t[6], bp + ((2 * bj) * nkb + kb) * 512, 64);
+            etile_load(&t[7], bp + ((2 * bj + 1) * nkb + kb) * 512, 64);
+            etile_dp(&t[0], &t[4], &t[6]);
+            etile_dp(&t[1], &t[4], &t[7]);
+            etile_dp(&t[2], &t[5], &t[6]);
+            etile_dp(&t[3], &t[5], &t[7]);
+        }
+        for (int q = 0; q < 4; q++) /* tile q is rows (q/2)·16.., columns (q%2)·16.. of the block */
+            for (int r = 0; r < TILE_ROWS; r++)
+                memcpy(acc + ((q / 2) * TILE_ROWS + r) * BLOCK + (q % 2) * TILE_ROWS, t[q].row[r], 64);
+        merge(acc, bi * BLOCK, bj * BLOCK, m, n, alpha, beta, c, ldc);
+    }
+}
+
+/* ---- AMX tiles: the same program ---- */
+
+#if TFC_HAVE_AMX
+#include <immintrin.h>
+
+typedef struct tilecfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tilecfg;
+
+__attribute__((target("amx-tile,amx-bf16"))) static void blocks_amx(int64_t lo, int64_t hi, int64_t nbj, int64_t nkb,
+                                                                     const uint16_t *ap, const uint16_t *bp, int64_t m,
+                                                                     int64_t n, float alpha, float beta, float *c,
+                                                                     int64_t ldc) {
+    tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.rows[t] = TILE_ROWS;
+        cfg.colsb[t] = 64;
+    }
+    _tile_loadconfig(&cfg);
+    _Alignas(64) float acc[BLOCK * BLOCK];
+    for (int64_t blk = lo; blk < hi; blk++) {
+        const int64_t bi = blk / nbj, bj = blk % nbj;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t kb = 0; kb < nkb; kb++) {
+            _tile_loadd(4, ap + ((2 * bi) * nkb + kb) * 512, 64);
+            _tile_loadd(5, ap + ((2 * bi + 1) * nkb + kb) * 512, 64);
+            _tile_loadd(6, bp + ((2 * bj) * nkb + kb) * 512, 64);
+            _tile_loadd(7, bp + ((2 * bj + 1) * nkb + kb) * 512, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+        /* tile q at rows (q/2)·16, columns (q%2)·16 of the 32×32 scratch (row stride 128 bytes) */
+        _tile_stored(0, acc, BLOCK * 4);
+        _tile_stored(1, acc + TILE_ROWS, BLOCK * 4);
+        _tile_stored(2, acc + TILE_ROWS * BLOCK, BLOCK * 4);
+        _tile_stored(3, acc + TILE_ROWS * BLOCK + TILE_ROWS, BLOCK * 4);
+        merge(acc, bi * BLOCK, bj * BLOCK, m, n, alpha, beta, c, ldc);
+    }
+    _tile_release();
+}
+#endif
+
+tfc_status tfc_cpu_gemm_bf16_tiles(int emulated, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
+                                   const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, double beta,
+                                   float *c, int64_t ldc) {
+#if !TFC_HAVE_AMX
+    if (!emulated) return tfc_err(TFC_ERR_UNSUPPORTED, "gemm: this build has no AMX code");
+#endif
+    const int64_t mp = round_up(m, BLOCK), np = round_up(n, BLOCK), kp = round_up(k, TILE_K);
+    const size_t abytes = (size_t)(mp * kp) * 2, bbytes = (size_t)(np * kp) * 2;
+    uint16_t *ap = tfc_host_alloc(abytes), *bp = tfc_host_alloc(bbytes);
+    if (!ap || !bp) {
+        tfc_host_free(ap, abytes);
+        tfc_host_free(bp, bbytes);
+        return tfc_err(TFC_ERR_OOM, "gemm: out of memory for %zu bytes of bf16 tile panels", abytes + bbytes);
+    }
+    pack_a(ta, m, k, a, lda, mp, kp, ap);
+    pack_b(tb, k, n, b, ldb, np, kp, bp);
+    const int64_t nbi = mp / BLOCK, nbj = np / BLOCK, nkb = kp / TILE_K;
+    /* a block is 32·32·k multiply-adds: a few blocks a thread pay for waking it */
+    TFC_PARALLEL_RANGE(nbi * nbj, 4, lo, hi) {
+#if TFC_HAVE_AMX
+        if (!emulated)
+            blocks_amx(lo, hi, nbj, nkb, ap, bp, m, n, (float)alpha, (float)beta, c, ldc);
+        else
+#endif
+            blocks_emulated(lo, hi, nbj, nkb, ap, bp, m, n, (float)alpha, (float)beta, c, ldc);
+    }
+    tfc_host_free(ap, abytes);
+    tfc_host_free(bp, bbytes);
+    return TFC_OK;
+}
