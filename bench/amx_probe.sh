@@ -4,10 +4,10 @@
 # this Debian machine's is not. Prints, and writes to $OUT/amx_probe.txt:
 #   - the CPU (lscpu) and its AMX flags;
 #   - bench/fma_peak at 1 and all threads: f32 FMA, vdpbf16ps and AMX tdpbf16ps peaks;
-#   - tests/c/test_bf16 on this CPU's own bf16 GEMM path (AMX tiles where usable), when bundled;
-#   - bench/tfc_bench gemm_bf16 (our f32 and bf16 GEMMs on training shapes) at 1 and all threads, when bundled;
-#   - our training step (bench/train_bench), char-small and gpt2-mini: f32, bf16 on this CPU's path, and bf16
-#     widened to f32 (TFC_BF16_GEMM=portable, the path of a CPU without AMX), at all threads and char-small at 1;
+#   - tests/c/test_bf16 on the AMX tile path (TFC_BF16_GEMM=amx: AMX where usable), when bundled;
+#   - bench/tfc_bench gemm_bf16 (our f32 and bf16 GEMMs on training shapes, bf16 on AMX) at 1 and all threads;
+#   - our training step (bench/train_bench), char-small and gpt2-mini: f32, bf16 on AMX tiles
+#     (TFC_BF16_GEMM=amx), and bf16 widened to f32 (the default path), at all threads; char-small at 1;
 #   - PyTorch's CPU matmul, f32 against bf16 (oneDNN, AMX where present), on the model's GEMM shapes,
 #     when the machine's python3 has torch.
 #
@@ -32,22 +32,24 @@ nproc="$(nproc)"
     echo "amx flags: $(grep -o 'amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
     for t in 1 "$nproc"; do timeout 60 "$bundle/bin/fma_peak" "$t"; done
     if [[ -x "$bundle/bin/test_bf16" ]]; then
-        echo "test_bf16 on this CPU's bf16 GEMM: $(TFC_SOURCE_ROOT="$root" timeout 120 "$bundle/bin/test_bf16" 2>&1 | tail -1)"
+        echo "test_bf16 with TFC_BF16_GEMM=amx: $(TFC_BF16_GEMM=amx TFC_SOURCE_ROOT="$root" timeout 120 \
+            "$bundle/bin/test_bf16" 2>&1 | tail -1)"
     fi
     if [[ -x "$bundle/bin/tfc_bench" ]]; then
-        for t in 1 "$nproc"; do OMP_NUM_THREADS="$t" timeout 60 "$bundle/bin/tfc_bench" gemm_bf16 0.2; done
+        for t in 1 "$nproc"; do TFC_BF16_GEMM=amx OMP_NUM_THREADS="$t" timeout 60 "$bundle/bin/tfc_bench" gemm_bf16 0.2; done
     fi
     for spec in "char-small 8 256 5 65" "gpt2-mini 8 128 5 50257"; do
         read -r -a a <<<"$spec"
         for dt in f32 bf16 bf16-widened; do
-            env=()
+            env=(TFC_BF16_GEMM=amx)
             [[ "$dt" == bf16-widened ]] && env=(TFC_BF16_GEMM=portable)
             env "${env[@]}" OMP_NUM_THREADS="$nproc" timeout 90 "$bundle/bin/train_bench" train "${a[@]}" "${dt%-widened}" |
                 head -1 | sed "s/}\$/,\"path\":\"$dt\"}/"
         done
     done
     for dt in f32 bf16; do
-        OMP_NUM_THREADS=1 timeout 60 "$bundle/bin/train_bench" train char-small 8 256 3 65 "$dt" | head -1
+        TFC_BF16_GEMM=amx OMP_NUM_THREADS=1 timeout 60 "$bundle/bin/train_bench" train char-small 8 256 3 65 "$dt" |
+            head -1
     done
     timeout 90 python3 - "$nproc" <<'PY' || echo "(no PyTorch here: its matmul rows skipped)"
 import sys, time

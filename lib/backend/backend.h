@@ -651,7 +651,9 @@ typedef struct tfc_backend {
      * bf16 values kept in f32 storage (the ROUND_BF16 map) and calls the
      * f32 GEMM: the same products and sums, without a round trip through
      * bf16 storage and back per GEMM operand. 0 where the bf16 GEMM
-     * computes in bf16 (CUDA's tensor cores), which wants bf16 operands.
+     * computes in bf16 (CUDA's tensor cores; the CPU on AMX tiles, with
+     * TFC_BF16_GEMM=amx), which wants bf16 operands. The CPU settles it at
+     * its first lookup (tfc_cpu_backend_table, lib/cpu/kernels.h).
      */
     int32_t gemm_bf16_widen_rows;
 } tfc_backend;

@@ -114,9 +114,10 @@ tfc_bf16_gemm_kind tfc_cpu_bf16_gemm_kind(void) {
         else if (e && !strcmp(e, "amx-emulated"))
             k = TFC_BF16_GEMM_AMX_EMU;
         else {
+            /* AMX tiles only when asked for, until the path has run on AMX hardware (docs/PERFORMANCE.md) */
             k = TFC_BF16_GEMM_WIDEN;
 #if TFC_HAVE_AMX
-            if (amx_usable()) k = TFC_BF16_GEMM_AMX;
+            if (e && !strcmp(e, "amx") && amx_usable()) k = TFC_BF16_GEMM_AMX;
 #endif
         }
         atomic_store(&cached, k);

@@ -22,7 +22,8 @@
  * asks for it: that is how the packing, padding, blocking and the alpha /
  * beta merge are tested on machines without AMX (tests/c/test_bf16.c, the
  * bf16_amx_emulated suite). Which path runs: tfc_cpu_bf16_gemm_kind()
- * (cpu_features.c).
+ * (cpu_features.c); the real tiles only with TFC_BF16_GEMM=amx, until they
+ * have run on AMX hardware (bench/amx_probe.sh does that).
  */
 #include <stdint.h>
 #include <string.h>

@@ -18,16 +18,19 @@
 
 /* How the CPU's bf16 GEMM multiplies (tfc_cpu_bf16_gemm_kind). */
 typedef enum tfc_bf16_gemm_kind {
-    TFC_BF16_GEMM_WIDEN = 0,    /* widen to f32, the f32 GEMM (gemm_bf16.c): every CPU */
-    TFC_BF16_GEMM_AMX = 1,      /* AMX tiles, where CPUID, the OS and Linux's arch_prctl allow them */
+    TFC_BF16_GEMM_WIDEN = 0,    /* widen to f32, the f32 GEMM (gemm_bf16.c): every CPU, the default */
+    TFC_BF16_GEMM_AMX = 1,      /* AMX tiles: TFC_BF16_GEMM=amx where CPUID, the OS and arch_prctl allow them */
     TFC_BF16_GEMM_AMX_EMU = 2,  /* the AMX tile program on emulated tiles: TFC_BF16_GEMM=amx-emulated (tests) */
 } tfc_bf16_gemm_kind;
 
 /*
- * The kind, decided once: TFC_BF16_GEMM=portable → WIDEN; =amx-emulated →
- * AMX_EMU; otherwise AMX where usable (AMX-TILE and AMX-BF16 in CPUID, tile
- * state enabled in XCR0, and arch_prctl(ARCH_REQ_XCOMP_PERM) granted), else
- * WIDEN. Thread-safe.
+ * The kind, decided once from TFC_BF16_GEMM: "amx-emulated" → AMX_EMU;
+ * "amx" → AMX where usable (AMX-TILE and AMX-BF16 in CPUID, tile state
+ * enabled in XCR0, arch_prctl(ARCH_REQ_XCOMP_PERM) granted), else WIDEN;
+ * unset, "portable" or anything else → WIDEN. AMX is opt-in until the tile
+ * path has been verified and measured on AMX hardware (it was written and
+ * tested on emulated tiles; docs/PERFORMANCE.md, "bf16 on an AMX CPU").
+ * Thread-safe.
  */
 tfc_bf16_gemm_kind tfc_cpu_bf16_gemm_kind(void);
 
