@@ -11,16 +11,19 @@
 #   - PyTorch's CPU matmul, f32 against bf16 (oneDNN, AMX where present), on the model's GEMM shapes,
 #     when the machine's python3 has torch.
 #
-#   CUDA_BUNDLE_EXTRA="bench/fma_peak bench/train_bench bench/tfc_bench tests/c/test_bf16" \
-#       bash scripts/cuda-bundle.sh build cuda-bundle
-#   bash bench/amx_probe.sh [BUNDLE_DIR]        (the device tool: carry ["cuda-bundle"])
+#   bash bench/amx_probe.sh --make-bundle [BUILD_DIR]   here: cuda-bundle/ with the programs below
+#   bash bench/amx_probe.sh [BUNDLE_DIR]                 there (the device tool: carry ["cuda-bundle"])
 # docs/PERFORMANCE.md, "bf16 on an AMX CPU", has a run.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+programs="bench/fma_peak bench/train_bench bench/tfc_bench tests/c/test_bf16" # build-relative
+if [[ "${1:-}" == --make-bundle ]]; then
+    CUDA_BUNDLE_EXTRA="$programs" exec bash "$root/scripts/cuda-bundle.sh" "${2:-$root/build}" "$root/cuda-bundle"
+fi
 bundle="$(cd "${1:-$root/cuda-bundle}" && pwd)" || exit 2
 for p in fma_peak train_bench; do
     [[ -x "$bundle/bin/$p" ]] || {
-        echo "amx_probe: $bundle/bin/$p missing: bundle with CUDA_BUNDLE_EXTRA=\"bench/fma_peak bench/train_bench\"" >&2
+        echo "amx_probe: $bundle/bin/$p missing: make the bundle with bash bench/amx_probe.sh --make-bundle" >&2
         exit 2
     }
 done
