@@ -38,45 +38,26 @@ enum { TILE_ROWS = 16, TILE_K = 32, BLOCK = 32 };
 static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 /*
- * op(A) [m, k] → panels: panel (ib, kb) is rows ib·16.. and k kb·32..,
- * 16 × 32 bf16 row-major (a 64-byte row a tile row), at
- * ap + (ib · kp/32 + kb) · 512; zero outside [m, k].
+ * X [rows, k] → panels of 16 rows × 32 k, zero outside [rows, k]: panel
+ * (rb, kb) at out + (rb · kp/32 + kb) · 512, X[r][kk] = trans ? x[kk·ld + r]
+ * : x[r·ld + kk]. Inside a panel, for A (pairs = 0) row-major, 32 k a row
+ * (a 64-byte tile row); for B (pairs = 1, X = op(B)ᵀ, its 16 columns as the
+ * rows) the pair layout: k-pair p's row holds (X[j][2p], X[j][2p+1]) for
+ * j = 0..15, at (p · 16 + j) · 2.
  */
-static void pack_a(int ta, int64_t m, int64_t k, const uint16_t *a, int64_t lda, int64_t mp, int64_t kp,
-                   uint16_t *ap) {
+static void pack(const uint16_t *x, int64_t ld, int trans, int64_t rows, int64_t k, int64_t rowsp, int64_t kp,
+                 int pairs, uint16_t *out) {
     const int64_t nkb = kp / TILE_K;
-    TFC_PARALLEL_RANGE(mp / TILE_ROWS, 4, lo, hi) {
-        for (int64_t ib = lo; ib < hi; ib++)
+    TFC_PARALLEL_RANGE(rowsp / TILE_ROWS, 4, lo, hi) {
+        for (int64_t rb = lo; rb < hi; rb++)
             for (int64_t kb = 0; kb < nkb; kb++) {
-                uint16_t *t = ap + (ib * nkb + kb) * (TILE_ROWS * TILE_K);
+                uint16_t *t = out + (rb * nkb + kb) * (TILE_ROWS * TILE_K);
                 for (int64_t r = 0; r < TILE_ROWS; r++)
                     for (int64_t c = 0; c < TILE_K; c++) {
-                        const int64_t i = ib * TILE_ROWS + r, kk = kb * TILE_K + c;
-                        t[r * TILE_K + c] = i < m && kk < k ? (ta ? a[kk * lda + i] : a[i * lda + kk]) : 0;
+                        const int64_t i = rb * TILE_ROWS + r, kk = kb * TILE_K + c;
+                        const uint16_t v = i < rows && kk < k ? (trans ? x[kk * ld + i] : x[i * ld + kk]) : 0;
+                        t[pairs ? (c / 2 * TILE_ROWS + r) * 2 + c % 2 : r * TILE_K + c] = v;
                     }
-            }
-    }
-}
-
-/*
- * op(B) [k, n] → panels: panel (jb, kb) is columns jb·16.. and k kb·32..,
- * 16 k-pairs × 16 columns × 2, element (p, j, e) = op(B)[kb·32 + 2p + e][jb·16 + j],
- * at bp + (jb · kp/32 + kb) · 512; zero outside [k, n].
- */
-static void pack_b(int tb, int64_t k, int64_t n, const uint16_t *b, int64_t ldb, int64_t np, int64_t kp,
-                   uint16_t *bp) {
-    const int64_t nkb = kp / TILE_K;
-    TFC_PARALLEL_RANGE(np / TILE_ROWS, 4, lo, hi) {
-        for (int64_t jb = lo; jb < hi; jb++)
-            for (int64_t kb = 0; kb < nkb; kb++) {
-                uint16_t *t = bp + (jb * nkb + kb) * (TILE_ROWS * TILE_K);
-                for (int64_t p = 0; p < TILE_K / 2; p++)
-                    for (int64_t j = 0; j < TILE_ROWS; j++)
-                        for (int64_t e = 0; e < 2; e++) {
-                            const int64_t kk = kb * TILE_K + 2 * p + e, jj = jb * TILE_ROWS + j;
-                            t[(p * TILE_ROWS + j) * 2 + e] =
-                                kk < k && jj < n ? (tb ? b[jj * ldb + kk] : b[kk * ldb + jj]) : 0;
-                        }
             }
     }
 }
@@ -215,8 +196,8 @@ tfc_status tfc_cpu_gemm_bf16_tiles(int emulated, int ta, int tb, int64_t m, int6
         tfc_host_free(bp, bbytes);
         return tfc_err(TFC_ERR_OOM, "gemm: out of memory for %zu bytes of bf16 tile panels", abytes + bbytes);
     }
-    pack_a(ta, m, k, a, lda, mp, kp, ap);
-    pack_b(tb, k, n, b, ldb, np, kp, bp);
+    pack(a, lda, ta, m, k, mp, kp, 0, ap);  /* op(A) [m, k] */
+    pack(b, ldb, !tb, n, k, np, kp, 1, bp); /* op(B)ᵀ [n, k]: element (j, kk) is op(B)[kk][j] */
     const int64_t nbi = mp / BLOCK, nbj = np / BLOCK, nkb = kp / TILE_K;
     /* a block is 32·32·k multiply-adds: a few blocks a thread pay for waking it */
     TFC_PARALLEL_RANGE(nbi * nbj, 4, lo, hi) {
