@@ -11,8 +11,10 @@
  * vfmadd's rate, so its peak (64 flops per instruction) is half the f32
  * FMA peak; our packed vdpbf16ps kernel (commit 901e1c9, removed) ran at
  * 40-50 GFLOP/s a core and oneDNN 2.6.3 (through PyTorch) at 60-80, against
- * 70-95 for this path. On a CPU where vdpbf16ps runs at full rate (or with
- * AMX) a kernel would win; it comes back when it is measured winning.
+ * 70-95 for this path. With AMX, tiles should win (the GPU machine's host:
+ * 994 GFLOP/s a core of tdpbf16ps against 145 of f32 FMAs): gemm_bf16_amx.c
+ * takes the products above the small-M rows when tfc_cpu_bf16_gemm_kind()
+ * says so (TFC_BF16_GEMM=amx, opt-in until it has run on AMX hardware).
  * The scratch (the widened operands, and an f32 C when C is bf16) comes
  * from the caching allocator. Because this widens, the CPU table says so
  * (gemm_bf16_widen_rows) and the autocast Linear rounds its operands straight
