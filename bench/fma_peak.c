@@ -172,7 +172,9 @@ int main(int argc, char **argv) {
         const char *isa;
         int lanes; /* f32 lanes × 2 for vdpbf16ps, whose lane does two multiply-adds; 0: AMX */
         long iters;
-    } isas[] = {{"avx2", 8, ITERS / 8}, {"avx512", 16, ITERS / 16}, {"avx512_bf16", 32, ITERS / 32},
+    } isas[] = {{"avx2", 8, ITERS / 8},
+                {"avx512", 16, ITERS / 16},
+                {"avx512_bf16", 32, ITERS / 32},
                 /* ~16 cycles a tdpbf16ps: a similar few hundred ms a run */
                 {"amx_bf16", 0, ITERS / 256}};
     for (int i = 0; i < 4; i++) {

@@ -63,8 +63,8 @@ static int64_t alloc_rounded(int64_t n) {
 /* bytes of a tensor of `numel` values of `es` bytes, as allocated */
 static int64_t tb(int64_t numel, int64_t es) { return alloc_rounded(numel * es); }
 
-void train_plan_make(const tfc_gpt_config *c, int64_t rows, int64_t eval_rows, int64_t grad_accum,
-                     int autocast_bf16, train_plan *p) {
+void train_plan_make(const tfc_gpt_config *c, int64_t rows, int64_t eval_rows, int64_t grad_accum, int autocast_bf16,
+                     train_plan *p) {
     memset(p, 0, sizeof *p);
     const int64_t es = c->dtype == TFC_DTYPE_F64 ? 8 : 4, C = c->n_embd, T = c->block_size, V = c->vocab_size;
     const int64_t L = c->n_layer, H = c->n_head, N = rows * T, bias = c->bias;

@@ -32,8 +32,8 @@ typedef struct train_plan {
  * counts are what the CPU allocator hands out (each tensor rounded up to
  * its size class, lib/core/alloc.c).
  */
-void train_plan_make(const tfc_gpt_config *cfg, int64_t rows, int64_t eval_rows, int64_t grad_accum,
-                     int autocast_bf16, train_plan *p);
+void train_plan_make(const tfc_gpt_config *cfg, int64_t rows, int64_t eval_rows, int64_t grad_accum, int autocast_bf16,
+                     train_plan *p);
 
 /* The plan as a table on f. */
 void train_plan_print(FILE *f, const train_plan *p, const tfc_gpt_config *cfg);

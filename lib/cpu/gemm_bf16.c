@@ -95,8 +95,8 @@ static tfc_status gemm_f32c(int ta, int tb, int64_t m, int64_t n, int64_t k, dou
     if (done) return TFC_OK;
     const tfc_bf16_gemm_kind kind = tfc_cpu_bf16_gemm_kind();
     if (kind != TFC_BF16_GEMM_WIDEN)
-        return tfc_cpu_gemm_bf16_tiles(kind == TFC_BF16_GEMM_AMX_EMU, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
-                                       c, ldc);
+        return tfc_cpu_gemm_bf16_tiles(kind == TFC_BF16_GEMM_AMX_EMU, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                       ldc);
     return widened(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

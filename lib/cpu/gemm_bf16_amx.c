@@ -143,9 +143,9 @@ typedef struct tilecfg {
 } tilecfg;
 
 __attribute__((target("amx-tile,amx-bf16"))) static void blocks_amx(int64_t lo, int64_t hi, int64_t nbj, int64_t nkb,
-                                                                     const uint16_t *ap, const uint16_t *bp, int64_t m,
-                                                                     int64_t n, float alpha, float beta, float *c,
-                                                                     int64_t ldc) {
+                                                                    const uint16_t *ap, const uint16_t *bp, int64_t m,
+                                                                    int64_t n, float alpha, float beta, float *c,
+                                                                    int64_t ldc) {
     tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;

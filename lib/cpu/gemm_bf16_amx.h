@@ -10,7 +10,8 @@
 #include "tfcore/core.h"
 
 /* AMX intrinsics by target attribute: GCC 11+, clang 12+, x86-64. */
-#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
+#if defined(__x86_64__) && \
+    ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
 #define TFC_HAVE_AMX 1
 #else
 #define TFC_HAVE_AMX 0
@@ -18,9 +19,9 @@
 
 /* How the CPU's bf16 GEMM multiplies (tfc_cpu_bf16_gemm_kind). */
 typedef enum tfc_bf16_gemm_kind {
-    TFC_BF16_GEMM_WIDEN = 0,    /* widen to f32, the f32 GEMM (gemm_bf16.c): every CPU, the default */
-    TFC_BF16_GEMM_AMX = 1,      /* AMX tiles: TFC_BF16_GEMM=amx where CPUID, the OS and arch_prctl allow them */
-    TFC_BF16_GEMM_AMX_EMU = 2,  /* the AMX tile program on emulated tiles: TFC_BF16_GEMM=amx-emulated (tests) */
+    TFC_BF16_GEMM_WIDEN = 0,   /* widen to f32, the f32 GEMM (gemm_bf16.c): every CPU, the default */
+    TFC_BF16_GEMM_AMX = 1,     /* AMX tiles: TFC_BF16_GEMM=amx where CPUID, the OS and arch_prctl allow them */
+    TFC_BF16_GEMM_AMX_EMU = 2, /* the AMX tile program on emulated tiles: TFC_BF16_GEMM=amx-emulated (tests) */
 } tfc_bf16_gemm_kind;
 
 /*

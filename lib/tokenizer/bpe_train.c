@@ -357,7 +357,8 @@ TFC_API tfc_status tfc_tokenizer_train(tfc_tokenizer *t, const char *text, size_
     if (!text && len > 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: text is NULL and len is %zu", fn, len);
     TFC_TRY(check_trainable(fn, t, vocab_size));
     byte_map chunks; /* a text of len bytes has at most len distinct chunks */
-    if (byte_map_init(&chunks, len < (1u << 12) ? len : (1u << 12))) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (byte_map_init(&chunks, len < (1u << 12) ? len : (1u << 12)))
+        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = count_chunks(fn, t, (const uint8_t *)text, len, &chunks);
     if (s == TFC_OK) s = train_from_chunks(fn, t, &chunks, vocab_size);
     byte_map_free(&chunks);
