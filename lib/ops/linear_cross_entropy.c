@@ -24,10 +24,13 @@
  * BLAS chunks in place of a custom kernel.
  *
  * Under bf16 autocast (tfc_linear_cross_entropy_autocast) the same pass runs
- * on bf16-rounded h and w kept in f32 and rounds each chunk's ∂loss/∂z to
- * bf16 before the two gradient GEMMs: the autocast Linear's formula
- * (lib/ops/linear_bf16.c) followed by the f32 loss, on a device whose bf16
- * GEMM widens to f32 anyway (the CPU).
+ * on bf16(h) and bf16(w) and rounds each chunk's ∂loss/∂z to bf16 before the
+ * two gradient GEMMs: the autocast Linear's formula (lib/ops/linear_bf16.c)
+ * followed by the f32 loss. The operands take the storage form the
+ * backend's bf16 GEMM wants (gemm_bf16_widen_rows): bf16 values in f32
+ * storage and the f32 GEMM where it would widen anyway (the CPU), or bf16
+ * tensors and the bf16 GEMM with f32 C where it multiplies bf16 (the CPU
+ * on AMX tiles); z, the loss and the gradients are f32 in both.
  */
 #include <limits.h>
 #include <math.h>
@@ -104,13 +107,18 @@ static tfc_status check_args(const char *fn, const tfc_tensor *h, const tfc_tens
 /*
  * The chunked pass of the header comment; dh / dw NULL when not wanted.
  * The backend's gemm entry runs the three GEMMs, its cross_entropy_rows
- * entry the loss rows and ∂loss/∂z; t holds nv valid targets.
+ * entry the loss rows and ∂loss/∂z; t holds nv valid targets. bf16 h and w
+ * (the autocast operands in bf16 storage) go to the bf16 GEMM with f32 C:
+ * z, the loss, dh and dW are then f32, and each chunk's ∂loss/∂z is rounded
+ * into a bf16 buffer for the gradient GEMMs (round_dz is implied).
  */
 static tfc_status lce_pass(const char *fn, const tfc_backend *be, const tfc_tensor *h, const tfc_tensor *w,
                            const void *t, tfc_dtype idt, int64_t nv, int64_t ignore_index, int round_dz,
                            tfc_tensor *loss, tfc_tensor *dh, tfc_tensor *dw) {
-    const tfc_dtype dt = h->dtype;
-    const size_t es = tfc_dtype_size(dt);
+    const tfc_dtype odt = h->dtype; /* the GEMM operands' */
+    const int bf16_ops = odt == TFC_DTYPE_BF16;
+    const tfc_dtype dt = bf16_ops ? TFC_DTYPE_F32 : odt; /* z's, the loss's and the gradients' */
+    const size_t es = tfc_dtype_size(dt), oes = tfc_dtype_size(odt);
     const int64_t N = h->shape[0], C = h->shape[1], V = w->shape[0];
     /* w as the right operand of z = h · wᵀ ([C, V]) and of dh = z · w ([V, C]). */
     int twt, tw;
@@ -119,24 +127,31 @@ static tfc_status lce_pass(const char *fn, const tfc_backend *be, const tfc_tens
         !tfc_gemm_layout(V, C, w->strides[0], w->strides[1], &tw, &ldw))
         return tfc_err(TFC_ERR_INTERNAL, "%s: w %s is not a GEMM operand", fn, SHAPE(w));
     const int64_t R = chunk_rows(N, V, es);
-    tfc_tensor *z = NULL;
+    tfc_tensor *z = NULL, *zb = NULL; /* zb: bf16(∂loss/∂z_c), the gradient GEMMs' operand, when bf16_ops */
     double *row_loss = NULL;
     if (N > 0) {
-        TFC_TRY(tfc_tensor_new_on(h, (int64_t[]){R, V}, 2, dt, &z));
-        row_loss = malloc(sizeof(double) * (size_t)R);
-        if (!row_loss) {
+        tfc_status s = tfc_tensor_new_on(h, (int64_t[]){R, V}, 2, dt, &z);
+        if (s == TFC_OK && bf16_ops && (dh || dw)) s = tfc_tensor_new_on(h, (int64_t[]){R, V}, 2, odt, &zb);
+        if (s == TFC_OK && !(row_loss = malloc(sizeof(double) * (size_t)R)))
+            s = tfc_err(TFC_ERR_OOM, "%s: out of memory for %lld row losses", fn, (long long)R);
+        if (s != TFC_OK) {
             tfc_tensor_release(z);
-            return tfc_err(TFC_ERR_OOM, "%s: out of memory for %lld row losses", fn, (long long)R);
+            tfc_tensor_release(zb);
+            return tfc_err_in(fn, s);
         }
     }
-    const tfc_gemm_problem base = {
-        .device = tfc_device_index(h), .dtype = dt, .batch = 1, .alpha = 1.0, .allow_tf32 = tfc_gemm_allow_tf32(dt)};
+    const tfc_gemm_problem base = {.device = tfc_device_index(h),
+                                   .dtype = odt,
+                                   .c_f32 = bf16_ops,
+                                   .batch = 1,
+                                   .alpha = 1.0,
+                                   .allow_tf32 = tfc_gemm_allow_tf32(odt)};
     const char *hp = tfc_data(h);
     double total = 0;
     tfc_status s = TFC_OK;
     for (int64_t r0 = 0; r0 < N && s == TFC_OK; r0 += R) {
         const int64_t nc = N - r0 < R ? N - r0 : R;
-        const char *hc = hp + (size_t)(r0 * h->strides[0]) * es;
+        const char *hc = hp + (size_t)(r0 * h->strides[0]) * oes;
         int th;
         int64_t ldh;
         if (!tfc_gemm_layout(nc, C, h->strides[0], h->strides[1], &th, &ldh)) {
@@ -160,23 +175,30 @@ static tfc_status lce_pass(const char *fn, const tfc_backend *be, const tfc_tens
                                     .row_loss = row_loss};
         if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, be, cross_entropy_rows, &rows);
         for (int64_t r = 0; r < nc && s == TFC_OK; r++) total += row_loss[r];
-        if (s == TFC_OK && round_dz && (dh || dw)) { /* autocast: ∂loss/∂z_c enters the GEMMs as bf16 values */
-            tfc_tensor *zc_view = NULL;
+        if (s == TFC_OK && (round_dz || bf16_ops) && (dh || dw)) { /* autocast: ∂loss/∂z_c enters as bf16 values */
+            tfc_tensor *zc_view = NULL, *zbc_view = NULL;
             s = tfc_tensor_alias(z, (int64_t[]){nc, V}, (int64_t[]){V, 1}, 2, 0, &zc_view);
-            if (s == TFC_OK) s = tfc_tensor_map(fn, TFC_MAP_ROUND_BF16, zc_view, zc_view, NULL, NULL, 0.0, 0);
+            if (s == TFC_OK && bf16_ops) {
+                s = tfc_tensor_alias(zb, (int64_t[]){nc, V}, (int64_t[]){V, 1}, 2, 0, &zbc_view);
+                if (s == TFC_OK) s = tfc_tensor_copy_view(fn, zbc_view, zc_view);
+            } else if (s == TFC_OK) {
+                s = tfc_tensor_map(fn, TFC_MAP_ROUND_BF16, zc_view, zc_view, NULL, NULL, 0.0, 0);
+            }
             tfc_tensor_release(zc_view);
+            tfc_tensor_release(zbc_view);
         }
+        const void *dz = bf16_ops && (dh || dw) ? tfc_data(zb) : tfc_data(z);
         if (s == TFC_OK && dh) { /* dh_c = z_c · w */
             tfc_gemm_problem g = base;
             g.trans_b = tw, g.M = nc, g.N = C, g.K = V;
-            g.a = tfc_data(z), g.lda = V, g.b = tfc_data(w), g.ldb = ldw;
+            g.a = dz, g.lda = V, g.b = tfc_data(w), g.ldb = ldw;
             g.c = (char *)tfc_data(dh) + (size_t)(r0 * C) * es, g.ldc = C;
             s = TFC_BACKEND_RUN(fn, be, gemm, &g);
         }
         if (s == TFC_OK && dw) { /* dW (+)= z_cᵀ · h_c */
             tfc_gemm_problem g = base;
             g.trans_a = 1, g.trans_b = th, g.M = V, g.N = C, g.K = nc, g.beta = r0 == 0 ? 0.0 : 1.0;
-            g.a = tfc_data(z), g.lda = V, g.b = hc, g.ldb = ldh, g.c = tfc_data(dw), g.ldc = C;
+            g.a = dz, g.lda = V, g.b = hc, g.ldb = ldh, g.c = tfc_data(dw), g.ldc = C;
             s = TFC_BACKEND_RUN(fn, be, gemm, &g);
         }
     }
@@ -184,6 +206,7 @@ static tfc_status lce_pass(const char *fn, const tfc_backend *be, const tfc_tens
     if (s == TFC_OK) s = tfc_tensor_fill(loss, nv ? total / (double)nv : (double)NAN);
     free(row_loss);
     tfc_tensor_release(z);
+    tfc_tensor_release(zb);
     return tfc_err_in(fn, s);
 }
 
@@ -325,10 +348,17 @@ tfc_status tfc_linear_cross_entropy_autocast(tfc_graph *g, const tfc_tensor *h, 
     TFC_TRY(tfc_same_device(fn, ts, names, 2));
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, h, &be));
-    if (!be->cross_entropy_rows || be->gemm_bf16_widen_rows <= 0) return TFC_OK; /* the caller composes */
+    const int widens = be->gemm_bf16_widen_rows > 0, takes_bf16 = (be->gemm_dtypes >> TFC_DTYPE_BF16) & 1u;
+    if (!be->cross_entropy_rows || (!widens && !takes_bf16)) return TFC_OK; /* the caller composes */
     tfc_tensor *hr = NULL, *wr = NULL;
-    tfc_status s = tfc_map_new(fn, TFC_MAP_ROUND_BF16, h->shape, 2, TFC_DTYPE_F32, h, NULL, NULL, 0.0, &hr);
-    if (s == TFC_OK) s = tfc_cast(NULL, w_bf16, TFC_DTYPE_F32, &wr);
+    tfc_status s;
+    if (widens) { /* bf16 values in f32 storage, the f32 GEMM */
+        s = tfc_map_new(fn, TFC_MAP_ROUND_BF16, h->shape, 2, TFC_DTYPE_F32, h, NULL, NULL, 0.0, &hr);
+        if (s == TFC_OK) s = tfc_cast(NULL, w_bf16, TFC_DTYPE_F32, &wr);
+    } else { /* bf16 storage, the bf16 GEMM */
+        s = tfc_cast(NULL, h, TFC_DTYPE_BF16, &hr);
+        wr = tfc_tensor_retain((tfc_tensor *)w_bf16);
+    }
     if (s == TFC_OK) s = lce(fn, be, g, h, w, hr, wr, targets, ignore_index, 1, loss);
     tfc_tensor_release(hr);
     tfc_tensor_release(wr);

@@ -21,10 +21,13 @@ int64_t tfc_linear_cross_entropy_set_chunk_rows(int64_t rows);
  * GEMMs; so tfc_linear_bf16 + tfc_cross_entropy without the [N, V] logits.
  * h [N, C] and w [V, C] are f32 (recorded on g: their gradients are f32),
  * w_bf16 [V, C] is w's bf16 copy (the model's), targets as
- * tfc_linear_cross_entropy's. Runs where the device's bf16 GEMM widens to
- * f32 (backend gemm_bf16_widen_rows > 0) and it has the fused rows entry
- * (the CPU): *fused = 1 and *loss a new scalar. Elsewhere *fused = 0, *loss
- * untouched and TFC_OK: the caller composes the unfused head. Errors as
+ * tfc_linear_cross_entropy's. Runs where the device has the fused rows
+ * entry (the CPU) and its GEMM takes the autocast operands: bf16 values in
+ * f32 storage where its bf16 GEMM widens to f32 (backend
+ * gemm_bf16_widen_rows > 0), bf16 tensors where it multiplies bf16 (the CPU
+ * on AMX tiles); then *fused = 1 and *loss a new scalar. Elsewhere (CUDA)
+ * *fused = 0, *loss untouched and TFC_OK: the caller composes the unfused
+ * head. Errors as
  * tfc_linear_cross_entropy's, naming tfc_linear_cross_entropy_autocast,
  * plus TFC_ERR_DTYPE for non-f32 h and TFC_ERR_SHAPE for a w_bf16 that is
  * not bf16 of w's shape.

@@ -516,7 +516,10 @@ TEST(autocast_door_equals_the_composed_bf16_head_across_chunks) {
     tfc_tensor_release(h), tfc_tensor_release(w), tfc_tensor_release(wb), tfc_tensor_release(tg);
 }
 
-/* Where the bf16 GEMM does not widen (a tensor-core device; here the stand-in table), the door declines. */
+/*
+ * Where the device has no fused rows entry (CUDA; here the stand-in table) the door declines; where
+ * its bf16 GEMM multiplies bf16 (AMX) it runs on bf16 tensors, and where it widens, in f32 storage.
+ */
 TEST(autocast_door_declines_where_the_bf16_gemm_does_not_widen_and_refuses_bad_input) {
     tfc_tensor *h = rand_t(4, 3, TFC_DTYPE_F32, -1, 1, 91), *w = rand_t(5, 3, TFC_DTYPE_F32, -1, 1, 92), *wb = NULL;
     const int64_t t[4] = {0, 1, 2, 3};
@@ -549,11 +552,32 @@ TEST(autocast_door_declines_where_the_bf16_gemm_does_not_widen_and_refuses_bad_i
     CHECK_OK(tfc_tensor_to_device(tg, TFC_DEVICE_CUDA, 0, &tc));
     fused = 7;
     CHECK_OK(tfc_linear_cross_entropy_autocast(NULL, hc, wc, wbc, tc, -1, &fused, &out));
-    CHECK(fused == 0 && out == sentinel);
+    double lb = NAN, lw = NAN; /* bf16 storage, then f32 storage: the same bf16 products */
+    CHECK(fused == 1 && out != sentinel);
+    if (out != sentinel) {
+        CHECK_OK(tfc_tensor_item(out, &lb));
+        tfc_tensor_release(out);
+        out = sentinel;
+    }
     sb->gemm_bf16_widen_rows = 33;
     CHECK_OK(tfc_linear_cross_entropy_autocast(NULL, hc, wc, wbc, tc, -1, &fused, &out));
     CHECK(fused == 1 && out != sentinel);
-    if (out != sentinel) tfc_tensor_release(out);
+    if (out != sentinel) {
+        CHECK_OK(tfc_tensor_item(out, &lw));
+        tfc_tensor_release(out);
+        out = sentinel;
+    }
+    CHECK(isfinite(lb) && fabs(lb - lw) <= 1e-6 * fabs(lw));
+    tfc_status (*const rows)(const tfc_ce_rows_problem *) = sb->cross_entropy_rows;
+    sb->cross_entropy_rows = NULL;
+    fused = 7;
+    CHECK_OK(tfc_linear_cross_entropy_autocast(NULL, hc, wc, wbc, tc, -1, &fused, &out));
+    CHECK(fused == 0 && out == sentinel);
+    sb->cross_entropy_rows = rows;
+    sb->gemm_bf16_widen_rows = 0;
+    sb->gemm_dtypes &= ~(1u << TFC_DTYPE_BF16);
+    CHECK_OK(tfc_linear_cross_entropy_autocast(NULL, hc, wc, wbc, tc, -1, &fused, &out));
+    CHECK(fused == 0 && out == sentinel);
     tfc_tensor_release(hc), tfc_tensor_release(wc), tfc_tensor_release(wbc), tfc_tensor_release(tc);
     standin_remove();
     tfc_tensor_release(h), tfc_tensor_release(w), tfc_tensor_release(wb), tfc_tensor_release(tg);
