@@ -4,7 +4,8 @@
 # this Debian machine's is not. Prints, and writes to $OUT/amx_probe.txt:
 #   - the CPU (lscpu) and its AMX flags;
 #   - bench/fma_peak at 1 and all threads: f32 FMA, vdpbf16ps and AMX tdpbf16ps peaks;
-#   - tests/c/test_bf16 on the AMX tile path (TFC_BF16_GEMM=amx: AMX where usable), when bundled;
+#   - tests/c/test_bf16 and test_linear_cross_entropy (the autocast LM head on bf16 tensors) on the AMX
+#     tile path (TFC_BF16_GEMM=amx: AMX where usable), when bundled;
 #   - bench/tfc_bench gemm_bf16 (our f32 and bf16 GEMMs on training shapes, bf16 on AMX) at 1 and all threads;
 #   - our training step (bench/train_bench), char-small and gpt2-mini: f32, bf16 on AMX tiles
 #     (TFC_BF16_GEMM=amx), and bf16 widened to f32 (the default path), at all threads; char-small at 1;
@@ -16,7 +17,7 @@
 # docs/PERFORMANCE.md, "bf16 on an AMX CPU", has a run.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-programs="bench/fma_peak bench/train_bench bench/tfc_bench tests/c/test_bf16" # build-relative
+programs="bench/fma_peak bench/train_bench bench/tfc_bench tests/c/test_bf16 tests/c/test_linear_cross_entropy" # build-relative
 if [[ "${1:-}" == --make-bundle ]]; then
     CUDA_BUNDLE_EXTRA="$programs" exec bash "$root/scripts/cuda-bundle.sh" "${2:-$root/build}" "$root/cuda-bundle"
 fi
@@ -34,10 +35,11 @@ nproc="$(nproc)"
     lscpu | grep -E 'Model name|Socket|Core|Thread|NUMA node\(s\)|L2|L3'
     echo "amx flags: $(grep -o 'amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
     for t in 1 "$nproc"; do timeout 60 "$bundle/bin/fma_peak" "$t"; done
-    if [[ -x "$bundle/bin/test_bf16" ]]; then
-        echo "test_bf16 with TFC_BF16_GEMM=amx: $(TFC_BF16_GEMM=amx TFC_SOURCE_ROOT="$root" timeout 120 \
-            "$bundle/bin/test_bf16" 2>&1 | tail -1)"
-    fi
+    for t in test_bf16 test_linear_cross_entropy; do
+        [[ -x "$bundle/bin/$t" ]] || continue
+        echo "$t with TFC_BF16_GEMM=amx: $(TFC_BF16_GEMM=amx TFC_SOURCE_ROOT="$root" timeout 120 \
+            "$bundle/bin/$t" 2>&1 | tail -1)"
+    done
     if [[ -x "$bundle/bin/tfc_bench" ]]; then
         for t in 1 "$nproc"; do TFC_BF16_GEMM=amx OMP_NUM_THREADS="$t" timeout 60 "$bundle/bin/tfc_bench" gemm_bf16 0.2; done
     fi
