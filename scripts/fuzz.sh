@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the libFuzzer targets of tests/fuzz (docs/FUZZING.md):
 #
-#   bash scripts/fuzz.sh [--seconds N] [--jobs N] [TARGET...]
+#   bash scripts/fuzz.sh [--seconds N] [--jobs N] [--workers N] [TARGET...]
 #
 # Configures and builds build-fuzz (clang, ASan+UBSan, scripts/configure.sh),
 # then for each target (all by default):
@@ -15,18 +15,22 @@
 #      fix the bug, then commit the input.
 # Prints one line per target (executions, seconds, result) and ends with
 # "N passed, N failed" (one per target); exit status 0 only when all passed.
-# --jobs N runs N targets at once (default 1). Extra libFuzzer flags: FUZZ_FLAGS.
+# --jobs N runs N targets at once (default 1). --workers N fuzzes each target
+# with N processes sharing one corpus (libFuzzer's -fork=N; default 1, plain
+# libFuzzer); the executions printed are then the sum over the workers.
+# Extra libFuzzer flags: FUZZ_FLAGS.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root" || exit 1
 
 all_targets=(safetensors gpt_load tiktoken native_tokenizer gpt2_vocab token_file dlpack encode train token_shards gpt_llmc)
-seconds=600 jobs=1 targets=()
+seconds=600 jobs=1 workers=1 targets=()
 while (($#)); do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --workers) workers="$2"; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     -*) echo "fuzz: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -43,6 +47,10 @@ ninja -C "$dir" -j"${TFC_JOBS:-2}" "${targets[@]/#/tests/fuzz/fuzz_}" || exit 1
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 limits=(-rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=30)
+[[ "$workers" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: --workers wants a positive count, got $workers" >&2; exit 2; }
+fork=()
+# fork mode would otherwise only count OOMs and timeouts and go on
+((workers > 1)) && fork=(-fork="$workers" -ignore_ooms=0 -ignore_timeouts=0 -ignore_crashes=0)
 logs="$dir/fuzz-logs"
 mkdir -p "$logs"
 
@@ -57,18 +65,27 @@ fuzz_one() {
     echo "FAIL $t: replaying ${#inputs[@]} regression and seed inputs crashed (log: $logs/$t.replay.log)" >"$res"
     return
   fi
-  local t0=$SECONDS rc
+  local t0=$SECONDS rc before after
+  before="$(ls "$reg")"
   # shellcheck disable=SC2086  # FUZZ_FLAGS is a list of flags
-  "$bin" "${limits[@]}" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$reg/" \
+  "$bin" "${limits[@]}" "${fork[@]}" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$reg/" \
     ${FUZZ_FLAGS:-} "$grown" "$seeds" "$reg" >"$log" 2>&1
   rc=$?
   local execs
-  execs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -n 1)"
+  if ((workers > 1)); then # fork mode's parent prints "#TOTAL: cov: ..." after each job
+    execs="$(grep -oE '^#[0-9]+: cov:' "$log" | grep -oE '[0-9]+' | tail -n 1)"
+  else
+    execs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -n 1)"
+  fi
+  # fork mode can exit 0 after a worker's OOM; an artifact it wrote still counts
+  after="$(ls "$reg")"
+  if ((rc == 0)) && [[ "$after" != "$before" ]]; then rc=1; fi
   if ((rc == 0)); then
     echo "ok   $t: ${execs:-?} executions in $((SECONDS - t0)) s, replayed ${#inputs[@]} inputs, 0 crashes" >"$res"
   else
     local what
     what="$(grep -m1 -oE 'ERROR: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|libFuzzer)[^(]*|runtime error:.*|invariant broken:.*' "$log")"
+    [[ "$after" != "$before" ]] && what="${what:+$what; }new artifact $(comm -13 <(echo "$before") <(echo "$after") | head -n 1)"
     echo "FAIL $t: ${what:-exit $rc} after ${execs:-?} executions; input saved in $reg/ (log: $log)" >"$res"
   fi
 }
