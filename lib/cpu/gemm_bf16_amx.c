@@ -12,7 +12,8 @@
  * rows / columns and 32 k, so every tile is whole and the padding adds
  * zeros. C is computed in 32×32 blocks, each of four accumulator tiles fed
  * by two A and two B tiles per 32-k step (8 tiles: all of them), so the
- * four tdpbf16ps of a step are independent; a block's accumulators are
+ * four tdpbf16ps of a step are independent (blocks in L2-sized column
+ * groups, block_at); a block's accumulators are
  * stored to a 32×32 f32 scratch and merged into C with alpha and beta
  * (beta = 0 never reads C). Blocks are split between threads; each thread
  * loads the tile configuration (tile state is per thread) and releases it.
@@ -118,6 +119,29 @@ static void merge(const float *acc, int64_t i0, int64_t j0, int64_t m, int64_t n
     }
 }
 
+/*
+ * Block blk's coordinates in an L2-friendly order: the block columns go in
+ * groups of gj (a group's B panels, gj · 32 columns × kp of bf16, about
+ * B_GROUP_BYTES: L2-sized), and inside a group every block row before the
+ * next group. A thread's consecutive blocks then reuse one A panel across
+ * the group's columns and the group's B panels across rows from L2, where
+ * row-major block order streamed all of op(B) past every A panel (e.g. a
+ * 3072×768 weight is 4.7 MB of panels). All groups but the last are whole.
+ */
+enum { B_GROUP_BYTES = 1 << 20 };
+
+static int64_t group_cols(int64_t nbj, int64_t nkb) {
+    const int64_t gj = B_GROUP_BYTES / (BLOCK * nkb * TILE_K * 2);
+    return gj < 1 ? 1 : gj < nbj ? gj : nbj;
+}
+
+static void block_at(int64_t blk, int64_t nbi, int64_t nbj, int64_t gj, int64_t *bi, int64_t *bj) {
+    const int64_t g = blk / (nbi * gj), r = blk % (nbi * gj);
+    const int64_t gw = nbj - g * gj < gj ? nbj - g * gj : gj;
+    *bi = r / gw;
+    *bj = g * gj + r % gw;
+}
+
 /* ---- emulated tiles: tdpbf16ps by its definition ---- */
 
 typedef struct etile {
@@ -149,12 +173,14 @@ static void etile_dp(etile *c, const etile *a, const etile *b) {
         }
 }
 
-static void blocks_emulated(int64_t lo, int64_t hi, int64_t nbj, int64_t nkb, const uint16_t *ap, const uint16_t *bp,
-                            int64_t m, int64_t n, float alpha, float beta, float *c, int64_t ldc) {
+static void blocks_emulated(int64_t lo, int64_t hi, int64_t nbi, int64_t nbj, int64_t nkb, const uint16_t *ap,
+                            const uint16_t *bp, int64_t m, int64_t n, float alpha, float beta, float *c, int64_t ldc) {
     etile t[8];
     float acc[BLOCK * BLOCK];
+    const int64_t gj = group_cols(nbj, nkb);
     for (int64_t blk = lo; blk < hi; blk++) {
-        const int64_t bi = blk / nbj, bj = blk % nbj;
+        int64_t bi, bj;
+        block_at(blk, nbi, nbj, gj, &bi, &bj);
         memset(t, 0, 4 * sizeof *t);
         for (int64_t kb = 0; kb < nkb; kb++) {
             etile_load(&t[4], ap + ((2 * bi) * nkb + kb) * 512, 64);
@@ -184,10 +210,10 @@ typedef struct tilecfg {
     uint8_t rows[16];
 } tilecfg;
 
-__attribute__((target("amx-tile,amx-bf16"))) static void blocks_amx(int64_t lo, int64_t hi, int64_t nbj, int64_t nkb,
-                                                                    const uint16_t *ap, const uint16_t *bp, int64_t m,
-                                                                    int64_t n, float alpha, float beta, float *c,
-                                                                    int64_t ldc) {
+__attribute__((target("amx-tile,amx-bf16"))) static void blocks_amx(int64_t lo, int64_t hi, int64_t nbi, int64_t nbj,
+                                                                    int64_t nkb, const uint16_t *ap, const uint16_t *bp,
+                                                                    int64_t m, int64_t n, float alpha, float beta,
+                                                                    float *c, int64_t ldc) {
     tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
@@ -197,8 +223,10 @@ __attribute__((target("amx-tile,amx-bf16"))) static void blocks_amx(int64_t lo, 
     }
     _tile_loadconfig(&cfg);
     _Alignas(64) float acc[BLOCK * BLOCK];
+    const int64_t gj = group_cols(nbj, nkb);
     for (int64_t blk = lo; blk < hi; blk++) {
-        const int64_t bi = blk / nbj, bj = blk % nbj;
+        int64_t bi, bj;
+        block_at(blk, nbi, nbj, gj, &bi, &bj);
         _tile_zero(0);
         _tile_zero(1);
         _tile_zero(2);
@@ -245,10 +273,10 @@ tfc_status tfc_cpu_gemm_bf16_tiles(int emulated, int ta, int tb, int64_t m, int6
     TFC_PARALLEL_RANGE(nbi * nbj, 4, lo, hi) {
 #if TFC_HAVE_AMX
         if (!emulated)
-            blocks_amx(lo, hi, nbj, nkb, ap, bp, m, n, (float)alpha, (float)beta, c, ldc);
+            blocks_amx(lo, hi, nbi, nbj, nkb, ap, bp, m, n, (float)alpha, (float)beta, c, ldc);
         else
 #endif
-            blocks_emulated(lo, hi, nbj, nkb, ap, bp, m, n, (float)alpha, (float)beta, c, ldc);
+            blocks_emulated(lo, hi, nbi, nbj, nkb, ap, bp, m, n, (float)alpha, (float)beta, c, ldc);
     }
     tfc_host_free(ap, abytes);
     tfc_host_free(bp, bbytes);

@@ -304,10 +304,11 @@ static int run_gemm_case(const gemm_case *g) {
 }
 
 static void gemm_cases(void) {
-    /* ragged sizes: vectors, odd K, sizes around the 64-row blocks gemm.c splits over threads */
-    static const int64_t mnk[][3] = {{1, 1, 1},     {7, 17, 65},   {17, 130, 7},   {65, 7, 130},
-                                     {130, 65, 17}, {13, 33, 385}, {1, 100, 777},  {100, 1, 64},
-                                     {24, 64, 768}, {37, 45, 2},   {200, 150, 300}};
+    /* ragged sizes: vectors, odd K, sizes around the 64-row blocks gemm.c splits over threads; the last
+       takes the AMX tiles' blocks in two column groups (gemm_bf16_amx.c, block_at: 20 of 22 block columns) */
+    static const int64_t mnk[][3] = {{1, 1, 1},     {7, 17, 65},   {17, 130, 7},    {65, 7, 130},
+                                     {130, 65, 17}, {13, 33, 385}, {1, 100, 777},   {100, 1, 64},
+                                     {24, 64, 768}, {37, 45, 2},   {200, 150, 300}, {40, 700, 800}};
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++)
             for (size_t s = 0; s < sizeof mnk / sizeof *mnk; s++)
