@@ -66,6 +66,8 @@ static int load(train_run *r) {
                            r->data_path);
     }
     if (r->o.data_bin) r->data_path = r->o.data_bin;
+    /* a resume keeps the checkpoint's vocabulary: a --tokenizer naming another is refused, not ignored */
+    if (!rc && r->o.resume && r->o.tokenizer_given && r->v.size > 0) rc = train_ckpt_check_tokenizer(r, text, len);
     int64_t lib_peak, rss_peak; /* the baseline of the measured peak, before a model is loaded here */
     train_plan_measure(&lib_peak, &r->mem_base, &rss_peak, &r->rss_base);
     if (!rc) rc = train_model_source(r, text, len);

@@ -42,9 +42,48 @@ int train_ckpt_open_resume(train_run *r) {
 }
 
 /*
+ * The first entry of the checkpoint's config (model file f) that differs
+ * from c: its key, the checkpoint's value (NULL when absent) and c's, into
+ * *key, *theirs, want (n bytes); 0 when none differs. The shape and the
+ * vocabulary size must be there; tfc.bias and tfc.dtype are compared where
+ * present (a LoRA run's adapter file records the shape only).
+ */
+static int config_differs(const tfc_safetensors *f, const tfc_gpt_config *c, const char **key, const char **theirs,
+                          char *want, size_t n) {
+    const struct {
+        const char *key;
+        int32_t v;
+        int optional;
+    } keys[] = {{"tfc.n_layer", c->n_layer, 0},
+                {"tfc.n_head", c->n_head, 0},
+                {"tfc.n_embd", c->n_embd, 0},
+                {"tfc.block_size", c->block_size, 0},
+                {"tfc.vocab_size", c->vocab_size, 0},
+                {"tfc.bias", c->bias, 1},
+                {"tfc.dtype", -1, 1}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *s = NULL;
+        if (tfc_safetensors_metadata(f, keys[i].key, &s) != TFC_OK) s = NULL;
+        if (!s && keys[i].optional) continue;
+        if (keys[i].v >= 0)
+            snprintf(want, n, "%d", keys[i].v);
+        else /* the run's weights: f64, or f32 (a bf16 run's too) */
+            snprintf(want, n, "%s", c->dtype == TFC_DTYPE_F64 ? "f64" : "f32");
+        if (!s || (keys[i].v >= 0 ? atoi(s) != keys[i].v : strcmp(s, want) != 0)) {
+            *key = keys[i].key;
+            *theirs = s;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
  * Refuse a checkpoint in --out whose config differs from c (checked before
- * anything is written); --resume: the step to start from. A --resume run's
- * checkpoint is open already (vocab_from_checkpoint).
+ * anything is written); --resume: the step to start from, refusing a run
+ * that would end at or before it (--steps, --stop-after): it would train
+ * nothing and write the model back at an earlier step than its optimizer.
+ * A --resume run's checkpoint is open already (train_ckpt_open_resume).
  */
 int train_ckpt_check_existing(train_run *r, const tfc_gpt_config *c, int64_t *start_step) {
     const train_opts *o = &r->o;
@@ -57,31 +96,50 @@ int train_ckpt_check_existing(train_run *r, const tfc_gpt_config *c, int64_t *st
         if (!ckpt_exists(o->out)) return 0;
         if ((rc = ckpt_open(CMD, o->out, 0, ck)) != 0) return rc;
     }
-    tfc_safetensors *f = ck->model;
-    struct {
-        const char *key;
-        int32_t want;
-    } keys[] = {{"tfc.n_layer", c->n_layer},
-                {"tfc.n_head", c->n_head},
-                {"tfc.n_embd", c->n_embd},
-                {"tfc.block_size", c->block_size},
-                {"tfc.vocab_size", c->vocab_size}};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0] && !rc; i++) {
-        const char *s = NULL;
-        if (tfc_safetensors_metadata(f, keys[i].key, &s) != TFC_OK || !s || atoi(s) != keys[i].want) {
-            if (o->force && !o->resume) break;
-            rc = cli_error(EXIT_USAGE, CMD,
-                           "'%s' holds a checkpoint of another config (%s %s, this run %d); use another --out%s",
-                           o->out, keys[i].key + 4, s ? s : "?", keys[i].want, o->resume ? "" : " or --force");
-        }
-    }
+    const char *key = NULL, *theirs = NULL;
+    char want[32];
+    if (config_differs(ck->model, c, &key, &theirs, want, sizeof want) && !(o->force && !o->resume))
+        rc = cli_error(EXIT_USAGE, CMD,
+                       "'%s' holds a checkpoint of another config (%s %s, this run %s); use another --out%s", o->out,
+                       key + 4, theirs ? theirs : "?", want, o->resume ? "" : " or --force");
     if (!rc && o->resume) {
         *start_step = ck->step; /* ckpt_open refused a checkpoint without one */
         if (*start_step >= o->steps)
             rc = cli_error(EXIT_USAGE, CMD, "the checkpoint is at step %lld, --steps is %lld: nothing to do",
                            (long long)*start_step, (long long)o->steps);
+        else if (o->stop_after && o->stop_after <= *start_step)
+            rc = cli_error(EXIT_USAGE, CMD,
+                           "--stop-after %lld on --resume: the checkpoint in '%s' is at step %lld already; stop "
+                           "after a later step (the checkpoint is left as it is)",
+                           (long long)o->stop_after, o->out, (long long)*start_step);
     }
     ckpt_close(&fresh);
+    return rc;
+}
+
+/* Whether two vocabularies give every token id the same bytes. */
+static int same_vocab(const vocab *a, const vocab *b) {
+    if (a->kind != b->kind || a->size != b->size) return 0;
+    for (int32_t id = 0; id < a->size; id++) {
+        const char *x, *y;
+        size_t nx, ny;
+        if (vocab_token_bytes(a, id, &x, &nx) != 0 || vocab_token_bytes(b, id, &y, &ny) != 0 || nx != ny ||
+            memcmp(x, y, nx) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+int train_ckpt_check_tokenizer(const train_run *r, const char *text, size_t len) {
+    vocab given;
+    memset(&given, 0, sizeof given);
+    int rc = cli_make_vocab(CMD, r->o.tokenizer, text, len, &given);
+    if (!rc && !same_vocab(&given, &r->v))
+        rc = cli_error(EXIT_USAGE, CMD,
+                       "--tokenizer %s on --resume: the checkpoint in '%s' was trained with another vocabulary (%d "
+                       "tokens, this one %d%s); resume without --tokenizer (the checkpoint's is used)",
+                       r->o.tokenizer, r->o.out, r->v.size, given.size, given.size == r->v.size ? ", other ones" : "");
+    vocab_free(&given);
     return rc;
 }
 

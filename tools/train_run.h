@@ -92,8 +92,10 @@ int train_build(train_run *r);
 int train_ckpt_open_resume(train_run *r);
 /* --resume of a LoRA run: the base the checkpoint names, unless --lora-base moves it. */
 int train_ckpt_lora_base(train_run *r);
-/* Refuse a checkpoint in --out of another config; --resume: the step to start from. */
+/* Refuse a checkpoint in --out of another config; --resume: the step to start from, refusing a stop at or before it. */
 int train_ckpt_check_existing(train_run *r, const tfc_gpt_config *c, int64_t *start_step);
+/* --resume --tokenizer: refused unless it names the checkpoint's vocabulary (text: the corpus, NULL with --data-bin). */
+int train_ckpt_check_tokenizer(const train_run *r, const char *text, size_t len);
 /* --resume: weights, optimizer state and loss history from the checkpoint (closed after). */
 int train_ckpt_resume_state(train_run *r);
 /* The checkpoint after `done` steps (a collective with ZeRO-1; rank 0 writes). */
