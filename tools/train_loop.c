@@ -169,8 +169,9 @@ int train_loop(train_run *r) {
         st.elapsed_s = t1 - r->t0;
         st.tokens_per_s = tokens_per_step * (double)interval_steps / (t1 - t_interval);
         st.mfu = mfu_of(r->flops_per_token, st.tokens_per_s, r->peak_flops);
-        r->mfu_sum += st.mfu * (double)interval_steps;
-        r->mfu_n += interval_steps;
+        train_report_check_mfu(r, &st);
+        r->mfu_sum += isnan(st.mfu) ? 0 : st.mfu * (double)interval_steps;
+        r->mfu_n += isnan(st.mfu) ? 0 : interval_steps;
         interval_steps = 0;
         if (st.eval && r->rank == 0) {
             int rc = val_loss(r, &st.val);

@@ -24,11 +24,13 @@ static void fmt_eta(double s, char *buf, size_t n) {
 }
 
 static void log_json(FILE *jl, const step_stats *st, const forensics *fx) {
+    char mfu[32] = "null"; /* an MFU not known (train_report_check_mfu) */
+    if (!isnan(st->mfu)) snprintf(mfu, sizeof mfu, "%.6g", st->mfu);
     fprintf(
         jl,
-        "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"mfu\": %.6g, "
+        "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"mfu\": %s, "
         "\"elapsed_s\": %.3f",
-        (long long)st->done, st->loss, st->lr, st->norm, st->tokens_per_s, st->mfu, st->elapsed_s);
+        (long long)st->done, st->loss, st->lr, st->norm, st->tokens_per_s, mfu, st->elapsed_s);
     /* the timing fields stay before elapsed_s: tests compare what follows it between runs */
     if (st->eval) fprintf(jl, ", \"val_loss\": %.17g", st->val);
     fx_log_json(fx, jl, st->done);
@@ -38,7 +40,8 @@ static void log_json(FILE *jl, const step_stats *st, const forensics *fx) {
 
 /* On a terminal a bar redrawn in place (a new line at each eval); otherwise a line every 10 steps and at each eval. */
 static void print_progress(const train_run *r, const step_stats *st) {
-    char eta[32];
+    char eta[32], mfu[32] = "n/a";
+    if (!isnan(st->mfu)) snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * st->mfu);
     fmt_eta(st->elapsed_s / (double)(st->done - r->start) * (double)(r->end_step - st->done), eta, sizeof eta);
     if (isatty(fileno(stdout))) {
         int width = 24, fill = (int)((double)width * (double)st->done / (double)r->end_step);
@@ -47,15 +50,15 @@ static void print_progress(const train_run *r, const step_stats *st) {
         bar[width] = 0;
         char vs[32] = "-";
         if (!isnan(r->last_val)) snprintf(vs, sizeof vs, "%.4f", r->last_val);
-        printf("\r[%s] step %lld/%lld  loss %.4f  val %s  %.0f tok/s  MFU %.1f%%  ETA %s   ", bar, (long long)st->done,
-               (long long)r->end_step, st->loss, vs, st->tokens_per_s, 100.0 * st->mfu, eta);
+        printf("\r[%s] step %lld/%lld  loss %.4f  val %s  %.0f tok/s  MFU %s  ETA %s   ", bar, (long long)st->done,
+               (long long)r->end_step, st->loss, vs, st->tokens_per_s, mfu, eta);
         if (st->eval) printf("\n");
         fflush(stdout);
     } else if (st->eval || st->done % 10 == 0 || st->done == r->start + 1 || r->log_every > 1) {
         printf("step %lld/%lld  loss %.4f", (long long)st->done, (long long)r->end_step, st->loss);
         if (st->eval) printf("  val %.4f", st->val);
-        printf("  lr %.2e  %.0f tok/s  elapsed %.0fs  ETA %s  MFU %.1f%%\n", st->lr, st->tokens_per_s, st->elapsed_s,
-               eta, 100.0 * st->mfu);
+        printf("  lr %.2e  %.0f tok/s  elapsed %.0fs  ETA %s  MFU %s\n", st->lr, st->tokens_per_s, st->elapsed_s, eta,
+               mfu);
         fflush(stdout);
     }
 }
@@ -116,9 +119,32 @@ void train_report_mfu(train_run *r) {
                            : strcmp(r->o.dtype, "bf16") == 0 ? MFU_BF16
                                                              : MFU_F32,
                        tfc_get_num_threads(), r->peak_src, sizeof r->peak_src);
+    r->peak_measured = r->o.peak_flops <= 0 && r->o.cuda_index < 0;
     printf("MFU: %.4g FLOPs per token (%s), peak %.4g FLOP/s (%s)\n", r->flops_per_token,
            r->o.lora.base ? "4N + 6N_lora + 12LCT: no gradients of the frozen weights" : "6N + 12LCT", r->peak_flops,
            r->peak_src);
+}
+
+void train_report_check_mfu(train_run *r, step_stats *st) {
+    if (!(st->mfu > 1.0) || !r->peak_measured) return;
+    if (!r->peak_rechecked) {
+        r->peak_rechecked = 1;
+        const char *isa;
+        const double was = r->peak_flops,
+                     again = (double)r->size * mfu_measure_cpu_peak(tfc_get_num_threads(), &isa) *
+            (r->cfg.dtype == TFC_DTYPE_F64 ? 0.5 : 1.0);
+        if (again > r->peak_flops) r->peak_flops = again;
+        const double before = st->mfu;
+        st->mfu = mfu_of(r->flops_per_token, st->tokens_per_s, r->peak_flops);
+        printf("MFU: step %lld ran at %.1f%% of the peak %.4g FLOP/s, which cannot be: measured again, %.4g FLOP/s; "
+               "the peak is now %.4g FLOP/s%s\n",
+               (long long)st->done, 100.0 * before, was, again, r->peak_flops,
+               st->mfu > 1.0 ? ", still below this step's rate: MFU is not shown (give --peak-flops)" : "");
+    }
+    if (st->mfu > 1.0) {
+        st->mfu = NAN;
+        r->mfu_unknown++;
+    }
 }
 
 /* A short sample from a newline (or token 0), streamed to stdout. */
@@ -215,9 +241,13 @@ int train_report_end(train_run *r) {
     if (r->rank != 0) return 0;
     print_dist_stats(r);
     const loss_log *c = &r->curve;
-    printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs, mean MFU %.2f%%\n",
-           c->n ? c->loss[c->n - 1] : NAN, r->last_val, (long long)r->end_step, now_s() - r->t0,
-           100.0 * (r->mfu_n ? r->mfu_sum / (double)r->mfu_n : 0));
+    char mean[96];
+    if (r->mfu_unknown)
+        snprintf(mean, sizeof mean, "n/a (%lld logged steps above the measured peak)", (long long)r->mfu_unknown);
+    else
+        snprintf(mean, sizeof mean, "%.2f%%", 100.0 * (r->mfu_n ? r->mfu_sum / (double)r->mfu_n : 0));
+    printf("final: train loss %.4f, val loss %.4f after %lld steps in %.1fs, mean MFU %s\n",
+           c->n ? c->loss[c->n - 1] : NAN, r->last_val, (long long)r->end_step, now_s() - r->t0, mean);
     printf("wrote %s/%s, optimizer.safetensors, config.json, loss.csv, loss.svg, checkpoint.json\n", r->o.out,
            r->o.lora.base ? "adapter_model.safetensors, adapter_config.json" : "model.safetensors");
     return r->o.sample_tokens > 0 ? sample(r) : 0;

@@ -51,6 +51,9 @@ typedef struct train_run {
     int64_t log_every;                           /* --log-every resolved (1 when a check needs every step) */
     double flops_per_token, peak_flops, mfu_sum; /* MFU (train_mfu.h): per-step values summed for the mean */
     int64_t mfu_n;
+    int peak_measured;   /* the peak is this CPU's measured one (not --peak-flops or a datasheet's) */
+    int peak_rechecked;  /* a step above it made train_report_check_mfu measure again */
+    int64_t mfu_unknown; /* logged steps above even that peak: their MFU is not shown, nor the mean */
     char peak_src[512];
     int64_t mem_base, rss_base; /* library bytes live and RSS before the model was built */
 } train_run;
@@ -112,6 +115,14 @@ int train_loop(train_run *r);
 void train_report_header(const train_run *r);
 /* The FLOPs per token and the peak MFU is measured against (into r), and their line. */
 void train_report_mfu(train_run *r);
+/*
+ * A step's MFU above 100% of a measured peak is impossible: the peak was
+ * measured low. The first time, measure again (the larger peak kept, the
+ * step's MFU recomputed, a line says so); if the step is still above, its
+ * MFU becomes NaN: "n/a" in the progress, null in --log-json, and the mean
+ * is not printed either.
+ */
+void train_report_check_mfu(train_run *r, step_stats *st);
 /* One logged step: its --log-json record (when asked) and its progress line or bar. */
 void train_report_step(const train_run *r, const step_stats *st);
 /* The end of a run: the memory measured, the checkpoint, ZeRO's and DDP's numbers, the final line, a sample. */
