@@ -83,8 +83,11 @@ int train_load_bin(train_run *r);
 
 /* ---- train_model.c ---- */
 
-/* The vocabulary (unless a resume read it) and the config: a LoRA base's, --init-from's, or a preset's with the shape
- * flags; text is the corpus a char or bpe vocabulary is learnt from. */
+/*
+ * The vocabulary (unless a resume read it) and the config: a LoRA base's,
+ * --init-from's, or a preset's with the shape flags; text is the corpus a
+ * char or bpe vocabulary is learnt from.
+ */
 int train_model_source(train_run *r, const char *text, size_t len);
 /* The model, on its device, its optimizer, a resumed run's state, the graph, DDP, --log-json, the forensics. */
 int train_build(train_run *r);
@@ -119,8 +122,8 @@ void train_report_mfu(train_run *r);
  * A step's MFU above 100% of a measured peak is impossible: the peak was
  * measured low. The first time, measure again (the larger peak kept, the
  * step's MFU recomputed, a line says so); if the step is still above, its
- * MFU becomes NaN: "n/a" in the progress, null in --log-json, and the mean
- * is not printed either.
+ * MFU becomes NaN: "n/a" in the progress, null in --log-json, and the
+ * final line's mean is "n/a" too.
  */
 void train_report_check_mfu(train_run *r, step_stats *st);
 /* One logged step: its --log-json record (when asked) and its progress line or bar. */
