@@ -255,6 +255,24 @@ static double cached_peak(const char *model, int threads, char *isa, size_t n) {
     return r;
 }
 
+/* Append a "model<TAB>threads<TAB>isa<TAB>flops" line (the last line for a CPU and thread count is the one read). */
+static void cache_store(const char *model, int threads, const char *isa, double p) {
+    char path[4200];
+    FILE *f = p > 0 && cache_path(path, sizeof path, 1) == 0 ? fopen(path, "a") : NULL;
+    if (!f) return;
+    fprintf(f, "%s\t%d\t%s\t%.6g\n", model, threads, isa, p);
+    fclose(f);
+}
+
+double mfu_measure_again(int threads, double was) {
+    const char *isa;
+    const double p = mfu_measure_cpu_peak(threads, &isa);
+    char model[256];
+    cpu_model(model, sizeof model);
+    if (p > was) cache_store(model, threads, isa, p);
+    return p;
+}
+
 double mfu_peak_flops(double given, int32_t cuda_index, int kind, int threads, char *src, size_t n) {
     const int f64 = kind == MFU_F64;
     if (given > 0) {
@@ -283,12 +301,7 @@ double mfu_peak_flops(double given, int32_t cuda_index, int kind, int threads, c
     const char *measured_isa;
     p = mfu_measure_cpu_peak(threads, &measured_isa);
     if (cached > p) p = cached;
-    char path[4200];
-    FILE *f = p >= floor && p > cached && cache_path(path, sizeof path, 1) == 0 ? fopen(path, "a") : NULL;
-    if (f) { /* the last line for a CPU and thread count is the one read */
-        fprintf(f, "%s\t%d\t%s\t%.6g\n", model, threads, measured_isa, p);
-        fclose(f);
-    }
+    if (p >= floor && p > cached) cache_store(model, threads, measured_isa, p);
     if (p >= floor && cached > 0)
         snprintf(src, n,
                  "%s, %d threads, %s FMA (measured again: the cached %.4g FLOP/s is below the %.4g FLOP/s its ISA and "

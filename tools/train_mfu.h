@@ -67,6 +67,13 @@ double mfu_measure_cpu_peak(int threads, const char **isa);
  */
 double mfu_cpu_floor(int threads, char *why, size_t n);
 
+/*
+ * The f32 FMA peak measured now, as mfu_measure_cpu_peak, for a run whose
+ * MFU exceeded the peak `was` (f32, one process): cached in its place when
+ * higher.
+ */
+double mfu_measure_again(int threads, double was);
+
 /* A card's dense peak from the datasheet table: FLOP/s for f32 (bf16 = 0) or bf16; 0 when unknown. */
 double mfu_cuda_peak(const char *device_name, int bf16);
 

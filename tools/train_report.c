@@ -129,10 +129,9 @@ void train_report_check_mfu(train_run *r, step_stats *st) {
     if (!(st->mfu > 1.0) || !r->peak_measured) return;
     if (!r->peak_rechecked) {
         r->peak_rechecked = 1;
-        const char *isa;
-        const double was = r->peak_flops,
-                     again = (double)r->size * mfu_measure_cpu_peak(tfc_get_num_threads(), &isa) *
-            (r->cfg.dtype == TFC_DTYPE_F64 ? 0.5 : 1.0);
+        /* r->peak_flops is every rank's f32 peak, halved for f64 */
+        const double scale = (double)r->size * (r->cfg.dtype == TFC_DTYPE_F64 ? 0.5 : 1.0), was = r->peak_flops;
+        const double again = scale * mfu_measure_again(tfc_get_num_threads(), was / scale);
         if (again > r->peak_flops) r->peak_flops = again;
         const double before = st->mfu;
         st->mfu = mfu_of(r->flops_per_token, st->tokens_per_s, r->peak_flops);
