@@ -100,14 +100,28 @@ static double thread_cpu_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-double mfu_measure_cpu_peak(int threads, const char **isa) {
+/* The f32 lanes of the widest FMA this CPU has (16 avx512, 8 avx2 + fma; 0: none) and its name. */
+static int fma_lanes(const char **isa) {
     *isa = "none";
 #ifdef FMA_KERNELS_X86
     __builtin_cpu_init();
-    const int avx512 = __builtin_cpu_supports("avx512f");
-    if (!avx512 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return 0;
-    *isa = avx512 ? "avx512" : "avx2";
-    const int lanes = avx512 ? 16 : 8;
+    if (__builtin_cpu_supports("avx512f")) {
+        *isa = "avx512";
+        return 16;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        *isa = "avx2";
+        return 8;
+    }
+#endif
+    return 0;
+}
+
+double mfu_measure_cpu_peak(int threads, const char **isa) {
+    const int lanes = fma_lanes(isa);
+    if (!lanes) return 0;
+#ifdef FMA_KERNELS_X86
+    const int avx512 = lanes == 16;
     const long iters = 2000000L / lanes * 8; /* ~10 ms a thread */
     double best = 0;
     volatile float sink = 0;
@@ -136,6 +150,46 @@ double mfu_measure_cpu_peak(int threads, const char **isa) {
     (void)threads;
     return 0;
 #endif
+}
+
+/*
+ * The physical cores (distinct "physical id"/"core id" pairs of
+ * /proc/cpuinfo, at least 1) and the highest "cpu MHz" it reports (0 when
+ * none).
+ */
+static void cpu_cores_mhz(int *cores, double *mhz) {
+    *cores = 0;
+    *mhz = 0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    int phys = 0;
+    long seen[1024];
+    while (fgets(line, sizeof line, f)) {
+        const char *v = strchr(line, ':');
+        if (!v) continue;
+        double x = atof(v + 1);
+        if (strncmp(line, "physical id", 11) == 0) phys = (int)x;
+        if (strncmp(line, "cpu MHz", 7) == 0 && x > *mhz) *mhz = x;
+        if (strncmp(line, "core id", 7) != 0) continue;
+        const long key = (long)phys << 20 | (long)x;
+        int i = 0;
+        while (i < *cores && seen[i] != key) i++;
+        if (i == *cores && *cores < 1024) seen[(*cores)++] = key;
+    }
+    fclose(f);
+    if (*cores < 1) *cores = 1;
+}
+
+double mfu_cpu_floor(int threads, char *why, size_t n) {
+    const char *isa;
+    const int lanes = fma_lanes(&isa);
+    int cores;
+    double mhz;
+    cpu_cores_mhz(&cores, &mhz);
+    const int used = threads < cores ? (threads > 0 ? threads : 1) : cores;
+    if (why) snprintf(why, n, "%d cores x %d %s lanes x 2 flops x 1 FMA unit x %.0f MHz / 2", used, lanes, isa, mhz);
+    return (double)used * lanes * 2.0 * mhz * 1e6 / 2;
 }
 
 /* "model name" of /proc/cpuinfo (tabs and newlines removed), or "unknown-cpu". */
@@ -201,6 +255,24 @@ static double cached_peak(const char *model, int threads, char *isa, size_t n) {
     return r;
 }
 
+/* Append a "model<TAB>threads<TAB>isa<TAB>flops" line (the last line for a CPU and thread count is the one read). */
+static void cache_store(const char *model, int threads, const char *isa, double p) {
+    char path[4200];
+    FILE *f = p > 0 && cache_path(path, sizeof path, 1) == 0 ? fopen(path, "a") : NULL;
+    if (!f) return;
+    fprintf(f, "%s\t%d\t%s\t%.6g\n", model, threads, isa, p);
+    fclose(f);
+}
+
+double mfu_measure_again(int threads, double was) {
+    const char *isa;
+    const double p = mfu_measure_cpu_peak(threads, &isa);
+    char model[256];
+    cpu_model(model, sizeof model);
+    if (p > was) cache_store(model, threads, isa, p);
+    return p;
+}
+
 double mfu_peak_flops(double given, int32_t cuda_index, int kind, int threads, char *src, size_t n) {
     const int f64 = kind == MFU_F64;
     if (given > 0) {
@@ -216,21 +288,33 @@ double mfu_peak_flops(double given, int32_t cuda_index, int kind, int threads, c
                        : "(not in the table; give --peak-flops)");
         return f64 ? 0 : p; /* f64 rates vary too much between cards for one table column */
     }
-    char model[256], isa[32] = "?";
+    char model[256], isa[32] = "?", why[160];
     cpu_model(model, sizeof model);
+    const double floor = mfu_cpu_floor(threads, why, sizeof why);
     double p = cached_peak(model, threads, isa, sizeof isa);
-    if (p > 0) {
+    if (p > 0 && p >= floor) {
         snprintf(src, n, "%s, %d threads, %s FMA (cached)", model, threads, isa);
-    } else {
-        const char *measured_isa;
-        p = mfu_measure_cpu_peak(threads, &measured_isa);
-        char path[4200];
-        FILE *f = p > 0 && cache_path(path, sizeof path, 1) == 0 ? fopen(path, "a") : NULL;
-        if (f) {
-            fprintf(f, "%s\t%d\t%s\t%.6g\n", model, threads, measured_isa, p);
-            fclose(f);
-        }
+        return f64 ? p / 2 : p;
+    }
+    /* none cached, or one too low to be this CPU's peak (measured on a busy machine): measure (again) */
+    const double cached = p;
+    const char *measured_isa;
+    p = mfu_measure_cpu_peak(threads, &measured_isa);
+    if (cached > p) p = cached;
+    if (p >= floor && p > cached) cache_store(model, threads, measured_isa, p);
+    if (p >= floor && cached > 0)
+        snprintf(src, n,
+                 "%s, %d threads, %s FMA (measured again: the cached %.4g FLOP/s is below the %.4g FLOP/s its ISA and "
+                 "clock make plausible, %s)",
+                 model, threads, measured_isa, cached, floor, why);
+    else if (p >= floor)
         snprintf(src, n, "%s, %d threads, %s FMA (measured now)", model, threads, measured_isa);
+    else { /* still too low: the plausible floor, a bound MFU cannot be understated by */
+        snprintf(src, n,
+                 "%s, %d threads, %s FMA: measured %.4g FLOP/s, below the %.4g FLOP/s its ISA and clock make "
+                 "plausible (%s), so that floor is used (a busy machine? give --peak-flops)",
+                 model, threads, measured_isa, p, floor, why);
+        p = floor;
     }
     return f64 ? p / 2 : p;
 }

@@ -42,7 +42,9 @@ double mfu_of(double flops_per_token, double tokens_per_s, double peak_flops);
  * shown); on the CPU the FMA microbenchmark (tools/fma_kernels.h) on
  * `threads` threads, run once per machine and cached in
  * $XDG_CACHE_HOME/tfcore/peak_flops (or ~/.cache/tfcore) keyed by the CPU
- * model and thread count. f64 runs get half the f32 peak (the same FMA
+ * model and thread count; a cached or measured peak below mfu_cpu_floor
+ * is measured again (the larger kept; still below: the floor is used, and
+ * src says so). f64 runs get half the f32 peak (the same FMA
  * units, half the lanes). `kind`: MFU_F32, MFU_F64, or MFU_BF16 (bf16 mixed
  * precision: the card's bf16 tensor-core peak on CUDA, where its GEMMs run;
  * the f32 peak on the CPU, whose bf16 GEMM widens to f32).
@@ -52,6 +54,25 @@ double mfu_peak_flops(double given, int32_t cuda_index, int kind, int threads, c
 
 /* The f32 FMA peak of this CPU on `threads` threads, measured now (FLOP/s; 0 without AVX2/FMA). */
 double mfu_measure_cpu_peak(int threads, const char **isa);
+
+/*
+ * The least f32 FMA peak this CPU can have on `threads` threads, from what
+ * it reports: physical cores used (min(threads, cores): SMT siblings share
+ * the FMA units) x f32 lanes of its widest FMA (16 avx512, 8 avx2) x 2
+ * flops x 1 FMA unit per core (most have 2) x its highest "cpu MHz", halved
+ * for clocks that drop under vector load. A cached or measured peak below
+ * it was measured on a busy machine: mfu_peak_flops measures again. 0 when
+ * the CPU reports no FMA or no clock. The formula, with the numbers, into
+ * why (n bytes; may be NULL).
+ */
+double mfu_cpu_floor(int threads, char *why, size_t n);
+
+/*
+ * The f32 FMA peak measured now, as mfu_measure_cpu_peak, for a run whose
+ * MFU exceeded the peak `was` (f32, one process): cached in its place when
+ * higher.
+ */
+double mfu_measure_again(int threads, double was);
 
 /* A card's dense peak from the datasheet table: FLOP/s for f32 (bf16 = 0) or bf16; 0 when unknown. */
 double mfu_cuda_peak(const char *device_name, int bf16);
