@@ -171,6 +171,7 @@ tfc_status tfc_max(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32
 tfc_status tfc_min(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t keepdim, tfc_tensor **out);
 tfc_status tfc_var(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t correction, int32_t keepdim, tfc_tensor **out);
 tfc_status tfc_argmax(const tfc_tensor *x, int32_t dim, int32_t keepdim, tfc_tensor **out);
+tfc_status tfc_argmin(const tfc_tensor *x, int32_t dim, int32_t keepdim, tfc_tensor **out);
 tfc_status tfc_softmax(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_tensor **out);
 tfc_status tfc_log_softmax(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_tensor **out);
 tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);

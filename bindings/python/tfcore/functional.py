@@ -9,6 +9,7 @@ from collections import namedtuple as _namedtuple
 
 import numpy as _np
 
+from . import _dtype as _dtype_mod
 from . import autograd as _ag
 from ._lib import check, ffi, lib
 from .tensor import MinMax, Tensor, TopK, _call, _draw, _i32, _i64, _wrap, tensor
@@ -107,14 +108,22 @@ def max(x, dim=None, keepdim=False):
     values = _reduce(lib.tfc_max, x, dim, keepdim)
     if dim is None or not isinstance(dim, numbers.Integral):
         return values
-    return MinMax(values, argmax(x, dim, keepdim))
+    return MinMax(values, argmax(_arg_input(x), dim, keepdim))
 
 
 def min(x, dim=None, keepdim=False):
     values = _reduce(lib.tfc_min, x, dim, keepdim)
     if dim is None or not isinstance(dim, numbers.Integral):
         return values
-    return MinMax(values, argmin(x, dim, keepdim))
+    return MinMax(values, argmin(_arg_input(x), dim, keepdim))
+
+
+def _arg_input(x):
+    """torch's max(bool, dim) gives indices though argmax refuses bool: take them from a u8 copy."""
+    if x.dtype.code != lib.TFC_DTYPE_BOOL:
+        return x
+    with _ag.no_grad():
+        return x.to(_dtype_mod.uint8)
 
 
 def var(x, dim=None, unbiased=True, keepdim=False, correction=None):
@@ -129,19 +138,22 @@ def std(x, dim=None, unbiased=True, keepdim=False):
     return var(x, dim, unbiased, keepdim).sqrt()
 
 
-def argmax(x, dim=None, keepdim=False):
-    """Index (int64) of the first maximum along dim; over the flattened tensor when dim is None."""
+def _arg(fn, x, dim, keepdim):
     if dim is None:
         with _ag.no_grad():
             flat = x.reshape(-1)
-        return _call(lib.tfc_argmax, flat._h, 0, 0)
-    return _call(lib.tfc_argmax, x._h, int(dim), 1 if keepdim else 0)
+        return _call(fn, flat._h, 0, 0)
+    return _call(fn, x._h, operator.index(dim), 1 if keepdim else 0)
+
+
+def argmax(x, dim=None, keepdim=False):
+    """Index (int64) of the first maximum along dim; over the flattened tensor when dim is None."""
+    return _arg(lib.tfc_argmax, x, dim, keepdim)
 
 
 def argmin(x, dim=None, keepdim=False):
-    """Index of the first minimum (the first maximum of −x)."""
-    with _ag.no_grad():
-        return argmax(-x, dim, keepdim)
+    """Index (int64) of the first minimum along dim; over the flattened tensor when dim is None."""
+    return _arg(lib.tfc_argmin, x, dim, keepdim)
 
 
 # ---- softmax, linear algebra, layers -----------------------------------------------

@@ -321,7 +321,11 @@ class Tensor:
         dt = self.dtype
         if dt is _dtype.bool_:
             return bool(v[0])
-        return v[0] if dt.is_floating_point else int(v[0])
+        if dt.is_floating_point:
+            return v[0]
+        if abs(v[0]) >= 2.0 ** 53:  # the double tfc_tensor_item gives rounds an int64 this large: read it exactly
+            return int(self.cpu().numpy().reshape(-1)[0])
+        return int(v[0])
 
     def tolist(self):
         return self.numpy().tolist()
