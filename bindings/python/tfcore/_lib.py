@@ -99,6 +99,13 @@ class GraphError(InvalidArgumentError, RuntimeError):
     PyTorch (and a ValueError, as before)."""
 
 
+class ReadOnlyError(InvalidArgumentError, RuntimeError):
+    """A write into a tensor over read-only memory (a non-writable numpy array
+    or memmap, a read-only DLPack import, or a view of one): a RuntimeError,
+    as torch raises for writes it refuses, and a ValueError like every
+    InvalidArgumentError."""
+
+
 class UnsupportedDtypeError(DtypeError, RuntimeError):
     """A dtype an op does not take where PyTorch raises RuntimeError (the mean
     or variance of an integer tensor, argmax of bool): a RuntimeError as in
@@ -126,6 +133,8 @@ def error_for(status):
     if status == lib.TFC_ERR_INVALID_ARG and ("anomaly detected" in msg or "without retain_graph=True" in msg
                                               or "was modified in place" in msg):
         return GraphError(msg, status)
+    if status == lib.TFC_ERR_INVALID_ARG and "is read-only (it wraps memory its owner marked read-only)" in msg:
+        return ReadOnlyError(msg, status)
     if status == lib.TFC_ERR_DTYPE and any(m in msg for m in _TORCH_RUNTIME_DTYPE):
         return UnsupportedDtypeError(msg, status)
     return _BY_STATUS.get(status, TfcRuntimeError)(msg, status)
