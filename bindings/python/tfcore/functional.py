@@ -268,11 +268,23 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return matmul(weights, value)
 
 
+def _check_dropout_p(p):
+    """torch 1.13's rule: p is a number in [0, 1] (ValueError otherwise; TypeError for a non-number)."""
+    if isinstance(p, (str, bytes, bool)) or not isinstance(p, numbers.Real):
+        raise TypeError("dropout probability must be a number, got %s %r" % (type(p).__name__, p))
+    if not 0 <= p <= 1:
+        raise ValueError("dropout probability has to be between 0 and 1, but got {}".format(p))
+
+
 def dropout(x, p=0.5, training=True, seed=None):
     """Inverted dropout; identity when not training or p == 0. The mask comes
-    from tfcore's Philox stream (tfcore.manual_seed) or from (seed, 0)."""
+    from tfcore's Philox stream (tfcore.manual_seed) or from (seed, 0). p == 1
+    zeros everything (x · 0, as torch 1.13: NaN stays NaN, the gradient is 0)."""
+    _check_dropout_p(p)
     if not training or p == 0:
         return x
+    if p == 1:
+        return x * 0.0
     s, off = (int(seed), 0) if seed is not None else _draw(x.numel())
     return _call(lib.tfc_dropout, _ag.graph_for(x), x._h, float(p), s, off)
 

@@ -47,6 +47,29 @@ def _shape_arg(args):
     return tuple(operator.index(d) for d in args)
 
 
+def _int_arg(fn, name, v):
+    """v as an int, checked as torch checks sizes and ranks: an int, a numpy
+    integer or anything with __index__; a float (8.5), a str or None is a
+    TypeError (int(8.5) would silently give 8)."""
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError("%s: %s must be an int, got %s %r" % (fn, name, type(v).__name__, v)) from None
+
+
+def _id_array(fn, name, x):
+    """Token ids as an int64 numpy array: an integer array, list or tensor. Floats (and bools)
+    are a TypeError, as for torch's embedding (they would be truncated)."""
+    if isinstance(x, Tensor):
+        if x.dtype not in (_dtype.int32, _dtype.int64):
+            raise TypeError("%s: %s must hold integer ids, got a %s tensor" % (fn, name, x.dtype.name))
+        return x
+    a = np.asarray(x)
+    if a.size and a.dtype.kind not in "iu":
+        raise TypeError("%s: %s must hold integer ids, got %s values" % (fn, name, a.dtype))
+    return a.astype(np.int64)
+
+
 def _is_scalar(x):
     return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
 
