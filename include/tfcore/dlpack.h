@@ -83,7 +83,12 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_to_dlpack_versioned(const tfc_tensor
  * dtypes listed above. Anything else is TFC_ERR_UNSUPPORTED / TFC_ERR_DTYPE.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_from_dlpack(DLManagedTensor *m, tfc_tensor **out);
-/* As tfc_tensor_from_dlpack for the versioned struct (major version must be 1). */
+/*
+ * As tfc_tensor_from_dlpack for the versioned struct (major version must be
+ * 1). A producer's DLPACK_FLAG_BITMASK_READ_ONLY (flags bit 0) makes the
+ * tensor read-only (tfc_tensor_wrap_ex, TFC_WRAP_READ_ONLY); the versioned
+ * export of a read-only tensor sets that bit.
+ */
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_from_dlpack_versioned(DLManagedTensorVersioned *m, tfc_tensor **out);
 
 #ifdef __cplusplus

@@ -70,6 +70,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_gelu(tfc_graph *g /* nullable */, const tfc
 /*
  * Reduce over the ndims dims listed in dims (negative counts from the end;
  * ndims == 0 with dims NULL means all dims). keepdim keeps them as size 1.
+ * Integer and bool x (i32, i64, u8, bool) as in PyTorch 1.13: tfc_sum gives
+ * i64, summed exactly (wrapping on int64 overflow, as torch); tfc_max and
+ * tfc_min keep x's dtype; tfc_mean and tfc_var refuse them (TFC_ERR_DTYPE,
+ * cast to a float dtype first). Not differentiable for those dtypes.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_sum(tfc_graph *g /* nullable */, const tfc_tensor *x,
                                          const int32_t *dims /* nullable when ndims == 0 */, int32_t ndims,
@@ -88,8 +92,17 @@ TFC_API TFC_NODISCARD tfc_status tfc_min(tfc_graph *g /* nullable */, const tfc_
 TFC_API TFC_NODISCARD tfc_status tfc_var(tfc_graph *g /* nullable */, const tfc_tensor *x,
                                          const int32_t *dims /* nullable when ndims == 0 */, int32_t ndims,
                                          int32_t correction, int32_t keepdim, tfc_tensor **out);
-/* Index (i64) of the first maximum along dim. Not differentiable. */
+/*
+ * Index (i64) of the first maximum along dim. Not differentiable. x is a
+ * float dtype, i32, i64 or u8; bool is refused (TFC_ERR_DTYPE), as in torch.
+ */
 TFC_API TFC_NODISCARD tfc_status tfc_argmax(const tfc_tensor *x, int32_t dim, int32_t keepdim, tfc_tensor **out);
+/*
+ * Index (i64) of the first minimum along dim: tfc_argmax's contract with
+ * the minimum. Errors as tfc_argmax (NULL x or out: TFC_ERR_INVALID_ARG,
+ * an empty dim: TFC_ERR_SHAPE). Thread-safe as every op on distinct outputs.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_argmin(const tfc_tensor *x, int32_t dim, int32_t keepdim, tfc_tensor **out);
 
 /* ---- softmax family -------------------------------------------------------- */
 

@@ -71,6 +71,24 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_wrap(void *data, const int64_t *dims
                                                  tfc_deleter deleter /* nullable */, void *deleter_ctx /* nullable */,
                                                  tfc_tensor **out);
 
+/* tfc_tensor_wrap_ex flags: the memory must not be written through the tensor. */
+#define TFC_WRAP_READ_ONLY 1
+/*
+ * tfc_tensor_wrap with flags (0 or TFC_WRAP_READ_ONLY; other bits are
+ * TFC_ERR_INVALID_ARG). A read-only tensor and every view of it refuse every
+ * write through the library: in-place ops, copies and fills into it,
+ * optimizer steps on it, gradients accumulated or clipped into it, kernels
+ * writing it as an output, collectives: each fails with TFC_ERR_INVALID_ARG
+ * naming the function and argument ("... is read-only ..."), before anything
+ * is written. Reading it (any op with it as input) is unaffected; clone()
+ * gives a writable copy. Ownership and deleter as tfc_tensor_wrap (the
+ * deleter is not called on error). Thread-safe (creates a new tensor).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tensor_wrap_ex(void *data, const int64_t *dims /* nullable when ndim == 0 */,
+                                                    const int64_t *strides /* nullable */, int32_t ndim,
+                                                    tfc_dtype dtype, uint32_t flags, tfc_deleter deleter /* nullable */,
+                                                    void *deleter_ctx /* nullable */, tfc_tensor **out);
+
 /*
  * Random tensors from the Philox 4x32-10 stream keyed by (seed, offset).
  * Element i depends only on (seed, offset, i); a draw of n elements uses
@@ -131,6 +149,13 @@ TFC_API int32_t tfc_tensor_shares_storage(const tfc_tensor *a /* nullable: 0 */,
  * tensors modified before backward.
  */
 TFC_API uint64_t tfc_tensor_version(const tfc_tensor *t /* nullable: 0 */);
+/*
+ * 1 when t wraps memory marked read-only (tfc_tensor_wrap_ex with
+ * TFC_WRAP_READ_ONLY, a DLPack import flagged read-only) or is a view of
+ * such a tensor; 0 otherwise (NULL included). Thread-safe: the flag is set
+ * once at creation.
+ */
+TFC_API int32_t tfc_tensor_is_read_only(const tfc_tensor *t /* nullable: 0 */);
 
 /* ---- data in and out ---------------------------------------------------- */
 

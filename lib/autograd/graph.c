@@ -67,7 +67,10 @@ TFC_API int32_t tfc_graph_is_grad_enabled(const tfc_graph *g) { return g && g->e
 TFC_API int64_t tfc_graph_num_nodes(const tfc_graph *g) { return g ? g->n_nodes : 0; }
 
 /* May t be written in place without another handle or view seeing it? */
-static int owns_storage(const tfc_tensor *t) { return atomic_load(&t->storage->refcount) == 1 && tfc_is_contiguous(t); }
+/* A read-only .grad (wrapped read-only memory set as the grad) is never added into: the sum replaces it. */
+static int owns_storage(const tfc_tensor *t) {
+    return atomic_load(&t->storage->refcount) == 1 && tfc_is_contiguous(t) && !t->storage->read_only;
+}
 
 /* Both on one device (then the in-place add runs there). */
 static int same_place(const tfc_tensor *a, const tfc_tensor *b) {

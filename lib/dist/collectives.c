@@ -172,6 +172,7 @@ TFC_API tfc_status tfc_all_reduce(tfc_comm *c, tfc_tensor *t, tfc_comm_op op) {
     const char *fn = "tfc_all_reduce";
     TFC_CHECK_NOT_NULL(fn, c);
     tfc_status local = check_tensor(fn, "t", t);
+    if (local == TFC_OK) local = tfc_tensor_check_writable(fn, "t", t);
     if (local == TFC_OK) local = check_op(fn, t, op);
     const int64_t n = local == TFC_OK ? tfc_numel(t) : 0;
     TFC_TRY(agree(fn, c, local, TFC_COLL_ALL_REDUCE, t, n, op, "the reduce op"));
@@ -197,6 +198,7 @@ TFC_API tfc_status tfc_broadcast(tfc_comm *c, tfc_tensor *t, int32_t root) {
     const char *fn = "tfc_broadcast";
     TFC_CHECK_NOT_NULL(fn, c);
     tfc_status local = check_tensor(fn, "t", t);
+    if (local == TFC_OK) local = tfc_tensor_check_writable(fn, "t", t);
     if (local == TFC_OK && (root < 0 || root >= c->size))
         local = tfc_err(TFC_ERR_INVALID_ARG, "%s: root is %d; the communicator has ranks 0..%d", fn, root, c->size - 1);
     const int64_t n = local == TFC_OK ? tfc_numel(t) : 0;
@@ -283,6 +285,7 @@ TFC_API tfc_status tfc_all_gather(tfc_comm *c, const tfc_tensor *in, tfc_tensor 
     TFC_CHECK_NOT_NULL(fn, c);
     tfc_status local = check_tensor(fn, "in", in);
     if (local == TFC_OK) local = check_tensor(fn, "out", out);
+    if (local == TFC_OK) local = tfc_tensor_check_writable(fn, "out", out);
     if (local == TFC_OK) local = same_device(fn, in, out);
     if (local == TFC_OK) local = check_stacked(fn, "out", out, "in", in, c->size);
     const int64_t n = local == TFC_OK ? tfc_numel(in) : 0;
@@ -295,6 +298,7 @@ TFC_API tfc_status tfc_reduce_scatter(tfc_comm *c, const tfc_tensor *in, tfc_ten
     TFC_CHECK_NOT_NULL(fn, c);
     tfc_status local = check_tensor(fn, "in", in);
     if (local == TFC_OK) local = check_tensor(fn, "out", out);
+    if (local == TFC_OK) local = tfc_tensor_check_writable(fn, "out", out);
     if (local == TFC_OK) local = check_op(fn, in, op);
     if (local == TFC_OK) local = same_device(fn, in, out);
     if (local == TFC_OK) local = check_stacked(fn, "in", in, "out", out, c->size);

@@ -10,6 +10,10 @@
 #include "tensor/tensor_impl.h"
 #include "tfcore/dlpack.h"
 
+#ifndef DLPACK_FLAG_BITMASK_READ_ONLY
+#define DLPACK_FLAG_BITMASK_READ_ONLY 1u /* DLManagedTensorVersioned.flags bit 0 (DLPack >= 1.0) */
+#endif
+
 enum { DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_BFLOAT = 4, DL_BOOL = 6 };
 enum { DL_CPU = 1, DL_CUDA = 2, DL_CUDA_HOST = 3 };
 
@@ -159,7 +163,7 @@ TFC_API tfc_status tfc_tensor_to_dlpack_versioned(const tfc_tensor *t, DLManaged
     fill_dl(&e->m.dl_tensor, t, &e->ctx);
     e->m.manager_ctx = e;
     e->m.deleter = versioned_deleter;
-    e->m.flags = 0;
+    e->m.flags = tfc_tensor_is_read_only(t) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
     *out = &e->m;
     return TFC_OK;
 }
@@ -177,7 +181,8 @@ static void release_versioned(void *data, void *ctx) {
     if (m->deleter) m->deleter(m);
 }
 
-static tfc_status import_dl(const char *fn, const DLTensor *dl, tfc_deleter del, void *ctx, tfc_tensor **out) {
+static tfc_status import_dl(const char *fn, const DLTensor *dl, uint32_t wrap_flags, tfc_deleter del, void *ctx,
+                            tfc_tensor **out) {
     TFC_CHECK_NOT_NULL(fn, out);
     tfc_dtype dt;
     if (dl->device.device_type != DL_CPU && dl->device.device_type != DL_CUDA_HOST)
@@ -196,12 +201,14 @@ static tfc_status import_dl(const char *fn, const DLTensor *dl, tfc_deleter del,
                        (unsigned long long)dl->byte_offset, dl->data);
     /* wrap refuses data not aligned to the element size: kernels load whole elements, vectors too. */
     char *data = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
-    return tfc_err_in(fn, tfc_tensor_wrap(data, dl->shape, dl->strides, dl->ndim, dt, del, ctx, out));
+    TFC_TRY(tfc_err_in(fn, tfc_tensor_wrap(data, dl->shape, dl->strides, dl->ndim, dt, del, ctx, out)));
+    (*out)->storage->read_only = (wrap_flags & TFC_WRAP_READ_ONLY) != 0; /* as tfc_tensor_wrap_ex would set it */
+    return TFC_OK;
 }
 
 TFC_API tfc_status tfc_tensor_from_dlpack(DLManagedTensor *m, tfc_tensor **out) {
     TFC_CHECK_NOT_NULL("tfc_tensor_from_dlpack", m);
-    return import_dl("tfc_tensor_from_dlpack", &m->dl_tensor, release_legacy, m, out);
+    return import_dl("tfc_tensor_from_dlpack", &m->dl_tensor, 0, release_legacy, m, out);
 }
 
 TFC_API tfc_status tfc_tensor_from_dlpack_versioned(DLManagedTensorVersioned *m, tfc_tensor **out) {
@@ -209,5 +216,7 @@ TFC_API tfc_status tfc_tensor_from_dlpack_versioned(DLManagedTensorVersioned *m,
     TFC_CHECK_NOT_NULL(fn, m);
     if (m->version.major != 1)
         return tfc_err(TFC_ERR_VERSION, "%s: DLPack major version %u, this library reads 1", fn, m->version.major);
-    return import_dl(fn, &m->dl_tensor, release_versioned, m, out);
+    /* A producer's read-only flag makes the tensor read-only (tfc_tensor_wrap_ex). */
+    uint32_t wrap = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) ? TFC_WRAP_READ_ONLY : 0;
+    return import_dl(fn, &m->dl_tensor, wrap, release_versioned, m, out);
 }

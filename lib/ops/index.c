@@ -398,6 +398,7 @@ TFC_API tfc_status tfc_index_put(tfc_graph *g, tfc_tensor *x, const tfc_tensor *
     if (accumulate != 0 && accumulate != 1)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: accumulate is %d; it must be 0 or 1", fn, (int)accumulate);
     if (accumulate) TFC_TRY(tfc_check_float(fn, "x", x));
+    TFC_TRY(tfc_tensor_check_writable(fn, "x", x));
     if (tfc_should_record(g, (const tfc_tensor *const *)&x, 1))
         return tfc_err(TFC_ERR_UNSUPPORTED,
                        "%s: x requires grad and g records; an indexed write into it is not differentiated "

@@ -77,6 +77,7 @@ tfc_status tfc_karg_output(const char *fn, const char *arg, const tfc_tensor *t,
                            int32_t ndim, const char *refname, const tfc_tensor *ref) {
     const tfc_tensor *ts[2] = {ref, t};
     const char *names[2] = {refname, arg};
+    TFC_TRY(tfc_tensor_check_writable(fn, arg, t));
     TFC_TRY(tfc_same_device(fn, ts, names, 2));
     if (t->dtype != dt)
         return tfc_err(TFC_ERR_DTYPE, "%s: output %s is %s %s, must be %s (%s is %s %s)", fn, arg,

@@ -6,8 +6,16 @@
  * The input is viewed with kept dims first and reduced dims last, so the
  * backend's reduce entry reduces trailing dims of a strided view; nothing
  * is copied.
+ *
+ * Integer and bool inputs follow PyTorch 1.13: sum gives i64, exact (two's
+ * complement wrap on overflow, as torch); max/min keep the dtype; argmax
+ * takes i32/i64/u8 (torch refuses bool); mean and var refuse them (torch:
+ * "could not infer output dtype", "std and var only support floating
+ * point"). The backends' reduce entries take floats only, so these run
+ * here on the host (int_reduce), where an exact i64 accumulator is cheap.
  */
 #include <math.h>
+#include <string.h>
 
 #include "ops/op_util.h"
 #include "ops/operands.h"
@@ -88,6 +96,110 @@ static tfc_status scatter_max(tfc_tensor *dx, const reduce_plan *p, const tfc_te
     if (s == TFC_OK) s = TFC_BACKEND_RUN_DT(fn, be, reduce_scatter, &pr, dx->dtype);
     tfc_operands_release(&o);
     return tfc_err_in(fn, s);
+}
+
+/* Element i of an integer or bool buffer, exactly. */
+static int64_t int_load(const char *data, tfc_dtype dt, int64_t i) {
+    switch (dt) {
+    case TFC_DTYPE_I32: return ((const int32_t *)(const void *)data)[i];
+    case TFC_DTYPE_I64: return ((const int64_t *)(const void *)data)[i];
+    default: return ((const uint8_t *)data)[i]; /* u8, bool */
+    }
+}
+
+static void int_store(void *out, tfc_dtype dt, int64_t o, int64_t v) {
+    switch (dt) {
+    case TFC_DTYPE_I32: ((int32_t *)out)[o] = (int32_t)v; break;
+    case TFC_DTYPE_I64: ((int64_t *)out)[o] = v; break;
+    case TFC_DTYPE_BOOL: ((uint8_t *)out)[o] = v != 0; break;
+    default: ((uint8_t *)out)[o] = (uint8_t)v; break;
+    }
+}
+
+/* Offset (elements) of row-major index lin over dims [from, to) of v. */
+static int64_t view_offset(const tfc_sview *v, int32_t from, int32_t to, int64_t lin) {
+    int64_t off = 0;
+    for (int32_t d = to - 1; d >= from; d--) {
+        off += (lin % v->shape[d]) * v->strides[d];
+        lin /= v->shape[d];
+    }
+    return off;
+}
+
+/*
+ * The reduce entry for integer views, on the host: out[o] (contiguous over
+ * the nkeep kept dims, dtype odt) = Σ in[o, r] over the reduced index r
+ * (accumulated in uint64_t: exact, wrapping like torch's int64), or the
+ * first max/min value or its row-major position r. n may be 0 only for SUM.
+ */
+static void int_reduce(tfc_reduce_op op, const tfc_sview *in, int32_t nkeep, void *out, tfc_dtype odt) {
+    int64_t nout = 1, n = 1;
+    for (int32_t d = 0; d < in->ndim; d++) *(d < nkeep ? &nout : &n) *= in->shape[d];
+    int want_max = op == TFC_REDUCE_MAX || op == TFC_REDUCE_ARGMAX;
+    for (int64_t o = 0; o < nout; o++) {
+        int64_t base = view_offset(in, 0, nkeep, o), best = 0, at = 0;
+        uint64_t sum = 0;
+        for (int64_t r = 0; r < n; r++) {
+            int64_t v = int_load(in->data, in->dtype, base + view_offset(in, nkeep, in->ndim, r));
+            if (op == TFC_REDUCE_SUM)
+                sum += (uint64_t)v;
+            else if (r == 0 || (want_max ? v > best : v < best)) {
+                best = v;
+                at = r;
+            }
+        }
+        int64_t res = op == TFC_REDUCE_SUM                         ? (int64_t)sum
+            : (op == TFC_REDUCE_ARGMAX || op == TFC_REDUCE_ARGMIN) ? at
+                                                                   : best;
+        int_store(out, odt, o, res);
+    }
+}
+
+/*
+ * An integer or bool reduction (never recorded: such tensors take no
+ * gradient). A tensor off the CPU is reduced on a host copy and the result
+ * moved back to its device.
+ */
+static tfc_status reduce_int(const char *fn, tfc_reduce_op op, const tfc_tensor *x, const int32_t *dims, int32_t ndims,
+                             int32_t keepdim, tfc_tensor **out) {
+    tfc_dtype odt =
+        op == TFC_REDUCE_SUM || op == TFC_REDUCE_ARGMAX || op == TFC_REDUCE_ARGMIN ? TFC_DTYPE_I64 : x->dtype;
+    reduce_plan p;
+    TFC_TRY(plan_reduce(fn, x, dims, ndims, keepdim, &p));
+    if (op != TFC_REDUCE_SUM && p.n == 0)
+        return tfc_err(TFC_ERR_SHAPE, "%s: x %s: cannot reduce an empty dim to a max/min", fn, SHAPE(x));
+    const tfc_tensor *hx = x;
+    tfc_tensor *host = NULL, *r = NULL, *res = NULL;
+    int on_cpu = x->storage->device == TFC_DEVICE_CPU;
+    tfc_status s = TFC_OK;
+    if (!on_cpu) s = tfc_tensor_to_device(x, TFC_DEVICE_CPU, 0, &host);
+    if (s == TFC_OK && host) {
+        hx = host;
+        s = plan_reduce(fn, hx, dims, ndims, keepdim, &p);
+    }
+    if (s == TFC_OK) s = tfc_tensor_new(p.out_shape, p.out_ndim, odt, TFC_DEVICE_CPU, 0, &r);
+    if (s == TFC_OK) int_reduce(op, &p.perm, p.nkeep, tfc_data(r), odt);
+    if (s == TFC_OK && !on_cpu) {
+        s = tfc_tensor_to_device(r, x->storage->device, x->storage->device_index, &res);
+        tfc_tensor_release(r);
+        r = res;
+    }
+    tfc_tensor_release(host);
+    if (s != TFC_OK) {
+        tfc_tensor_release(r);
+        return tfc_err_in(fn, s);
+    }
+    *out = r;
+    return TFC_OK;
+}
+
+/* The float-only reductions refuse an integer or bool x with torch's reasons. */
+static tfc_status refuse_int(const char *fn, const tfc_tensor *x) {
+    const char *why = strcmp(fn, "tfc_var") == 0 ? "var only supports floating point dtypes"
+        : strcmp(fn, "tfc_mean") == 0
+        ? "mean cannot infer an output dtype from an integer input; cast x to a float dtype first"
+        : "argmax/argmin do not take bool (as in torch)";
+    return tfc_err(TFC_ERR_DTYPE, "%s: x is %s %s; %s", fn, tfc_dtype_name(x->dtype), SHAPE(x), why);
 }
 
 typedef struct reduce_ctx {
@@ -217,6 +329,11 @@ static tfc_status reduce(red_kind k, tfc_graph *g, const tfc_tensor *x, const in
                          int32_t keepdim, double correction, tfc_tensor **out) {
     const char *fn = red_names[k];
     TFC_CHECK_NOT_NULL(fn, out);
+    if (x && tfc_dtype_is_int(x->dtype)) {
+        if (k == R_MEAN || k == R_VAR) return refuse_int(fn, x);
+        tfc_reduce_op op = k == R_SUM ? TFC_REDUCE_SUM : k == R_MAX ? TFC_REDUCE_MAX : TFC_REDUCE_MIN;
+        return reduce_int(fn, op, x, dims, ndims, keepdim, out);
+    }
     TFC_TRY(tfc_check_float(fn, "x", x));
     reduce_plan p;
     TFC_TRY(plan_reduce(fn, x, dims, ndims, keepdim, &p));
@@ -287,22 +404,32 @@ TFC_API tfc_status tfc_var(tfc_graph *g, const tfc_tensor *x, const int32_t *dim
     return reduce(R_VAR, g, x, dims, ndims, keepdim, (double)correction, out);
 }
 
-TFC_API tfc_status tfc_argmax(const tfc_tensor *x, int32_t dim, int32_t keepdim, tfc_tensor **out) {
-    const char *fn = "tfc_argmax";
+static tfc_status arg_reduce(const char *fn, tfc_reduce_op op, const tfc_tensor *x, int32_t dim, int32_t keepdim,
+                             tfc_tensor **out) {
     TFC_CHECK_NOT_NULL(fn, out);
+    if (x && x->dtype == TFC_DTYPE_BOOL) return refuse_int(fn, x);
+    if (x && tfc_dtype_is_int(x->dtype)) return reduce_int(fn, op, x, &dim, 1, keepdim, out);
     TFC_TRY(tfc_check_float(fn, "x", x));
     reduce_plan p;
     TFC_TRY(plan_reduce(fn, x, &dim, 1, keepdim, &p));
     if (p.n == 0) return tfc_err(TFC_ERR_SHAPE, "%s: x %s has an empty dim %d", fn, SHAPE(x), (int)dim);
     tfc_tensor *r;
     TFC_TRY(tfc_tensor_new_on(x, p.out_shape, p.out_ndim, TFC_DTYPE_I64, &r));
-    tfc_status s = run_reduce(fn, x, &p, TFC_REDUCE_ARGMAX, r, 0.0);
+    tfc_status s = run_reduce(fn, x, &p, op, r, 0.0);
     if (s != TFC_OK) {
         tfc_tensor_release(r);
         return tfc_err_in(fn, s);
     }
     *out = r;
     return TFC_OK;
+}
+
+TFC_API tfc_status tfc_argmax(const tfc_tensor *x, int32_t dim, int32_t keepdim, tfc_tensor **out) {
+    return arg_reduce("tfc_argmax", TFC_REDUCE_ARGMAX, x, dim, keepdim, out);
+}
+
+TFC_API tfc_status tfc_argmin(const tfc_tensor *x, int32_t dim, int32_t keepdim, tfc_tensor **out) {
+    return arg_reduce("tfc_argmin", TFC_REDUCE_ARGMIN, x, dim, keepdim, out);
 }
 
 /* Declared in ops/op_util.h: the backward of broadcasting. */

@@ -72,6 +72,8 @@ static tfc_status clip(const char *fn, tfc_tensor *const *params, int64_t n, dou
                                 "left unchanged",
                                 fn, isnan(norm) ? "NaN" : "Inf");
     double c = max_norm / (norm + 1e-6);
+    for (int64_t i = 0; i < n && st == TFC_OK && c < 1; i++)
+        if (params[i]->grad) st = tfc_tensor_check_writable(fn, "a parameter's grad", params[i]->grad);
     if (st == TFC_OK && c < 1) {
         pr.c = c;
         st = TFC_BACKEND_RUN_DT(fn, be, grad_scale, &pr, ref->dtype);

@@ -54,6 +54,7 @@ TFC_API tfc_status tfc_optim_clip_grad_norm_async(tfc_optim *opt, double max_nor
         char gname[64];
         snprintf(gname, sizeof gname, "the grad of parameter %lld", (long long)k);
         TFC_TRY(tfc_optim_check_grad(FN, gname, g, "the first gradient", ref, NULL));
+        if (isfinite(max_norm)) TFC_TRY(tfc_tensor_check_writable(FN, gname, g)); /* scaled in place below */
         if (g->dtype != ref->dtype || (g->dtype != TFC_DTYPE_F32 && g->dtype != TFC_DTYPE_F64))
             return tfc_err(TFC_ERR_INVALID_ARG,
                            "%s: %s is %s %s and the first gradient %s: the device-side norm needs f32 or f64 "

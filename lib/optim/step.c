@@ -42,6 +42,8 @@ static tfc_status check_and_reserve(const char *fn, tfc_optim *opt, const tfc_te
         const char *names[2] = {"the first parameter with a gradient", "a parameter"};
         TFC_TRY(tfc_same_device(fn, ts, names, 2));
         TFC_TRY(tfc_optim_check_grad(fn, gname, pp->p->grad, "the first parameter with a gradient", ref, pp->p));
+        snprintf(gname, sizeof gname, "parameter %lld", (long long)k);
+        TFC_TRY(tfc_tensor_check_writable(fn, gname, pp->p));
         if (!tfc_backend_takes(be, pp->p->dtype))
             return tfc_err(TFC_ERR_DTYPE, "%s: parameter %lld is %s %s; the optimizer on %s takes %s", fn, (long long)k,
                            tfc_dtype_name(pp->p->dtype), SHAPE(pp->p), be->name, tfc_backend_dtype_list(be, "or"));

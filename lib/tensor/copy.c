@@ -53,6 +53,7 @@ TFC_API tfc_status tfc_tensor_copy_to_host(const tfc_tensor *t, void *dst, size_
 TFC_API tfc_status tfc_tensor_copy_from_host(tfc_tensor *t, const void *src, size_t nbytes) {
     const char *fn = "tfc_tensor_copy_from_host";
     TFC_CHECK_NOT_NULL(fn, t);
+    TFC_TRY(tfc_tensor_check_writable(fn, "t", t));
     size_t need = (size_t)tfc_numel(t) * tfc_dtype_size(t->dtype);
     if (nbytes != need)
         return tfc_err(TFC_ERR_BUFFER_TOO_SMALL, "%s: t is %s %s (%zu bytes), src has %zu bytes", fn,
@@ -97,6 +98,7 @@ TFC_API tfc_status tfc_tensor_copy_from(tfc_tensor *dst, const tfc_tensor *src) 
     const char *fn = "tfc_tensor_copy_from";
     TFC_CHECK_NOT_NULL(fn, dst);
     TFC_CHECK_NOT_NULL(fn, src);
+    TFC_TRY(tfc_tensor_check_writable(fn, "dst", dst));
     /* src must broadcast to dst's shape exactly. */
     if (src->ndim > dst->ndim)
         return tfc_err(TFC_ERR_SHAPE, "%s: src %s does not broadcast to dst %s", fn, SHAPE(src), SHAPE(dst));
@@ -134,6 +136,7 @@ TFC_API tfc_status tfc_tensor_copy_from(tfc_tensor *dst, const tfc_tensor *src) 
 TFC_API tfc_status tfc_tensor_fill(tfc_tensor *t, double value) {
     const char *fn = "tfc_tensor_fill";
     TFC_CHECK_NOT_NULL(fn, t);
+    TFC_TRY(tfc_tensor_check_writable(fn, "t", t));
     const tfc_backend *b;
     TFC_TRY(tfc_tensor_backend(fn, t, &b));
     tfc_fill_problem p = {.device = tfc_device_index(t), .dst = tfc_sview_of(t), .value = value};

@@ -60,6 +60,7 @@ tfc_status tfc_tensor_map(const char *fn, tfc_map_op op, tfc_tensor *out, const 
                           const tfc_tensor *c, double p, int32_t accumulate) {
     const tfc_tensor *ts[4] = {out, a, b, c};
     const char *names[4] = {"out", "a", "b", "c"};
+    TFC_TRY(tfc_tensor_check_writable(fn, "out", out));
     TFC_TRY(tfc_same_device(fn, ts, names, 4));
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, out, &be));
@@ -83,6 +84,7 @@ tfc_status tfc_tensor_map(const char *fn, tfc_map_op op, tfc_tensor *out, const 
 tfc_status tfc_tensor_copy_view(const char *fn, tfc_tensor *dst, const tfc_tensor *src) {
     const tfc_tensor *ts[2] = {dst, src};
     const char *names[2] = {"dst", "src"};
+    TFC_TRY(tfc_tensor_check_writable(fn, "dst", dst));
     TFC_TRY(tfc_same_device(fn, ts, names, 2));
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, dst, &be));

@@ -9,6 +9,7 @@
 static tfc_status fill_dist(const char *fn, tfc_tensor *t, tfc_random_kind kind, double a, double b, uint64_t seed,
                             uint64_t offset) {
     TFC_CHECK_NOT_NULL(fn, t);
+    TFC_TRY(tfc_tensor_check_writable(fn, "t", t));
     if (!tfc_dtype_is_float(t->dtype))
         return tfc_err(TFC_ERR_DTYPE, "%s: t is %s, random fills need a float dtype", fn, tfc_dtype_name(t->dtype));
     if (!isfinite(a) || !isfinite(b))

@@ -210,10 +210,26 @@ TFC_API tfc_status tfc_tensor_from_data(const void *data, const int64_t *dims, i
     return TFC_OK;
 }
 
+static tfc_status wrap(const char *fn, void *data, const int64_t *dims, const int64_t *strides, int32_t ndim,
+                       tfc_dtype dtype, uint32_t flags, tfc_deleter deleter, void *deleter_ctx, tfc_tensor **out);
+
 TFC_API tfc_status tfc_tensor_wrap(void *data, const int64_t *dims, const int64_t *strides, int32_t ndim,
                                    tfc_dtype dtype, tfc_deleter deleter, void *deleter_ctx, tfc_tensor **out) {
-    const char *fn = "tfc_tensor_wrap";
+    return wrap("tfc_tensor_wrap", data, dims, strides, ndim, dtype, 0, deleter, deleter_ctx, out);
+}
+
+TFC_API tfc_status tfc_tensor_wrap_ex(void *data, const int64_t *dims, const int64_t *strides, int32_t ndim,
+                                      tfc_dtype dtype, uint32_t flags, tfc_deleter deleter, void *deleter_ctx,
+                                      tfc_tensor **out) {
+    return wrap("tfc_tensor_wrap_ex", data, dims, strides, ndim, dtype, flags, deleter, deleter_ctx, out);
+}
+
+static tfc_status wrap(const char *fn, void *data, const int64_t *dims, const int64_t *strides, int32_t ndim,
+                       tfc_dtype dtype, uint32_t flags, tfc_deleter deleter, void *deleter_ctx, tfc_tensor **out) {
     TFC_CHECK_NOT_NULL(fn, out);
+    if (flags & ~(uint32_t)TFC_WRAP_READ_ONLY)
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: flags 0x%x has bits other than TFC_WRAP_READ_ONLY", fn,
+                       (unsigned)flags);
     if (!tfc_dtype_valid(dtype)) return tfc_err(TFC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
     int64_t numel;
     TFC_TRY(tfc_check_dims(fn, dims, ndim, &numel));
@@ -244,6 +260,7 @@ TFC_API tfc_status tfc_tensor_wrap(void *data, const int64_t *dims, const int64_
     s->device = TFC_DEVICE_CPU;
     s->deleter = deleter;
     s->deleter_ctx = deleter_ctx;
+    s->read_only = (flags & TFC_WRAP_READ_ONLY) != 0;
     tfc_tensor *t = handle_new(s, dims, st, ndim, 0, dtype);
     if (!t) {
         free(s);
@@ -321,6 +338,16 @@ TFC_API int32_t tfc_tensor_is_contiguous(const tfc_tensor *t) { return t ? tfc_i
 TFC_API int32_t tfc_tensor_shares_storage(const tfc_tensor *a, const tfc_tensor *b) {
     return a && b && a->storage == b->storage;
 }
+TFC_API int32_t tfc_tensor_is_read_only(const tfc_tensor *t) { return t ? t->storage->read_only : 0; }
+
+tfc_status tfc_tensor_check_writable(const char *fn, const char *arg, const tfc_tensor *t) {
+    if (!t || !t->storage->read_only) return TFC_OK;
+    return tfc_err(TFC_ERR_INVALID_ARG,
+                   "%s: %s %s %s is read-only (it wraps memory its owner marked read-only); "
+                   "in-place writes into it are refused: write into a copy (clone) instead",
+                   fn, arg, tfc_dtype_name(t->dtype), tfc_fmt_dims(t->shape, t->ndim));
+}
+
 TFC_API uint64_t tfc_tensor_version(const tfc_tensor *t) { return t ? atomic_load(&t->storage->version) : 0; }
 
 tfc_status tfc_broadcast_shape(const char *fn, const tfc_tensor *a, const tfc_tensor *b, int64_t *shape,

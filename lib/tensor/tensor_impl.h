@@ -22,6 +22,13 @@ typedef struct tfc_storage {
     tfc_deleter deleter; /* external memory: called on last release */
     void *deleter_ctx;
     int32_t from_allocator; /* data came from the device's caching allocator */
+    /*
+     * Wrapped memory the owner marked read-only (TFC_WRAP_READ_ONLY: a
+     * read-only numpy array or memmap, a DLPack tensor flagged so). Every
+     * view shares the storage, so every view is read-only too; each write
+     * path asks tfc_tensor_check_writable before it writes.
+     */
+    int32_t read_only;
     atomic_uint_fast64_t version;
     /*
      * Integers the library scanned on the host as it filled this storage
@@ -96,6 +103,16 @@ tfc_status tfc_tensor_zeros_like(const tfc_tensor *t, tfc_dtype dt, tfc_tensor *
  */
 tfc_status tfc_tensor_alias(const tfc_tensor *t, const int64_t *shape, const int64_t *strides, int32_t ndim,
                             int64_t offset, tfc_tensor **out);
+
+/*
+ * TFC_OK when t's memory may be written; TFC_ERR_INVALID_ARG "<fn>: <arg>
+ * <dtype> <shape> is read-only ..." when it wraps read-only memory. The one
+ * test every in-place write passes first: copies, fills, random fills, map
+ * and copy kernels into an existing tensor (tfc_tensor_map, copy_view), the
+ * explicit kernels' outputs, optimizer steps, gradient accumulation and
+ * clipping, collectives.
+ */
+tfc_status tfc_tensor_check_writable(const char *fn, const char *arg, const tfc_tensor *t);
 
 /* Mark an in-place write on t's storage. */
 static inline void tfc_bump_version(tfc_tensor *t) { atomic_fetch_add(&t->storage->version, 1); }

@@ -216,6 +216,7 @@ FIXTURES = {
     "tfc_set_num_threads": {"n": "1"},
     "tfc_tensor_from_data": {"data": "fx_floats(6)"},
     "tfc_tensor_wrap": {"data": "fx_floats(6)", "strides": dims64(3, 1)},
+    "tfc_tensor_wrap_ex": {"data": "fx_floats(6)", "strides": dims64(3, 1), "flags": "0"},
     "tfc_tensor_shape": {"dims": "fx_scratch(64)", "cap": "8"},
     "tfc_tensor_strides": {"strides": "fx_scratch(64)", "cap": "8"},
     "tfc_tensor_dim": {"dim": "0"},

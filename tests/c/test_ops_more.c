@@ -652,3 +652,66 @@ TEST(bad_inputs_name_the_function_and_argument) {
     tfc_tensor_release(x), tfc_tensor_release(v), tfc_tensor_release(ids), tfc_tensor_release(x32),
         tfc_tensor_release(bad);
 }
+
+/* ---- integer and bool reductions (as PyTorch 1.13) ---------------------------------- */
+
+TEST(integer_reductions_follow_torch) {
+    /* i64 [2,3] = {{3, 1, 3}, {-2, 7, 7}}, read through a transposed view too */
+    int64_t v[6] = {3, 1, 3, -2, 7, 7}, d[2] = {2, 3};
+    tfc_tensor *x = NULL, *o = NULL, *xt = NULL;
+    CHECK_OK(tfc_tensor_from_data(v, d, 2, TFC_DTYPE_I64, &x));
+    int32_t dim1 = 1, dim0 = 0;
+    CHECK_OK(tfc_sum(NULL, x, NULL, 0, 0, &o));
+    CHECK(tfc_tensor_dtype(o) == TFC_DTYPE_I64 && t_item(o) == 19);
+    tfc_tensor_release(o);
+    CHECK_OK(tfc_sum(NULL, x, &dim1, 1, 1, &o));
+    int64_t got[3];
+    CHECK_OK(tfc_tensor_copy_to_host(o, got, sizeof(int64_t) * 2));
+    CHECK(tfc_tensor_ndim(o) == 2 && got[0] == 7 && got[1] == 12);
+    tfc_tensor_release(o);
+    CHECK_OK(tfc_transpose(NULL, x, 0, 1, &xt)); /* [3,2]: max over dim 1 = per column of x */
+    CHECK_OK(tfc_max(NULL, xt, &dim1, 1, 0, &o));
+    CHECK_OK(tfc_tensor_copy_to_host(o, got, sizeof got));
+    CHECK(tfc_tensor_dtype(o) == TFC_DTYPE_I64 && got[0] == 3 && got[1] == 7 && got[2] == 7);
+    tfc_tensor_release(o);
+    CHECK_OK(tfc_min(NULL, x, NULL, 0, 0, &o));
+    CHECK(tfc_tensor_dtype(o) == TFC_DTYPE_I64 && t_item(o) == -2);
+    tfc_tensor_release(o);
+    CHECK_OK(tfc_argmax(x, dim1, 0, &o)); /* first maximum: row 1 has 7 at 1 and 2 */
+    CHECK_OK(tfc_tensor_copy_to_host(o, got, sizeof(int64_t) * 2));
+    CHECK(got[0] == 0 && got[1] == 1);
+    tfc_tensor_release(o);
+    CHECK_OK(tfc_argmin(xt, dim0, 0, &o));
+    CHECK_OK(tfc_tensor_copy_to_host(o, got, sizeof(int64_t) * 2));
+    CHECK(tfc_tensor_dtype(o) == TFC_DTYPE_I64 && got[0] == 1 && got[1] == 0);
+    tfc_tensor_release(o);
+    CHECK_ERR(tfc_mean(NULL, x, NULL, 0, 0, &o), TFC_ERR_DTYPE, "tfc_mean: x is i64 [2,3]");
+    CHECK_ERR(tfc_var(NULL, x, NULL, 0, 1, 0, &o), TFC_ERR_DTYPE, "tfc_var: x is i64");
+    /* exact past 2^53, where an f64 sum would round */
+    int64_t big[3] = {(int64_t)1 << 60, 1, 1}, three = 3;
+    tfc_tensor *b = NULL;
+    CHECK_OK(tfc_tensor_from_data(big, &three, 1, TFC_DTYPE_I64, &b));
+    CHECK_OK(tfc_sum(NULL, b, NULL, 0, 0, &o));
+    CHECK_OK(tfc_tensor_copy_to_host(o, got, sizeof(int64_t)));
+    CHECK(got[0] == ((int64_t)1 << 60) + 2);
+    tfc_tensor_release(o), tfc_tensor_release(b);
+    /* bool: sum counts (i64), max keeps bool, argmax refuses as torch does */
+    tfc_tensor *m = NULL;
+    CHECK_OK(tfc_le_scalar(x, 3.0, &m));
+    CHECK_OK(tfc_sum(NULL, m, NULL, 0, 0, &o));
+    CHECK(tfc_tensor_dtype(o) == TFC_DTYPE_I64 && t_item(o) == 4);
+    tfc_tensor_release(o);
+    CHECK_OK(tfc_max(NULL, m, &dim1, 1, 0, &o));
+    CHECK(tfc_tensor_dtype(o) == TFC_DTYPE_BOOL);
+    tfc_tensor_release(o);
+    CHECK_ERR(tfc_argmax(m, 0, 0, &o), TFC_ERR_DTYPE, "tfc_argmax: x is bool");
+    /* u8 and i32 sums widen to i64 */
+    uint8_t u[4] = {200, 200, 200, 7};
+    int64_t four = 4;
+    tfc_tensor *xu = NULL;
+    CHECK_OK(tfc_tensor_from_data(u, &four, 1, TFC_DTYPE_U8, &xu));
+    CHECK_OK(tfc_sum(NULL, xu, NULL, 0, 0, &o));
+    CHECK(tfc_tensor_dtype(o) == TFC_DTYPE_I64 && t_item(o) == 607);
+    tfc_tensor_release(o);
+    tfc_tensor_release(xu), tfc_tensor_release(m), tfc_tensor_release(xt), tfc_tensor_release(x);
+}

@@ -182,3 +182,49 @@ TEST(describe_and_print) {
     CHECK_OK(tfc_tensor_print(t, 0));
     tfc_tensor_release(t);
 }
+
+/* Issue 41: memory wrapped read-only refuses every write, through views too, before anything is written. */
+TEST(read_only_wrap_refuses_every_write) {
+    float mem[6] = {1, 2, 3, 4, 5, 6}, host[6] = {0};
+    int64_t dims[2] = {2, 3};
+    tfc_tensor *t = NULL, *v = NULL, *src = NULL, *o = NULL, *idx = NULL, *val = NULL;
+    CHECK_ERR(tfc_tensor_wrap_ex(mem, dims, NULL, 2, TFC_DTYPE_F32, 2, NULL, NULL, &t), TFC_ERR_INVALID_ARG,
+              "tfc_tensor_wrap_ex: flags 0x2");
+    CHECK_OK(tfc_tensor_wrap_ex(mem, dims, NULL, 2, TFC_DTYPE_F32, TFC_WRAP_READ_ONLY, NULL, NULL, &t));
+    CHECK(tfc_tensor_is_read_only(t) == 1 && tfc_tensor_is_read_only(NULL) == 0);
+    CHECK_OK(tfc_transpose(NULL, t, 0, 1, &v));
+    CHECK(tfc_tensor_is_read_only(v) == 1);
+    CHECK_OK(tfc_tensor_zeros(dims, 2, TFC_DTYPE_F32, &src));
+    CHECK(tfc_tensor_is_read_only(src) == 0);
+    CHECK_ERR(tfc_tensor_copy_from(t, src), TFC_ERR_INVALID_ARG, "tfc_tensor_copy_from: dst f32 [2,3] is read-only");
+    CHECK_ERR(tfc_tensor_copy_from_host(t, host, sizeof host), TFC_ERR_INVALID_ARG,
+              "tfc_tensor_copy_from_host: t f32 [2,3] is read-only");
+    CHECK_ERR(tfc_tensor_fill(v, 0.0), TFC_ERR_INVALID_ARG, "tfc_tensor_fill: t f32 [3,2] is read-only");
+    CHECK_ERR(tfc_tensor_fill_normal(t, 0, 1, 1, 0), TFC_ERR_INVALID_ARG, "is read-only");
+    CHECK_ERR(tfc_tensor_fill_uniform(t, 0, 1, 1, 0), TFC_ERR_INVALID_ARG, "is read-only");
+    CHECK_ERR(tfc_gelu_forward(src, 0, t), TFC_ERR_INVALID_ARG, "tfc_gelu_forward: y f32 [2,3] is read-only");
+    int64_t one = 1, i0 = 0;
+    float nine = 9;
+    CHECK_OK(tfc_tensor_from_data(&i0, &one, 1, TFC_DTYPE_I64, &idx));
+    CHECK_OK(tfc_tensor_from_data(&nine, &one, 1, TFC_DTYPE_F32, &val));
+    tfc_tensor *flat = NULL;
+    int64_t six = 6;
+    CHECK_OK(tfc_reshape(NULL, t, &six, 1, &flat));
+    CHECK(tfc_tensor_is_read_only(flat) == 1);
+    CHECK_ERR(tfc_index_put(NULL, flat, idx, val, 0), TFC_ERR_INVALID_ARG, "tfc_index_put: x f32 [6] is read-only");
+    /* an optimizer step on a read-only parameter is refused before any parameter moves */
+    tfc_optim *opt = NULL;
+    CHECK_OK(tfc_tensor_set_requires_grad(t, 1));
+    CHECK_OK(tfc_tensor_set_grad(t, src));
+    CHECK_OK(tfc_optim_sgd(NULL, &opt));
+    CHECK_OK(tfc_optim_add_params(opt, &t, 1, NULL));
+    CHECK_ERR(tfc_optim_step(opt), TFC_ERR_INVALID_ARG, "parameter 0 f32 [2,3] is read-only");
+    for (int i = 0; i < 6; i++) CHECK(mem[i] == (float)(i + 1));
+    /* reads are unaffected, and a clone is writable */
+    CHECK_OK(tfc_tensor_clone(v, &o));
+    CHECK(tfc_tensor_is_read_only(o) == 0);
+    CHECK_OK(tfc_tensor_fill(o, 2.0));
+    tfc_optim_release(opt);
+    tfc_tensor_release(o), tfc_tensor_release(flat), tfc_tensor_release(idx), tfc_tensor_release(val);
+    tfc_tensor_release(src), tfc_tensor_release(v), tfc_tensor_release(t);
+}

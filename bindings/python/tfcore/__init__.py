@@ -14,7 +14,9 @@ from ._dtype import (bfloat16, bool_, dtype, float16, float32, float64, int32, i
 from ._lib import (DtypeError, Error, InvalidArgumentError, OutOfMemoryError, ShapeError, TfcIOError,
                    TfcRuntimeError, ffi, lib, library_path)
 from .autograd import checkpoint, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from ._lib import GraphError  # noqa: F401  (freed graph / anomaly: RuntimeError and ValueError)
+from ._lib import GraphError  # noqa: F401  (freed graph, saved tensor modified in place, anomaly)
+from ._lib import UnsupportedDtypeError  # noqa: F401  (mean of ints, argmax of bool: RuntimeError and TypeError)
+from ._lib import ReadOnlyError  # noqa: F401  (a write into read-only memory: RuntimeError and ValueError)
 from .tensor import (Device, Tensor, arange, as_tensor, device, empty, from_numpy, full, full_like, manual_seed,
                      ones, ones_like, rand, randn, tensor, zeros, zeros_like)
 from .functional import (argmax, argmin, attention, cat, chunk, concat, cross_entropy, dropout, embedding, exp,

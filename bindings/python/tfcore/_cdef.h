@@ -6,6 +6,7 @@
 #define TFC_VERSION_NUMBER 10000
 #define TFC_MAX_DIMS 8
 #define TFC_GRAD_ACCUMULATE 1
+#define TFC_WRAP_READ_ONLY 1
 #define TFC_CHECKPOINT_MAX_INPUTS 8
 #define TFC_CUSTOM_MAX_SAVED 8
 #define TFC_GELU_ERF 0
@@ -75,6 +76,7 @@ tfc_status tfc_tensor_full(const int64_t *dims, int32_t ndim, tfc_dtype dtype, d
 tfc_status tfc_tensor_arange(double start, double end, double step, tfc_dtype dtype, tfc_tensor **out);
 tfc_status tfc_tensor_from_data(const void *data, const int64_t *dims, int32_t ndim, tfc_dtype dtype, tfc_tensor **out);
 tfc_status tfc_tensor_wrap(void *data, const int64_t *dims, const int64_t *strides, int32_t ndim, tfc_dtype dtype, tfc_deleter deleter, void *deleter_ctx, tfc_tensor **out);
+tfc_status tfc_tensor_wrap_ex(void *data, const int64_t *dims, const int64_t *strides, int32_t ndim, tfc_dtype dtype, uint32_t flags, tfc_deleter deleter, void *deleter_ctx, tfc_tensor **out);
 tfc_status tfc_tensor_randn(const int64_t *dims, int32_t ndim, tfc_dtype dtype, uint64_t seed, uint64_t offset, tfc_tensor **out);
 tfc_status tfc_tensor_rand(const int64_t *dims, int32_t ndim, tfc_dtype dtype, uint64_t seed, uint64_t offset, tfc_tensor **out);
 tfc_status tfc_tensor_uniform(const int64_t *dims, int32_t ndim, tfc_dtype dtype, double low, double high, uint64_t seed, uint64_t offset, tfc_tensor **out);
@@ -95,6 +97,7 @@ int64_t tfc_tensor_storage_offset(const tfc_tensor *t);
 int32_t tfc_tensor_is_contiguous(const tfc_tensor *t);
 int32_t tfc_tensor_shares_storage(const tfc_tensor *a, const tfc_tensor *b);
 uint64_t tfc_tensor_version(const tfc_tensor *t);
+int32_t tfc_tensor_is_read_only(const tfc_tensor *t);
 tfc_status tfc_tensor_copy_to_host(const tfc_tensor *t, void *dst, size_t nbytes);
 tfc_status tfc_tensor_copy_from_host(tfc_tensor *t, const void *src, size_t nbytes);
 tfc_status tfc_tensor_copy_from(tfc_tensor *dst, const tfc_tensor *src);
@@ -171,6 +174,7 @@ tfc_status tfc_max(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32
 tfc_status tfc_min(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t keepdim, tfc_tensor **out);
 tfc_status tfc_var(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t correction, int32_t keepdim, tfc_tensor **out);
 tfc_status tfc_argmax(const tfc_tensor *x, int32_t dim, int32_t keepdim, tfc_tensor **out);
+tfc_status tfc_argmin(const tfc_tensor *x, int32_t dim, int32_t keepdim, tfc_tensor **out);
 tfc_status tfc_softmax(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_tensor **out);
 tfc_status tfc_log_softmax(tfc_graph *g, const tfc_tensor *x, int32_t dim, tfc_tensor **out);
 tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);

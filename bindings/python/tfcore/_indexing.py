@@ -40,6 +40,11 @@ class _Adv:
         return len(self.arrays)
 
 
+
+
+class StringIndexError(IndexError, TypeError):
+    """t["a"]: a TypeError as in torch, and an IndexError like every other invalid index."""
+
 def _host(t):
     return (t if t.device.type == "cpu" else t.cpu()).numpy()
 
@@ -87,7 +92,10 @@ def _classify(item):
         if a.dtype == object:
             raise IndexError("tfcore: a list index must hold only ints or bools")
         return _from_array(a, "an array of")
-    if isinstance(item, (str, bytes, float, complex)) or type(item).__module__.startswith("torch"):
+    if isinstance(item, (str, bytes)):  # torch raises TypeError for a string index
+        raise StringIndexError("tfcore: only integers, slices (':'), ellipsis ('...'), None, and integer or "
+                               "boolean tensors are valid indices (got %s)" % type(item).__name__)
+    if isinstance(item, (float, complex)) or type(item).__module__.startswith("torch"):
         raise IndexError("tfcore: only integers, slices (':'), ellipsis ('...'), None, and integer or "
                          "boolean tensors are valid indices (got %s)" % type(item).__name__)
     try:

@@ -94,9 +94,27 @@ class TfcRuntimeError(Error, RuntimeError):
 
 class GraphError(InvalidArgumentError, RuntimeError):
     """A backward through nodes whose saved tensors a backward without
-    retain_graph freed, or an anomaly found by detect_anomaly(): a
-    RuntimeError as in PyTorch (and a ValueError, as before)."""
+    retain_graph freed, a tensor saved for backward and modified in place
+    since, or an anomaly found by detect_anomaly(): a RuntimeError as in
+    PyTorch (and a ValueError, as before)."""
 
+
+class ReadOnlyError(InvalidArgumentError, RuntimeError):
+    """A write into a tensor over read-only memory (a non-writable numpy array
+    or memmap, a read-only DLPack import, or a view of one): a RuntimeError,
+    as torch raises for writes it refuses, and a ValueError like every
+    InvalidArgumentError."""
+
+
+class UnsupportedDtypeError(DtypeError, RuntimeError):
+    """A dtype an op does not take where PyTorch raises RuntimeError (the mean
+    or variance of an integer tensor, argmax of bool): a RuntimeError as in
+    PyTorch, and a TypeError like every DtypeError."""
+
+
+# Messages of TFC_ERR_DTYPE for which torch raises RuntimeError (lib/ops/reduce.c).
+_TORCH_RUNTIME_DTYPE = ("mean cannot infer an output dtype", "var only supports floating point",
+                        "do not take bool (as in torch)")
 
 _BY_STATUS = {
     lib.TFC_ERR_INVALID_ARG: InvalidArgumentError,
@@ -112,8 +130,13 @@ def error_for(status):
     msg = ffi.string(lib.tfc_last_error()).decode("utf-8", "replace")
     if not msg:
         msg = ffi.string(lib.tfc_status_name(status)).decode()
-    if status == lib.TFC_ERR_INVALID_ARG and ("anomaly detected" in msg or "without retain_graph=True" in msg):
+    if status == lib.TFC_ERR_INVALID_ARG and ("anomaly detected" in msg or "without retain_graph=True" in msg
+                                              or "was modified in place" in msg):
         return GraphError(msg, status)
+    if status == lib.TFC_ERR_INVALID_ARG and "is read-only (it wraps memory its owner marked read-only)" in msg:
+        return ReadOnlyError(msg, status)
+    if status == lib.TFC_ERR_DTYPE and any(m in msg for m in _TORCH_RUNTIME_DTYPE):
+        return UnsupportedDtypeError(msg, status)
     return _BY_STATUS.get(status, TfcRuntimeError)(msg, status)
 
 

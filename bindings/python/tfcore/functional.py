@@ -9,6 +9,7 @@ from collections import namedtuple as _namedtuple
 
 import numpy as _np
 
+from . import _dtype as _dtype_mod
 from . import autograd as _ag
 from ._lib import check, ffi, lib
 from .tensor import MinMax, Tensor, TopK, _call, _draw, _i32, _i64, _wrap, tensor
@@ -107,14 +108,22 @@ def max(x, dim=None, keepdim=False):
     values = _reduce(lib.tfc_max, x, dim, keepdim)
     if dim is None or not isinstance(dim, numbers.Integral):
         return values
-    return MinMax(values, argmax(x, dim, keepdim))
+    return MinMax(values, argmax(_arg_input(x), dim, keepdim))
 
 
 def min(x, dim=None, keepdim=False):
     values = _reduce(lib.tfc_min, x, dim, keepdim)
     if dim is None or not isinstance(dim, numbers.Integral):
         return values
-    return MinMax(values, argmin(x, dim, keepdim))
+    return MinMax(values, argmin(_arg_input(x), dim, keepdim))
+
+
+def _arg_input(x):
+    """torch's max(bool, dim) gives indices though argmax refuses bool: take them from a u8 copy."""
+    if x.dtype.code != lib.TFC_DTYPE_BOOL:
+        return x
+    with _ag.no_grad():
+        return x.to(_dtype_mod.uint8)
 
 
 def var(x, dim=None, unbiased=True, keepdim=False, correction=None):
@@ -129,19 +138,22 @@ def std(x, dim=None, unbiased=True, keepdim=False):
     return var(x, dim, unbiased, keepdim).sqrt()
 
 
-def argmax(x, dim=None, keepdim=False):
-    """Index (int64) of the first maximum along dim; over the flattened tensor when dim is None."""
+def _arg(fn, x, dim, keepdim):
     if dim is None:
         with _ag.no_grad():
             flat = x.reshape(-1)
-        return _call(lib.tfc_argmax, flat._h, 0, 0)
-    return _call(lib.tfc_argmax, x._h, int(dim), 1 if keepdim else 0)
+        return _call(fn, flat._h, 0, 0)
+    return _call(fn, x._h, operator.index(dim), 1 if keepdim else 0)
+
+
+def argmax(x, dim=None, keepdim=False):
+    """Index (int64) of the first maximum along dim; over the flattened tensor when dim is None."""
+    return _arg(lib.tfc_argmax, x, dim, keepdim)
 
 
 def argmin(x, dim=None, keepdim=False):
-    """Index of the first minimum (the first maximum of −x)."""
-    with _ag.no_grad():
-        return argmax(-x, dim, keepdim)
+    """Index (int64) of the first minimum along dim; over the flattened tensor when dim is None."""
+    return _arg(lib.tfc_argmin, x, dim, keepdim)
 
 
 # ---- softmax, linear algebra, layers -----------------------------------------------
@@ -256,11 +268,23 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return matmul(weights, value)
 
 
+def _check_dropout_p(p):
+    """torch 1.13's rule: p is a number in [0, 1] (ValueError otherwise; TypeError for a non-number)."""
+    if isinstance(p, (str, bytes, bool)) or not isinstance(p, numbers.Real):
+        raise TypeError("dropout probability must be a number, got %s %r" % (type(p).__name__, p))
+    if not 0 <= p <= 1:
+        raise ValueError("dropout probability has to be between 0 and 1, but got {}".format(p))
+
+
 def dropout(x, p=0.5, training=True, seed=None):
     """Inverted dropout; identity when not training or p == 0. The mask comes
-    from tfcore's Philox stream (tfcore.manual_seed) or from (seed, 0)."""
+    from tfcore's Philox stream (tfcore.manual_seed) or from (seed, 0). p == 1
+    zeros everything (x · 0, as torch 1.13: NaN stays NaN, the gradient is 0)."""
+    _check_dropout_p(p)
     if not training or p == 0:
         return x
+    if p == 1:
+        return x * 0.0
     s, off = (int(seed), 0) if seed is not None else _draw(x.numel())
     return _call(lib.tfc_dropout, _ag.graph_for(x), x._h, float(p), s, off)
 

@@ -9,13 +9,14 @@
 Parameter names are Hugging Face GPT-2's (transformer.h.0.attn.c_attn.weight,
 ...); block Linear weights are stored [in, out] (HF's Conv1D layout).
 """
+import numbers
 import os
 
 from . import _dtype
 from . import autograd as _ag
 from ._dtype import as_dtype
-from ._lib import check, ffi, lib
-from .tensor import Tensor, _wrap, tensor
+from ._lib import InvalidArgumentError, check, ffi, lib
+from .tensor import Tensor, _id_array, _int_arg, _wrap, tensor
 
 _LLMC_MAGIC = 20240326  # llm.c GPT-2 checkpoints start with it (int32 little-endian)
 
@@ -78,10 +79,15 @@ class GPTConfig:
         return "GPTConfig(%s)" % ", ".join("%s=%r" % kv for kv in self.to_dict().items())
 
 
-def _ids(x):
-    if isinstance(x, Tensor):
-        return x
-    return tensor(x, dtype=_dtype.int64)
+def _ids(x, fn="tfcore.GPT.forward", name="idx"):
+    x = _id_array(fn, name, x)
+    return x if isinstance(x, Tensor) else tensor(x, dtype=_dtype.int64)
+
+
+def _id_list(fn, name, x):
+    """A prompt as a list of Python ints (integer ids only: floats are a TypeError)."""
+    a = _id_array(fn, name, x)
+    return [int(i) for i in (a.tolist() if isinstance(a, Tensor) else a.reshape(-1).tolist())]
 
 
 class GPT:
@@ -209,6 +215,10 @@ class GPT:
         mlp.c_proj; "all-linear"). A starts Kaiming-uniform, B at zero (the model's
         outputs are unchanged); alpha defaults to rank. The base is frozen
         (requires_grad off); train lora_parameters(). Returns them."""
+        rank = _int_arg("tfcore.GPT.add_lora", "rank", rank)
+        seed = _int_arg("tfcore.GPT.add_lora", "seed", seed)
+        if alpha is not None and (isinstance(alpha, (str, bytes, bool)) or not isinstance(alpha, numbers.Real)):
+            raise TypeError("tfcore.GPT.add_lora: alpha must be a number, got %s %r" % (type(alpha).__name__, alpha))
         if not isinstance(targets, str):
             targets = ",".join(targets)
         c = ffi.new("tfc_lora_config *")
@@ -375,7 +385,7 @@ class GPT:
         loss is the mean cross-entropy against targets [B, T]. Recorded for
         backward unless under no_grad (never for a quantized model or head)."""
         idx = _ids(idx)
-        tg = ffi.NULL if targets is None else _ids(targets)._h
+        tg = ffi.NULL if targets is None else _ids(targets, name="targets")._h
         quantized = lib.tfc_gpt_quant_format(self._h) != 0 or lib.tfc_gpt_head_quant_format(self._h) != 0
         g = _ag.graph() if _ag.is_grad_enabled() and not quantized else ffi.NULL
         logits = ffi.new("tfc_tensor **")
@@ -390,7 +400,8 @@ class GPT:
         temperature 0 is greedy; top_k 0 and top_p 1 keep every token. The
         same seed gives the same tokens. callback(token) returning True stops;
         an exception it raises stops too and comes out of generate unchanged."""
-        prompt = [int(i) for i in (prompt.tolist() if isinstance(prompt, Tensor) else prompt)]
+        prompt = _id_list("tfcore.GPT.generate", "prompt", prompt)
+        max_new_tokens = _int_arg("tfcore.GPT.generate", "max_new_tokens", max_new_tokens)
         out = ffi.new("int32_t[]", max(int(max_new_tokens), 1))
         got, cb = _token_callback(callback)
         status = lib.tfc_gpt_generate(self._h, ffi.new("int32_t[]", prompt), len(prompt), int(max_new_tokens),
@@ -405,8 +416,10 @@ class GPT:
         once for all of them. Sequence i samples as generate(prompts[i], ...,
         seed=seed + i) does. callback(seq, token) returning True stops that
         sequence (its list is then shorter). Returns a list of lists of ids."""
-        seqs = [[int(i) for i in (p.tolist() if isinstance(p, Tensor) else p)] for p in prompts]
-        n, max_new = len(seqs), int(max_new_tokens)
+        fn = "tfcore.GPT.generate_batch"
+        seqs = [_id_list(fn, "prompts[%d]" % i, p) for i, p in enumerate(prompts)]
+        n, max_new = len(seqs), _int_arg(fn, "max_new_tokens", max_new_tokens)
+        self._check_batch(fn, seqs, max_new)  # before n x max_new ids are allocated
         keep = [ffi.new("int32_t[]", s) for s in seqs]  # alive until the call returns
         arr = ffi.new("const int32_t *[]", max(n, 1))
         lens = ffi.new("int32_t[]", max(n, 1))
@@ -431,6 +444,21 @@ class GPT:
             raise failed[0]
         return [list(ffi.unpack(out + i * max_new, produced[i])) for i in range(n)]
 
+    def _check_batch(self, fn, seqs, max_new):
+        """tfc_gpt_generate_batch's own argument checks (and its messages), made
+        before the n x max_new ids of output are allocated."""
+        if not seqs:
+            raise InvalidArgumentError("%s: n_seq is 0, need >= 1" % fn)
+        if not 0 <= max_new < 2 ** 31:
+            raise InvalidArgumentError("%s: max_new is %d, need >= 0 and < 2**31" % (fn, max_new))
+        vocab = int(self.config.vocab_size)
+        for i, s in enumerate(seqs):
+            if not s:
+                raise InvalidArgumentError("%s: n_prompts[%d] is 0, need >= 1" % (fn, i))
+            for j, t in enumerate(s):
+                if not 0 <= t < vocab:
+                    raise InvalidArgumentError("%s: prompts[%d][%d] is %d, outside [0, %d)" % (fn, i, j, t, vocab))
+
     def generate_speculative(self, draft, prompt, max_new_tokens, k=4, temperature=1.0, top_k=0, top_p=1.0, seed=0,
                              callback=None, stats=None):
         """max_new_tokens ids after prompt from this (target) model, with `draft` (a
@@ -438,7 +466,9 @@ class GPT:
         checks in one pass (tfc_gpt_generate_speculative): the output follows this
         model's distribution exactly; greedy gives generate(..., temperature=0)'s
         tokens. stats, a dict if given, receives drafted, accepted, target_passes."""
-        prompt = [int(i) for i in (prompt.tolist() if isinstance(prompt, Tensor) else prompt)]
+        prompt = _id_list("tfcore.GPT.generate_speculative", "prompt", prompt)
+        max_new_tokens = _int_arg("tfcore.GPT.generate_speculative", "max_new_tokens", max_new_tokens)
+        k = _int_arg("tfcore.GPT.generate_speculative", "k", k)
         out = ffi.new("int32_t[]", max(int(max_new_tokens), 1))
         st = ffi.new("tfc_spec_stats *")
         st.struct_size = ffi.sizeof("tfc_spec_stats")

@@ -47,6 +47,29 @@ def _shape_arg(args):
     return tuple(operator.index(d) for d in args)
 
 
+def _int_arg(fn, name, v):
+    """v as an int, checked as torch checks sizes and ranks: an int, a numpy
+    integer or anything with __index__; a float (8.5), a str or None is a
+    TypeError (int(8.5) would silently give 8)."""
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError("%s: %s must be an int, got %s %r" % (fn, name, type(v).__name__, v)) from None
+
+
+def _id_array(fn, name, x):
+    """Token ids as an int64 numpy array: an integer array, list or tensor. Floats (and bools)
+    are a TypeError, as for torch's embedding (they would be truncated)."""
+    if isinstance(x, Tensor):
+        if x.dtype not in (_dtype.int32, _dtype.int64):
+            raise TypeError("%s: %s must hold integer ids, got a %s tensor" % (fn, name, x.dtype.name))
+        return x
+    a = np.asarray(x)
+    if a.size and a.dtype.kind not in "iu":
+        raise TypeError("%s: %s must hold integer ids, got %s values" % (fn, name, a.dtype))
+    return a.astype(np.int64)
+
+
 def _is_scalar(x):
     return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
 
@@ -321,7 +344,11 @@ class Tensor:
         dt = self.dtype
         if dt is _dtype.bool_:
             return bool(v[0])
-        return v[0] if dt.is_floating_point else int(v[0])
+        if dt.is_floating_point:
+            return v[0]
+        if abs(v[0]) >= 2.0 ** 53:  # the double tfc_tensor_item gives rounds an int64 this large: read it exactly
+            return int(self.cpu().numpy().reshape(-1)[0])
+        return int(v[0])
 
     def tolist(self):
         return self.numpy().tolist()
@@ -452,6 +479,13 @@ class Tensor:
         return self
 
     @property
+    def is_read_only(self):
+        """True when this tensor wraps read-only memory (a non-writable numpy
+        array, a DLPack import flagged read-only) or is a view of one: writes
+        into it raise RuntimeError. tfcore's own; torch has no such flag."""
+        return bool(lib.tfc_tensor_is_read_only(self._h))
+
+    @property
     def _version(self):
         """How many times this tensor's memory was written in place (torch's t._version)."""
         return int(lib.tfc_tensor_version(self._h))
@@ -471,8 +505,12 @@ class Tensor:
         key = next(_array_ids)
         _live_arrays[key] = d  # released by the deleter when the last tensor over the memory goes
         out = ffi.new("tfc_tensor **")
-        status = lib.tfc_tensor_wrap(lib.tfc_tensor_data(self._h), _i64(self.shape), _i64(self.stride()), self.ndim,
-                                     self.dtype.code, _release_array_cb, ffi.cast("void *", key), out)
+        args = (lib.tfc_tensor_data(self._h), _i64(self.shape), _i64(self.stride()), self.ndim, self.dtype.code)
+        if self.is_read_only:
+            status = lib.tfc_tensor_wrap_ex(*args, lib.TFC_WRAP_READ_ONLY, _release_array_cb,
+                                            ffi.cast("void *", key), out)
+        else:
+            status = lib.tfc_tensor_wrap(*args, _release_array_cb, ffi.cast("void *", key), out)
         if status != 0:  # a layout wrap refuses (negative strides): the shared counter then
             del _live_arrays[key]
             lib.tfc_clear_error()
@@ -966,7 +1004,13 @@ def from_numpy(a):
     """A tensor over the numpy array's memory (no copy): writes through either
     show in both. The array is kept alive until the last tensor (or view)
     over it is released. Strides must be non-negative multiples of the item
-    size; dtypes float16/32/64, int32/64, uint8, bool."""
+    size; dtypes float16/32/64, int32/64, uint8, bool.
+
+    A non-writable array (``a.flags.writeable`` False: ``setflags(write=False)``,
+    a read-only ``np.memmap``, ``np.frombuffer`` of bytes) gives a read-only
+    tensor: every in-place op, ``copy_`` and optimizer step into it (or a
+    view of it) raises RuntimeError. torch 1.13 only warns there and lets
+    the write through (a segfault on a read-only memmap); tfcore refuses."""
     if not isinstance(a, np.ndarray):
         raise TypeError("tfcore.from_numpy: expected a numpy.ndarray, got %s" % type(a).__name__)
     dt = as_dtype(a.dtype)
@@ -980,9 +1024,11 @@ def from_numpy(a):
     key = next(_array_ids)
     _live_arrays[key] = a
     out = ffi.new("tfc_tensor **")
-    status = lib.tfc_tensor_wrap(ffi.cast("void *", a.ctypes.data), _i64(a.shape),
-                                 _i64([s // item for s in a.strides]), a.ndim, dt.code,
-                                 _release_array_cb, ffi.cast("void *", key), out)
+    args = (ffi.cast("void *", a.ctypes.data), _i64(a.shape), _i64([s // item for s in a.strides]), a.ndim, dt.code)
+    if a.flags.writeable:
+        status = lib.tfc_tensor_wrap(*args, _release_array_cb, ffi.cast("void *", key), out)
+    else:
+        status = lib.tfc_tensor_wrap_ex(*args, lib.TFC_WRAP_READ_ONLY, _release_array_cb, ffi.cast("void *", key), out)
     if status != 0:
         del _live_arrays[key]  # the deleter is not called on error
         check(status)

@@ -9,6 +9,7 @@ class Dropout(Module):
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
+        F._check_dropout_p(p)
         if p < 0 or p > 1:
             raise ValueError("dropout probability has to be between 0 and 1, but got {}".format(p))
         if inplace:

@@ -1,7 +1,7 @@
 """tfcore.nn.Embedding."""
 from .. import functional as F
 from .._dtype import as_dtype
-from ..tensor import empty
+from ..tensor import _int_arg, empty
 from . import init
 from .module import Module
 from .parameter import Parameter
@@ -17,8 +17,8 @@ class Embedding(Module):
         if padding_idx is not None or max_norm is not None or scale_grad_by_freq or sparse:
             raise ValueError("tfcore.nn.Embedding: padding_idx, max_norm, scale_grad_by_freq and sparse are not "
                              "supported")
-        self.num_embeddings = int(num_embeddings)
-        self.embedding_dim = int(embedding_dim)
+        self.num_embeddings = _int_arg("tfcore.nn.Embedding", "num_embeddings", num_embeddings)
+        self.embedding_dim = _int_arg("tfcore.nn.Embedding", "embedding_dim", embedding_dim)
         self.padding_idx = None
         if _weight is None:
             dt = as_dtype(dtype if dtype is not None else "float32")

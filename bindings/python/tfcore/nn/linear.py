@@ -3,7 +3,7 @@ import math
 
 from .. import functional as F
 from .._dtype import as_dtype
-from ..tensor import empty
+from ..tensor import _int_arg, empty
 from . import init
 from .module import Module
 from .parameter import Parameter
@@ -25,6 +25,8 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
+        in_features = _int_arg("tfcore.nn.Linear", "in_features", in_features)
+        out_features = _int_arg("tfcore.nn.Linear", "out_features", out_features)
         if in_features < 0 or out_features < 0:
             raise ValueError("tfcore.nn.Linear: in_features and out_features must be >= 0, got %d, %d"
                              % (in_features, out_features))

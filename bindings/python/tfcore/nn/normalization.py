@@ -3,7 +3,7 @@ import numbers
 
 from .. import functional as F
 from .._dtype import as_dtype
-from ..tensor import empty
+from ..tensor import _int_arg, empty
 from . import init
 from .module import Module
 from .parameter import Parameter
@@ -17,7 +17,7 @@ class LayerNorm(Module):
         super().__init__()
         if isinstance(normalized_shape, numbers.Integral):
             normalized_shape = (normalized_shape,)
-        normalized_shape = tuple(int(d) for d in normalized_shape)
+        normalized_shape = tuple(_int_arg("tfcore.nn.LayerNorm", "normalized_shape", d) for d in normalized_shape)
         if len(normalized_shape) != 1:
             raise ValueError("tfcore.nn.LayerNorm: only the last dim can be normalized, got normalized_shape %s"
                              % (normalized_shape,))
