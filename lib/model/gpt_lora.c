@@ -567,11 +567,15 @@ static tfc_status alpha_from_config(const char *fn, const char *file, int32_t ra
     const int err = ferror(f);
     fclose(f);
     json_t *root = NULL;
-    tfc_status s = !buf ? tfc_err(TFC_ERR_OOM, "%s: out of memory", fn)
-        : err           ? tfc_err(TFC_ERR_IO, "%s: cannot read %s", fn, cfgpath)
-        : n > CAP
-        ? tfc_err(TFC_ERR_FORMAT, "%s: %s is over %d bytes, too large for an adapter config", fn, cfgpath, CAP)
-        : tfc_json_parse(fn, cfgpath, buf, n, 0, &root);
+    tfc_status s = TFC_OK;
+    if (!buf)
+        s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    else if (err)
+        s = tfc_err(TFC_ERR_IO, "%s: cannot read %s", fn, cfgpath);
+    else if (n > CAP)
+        s = tfc_err(TFC_ERR_FORMAT, "%s: %s is over %d bytes, too large for an adapter config", fn, cfgpath, CAP);
+    else
+        s = tfc_json_parse(fn, cfgpath, buf, n, 0, &root);
     free(buf);
     if (s == TFC_OK && !json_is_object(root)) s = tfc_err(TFC_ERR_FORMAT, "%s: %s is not a JSON object", fn, cfgpath);
     double a = NAN;
@@ -587,7 +591,10 @@ static tfc_status alpha_from_config(const char *fn, const char *file, int32_t ra
     if (s == TFC_OK) s = tfc_json_get_bool(fn, cfgpath, root, "use_rslora", &rs, NULL);
     if (s == TFC_OK) s = refuse_peft_fields(fn, cfgpath, root);
     json_decref(root);
-    if (s == TFC_OK) *alpha = rs ? a * sqrt((double)rank) : a;
+    const double eff = rs ? a * sqrt((double)rank) : a;
+    if (s == TFC_OK && !isfinite(eff))
+        s = tfc_err(TFC_ERR_FORMAT, "%s: %s: \"lora_alpha\" %g at rank %d overflows", fn, cfgpath, a, (int)rank);
+    if (s == TFC_OK) *alpha = eff;
     return s;
 }
 

@@ -256,3 +256,9 @@ def test_lora_tensor_of_integer_dtype_is_refused(tmp_path):
     with pytest.raises(Exception, match="tensor '%s' is i32, need a float dtype" % name):
         m2.load_lora(d)
     assert m2.lora_config is None
+
+
+def test_peft_rslora_alpha_that_overflows_is_refused(tmp_path):
+    d, x, _ = _peft_dir(tmp_path, '{"r": 4, "lora_alpha": 1e308, "use_rslora": true}')
+    with pytest.raises(Exception, match='"lora_alpha" 1e\\+308 at rank 4 overflows'):
+        model("float32", 7).load_lora(d)
