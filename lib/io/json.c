@@ -182,6 +182,37 @@ tfc_status tfc_json_parse(const char *fn, const char *what, const void *buf, siz
     return tfc_err(TFC_ERR_FORMAT, "%s: malformed %s at byte %lld: %s", fn, what, p.byte, p.why);
 }
 
+tfc_status tfc_json_read(const char *fn, const char *what, FILE *f, size_t max, int flags, json_t **out) {
+    size_t n = 0, cap = 0;
+    char *buf = NULL;
+    for (;;) {
+        if (n == cap) {
+            if (cap > max) break;
+            const size_t want = cap ? (cap > max / 2 ? max + 1 : 2 * cap) : (max < 4096 ? max + 1 : 4096);
+            char *nb = realloc(buf, want);
+            if (!nb) {
+                free(buf);
+                return tfc_err(TFC_ERR_OOM, "%s: out of memory reading %s", fn, what);
+            }
+            buf = nb;
+            cap = want;
+        }
+        const size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0 || n < cap) {
+            if (!feof(f) && ferror(f)) {
+                free(buf);
+                return tfc_err(TFC_ERR_IO, "%s: cannot read %s", fn, what);
+            }
+            if (feof(f)) break;
+        }
+    }
+    tfc_status s = n > max ? tfc_err(TFC_ERR_FORMAT, "%s: %s is over %zu bytes", fn, what, max)
+                           : tfc_json_parse(fn, what, buf, n, flags, out);
+    free(buf);
+    return s;
+}
+
 /* obj[key], or NULL (and *found 0) when absent. */
 static const json_t *field(const json_t *obj, const char *key, int *found) {
     const json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;

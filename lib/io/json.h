@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "tfcore/core.h"
 
@@ -53,6 +54,14 @@ int tfc_json_load(const void *buf, size_t len, int flags, json_t **out, tfc_json
  * (TFC_ERR_OOM when memory ran out).
  */
 tfc_status tfc_json_parse(const char *fn, const char *what, const void *buf, size_t len, int flags, json_t **out);
+
+/*
+ * All of the open file f (at most max bytes; f stays open) parsed as
+ * tfc_json_parse does. Errors: TFC_ERR_IO "fn: cannot read <what>",
+ * TFC_ERR_FORMAT "fn: <what> is over <max> bytes", or tfc_json_parse's.
+ * The buffer grows with what is read: a 1 KB file costs about 1 KB.
+ */
+tfc_status tfc_json_read(const char *fn, const char *what, FILE *f, size_t max, int flags, json_t **out);
 
 /*
  * Field getters of an object: *found (nullable) says whether key is there;

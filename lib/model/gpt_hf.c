@@ -152,33 +152,20 @@ static tfc_status config_from_hf(const char *fn, const char *path, const hf_conf
 static tfc_status read_config_json(const char *fn, const char *path, tfc_gpt_config *c) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return tfc_err(TFC_ERR_IO, "%s: cannot open '%s': %s", fn, path, strerror(errno));
-    char *buf = malloc(HF_CONFIG_MAX + 1);
-    size_t n = buf ? fread(buf, 1, HF_CONFIG_MAX + 1, fp) : 0;
-    const int err = ferror(fp);
-    fclose(fp);
-    tfc_status s = TFC_OK;
-    if (!buf)
-        s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    else if (err)
-        s = tfc_err(TFC_ERR_IO, "%s: cannot read '%s'", fn, path);
-    else if (n > HF_CONFIG_MAX)
-        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' is over %u bytes, too large for a config", fn, path, HF_CONFIG_MAX);
     hf_config h = {INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN,
                    NAN,       -1,        -1,        -1,        -1,        NULL,      NULL};
-    if (s == TFC_OK) {
-        json_t *root = NULL;
-        s = tfc_json_parse(fn, "config.json", buf, n, 0, &root);
-        if (s == TFC_OK) s = parse_config(fn, root, &h);
-        json_decref(root);
-        if (s != TFC_OK) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", tfc_last_error());
-            s = tfc_err(s, "%s ('%s')", why, path);
-        }
+    json_t *root = NULL;
+    tfc_status s = tfc_json_read(fn, "config.json", fp, HF_CONFIG_MAX, 0, &root);
+    fclose(fp);
+    if (s == TFC_OK) s = parse_config(fn, root, &h);
+    json_decref(root);
+    if (s != TFC_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", tfc_last_error());
+        s = tfc_err(s, "%s ('%s')", why, path);
     }
     if (s == TFC_OK) s = config_from_hf(fn, path, &h, c);
     hf_config_free(&h);
-    free(buf);
     return s;
 }
 

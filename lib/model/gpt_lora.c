@@ -561,22 +561,9 @@ static tfc_status alpha_from_config(const char *fn, const char *file, int32_t ra
         return tfc_err(TFC_ERR_FORMAT,
                        "%s: '%s' has no tfc.lora.alpha metadata and there is no %s beside it to take lora_alpha from",
                        fn, file, cfgpath);
-    enum { CAP = 1 << 20 }; /* PEFT writes about 1 KB */
-    char *buf = malloc(CAP + 1);
-    const size_t n = buf ? fread(buf, 1, CAP + 1, f) : 0;
-    const int err = ferror(f);
-    fclose(f);
     json_t *root = NULL;
-    tfc_status s = TFC_OK;
-    if (!buf)
-        s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    else if (err)
-        s = tfc_err(TFC_ERR_IO, "%s: cannot read %s", fn, cfgpath);
-    else if (n > CAP)
-        s = tfc_err(TFC_ERR_FORMAT, "%s: %s is over %d bytes, too large for an adapter config", fn, cfgpath, CAP);
-    else
-        s = tfc_json_parse(fn, cfgpath, buf, n, 0, &root);
-    free(buf);
+    tfc_status s = tfc_json_read(fn, cfgpath, f, 1u << 20, 0, &root); /* PEFT writes about 1 KB */
+    fclose(f);
     if (s == TFC_OK && !json_is_object(root)) s = tfc_err(TFC_ERR_FORMAT, "%s: %s is not a JSON object", fn, cfgpath);
     double a = NAN;
     int64_t r = rank;
