@@ -12,7 +12,7 @@
 #   bash scripts/setup.sh --check [--for WHAT]   # only report; exit 1 if anything is missing
 set -euo pipefail
 
-build=(gcc meson ninja-build pkg-config libopenblas-dev libpcre2-dev binutils)
+build=(gcc meson ninja-build pkg-config libopenblas-dev libpcre2-dev libjansson-dev binutils)
 test=(
   # ABI baseline check (abidw / abidiff); the style check (scripts/format.sh)
   abigail-tools clang-format

@@ -2,6 +2,7 @@
 #include "model_source.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,8 +26,10 @@ static int weights_name_a_vocab(const char *dir) {
         for (int i = 0; i < 8; i++) n |= (uint64_t)len8[i] << (8 * i);
         char *h = n > 0 && n <= 100000000u ? malloc((size_t)n + 1) : NULL;
         if (h && fread(h, 1, (size_t)n, f) == (size_t)n) {
-            h[n] = 0;
-            found = strstr(h, "\"tfc.vocab\"") != NULL;
+            /* parsed (jansson): a tensor or a metadata value that merely mentions tfc.vocab does not count */
+            json_t *root = json_loadb(h, (size_t)n, JSON_REJECT_DUPLICATES, NULL);
+            found = json_object_get(json_object_get(root, "__metadata__"), "tfc.vocab") != NULL;
+            json_decref(root);
         }
         free(h);
     }

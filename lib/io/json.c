@@ -1,7 +1,7 @@
 /*
- * JSON reading and writing helpers (json.h). One strict reader for the
- * library: a document is untrusted input, so every step checks the end of
- * the range and nesting is bounded.
+ * JSON reading (over jansson) and writing helpers (json.h). A document is
+ * untrusted input: jansson's parse is strict, nesting is bounded and every
+ * getter checks the type and range of what it returns.
  */
 #include "io/json.h"
 
@@ -54,225 +54,218 @@ void tfc_sb_json_string(tfc_strbuf *b, const char *s) {
 
 /* ---- reading ----------------------------------------------------------------------- */
 
-tfc_status tfc_json_error(tfc_json *j, const char *why) {
-    return tfc_err(TFC_ERR_FORMAT, "%s: malformed %s at byte %lld: %s", j->fn, j->what, (long long)(j->p - j->start),
-                   why);
+/* jansson's messages (load.c) in the words the library's errors use; jansson's " near '...'" context follows. */
+static const char *const PHRASES[][2] = {
+    {"string or '}' expected", "expected a string key or '}'"},
+    {"'}' expected", "expected '}'"},
+    {"']' expected", "expected ']'"},
+    {"':' expected", "expected ':'"},
+    {"'[' or '{' expected", "expected a JSON object or array"},
+    {"invalid escape", "bad escape in a string"},
+    {"invalid Unicode escape", "bad \\u escape in a string"},
+    {"invalid Unicode", "unpaired surrogate in a string"},
+    {"premature end of input", "unterminated string"},
+    {"unexpected newline", "control character in a string"},
+    {"control character", "control character in a string"},
+    {"\\u0000", "NUL character in a string"},
+    {"NUL byte", "NUL character in a string"},
+    {"unable to decode byte", "invalid UTF-8"},
+    {"too big", "number out of range"},
+    {"real number overflow", "number out of range"},
+    {"end of file expected", "trailing bytes after the JSON value"},
+    {"maximum parsing depth", "nested too deep"},
+    {"invalid token", "invalid token"},
+    {"unexpected token", "unexpected token"},
+};
+
+static void describe(const json_error_t *e, tfc_json_problem *p) {
+    const char *t = e->text, *near = strstr(t, " near ");
+    const char *phrase = NULL;
+    for (size_t i = 0; i < sizeof PHRASES / sizeof PHRASES[0] && !phrase; i++)
+        if (strncmp(t, PHRASES[i][0], strlen(PHRASES[i][0])) == 0) phrase = PHRASES[i][1];
+    if (phrase)
+        snprintf(p->why, sizeof p->why, "%s%s", phrase, near ? near : "");
+    else
+        snprintf(p->why, sizeof p->why, "%s", t);
 }
 
-void tfc_json_skip_ws(tfc_json *j) {
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
-}
-
-int tfc_json_accept(tfc_json *j, char c) {
-    tfc_json_skip_ws(j);
-    if (j->p < j->end && *j->p == c) {
-        j->p++;
-        return 1;
+/*
+ * The key of a duplicate-key error: jansson stops just past the key's
+ * closing quote, so its opening quote is the nearest one before that is not
+ * escaped (preceded by an even number of backslashes); the key is decoded by
+ * jansson again.
+ */
+static void duplicate_key(const char *buf, size_t len, size_t end, tfc_json_problem *p) {
+    snprintf(p->key, sizeof p->key, "?");
+    if (end < 2 || end > len || buf[end - 1] != '"') return;
+    for (size_t q = end - 1; q-- > 0;) {
+        if (buf[q] != '"') continue;
+        size_t bs = 0;
+        while (bs < q && buf[q - 1 - bs] == '\\') bs++;
+        if (bs % 2) continue;
+        json_error_t e;
+        json_t *k = json_loadb(buf + q, end - q, JSON_DECODE_ANY, &e);
+        if (json_is_string(k)) snprintf(p->key, sizeof p->key, "%s", json_string_value(k));
+        json_decref(k);
+        return;
     }
+}
+
+/*
+ * The byte where buf first nests objects and arrays deeper than max, or -1:
+ * a lexical scan (brackets outside strings) run before jansson, so jansson
+ * itself never recurses deeper than max (its own limit is 2048).
+ */
+static long long too_deep_at(const char *buf, size_t len, int max) {
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char c = buf[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max) return (long long)i;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return -1;
+}
+
+int tfc_json_load(const void *buf, size_t len, int flags, json_t **out, tfc_json_problem *p) {
+    memset(p, 0, sizeof *p);
+    json_error_t e;
+    memset(&e, 0, sizeof e);
+    const long long deep = buf ? too_deep_at(buf, len, TFC_JSON_MAX_DEPTH) : -1;
+    if (deep >= 0) {
+        p->byte = deep;
+        snprintf(p->why, sizeof p->why, "nested more than %d deep", TFC_JSON_MAX_DEPTH);
+        return -1;
+    }
+    const size_t jf = flags & TFC_JSON_REFUSE_DUPLICATES ? JSON_REJECT_DUPLICATES : 0;
+    json_t *v = json_loadb(buf ? buf : "", len, jf, &e);
+    if (!v && json_error_code(&e) == json_error_duplicate_key) {
+        /* a malformed document is reported as such first: parse again, duplicates allowed */
+        const long long at = e.position;
+        memset(&e, 0, sizeof e);
+        json_t *again = json_loadb(buf, len, 0, &e);
+        if (again) {
+            json_decref(again);
+            p->byte = at;
+            p->duplicate = 1;
+            duplicate_key(buf, len, (size_t)at, p);
+            snprintf(p->why, sizeof p->why, "key '%s' appears twice", p->key);
+            return -1;
+        }
+    }
+    if (!v) {
+        p->byte = e.position;
+        p->oom = json_error_code(&e) == json_error_out_of_memory || !e.text[0];
+        if (p->oom)
+            snprintf(p->why, sizeof p->why, "out of memory");
+        else
+            describe(&e, p);
+        return -1;
+    }
+    *out = v;
     return 0;
 }
 
-static void put_utf8(tfc_strbuf *b, uint32_t cp) {
-    char u[4];
-    size_t n;
-    if (cp < 0x80) {
-        u[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xC0 | cp >> 6);
-        u[1] = (char)(0x80 | (cp & 63));
-        n = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xE0 | cp >> 12);
-        u[1] = (char)(0x80 | (cp >> 6 & 63));
-        u[2] = (char)(0x80 | (cp & 63));
-        n = 3;
-    } else {
-        u[0] = (char)(0xF0 | cp >> 18);
-        u[1] = (char)(0x80 | (cp >> 12 & 63));
-        u[2] = (char)(0x80 | (cp >> 6 & 63));
-        u[3] = (char)(0x80 | (cp & 63));
-        n = 4;
-    }
-    tfc_sb_put(b, u, n);
+tfc_status tfc_json_parse(const char *fn, const char *what, const void *buf, size_t len, int flags, json_t **out) {
+    tfc_json_problem p;
+    if (tfc_json_load(buf, len, flags, out, &p) == 0) return TFC_OK;
+    if (p.oom) return tfc_err(TFC_ERR_OOM, "%s: out of memory parsing %s", fn, what);
+    return tfc_err(TFC_ERR_FORMAT, "%s: malformed %s at byte %lld: %s", fn, what, p.byte, p.why);
 }
 
-static int hex4(const char *p, uint32_t *v) {
-    *v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        int d = c >= '0' && c <= '9' ? c - '0'
-            : c >= 'a' && c <= 'f'   ? c - 'a' + 10
-            : c >= 'A' && c <= 'F'   ? c - 'A' + 10
-                                     : -1;
-        if (d < 0) return 0;
-        *v = *v * 16 + (uint32_t)d;
-    }
-    return 1;
-}
-
-tfc_status tfc_json_string(tfc_json *j, char **out) {
-    if (!tfc_json_accept(j, '"')) return tfc_json_error(j, "expected a string");
-    tfc_strbuf b = {0};
-    tfc_sb_put(&b, "", 0);
+tfc_status tfc_json_read(const char *fn, const char *what, FILE *f, size_t max, int flags, json_t **out) {
+    size_t n = 0, cap = 0;
+    char *buf = NULL;
     for (;;) {
-        if (j->p >= j->end) {
-            free(b.p);
-            return tfc_json_error(j, "unterminated string");
-        }
-        unsigned char c = (unsigned char)*j->p++;
-        if (c == '"') break;
-        if (c < 0x20) {
-            free(b.p);
-            return tfc_json_error(j, "control character in a string");
-        }
-        if (c != '\\') {
-            tfc_sb_put(&b, (const char *)&c, 1);
-            continue;
-        }
-        if (j->p >= j->end) break;
-        char e = *j->p++;
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e && simple) {
-            static const char map[] = "\"\\/\b\f\n\r\t";
-            tfc_sb_put(&b, &map[simple - "\"\\/bfnrt"], 1);
-            continue;
-        }
-        uint32_t cp, lo;
-        if (e != 'u' || j->end - j->p < 4 || !hex4(j->p, &cp)) {
-            free(b.p);
-            return tfc_json_error(j, "bad escape in a string");
-        }
-        j->p += 4;
-        if (cp >= 0xD800 && cp < 0xDC00) {
-            if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u' || !hex4(j->p + 2, &lo) || lo < 0xDC00 ||
-                lo > 0xDFFF) {
-                free(b.p);
-                return tfc_json_error(j, "unpaired surrogate in a string");
+        if (n == cap) {
+            if (cap > max) break;
+            const size_t want = cap ? (cap > max / 2 ? max + 1 : 2 * cap) : (max < 4096 ? max + 1 : 4096);
+            char *nb = realloc(buf, want);
+            if (!nb) {
+                free(buf);
+                return tfc_err(TFC_ERR_OOM, "%s: out of memory reading %s", fn, what);
             }
-            j->p += 6;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        } else if (cp >= 0xDC00 && cp < 0xE000) {
-            free(b.p);
-            return tfc_json_error(j, "unpaired surrogate in a string");
+            buf = nb;
+            cap = want;
         }
-        if (cp == 0) {
-            free(b.p);
-            return tfc_json_error(j, "NUL character in a string");
+        const size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0 || n < cap) {
+            if (!feof(f) && ferror(f)) {
+                free(buf);
+                return tfc_err(TFC_ERR_IO, "%s: cannot read %s", fn, what);
+            }
+            if (feof(f)) break;
         }
-        put_utf8(&b, cp);
     }
-    if (b.oom) {
-        free(b.p);
-        return tfc_err(TFC_ERR_OOM, "%s: out of memory", j->fn);
-    }
-    *out = b.p;
-    return TFC_OK;
+    tfc_status s = n > max ? tfc_err(TFC_ERR_FORMAT, "%s: %s is over %zu bytes", fn, what, max)
+                           : tfc_json_parse(fn, what, buf, n, flags, out);
+    free(buf);
+    return s;
 }
 
-tfc_status tfc_json_uint(tfc_json *j, uint64_t *v) {
-    tfc_json_skip_ws(j);
-    if (j->p >= j->end || *j->p < '0' || *j->p > '9') return tfc_json_error(j, "expected a non-negative integer");
-    if (*j->p == '0' && j->p + 1 < j->end && j->p[1] >= '0' && j->p[1] <= '9')
-        return tfc_json_error(j, "leading zero in a number");
-    uint64_t x = 0;
-    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
-        if (x > (UINT64_C(1) << 62) / 5) return tfc_json_error(j, "integer too large");
-        x = x * 10 + (uint64_t)(*j->p++ - '0');
-    }
-    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'))
-        return tfc_json_error(j, "expected an integer");
-    *v = x;
-    return TFC_OK;
+/* obj[key], or NULL (and *found 0) when absent. */
+static const json_t *field(const json_t *obj, const char *key, int *found) {
+    const json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+    if (found) *found = v != NULL;
+    return v;
 }
 
-static int is_digit(const tfc_json *j) { return j->p < j->end && *j->p >= '0' && *j->p <= '9'; }
-
-tfc_status tfc_json_number(tfc_json *j, double *v) {
-    tfc_json_skip_ws(j);
-    /* JSON's grammar checked here, then strtod on a bounded copy (the range is not NUL-terminated) */
-    const char *b = j->p;
-    if (j->p < j->end && *j->p == '-') j->p++;
-    if (!is_digit(j)) return tfc_json_error(j, "expected a number");
-    if (*j->p == '0') {
-        j->p++;
-        if (is_digit(j)) return tfc_json_error(j, "leading zero in a number");
-    }
-    while (is_digit(j)) j->p++;
-    if (j->p < j->end && *j->p == '.') {
-        j->p++;
-        if (!is_digit(j)) return tfc_json_error(j, "expected digits after '.'");
-        while (is_digit(j)) j->p++;
-    }
-    if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
-        j->p++;
-        if (j->p < j->end && (*j->p == '+' || *j->p == '-')) j->p++;
-        if (!is_digit(j)) return tfc_json_error(j, "expected digits in an exponent");
-        while (is_digit(j)) j->p++;
-    }
-    char buf[64];
-    const size_t n = (size_t)(j->p - b);
-    if (n >= sizeof buf) return tfc_json_error(j, "number too long");
-    memcpy(buf, b, n);
-    buf[n] = 0;
-    *v = strtod(buf, NULL);
-    if (!isfinite(*v)) return tfc_json_error(j, "number out of range");
-    return TFC_OK;
-}
-
-static int word(tfc_json *j, const char *w) {
-    const size_t n = strlen(w);
-    if ((size_t)(j->end - j->p) < n || memcmp(j->p, w, n) != 0) return 0;
-    j->p += n;
-    return 1;
-}
-
-tfc_status tfc_json_literal(tfc_json *j, int *v) {
-    tfc_json_skip_ws(j);
-    if (word(j, "true"))
-        *v = 1;
-    else if (word(j, "false"))
-        *v = 0;
-    else if (word(j, "null"))
-        *v = -1;
-    else
-        return tfc_json_error(j, "expected true, false or null");
-    return TFC_OK;
-}
-
-static tfc_status skip_at(tfc_json *j, int depth) {
-    if (depth > 64) return tfc_json_error(j, "nested more than 64 deep");
-    tfc_json_skip_ws(j);
-    if (j->p >= j->end) return tfc_json_error(j, "expected a value");
-    const char c = *j->p;
-    if (c == '"') {
-        char *s = NULL;
-        TFC_TRY(tfc_json_string(j, &s));
-        free(s);
+tfc_status tfc_json_get_int(const char *fn, const char *what, const json_t *obj, const char *key, int64_t lo,
+                            int64_t hi, int64_t *v, int *found) {
+    const json_t *x = field(obj, key, found);
+    if (!x) return TFC_OK;
+    if (!json_is_number(x)) return tfc_err(TFC_ERR_FORMAT, "%s: %s: \"%s\" must be an integer", fn, what, key);
+    if (json_is_integer(x)) {
+        const json_int_t i = json_integer_value(x);
+        if (i < lo || i > hi)
+            return tfc_err(TFC_ERR_FORMAT, "%s: %s: \"%s\" is %lld, outside [%lld, %lld]", fn, what, key, (long long)i,
+                           (long long)lo, (long long)hi);
+        *v = i;
         return TFC_OK;
     }
-    if (c == '{' || c == '[') {
-        const char close = c == '{' ? '}' : ']';
-        j->p++;
-        if (tfc_json_accept(j, close)) return TFC_OK;
-        do {
-            if (c == '{') {
-                char *k = NULL;
-                TFC_TRY(tfc_json_string(j, &k));
-                free(k);
-                if (!tfc_json_accept(j, ':')) return tfc_json_error(j, "expected ':'");
-            }
-            TFC_TRY(skip_at(j, depth + 1));
-        } while (tfc_json_accept(j, ','));
-        if (!tfc_json_accept(j, close)) return tfc_json_error(j, c == '{' ? "expected '}'" : "expected ']'");
-        return TFC_OK;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        double d;
-        return tfc_json_number(j, &d);
-    }
-    int v;
-    return tfc_json_literal(j, &v);
+    const double d = json_real_value(x);
+    if (d != floor(d) || !(d >= (double)lo && d <= (double)hi))
+        return tfc_err(TFC_ERR_FORMAT, "%s: %s: \"%s\" is %g, not an integer in [%lld, %lld]", fn, what, key, d,
+                       (long long)lo, (long long)hi);
+    *v = (int64_t)d;
+    return TFC_OK;
 }
 
-tfc_status tfc_json_skip(tfc_json *j) { return skip_at(j, 0); }
+tfc_status tfc_json_get_number(const char *fn, const char *what, const json_t *obj, const char *key, double lo,
+                               double hi, double *v, int *found) {
+    const json_t *x = field(obj, key, found);
+    if (!x) return TFC_OK;
+    if (!json_is_number(x)) return tfc_err(TFC_ERR_FORMAT, "%s: %s: \"%s\" must be a number", fn, what, key);
+    const double d = json_number_value(x);
+    if (!(d >= lo && d <= hi))
+        return tfc_err(TFC_ERR_FORMAT, "%s: %s: \"%s\" is %g, outside [%g, %g]", fn, what, key, d, lo, hi);
+    *v = d;
+    return TFC_OK;
+}
+
+tfc_status tfc_json_get_bool(const char *fn, const char *what, const json_t *obj, const char *key, int *v, int *found) {
+    const json_t *x = field(obj, key, found);
+    if (!x) return TFC_OK;
+    if (!json_is_boolean(x)) return tfc_err(TFC_ERR_FORMAT, "%s: %s: \"%s\" must be true or false", fn, what, key);
+    *v = json_is_true(x);
+    return TFC_OK;
+}
+
+tfc_status tfc_json_get_string(const char *fn, const char *what, const json_t *obj, const char *key, const char **v,
+                               int *found) {
+    const json_t *x = field(obj, key, found);
+    if (!x) return TFC_OK;
+    if (!json_is_string(x)) return tfc_err(TFC_ERR_FORMAT, "%s: %s: \"%s\" must be a string", fn, what, key);
+    *v = json_string_value(x);
+    return TFC_OK;
+}

@@ -10,7 +10,8 @@
  *                               data + begin .. data + end
  *
  * The reader trusts nothing: header length within the file (and at most
- * 100 MB, the reference limit), strict JSON (only the shapes above), known
+ * 100 MB, the reference limit), strict JSON (jansson, io/json.h; only the
+ * shapes above, a name at most once), known
  * dtypes, end - begin == numel · dtype size, and the offsets must tile the
  * data section exactly (sorted, contiguous, no overlap, no gap, no tail).
  */
@@ -168,7 +169,7 @@ TFC_API tfc_status tfc_safetensors_save(const char *path, const char *const *nam
     return s;
 }
 
-/* ---- reading: a strict parser for the header's JSON ------------------------------------ */
+/* ---- reading: the header's JSON, parsed by jansson (io/json.h) ----------------------- */
 
 typedef struct st_tensor {
     char *name;
@@ -186,100 +187,112 @@ struct tfc_safetensors {
     int32_t n_meta, meta_cap;
 };
 
-static tfc_status parse_uint_array(tfc_json *ps, uint64_t *v, int32_t cap, int32_t *n, const char *what) {
-    if (!tfc_json_accept(ps, '[')) return tfc_json_error(ps, what);
-    *n = 0;
-    if (tfc_json_accept(ps, ']')) return TFC_OK;
-    do {
-        if (*n == cap) return tfc_json_error(ps, "array too long");
-        TFC_TRY(tfc_json_uint(ps, &v[(*n)++]));
-    } while (tfc_json_accept(ps, ','));
-    if (!tfc_json_accept(ps, ']')) return tfc_json_error(ps, "expected ']'");
+/* An array of at most cap non-negative integers into v[0, *n). */
+static tfc_status uint_array(const char *fn, const char *tname, const json_t *a, uint64_t *v, int32_t cap, int32_t *n,
+                             const char *what) {
+    if (!json_is_array(a)) return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s': %s", fn, tname, what);
+    if (json_array_size(a) > (size_t)cap)
+        return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s': array too long (%zu entries, at most %d)", fn, tname,
+                       json_array_size(a), (int)cap);
+    *n = (int32_t)json_array_size(a);
+    for (int32_t i = 0; i < *n; i++) {
+        const json_t *x = json_array_get(a, (size_t)i);
+        if (!json_is_integer(x))
+            return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s': %s (entry %d: expected an integer)", fn, tname, what,
+                           (int)i);
+        if (json_integer_value(x) < 0)
+            return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s': %s (entry %d: expected a non-negative integer)", fn, tname,
+                           what, (int)i);
+        v[i] = (uint64_t)json_integer_value(x);
+    }
     return TFC_OK;
 }
 
-static tfc_status parse_metadata(tfc_json *ps, tfc_safetensors *f) {
-    if (f->n_meta || f->meta) return tfc_json_error(ps, "__metadata__ appears twice");
-    if (!tfc_json_accept(ps, '{')) return tfc_json_error(ps, "__metadata__ must be an object of strings");
-    if (tfc_json_accept(ps, '}')) return TFC_OK;
-    do {
-        char *k = NULL, *v = NULL;
-        TFC_TRY(tfc_json_string(ps, &k));
-        tfc_status s = tfc_json_accept(ps, ':') ? tfc_json_string(ps, &v) : tfc_json_error(ps, "expected ':'");
-        if (s == TFC_OK && f->n_meta == f->meta_cap) {
-            int32_t cap = f->meta_cap ? 2 * f->meta_cap : 8;
-            char **nm = realloc(f->meta, (size_t)cap * 2 * sizeof *nm);
-            if (!nm)
-                s = tfc_err(TFC_ERR_OOM, "%s: out of memory", ps->fn);
-            else {
-                f->meta = nm;
-                f->meta_cap = cap;
-            }
-        }
-        if (s != TFC_OK) {
-            free(k);
-            free(v);
-            return s == TFC_ERR_FORMAT ? tfc_json_error(ps, "__metadata__ values must be strings") : s;
-        }
-        f->meta[2 * f->n_meta] = k;
-        f->meta[2 * f->n_meta + 1] = v;
+static tfc_status parse_metadata(const char *fn, const json_t *obj, tfc_safetensors *f) {
+    if (!json_is_object(obj)) return tfc_err(TFC_ERR_FORMAT, "%s: __metadata__ must be an object of strings", fn);
+    const size_t n = json_object_size(obj);
+    f->meta = n ? calloc(2 * n, sizeof *f->meta) : NULL;
+    if (n && !f->meta) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    f->meta_cap = (int32_t)n;
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, k, v) {
+        if (!json_is_string(v))
+            return tfc_err(TFC_ERR_FORMAT, "%s: __metadata__ values must be strings ('%s' is not)", fn, k);
+        f->meta[2 * f->n_meta] = strdup(k);
+        f->meta[2 * f->n_meta + 1] = strdup(json_string_value(v));
         f->n_meta++;
-    } while (tfc_json_accept(ps, ','));
-    if (!tfc_json_accept(ps, '}')) return tfc_json_error(ps, "expected '}' after __metadata__");
+        if (!f->meta[2 * f->n_meta - 2] || !f->meta[2 * f->n_meta - 1])
+            return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    }
     return TFC_OK;
 }
 
-static tfc_status parse_tensor_info(tfc_json *ps, st_tensor *t) {
-    if (!tfc_json_accept(ps, '{')) return tfc_json_error(ps, "a tensor entry must be an object");
-    int have_dtype = 0, have_shape = 0, have_off = 0;
-    do {
-        char *key = NULL;
-        TFC_TRY(tfc_json_string(ps, &key));
-        tfc_status s = tfc_json_accept(ps, ':') ? TFC_OK : tfc_json_error(ps, "expected ':'");
-        if (s == TFC_OK && strcmp(key, "dtype") == 0 && !have_dtype) {
-            char *dt = NULL;
-            s = tfc_json_string(ps, &dt);
-            if (s == TFC_OK && !st_dtype_of(dt, &t->dtype))
-                s = tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' has unknown or unsupported dtype '%s'", ps->fn, t->name,
-                            dt);
-            free(dt);
-            have_dtype = 1;
-        } else if (s == TFC_OK && strcmp(key, "shape") == 0 && !have_shape) {
-            uint64_t d[TFC_MAX_DIMS];
-            s = parse_uint_array(ps, d, TFC_MAX_DIMS, &t->ndim, "shape must be an array of integers");
-            for (int32_t i = 0; s == TFC_OK && i < t->ndim; i++) t->dims[i] = (int64_t)d[i];
-            have_shape = 1;
-        } else if (s == TFC_OK && strcmp(key, "data_offsets") == 0 && !have_off) {
-            uint64_t o[2];
-            int32_t no = 0;
-            s = parse_uint_array(ps, o, 2, &no, "data_offsets must be [begin, end]");
-            if (s == TFC_OK && no != 2) s = tfc_json_error(ps, "data_offsets must have two entries");
-            t->begin = o[0];
-            t->end = o[1];
-            have_off = 1;
-        } else if (s == TFC_OK) {
-            s = tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' has an unknown or repeated key '%s'", ps->fn, t->name, key);
-        }
-        free(key);
-        TFC_TRY(s);
-    } while (tfc_json_accept(ps, ','));
-    if (!tfc_json_accept(ps, '}')) return tfc_json_error(ps, "expected '}' after a tensor entry");
-    if (!have_dtype || !have_shape || !have_off)
-        return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' lacks %s", ps->fn, t->name,
-                       !have_dtype       ? "dtype"
-                           : !have_shape ? "shape"
-                                         : "data_offsets");
+static tfc_status parse_tensor_info(const char *fn, const json_t *obj, st_tensor *t) {
+    if (!json_is_object(obj))
+        return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s': a tensor entry must be an object", fn, t->name);
+    const json_t *dt = json_object_get(obj, "dtype"), *shape = json_object_get(obj, "shape"),
+                 *off = json_object_get(obj, "data_offsets");
+    const char *k;
+    const json_t *v;
+    json_object_foreach(
+        (json_t *)obj, k,
+        v) if (strcmp(k, "dtype") && strcmp(k, "shape") &&
+               strcmp(k, "data_offsets")) return tfc_err(TFC_ERR_FORMAT,
+                                                         "%s: tensor '%s' has an unknown or repeated key '%s'", fn,
+                                                         t->name, k);
+    if (!dt || !shape || !off)
+        return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' lacks %s", fn, t->name,
+                       !dt          ? "dtype"
+                           : !shape ? "shape"
+                                    : "data_offsets");
+    if (!json_is_string(dt) || !st_dtype_of(json_string_value(dt), &t->dtype))
+        return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' has unknown or unsupported dtype '%s'", fn, t->name,
+                       json_is_string(dt) ? json_string_value(dt) : "(not a string)");
+    uint64_t d[TFC_MAX_DIMS], o[2];
+    int32_t no = 0;
+    TFC_TRY(uint_array(fn, t->name, shape, d, TFC_MAX_DIMS, &t->ndim, "shape must be an array of integers"));
+    for (int32_t i = 0; i < t->ndim; i++) t->dims[i] = (int64_t)d[i];
+    TFC_TRY(uint_array(fn, t->name, off, o, 2, &no, "data_offsets must be [begin, end]"));
+    if (no != 2) return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s': data_offsets must have two entries", fn, t->name);
+    t->begin = o[0];
+    t->end = o[1];
     return TFC_OK;
+}
+
+/* The header's tensors and metadata into f (a tensor name twice is refused by the parse). */
+static tfc_status parse_header(const char *fn, const char *hdr, size_t hlen, tfc_safetensors *f) {
+    json_t *root = NULL;
+    TFC_TRY(tfc_json_parse(fn, "safetensors header", hdr, hlen, TFC_JSON_REFUSE_DUPLICATES, &root));
+    tfc_status s = json_is_object(root)
+        ? TFC_OK
+        : tfc_err(TFC_ERR_FORMAT, "%s: malformed safetensors header: the header must be a JSON object", fn);
+    const size_t n = json_is_object(root) ? json_object_size(root) : 0;
+    if (s == TFC_OK && n) {
+        f->tensors = calloc(n, sizeof *f->tensors);
+        f->cap = (int32_t)n;
+        if (!f->tensors) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        if (s != TFC_OK) break;
+        if (strcmp(k, "__metadata__") == 0) {
+            s = parse_metadata(fn, v, f);
+            continue;
+        }
+        st_tensor *t = &f->tensors[f->n++];
+        if (!(t->name = strdup(k))) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+        if (s == TFC_OK) s = parse_tensor_info(fn, v, t);
+    }
+    json_decref(root);
+    return s;
 }
 
 static int by_begin(const void *a, const void *b) {
     const st_tensor *x = a, *y = b;
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
     return x->end < y->end ? -1 : x->end > y->end;
-}
-
-static int by_tensor_name(const void *a, const void *b) {
-    return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name);
 }
 
 TFC_API void tfc_safetensors_release(tfc_safetensors *f) {
@@ -306,48 +319,7 @@ static tfc_status parse_file(const char *fn, const unsigned char *buf, size_t le
     if (hlen > len - 8)
         return tfc_err(TFC_ERR_FORMAT, "%s: header length %llu runs past the end of the %zu-byte file", fn,
                        (unsigned long long)hlen, len);
-    tfc_json ps = {(const char *)buf + 8, (const char *)buf + 8 + hlen, (const char *)buf + 8, fn,
-                   "safetensors header"};
-    if (!tfc_json_accept(&ps, '{')) return tfc_json_error(&ps, "the header must be a JSON object");
-    if (!tfc_json_accept(&ps, '}')) {
-        do {
-            char *name = NULL;
-            TFC_TRY(tfc_json_string(&ps, &name));
-            tfc_status s = tfc_json_accept(&ps, ':') ? TFC_OK : tfc_json_error(&ps, "expected ':'");
-            if (s == TFC_OK && strcmp(name, "__metadata__") == 0) {
-                free(name);
-                TFC_TRY(parse_metadata(&ps, f));
-                continue;
-            }
-            if (s == TFC_OK && f->n == f->cap) {
-                int32_t cap = f->cap ? 2 * f->cap : 16;
-                st_tensor *nt = realloc(f->tensors, (size_t)cap * sizeof *nt);
-                if (!nt)
-                    s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-                else {
-                    f->tensors = nt;
-                    f->cap = cap;
-                }
-            }
-            if (s != TFC_OK) {
-                free(name);
-                return s;
-            }
-            st_tensor *t = &f->tensors[f->n++];
-            memset(t, 0, sizeof *t);
-            t->name = name;
-            TFC_TRY(parse_tensor_info(&ps, t));
-        } while (tfc_json_accept(&ps, ','));
-        if (!tfc_json_accept(&ps, '}')) return tfc_json_error(&ps, "expected '}' at the end of the header");
-    }
-    tfc_json_skip_ws(&ps);
-    if (ps.p != ps.end) return tfc_json_error(&ps, "trailing bytes after the JSON object");
-    if (f->n > 1) {
-        qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_tensor_name);
-        for (int32_t i = 1; i < f->n; i++)
-            if (strcmp(f->tensors[i - 1].name, f->tensors[i].name) == 0)
-                return tfc_err(TFC_ERR_FORMAT, "%s: tensor '%s' appears twice", fn, f->tensors[i].name);
-    }
+    TFC_TRY(parse_header(fn, (const char *)buf + 8, (size_t)hlen, f));
     if (f->n > 1) qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_begin);
     const uint64_t data_len = len - 8 - hlen;
     const unsigned char *data = buf + 8 + hlen;

@@ -3,8 +3,8 @@
  * save_pretrained): config.json in GPT2Config's schema and model.safetensors
  * under HF's names. Our parameter names and layouts are HF's already
  * (gpt.h: Conv1D [in, out] weights), so tensors travel as they are; what
- * this file adds is config.json (read with the library's one JSON reader,
- * lib/io/json.c) and the name variants found in the wild: GPT2Model's bare
+ * this file adds is config.json (parsed by jansson through lib/io/json.h)
+ * and the name variants found in the wild: GPT2Model's bare
  * names ("h.0.attn.c_attn.weight", "wte.weight"), the attention mask
  * buffers older transformers saved ("attn.bias", "attn.masked_bias"), an
  * lm_head.weight stored although tied. Tokenizer files (vocab.json,
@@ -48,83 +48,55 @@ static void hf_config_free(hf_config *h) {
     free(h->activation);
 }
 
-/* An integer value (JSON number with no fraction) in int32 range; null gives -1 where nullable. */
-static tfc_status json_int(tfc_json *j, const char *key, int nullable, int32_t *v) {
-    tfc_json_skip_ws(j);
-    if (nullable && j->p < j->end && *j->p == 'n') {
-        int lit;
-        TFC_TRY(tfc_json_literal(j, &lit));
-        *v = -1;
-        return TFC_OK;
+/*
+ * h from config.json's tree. Numbers are range-checked here, by name: the
+ * sizes as 32-bit integers (INT32_MIN marks "absent"; tfc_gpt_check_config
+ * then wants them >= 1),
+ * n_ctx >= 1, and layer_norm_epsilon a LayerNorm epsilon in (0, 1] (1e308
+ * or 1e-400 would be taken as such and give a silently different model).
+ * Keys the forward pass does not read (dropout rates, ids, task params) are
+ * not looked at; a key twice: the last wins, as in JSON.
+ */
+static tfc_status parse_config(const char *fn, const json_t *root, hf_config *h) {
+    static const char *W = "config.json";
+    if (!json_is_object(root)) return tfc_err(TFC_ERR_FORMAT, "%s: malformed config.json: expected a JSON object", fn);
+    static const struct {
+        const char *key;
+        size_t off;
+        int64_t lo;
+    } ints[] = {
+        {"n_layer", offsetof(hf_config, n_layer), INT32_MIN + 1},
+        {"n_head", offsetof(hf_config, n_head), INT32_MIN + 1},
+        {"n_embd", offsetof(hf_config, n_embd), INT32_MIN + 1},
+        {"n_positions", offsetof(hf_config, n_positions), INT32_MIN + 1},
+        {"n_ctx", offsetof(hf_config, n_ctx), 1},
+        {"vocab_size", offsetof(hf_config, vocab_size), INT32_MIN + 1},
+        {"n_inner", offsetof(hf_config, n_inner), 1},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        int32_t *dst = (int32_t *)((char *)h + ints[i].off);
+        if (strcmp(ints[i].key, "n_inner") == 0 && json_is_null(json_object_get(root, "n_inner"))) {
+            *dst = -1;
+            continue;
+        }
+        int64_t v = *dst;
+        TFC_TRY(tfc_json_get_int(fn, W, root, ints[i].key, ints[i].lo, INT32_MAX, &v, NULL));
+        *dst = (int32_t)v;
     }
-    double d;
-    if (j->p >= j->end || (*j->p != '-' && (*j->p < '0' || *j->p > '9')))
-        return tfc_err(TFC_ERR_FORMAT, "%s: config.json: \"%s\" must be an integer", j->fn, key);
-    TFC_TRY(tfc_json_number(j, &d));
-    if (d != floor(d) || d < INT32_MIN || d > INT32_MAX)
-        return tfc_err(TFC_ERR_FORMAT, "%s: config.json: \"%s\" is %g, not a 32-bit integer", j->fn, key, d);
-    *v = (int32_t)d;
-    return TFC_OK;
-}
-
-static tfc_status json_bool(tfc_json *j, const char *key, int *v) {
-    int lit = -2;
-    tfc_json_skip_ws(j);
-    if (j->p < j->end && (*j->p == 't' || *j->p == 'f')) TFC_TRY(tfc_json_literal(j, &lit));
-    if (lit < 0) return tfc_err(TFC_ERR_FORMAT, "%s: config.json: \"%s\" must be true or false", j->fn, key);
-    *v = lit;
-    return TFC_OK;
-}
-
-static tfc_status parse_config(tfc_json *j, hf_config *h) {
-    if (!tfc_json_accept(j, '{')) return tfc_json_error(j, "expected a JSON object");
-    if (!tfc_json_accept(j, '}')) {
-        do {
-            char *key = NULL;
-            TFC_TRY(tfc_json_string(j, &key));
-            tfc_status s = tfc_json_accept(j, ':') ? TFC_OK : tfc_json_error(j, "expected ':'");
-            static const struct {
-                const char *key;
-                size_t off;
-                int nullable;
-            } ints[] = {
-                {"n_layer", offsetof(hf_config, n_layer), 0}, {"n_head", offsetof(hf_config, n_head), 0},
-                {"n_embd", offsetof(hf_config, n_embd), 0},   {"n_positions", offsetof(hf_config, n_positions), 0},
-                {"n_ctx", offsetof(hf_config, n_ctx), 0},     {"vocab_size", offsetof(hf_config, vocab_size), 0},
-                {"n_inner", offsetof(hf_config, n_inner), 1},
-            };
-            int done = 0;
-            for (size_t i = 0; s == TFC_OK && i < sizeof ints / sizeof ints[0]; i++)
-                if (strcmp(key, ints[i].key) == 0) {
-                    s = json_int(j, key, ints[i].nullable, (int32_t *)((char *)h + ints[i].off));
-                    done = 1;
-                }
-            if (s == TFC_OK && !done) {
-                if (strcmp(key, "layer_norm_epsilon") == 0) {
-                    s = tfc_json_number(j, &h->eps);
-                } else if (strcmp(key, "tie_word_embeddings") == 0) {
-                    s = json_bool(j, key, &h->tie);
-                } else if (strcmp(key, "scale_attn_by_inverse_layer_idx") == 0) {
-                    s = json_bool(j, key, &h->inverse_layer_idx);
-                } else if (strcmp(key, "add_cross_attention") == 0) {
-                    s = json_bool(j, key, &h->cross_attention);
-                } else if (strcmp(key, "scale_attn_weights") == 0) {
-                    s = json_bool(j, key, &h->scale_attn);
-                } else if (strcmp(key, "model_type") == 0 && !h->model_type) {
-                    s = tfc_json_string(j, &h->model_type);
-                } else if (strcmp(key, "activation_function") == 0 && !h->activation) {
-                    s = tfc_json_string(j, &h->activation);
-                } else {
-                    s = tfc_json_skip(j); /* dropout rates, ids, task params, ...: nothing the forward pass reads */
-                }
-            }
-            free(key);
-            TFC_TRY(s);
-        } while (tfc_json_accept(j, ','));
-        if (!tfc_json_accept(j, '}')) return tfc_json_error(j, "expected '}'");
-    }
-    tfc_json_skip_ws(j);
-    if (j->p != j->end) return tfc_json_error(j, "trailing bytes after the JSON object");
+    int found = 0;
+    TFC_TRY(tfc_json_get_number(fn, W, root, "layer_norm_epsilon", -HUGE_VAL, HUGE_VAL, &h->eps, &found));
+    if (found && !(h->eps > 0 && h->eps <= 1))
+        return tfc_err(TFC_ERR_FORMAT,
+                       "%s: config.json: \"layer_norm_epsilon\" is %g, need a LayerNorm epsilon in (0, 1]", fn, h->eps);
+    TFC_TRY(tfc_json_get_bool(fn, W, root, "tie_word_embeddings", &h->tie, NULL));
+    TFC_TRY(tfc_json_get_bool(fn, W, root, "scale_attn_by_inverse_layer_idx", &h->inverse_layer_idx, NULL));
+    TFC_TRY(tfc_json_get_bool(fn, W, root, "add_cross_attention", &h->cross_attention, NULL));
+    TFC_TRY(tfc_json_get_bool(fn, W, root, "scale_attn_weights", &h->scale_attn, NULL));
+    const char *mt = NULL, *act = NULL;
+    TFC_TRY(tfc_json_get_string(fn, W, root, "model_type", &mt, NULL));
+    TFC_TRY(tfc_json_get_string(fn, W, root, "activation_function", &act, NULL));
+    if ((mt && !(h->model_type = strdup(mt))) || (act && !(h->activation = strdup(act))))
+        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     return TFC_OK;
 }
 
@@ -180,31 +152,20 @@ static tfc_status config_from_hf(const char *fn, const char *path, const hf_conf
 static tfc_status read_config_json(const char *fn, const char *path, tfc_gpt_config *c) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return tfc_err(TFC_ERR_IO, "%s: cannot open '%s': %s", fn, path, strerror(errno));
-    char *buf = malloc(HF_CONFIG_MAX + 1);
-    size_t n = buf ? fread(buf, 1, HF_CONFIG_MAX + 1, fp) : 0;
-    const int err = ferror(fp);
-    fclose(fp);
-    tfc_status s = TFC_OK;
-    if (!buf)
-        s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    else if (err)
-        s = tfc_err(TFC_ERR_IO, "%s: cannot read '%s'", fn, path);
-    else if (n > HF_CONFIG_MAX)
-        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' is over %u bytes, too large for a config", fn, path, HF_CONFIG_MAX);
     hf_config h = {INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN,
                    NAN,       -1,        -1,        -1,        -1,        NULL,      NULL};
-    if (s == TFC_OK) {
-        tfc_json j = {buf, buf + n, buf, fn, "config.json"};
-        s = parse_config(&j, &h);
-        if (s != TFC_OK) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", tfc_last_error());
-            s = tfc_err(s, "%s ('%s')", why, path);
-        }
+    json_t *root = NULL;
+    tfc_status s = tfc_json_read(fn, "config.json", fp, HF_CONFIG_MAX, 0, &root);
+    fclose(fp);
+    if (s == TFC_OK) s = parse_config(fn, root, &h);
+    json_decref(root);
+    if (s != TFC_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", tfc_last_error());
+        s = tfc_err(s, "%s ('%s')", why, path);
     }
     if (s == TFC_OK) s = config_from_hf(fn, path, &h, c);
     hf_config_free(&h);
-    free(buf);
     return s;
 }
 

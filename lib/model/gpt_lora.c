@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/json.h"
 #include "model/gpt_impl.h"
 #include "tfcore/io.h"
 
@@ -455,7 +456,7 @@ TFC_API tfc_status tfc_gpt_save_lora(const tfc_gpt *m, const char *path, const c
 }
 
 /* s as a JSON string (quotes, escapes) into f. */
-static void json_string(FILE *f, const char *s) {
+static void put_json_string(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\')
@@ -480,7 +481,7 @@ TFC_API tfc_status tfc_gpt_save_lora_config(const tfc_gpt *m, const char *path, 
     if (!f) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     fprintf(f, "{\n  \"peft_type\": \"LORA\",\n  \"task_type\": \"CAUSAL_LM\",\n  \"base_model_name_or_path\": ");
     if (base_model)
-        json_string(f, base_model);
+        put_json_string(f, base_model);
     else
         fputs("null", f);
     fprintf(f, ",\n  \"r\": %d,\n  \"lora_alpha\": %.17g,\n  \"lora_dropout\": 0.0,\n  \"target_modules\": [",
@@ -517,11 +518,38 @@ TFC_API tfc_status tfc_gpt_save_lora_config(const tfc_gpt *m, const char *path, 
     return s;
 }
 
+/* PEFT settings whose adapters this loader cannot reproduce: present and not "off" (null, {}, [], false), refused. */
+static tfc_status refuse_peft_fields(const char *fn, const char *cfgpath, const json_t *root) {
+    static const char *const unsupported[] = {"alpha_pattern",   "rank_pattern", "layers_to_transform",
+                                              "modules_to_save", "use_dora",     "lora_bias"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
+        const json_t *v = json_object_get(root, unsupported[i]);
+        const int off = !v || json_is_null(v) || json_is_false(v) ||
+            ((json_is_object(v) && json_object_size(v) == 0) || (json_is_array(v) && json_array_size(v) == 0));
+        if (!off)
+            return tfc_err(TFC_ERR_UNSUPPORTED, "%s: %s sets \"%s\", which the loader cannot honour", fn, cfgpath,
+                           unsupported[i]);
+    }
+    const char *bias = NULL, *type = NULL;
+    TFC_TRY(tfc_json_get_string(fn, cfgpath, root, "bias", &bias, NULL));
+    if (bias && strcmp(bias, "none") != 0)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: %s sets \"bias\": \"%s\"; only \"none\" is read", fn, cfgpath, bias);
+    TFC_TRY(tfc_json_get_string(fn, cfgpath, root, "peft_type", &type, NULL));
+    if (type && strcmp(type, "LORA") != 0)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: %s has peft_type \"%s\"; only \"LORA\" is read", fn, cfgpath, type);
+    return TFC_OK;
+}
+
 /*
- * alpha (and a check that the adapters use PEFT's plain scaling) from the
- * adapter_config.json in dir, the directory of a PEFT adapter file.
+ * alpha from the adapter_config.json beside file (a PEFT adapter file), for
+ * adapters of rank `rank` (from the tensor shapes). The document is parsed
+ * as JSON (lib/io/json.h: top-level keys only, the last of a repeated key
+ * wins); "r", when there, must be that rank. use_rslora's scale
+ * lora_alpha/√r is honoured as the plain-scaling alpha lora_alpha·√r (the
+ * set keeps alpha with scale alpha/r). Settings that change the adapters'
+ * math in ways the model does not compute are refused by name.
  */
-static tfc_status alpha_from_config(const char *fn, const char *file, double *alpha) {
+static tfc_status alpha_from_config(const char *fn, const char *file, int32_t rank, double *alpha) {
     char cfgpath[4200];
     const char *slash = strrchr(file, '/');
     if (slash)
@@ -533,23 +561,40 @@ static tfc_status alpha_from_config(const char *fn, const char *file, double *al
         return tfc_err(TFC_ERR_FORMAT,
                        "%s: '%s' has no tfc.lora.alpha metadata and there is no %s beside it to take lora_alpha from",
                        fn, file, cfgpath);
-    char buf[65536];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    json_t *root = NULL;
+    tfc_status s = tfc_json_read(fn, cfgpath, f, 1u << 20, 0, &root); /* PEFT writes about 1 KB */
     fclose(f);
-    buf[n] = 0;
-    const char *k = strstr(buf, "\"lora_alpha\"");
-    const char *colon = k ? strchr(k, ':') : NULL;
-    char *end = NULL;
-    double a = colon ? strtod(colon + 1, &end) : NAN;
-    if (!colon || end == colon + 1 || !isfinite(a) || a <= 0)
-        return tfc_err(TFC_ERR_FORMAT, "%s: %s has no usable \"lora_alpha\" (a number > 0)", fn, cfgpath);
-    const char *rs = strstr(buf, "\"use_rslora\"");
-    const char *rc = rs ? strchr(rs, ':') : NULL;
-    while (rc && (*++rc == ' ')) {}
-    if (rc && strncmp(rc, "true", 4) == 0)
-        return tfc_err(TFC_ERR_FORMAT, "%s: %s sets use_rslora (scale alpha/sqrt(r)), which is not supported", fn,
-                       cfgpath);
-    *alpha = a;
+    if (s == TFC_OK && !json_is_object(root)) s = tfc_err(TFC_ERR_FORMAT, "%s: %s is not a JSON object", fn, cfgpath);
+    double a = NAN;
+    int64_t r = rank;
+    int rs = 0, have_a = 0;
+    if (s == TFC_OK) s = tfc_json_get_number(fn, cfgpath, root, "lora_alpha", -HUGE_VAL, HUGE_VAL, &a, &have_a);
+    if (s == TFC_OK && (!have_a || !(a > 0)))
+        s = tfc_err(TFC_ERR_FORMAT, "%s: %s has no usable \"lora_alpha\" (a number > 0)", fn, cfgpath);
+    if (s == TFC_OK) s = tfc_json_get_int(fn, cfgpath, root, "r", 1, INT32_MAX, &r, NULL);
+    if (s == TFC_OK && r != rank)
+        s = tfc_err(TFC_ERR_FORMAT, "%s: %s has \"r\": %lld but the tensors of '%s' have rank %d", fn, cfgpath,
+                    (long long)r, file, (int)rank);
+    if (s == TFC_OK) s = tfc_json_get_bool(fn, cfgpath, root, "use_rslora", &rs, NULL);
+    if (s == TFC_OK) s = refuse_peft_fields(fn, cfgpath, root);
+    json_decref(root);
+    const double eff = rs ? a * sqrt((double)rank) : a;
+    if (s == TFC_OK && !isfinite(eff))
+        s = tfc_err(TFC_ERR_FORMAT, "%s: %s: \"lora_alpha\" %g at rank %d overflows", fn, cfgpath, a, (int)rank);
+    if (s == TFC_OK) *alpha = eff;
+    return s;
+}
+
+/* The metadata tfc.lora.rank, when there, must be the rank of the tensors. */
+static tfc_status check_meta_rank(const char *fn, const char *file, const tfc_safetensors *f, int32_t rank) {
+    const char *rm = NULL;
+    if (tfc_safetensors_metadata(f, "tfc.lora.rank", &rm) != TFC_OK || !rm) return TFC_OK;
+    char *end;
+    errno = 0;
+    const long long r = strtoll(rm, &end, 10);
+    if (end == rm || *end || errno || r != rank)
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s': metadata tfc.lora.rank is '%s' but the tensors have rank %d", fn,
+                       file, rm, (int)rank);
     return TFC_OK;
 }
 
@@ -642,6 +687,10 @@ static tfc_status read_set(const tfc_gpt *m, const char *fn, const char *file, c
         else if (tfc_tensor_ndim(t) != 2)
             s = tfc_err(TFC_ERR_SHAPE, "%s: '%s': tensor '%s' has %d dims, need 2", fn, file, name,
                         (int)tfc_tensor_ndim(t));
+        else if (tfc_tensor_dtype(t) != TFC_DTYPE_F32 && tfc_tensor_dtype(t) != TFC_DTYPE_F64 &&
+                 tfc_tensor_dtype(t) != TFC_DTYPE_BF16 && tfc_tensor_dtype(t) != TFC_DTYPE_F16)
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': tensor '%s' is %s, need a float dtype", fn, file, name,
+                        tfc_dtype_name(tfc_tensor_dtype(t)));
         if (s != TFC_OK) {
             tfc_tensor_release(t);
             break;
@@ -680,6 +729,7 @@ static tfc_status read_set(const tfc_gpt *m, const char *fn, const char *file, c
                     fn, file);
     double alpha = NAN;
     const char *ameta = NULL, *tmeta = NULL;
+    if (s == TFC_OK) s = check_meta_rank(fn, file, f, rank);
     if (s == TFC_OK && tfc_safetensors_metadata(f, "tfc.lora.alpha", &ameta) == TFC_OK && ameta) {
         char *end;
         alpha = strtod(ameta, &end);
@@ -687,7 +737,7 @@ static tfc_status read_set(const tfc_gpt *m, const char *fn, const char *file, c
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': metadata tfc.lora.alpha is '%s', need a number > 0", fn, file,
                         ameta);
     } else if (s == TFC_OK)
-        s = alpha_from_config(fn, file, &alpha);
+        s = alpha_from_config(fn, file, rank, &alpha);
     char found[96];
     if (s == TFC_OK && (tfc_safetensors_metadata(f, "tfc.lora.targets", &tmeta) != TFC_OK || !tmeta)) {
         targets_of(has, L, found, sizeof found);

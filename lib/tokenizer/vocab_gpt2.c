@@ -3,7 +3,8 @@
  * characters: bytes_to_unicode() keeps the 188 printable Latin-1 bytes
  * ('!'..'~', '¡'..'¬', '®'..'ÿ') as themselves and maps the other 68 bytes,
  * in increasing order, to U+0100, U+0101, ... Here every string is decoded
- * (JSON escapes, then UTF-8, then that map inverted) back to raw bytes.
+ * (JSON escapes by jansson, then UTF-8, then that map inverted) back to raw
+ * bytes.
  * vocab.bpe lists merges "left right", rank = order in the file; merging
  * follows them exactly (as GPT-2's encoder.py does). encoder.json entries
  * that are neither one byte nor the result of a merge become special tokens.
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/json.h"
 #include "tokenizer/tokenizer_impl.h"
 
 /* Code point -> byte of GPT-2's alphabet, -1 for code points outside it. */
@@ -53,96 +55,6 @@ static long gpt2_text_to_bytes(const int32_t inv[324], const uint8_t *s, size_t 
     return k;
 }
 
-static void put_utf8(uint32_t cp, uint8_t *out, size_t *k) {
-    if (cp < 0x80)
-        out[(*k)++] = (uint8_t)cp;
-    else if (cp < 0x800) {
-        out[(*k)++] = (uint8_t)(0xC0 | cp >> 6);
-        out[(*k)++] = (uint8_t)(0x80 | (cp & 63));
-    } else if (cp < 0x10000) {
-        out[(*k)++] = (uint8_t)(0xE0 | cp >> 12);
-        out[(*k)++] = (uint8_t)(0x80 | (cp >> 6 & 63));
-        out[(*k)++] = (uint8_t)(0x80 | (cp & 63));
-    } else {
-        out[(*k)++] = (uint8_t)(0xF0 | cp >> 18);
-        out[(*k)++] = (uint8_t)(0x80 | (cp >> 12 & 63));
-        out[(*k)++] = (uint8_t)(0x80 | (cp >> 6 & 63));
-        out[(*k)++] = (uint8_t)(0x80 | (cp & 63));
-    }
-}
-
-/* JSON parsing over a buffer; errors carry the byte offset. */
-typedef struct json {
-    const uint8_t *p;
-    size_t n, i;
-} json;
-
-static void json_ws(json *j) {
-    while (j->i < j->n && (j->p[j->i] == ' ' || j->p[j->i] == '\n' || j->p[j->i] == '\r' || j->p[j->i] == '\t')) j->i++;
-}
-
-static int hex4(const uint8_t *p, uint32_t *v) {
-    *v = 0;
-    for (int k = 0; k < 4; k++) {
-        uint8_t c = p[k];
-        int d = c >= '0' && c <= '9' ? c - '0'
-            : c >= 'a' && c <= 'f'   ? c - 'a' + 10
-            : c >= 'A' && c <= 'F'   ? c - 'A' + 10
-                                     : -1;
-        if (d < 0) return -1;
-        *v = *v << 4 | (uint32_t)d;
-    }
-    return 0;
-}
-
-/* A JSON string into out (UTF-8, at most cap bytes): its length, or -1. */
-static long json_string(json *j, uint8_t *out, size_t cap) {
-    if (j->i >= j->n || j->p[j->i] != '"') return -1;
-    j->i++;
-    size_t k = 0;
-    while (j->i < j->n && j->p[j->i] != '"') {
-        if (k + 4 > cap) return -1;
-        uint8_t c = j->p[j->i++];
-        if (c < 0x20) return -1;
-        if (c != '\\') {
-            out[k++] = c;
-            continue;
-        }
-        if (j->i >= j->n) return -1;
-        c = j->p[j->i++];
-        switch (c) {
-        case '"':
-        case '\\':
-        case '/': out[k++] = c; break;
-        case 'b': out[k++] = '\b'; break;
-        case 'f': out[k++] = '\f'; break;
-        case 'n': out[k++] = '\n'; break;
-        case 'r': out[k++] = '\r'; break;
-        case 't': out[k++] = '\t'; break;
-        case 'u': {
-            uint32_t cp, lo;
-            if (j->i + 4 > j->n || hex4(j->p + j->i, &cp)) return -1;
-            j->i += 4;
-            if (cp >= 0xD800 && cp < 0xDC00) { /* surrogate pair */
-                if (j->i + 6 > j->n || j->p[j->i] != '\\' || j->p[j->i + 1] != 'u' || hex4(j->p + j->i + 2, &lo) ||
-                    lo < 0xDC00 || lo > 0xDFFF)
-                    return -1;
-                j->i += 6;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (cp >= 0xDC00 && cp < 0xE000) {
-                return -1;
-            }
-            put_utf8(cp, out, &k);
-            break;
-        }
-        default: return -1;
-        }
-    }
-    if (j->i >= j->n) return -1;
-    j->i++;
-    return (long)k;
-}
-
 typedef struct entry {
     int32_t id;
     uint32_t len;
@@ -156,89 +68,64 @@ typedef struct gpt2_vocab {
     uint8_t *produced; /* per entry: made by a merge */
 } gpt2_vocab;
 
+/* One encoder.json entry (key: the token in GPT-2's alphabet, x: its id) appended to v. */
+static tfc_status add_entry(const char *fn, const char *path, const int32_t inv[324], const char *key, const json_t *x,
+                            uint8_t *bytes, gpt2_vocab *v) {
+    const size_t kl = strlen(key);
+    if (kl > 4 * TFC_TOKEN_MAX_LEN)
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s': key '%.32s...' is longer than %d bytes", fn, path, key,
+                       4 * TFC_TOKEN_MAX_LEN);
+    const long bl = gpt2_text_to_bytes(inv, (const uint8_t *)key, kl, bytes);
+    if (bl <= 0)
+        return tfc_err(TFC_ERR_FORMAT,
+                       "%s: '%s': key '%.64s' is empty or has a character outside GPT-2's byte alphabet", fn, path,
+                       key);
+    if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= TFC_TOKENIZER_MAX_ID)
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s': key '%.64s': expected an id in [0, 2^30)", fn, path, key);
+    int added;
+    byte_slot *slot = byte_map_upsert(&v->index, bytes, (size_t)bl, (int64_t)v->n, &added);
+    if (!slot) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (!added) return tfc_err(TFC_ERR_FORMAT, "%s: '%s': key '%.64s': token appears twice", fn, path, key);
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 1024;
+        entry *e = realloc(v->entries, cap * sizeof *e);
+        if (!e) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+        v->entries = e;
+        v->cap = cap;
+    }
+    v->entries[v->n++] = (entry){(int32_t)json_integer_value(x), (uint32_t)bl, slot->off};
+    return TFC_OK;
+}
+
+/*
+ * encoder.json: one JSON object, token -> id, parsed by jansson (io/json.h).
+ * A key twice is refused (a JSON reader would keep the last; a vocabulary
+ * that lists a token twice is broken either way).
+ */
 static tfc_status parse_encoder(const char *fn, const char *path, const int32_t inv[324], const uint8_t *buf,
                                 size_t len, gpt2_vocab *v) {
-    uint8_t *s = malloc(4 * TFC_TOKEN_MAX_LEN + 8), *bytes = malloc(4 * TFC_TOKEN_MAX_LEN + 8);
-    tfc_status st = TFC_OK;
-    json j = {buf, len, 0};
-    if (!s || !bytes) {
-        st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-        goto done;
+    json_t *root = NULL;
+    tfc_json_problem p;
+    if (tfc_json_load(buf, len, TFC_JSON_REFUSE_DUPLICATES, &root, &p) != 0) {
+        if (p.oom) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+        if (p.duplicate) return tfc_err(TFC_ERR_FORMAT, "%s: '%s' byte %lld: token appears twice", fn, path, p.byte);
+        return tfc_err(TFC_ERR_FORMAT,
+                       "%s: '%s' byte %lld: %s (encoder.json is one object: in each entry expected a JSON string key, "
+                       "':' and an integer id)",
+                       fn, path, p.byte, p.why);
     }
-    json_ws(&j);
-    if (j.i >= j.n || buf[j.i++] != '{') {
+    uint8_t *bytes = malloc(4 * TFC_TOKEN_MAX_LEN + 8);
+    tfc_status st = bytes ? TFC_OK : tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (st == TFC_OK && !json_is_object(root))
         st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' does not start with a JSON object", fn, path);
-        goto done;
+    const char *key;
+    json_t *x;
+    json_object_foreach(root, key, x) {
+        if (st != TFC_OK) break;
+        st = add_entry(fn, path, inv, key, x, bytes, v);
     }
-    json_ws(&j);
-    if (j.i < j.n && buf[j.i] == '}') goto empty;
-    for (;;) {
-        json_ws(&j);
-        size_t at = j.i;
-        long sl = json_string(&j, s, 4 * TFC_TOKEN_MAX_LEN);
-        if (sl < 0) {
-            st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' byte %zu: expected a JSON string key (at most %d bytes)", fn, path,
-                         at, 4 * TFC_TOKEN_MAX_LEN);
-            goto done;
-        }
-        long bl = gpt2_text_to_bytes(inv, s, (size_t)sl, bytes);
-        if (bl <= 0) {
-            st = tfc_err(TFC_ERR_FORMAT,
-                         "%s: '%s' byte %zu: key is empty or has a character outside GPT-2's "
-                         "byte alphabet",
-                         fn, path, at);
-            goto done;
-        }
-        json_ws(&j);
-        if (j.i >= j.n || buf[j.i++] != ':') {
-            st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' byte %zu: expected ':'", fn, path, j.i);
-            goto done;
-        }
-        json_ws(&j);
-        size_t d0 = j.i;
-        while (j.i < j.n && buf[j.i] >= '0' && buf[j.i] <= '9') j.i++;
-        int64_t id;
-        if (tok_parse_int((const char *)buf + d0, j.i - d0, TFC_TOKENIZER_MAX_ID - 1, &id)) {
-            st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' byte %zu: expected an id in [0, 2^30)", fn, path, d0);
-            goto done;
-        }
-        int added;
-        byte_slot *slot = byte_map_upsert(&v->index, bytes, (size_t)bl, (int64_t)v->n, &added);
-        if (!slot) {
-            st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-            goto done;
-        }
-        if (!added) {
-            st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' byte %zu: token appears twice", fn, path, at);
-            goto done;
-        }
-        if (v->n == v->cap) {
-            size_t cap = v->cap ? v->cap * 2 : 1024;
-            entry *e = realloc(v->entries, cap * sizeof *e);
-            if (!e) {
-                st = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-                goto done;
-            }
-            v->entries = e;
-            v->cap = cap;
-        }
-        v->entries[v->n++] = (entry){(int32_t)id, (uint32_t)bl, slot->off};
-        json_ws(&j);
-        if (j.i < j.n && buf[j.i] == ',') {
-            j.i++;
-            continue;
-        }
-        if (j.i < j.n && buf[j.i] == '}') break;
-        st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' byte %zu: expected ',' or '}'", fn, path, j.i);
-        goto done;
-    }
-empty:
-    j.i++;
-    json_ws(&j);
-    if (j.i != j.n) st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' byte %zu: text after the JSON object", fn, path, j.i);
-done:
-    free(s);
     free(bytes);
+    json_decref(root);
     return st;
 }
 

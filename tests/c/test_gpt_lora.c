@@ -458,10 +458,15 @@ TEST(files_round_trip_and_read_peft_files) {
     CHECK_OK(tfc_gpt_get_lora_config(m3, &got));
     CHECK(got.alpha == 16.0 && strcmp(got.targets, "attn.c_attn,mlp.c_proj") == 0);
     free(b);
-    /* rsLoRA scaling is another formula: refused, not misread */
-    write_text(tmp("peft/adapter_config.json"), "{\"r\": 4, \"lora_alpha\": 16, \"use_rslora\": true}");
+    /* rsLoRA scales by lora_alpha/sqrt(r): lora_alpha 8 at r 4 is the plain 16/4 above, bit for bit */
+    write_text(tmp("peft/adapter_config.json"), "{\"r\": 4, \"lora_alpha\": 8, \"use_rslora\": true}");
     tfc_gpt *m4 = model(TFC_DTYPE_F32, 4);
-    CHECK_ERR(tfc_gpt_load_lora(m4, tmp("peft")), TFC_ERR_FORMAT, "use_rslora");
+    CHECK_OK(tfc_gpt_load_lora(m4, tmp("peft")));
+    b = logits_f32(m4, x);
+    CHECK(memcmp(a, b, sizeof(float) * T * V) == 0);
+    free(b);
+    tfc_gpt_release(m4);
+    m4 = model(TFC_DTYPE_F32, 4);
     unlink(tmp("peft/adapter_config.json"));
     CHECK_ERR(tfc_gpt_load_lora(m4, tmp("peft")), TFC_ERR_FORMAT, "lora_alpha");
     CHECK_OK(tfc_gpt_lora_params(m4, &n, &names, &ps));

@@ -88,6 +88,7 @@ stage_preflight() {
         for f in nvcc meson ninja cc pkg-config; do command -v "$f" >/dev/null 2>&1 || missing+=("$f (to build here)"); done
         if command -v pkg-config >/dev/null 2>&1; then
             pkg-config --exists libpcre2-8 || missing+=("libpcre2-8 development files (to build here)")
+            pkg-config --exists jansson || missing+=("jansson development files (to build here)")
         fi
     fi
     command -v nvidia-smi >/dev/null 2>&1 || notes+=("nvidia-smi not found: no GPU listing")

@@ -144,3 +144,121 @@ def test_errors(tmp_path):
     with pytest.raises(OSError):
         wide.load_lora(tmp_path / "missing.safetensors")
     assert wide.lora_config is None
+
+
+# ---- PEFT's adapter_config.json read as JSON (issue 41) ------------------------------------
+
+def _peft_dir(tmp_path, config_text, mutate_header=None):
+    """A PEFT-style adapter directory (tensors without tfc.lora.* metadata, the given adapter_config.json)
+    made from a rank-4, alpha-8 adapter (scale 2), and that adapter's logits on a fixed batch."""
+    m = model("float32", 7)
+    m.add_lora(rank=4, alpha=8, targets="c_attn", seed=1)
+    with tfcore.no_grad():
+        for name, p in m.lora_named_parameters():
+            if "lora_B" in name:
+                p.copy_(np.full(p.shape, 0.05))
+    m.save_lora(tmp_path / "ours")
+    raw = (tmp_path / "ours" / "adapter_model.safetensors").read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    hdr = json.loads(raw[8:8 + n])
+    hdr.pop("__metadata__")
+    if mutate_header:
+        mutate_header(hdr)
+    h = json.dumps(hdr).encode()
+    d = tmp_path / "peft"
+    d.mkdir()
+    (d / "adapter_model.safetensors").write_bytes(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+    (d / "adapter_config.json").write_text(config_text)
+    x, _ = batch(8)
+    out = m(x)
+    return d, x, (out[0] if isinstance(out, tuple) else out).numpy()
+
+
+def _load_logits(d, x):
+    m2 = model("float32", 7)
+    m2.load_lora(d)
+    out = m2(x)
+    return m2, (out[0] if isinstance(out, tuple) else out).numpy()
+
+
+@pytest.mark.parametrize("ws", ["\t", "\n", " ", "", "\r\n  "])
+def test_peft_use_rslora_with_any_whitespace(tmp_path, ws):
+    # rsLoRA's scale lora_alpha/sqrt(r): 4/sqrt(4) = 2, the plain 8/4 of the saved adapter, bit for bit
+    d, x, want = _peft_dir(tmp_path, '{"r": 4, "lora_alpha": 4, "use_rslora":%strue, "bias": "none"}' % ws)
+    m2, got = _load_logits(d, x)
+    assert np.array_equal(got, want)
+    assert m2.lora_config["alpha"] == 8.0 and m2.lora_config["rank"] == 4
+
+
+def test_peft_nested_lora_alpha_is_not_the_top_level_one(tmp_path):
+    d, x, want = _peft_dir(tmp_path, '{"extra": {"lora_alpha": 100, "use_rslora": true}, "r": 4, "lora_alpha": 8}')
+    assert np.array_equal(_load_logits(d, x)[1], want)
+
+
+def test_peft_duplicate_key_last_wins(tmp_path):
+    d, x, want = _peft_dir(tmp_path, '{"r": 4, "lora_alpha": 100, "use_rslora": true, "lora_alpha": 8, '
+                                     '"use_rslora": false}')
+    assert np.array_equal(_load_logits(d, x)[1], want)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("alpha_pattern", '{"c_attn": 16}'),
+    ("rank_pattern", '{"c_attn": 2}'),
+    ("layers_to_transform", "[0]"),
+    ("modules_to_save", '["lm_head"]'),
+    ("bias", '"all"'),
+    ("use_dora", "true"),
+])
+def test_peft_settings_we_cannot_honour_are_refused_by_name(tmp_path, field, value):
+    d, x, _ = _peft_dir(tmp_path, '{"r": 4, "lora_alpha": 8, "%s": %s}' % (field, value))
+    m2 = model("float32", 7)
+    with pytest.raises(Exception, match='tfc_gpt_load_lora: .*adapter_config.json sets "%s"' % field):
+        m2.load_lora(d)
+    assert m2.lora_config is None
+
+
+@pytest.mark.parametrize("field,value", [
+    ("alpha_pattern", "{}"), ("rank_pattern", "{}"), ("layers_to_transform", "null"), ("modules_to_save", "null"),
+    ("bias", '"none"'), ("use_dora", "false")])
+def test_peft_settings_left_off_load(tmp_path, field, value):
+    d, x, want = _peft_dir(tmp_path, '{"r": 4, "lora_alpha": 8, "%s": %s}' % (field, value))
+    assert np.array_equal(_load_logits(d, x)[1], want)
+
+
+def test_peft_r_must_match_the_tensors(tmp_path):
+    d, x, _ = _peft_dir(tmp_path, '{"r": 8, "lora_alpha": 8}')
+    with pytest.raises(Exception, match='has "r": 8 but the tensors of .* have rank 4'):
+        model("float32", 7).load_lora(d)
+
+
+def test_tfc_lora_rank_metadata_must_match_the_tensors(tmp_path):
+    m = model("float32", 7)
+    m.add_lora(rank=4, alpha=8, targets="c_attn", seed=1)
+    m.save_lora(tmp_path / "a.safetensors")
+    raw = (tmp_path / "a.safetensors").read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    hdr = json.loads(raw[8:8 + n])
+    hdr["__metadata__"]["tfc.lora.rank"] = "3"
+    h = json.dumps(hdr).encode()
+    (tmp_path / "b.safetensors").write_bytes(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+    with pytest.raises(Exception, match="metadata tfc.lora.rank is '3' but the tensors have rank 4"):
+        model("float32", 7).load_lora(tmp_path / "b.safetensors")
+
+
+def test_lora_tensor_of_integer_dtype_is_refused(tmp_path):
+    name = "base_model.model.transformer.h.0.attn.c_attn.lora_A.weight"
+
+    def relabel(hdr):
+        hdr[name]["dtype"] = "I32"  # the same 4 bytes per element, read as integers
+
+    d, x, _ = _peft_dir(tmp_path, '{"r": 4, "lora_alpha": 8}', relabel)
+    m2 = model("float32", 7)
+    with pytest.raises(Exception, match="tensor '%s' is i32, need a float dtype" % name):
+        m2.load_lora(d)
+    assert m2.lora_config is None
+
+
+def test_peft_rslora_alpha_that_overflows_is_refused(tmp_path):
+    d, x, _ = _peft_dir(tmp_path, '{"r": 4, "lora_alpha": 1e308, "use_rslora": true}')
+    with pytest.raises(Exception, match='"lora_alpha" 1e\\+308 at rank 4 overflows'):
+        model("float32", 7).load_lora(d)

@@ -298,6 +298,11 @@ def _hf_good(tmp_path):
     ("model_type", 'model_type "llama"'),
     ("activation", 'activation_function "relu"'),
     ("n_inner", "n_inner 7"),
+    ("eps huge", '"layer_norm_epsilon" is 1e\\+308, need a LayerNorm epsilon in \\(0, 1\\]'),
+    ("eps above 1", '"layer_norm_epsilon" is 2, need'),
+    ("eps negative", '"layer_norm_epsilon" is -1e-05, need'),
+    ("eps zero", '"layer_norm_epsilon" is 0, need'),
+    ("n_ctx zero", '"n_ctx" is 0, outside \\[1, '),
     ("shape mismatch", "holds transformer.wpe.weight as \\[12,16\\].*needs \\[20,16\\]"),
     ("missing tensor", "has no tensor 'transformer.h.1.mlp.c_proj.bias'"),
     ("stranger", "tensor 'transformer.h.2.ln_1.weight'"),
@@ -323,6 +328,10 @@ def test_hf_bad_dirs(case, match, tmp_path):
         conf["activation_function"] = "relu"
     elif case == "n_inner":
         conf["n_inner"] = 7
+    elif case.startswith("eps"):
+        conf["layer_norm_epsilon"] = {"eps huge": 1e308, "eps above 1": 2.0, "eps negative": -1e-5, "eps zero": 0}[case]
+    elif case == "n_ctx zero":
+        conf["n_ctx"] = 0
     elif case == "shape mismatch":
         conf["n_positions"] = conf["n_ctx"] = 20
     elif case == "missing tensor":
