@@ -542,25 +542,25 @@ static tfc_status refuse_peft_fields(const char *fn, const char *cfgpath, const 
 
 /*
  * alpha from the adapter_config.json beside file (a PEFT adapter file), for
- * adapters of rank `rank` (from the tensor shapes). The document is parsed
+ * adapters of rank `rank` (from the tensor shapes); *found = 0 and nothing
+ * else when there is none. The document is parsed
  * as JSON (lib/io/json.h: top-level keys only, the last of a repeated key
  * wins); "r", when there, must be that rank. use_rslora's scale
  * lora_alpha/√r is honoured as the plain-scaling alpha lora_alpha·√r (the
  * set keeps alpha with scale alpha/r). Settings that change the adapters'
  * math in ways the model does not compute are refused by name.
  */
-static tfc_status alpha_from_config(const char *fn, const char *file, int32_t rank, double *alpha) {
+static tfc_status alpha_from_config(const char *fn, const char *file, int32_t rank, double *alpha, int *found) {
     char cfgpath[4200];
     const char *slash = strrchr(file, '/');
     if (slash)
         snprintf(cfgpath, sizeof cfgpath, "%.*s/adapter_config.json", (int)(slash - file), file);
     else
         snprintf(cfgpath, sizeof cfgpath, "adapter_config.json");
+    *found = 0;
     FILE *f = fopen(cfgpath, "rb");
-    if (!f)
-        return tfc_err(TFC_ERR_FORMAT,
-                       "%s: '%s' has no tfc.lora.alpha metadata and there is no %s beside it to take lora_alpha from",
-                       fn, file, cfgpath);
+    if (!f) return TFC_OK;
+    *found = 1;
     json_t *root = NULL;
     tfc_status s = tfc_json_read(fn, cfgpath, f, 1u << 20, 0, &root); /* PEFT writes about 1 KB */
     fclose(f);
@@ -595,6 +595,46 @@ static tfc_status check_meta_rank(const char *fn, const char *file, const tfc_sa
     if (end == rm || *end || errno || r != rank)
         return tfc_err(TFC_ERR_FORMAT, "%s: '%s': metadata tfc.lora.rank is '%s' but the tensors have rank %d", fn,
                        file, rm, (int)rank);
+    return TFC_OK;
+}
+
+/*
+ * The adapters' alpha, from the metadata tfc.lora.alpha and from the
+ * adapter_config.json beside file: either alone gives it. The config is
+ * the file's own when the file has PEFT's name, adapter_model.safetensors
+ * (a PEFT directory); then both must agree, so a config whose settings say
+ * another model (an rsLoRA scale, another lora_alpha, a field refused by
+ * name) is never overridden by the metadata in silence. A file of another
+ * name with alpha in its metadata is a save_lora file, which may share a
+ * folder with other adapters' configs.
+ */
+static tfc_status adapter_alpha(const char *fn, const char *file, const tfc_safetensors *f, int32_t rank,
+                                double *alpha) {
+    double meta = NAN, cfg = NAN;
+    int have_cfg = 0;
+    const char *ameta = NULL;
+    if (tfc_safetensors_metadata(f, "tfc.lora.alpha", &ameta) == TFC_OK && ameta) {
+        char *end;
+        meta = strtod(ameta, &end);
+        if (end == ameta || *end || !isfinite(meta) || meta <= 0)
+            return tfc_err(TFC_ERR_FORMAT, "%s: '%s': metadata tfc.lora.alpha is '%s', need a number > 0", fn, file,
+                           ameta);
+    }
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    if (!ameta || strcmp(base, "adapter_model.safetensors") == 0)
+        TFC_TRY(alpha_from_config(fn, file, rank, &cfg, &have_cfg));
+    if (!ameta && !have_cfg)
+        return tfc_err(TFC_ERR_FORMAT,
+                       "%s: '%s' has no tfc.lora.alpha metadata and no adapter_config.json beside it to take "
+                       "lora_alpha from",
+                       fn, file);
+    if (ameta && have_cfg && fabs(meta - cfg) > 1e-12 * fabs(meta))
+        return tfc_err(TFC_ERR_FORMAT,
+                       "%s: '%s': metadata tfc.lora.alpha %s disagrees with the adapter_config.json beside it, "
+                       "which gives the scale of alpha %.17g",
+                       fn, file, ameta, cfg);
+    *alpha = have_cfg ? cfg : meta;
     return TFC_OK;
 }
 
@@ -728,16 +768,9 @@ static tfc_status read_set(const tfc_gpt *m, const char *fn, const char *file, c
         s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds no LoRA weights (no tensor named " PEFT_PREFIX "...lora_A.weight)",
                     fn, file);
     double alpha = NAN;
-    const char *ameta = NULL, *tmeta = NULL;
+    const char *tmeta = NULL;
     if (s == TFC_OK) s = check_meta_rank(fn, file, f, rank);
-    if (s == TFC_OK && tfc_safetensors_metadata(f, "tfc.lora.alpha", &ameta) == TFC_OK && ameta) {
-        char *end;
-        alpha = strtod(ameta, &end);
-        if (end == ameta || *end || !isfinite(alpha) || alpha <= 0)
-            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': metadata tfc.lora.alpha is '%s', need a number > 0", fn, file,
-                        ameta);
-    } else if (s == TFC_OK)
-        s = alpha_from_config(fn, file, rank, &alpha);
+    if (s == TFC_OK) s = adapter_alpha(fn, file, f, rank, &alpha);
     char found[96];
     if (s == TFC_OK && (tfc_safetensors_metadata(f, "tfc.lora.targets", &tmeta) != TFC_OK || !tmeta)) {
         targets_of(has, L, found, sizeof found);
