@@ -51,9 +51,15 @@
 #define TFC_TMPL_FILE "cpu/attention.c"
 #include "cpu/kernel_tmpl.h"
 
-void tfc_cpu_attention_forward(const tfc_attn_problem *p) { TFC_DISPATCH(p->dtype, attention_forward, p); }
+tfc_status tfc_cpu_attention_forward(const tfc_attn_problem *p) {
+    TFC_DISPATCH(p->dtype, attention_forward, p);
+    return TFC_OK;
+}
 
-void tfc_cpu_attention_backward(const tfc_attn_problem *p) { TFC_DISPATCH(p->dtype, attention_backward, p); }
+tfc_status tfc_cpu_attention_backward(const tfc_attn_problem *p) {
+    TFC_DISPATCH(p->dtype, attention_backward, p);
+    return TFC_OK;
+}
 
 #else /* TFC_T */
 

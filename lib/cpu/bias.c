@@ -15,17 +15,22 @@
 #define TFC_TMPL_FILE "cpu/bias.c"
 #include "cpu/kernel_tmpl.h"
 
-void tfc_cpu_bias_rows(tfc_dtype dt, int64_t rows, int64_t n, const void *b, void *y) {
-    TFC_DISPATCH(dt, bias_rows, rows, n, b, y);
+tfc_status tfc_cpu_bias_rows(const tfc_bias_problem *p) {
+    TFC_DISPATCH(p->dtype, bias_rows, p);
+    return TFC_OK;
 }
 
-void tfc_cpu_bias_grad(tfc_dtype dt, int64_t rows, int64_t n, const void *dy, int64_t ld, void *db, int accumulate) {
-    TFC_DISPATCH(dt, bias_grad, rows, n, dy, ld, db, accumulate);
+tfc_status tfc_cpu_bias_grad(const tfc_bias_problem *p) {
+    TFC_DISPATCH(p->dtype, bias_grad, p);
+    return TFC_OK;
 }
 
 #else /* TFC_T */
 
-static void FN(bias_rows)(int64_t rows, int64_t n, const T *b, T *y) {
+static void FN(bias_rows)(const tfc_bias_problem *p) {
+    const int64_t rows = p->rows, n = p->n;
+    const T *b = p->b;
+    T *y = p->y;
     TFC_PARALLEL_RANGE(rows, TFC_GRAIN(n), lo, hi) {
         for (int64_t r = lo; r < hi; r++) {
             T *yr = y + r * n;
@@ -37,7 +42,11 @@ static void FN(bias_rows)(int64_t rows, int64_t n, const T *b, T *y) {
 /* Columns per stack tile of accumulators: 64 doubles, two cache lines of f32 dy per row. */
 #define BIAS_TILE 64
 
-static void FN(bias_grad)(int64_t rows, int64_t n, const T *dy, int64_t ld, T *db, int accumulate) {
+static void FN(bias_grad)(const tfc_bias_problem *p) {
+    const int64_t rows = p->rows, n = p->n, ld = p->ld;
+    const T *dy = p->dy;
+    T *db = p->db;
+    const int accumulate = p->accumulate;
     TFC_PARALLEL_RANGE(n, TFC_GRAIN(rows), lo, hi) {
         for (int64_t j0 = lo; j0 < hi; j0 += BIAS_TILE) {
             int64_t w = hi - j0 < BIAS_TILE ? hi - j0 : BIAS_TILE;

@@ -9,7 +9,7 @@
  * on 2 cores each pool's spinners steal the other's cores: char-tiny ran
  * 6,100 tokens/s with both at 2 threads against 10,500 with both at 1 and
  * 15,000 with either one alone at 2 (docs/PERFORMANCE.md). So at load time
- * libtfcore sets OpenBLAS to one thread and tfc_cpu_gemm splits each large
+ * libtfcore sets OpenBLAS to one thread and tfc_cpu_gemm_matrix splits each large
  * product over its OpenMP threads itself (gemm.c).
  *
  * Policy:

@@ -5,8 +5,9 @@
  *   loss  = Σ_{r valid} (lse_r − x_{r,t_r}) / n_valid       (NaN when n_valid = 0)
  *   dx_rc = dloss / n_valid · (exp(x_rc − lse_r) − [c = t_r]),   0 on ignored rows
  *
- * A row is valid when t_r != ignore_index (targets were range-checked by the
- * caller). The backward is one fused pass per row: softmax, minus the
+ * A row is valid when t_r != ignore_index. The forward and backward check
+ * every target against [0, c) first and write nothing when one is outside
+ * (cross_entropy_rows' targets were checked by its caller). The backward is one fused pass per row: softmax, minus the
  * one-hot, times the scale — the [n, c] probabilities are never stored.
  * The forward reads each row once (chunked online log-sum-exp, see
  * row_lse). The loss sums rows in f64 in CE_BLOCKS blocks whose boundaries depend only
@@ -17,6 +18,8 @@
  */
 #ifndef TFC_T
 
+#include "core/dtype.h"
+#include "core/error.h"
 #include "cpu/kernels.h"
 
 /* Most row blocks of the loss sum (their partial sums live on the stack). */
@@ -27,20 +30,31 @@
 #define TFC_TMPL_FILE "cpu/cross_entropy.c"
 #include "cpu/kernel_tmpl.h"
 
-void tfc_cpu_cross_entropy_forward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, const void *logits,
-                                   const void *targets, int64_t ignore_index, void *loss, void *lse) {
-    TFC_DISPATCH(dt, cross_entropy_forward, idt, n, c, logits, targets, ignore_index, loss, lse);
+/* Every target in [0, c) or ignore_index, checked before anything is written. */
+static tfc_status check_targets(const tfc_cross_entropy_problem *p) {
+    int64_t bad = tfc_cpu_first_bad_index(p->targets, p->index_dtype, p->n, p->c, 1, p->ignore_index);
+    if (bad >= 0)
+        return tfc_err(TFC_ERR_INVALID_ARG, "targets[%lld] is %lld, outside [0, %lld) and not ignore_index %lld",
+                       (long long)bad, (long long)tfc_index_at(p->targets, p->index_dtype, bad), (long long)p->c,
+                       (long long)p->ignore_index);
+    return TFC_OK;
 }
 
-void tfc_cpu_cross_entropy_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, double dloss, const void *logits,
-                                    const void *targets, const void *lse, int64_t ignore_index, void *dlogits,
-                                    int accumulate) {
-    TFC_DISPATCH(dt, cross_entropy_backward, idt, n, c, dloss, logits, targets, lse, ignore_index, dlogits, accumulate);
+tfc_status tfc_cpu_cross_entropy_forward(const tfc_cross_entropy_problem *p) {
+    TFC_TRY(check_targets(p));
+    TFC_DISPATCH(p->dtype, cross_entropy_forward, p);
+    return TFC_OK;
 }
 
-void tfc_cpu_cross_entropy_rows(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, void *x, const void *targets,
-                                int64_t ignore_index, int to_grad, double scale, double *row_loss) {
-    TFC_DISPATCH(dt, cross_entropy_rows, idt, n, c, x, targets, ignore_index, to_grad, scale, row_loss);
+tfc_status tfc_cpu_cross_entropy_backward(const tfc_cross_entropy_problem *p) {
+    TFC_TRY(check_targets(p));
+    TFC_DISPATCH(p->dtype, cross_entropy_backward, p);
+    return TFC_OK;
+}
+
+tfc_status tfc_cpu_cross_entropy_rows(const tfc_ce_rows_problem *p) {
+    TFC_DISPATCH(p->dtype, cross_entropy_rows, p);
+    return TFC_OK;
 }
 
 #else /* TFC_T */
@@ -72,8 +86,12 @@ static ACC FN(row_lse)(int64_t c, const T *x) {
     return m + log(s);
 }
 
-static void FN(cross_entropy_forward)(tfc_dtype idt, int64_t n, int64_t c, const T *x, const void *targets,
-                                      int64_t ignore_index, T *loss, T *lse) {
+static void FN(cross_entropy_forward)(const tfc_cross_entropy_problem *p) {
+    const tfc_dtype idt = p->index_dtype;
+    const int64_t n = p->n, c = p->c, ignore_index = p->ignore_index;
+    const T *x = p->logits;
+    const void *targets = p->targets;
+    T *loss = p->loss, *lse = p->lse;
     int64_t nblk = n < CE_BLOCKS ? n : CE_BLOCKS;
     ACC part[CE_BLOCKS];
     int64_t valid[CE_BLOCKS];
@@ -105,8 +123,14 @@ static void FN(cross_entropy_forward)(tfc_dtype idt, int64_t n, int64_t c, const
     *loss = nv ? (T)(total / (ACC)nv) : (T)NAN;
 }
 
-static void FN(cross_entropy_backward)(tfc_dtype idt, int64_t n, int64_t c, double dloss, const T *x,
-                                       const void *targets, const T *lse, int64_t ignore_index, T *dx, int accumulate) {
+static void FN(cross_entropy_backward)(const tfc_cross_entropy_problem *p) {
+    const tfc_dtype idt = p->index_dtype;
+    const int64_t n = p->n, c = p->c, ignore_index = p->ignore_index;
+    const double dloss = tfc_scalar_load(p->dloss, p->dtype, 0);
+    const T *x = p->logits, *lse = p->lse_in;
+    const void *targets = p->targets;
+    T *dx = p->dlogits;
+    const int accumulate = p->accumulate;
     int64_t nv = 0;
     for (int64_t r = 0; r < n; r++) nv += tfc_index_at(targets, idt, r) != ignore_index;
     T g = nv ? (T)(dloss / (double)nv) : 0;
@@ -137,9 +161,14 @@ static void FN(cross_entropy_backward)(tfc_dtype idt, int64_t n, int64_t c, doub
  * its own gradient scale · (softmax − onehot): each row is read for its
  * log-sum-exp and rewritten in the same place, with no second buffer.
  */
-static void FN(cross_entropy_rows)(tfc_dtype idt, int64_t n, int64_t c, T *x, const void *targets, int64_t ignore_index,
-                                   int to_grad, double scale, double *row_loss) {
-    const T g = (T)scale;
+static void FN(cross_entropy_rows)(const tfc_ce_rows_problem *p) {
+    const tfc_dtype idt = p->index_dtype;
+    const int64_t n = p->n, c = p->c, ignore_index = p->ignore_index;
+    T *x = p->x;
+    const void *targets = p->targets;
+    const int to_grad = p->to_grad;
+    double *row_loss = p->row_loss;
+    const T g = (T)p->scale;
     TFC_PARALLEL_RANGE(n, TFC_GRAIN(c), lo, hi) {
         for (int64_t r = lo; r < hi; r++) {
             T *xr = x + r * c;

@@ -12,7 +12,10 @@
 #define TFC_TMPL_FILE "cpu/cumsum.c"
 #include "cpu/kernel_tmpl.h"
 
-void tfc_cpu_cumsum(const tfc_cumsum_problem *p) { TFC_DISPATCH(p->dtype, cumsum, p); }
+tfc_status tfc_cpu_cumsum(const tfc_cumsum_problem *p) {
+    TFC_DISPATCH(p->dtype, cumsum, p);
+    return TFC_OK;
+}
 
 #else /* TFC_T */
 

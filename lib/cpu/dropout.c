@@ -8,15 +8,20 @@
 #include "cpu/kernels.h"
 #include "cpu/parallel.h"
 
-void tfc_cpu_dropout(tfc_dtype dt, int64_t n, double p, uint64_t seed, uint64_t offset, const void *x, void *out) {
-    const double keep = 1.0 / (1.0 - p);
-    TFC_PARALLEL_RANGE(n, 1 << 14, lo, hi) {
+tfc_status tfc_cpu_dropout(const tfc_dropout_problem *p) {
+    const tfc_dtype dt = p->dtype;
+    const double prob = p->p, keep = 1.0 / (1.0 - prob);
+    const uint64_t seed = p->seed, offset = p->offset;
+    const void *x = p->x;
+    void *out = p->out;
+    TFC_PARALLEL_RANGE(p->n, 1 << 14, lo, hi) {
         for (int64_t i = lo; i < hi; i++) {
-            double m = tfc_rng_uniform(seed, offset, (uint64_t)i) >= p ? keep : 0.0;
+            double m = tfc_rng_uniform(seed, offset, (uint64_t)i) >= prob ? keep : 0.0;
             if (dt == TFC_DTYPE_F64)
                 ((double *)out)[i] = ((const double *)x)[i] * m;
             else
                 ((float *)out)[i] = ((const float *)x)[i] * (float)m;
         }
     }
+    return TFC_OK;
 }

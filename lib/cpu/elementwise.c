@@ -8,14 +8,18 @@
 #ifndef TFC_T
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "cpu/kernels.h"
 
 #define TFC_TMPL_FILE "cpu/elementwise.c"
 #include "cpu/kernel_tmpl.h"
 
-void tfc_cpu_map(tfc_map_op op, const tfc_sview *out, const tfc_sview *a, const tfc_sview *b, const tfc_sview *c,
-                 double p, int accumulate) {
-    TFC_DISPATCH(out->dtype, map, op, out, a, b, c, p, accumulate);
+tfc_status tfc_cpu_map(const tfc_map_problem *p) {
+    TFC_TRY(tfc_cpu_check_float_view("map", p->out));
+    TFC_TRY(tfc_cpu_check_float_view("map", p->a));
+    TFC_TRY(tfc_cpu_check_float_view("map", p->b));
+    TFC_DISPATCH(p->out->dtype, map, p);
+    return TFC_OK;
 }
 
 #else /* TFC_T */
@@ -98,8 +102,11 @@ static void FN(map_row)(tfc_map_op op, T *po, const T *pa, const T *pb, const T 
     }
 }
 
-static void FN(map)(tfc_map_op op, const tfc_sview *out, const tfc_sview *av, const tfc_sview *bv, const tfc_sview *cv,
-                    double p, int accumulate) {
+static void FN(map)(const tfc_map_problem *p) {
+    const tfc_map_op op = p->op;
+    const tfc_sview *out = p->out, *av = p->a, *bv = p->b, *cv = p->c;
+    const double param = p->p;
+    const int accumulate = p->accumulate;
     /* where(c, a, b) reads c as a bool/u8 mask; every other op reads c as T. */
     int mask = op == TFC_MAP_MASK_SELECT;
     const tfc_sview *views[4] = {out, av ? av : out, bv ? bv : out, cv ? cv : out};
@@ -117,7 +124,7 @@ static void FN(map)(tfc_map_op op, const tfc_sview *out, const tfc_sview *av, co
             const char *pcb = (const char *)views[3]->data + (size_t)(lo * sc) * cs;
             FN(map_row)
             (op, (T *)out->data + lo * so, pa, pb, (const T *)pcb, (const unsigned char *)pcb, hi - lo, so, sa, sb, sc,
-             p, accumulate);
+             param, accumulate);
         }
         return;
     }
@@ -130,7 +137,7 @@ static void FN(map)(tfc_map_op op, const tfc_sview *out, const tfc_sview *av, co
             const char *pcb = (const char *)views[3]->data + (size_t)off[3] * cs;
             FN(map_row)
             (op, (T *)out->data + off[0], (const T *)views[1]->data + off[1], (const T *)views[2]->data + off[2],
-             (const T *)pcb, (const unsigned char *)pcb, inner, so, sa, sb, sc, p, accumulate);
+             (const T *)pcb, (const unsigned char *)pcb, inner, so, sa, sb, sc, param, accumulate);
             tfc_iter_next(&row_it, idx, off);
         }
     }

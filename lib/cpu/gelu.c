@@ -21,13 +21,14 @@
 #define TFC_TMPL_FILE "cpu/gelu.c"
 #include "cpu/kernel_tmpl.h"
 
-void tfc_cpu_gelu_forward(tfc_dtype dt, int64_t n, int approximate, const void *x, void *y) {
-    TFC_DISPATCH(dt, gelu_forward, n, approximate, x, y);
+tfc_status tfc_cpu_gelu_forward(const tfc_gelu_problem *p) {
+    TFC_DISPATCH(p->dtype, gelu_forward, p);
+    return TFC_OK;
 }
 
-void tfc_cpu_gelu_backward(tfc_dtype dt, int64_t n, int approximate, const void *dy, const void *x, void *dx,
-                           int accumulate) {
-    TFC_DISPATCH(dt, gelu_backward, n, approximate, dy, x, dx, accumulate);
+tfc_status tfc_cpu_gelu_backward(const tfc_gelu_problem *p) {
+    TFC_DISPATCH(p->dtype, gelu_backward, p);
+    return TFC_OK;
 }
 
 #else /* TFC_T */
@@ -46,7 +47,11 @@ static inline T FN(gelu_sig)(T x) {
     return (T)1 / ((T)1 + EXP(-2 * u));
 }
 
-static void FN(gelu_forward)(int64_t n, int approximate, const T *x, T *y) {
+static void FN(gelu_forward)(const tfc_gelu_problem *p) {
+    const int64_t n = p->n;
+    const int approximate = p->approximate;
+    const T *x = p->x;
+    T *y = p->y;
     TFC_PARALLEL_RANGE(n, 16384, lo, hi) {
         if (approximate)
             for (int64_t i = lo; i < hi; i++) y[i] = x[i] * FN(gelu_sig)(x[i]);
@@ -55,7 +60,11 @@ static void FN(gelu_forward)(int64_t n, int approximate, const T *x, T *y) {
     }
 }
 
-static void FN(gelu_backward)(int64_t n, int approximate, const T *dy, const T *x, T *dx, int accumulate) {
+static void FN(gelu_backward)(const tfc_gelu_problem *p) {
+    const int64_t n = p->n;
+    const int approximate = p->approximate, accumulate = p->accumulate;
+    const T *dy = p->dy, *x = p->x;
+    T *dx = p->dx;
     TFC_PARALLEL_RANGE(n, 16384, lo, hi) {
         if (approximate)
             for (int64_t i = lo; i < hi; i++) {

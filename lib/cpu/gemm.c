@@ -1,7 +1,10 @@
-/* GEMM through CBLAS, with a blocked portable fallback. */
+/* GEMM through CBLAS, with a blocked portable fallback; the gemm entry. */
 #include "cpu/gemm.h"
 
+#include "core/dtype.h"
+#include "core/error.h"
 #include "cpu/gemm_small_m.h"
+#include "cpu/kernels.h"
 #include "cpu/parallel.h"
 #include "tfc_config.h"
 
@@ -103,8 +106,8 @@ static void gemm_split(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, in
 }
 #endif
 
-void tfc_cpu_gemm(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
-                  int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
+void tfc_cpu_gemm_matrix(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                         int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
     if (m == 0 || n == 0) return;
     /* a few rows of f32 (decode steps): B streamed once instead of packed (gemm_small_m.c) */
     if (dtype == TFC_DTYPE_F32 && !ta &&
@@ -125,4 +128,33 @@ void tfc_cpu_gemm(tfc_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t
 #else
     tfc_cpu_gemm_blocked(dtype, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #endif
+}
+
+/* f32 and f64 through BLAS; bf16 A and B (f32 accumulation, bf16 or f32 C) through gemm_bf16.c. */
+tfc_status tfc_cpu_gemm(const tfc_gemm_problem *p) {
+    /* gemm_epilogues is 0 here: a caller that asks anyway gets an error, not a product without its bias. */
+    if (p->epilogue != TFC_GEMM_EPI_NONE)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "gemm: epilogue %d is not fused on the CPU", (int)p->epilogue);
+    if (p->dtype == TFC_DTYPE_BF16) {
+        const int64_t ec = p->c_f32 ? 4 : 2;
+        for (int64_t i = 0; i < p->batch; i++)
+            TFC_TRY(tfc_cpu_gemm_bf16(p->trans_a, p->trans_b, p->M, p->N, p->K, p->alpha,
+                                      (const uint16_t *)p->a + i * p->stride_a, p->lda,
+                                      (const uint16_t *)p->b + i * p->stride_b, p->ldb, p->beta,
+                                      (char *)p->c + i * p->stride_c * ec, p->ldc, p->c_f32));
+        return TFC_OK;
+    }
+    if (p->c_f32)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "gemm: an f32 C is for bf16 A and B only, not %s",
+                       tfc_dtype_name(p->dtype));
+    if (p->dtype != TFC_DTYPE_F32 && p->dtype != TFC_DTYPE_F64)
+        return tfc_err(TFC_ERR_UNSUPPORTED, "gemm: %s is not implemented on the CPU (f32, f64 or bf16)",
+                       tfc_dtype_name(p->dtype));
+    const int64_t es = (int64_t)tfc_dtype_size(p->dtype);
+    for (int64_t i = 0; i < p->batch; i++)
+        tfc_cpu_gemm_matrix(p->dtype, p->trans_a, p->trans_b, p->M, p->N, p->K, p->alpha,
+                            (const char *)p->a + i * p->stride_a * es, p->lda,
+                            (const char *)p->b + i * p->stride_b * es, p->ldb, p->beta,
+                            (char *)p->c + i * p->stride_c * es, p->ldc);
+    return TFC_OK;
 }

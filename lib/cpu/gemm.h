@@ -1,4 +1,8 @@
 /*
+ * The CPU's GEMMs. The gemm entry tfc_cpu_gemm (tfc_gemm_problem, declared
+ * in kernels.h) runs each item of a batch through one of the matrix
+ * products below, which other kernels (quant.c's tiles, gemm_bf16.c) call
+ * directly:
  * C = alpha · op(A) · op(B) + beta · C for row-major matrices, where op(X)
  * is X or Xᵀ. Transposes are flags, never copies. Backed by CBLAS
  * (OpenBLAS) when built with it, else by the blocked C kernel below.
@@ -10,8 +14,9 @@
 
 #include "tfcore/core.h"
 
-void tfc_cpu_gemm(tfc_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-                  const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+/* One f32 or f64 product. */
+void tfc_cpu_gemm_matrix(tfc_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                         const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 
 /* The portable kernel, also used when BLAS is off (exposed for tests). */
 void tfc_cpu_gemm_blocked(tfc_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
@@ -31,7 +36,7 @@ tfc_status tfc_cpu_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int
 const char *tfc_cpu_blas_coretype(int before);
 
 /* 1 when libtfcore set OpenBLAS to one thread at load (blas_threads.c) and
- * tfc_cpu_gemm splits large products over its own OpenMP threads. */
+ * tfc_cpu_gemm_matrix splits large products over its own OpenMP threads. */
 int tfc_cpu_blas_threads_owned(void);
 
 #endif

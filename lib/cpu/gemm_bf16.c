@@ -59,7 +59,7 @@ static tfc_status widened(int ta, int tb, int64_t m, int64_t n, int64_t k, doubl
     }
     widen(a, ar, ac, lda, af);
     widen(b, br, bc, ldb, bf);
-    tfc_cpu_gemm(TFC_DTYPE_F32, ta, tb, m, n, k, alpha, af, ac, bf, bc, beta, c, ldc);
+    tfc_cpu_gemm_matrix(TFC_DTYPE_F32, ta, tb, m, n, k, alpha, af, ac, bf, bc, beta, c, ldc);
     tfc_host_free(af, abytes);
     tfc_host_free(bf, bbytes);
     return TFC_OK;

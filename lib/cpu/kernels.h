@@ -1,17 +1,26 @@
 /*
- * The CPU kernels behind the backend table's entries (lib/cpu/cpu_backend.c
- * puts them in the table; formulas in lib/backend/backend.h and
- * include/tfcore/kernels.h).
+ * The CPU kernels that are the backend table's entries: each is
+ * tfc_status tfc_cpu_<entry>(const tfc_<x>_problem *p), and
+ * lib/cpu/cpu_backend.c puts it in the table as it is. The problem struct
+ * in lib/backend/backend.h is the signature and carries the formula and
+ * shapes; a kernel file's head comment adds how the CPU computes it. The
+ * optimizer entries are in cpu/optim_kernels.h, the quantized-weight ones
+ * in cpu/quant.h; the positional building blocks kernels share (the matrix
+ * GEMMs, the strided iterator) in cpu/gemm.h and cpu/strided.h.
  *
- * Conventions: dt is TFC_DTYPE_F32 or TFC_DTYPE_F64 and applies to every
- * float pointer; index pointers (ids, targets) are i32 or i64 as idt says.
- * Every buffer is contiguous, except attention operands which carry their
- * batch/head/row strides (last dim stride 1). Arguments are already
- * validated: shapes agree, indices are in range, outputs do not overlap
- * inputs. Outputs documented "or NULL" are skipped when NULL. accumulate != 0
- * makes gradient outputs += instead of =. Nothing here allocates; scratch
- * tiles live on the stack. Parallel with OpenMP; results never depend on
- * the thread count.
+ * Conventions: the problem's dtype is f32 or f64 (gemm also takes bf16)
+ * and applies to every float buffer; index buffers (ids, targets) are i32
+ * or i64 as index_dtype says. Buffers are contiguous except where the
+ * problem says otherwise: copy, fill, random, map, reduce, gather and
+ * scatter take strided views, attention operands carry their
+ * batch/head/row strides, bias_grad's dy its row stride. The door has
+ * validated shapes and overlaps; data only a kernel sees (an id or target
+ * out of range, a bad multinomial weight) is checked by the kernel before
+ * it writes anything. Outputs documented "or NULL" are skipped when NULL;
+ * accumulate != 0 makes gradient outputs += instead of =. Most kernels
+ * keep their scratch on the stack; those that allocate say so and fail
+ * with TFC_ERR_OOM only where no fallback exists. Parallel with OpenMP;
+ * results never depend on the thread count.
  */
 #ifndef TFC_CPU_KERNELS_H
 #define TFC_CPU_KERNELS_H
@@ -29,86 +38,72 @@ extern int tfc_cpu_avx2_disabled;
 
 /*
  * Position of the first index outside [0, limit) — skipping those equal to
- * ignore_index when skip_ignore — or -1 when all are valid.
+ * ignore_index when skip_ignore — or -1 when all are valid (the id and
+ * target checks of embedding.c and cross_entropy.c).
  */
 int64_t tfc_cpu_first_bad_index(const void *ids, tfc_dtype idt, int64_t n, int64_t limit, int skip_ignore,
                                 int64_t ignore_index);
 
-/* LayerNorm over rows: x, y [n, c]; weight, bias [c] or NULL; mean, rstd [n] or NULL. */
-void tfc_cpu_layernorm_forward(tfc_dtype dt, int64_t n, int64_t c, const void *x, const void *weight, const void *bias,
-                               double eps, void *y, void *mean, void *rstd);
-/* dy, x [n, c]; weight [c] or NULL; mean, rstd [n]; dx [n, c], dweight, dbias [c], each or NULL. */
-void tfc_cpu_layernorm_backward(tfc_dtype dt, int64_t n, int64_t c, const void *dy, const void *x, const void *weight,
-                                const void *mean, const void *rstd, void *dx, void *dweight, void *dbias,
-                                int accumulate);
+/* ---- data movement ---- */
 
-/* Softmax (log = 0) or log-softmax (log = 1) along the middle dim of x, y [outer, d, inner]. */
-void tfc_cpu_softmax_forward(tfc_dtype dt, int64_t outer, int64_t d, int64_t inner, int is_log, const void *x, void *y);
-/* Its gradient from y: dy, y, dx [outer, d, inner]. */
-void tfc_cpu_softmax_backward(tfc_dtype dt, int64_t outer, int64_t d, int64_t inner, int is_log, const void *dy,
-                              const void *y, void *dx, int accumulate);
+/* Copy with dtype conversion, and fill, of strided views (strided.c). */
+tfc_status tfc_cpu_copy(const tfc_copy_problem *p);
+tfc_status tfc_cpu_fill(const tfc_fill_problem *p);
+/* dst's elements in row-major order = a + b · r_i, any strides. */
+tfc_status tfc_cpu_random(const tfc_random_problem *p);
 
-/* Mean cross-entropy: logits [n, c], targets [n] (idt); loss one element; lse [n] or NULL. */
-void tfc_cpu_cross_entropy_forward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, const void *logits,
-                                   const void *targets, int64_t ignore_index, void *loss, void *lse);
-/* dlogits [n, c] from dloss (a value) and lse [n] (or NULL: recomputed). */
-void tfc_cpu_cross_entropy_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, double dloss, const void *logits,
-                                    const void *targets, const void *lse, int64_t ignore_index, void *dlogits,
-                                    int accumulate);
-/*
- * One chunk of the fused linear + cross-entropy, in place on logits x [n, c]:
- * row_loss[r] (n doubles) = lse_r − x_{r,t_r}, 0 on ignored rows; with
- * to_grad, x becomes scale · (softmax(x) − onehot(t)), zero on ignored rows.
- */
-void tfc_cpu_cross_entropy_rows(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, void *x, const void *targets,
-                                int64_t ignore_index, int to_grad, double scale, double *row_loss);
+/* ---- elementwise and reductions ---- */
 
-/* out [n, c] = table [*, c] rows named by ids [n] (idt). */
-void tfc_cpu_embedding_forward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t c, const void *table, const void *ids,
-                               void *out);
-/* dtable [v, c] (+)= scatter-add of dout [n, c] by ids [n], in position order. */
-void tfc_cpu_embedding_backward(tfc_dtype dt, tfc_dtype idt, int64_t n, int64_t v, int64_t c, const void *dout,
-                                const void *ids, void *dtable, int accumulate);
+/* The maps of backend/map_ops.h on strided views; a bf16 out, a or b is TFC_ERR_UNSUPPORTED (tfc_cpu_check_float_view). */
+tfc_status tfc_cpu_map(const tfc_map_problem *p);
+/* Reductions over the trailing dims of a strided view (bf16 refused like map), and the max/min backward scatter. */
+tfc_status tfc_cpu_reduce(const tfc_reduce_problem *p);
+tfc_status tfc_cpu_reduce_scatter(const tfc_scatter_problem *p);
 
-/* GELU of n elements (approximate: 0 erf, 1 tanh). */
-void tfc_cpu_gelu_forward(tfc_dtype dt, int64_t n, int approximate, const void *x, void *y);
-void tfc_cpu_gelu_backward(tfc_dtype dt, int64_t n, int approximate, const void *dy, const void *x, void *dx,
-                           int accumulate);
-
-/* Linear layer bias: y [rows, n] = b [n] broadcast into every row (the GEMM then adds x·w with beta = 1). */
-void tfc_cpu_bias_rows(tfc_dtype dt, int64_t rows, int64_t n, const void *b, void *y);
-/* db [n] (+)= Σ_r dy[r, :], dy [rows, n] with row stride ld; each column summed in row order. */
-void tfc_cpu_bias_grad(tfc_dtype dt, int64_t rows, int64_t n, const void *dy, int64_t ld, void *db, int accumulate);
-
-/* Attention (tfc_attn_problem in backend/backend.h): flash-style, O(T) extra memory. */
-void tfc_cpu_attention_forward(const tfc_attn_problem *p);
-void tfc_cpu_attention_backward(const tfc_attn_problem *p);
+/* ---- products ---- */
 
 /*
- * out = f(a, b, c; p) for a map of backend/map_ops.h, or out += f(...) when
- * accumulate. All float views share out's dtype (f32 or f64) except c of
- * MASK_SELECT, which may be bool/u8. Unused inputs may be NULL.
+ * f32 and f64 through gemm.h's matrix product (BLAS), bf16 A and B through
+ * gemm_bf16.c, which allocates f32 copies of the operands (TFC_ERR_OOM); a
+ * fused epilogue is TFC_ERR_UNSUPPORTED (gemm_epilogues is 0).
  */
-void tfc_cpu_map(tfc_map_op op, const tfc_sview *out, const tfc_sview *a, const tfc_sview *b, const tfc_sview *c,
-                 double p, int accumulate);
+tfc_status tfc_cpu_gemm(const tfc_gemm_problem *p);
+/* bias_rows: rows of y = b (the GEMM then adds x·w with beta = 1); bias_grad: db = column sums of dy. */
+tfc_status tfc_cpu_bias_rows(const tfc_bias_problem *p);
+tfc_status tfc_cpu_bias_grad(const tfc_bias_problem *p);
 
-/* dst's elements in row-major order = a + b · r_i, r_i the Philox uniform/normal at index i. */
-void tfc_cpu_random(tfc_random_kind kind, const tfc_sview *dst, double a, double b, uint64_t seed, uint64_t offset);
+/* ---- the transformer's fused kernels ---- */
 
-/* Inverted dropout of n elements (tfc_dropout_problem). */
-void tfc_cpu_dropout(tfc_dtype dt, int64_t n, double p, uint64_t seed, uint64_t offset, const void *x, void *out);
-
-/* Top-k and its scatter backward (tfc_topk_problem); TFC_ERR_OOM when a line's scratch cannot be had. */
+/* The backward allocates [⌈rows/64⌉, 2, cols] partials for a one-pass dweight/dbias (two passes without them). */
+tfc_status tfc_cpu_layernorm_forward(const tfc_layernorm_problem *p);
+tfc_status tfc_cpu_layernorm_backward(const tfc_layernorm_problem *p);
+tfc_status tfc_cpu_softmax_forward(const tfc_softmax_problem *p);
+tfc_status tfc_cpu_softmax_backward(const tfc_softmax_problem *p);
+/* Forward and backward check every target first (TFC_ERR_INVALID_ARG); the backward reads dloss as one element. */
+tfc_status tfc_cpu_cross_entropy_forward(const tfc_cross_entropy_problem *p);
+tfc_status tfc_cpu_cross_entropy_backward(const tfc_cross_entropy_problem *p);
+/* One chunk of the fused linear + cross-entropy, in place on x; its targets were checked by the caller. */
+tfc_status tfc_cpu_cross_entropy_rows(const tfc_ce_rows_problem *p);
+/* Both check every id against [0, v) first (TFC_ERR_INVALID_ARG). */
+tfc_status tfc_cpu_embedding_forward(const tfc_embedding_problem *p);
+tfc_status tfc_cpu_embedding_backward(const tfc_embedding_problem *p);
+tfc_status tfc_cpu_gelu_forward(const tfc_gelu_problem *p);
+tfc_status tfc_cpu_gelu_backward(const tfc_gelu_problem *p);
+/* Flash-style tiles on the stack: O(T) extra memory, strided operands. */
+tfc_status tfc_cpu_attention_forward(const tfc_attn_problem *p);
+tfc_status tfc_cpu_attention_backward(const tfc_attn_problem *p);
+tfc_status tfc_cpu_dropout(const tfc_dropout_problem *p);
+/* topk allocates a line's buffer of d (value, index) pairs (TFC_ERR_OOM). */
 tfc_status tfc_cpu_topk(const tfc_topk_problem *p);
-/* The gather and scatter entries themselves (strided views; lib/cpu/gather_scatter.c). */
+tfc_status tfc_cpu_topk_backward(const tfc_topk_problem *p);
+
+/* ---- indexing, prefix sums, sampling ---- */
+
+/* Strided views; every index checked before anything is written (gather_scatter.c). */
 tfc_status tfc_cpu_gather(const tfc_index_problem *p);
 tfc_status tfc_cpu_scatter(const tfc_index_problem *p);
-void tfc_cpu_topk_backward(const tfc_topk_problem *p);
-
-/* Inclusive prefix sums along a dim, forward or reversed (tfc_cumsum_problem). */
-void tfc_cpu_cumsum(const tfc_cumsum_problem *p);
-
-/* Categorical draws (tfc_multinomial_problem); TFC_ERR_INVALID_ARG for bad weights, TFC_ERR_OOM. */
+tfc_status tfc_cpu_cumsum(const tfc_cumsum_problem *p);
+/* Allocates a row's n weights; TFC_ERR_INVALID_ARG for bad weights (before writing), TFC_ERR_OOM. */
 tfc_status tfc_cpu_multinomial(const tfc_multinomial_problem *p);
 
 /*

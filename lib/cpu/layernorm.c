@@ -27,21 +27,23 @@
 #define TFC_TMPL_FILE "cpu/layernorm.c"
 #include "cpu/kernel_tmpl.h"
 
-void tfc_cpu_layernorm_forward(tfc_dtype dt, int64_t n, int64_t c, const void *x, const void *weight, const void *bias,
-                               double eps, void *y, void *mean, void *rstd) {
-    TFC_DISPATCH(dt, layernorm_forward, n, c, x, weight, bias, eps, y, mean, rstd);
+tfc_status tfc_cpu_layernorm_forward(const tfc_layernorm_problem *p) {
+    TFC_DISPATCH(p->dtype, layernorm_forward, p);
+    return TFC_OK;
 }
 
-void tfc_cpu_layernorm_backward(tfc_dtype dt, int64_t n, int64_t c, const void *dy, const void *x, const void *weight,
-                                const void *mean, const void *rstd, void *dx, void *dweight, void *dbias,
-                                int accumulate) {
-    TFC_DISPATCH(dt, layernorm_backward, n, c, dy, x, weight, mean, rstd, dx, dweight, dbias, accumulate);
+tfc_status tfc_cpu_layernorm_backward(const tfc_layernorm_problem *p) {
+    TFC_DISPATCH(p->dtype, layernorm_backward, p);
+    return TFC_OK;
 }
 
 #else /* TFC_T: the kernels for element type T */
 
-static void FN(layernorm_forward)(int64_t n, int64_t c, const T *x, const T *w, const T *b, double eps, T *y, T *mean,
-                                  T *rstd) {
+static void FN(layernorm_forward)(const tfc_layernorm_problem *p) {
+    const int64_t n = p->rows, c = p->cols;
+    const double eps = p->eps;
+    const T *x = p->x, *w = p->weight, *b = p->bias;
+    T *y = p->y, *mean = p->mean, *rstd = p->rstd;
     TFC_PARALLEL_RANGE(n, TFC_GRAIN(c), lo, hi) {
         for (int64_t r = lo; r < hi; r++) {
             const T *xr = x + r * c;
@@ -186,8 +188,11 @@ static void FN(layernorm_backward_fused)(int64_t n, int64_t c, const T *dy, cons
     }
 }
 
-static void FN(layernorm_backward)(int64_t n, int64_t c, const T *dy, const T *x, const T *w, const T *mean,
-                                   const T *rstd, T *dx, T *dw, T *db, int accumulate) {
+static void FN(layernorm_backward)(const tfc_layernorm_problem *p) {
+    const int64_t n = p->rows, c = p->cols;
+    const T *dy = p->dy, *x = p->x, *w = p->weight, *mean = p->mean, *rstd = p->rstd;
+    T *dx = p->dx, *dw = p->dweight, *db = p->dbias;
+    const int accumulate = p->accumulate;
     if (dx && (dw || db) && n > 0 && c > 0) {
         size_t bytes = (size_t)((n + LN_ROWS - 1) / LN_ROWS) * 2 * (size_t)c * sizeof(T);
         T *part = tfc_host_alloc(bytes);

@@ -12,6 +12,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/error.h"
+
 #define TFC_TMPL_FILE "cpu/optim_kernels.c"
 #include "cpu/kernel_tmpl.h"
 
@@ -45,28 +47,33 @@ static int64_t seg_find(const tfc_optim_seg *segs, int64_t nseg, int64_t i) {
                          b = ((hi) < s->start + s->n ? (hi) : s->start + s->n) - s->start, once_ = a < b; \
                  once_; once_ = 0)
 
-void tfc_cpu_sgd_step(const tfc_optim_problem *h, const tfc_optim_seg *segs, int64_t nseg) {
-    int64_t total = seg_total(segs, nseg);
-    if (total == 0) return;
+tfc_status tfc_cpu_optim_step(const tfc_optim_problem *p) {
+    const tfc_optim_seg *segs = p->segs;
+    const int64_t nseg = p->nseg, total = seg_total(segs, nseg);
+    const int adam = p->rule == TFC_OPTIM_RULE_ADAM;
+    if (total == 0) return TFC_OK;
     TFC_PARALLEL_RANGE(total, OPTIM_GRAIN, lo, hi) {
-        FOR_PIECES(segs, nseg, lo, hi, s, a, b) { TFC_DISPATCH(s->dtype, sgd_piece, h, s, a, b); }
+        FOR_PIECES(segs, nseg, lo, hi, s, a, b) {
+            if (adam)
+                TFC_DISPATCH(s->dtype, adam_piece, p, s, a, b);
+            else
+                TFC_DISPATCH(s->dtype, sgd_piece, p, s, a, b);
+        }
     }
+    return TFC_OK;
 }
 
-void tfc_cpu_adam_step(const tfc_optim_problem *h, const tfc_optim_seg *segs, int64_t nseg) {
-    int64_t total = seg_total(segs, nseg);
-    if (total == 0) return;
-    TFC_PARALLEL_RANGE(total, OPTIM_GRAIN, lo, hi) {
-        FOR_PIECES(segs, nseg, lo, hi, s, a, b) { TFC_DISPATCH(s->dtype, adam_piece, h, s, a, b); }
-    }
-}
-
-tfc_status tfc_cpu_grad_sumsq(const tfc_optim_seg *segs, int64_t nseg, double scale, double *out) {
+/*
+ * *out = Σ (scale·g)² over every segment's grad, in f64. The range is cut
+ * into fixed blocks summed in block order, so the result does not depend
+ * on the thread count.
+ */
+static tfc_status grad_sumsq(const tfc_optim_seg *segs, int64_t nseg, double scale, double *out) {
     int64_t total = seg_total(segs, nseg);
     int64_t nblocks = (total + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     double small[64];
     double *part = nblocks <= 64 ? small : malloc((size_t)nblocks * sizeof *part);
-    if (!part) return TFC_ERR_OOM;
+    if (!part) return tfc_err(TFC_ERR_OOM, "out of memory");
     TFC_PARALLEL_RANGE(nblocks, 2, blo, bhi) {
         for (int64_t blk = blo; blk < bhi; blk++) {
             int64_t lo = blk * SUMSQ_BLOCK, hi = lo + SUMSQ_BLOCK < total ? lo + SUMSQ_BLOCK : total;
@@ -82,7 +89,8 @@ tfc_status tfc_cpu_grad_sumsq(const tfc_optim_seg *segs, int64_t nseg, double sc
     return TFC_OK;
 }
 
-double tfc_cpu_grad_maxabs(const tfc_optim_seg *segs, int64_t nseg) {
+/* max |g| over every grad (NaN when any element is NaN). */
+static double grad_maxabs(const tfc_optim_seg *segs, int64_t nseg) {
     /* Only reached on the rare overflow path: one thread is plenty. */
     double mx = 0;
     for (int64_t k = 0; k < nseg; k++) {
@@ -94,12 +102,39 @@ double tfc_cpu_grad_maxabs(const tfc_optim_seg *segs, int64_t nseg) {
     return mx;
 }
 
-void tfc_cpu_grad_scale(const tfc_optim_seg *segs, int64_t nseg, double c) {
-    int64_t total = seg_total(segs, nseg);
-    if (total == 0) return;
+/*
+ * The norm in f64 over fixed blocks (thread-count independent). A sum of
+ * squares that overflows is redone on grads scaled by 1/max|g|, so only a
+ * NaN/Inf element or a norm beyond f64 stays non-finite.
+ */
+tfc_status tfc_cpu_grad_norm(const tfc_grad_norm_problem *p) {
+    double sumsq = 0;
+    *p->overflow = 0;
+    TFC_TRY(grad_sumsq(p->segs, p->nseg, 1.0, &sumsq));
+    double norm = sqrt(sumsq);
+    if (!isfinite(norm)) {
+        double mx = grad_maxabs(p->segs, p->nseg);
+        if (!isfinite(mx)) {
+            *p->norm = mx;
+            return TFC_OK;
+        }
+        TFC_TRY(grad_sumsq(p->segs, p->nseg, 1.0 / mx, &sumsq));
+        norm = mx * sqrt(sumsq);
+        *p->overflow = !isfinite(norm);
+    }
+    *p->norm = norm;
+    return TFC_OK;
+}
+
+tfc_status tfc_cpu_grad_scale(const tfc_grad_norm_problem *p) {
+    const tfc_optim_seg *segs = p->segs;
+    const int64_t nseg = p->nseg, total = seg_total(segs, nseg);
+    const double c = p->c;
+    if (total == 0) return TFC_OK;
     TFC_PARALLEL_RANGE(total, OPTIM_GRAIN, lo, hi) {
         FOR_PIECES(segs, nseg, lo, hi, s, a, b) { TFC_DISPATCH(s->dtype, scale_piece, s, a, b, c); }
     }
+    return TFC_OK;
 }
 
 #else /* TFC_T: the per-element bodies, once per element type */

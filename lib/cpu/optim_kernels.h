@@ -13,17 +13,14 @@
 
 #include "backend/backend.h"
 
-/* Segments (tfc_optim_seg) and hyperparameters (tfc_optim_problem, whose segs/nseg these ignore) are the backend table's. */
-
 /*
+ * One optimizer step (tfc_optim_problem), by rule:
+ *
  * SGD, per element, in the order torch 1.13's _single_tensor_sgd rounds:
  *   d = ±g;  if wd: d = d + wd·p
  *   if momentum: b = first ? d : b·μ + (1 − dampening)·d;  d = nesterov ? d + μ·b : b
  *   p = p + (−lr)·d
- */
-void tfc_cpu_sgd_step(const tfc_optim_problem *h, const tfc_optim_seg *segs, int64_t nseg);
-
-/*
+ *
  * Adam / AdamW, per element, in the order torch 1.13's _single_tensor_adam(w) rounds:
  *   d = ±g;  AdamW: p = p·(1 − lr·wd)   Adam: if wd: d = d + wd·p
  *   m = m·β1 + (1 − β1)·d;   v = v·β2 + ((1 − β2)·d)·d
@@ -31,17 +28,16 @@ void tfc_cpu_sgd_step(const tfc_optim_problem *h, const tfc_optim_seg *segs, int
  *   p = p + ((−step_size)·m) / (√v̂ / bc2_sqrt + eps)
  * which is p − lr·m̂/(√v̂ₜ + eps) with m̂ = m/(1 − β1ᵗ), v̂ₜ = v̂/(1 − β2ᵗ).
  */
-void tfc_cpu_adam_step(const tfc_optim_problem *h, const tfc_optim_seg *segs, int64_t nseg);
+tfc_status tfc_cpu_optim_step(const tfc_optim_problem *p);
 
 /*
- * *out = Σ (scale·g)² over every segment's grad, in f64. The range is cut
- * into fixed blocks summed in block order, so the result does not depend
- * on the thread count. TFC_ERR_OOM when the block sums cannot be allocated.
+ * The global L2 norm of the grads (tfc_grad_norm_problem), Σ g² in f64 over
+ * fixed blocks of the range summed in block order (thread-count
+ * independent); the block sums are allocated (TFC_ERR_OOM) when there are
+ * more than 64.
  */
-tfc_status tfc_cpu_grad_sumsq(const tfc_optim_seg *segs, int64_t nseg, double scale, double *out);
-/* max |g| over every grad (NaN when any element is NaN). */
-double tfc_cpu_grad_maxabs(const tfc_optim_seg *segs, int64_t nseg);
-/* g = g·c for every grad (the grads are written through the const pointer). */
-void tfc_cpu_grad_scale(const tfc_optim_seg *segs, int64_t nseg, double c);
+tfc_status tfc_cpu_grad_norm(const tfc_grad_norm_problem *p);
+/* g = g·c for every grad (written through the const pointers). */
+tfc_status tfc_cpu_grad_scale(const tfc_grad_norm_problem *p);
 
 #endif

@@ -178,7 +178,8 @@ static void qlinear_tiled(const tfc_quant_problem *p, tfc_qrows_fn fn, tfc_qtile
             for (int64_t k0 = 0; k0 < K; k0 += kb) {
                 const int64_t kn = K - k0 < kb ? K - k0 : kb;
                 deq(p->format, n0, n1 - n0, k0, kn, K, G, p->codes, p->scales, tile);
-                tfc_cpu_gemm(TFC_DTYPE_F32, 0, 1, M, n1 - n0, kn, 1.0, x + k0, K, tile, kn, k0 ? 1.0 : 0.0, y + n0, N);
+                tfc_cpu_gemm_matrix(TFC_DTYPE_F32, 0, 1, M, n1 - n0, kn, 1.0, x + k0, K, tile, kn, k0 ? 1.0 : 0.0,
+                                    y + n0, N);
             }
             if (b)
                 for (int64_t m = 0; m < M; m++)

@@ -9,7 +9,11 @@
 #include "cpu/kernels.h"
 #include "cpu/parallel.h"
 
-void tfc_cpu_random(tfc_random_kind kind, const tfc_sview *dst, double a, double b, uint64_t seed, uint64_t offset) {
+tfc_status tfc_cpu_random(const tfc_random_problem *p) {
+    const tfc_random_kind kind = p->kind;
+    const tfc_sview *dst = &p->dst;
+    const double a = p->a, b = p->b;
+    const uint64_t seed = p->seed, offset = p->offset;
     const tfc_sview *views[1] = {dst};
     /* Iterate in row-major order of the logical shape: no dim merging that could reorder. */
     tfc_iter it;
@@ -25,4 +29,5 @@ void tfc_cpu_random(tfc_random_kind kind, const tfc_sview *dst, double a, double
             tfc_iter_next(&it, idx, off);
         }
     }
+    return TFC_OK;
 }

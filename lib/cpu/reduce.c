@@ -1,9 +1,15 @@
-/* Reductions; sums accumulate in double for both f32 and f64 inputs. */
-#include "cpu/reduce.h"
-
+/*
+ * Reductions over the trailing dims of a strided view (tfc_reduce_problem:
+ * the caller permutes the reduced dims to the end) and the max/min
+ * backward scatter (tfc_scatter_problem). Sums accumulate in double for
+ * both f32 and f64 inputs; each output is one thread's, summed in one
+ * order, so results do not depend on the thread count.
+ */
 #include <math.h>
 
 #include "core/dtype.h"
+#include "core/error.h"
+#include "cpu/kernels.h"
 #include "cpu/parallel.h"
 
 static inline double load(const tfc_sview *v, int64_t off) {
@@ -67,20 +73,14 @@ static double row_sum(const tfc_sview *in, int64_t base, int64_t n) {
     return acc;
 }
 
-void tfc_cpu_reduce(tfc_reduce_op op, const tfc_sview *in, int32_t nkeep, void *out, double scale) {
-    int64_t nout = 1, nred = 1;
-    for (int32_t d = 0; d < nkeep; d++) nout *= in->shape[d];
-    tfc_sview red = *in;
-    red.ndim = in->ndim - nkeep;
-    for (int32_t d = 0; d < red.ndim; d++) {
-        red.shape[d] = in->shape[nkeep + d];
-        red.strides[d] = in->strides[nkeep + d];
-        nred *= red.shape[d];
-    }
-    const tfc_sview *rv[1] = {&red};
-    tfc_iter rit;
-    tfc_iter_init(&rit, rv, 1);
-    if (op == TFC_REDUCE_SUM && column_sum(in, nkeep, &rit, nout, out, scale)) return;
+/* Every output o < nout: the reduction of its nred elements, walked by rit from o's base offset in p->in. */
+static void reduce_outputs(const tfc_reduce_problem *p, const tfc_iter *rit0, int64_t nout, int64_t nred) {
+    const tfc_reduce_op op = p->op;
+    const tfc_sview *in = &p->in;
+    const int32_t nkeep = p->nkeep;
+    void *out = p->out;
+    const double scale = p->scale;
+    const tfc_iter rit = *rit0;
     int row_run = op == TFC_REDUCE_SUM && rit.ndim == 1 && rit.strides[0][0] == 1;
     int64_t grain = nred > 0 ? (1 << 14) / nred + 1 : 1 << 14;
     TFC_PARALLEL_RANGE(nout, grain, lo, hi) {
@@ -162,14 +162,34 @@ void tfc_cpu_reduce(tfc_reduce_op op, const tfc_sview *in, int32_t nkeep, void *
     }
 }
 
-void tfc_cpu_reduce_scatter(const tfc_sview *dst, int32_t nkeep, const int64_t *pos, const tfc_sview *dy) {
+tfc_status tfc_cpu_reduce(const tfc_reduce_problem *p) {
+    TFC_TRY(tfc_cpu_check_float_view("reduce", &p->in));
+    const tfc_sview *in = &p->in;
+    const int32_t nkeep = p->nkeep;
+    int64_t nout = 1, nred = 1;
+    for (int32_t d = 0; d < nkeep; d++) nout *= in->shape[d];
+    tfc_sview red = *in;
+    red.ndim = in->ndim - nkeep;
+    for (int32_t d = 0; d < red.ndim; d++) {
+        red.shape[d] = in->shape[nkeep + d];
+        red.strides[d] = in->strides[nkeep + d];
+        nred *= red.shape[d];
+    }
+    const tfc_sview *rv[1] = {&red};
+    tfc_iter rit;
+    tfc_iter_init(&rit, rv, 1);
+    if (p->op != TFC_REDUCE_SUM || !column_sum(in, nkeep, &rit, nout, p->out, p->scale))
+        reduce_outputs(p, &rit, nout, nred);
+    return TFC_OK;
+}
+
+tfc_status tfc_cpu_reduce_scatter(const tfc_scatter_problem *p) {
+    const tfc_sview *dst = &p->dst;
+    const int32_t nkeep = p->nkeep;
+    const int64_t *pos = p->pos;
     int64_t nout = 1;
     for (int32_t d = 0; d < nkeep; d++) nout *= dst->shape[d];
-    const tfc_sview *dv[1] = {dy};
-    tfc_iter it;
-    tfc_iter_init(&it, dv, 1);
-    int64_t idx[TFC_MAX_DIMS], off[4];
-    tfc_iter_seek(&it, 0, idx, off);
+    /* dy is contiguous over the kept dims: output o is dy[o]. */
     for (int64_t o = 0; o < nout; o++) {
         int64_t base = 0, rem = o;
         for (int32_t d = nkeep - 1; d >= 0; d--) {
@@ -182,9 +202,9 @@ void tfc_cpu_reduce_scatter(const tfc_sview *dst, int32_t nkeep, const int64_t *
             rem /= dst->shape[d];
         }
         if (dst->dtype == TFC_DTYPE_F64)
-            ((double *)dst->data)[base] = ((const double *)dy->data)[off[0]];
+            ((double *)dst->data)[base] = ((const double *)p->dy)[o];
         else
-            ((float *)dst->data)[base] = ((const float *)dy->data)[off[0]];
-        tfc_iter_next(&it, idx, off);
+            ((float *)dst->data)[base] = ((const float *)p->dy)[o];
     }
+    return TFC_OK;
 }

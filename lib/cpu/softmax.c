@@ -22,14 +22,14 @@
 #define TFC_TMPL_FILE "cpu/softmax.c"
 #include "cpu/kernel_tmpl.h"
 
-void tfc_cpu_softmax_forward(tfc_dtype dt, int64_t outer, int64_t d, int64_t inner, int is_log, const void *x,
-                             void *y) {
-    TFC_DISPATCH(dt, softmax_forward, outer, d, inner, is_log, x, y);
+tfc_status tfc_cpu_softmax_forward(const tfc_softmax_problem *p) {
+    if (p->outer * p->d * p->inner > 0) TFC_DISPATCH(p->dtype, softmax_forward, p);
+    return TFC_OK;
 }
 
-void tfc_cpu_softmax_backward(tfc_dtype dt, int64_t outer, int64_t d, int64_t inner, int is_log, const void *dy,
-                              const void *y, void *dx, int accumulate) {
-    TFC_DISPATCH(dt, softmax_backward, outer, d, inner, is_log, dy, y, dx, accumulate);
+tfc_status tfc_cpu_softmax_backward(const tfc_softmax_problem *p) {
+    if (p->outer * p->d * p->inner > 0) TFC_DISPATCH(p->dtype, softmax_backward, p);
+    return TFC_OK;
 }
 
 #else /* TFC_T */
@@ -84,7 +84,11 @@ static void FN(softmax_lines)(int64_t d, int64_t inner, int64_t nb, int is_log, 
     }
 }
 
-static void FN(softmax_forward)(int64_t outer, int64_t d, int64_t inner, int is_log, const T *x, T *y) {
+static void FN(softmax_forward)(const tfc_softmax_problem *p) {
+    const int64_t outer = p->outer, d = p->d, inner = p->inner;
+    const int is_log = p->log;
+    const T *x = p->x;
+    T *y = p->y;
     if (inner == 1) {
         TFC_PARALLEL_RANGE(outer, TFC_GRAIN(d), lo, hi) {
             for (int64_t o = lo; o < hi; o++) FN(softmax_line)(d, is_log, x + o * d, y + o * d);
@@ -139,8 +143,11 @@ static void FN(softmax_backward_lines)(int64_t d, int64_t inner, int64_t nb, int
         }
 }
 
-static void FN(softmax_backward)(int64_t outer, int64_t d, int64_t inner, int is_log, const T *dy, const T *y, T *dx,
-                                 int accumulate) {
+static void FN(softmax_backward)(const tfc_softmax_problem *p) {
+    const int64_t outer = p->outer, d = p->d, inner = p->inner;
+    const int is_log = p->log, accumulate = p->accumulate;
+    const T *dy = p->dy, *y = p->y_in;
+    T *dx = p->dx;
     if (inner == 1) {
         TFC_PARALLEL_RANGE(outer, TFC_GRAIN(d), lo, hi) {
             for (int64_t o = lo; o < hi; o++)

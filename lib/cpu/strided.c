@@ -1,10 +1,18 @@
-/* Strided iteration and the dtype-converting copy. */
+/* Strided iteration, and the copy (dtype-converting) and fill entries. */
 #include "cpu/strided.h"
 
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/error.h"
+#include "cpu/kernels.h"
 #include "cpu/parallel.h"
+
+tfc_status tfc_cpu_check_float_view(const char *entry, const tfc_sview *v) {
+    if (!v || v->dtype == TFC_DTYPE_F32 || v->dtype == TFC_DTYPE_F64 || !tfc_dtype_is_float(v->dtype)) return TFC_OK;
+    return tfc_err(TFC_ERR_UNSUPPORTED, "%s is not implemented on cpu:0 for %s (f32 or f64; only gemm takes bf16)",
+                   entry, tfc_dtype_name(v->dtype));
+}
 
 void tfc_iter_init(tfc_iter *it, const tfc_sview *const *views, int32_t nviews) {
     const tfc_sview *v0 = views[0];
@@ -177,22 +185,23 @@ static void convert_row(const tfc_sview *dst, int64_t ds, int64_t dof, const tfc
     }
 }
 
-void tfc_cpu_copy(const tfc_sview *dst, const tfc_sview *src) {
+tfc_status tfc_cpu_copy(const tfc_copy_problem *p) {
+    const tfc_sview *dst = &p->dst, *src = &p->src;
     const tfc_sview *views[2] = {dst, src};
     tfc_iter it;
     tfc_iter_init(&it, views, 2);
     size_t es = tfc_dtype_size(dst->dtype);
-    if (it.numel > 0 && copy_transposed(&it, dst, src, es)) return;
+    if (it.numel > 0 && copy_transposed(&it, dst, src, es)) return TFC_OK;
     int32_t last = it.ndim - 1;
     int64_t row = it.shape[last], rows = it.numel / (row > 0 ? row : 1);
     int64_t dstr = it.strides[0][last], sstr = it.strides[1][last];
-    if (it.numel == 0) return;
+    if (it.numel == 0) return TFC_OK;
     if (it.ndim == 1) {
         /* One row (every dense tensor merges into one): split the row itself between the threads. */
         TFC_PARALLEL_RANGE(row, 1 << 15, lo, hi) {
             if (lo < hi) convert_row(dst, dstr, lo * dstr, src, sstr, lo * sstr, hi - lo);
         }
-        return;
+        return TFC_OK;
     }
     TFC_PARALLEL_RANGE(rows, row >= (1 << 15) ? 1 : (1 << 15) / row, lo, hi) {
         int64_t idx[TFC_MAX_DIMS], off[4];
@@ -200,9 +209,12 @@ void tfc_cpu_copy(const tfc_sview *dst, const tfc_sview *src) {
         for (int64_t r = lo; r < hi; r++, tfc_iter_next_row(&it, idx, off))
             convert_row(dst, dstr, off[0], src, sstr, off[1], row);
     }
+    return TFC_OK;
 }
 
-void tfc_cpu_fill(const tfc_sview *dst, double value) {
+tfc_status tfc_cpu_fill(const tfc_fill_problem *p) {
+    const tfc_sview *dst = &p->dst;
+    const double value = p->value;
     const tfc_sview *views[1] = {dst};
     tfc_iter it;
     tfc_iter_init(&it, views, 1);
@@ -211,7 +223,7 @@ void tfc_cpu_fill(const tfc_sview *dst, double value) {
     tfc_scalar_store(pattern, dst->dtype, 0, value);
     int32_t last = it.ndim - 1;
     int64_t row = it.shape[last], rows = it.numel / (row > 0 ? row : 1), str = it.strides[0][last];
-    if (it.numel == 0) return;
+    if (it.numel == 0) return TFC_OK;
     int zero = 1;
     for (size_t b = 0; b < es; b++) zero &= pattern[b] == 0;
     TFC_PARALLEL_RANGE(rows, row >= (1 << 16) ? 1 : (1 << 16) / row, lo, hi) {
@@ -230,4 +242,5 @@ void tfc_cpu_fill(const tfc_sview *dst, double value) {
             }
         }
     }
+    return TFC_OK;
 }

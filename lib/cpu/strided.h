@@ -1,6 +1,7 @@
 /*
  * Walking raw strided views (backend/view.h) on the CPU: the iterator every
- * strided CPU kernel uses, and the strided copy and fill.
+ * strided CPU kernel uses (the copy and fill entries of strided.c among
+ * them, declared in kernels.h).
  */
 #ifndef TFC_CPU_STRIDED_H
 #define TFC_CPU_STRIDED_H
@@ -51,10 +52,12 @@ static inline void tfc_iter_next_row(const tfc_iter *it, int64_t *idx, int64_t *
     }
 }
 
-/* dst = src converted to dst's dtype; src must already have dst's shape
- * (broadcast dims as stride 0). */
-void tfc_cpu_copy(const tfc_sview *dst, const tfc_sview *src);
-/* Every element of dst = value. */
-void tfc_cpu_fill(const tfc_sview *dst, double value);
+/*
+ * TFC_OK when the element kernels can read v: NULL, f32, f64 or a non-float
+ * dtype (a mask). A bf16 view reaches them since bf16 GEMM results exist on
+ * the CPU (a gradient accumulated by the autograd engine); it is
+ * TFC_ERR_UNSUPPORTED naming entry rather than read as f32.
+ */
+tfc_status tfc_cpu_check_float_view(const char *entry, const tfc_sview *v);
 
 #endif

@@ -59,7 +59,7 @@ tfc_status tfc_cpu_topk(const tfc_topk_problem *p) {
     return TFC_OK;
 }
 
-void tfc_cpu_topk_backward(const tfc_topk_problem *p) {
+tfc_status tfc_cpu_topk_backward(const tfc_topk_problem *p) {
     const int64_t D = p->d, k = p->k;
     for (int64_t o = 0; o < p->outer; o++)
         for (int64_t j = 0; j < k; j++)
@@ -70,4 +70,5 @@ void tfc_cpu_topk_backward(const tfc_topk_problem *p) {
                 else
                     ((float *)p->dx)[dst] += ((const float *)p->dy)[src];
             }
+    return TFC_OK;
 }

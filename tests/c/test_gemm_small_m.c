@@ -42,7 +42,7 @@ static double product_error(int tb, int64_t M, int64_t N, int64_t K, float alpha
             ref[i * N + j] = alpha * s + beta * (double)c[i * ldc + j];
         }
     tfc_cpu_gemm_small_m_allowed = use_kernel;
-    tfc_cpu_gemm(TFC_DTYPE_F32, 0, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+    tfc_cpu_gemm_matrix(TFC_DTYPE_F32, 0, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
     tfc_cpu_gemm_small_m_allowed = 1;
     double err = 0;
     for (int64_t i = 0; i < M; i++)
@@ -98,8 +98,8 @@ TEST(a_row_does_not_depend_on_the_others) {
               *all = malloc((size_t)(TFC_GEMM_SMALL_M_MAX * N) * sizeof *all);
         for (int64_t M = 2; M <= TFC_GEMM_SMALL_M_MAX; M++) {
             const int64_t row = M - 1; /* the last row of M, then alone */
-            tfc_cpu_gemm(TFC_DTYPE_F32, 0, tb, M, N, K, 1.0, a, K, b, tb ? K : N, 0.0, all, N);
-            tfc_cpu_gemm(TFC_DTYPE_F32, 0, tb, 1, N, K, 1.0, a + row * K, K, b, tb ? K : N, 0.0, alone, N);
+            tfc_cpu_gemm_matrix(TFC_DTYPE_F32, 0, tb, M, N, K, 1.0, a, K, b, tb ? K : N, 0.0, all, N);
+            tfc_cpu_gemm_matrix(TFC_DTYPE_F32, 0, tb, 1, N, K, 1.0, a + row * K, K, b, tb ? K : N, 0.0, alone, N);
             if (memcmp(alone, all + row * N, (size_t)N * sizeof *alone) != 0)
                 TFC_FAIL_AT("tb %d: row %lld of an M = %lld product differs from the same row alone", tb,
                             (long long)row, (long long)M);

@@ -260,8 +260,8 @@ TEST(gemm_split_over_threads_matches_naive) {
      * M >= N, columns otherwise. Odd sizes leave a ragged last block; every
      * transpose combination moves the block's operand pointer differently;
      * beta = 1 checks each block reads its own part of C. */
-    extern void tfc_cpu_gemm(tfc_dtype, int, int, int64_t, int64_t, int64_t, double, const void *, int64_t,
-                             const void *, int64_t, double, void *, int64_t);
+    extern void tfc_cpu_gemm_matrix(tfc_dtype, int, int, int64_t, int64_t, int64_t, double, const void *, int64_t,
+                                    const void *, int64_t, double, void *, int64_t);
     const int64_t shapes[2][3] = {{301, 67, 97}, {45, 611, 83}}; /* m, n, k: row split, column split */
     for (int sh = 0; sh < 2; sh++) {
         int64_t m = shapes[sh][0], n = shapes[sh][1], k = shapes[sh][2];
@@ -276,8 +276,8 @@ TEST(gemm_split_over_threads_matches_naive) {
             for (int ta = 0; ta < 2; ta++)
                 for (int tb = 0; tb < 2; tb++) {
                     for (int64_t i = 0; i < m * n; i++) c[i] = 0.5 * i;
-                    tfc_cpu_gemm(TFC_DTYPE_F64, ta, tb, m, n, k, 2.0, ta ? at : a, ta ? m : k, tb ? bt : b, tb ? k : n,
-                                 1.0, c, n);
+                    tfc_cpu_gemm_matrix(TFC_DTYPE_F64, ta, tb, m, n, k, 2.0, ta ? at : a, ta ? m : k, tb ? bt : b,
+                                        tb ? k : n, 1.0, c, n);
                     for (int64_t i = 0; i < m * n; i++) CHECK_CLOSE(c[i], 2.0 * w[i] + 0.5 * i, 1e-12);
                 }
         }
