@@ -430,8 +430,13 @@ static tfc_backend make_table(void) {
     b.struct_size = sizeof(tfc_backend);
     b.abi_version = TFC_BACKEND_ABI;
     b.name = "cuda";
-    b.float_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_BF16);
-    b.stats_f32 = 1;
+    b.caps.float_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_BF16);
+    b.caps.gemm_dtypes = b.caps.float_dtypes;
+    b.caps.gemm_epilogues = 1u << TFC_GEMM_EPI_BIAS; /* cuBLASLt's bias epilogue: tfc_linear's forward is one call */
+    b.caps.stats_f32 = 1;
+    b.caps.gemm_bf16_widen_rows = 0;            /* cuBLASLt multiplies bf16 on tensor cores */
+    b.caps.gemm_pad_cols = 64;                  /* 16-byte rows and whole tiles (V = 50257 → 50304) */
+    b.caps.autocast_attention = TFC_DTYPE_BF16; /* the flash kernels are bf16 (attention_flash.cu) */
     b.describe = tfcu_describe;
     b.device_count = tfcu_device_count;
     b.last_error = tfcu_last_error;
@@ -468,11 +473,7 @@ static tfc_backend make_table(void) {
     b.optim_step = cu_optim_step;
     b.grad_norm = cu_grad_norm;
     b.grad_scale = cu_grad_scale;
-    b.gemm_dtypes = b.float_dtypes;
-    b.autocast_attention = TFC_DTYPE_BF16; /* the flash kernels are bf16 (attention_flash.cu) */
-    b.gemm_pad_cols = 64;                  /* 16-byte rows, whole tiles: see backend.h */
-    b.gemm_bf16_widen_rows = 0;            /* cuBLASLt multiplies bf16 on tensor cores */
-    b.quantize = NULL;                     /* quantized weights: CPU only so far (docs/CUDA.md) */
+    b.quantize = NULL; /* quantized weights: CPU only so far (docs/CUDA.md) */
     b.dequantize = NULL;
     b.qlinear = NULL;
     b.coll_unique_id = tfcu_coll_unique_id;
@@ -482,14 +483,11 @@ static tfc_backend make_table(void) {
     b.coll_broadcast = tfcu_coll_broadcast;
     b.coll_all_gather = tfcu_coll_all_gather;
     b.coll_reduce_scatter = tfcu_coll_reduce_scatter;
-    b.gather = NULL; /* indexed reads and writes (ABI 7): CPU only so far, no kernel written yet */
+    /* No CUDA kernels yet for these: the ops on cuda:0 are TFC_ERR_UNSUPPORTED naming the entry. */
+    b.gather = NULL;
     b.scatter = NULL;
-    /* ABI 8: cumsum and multinomial stay NULL (no CUDA kernels yet): tfc_cumsum and
-     * tfc_multinomial on cuda:0 are TFC_ERR_UNSUPPORTED naming the entry. */
     b.cumsum = NULL;
     b.multinomial = NULL;
-    /* ABI 9: the gemm entry fuses the bias (cuBLASLt's bias epilogue; tfc_linear's forward is one call). */
-    b.gemm_epilogues = 1u << TFC_GEMM_EPI_BIAS;
     b.native_stream = cu_native_stream;
     return b;
 }
