@@ -219,7 +219,7 @@ static tfc_status check_shape(const char *fn, size_t B, size_t H, size_t T, size
 tfc_status tfcu_attention_forward(int32_t device, int32_t dtype, const void *q, const void *k, const void *v, void *out,
                                   float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
                                   int32_t causal) {
-    const char *fn = "tfc_cuda_attention_forward";
+    const char *fn = "tfcu_attention_forward";
     tfcu_ctx *c;
     TFCU_TRY(check_shape(fn, B, H, T, S, D, Dv));
     if (!B || !H || !T) return TFC_OK;
@@ -250,7 +250,7 @@ tfc_status tfcu_attention_backward(int32_t device, int32_t dtype, const void *do
                                    const void *v, const void *out, const float *lse, void *dq, void *dk, void *dv,
                                    size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
                                    int32_t causal, uint32_t flags) {
-    const char *fn = "tfc_cuda_attention_backward";
+    const char *fn = "tfcu_attention_backward";
     tfcu_ctx *c;
     TFCU_TRY(check_shape(fn, B, H, T, S, D, Dv));
     if (!B || !H) return TFC_OK;

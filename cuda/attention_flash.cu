@@ -634,7 +634,7 @@ static tfc_status fa_check(const char *fn, size_t B, size_t H, size_t T, size_t 
 tfc_status tfcu_flash_attention_forward(int32_t device, const void *q, const void *k, const void *v, void *out,
                                         float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, float scale,
                                         int32_t causal) {
-    const char *fn = "tfc_cuda_attention_forward";
+    const char *fn = "tfcu_flash_attention_forward";
     tfcu_ctx *c;
     TFCU_TRY(fa_check(fn, B, H, T, S));
     if (!B || !H || !T) return TFC_OK;
@@ -691,7 +691,7 @@ tfc_status tfcu_flash_attention_backward(int32_t device, const void *dout, const
                                          const void *out, const float *lse, void *dq, void *dk, void *dv, size_t B,
                                          size_t H, size_t T, size_t S, size_t D, float scale, int32_t causal,
                                          uint32_t flags) {
-    const char *fn = "tfc_cuda_attention_backward";
+    const char *fn = "tfcu_flash_attention_backward";
     tfcu_ctx *c;
     TFCU_TRY(fa_check(fn, B, H, T, S));
     if (!B || !H || !T || !S || (!dq && !dk && !dv)) return TFC_OK;

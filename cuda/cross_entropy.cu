@@ -92,23 +92,20 @@ __global__ void ce_backward_kernel(const float *dloss, const T *logits, const I 
 
 static unsigned row_blocks(size_t rows) { return rows < 65535u * 16 ? (unsigned)rows : 65535u * 16; }
 
-tfc_status tfcu_cross_entropy_forward(int32_t device, int32_t dtype, const void *logits, int32_t target_dtype,
-                                      const void *targets, int64_t ignore_index, size_t N, size_t C, float *loss,
-                                      float *lse, uint32_t flags) {
-    const char *fn = "tfc_cuda_cross_entropy_forward";
+tfc_status tfcu_cross_entropy_forward(const tfc_cross_entropy_problem *p) {
+    const char *fn = "tfcu_cross_entropy_forward";
+    const int32_t device = p->device;
+    const size_t N = (size_t)p->n, C = (size_t)p->c;
+    const long long ignore_index = (long long)p->ignore_index;
+    const void *logits = p->logits, *targets = p->targets;
+    float *loss = (float *)p->loss, *lse = (float *)p->lse;
     /* targets the library range-checked on the host: the kernel still skips bad ones, nobody waits for its verdict */
-    const bool checked = (flags & TFC_IDS_CHECKED) != 0;
+    const bool checked = ((uint32_t)p->accumulate & TFC_IDS_CHECKED) != 0;
     tfcu_ctx *c;
-    TFCU_NOT_NULL(fn, loss);
-    if (N && !C) return tfcu_err(TFC_ERR_SHAPE, "%s: C is 0 (no classes)", fn);
-    if (N) {
-        TFCU_NOT_NULL(fn, logits);
-        TFCU_NOT_NULL(fn, targets);
-    }
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));
-    return tfcu_dispatch_float(fn, dtype, [&](auto t) {
+    return tfcu_dispatch_float(fn, p->dtype, [&](auto t) {
         typedef decltype(t) T;
-        return tfcu_dispatch_index(fn, target_dtype, [&](auto it) -> tfc_status {
+        return tfcu_dispatch_index(fn, p->index_dtype, [&](auto it) -> tfc_status {
             typedef decltype(it) I;
             if (!N) {
                 tfc_fill_problem f = {};
@@ -123,12 +120,11 @@ tfc_status tfcu_cross_entropy_forward(int32_t device, int32_t dtype, const void 
             tfc_status s = tfcu_cuda(cudaMemsetAsync(bad, 0xff, 8, c->stream), fn, "cudaMemsetAsync");
             if (s == TFC_OK) {
                 ce_forward_rows_kernel<T, I><<<row_blocks(N), 256, 0, c->stream>>>(
-                    (const T *)logits, (const I *)targets, (long long)ignore_index, N, C, row_loss, lse, bad);
+                    (const T *)logits, (const I *)targets, ignore_index, N, C, row_loss, lse, bad);
                 s = TFCU_LAUNCHED(fn, "ce_forward_rows_kernel");
             }
             if (s == TFC_OK) {
-                ce_mean_kernel<I>
-                    <<<1, 1024, 0, c->stream>>>(row_loss, (const I *)targets, (long long)ignore_index, N, loss);
+                ce_mean_kernel<I><<<1, 1024, 0, c->stream>>>(row_loss, (const I *)targets, ignore_index, N, loss);
                 s = TFCU_LAUNCHED(fn, "ce_mean_kernel");
             }
             if (checked) {
@@ -147,38 +143,36 @@ tfc_status tfcu_cross_entropy_forward(int32_t device, int32_t dtype, const void 
                                    fn, "cudaMemcpy (reading the bad target)"));
                 return tfcu_err(TFC_ERR_INVALID_ARG,
                                 "%s: targets[%llu] is %lld, outside [0, %zu) and not ignore_index %lld", fn, bad_host,
-                                (long long)tv, C, (long long)ignore_index);
+                                (long long)tv, C, ignore_index);
             }
             return s;
         });
     });
 }
 
-tfc_status tfcu_cross_entropy_backward(int32_t device, int32_t dtype, const float *dloss, const void *logits,
-                                       int32_t target_dtype, const void *targets, int64_t ignore_index,
-                                       const float *lse, void *dlogits, size_t N, size_t C, uint32_t flags) {
-    const char *fn = "tfc_cuda_cross_entropy_backward";
+tfc_status tfcu_cross_entropy_backward(const tfc_cross_entropy_problem *p) {
+    const char *fn = "tfcu_cross_entropy_backward";
+    const size_t N = (size_t)p->n, C = (size_t)p->c;
+    const long long ignore_index = (long long)p->ignore_index;
+    const float *dloss = (const float *)p->dloss, *lse = (const float *)p->lse_in;
+    const void *logits = p->logits, *targets = p->targets;
+    void *dlogits = p->dlogits;
+    const bool acc = p->accumulate != 0;
     tfcu_ctx *c;
     if (!N || !C) return TFC_OK;
-    TFCU_NOT_NULL(fn, dloss);
-    TFCU_NOT_NULL(fn, logits);
-    TFCU_NOT_NULL(fn, targets);
-    TFCU_NOT_NULL(fn, lse);
-    TFCU_NOT_NULL(fn, dlogits);
-    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
-    bool acc = (flags & TFC_GRAD_ACCUMULATE) != 0;
-    return tfcu_dispatch_float(fn, dtype, [&](auto t) {
+    if (!lse) return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: the backward needs the forward's lse on CUDA", fn);
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &c));
+    return tfcu_dispatch_float(fn, p->dtype, [&](auto t) {
         typedef decltype(t) T;
-        return tfcu_dispatch_index(fn, target_dtype, [&](auto it) -> tfc_status {
+        return tfcu_dispatch_index(fn, p->index_dtype, [&](auto it) -> tfc_status {
             typedef decltype(it) I;
             float *n_valid;
             TFCU_TRY(tfcu_scratch(c, fn, sizeof(float), (void **)&n_valid));
-            ce_count_kernel<I><<<1, 1024, 0, c->stream>>>((const I *)targets, (long long)ignore_index, N, n_valid);
+            ce_count_kernel<I><<<1, 1024, 0, c->stream>>>((const I *)targets, ignore_index, N, n_valid);
             tfc_status s = TFCU_LAUNCHED(fn, "ce_count_kernel");
             if (s == TFC_OK) {
                 ce_backward_kernel<T, I><<<row_blocks(N), 256, 0, c->stream>>>(
-                    dloss, (const T *)logits, (const I *)targets, (long long)ignore_index, lse, n_valid, (T *)dlogits,
-                    N, C, acc);
+                    dloss, (const T *)logits, (const I *)targets, ignore_index, lse, n_valid, (T *)dlogits, N, C, acc);
                 s = TFCU_LAUNCHED(fn, "ce_backward_kernel");
             }
             tfcu_scratch_free(c, n_valid);

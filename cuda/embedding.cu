@@ -70,20 +70,19 @@ static tfc_status report_bad_id(tfcu_ctx *c, const char *fn, const unsigned long
     return tfcu_err(TFC_ERR_INVALID_ARG, "%s: ids[%llu] is %lld, outside [0, %zu)", fn, row, (long long)id, V);
 }
 
-tfc_status tfcu_embedding_forward(int32_t device, int32_t dtype, const void *weight, int32_t id_dtype, const void *ids,
-                                  void *out, size_t N, size_t V, size_t C, uint32_t flags) {
-    const char *fn = "tfc_cuda_embedding_forward";
+tfc_status tfcu_embedding_forward(const tfc_embedding_problem *p) {
+    const char *fn = "tfcu_embedding_forward";
+    const size_t N = (size_t)p->n, V = (size_t)p->v, C = (size_t)p->c;
+    const void *weight = p->table, *ids = p->ids;
+    void *out = p->out;
     /* ids the library range-checked on the host: the kernel still skips bad ones, nobody waits for its verdict */
-    const bool checked = (flags & TFC_IDS_CHECKED) != 0;
+    const bool checked = ((uint32_t)p->accumulate & TFC_IDS_CHECKED) != 0;
     tfcu_ctx *c;
     if (!N || !C) return TFC_OK;
-    TFCU_NOT_NULL(fn, weight);
-    TFCU_NOT_NULL(fn, ids);
-    TFCU_NOT_NULL(fn, out);
-    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
-    return tfcu_dispatch_float(fn, dtype, [&](auto t) {
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &c));
+    return tfcu_dispatch_float(fn, p->dtype, [&](auto t) {
         typedef decltype(t) T;
-        return tfcu_dispatch_index(fn, id_dtype, [&](auto it) -> tfc_status {
+        return tfcu_dispatch_index(fn, p->index_dtype, [&](auto it) -> tfc_status {
             typedef decltype(it) I;
             unsigned long long *bad;
             TFCU_TRY(tfcu_scratch(c, fn, 8, (void **)&bad));
@@ -100,23 +99,20 @@ tfc_status tfcu_embedding_forward(int32_t device, int32_t dtype, const void *wei
     });
 }
 
-tfc_status tfcu_embedding_backward(int32_t device, int32_t dtype, const void *dout, int32_t id_dtype, const void *ids,
-                                   void *dweight, size_t N, size_t V, size_t C, uint32_t flags) {
-    const char *fn = "tfc_cuda_embedding_backward";
+tfc_status tfcu_embedding_backward(const tfc_embedding_problem *p) {
+    const char *fn = "tfcu_embedding_backward";
+    const size_t N = (size_t)p->n, V = (size_t)p->v, C = (size_t)p->c;
+    const void *dout = p->dout, *ids = p->ids;
+    void *dweight = p->dtable;
+    const bool acc = (p->accumulate & 1) != 0, checked = ((uint32_t)p->accumulate & TFC_IDS_CHECKED) != 0;
     tfcu_ctx *c;
-    bool acc = (flags & TFC_GRAD_ACCUMULATE) != 0, checked = (flags & TFC_IDS_CHECKED) != 0;
     if (!V || !C) return TFC_OK;
-    TFCU_NOT_NULL(fn, dweight);
-    if (N) {
-        TFCU_NOT_NULL(fn, dout);
-        TFCU_NOT_NULL(fn, ids);
-    }
-    if (N > (size_t)INT32_MAX || V >= (size_t)INT32_MAX)
+    if (N > (size_t)INT32_MAX || V >= (size_t)INT32_MAX) /* the radix sort's int keys and counts */
         return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: N %zu or V %zu is 2^31 or more", fn, N, V);
-    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
-    return tfcu_dispatch_float(fn, dtype, [&](auto t) {
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &c));
+    return tfcu_dispatch_float(fn, p->dtype, [&](auto t) {
         typedef decltype(t) T;
-        return tfcu_dispatch_index(fn, id_dtype, [&](auto it) -> tfc_status {
+        return tfcu_dispatch_index(fn, p->index_dtype, [&](auto it) -> tfc_status {
             typedef decltype(it) I;
             size_t wbytes = V * C * sizeof(T);
             if (!acc) TFCU_TRY(tfcu_cuda(cudaMemsetAsync(dweight, 0, wbytes, c->stream), fn, "cudaMemsetAsync"));

@@ -1,8 +1,9 @@
 /*
- * The module's kernels and memory functions. module.cu adapts them to the
- * backend table's entries (lib/backend/backend.h, which states what each
- * computes); the kernels that take the table's problem structs directly
- * are listed last.
+ * The module's kernels and memory functions. Those listed last take the
+ * backend table's problem structs (lib/backend/backend.h) and are its
+ * entries; module.cu adapts the others where an entry needs preparation
+ * (scratch operands, attention's choice of kernels, the optimizer's
+ * grouping) or a descriptor (cuBLASLt, AdamW).
  */
 #ifndef TFCU_ENTRIES_H
 #define TFCU_ENTRIES_H
@@ -27,27 +28,6 @@ tfc_status tfcu_coll_broadcast(const tfc_coll_problem *p);
 tfc_status tfcu_coll_all_gather(const tfc_coll_problem *p);
 tfc_status tfcu_coll_reduce_scatter(const tfc_coll_problem *p);
 
-tfc_status tfcu_softmax_forward(int32_t device, int32_t dtype, int32_t log, const void *x, void *y, size_t outer,
-                                size_t n, size_t inner);
-tfc_status tfcu_softmax_backward(int32_t device, int32_t dtype, int32_t log, const void *dy, const void *y, void *dx,
-                                 size_t outer, size_t n, size_t inner, uint32_t flags);
-tfc_status tfcu_layernorm_forward(int32_t device, int32_t dtype, const void *x, const void *w, const void *b, float eps,
-                                  void *y, float *mean, float *rstd, size_t rows, size_t C);
-tfc_status tfcu_layernorm_backward(int32_t device, int32_t dtype, const void *dy, const void *x, const void *w,
-                                   const float *mean, const float *rstd, void *dx, void *dw, void *db, size_t rows,
-                                   size_t C, uint32_t flags);
-/* flags: TFC_IDS_CHECKED (backend.h) skips reading the targets' range check back (the host wait). */
-tfc_status tfcu_cross_entropy_forward(int32_t device, int32_t dtype, const void *logits, int32_t target_dtype,
-                                      const void *targets, int64_t ignore_index, size_t N, size_t C, float *loss,
-                                      float *lse, uint32_t flags);
-tfc_status tfcu_cross_entropy_backward(int32_t device, int32_t dtype, const float *dloss, const void *logits,
-                                       int32_t target_dtype, const void *targets, int64_t ignore_index,
-                                       const float *lse, void *dlogits, size_t N, size_t C, uint32_t flags);
-/* flags: TFC_IDS_CHECKED (backend.h) skips reading the ids' range check back; backward also TFC_GRAD_ACCUMULATE. */
-tfc_status tfcu_embedding_forward(int32_t device, int32_t dtype, const void *weight, int32_t id_dtype, const void *ids,
-                                  void *out, size_t N, size_t V, size_t C, uint32_t flags);
-tfc_status tfcu_embedding_backward(int32_t device, int32_t dtype, const void *dout, int32_t id_dtype, const void *ids,
-                                   void *dweight, size_t N, size_t V, size_t C, uint32_t flags);
 tfc_status tfcu_matmul(int32_t device, const tfc_cuda_matmul_desc *desc);
 tfc_status tfcu_attention_forward(int32_t device, int32_t dtype, const void *q, const void *k, const void *v, void *out,
                                   float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
@@ -59,13 +39,6 @@ tfc_status tfcu_attention_backward(int32_t device, int32_t dtype, const void *do
 tfc_status tfcu_grad_norm(int32_t device, int32_t dtype, const void *const *grads, const size_t *numel, int32_t count,
                           float max_norm, float *norm, float *clip_scale);
 tfc_status tfcu_adamw(int32_t device, const tfc_cuda_adamw_desc *desc);
-tfc_status tfcu_random_uniform(int32_t device, int32_t dtype, void *x, size_t n, uint64_t seed, uint64_t offset,
-                               double lo, double hi);
-tfc_status tfcu_random_normal(int32_t device, int32_t dtype, void *x, size_t n, uint64_t seed, uint64_t offset,
-                              double mean, double std);
-tfc_status tfcu_dropout(int32_t device, int32_t dtype, const void *x, void *out, size_t n, float p, uint64_t seed,
-                        uint64_t offset);
-
 /*
  * Tensor-core attention (attention_flash.cu): bf16, D = Dv = 64 or 128,
  * same contract as tfcu_attention_forward/backward with Dv = D.
@@ -82,13 +55,28 @@ tfc_status tfcu_flash_attention_backward(int32_t device, const void *dout, const
                                          size_t H, size_t T, size_t S, size_t D, float scale, int32_t causal,
                                          uint32_t flags);
 
-/* Entries that take the table's problems as they are. */
+/*
+ * Entries that take the table's problems as they are (backend.h states what
+ * each computes; the door validated the problem, so they do not check again).
+ */
 tfc_status tfcu_map(const tfc_map_problem *p);
 tfc_status tfcu_copy(const tfc_copy_problem *p);
 tfc_status tfcu_fill(const tfc_fill_problem *p);
+tfc_status tfcu_random(const tfc_random_problem *p); /* contiguous views only */
 tfc_status tfcu_reduce(const tfc_reduce_problem *p);
 tfc_status tfcu_gelu_forward(const tfc_gelu_problem *p);
 tfc_status tfcu_gelu_backward(const tfc_gelu_problem *p);
+tfc_status tfcu_dropout(const tfc_dropout_problem *p);
+tfc_status tfcu_layernorm_forward(const tfc_layernorm_problem *p);
+tfc_status tfcu_layernorm_backward(const tfc_layernorm_problem *p);
+tfc_status tfcu_softmax_forward(const tfc_softmax_problem *p);
+tfc_status tfcu_softmax_backward(const tfc_softmax_problem *p);
+/* The forward reads back the device's target check unless accumulate has TFC_IDS_CHECKED; the backward needs lse_in. */
+tfc_status tfcu_cross_entropy_forward(const tfc_cross_entropy_problem *p);
+tfc_status tfcu_cross_entropy_backward(const tfc_cross_entropy_problem *p);
+/* Both read back the device's id check unless accumulate has TFC_IDS_CHECKED. */
+tfc_status tfcu_embedding_forward(const tfc_embedding_problem *p);
+tfc_status tfcu_embedding_backward(const tfc_embedding_problem *p);
 /* out[o] (+)= scale · Σ over the reduced trailing dims of `in` (see reduce.cu). */
 tfc_status tfcu_sum(int32_t device, const tfc_sview *in, int32_t nkeep, void *out, double scale, bool accumulate);
 /*

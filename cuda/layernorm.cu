@@ -10,7 +10,9 @@
  * One warp per row for the row statistics (warp shuffles, no shared
  * memory). dw/db are column sums over rows, done deterministically in two
  * kernels: per-chunk partial sums into scratch [chunks, C], then a
- * fixed-order sum over chunks.
+ * fixed-order sum over chunks. The launchers are the backend table's
+ * layernorm entries (tfc_layernorm_problem): a NULL weight is a scratch
+ * vector of ones, NULL mean/rstd scratch the forward drops.
  */
 #include "common.cuh"
 #include "entries.h"
@@ -102,40 +104,74 @@ static unsigned warp_row_blocks(size_t rows) {
     return b < 65535u * 16 ? (unsigned)(b ? b : 1) : 65535u * 16;
 }
 
-tfc_status tfcu_layernorm_forward(int32_t device, int32_t dtype, const void *x, const void *w, const void *b, float eps,
-                                  void *y, float *mean, float *rstd, size_t rows, size_t C) {
-    const char *fn = "tfc_cuda_layernorm_forward";
+/*
+ * A weight of ones [C] (a LayerNorm without weight) and, where the forward's
+ * caller wants no statistics, mean and rstd [rows] in one scratch block,
+ * released (stream-ordered) with tfcu_scratch_free once the kernels are queued.
+ */
+static tfc_status ln_scratch(tfcu_ctx *c, const char *fn, const tfc_layernorm_problem *p, bool need_stats, void **block,
+                             const void **w, float **mean, float **rstd) {
+    const size_t C = (size_t)p->cols, rows = (size_t)p->rows, es = p->dtype == TFC_DTYPE_BF16 ? 2 : 4;
+    const size_t wbytes = p->weight ? 0 : (C * es + 15) / 16 * 16;
+    const size_t sbytes = need_stats ? (p->mean ? 0 : rows * 4) + (p->rstd ? 0 : rows * 4) : 0;
+    *block = NULL;
+    if (!wbytes && !sbytes) return TFC_OK;
+    TFCU_TRY(tfcu_scratch(c, fn, wbytes + sbytes, block));
+    char *at = (char *)*block;
+    if (wbytes) {
+        tfc_fill_problem f = {};
+        f.device = p->device, f.value = 1.0;
+        f.dst.data = at, f.dst.dtype = p->dtype, f.dst.ndim = 1, f.dst.shape[0] = (int64_t)C, f.dst.strides[0] = 1;
+        tfc_status s = tfcu_fill(&f);
+        if (s != TFC_OK) {
+            tfcu_scratch_free(c, *block);
+            return s;
+        }
+        *w = at;
+        at += wbytes;
+    }
+    if (need_stats && !p->mean) *mean = (float *)at, at += rows * 4;
+    if (need_stats && !p->rstd) *rstd = (float *)at;
+    return TFC_OK;
+}
+
+tfc_status tfcu_layernorm_forward(const tfc_layernorm_problem *p) {
+    const char *fn = "tfcu_layernorm_forward";
+    const size_t rows = (size_t)p->rows, C = (size_t)p->cols;
+    const float eps = (float)p->eps;
+    const void *x = p->x, *w = p->weight, *b = p->bias;
+    void *y = p->y, *block;
+    float *mean = (float *)p->mean, *rstd = (float *)p->rstd;
     tfcu_ctx *c;
     if (!rows) return TFC_OK;
-    if (!C) return tfcu_err(TFC_ERR_SHAPE, "%s: C is 0 (nothing to normalise over)", fn);
-    TFCU_NOT_NULL(fn, x);
-    TFCU_NOT_NULL(fn, w);
-    TFCU_NOT_NULL(fn, y);
-    TFCU_NOT_NULL(fn, mean);
-    TFCU_NOT_NULL(fn, rstd);
-    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
-    return tfcu_dispatch_float(fn, dtype, [&](auto t) {
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &c));
+    TFCU_TRY(ln_scratch(c, fn, p, true, &block, &w, &mean, &rstd));
+    tfc_status st = tfcu_dispatch_float(fn, p->dtype, [&](auto t) {
         typedef decltype(t) T;
         layernorm_forward_kernel<T><<<warp_row_blocks(rows), 256, 0, c->stream>>>(
             (const T *)x, (const T *)w, (const T *)b, eps, (T *)y, mean, rstd, rows, C);
         return TFCU_LAUNCHED(fn, "layernorm_forward_kernel");
     });
+    if (block) tfcu_scratch_free(c, block);
+    return st;
 }
 
-tfc_status tfcu_layernorm_backward(int32_t device, int32_t dtype, const void *dy, const void *x, const void *w,
-                                   const float *mean, const float *rstd, void *dx, void *dw, void *db, size_t rows,
-                                   size_t C, uint32_t flags) {
-    const char *fn = "tfc_cuda_layernorm_backward";
+/* The weight may be NULL (ones); dx, dweight, dbias each or NULL. */
+tfc_status tfcu_layernorm_backward(const tfc_layernorm_problem *p) {
+    const char *fn = "tfcu_layernorm_backward";
+    const size_t rows = (size_t)p->rows, C = (size_t)p->cols;
+    const void *dy = p->dy, *x = p->x, *w = p->weight;
+    const float *mean = (const float *)p->mean, *rstd = (const float *)p->rstd;
+    void *dx = p->dx, *dw = p->dweight, *db = p->dbias, *block = NULL;
+    const bool acc = p->accumulate != 0;
     tfcu_ctx *c;
-    if (!C) return tfcu_err(TFC_ERR_SHAPE, "%s: C is 0 (nothing to normalise over)", fn);
-    TFCU_NOT_NULL(fn, dy);
-    TFCU_NOT_NULL(fn, x);
-    TFCU_NOT_NULL(fn, w);
-    TFCU_NOT_NULL(fn, mean);
-    TFCU_NOT_NULL(fn, rstd);
-    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
-    bool acc = (flags & TFC_GRAD_ACCUMULATE) != 0;
-    return tfcu_dispatch_float(fn, dtype, [&](auto t) -> tfc_status {
+    if (!C) return TFC_OK;
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &c));
+    if (dx && rows) {
+        float *unused_mean = NULL, *unused_rstd = NULL;
+        TFCU_TRY(ln_scratch(c, fn, p, false, &block, &w, &unused_mean, &unused_rstd));
+    }
+    tfc_status st = tfcu_dispatch_float(fn, p->dtype, [&](auto t) -> tfc_status {
         typedef decltype(t) T;
         if (dx && rows) {
             layernorm_dx_kernel<T><<<warp_row_blocks(rows), 256, 0, c->stream>>>(
@@ -166,4 +202,6 @@ tfc_status tfcu_layernorm_backward(int32_t device, int32_t dtype, const void *dy
         tfcu_scratch_free(c, partial);
         return s;
     });
+    if (block) tfcu_scratch_free(c, block);
+    return st;
 }

@@ -246,7 +246,7 @@ static tfc_status apply_epilogue(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, flo
 }
 
 tfc_status tfcu_matmul(int32_t device, const tfc_cuda_matmul_desc *d) {
-    const char *fn = "tfc_cuda_matmul";
+    const char *fn = "tfcu_matmul";
     tfcu_ctx *c;
     TFCU_NOT_NULL(fn, d);
     if (d->struct_size < sizeof(tfc_cuda_matmul_desc))

@@ -12,8 +12,8 @@
 
 tfc_status tfcu_alloc(int32_t device, size_t nbytes, void **out) {
     tfcu_ctx *c;
-    TFCU_NOT_NULL("tfc_cuda_alloc", out);
-    TFCU_TRY(tfcu_ctx_get(device, "tfc_cuda_alloc", &c));
+    TFCU_NOT_NULL("tfcu_alloc", out);
+    TFCU_TRY(tfcu_ctx_get(device, "tfcu_alloc", &c));
     void *p = NULL;
     /*
      * Only cudaErrorMemoryAllocation is out of memory (tfcu_cuda maps it to
@@ -23,28 +23,28 @@ tfc_status tfcu_alloc(int32_t device, size_t nbytes, void **out) {
      */
     char what[96];
     snprintf(what, sizeof what, "cudaMallocAsync of %zu bytes on CUDA device %d", nbytes, (int)device);
-    TFCU_TRY(tfcu_cuda(cudaMallocAsync(&p, nbytes ? nbytes : 1, c->stream), "tfc_cuda_alloc", what));
+    TFCU_TRY(tfcu_cuda(cudaMallocAsync(&p, nbytes ? nbytes : 1, c->stream), "tfcu_alloc", what));
     *out = p;
     return TFC_OK;
 }
 
 void tfcu_free(int32_t device, void *p) {
     tfcu_ctx *c;
-    if (!p || tfcu_ctx_get(device, "tfc_cuda_free", &c) != TFC_OK) return;
+    if (!p || tfcu_ctx_get(device, "tfcu_free", &c) != TFC_OK) return;
     (void)cudaFreeAsync(p, c->stream);
 }
 
 tfc_status tfcu_memset0(int32_t device, void *p, size_t nbytes) {
     tfcu_ctx *c;
     if (!nbytes) return TFC_OK;
-    TFCU_NOT_NULL("tfc_cuda_memset0", p);
-    TFCU_TRY(tfcu_ctx_get(device, "tfc_cuda_memset0", &c));
-    return tfcu_cuda(cudaMemsetAsync(p, 0, nbytes, c->stream), "tfc_cuda_memset0", "cudaMemsetAsync");
+    TFCU_NOT_NULL("tfcu_memset0", p);
+    TFCU_TRY(tfcu_ctx_get(device, "tfcu_memset0", &c));
+    return tfcu_cuda(cudaMemsetAsync(p, 0, nbytes, c->stream), "tfcu_memset0", "cudaMemsetAsync");
 }
 
 tfc_status tfcu_memcpy(int32_t device, void *dst, const void *src, size_t nbytes, int32_t kind) {
     static const cudaMemcpyKind kinds[3] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice};
-    const char *fn = "tfc_cuda_memcpy";
+    const char *fn = "tfcu_memcpy";
     tfcu_ctx *c;
     if (kind < 0 || kind > 2) return tfcu_err(TFC_ERR_INVALID_ARG, "%s: kind %d is not 0, 1 or 2", fn, (int)kind);
     if (!nbytes) return TFC_OK;
@@ -63,8 +63,8 @@ tfc_status tfcu_memcpy(int32_t device, void *dst, const void *src, size_t nbytes
 
 tfc_status tfcu_synchronize(int32_t device) {
     tfcu_ctx *c;
-    TFCU_TRY(tfcu_ctx_get(device, "tfc_cuda_synchronize", &c));
-    return tfcu_cuda(cudaStreamSynchronize(c->stream), "tfc_cuda_synchronize", "cudaStreamSynchronize");
+    TFCU_TRY(tfcu_ctx_get(device, "tfcu_synchronize", &c));
+    return tfcu_cuda(cudaStreamSynchronize(c->stream), "tfcu_synchronize", "cudaStreamSynchronize");
 }
 
 static std::once_flag g_describe_once;

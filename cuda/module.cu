@@ -1,11 +1,13 @@
 /*
  * The module's single export: the CUDA backend table libtfcore asks for
- * with dlopen/dlsym (tfc_backend_module_get). Each entry adapts a problem
- * of lib/backend/backend.h to this module's kernels; what the kernels do
- * not cover (operands they need contiguous, a missing LayerNorm weight) is
- * prepared here with stream-ordered scratch memory, and what CUDA does not
- * offer at all is refused with TFC_ERR_UNSUPPORTED saying so. Everything
- * else in libtfcore-cuda.so is hidden (-fvisibility=hidden, version script).
+ * with dlopen/dlsym (tfc_backend_module_get). Most entries are the kernels'
+ * own launchers, which take the problems of lib/backend/backend.h
+ * (entries.h, last); the adapters here prepare what those kernels do not
+ * cover (attention operands they need contiguous) with stream-ordered
+ * scratch memory, fill the cuBLASLt and AdamW descriptors,
+ * and refuse what CUDA does not offer with TFC_ERR_UNSUPPORTED saying so.
+ * Everything else in libtfcore-cuda.so is hidden (-fvisibility=hidden,
+ * version script).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -53,25 +55,6 @@ static tfc_sview flat_view(void *data, int32_t dtype, int64_t n) {
     v.shape[0] = n;
     v.strides[0] = 1;
     return v;
-}
-
-/* n elements of value v in scratch memory (a stand-in weight of ones). */
-static tfc_status scratch_filled(scratch &s, const char *fn, int32_t device, int32_t dtype, int64_t n, double v,
-                                 void **out) {
-    TFCU_TRY(s.get(fn, (size_t)n * float_size(dtype), out));
-    tfc_fill_problem f = {device, flat_view(*out, dtype, n), v};
-    return tfcu_fill(&f);
-}
-
-/* ---- data movement, maps ---- */
-
-static tfc_status cu_random(const tfc_random_problem *p) {
-    if (!tfc_sview_is_contiguous(&p->dst))
-        return tfcu_err(TFC_ERR_UNSUPPORTED, "random: a random fill of a non-contiguous view");
-    size_t n = (size_t)tfc_sview_numel(&p->dst);
-    if (p->kind == TFC_RANDOM_NORMAL)
-        return tfcu_random_normal(p->device, p->dst.dtype, p->dst.data, n, p->seed, p->offset, p->a, p->b);
-    return tfcu_random_uniform(p->device, p->dst.dtype, p->dst.data, n, p->seed, p->offset, p->a, p->a + p->b);
 }
 
 /* ---- products ---- */
@@ -153,85 +136,7 @@ static tfc_status cu_bias_grad(const tfc_bias_problem *p) {
     return tfcu_colsum("bias_grad", p->device, p->dtype, p->dy, p->rows, p->n, p->ld, p->db, 1.0, p->accumulate != 0);
 }
 
-/* ---- fused kernels ---- */
-
-static tfc_status cu_layernorm_forward(const tfc_layernorm_problem *p) {
-    const char *fn = "layernorm_forward";
-    if (!p->rows) return TFC_OK;
-    scratch s;
-    TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
-    const void *w = p->weight;
-    void *mean = p->mean, *rstd = p->rstd, *ones;
-    if (!w) {
-        TFCU_TRY(scratch_filled(s, fn, p->device, p->dtype, p->cols, 1.0, &ones));
-        w = ones;
-    }
-    if (!mean) TFCU_TRY(s.get(fn, (size_t)p->rows * 4, &mean));
-    if (!rstd) TFCU_TRY(s.get(fn, (size_t)p->rows * 4, &rstd));
-    return tfcu_layernorm_forward(p->device, p->dtype, p->x, w, p->bias, (float)p->eps, p->y, (float *)mean,
-                                  (float *)rstd, (size_t)p->rows, (size_t)p->cols);
-}
-
-static tfc_status cu_layernorm_backward(const tfc_layernorm_problem *p) {
-    const char *fn = "layernorm_backward";
-    if (!p->rows) { /* no rows: dweight and dbias are empty sums */
-        void *outs[2] = {p->dweight, p->dbias};
-        for (int i = 0; i < 2 && !p->accumulate; i++) {
-            if (!outs[i]) continue;
-            tfc_fill_problem f = {p->device, flat_view(outs[i], p->dtype, p->cols), 0.0};
-            TFCU_TRY(tfcu_fill(&f));
-        }
-        return TFC_OK;
-    }
-    scratch s;
-    TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
-    const void *w = p->weight;
-    void *ones;
-    if (!w) {
-        TFCU_TRY(scratch_filled(s, fn, p->device, p->dtype, p->cols, 1.0, &ones));
-        w = ones;
-    }
-    return tfcu_layernorm_backward(p->device, p->dtype, p->dy, p->x, w, (const float *)p->mean, (const float *)p->rstd,
-                                   p->dx, p->dweight, p->dbias, (size_t)p->rows, (size_t)p->cols,
-                                   p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
-}
-
-static tfc_status cu_softmax_forward(const tfc_softmax_problem *p) {
-    if (p->outer * p->d * p->inner == 0) return TFC_OK;
-    return tfcu_softmax_forward(p->device, p->dtype, p->log, p->x, p->y, (size_t)p->outer, (size_t)p->d,
-                                (size_t)p->inner);
-}
-
-static tfc_status cu_softmax_backward(const tfc_softmax_problem *p) {
-    if (p->outer * p->d * p->inner == 0) return TFC_OK;
-    return tfcu_softmax_backward(p->device, p->dtype, p->log, p->dy, p->y_in, p->dx, (size_t)p->outer, (size_t)p->d,
-                                 (size_t)p->inner, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
-}
-
-static tfc_status cu_cross_entropy_forward(const tfc_cross_entropy_problem *p) {
-    return tfcu_cross_entropy_forward(p->device, p->dtype, p->logits, p->index_dtype, p->targets, p->ignore_index,
-                                      (size_t)p->n, (size_t)p->c, (float *)p->loss, (float *)p->lse,
-                                      (uint32_t)p->accumulate & TFC_IDS_CHECKED);
-}
-
-static tfc_status cu_cross_entropy_backward(const tfc_cross_entropy_problem *p) {
-    if (!p->lse_in) return tfcu_err(TFC_ERR_UNSUPPORTED, "the backward needs the forward's lse on CUDA");
-    return tfcu_cross_entropy_backward(p->device, p->dtype, (const float *)p->dloss, p->logits, p->index_dtype,
-                                       p->targets, p->ignore_index, (const float *)p->lse_in, p->dlogits, (size_t)p->n,
-                                       (size_t)p->c, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
-}
-
-static tfc_status cu_embedding_forward(const tfc_embedding_problem *p) {
-    if (!p->n) return TFC_OK;
-    return tfcu_embedding_forward(p->device, p->dtype, p->table, p->index_dtype, p->ids, p->out, (size_t)p->n,
-                                  (size_t)p->v, (size_t)p->c, (uint32_t)p->accumulate & TFC_IDS_CHECKED);
-}
-
-static tfc_status cu_embedding_backward(const tfc_embedding_problem *p) {
-    return tfcu_embedding_backward(
-        p->device, p->dtype, p->dout, p->index_dtype, p->ids, p->dtable, (size_t)p->n, (size_t)p->v, (size_t)p->c,
-        ((p->accumulate & 1) ? TFC_GRAD_ACCUMULATE : 0) | ((uint32_t)p->accumulate & TFC_IDS_CHECKED));
-}
+/* ---- attention ---- */
 
 /* An attention operand as the kernels read it: contiguous [B, H, rows, cols], compacted into scratch if not. */
 static tfc_status attn_contiguous(scratch &s, const char *fn, const tfc_attn_problem *p, const tfc_attn_operand &o,
@@ -318,11 +223,6 @@ static tfc_status cu_attention_backward(const tfc_attn_problem *p) {
     return tfcu_attention_backward(p->device, p->dtype, dout, q, k, v, out, (const float *)p->lse, p->dq, p->dk, p->dv,
                                    (size_t)p->B, (size_t)p->H, (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (size_t)p->Dv,
                                    (float)p->scale, p->causal, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
-}
-
-static tfc_status cu_dropout(const tfc_dropout_problem *p) {
-    if (!p->n) return TFC_OK;
-    return tfcu_dropout(p->device, p->dtype, p->x, p->out, (size_t)p->n, (float)p->p, p->seed, p->offset);
 }
 
 /* ---- optimizers ---- */
@@ -430,8 +330,13 @@ static tfc_backend make_table(void) {
     b.struct_size = sizeof(tfc_backend);
     b.abi_version = TFC_BACKEND_ABI;
     b.name = "cuda";
-    b.float_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_BF16);
-    b.stats_f32 = 1;
+    b.caps.float_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_BF16);
+    b.caps.gemm_dtypes = b.caps.float_dtypes;
+    b.caps.gemm_epilogues = 1u << TFC_GEMM_EPI_BIAS; /* cuBLASLt's bias epilogue: tfc_linear's forward is one call */
+    b.caps.stats_f32 = 1;
+    b.caps.gemm_bf16_widen_rows = 0;            /* cuBLASLt multiplies bf16 on tensor cores */
+    b.caps.gemm_pad_cols = 64;                  /* 16-byte rows and whole tiles (V = 50257 → 50304) */
+    b.caps.autocast_attention = TFC_DTYPE_BF16; /* the flash kernels are bf16 (attention_flash.cu) */
     b.describe = tfcu_describe;
     b.device_count = tfcu_device_count;
     b.last_error = tfcu_last_error;
@@ -442,37 +347,33 @@ static tfc_backend make_table(void) {
     b.synchronize = tfcu_synchronize;
     b.copy = tfcu_copy;
     b.fill = tfcu_fill;
-    b.random = cu_random;
+    b.random = tfcu_random;
     b.map = tfcu_map;
     b.reduce = tfcu_reduce;
     b.reduce_scatter = NULL; /* max/min backward: CPU only */
     b.gemm = cu_gemm;
     b.bias_rows = cu_bias_rows;
     b.bias_grad = cu_bias_grad;
-    b.layernorm_forward = cu_layernorm_forward;
-    b.layernorm_backward = cu_layernorm_backward;
-    b.softmax_forward = cu_softmax_forward;
-    b.softmax_backward = cu_softmax_backward;
-    b.cross_entropy_forward = cu_cross_entropy_forward;
-    b.cross_entropy_backward = cu_cross_entropy_backward;
+    b.layernorm_forward = tfcu_layernorm_forward;
+    b.layernorm_backward = tfcu_layernorm_backward;
+    b.softmax_forward = tfcu_softmax_forward;
+    b.softmax_backward = tfcu_softmax_backward;
+    b.cross_entropy_forward = tfcu_cross_entropy_forward;
+    b.cross_entropy_backward = tfcu_cross_entropy_backward;
     b.cross_entropy_rows = NULL; /* the fused LM head composes matmul + cross_entropy instead */
-    b.embedding_forward = cu_embedding_forward;
-    b.embedding_backward = cu_embedding_backward;
+    b.embedding_forward = tfcu_embedding_forward;
+    b.embedding_backward = tfcu_embedding_backward;
     b.gelu_forward = tfcu_gelu_forward;
     b.gelu_backward = tfcu_gelu_backward;
     b.attention_forward = cu_attention_forward;
     b.attention_backward = cu_attention_backward;
-    b.dropout = cu_dropout;
+    b.dropout = tfcu_dropout;
     b.topk = NULL; /* top-k: CPU only */
     b.topk_backward = NULL;
     b.optim_step = cu_optim_step;
     b.grad_norm = cu_grad_norm;
     b.grad_scale = cu_grad_scale;
-    b.gemm_dtypes = b.float_dtypes;
-    b.autocast_attention = TFC_DTYPE_BF16; /* the flash kernels are bf16 (attention_flash.cu) */
-    b.gemm_pad_cols = 64;                  /* 16-byte rows, whole tiles: see backend.h */
-    b.gemm_bf16_widen_rows = 0;            /* cuBLASLt multiplies bf16 on tensor cores */
-    b.quantize = NULL;                     /* quantized weights: CPU only so far (docs/CUDA.md) */
+    b.quantize = NULL; /* quantized weights: CPU only so far (docs/CUDA.md) */
     b.dequantize = NULL;
     b.qlinear = NULL;
     b.coll_unique_id = tfcu_coll_unique_id;
@@ -482,14 +383,11 @@ static tfc_backend make_table(void) {
     b.coll_broadcast = tfcu_coll_broadcast;
     b.coll_all_gather = tfcu_coll_all_gather;
     b.coll_reduce_scatter = tfcu_coll_reduce_scatter;
-    b.gather = NULL; /* indexed reads and writes (ABI 7): CPU only so far, no kernel written yet */
+    /* No CUDA kernels yet for these: the ops on cuda:0 are TFC_ERR_UNSUPPORTED naming the entry. */
+    b.gather = NULL;
     b.scatter = NULL;
-    /* ABI 8: cumsum and multinomial stay NULL (no CUDA kernels yet): tfc_cumsum and
-     * tfc_multinomial on cuda:0 are TFC_ERR_UNSUPPORTED naming the entry. */
     b.cumsum = NULL;
     b.multinomial = NULL;
-    /* ABI 9: the gemm entry fuses the bias (cuBLASLt's bias epilogue; tfc_linear's forward is one call). */
-    b.gemm_epilogues = 1u << TFC_GEMM_EPI_BIAS;
     b.native_stream = cu_native_stream;
     return b;
 }

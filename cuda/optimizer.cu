@@ -122,7 +122,7 @@ static unsigned chunk_blocks(const tfcu_ctx *c, int64_t chunks) {
 
 tfc_status tfcu_grad_norm(int32_t device, int32_t dtype, const void *const *grads, const size_t *numel, int32_t count,
                           float max_norm, float *norm, float *clip_scale) {
-    const char *fn = "tfc_cuda_grad_norm";
+    const char *fn = "tfcu_grad_norm";
     tfcu_ctx *c;
     TFCU_NOT_NULL(fn, norm);
     if (count < 0) return tfcu_err(TFC_ERR_INVALID_ARG, "%s: count is %d", fn, (int)count);
@@ -173,7 +173,7 @@ tfc_status tfcu_grad_norm(int32_t device, int32_t dtype, const void *const *grad
 }
 
 tfc_status tfcu_adamw(int32_t device, const tfc_cuda_adamw_desc *d) {
-    const char *fn = "tfc_cuda_adamw";
+    const char *fn = "tfcu_adamw";
     tfcu_ctx *c;
     TFCU_NOT_NULL(fn, d);
     if (d->struct_size < sizeof(tfc_cuda_adamw_desc))

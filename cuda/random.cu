@@ -71,42 +71,40 @@ __global__ void dropout_kernel(const T *x, T *out, size_t n, float p, float scal
     }
 }
 
-static tfc_status fill_random(int32_t device, int32_t dtype, int kind, void *x, size_t n, uint64_t seed,
-                              uint64_t offset, double a, double b, const char *fn) {
+/* The table's random entry: dst = a + b·u (uniform: [a, a + b)) or a + b·z (normal), contiguous views only. */
+tfc_status tfcu_random(const tfc_random_problem *p) {
+    const char *fn = "tfcu_random";
+    if (!tfc_sview_is_contiguous(&p->dst))
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: a random fill of a non-contiguous view", fn);
+    const size_t n = (size_t)tfc_sview_numel(&p->dst);
+    const int kind = p->kind == TFC_RANDOM_NORMAL ? KIND_NORMAL : KIND_UNIFORM;
+    /* the kernel takes (lo, hi) for uniform, (mean, std) for normal */
+    const double a = p->a, b = kind == KIND_UNIFORM ? p->a + p->b : p->b;
+    const uint64_t seed = p->seed, offset = p->offset;
+    void *x = p->dst.data;
     tfcu_ctx *c;
-    if (!isfinite(a) || !isfinite(b))
-        return tfcu_err(TFC_ERR_INVALID_ARG, "%s: parameters %g and %g must be finite", fn, a, b);
     if (!n) return TFC_OK;
-    TFCU_NOT_NULL(fn, x);
-    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
-    return tfcu_dispatch_float(fn, dtype, [&](auto t) {
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &c));
+    return tfcu_dispatch_float(fn, p->dst.dtype, [&](auto t) {
         typedef decltype(t) T;
         random_kernel<T><<<tfcu_blocks(c, (n + 3) / 4, 256), 256, 0, c->stream>>>(kind, (T *)x, n, seed, offset, a, b);
         return TFCU_LAUNCHED(fn, "random_kernel");
     });
 }
 
-tfc_status tfcu_random_uniform(int32_t device, int32_t dtype, void *x, size_t n, uint64_t seed, uint64_t offset,
-                               double lo, double hi) {
-    return fill_random(device, dtype, KIND_UNIFORM, x, n, seed, offset, lo, hi, "tfc_cuda_random_uniform");
-}
-
-tfc_status tfcu_random_normal(int32_t device, int32_t dtype, void *x, size_t n, uint64_t seed, uint64_t offset,
-                              double mean, double std) {
-    return fill_random(device, dtype, KIND_NORMAL, x, n, seed, offset, mean, std, "tfc_cuda_random_normal");
-}
-
-tfc_status tfcu_dropout(int32_t device, int32_t dtype, const void *x, void *out, size_t n, float p, uint64_t seed,
-                        uint64_t offset) {
-    const char *fn = "tfc_cuda_dropout";
+tfc_status tfcu_dropout(const tfc_dropout_problem *pr) {
+    const char *fn = "tfcu_dropout";
+    const size_t n = (size_t)pr->n;
+    const float p = (float)pr->p;
+    const void *x = pr->x;
+    void *out = pr->out;
+    const uint64_t seed = pr->seed, offset = pr->offset;
     tfcu_ctx *c;
     if (!(p >= 0.0f && p <= 1.0f)) return tfcu_err(TFC_ERR_INVALID_ARG, "%s: p is %g, not in [0, 1]", fn, (double)p);
     if (!n) return TFC_OK;
-    TFCU_NOT_NULL(fn, x);
-    TFCU_NOT_NULL(fn, out);
-    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
+    TFCU_TRY(tfcu_ctx_get(pr->device, fn, &c));
     float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    return tfcu_dispatch_float(fn, dtype, [&](auto t) {
+    return tfcu_dispatch_float(fn, pr->dtype, [&](auto t) {
         typedef decltype(t) T;
         dropout_kernel<T><<<tfcu_blocks(c, (n + 3) / 4, 256), 256, 0, c->stream>>>((const T *)x, (T *)out, n, p, scale,
                                                                                    seed, offset);

@@ -83,15 +83,16 @@ __global__ void softmax_backward_cols_kernel(bool log_, const T *dy, const T *y,
 
 static unsigned row_blocks(size_t rows) { return rows < 65535u * 16 ? (unsigned)rows : 65535u * 16; }
 
-tfc_status tfcu_softmax_forward(int32_t device, int32_t dtype, int32_t log, const void *x, void *y, size_t outer,
-                                size_t n, size_t inner) {
-    const char *fn = "tfc_cuda_softmax_forward";
+tfc_status tfcu_softmax_forward(const tfc_softmax_problem *p) {
+    const char *fn = "tfcu_softmax_forward";
+    const size_t outer = (size_t)p->outer, n = (size_t)p->d, inner = (size_t)p->inner;
+    const int32_t log = p->log;
+    const void *x = p->x;
+    void *y = p->y;
     tfcu_ctx *c;
     if (!outer || !n || !inner) return TFC_OK;
-    TFCU_NOT_NULL(fn, x);
-    TFCU_NOT_NULL(fn, y);
-    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
-    return tfcu_dispatch_float(fn, dtype, [&](auto t) {
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &c));
+    return tfcu_dispatch_float(fn, p->dtype, [&](auto t) {
         typedef decltype(t) T;
         if (inner == 1) {
             softmax_rows_kernel<T><<<row_blocks(outer), 256, 0, c->stream>>>(log != 0, (const T *)x, (T *)y, outer, n);
@@ -103,17 +104,17 @@ tfc_status tfcu_softmax_forward(int32_t device, int32_t dtype, int32_t log, cons
     });
 }
 
-tfc_status tfcu_softmax_backward(int32_t device, int32_t dtype, int32_t log, const void *dy, const void *y, void *dx,
-                                 size_t outer, size_t n, size_t inner, uint32_t flags) {
-    const char *fn = "tfc_cuda_softmax_backward";
+tfc_status tfcu_softmax_backward(const tfc_softmax_problem *p) {
+    const char *fn = "tfcu_softmax_backward";
+    const size_t outer = (size_t)p->outer, n = (size_t)p->d, inner = (size_t)p->inner;
+    const int32_t log = p->log;
+    const void *dy = p->dy, *y = p->y_in;
+    void *dx = p->dx;
+    const bool acc = p->accumulate != 0;
     tfcu_ctx *c;
     if (!outer || !n || !inner) return TFC_OK;
-    TFCU_NOT_NULL(fn, dy);
-    TFCU_NOT_NULL(fn, y);
-    TFCU_NOT_NULL(fn, dx);
-    TFCU_TRY(tfcu_ctx_get(device, fn, &c));
-    bool acc = (flags & TFC_GRAD_ACCUMULATE) != 0;
-    return tfcu_dispatch_float(fn, dtype, [&](auto t) {
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &c));
+    return tfcu_dispatch_float(fn, p->dtype, [&](auto t) {
         typedef decltype(t) T;
         if (inner == 1) {
             softmax_backward_rows_kernel<T><<<row_blocks(outer), 256, 0, c->stream>>>(

@@ -58,8 +58,18 @@ tfc_backend tfc_cpu_backend = {
     .struct_size = sizeof(tfc_backend),
     .abi_version = TFC_BACKEND_ABI,
     .name = "cpu",
-    .float_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_F64),
-    .stats_f32 = 0,
+    .caps =
+        {
+            .float_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_F64),
+            .gemm_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_F64) | (1u << TFC_DTYPE_BF16),
+            .gemm_epilogues = 0, /* linear writes the bias rows, then accumulates the GEMM onto them (beta = 1) */
+            .stats_f32 = 0,
+            /* gemm_bf16.c widens to f32 above the small-M kernel's rows (docs/PERFORMANCE.md, "bf16 GEMM");
+               0 on AMX tiles, which multiply bf16 (settle_table) */
+            .gemm_bf16_widen_rows = TFC_GEMM_SMALL_M_MAX + 1,
+            .gemm_pad_cols = 0,
+            .autocast_attention = TFC_DTYPE_F32, /* attention takes f32 and f64 only */
+        },
     .describe = cpu_describe,
     .device_count = cpu_device_count,
     .last_error = cpu_last_error,
@@ -96,7 +106,6 @@ tfc_backend tfc_cpu_backend = {
     .optim_step = tfc_cpu_optim_step,
     .grad_norm = tfc_cpu_grad_norm,
     .grad_scale = tfc_cpu_grad_scale,
-    .gemm_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_F64) | (1u << TFC_DTYPE_BF16),
     .quantize = tfc_cpu_quantize,
     .dequantize = tfc_cpu_dequantize,
     .qlinear = tfc_cpu_qlinear,
@@ -104,15 +113,11 @@ tfc_backend tfc_cpu_backend = {
     .scatter = tfc_cpu_scatter,
     .cumsum = tfc_cpu_cumsum,
     .multinomial = tfc_cpu_multinomial,
-    .gemm_epilogues = 0,   /* ABI 9: no fused epilogue; linear writes the bias rows, then the GEMM with beta = 1 */
-    .native_stream = NULL, /* ABI 9: no streams on the CPU */
-    /* ABI 11: gemm_bf16.c widens to f32 above the small-M kernel's rows (why: docs/PERFORMANCE.md, "bf16 GEMM");
-       0 on AMX tiles, which multiply bf16 (tfc_cpu_backend_table) */
-    .gemm_bf16_widen_rows = TFC_GEMM_SMALL_M_MAX + 1,
+    .native_stream = NULL, /* no streams on the CPU */
 };
 
 static void settle_table(void) {
-    if (tfc_cpu_bf16_gemm_kind() != TFC_BF16_GEMM_WIDEN) tfc_cpu_backend.gemm_bf16_widen_rows = 0;
+    if (tfc_cpu_bf16_gemm_kind() != TFC_BF16_GEMM_WIDEN) tfc_cpu_backend.caps.gemm_bf16_widen_rows = 0;
 }
 
 const tfc_backend *tfc_cpu_backend_table(void) {

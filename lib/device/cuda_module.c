@@ -2,7 +2,8 @@
  * Loading the CUDA backend module libtfcore-cuda.so on first use: next to
  * libtfcore.so first, then the loader's search path. The module exports one
  * symbol, tfc_backend_module_get(abi), returning its backend table; a
- * module of another TFC_BACKEND_ABI is refused, as is one that sees no GPU.
+ * module of another TFC_BACKEND_ABI is refused with both versions named
+ * (tfc_backend_check_module), as is one that sees no GPU.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -35,12 +36,8 @@ static void load_module(void) {
         return;
     }
     tfc_backend_module_get_fn get = (tfc_backend_module_get_fn)dlsym(h, "tfc_backend_module_get");
-    const tfc_backend *b = get ? get(TFC_BACKEND_ABI) : NULL;
-    if (!b || b->abi_version != TFC_BACKEND_ABI || b->struct_size < sizeof(tfc_backend)) {
-        snprintf(g_why, sizeof g_why, "the CUDA module %s does not offer backend ABI version %d", path,
-                 TFC_BACKEND_ABI);
-        return;
-    }
+    const tfc_backend *b = NULL;
+    if (tfc_backend_check_module(get, path, &b, g_why, sizeof g_why) != TFC_OK) return;
     if (b->device_count() <= 0) {
         snprintf(g_why, sizeof g_why, "no CUDA device: %s", b->last_error());
         return;

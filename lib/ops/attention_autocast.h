@@ -1,6 +1,7 @@
 /*
  * Attention as bf16 autocast runs it (tfc_gpt_set_autocast): on a device
- * whose backend sets autocast_attention to bf16 (CUDA), q, k, v [B,H,T,D]
+ * whose attention computes in bf16 under autocast (tfc_backend_autocast_dtype:
+ * CUDA), q, k, v [B,H,T,D]
  * (f32) are rounded to bf16, the device's bf16 attention runs (CUDA's
  * tensor-core FlashAttention-2 kernels for D 64 and 128: f32 accumulation,
  * the probabilities rounded to bf16 for p·v), and the output and, in

@@ -4,7 +4,7 @@
  * fold into the GEMM's M, so the layer is one GEMM however x is batched.
  *   forward:  out rows ← b, then out += x·w (one GEMM, beta = 1): the bias
  *             costs one write pass instead of a second tensor and an add;
- *             on a backend that fuses a bias epilogue (gemm_epilogues,
+ *             on a backend that fuses a bias epilogue (tfc_backend_gemm_fuses,
  *             CUDA) the GEMM adds b itself and there is no extra pass.
  *   backward: dx = dy · wᵀ, dw = x_flatᵀ · dy_flat (GEMMs, transposes as
  *             BLAS flags), db = Σ_rows dy — each only when its input needs it.

@@ -11,16 +11,15 @@
  *             in f32 on the master weight); db = Σ_rows dy in f32.
  * The bf16 copy of x is what backward keeps: half the bytes of saving x.
  *
- * Two storage forms of the same operands, chosen by the backend table
- * (gemm_bf16_widen_rows): where the bf16 GEMM multiplies bf16 (CUDA's tensor
- * cores, the CPU's small-M decode kernel) the operands are bf16 tensors;
- * where it would widen them to f32 and run the f32 GEMM anyway (the CPU
- * from 33 rows of x on), they are rounded to bf16 values in
- * f32 storage (the ROUND_BF16 map, one pass) and go to the f32 GEMM
- * directly: identical products and sums, without writing bf16 and widening
- * it again for every GEMM that reads it (three passes over x and dy per
- * Linear less). There backward keeps the rounded x in f32 (the bytes of
- * saving x, as f32 training does) and widens the bf16 weight copy.
+ * The operands take the storage form the device's GEMM asks for
+ * (tfc_backend_bf16_operands, for x's rows): bf16 tensors where it
+ * multiplies bf16 (CUDA's tensor cores, the CPU's small-M decode kernel),
+ * or bf16 values in f32 storage (the ROUND_BF16 map, one pass) for the f32
+ * GEMM where it would widen bf16 to f32 anyway (the CPU from 33 rows on):
+ * identical products and sums, without writing bf16 and widening it again
+ * for every GEMM that reads it. In the f32 form backward keeps the rounded
+ * x in f32 (the bytes of saving x, as f32 training does) and widens the
+ * bf16 weight copy.
  * This is the one place the mixed-precision Linear formula lives; the GPT's
  * autocast (lib/model/gpt_autocast.c) calls it for every Linear.
  */
@@ -35,13 +34,6 @@ static const char *const FN = "tfc_linear_bf16";
 
 /* A bf16 copy of t (round-to-nearest-even), no graph. */
 static tfc_status to_bf16(const tfc_tensor *t, tfc_tensor **out) { return tfc_cast(NULL, t, TFC_DTYPE_BF16, out); }
-
-/* 1 when t's backend's bf16 GEMM would widen operands with m rows to f32 (backend gemm_bf16_widen_rows: the CPU). */
-static int f32_operands(const tfc_tensor *t, int64_t m) {
-    const tfc_backend *be;
-    if (tfc_tensor_backend(FN, t, &be) != TFC_OK) return 0;
-    return be->gemm_bf16_widen_rows > 0 && m >= be->gemm_bf16_widen_rows;
-}
 
 /*
  * The GEMM operand bf16(t) in the form the device's GEMM takes: bf16
@@ -151,7 +143,7 @@ static tfc_status check_args(const tfc_tensor *x, const tfc_tensor *w, const tfc
         return tfc_err(TFC_ERR_UNSUPPORTED, "%s: w is %s: matrix dims above 2^31 are not supported", FN, SHAPE(w));
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(FN, x, &be));
-    if (!(be->gemm_dtypes & (1u << TFC_DTYPE_BF16))) {
+    if (!tfc_backend_gemm_takes(be, TFC_DTYPE_BF16)) {
         char dev[32];
         return tfc_err(TFC_ERR_UNSUPPORTED, "%s: x is on %s, whose backend has no bf16 GEMM", FN,
                        tfc_device_str(x, dev, sizeof dev));
@@ -167,7 +159,9 @@ static tfc_status linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_tenso
     int64_t K = w->shape[0], N = padded ? w_bf16->shape[1] : w->shape[1], M = 1, oshape[TFC_MAX_DIMS];
     for (int32_t d = 0; d + 1 < x->ndim; d++) M *= oshape[d] = x->shape[d];
     oshape[x->ndim - 1] = N;
-    const int f32 = f32_operands(x, M);
+    const tfc_backend *be;
+    TFC_TRY(tfc_tensor_backend(FN, x, &be));
+    const int f32 = tfc_backend_bf16_operands(be, M) == TFC_DTYPE_F32;
     /* wb: the weight kept for backward (the caller's bf16 copy, else w rounded here); wop: the GEMM's form of it */
     tfc_tensor *x2 = NULL, *xb = NULL, *wb = NULL, *wop = NULL, *r = NULL, *r2 = NULL;
     tfc_status s = tfc_reshape(NULL, x, (int64_t[]){M, K}, 2, &x2);
@@ -220,6 +214,5 @@ int64_t tfc_gemm_pad_cols(const tfc_tensor *t, int64_t n) {
         tfc_clear_error();
         return n;
     }
-    const int64_t q = be->gemm_pad_cols;
-    return q > 1 ? (n + q - 1) / q * q : n;
+    return tfc_backend_pad_cols(be, n);
 }

@@ -9,8 +9,9 @@
 #include "tfcore/ops.h"
 
 /*
- * n rounded up to t's backend's gemm_pad_cols (n itself where the backend
- * pads nothing, as the CPU, or when t's device has no backend).
+ * n rounded up to the multiple of GEMM output columns t's backend runs
+ * fastest at (tfc_backend_pad_cols; n itself where the backend pads
+ * nothing, as the CPU, or when t's device has no backend).
  */
 int64_t tfc_gemm_pad_cols(const tfc_tensor *t, int64_t n);
 

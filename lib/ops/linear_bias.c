@@ -17,7 +17,7 @@ tfc_status tfc_linear_bias_forward(const char *fn, tfc_tensor *out2, const tfc_t
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, out2, &be));
     /* One GEMM whose epilogue adds the bias (cuBLASLt): no bias_rows pass over out. */
-    if ((be->gemm_epilogues & (1u << TFC_GEMM_EPI_BIAS)) && K > 0) return tfc_matmul_into_bias(fn, out2, a, w, 0.0, b);
+    if (tfc_backend_gemm_fuses(be, TFC_GEMM_EPI_BIAS) && K > 0) return tfc_matmul_into_bias(fn, out2, a, w, 0.0, b);
     tfc_bias_problem p = {
         .device = tfc_device_index(out2), .dtype = out2->dtype, .rows = M, .n = N, .ld = N, .y = tfc_data(out2)};
     tfc_operands o = {0};

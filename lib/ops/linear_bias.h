@@ -12,7 +12,7 @@
  * out2 [M, N] = a [M, K] · w [K, N] + b [N] (b NULL: no bias; K = 0: the bias
  * rows or zeros). out2 is contiguous; a and w are the GEMM's operands in any
  * dtype tfc_matmul_into takes for out2's. Where the backend fuses a bias
- * epilogue (gemm_epilogues, CUDA) one GEMM adds b; elsewhere (the CPU) b is
+ * epilogue (tfc_backend_gemm_fuses, CUDA) one GEMM adds b; elsewhere (the CPU) b is
  * written into every row and the GEMM accumulates onto it (beta = 1): the
  * same sum without a second tensor or pass. Errors name fn.
  */

@@ -27,10 +27,12 @@
  * on bf16(h) and bf16(w) and rounds each chunk's ∂loss/∂z to bf16 before the
  * two gradient GEMMs: the autocast Linear's formula (lib/ops/linear_bf16.c)
  * followed by the f32 loss. The operands take the storage form the
- * backend's bf16 GEMM wants (gemm_bf16_widen_rows): bf16 values in f32
- * storage and the f32 GEMM where it would widen anyway (the CPU), or bf16
- * tensors and the bf16 GEMM with f32 C where it multiplies bf16 (the CPU
- * on AMX tiles); z, the loss and the gradients are f32 in both.
+ * backend's GEMM asks for (tfc_backend_bf16_operands, for products of any
+ * size: h and w go into products of the chunk's rows and of the
+ * vocabulary's): bf16 values in f32 storage and the f32 GEMM where its
+ * bf16 GEMM would widen (the CPU), or bf16 tensors and the bf16 GEMM with
+ * f32 C where it multiplies bf16 (the CPU on AMX tiles); z, the loss and
+ * the gradients are f32 in both.
  */
 #include <limits.h>
 #include <math.h>
@@ -348,11 +350,11 @@ tfc_status tfc_linear_cross_entropy_autocast(tfc_graph *g, const tfc_tensor *h, 
     TFC_TRY(tfc_same_device(fn, ts, names, 2));
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, h, &be));
-    const int widens = be->gemm_bf16_widen_rows > 0, takes_bf16 = (be->gemm_dtypes >> TFC_DTYPE_BF16) & 1u;
-    if (!be->cross_entropy_rows || (!widens && !takes_bf16)) return TFC_OK; /* the caller composes */
+    const int32_t form = tfc_backend_bf16_operands(be, INT64_MAX);
+    if (!be->cross_entropy_rows || form < 0) return TFC_OK; /* the caller composes */
     tfc_tensor *hr = NULL, *wr = NULL;
     tfc_status s;
-    if (widens) { /* bf16 values in f32 storage, the f32 GEMM */
+    if (form == TFC_DTYPE_F32) { /* bf16 values in f32 storage, the f32 GEMM */
         s = tfc_map_new(fn, TFC_MAP_ROUND_BF16, h->shape, 2, TFC_DTYPE_F32, h, NULL, NULL, 0.0, &hr);
         if (s == TFC_OK) s = tfc_cast(NULL, w_bf16, TFC_DTYPE_F32, &wr);
     } else { /* bf16 storage, the bf16 GEMM */

@@ -23,9 +23,9 @@ int64_t tfc_linear_cross_entropy_set_chunk_rows(int64_t rows);
  * w_bf16 [V, C] is w's bf16 copy (the model's), targets as
  * tfc_linear_cross_entropy's. Runs where the device has the fused rows
  * entry (the CPU) and its GEMM takes the autocast operands: bf16 values in
- * f32 storage where its bf16 GEMM widens to f32 (backend
- * gemm_bf16_widen_rows > 0), bf16 tensors where it multiplies bf16 (the CPU
- * on AMX tiles); then *fused = 1 and *loss a new scalar. Elsewhere (CUDA)
+ * f32 storage where its bf16 GEMM widens to f32, bf16 tensors where it
+ * multiplies bf16 (the CPU on AMX tiles), as tfc_backend_bf16_operands
+ * answers; then *fused = 1 and *loss a new scalar. Elsewhere (CUDA)
  * *fused = 0, *loss untouched and TFC_OK: the caller composes the unfused
  * head. Errors as
  * tfc_linear_cross_entropy's, naming tfc_linear_cross_entropy_autocast,

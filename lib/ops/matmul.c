@@ -199,10 +199,10 @@ static tfc_status check_gemm_dtype(const char *fn, const char *arg, const tfc_te
     if (!x) return tfc_err(TFC_ERR_INVALID_ARG, "%s: %s is NULL", fn, arg);
     const tfc_backend *b;
     TFC_TRY(tfc_tensor_backend(fn, x, &b));
-    if ((unsigned)x->dtype >= 32 || !((b->gemm_dtypes >> (unsigned)x->dtype) & 1u)) {
+    if (!tfc_backend_gemm_takes(b, x->dtype)) {
         char dev[32];
         return tfc_err(TFC_ERR_DTYPE, "%s: %s is %s %s; matmul needs %s on %s", fn, arg, tfc_dtype_name(x->dtype),
-                       SHAPE(x), tfc_dtype_mask_list(b->gemm_dtypes, "or"), tfc_device_str(x, dev, sizeof dev));
+                       SHAPE(x), tfc_dtype_mask_list(b->caps.gemm_dtypes, "or"), tfc_device_str(x, dev, sizeof dev));
     }
     return TFC_OK;
 }

@@ -24,8 +24,8 @@ tfc_status tfc_matmul_into_or_zero(const char *fn, tfc_tensor *out, const tfc_te
 /*
  * The same with bias [N] (a tensor of out's dtype on out's device, compacted
  * here if it is a view) added to every row of out by the GEMM's epilogue,
- * or none when bias is NULL. Only for a backend whose gemm_epilogues has
- * TFC_GEMM_EPI_BIAS.
+ * or none when bias is NULL. Only for a backend that fuses it
+ * (tfc_backend_gemm_fuses(b, TFC_GEMM_EPI_BIAS)).
  */
 tfc_status tfc_matmul_into_bias(const char *fn, tfc_tensor *out, const tfc_tensor *a, const tfc_tensor *b, double beta,
                                 const tfc_tensor *bias);

@@ -382,7 +382,7 @@ TEST(gemm_entry_refuses_what_it_does_not_do) {
     p.c_f32 = 0, p.dtype = TFC_DTYPE_F16;
     CHECK_ERR(tfc_cpu_backend.gemm(&p), TFC_ERR_UNSUPPORTED, "gemm: f16 is not implemented on the CPU");
     CHECK(z == 0);
-    CHECK((tfc_cpu_backend.gemm_dtypes >> TFC_DTYPE_BF16) & 1u);
+    CHECK((tfc_cpu_backend.caps.gemm_dtypes >> TFC_DTYPE_BF16) & 1u);
     CHECK(!tfc_backend_takes(&tfc_cpu_backend, TFC_DTYPE_BF16)); /* only gemm takes bf16 on the CPU */
 }
 
@@ -587,7 +587,7 @@ TEST(bf16_on_a_backend_whose_gemm_cannot_is_refused) {
     /* the stand-in is the CPU's table: bf16 runs there */
     CHECK_OK(tfc_matmul(NULL, ac, bc, &r));
     tfc_tensor_release(r);
-    sb->gemm_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_F64);
+    sb->caps.gemm_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_F64);
     r = sentinel;
     CHECK_ERR(tfc_matmul(NULL, ac, bc, &r), TFC_ERR_DTYPE,
               "tfc_matmul: a is bf16 [3,4]; matmul needs f32 or f64 on cuda:0");
@@ -642,7 +642,7 @@ TEST(linear_bf16_refuses_mixed_dtypes_and_a_backend_without_bf16) {
     tfc_tensor *xc = NULL, *wc = NULL;
     CHECK_OK(tfc_tensor_to_device(x, TFC_DEVICE_CUDA, 0, &xc));
     CHECK_OK(tfc_tensor_to_device(w, TFC_DEVICE_CUDA, 0, &wc));
-    sb->gemm_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_F64);
+    sb->caps.gemm_dtypes = (1u << TFC_DTYPE_F32) | (1u << TFC_DTYPE_F64);
     CHECK_ERR(tfc_linear_bf16(NULL, xc, wc, NULL, NULL, &r), TFC_ERR_UNSUPPORTED,
               "tfc_linear_bf16: x is on cuda:0, whose backend has no bf16 GEMM");
     CHECK(r == sentinel);
@@ -661,7 +661,7 @@ TEST(linear_bf16_refuses_mixed_dtypes_and_a_backend_without_bf16) {
  */
 TEST(linear_bf16_operand_forms_agree_bitwise) {
     /* the CPU's table: 33 where its bf16 GEMM widens, 0 on (emulated) AMX tiles */
-    CHECK(tfc_cpu_backend_table()->gemm_bf16_widen_rows ==
+    CHECK(tfc_cpu_backend_table()->caps.gemm_bf16_widen_rows ==
           (tfc_cpu_bf16_gemm_kind() == TFC_BF16_GEMM_WIDEN ? TFC_GEMM_SMALL_M_MAX + 1 : 0));
     enum { B = 3, T = 37, K = 29, N = 23 };
     const int64_t dx[3] = {B, T, K}, dw[2] = {K, N}, db[1] = {N}, dy[3] = {B, T, N};
@@ -669,7 +669,7 @@ TEST(linear_bf16_operand_forms_agree_bitwise) {
     for (int cached = 0; cached < 2; cached++) {
         static float res[2][4][B * T * K];
         for (int form = 0; form < 2; form++) {
-            if (form) standin_install()->gemm_bf16_widen_rows = 0;
+            if (form) standin_install()->caps.gemm_bf16_widen_rows = 0;
             tfc_tensor *h[4] = {rand_of(dx, 3, TFC_DTYPE_F32, 60), rand_of(dw, 2, TFC_DTYPE_F32, 61),
                                 rand_of(db, 1, TFC_DTYPE_F32, 62), rand_of(dy, 3, TFC_DTYPE_F32, 63)};
             tfc_tensor *t[4] = {NULL}, *wb = NULL, *y = NULL, *gr[3] = {NULL};

@@ -225,6 +225,39 @@ TEST(without_a_device_cuda_paths_fail_with_the_loaders_reason) {
     tfc_tensor_release(b);
 }
 
+/* Fake modules for the loader's version check: one built for ABI 11, one for this ABI with another table size. */
+static tfc_backend old_table = {.struct_size = 600, .abi_version = TFC_BACKEND_ABI - 1, .name = "cuda"};
+static const tfc_backend *old_module(uint32_t v) { return v == TFC_BACKEND_ABI - 1 ? &old_table : NULL; }
+static tfc_backend odd_table = {.struct_size = sizeof(tfc_backend) + 8, .abi_version = TFC_BACKEND_ABI, .name = "cuda"};
+static const tfc_backend *odd_module(uint32_t v) { return v == TFC_BACKEND_ABI ? &odd_table : NULL; }
+static const tfc_backend *mute_module(uint32_t v) { return (void)v, NULL; }
+static const tfc_backend *this_module(uint32_t v) { return v == TFC_BACKEND_ABI ? &tfc_cpu_backend : NULL; }
+
+TEST(the_loader_refuses_a_module_of_another_abi_naming_both_versions) {
+    CHECK(TFC_BACKEND_ABI == 12);
+    char why[512], want[128];
+    const tfc_backend *b = NULL;
+    CHECK(tfc_backend_check_module(old_module, "libtfcore-cuda.so", &b, why, sizeof why) == TFC_ERR_DEVICE);
+    snprintf(want, sizeof want, "speaks backend ABI %d (a table of 600 bytes), this libtfcore ABI %d",
+             TFC_BACKEND_ABI - 1, TFC_BACKEND_ABI);
+    CHECK(strstr(why, "the CUDA module libtfcore-cuda.so") != NULL);
+    CHECK(strstr(why, want) != NULL);
+    CHECK(b == NULL);
+    CHECK(tfc_backend_check_module(odd_module, "m.so", &b, why, sizeof why) == TFC_ERR_DEVICE);
+    snprintf(want, sizeof want, "speaks backend ABI %d (a table of %zu bytes)", TFC_BACKEND_ABI,
+             sizeof(tfc_backend) + 8);
+    CHECK(strstr(why, want) != NULL);
+    CHECK(tfc_backend_check_module(mute_module, "m.so", &b, why, sizeof why) == TFC_ERR_DEVICE);
+    snprintf(want, sizeof want, "speaks no backend ABI from 1 to %d; this libtfcore speaks %d", TFC_BACKEND_ABI + 16,
+             TFC_BACKEND_ABI);
+    CHECK(strstr(why, want) != NULL);
+    CHECK(tfc_backend_check_module(NULL, "m.so", &b, why, sizeof why) == TFC_ERR_DEVICE);
+    CHECK(strstr(why, "exports no tfc_backend_module_get") != NULL);
+    CHECK(b == NULL);
+    CHECK(tfc_backend_check_module(this_module, "m.so", &b, why, sizeof why) == TFC_OK);
+    CHECK(b == &tfc_cpu_backend);
+}
+
 static tfc_gpt *tiny_gpt(void) {
     tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
     c.n_layer = 1;

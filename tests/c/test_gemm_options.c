@@ -55,7 +55,7 @@ static void recorder_install(uint32_t epilogues) {
     tfc_backend *sb = standin_install();
     sb->gemm = rec_gemm;
     sb->bias_rows = rec_bias_rows;
-    sb->gemm_epilogues = epilogues;
+    sb->caps.gemm_epilogues = epilogues;
     g_gemms = g_fused = g_tf32 = g_bias_rows = 0;
 }
 
@@ -125,7 +125,7 @@ TEST(the_cpu_ignores_the_precision) {
 }
 
 TEST(the_cpu_gemm_refuses_an_epilogue_it_does_not_fuse) {
-    CHECK(tfc_cpu_backend.gemm_epilogues == 0);
+    CHECK(tfc_cpu_backend.caps.gemm_epilogues == 0);
     CHECK(tfc_cpu_backend.native_stream == NULL); /* ABI 9: no streams on the CPU */
     float a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1}, bias[2] = {5, 6}, c[4] = {-1, -1, -1, -1};
     tfc_gemm_problem p = {.dtype = TFC_DTYPE_F32,

@@ -544,7 +544,7 @@ TEST(autocast_door_declines_where_the_bf16_gemm_does_not_widen_and_refuses_bad_i
               "tfc_linear_cross_entropy_autocast: h is f64 [4,3], w is f32 [5,3]: dtypes differ");
     CHECK(fused == 0 && out == sentinel);
     tfc_backend *sb = standin_install();
-    sb->gemm_bf16_widen_rows = 0;
+    sb->caps.gemm_bf16_widen_rows = 0;
     tfc_tensor *hc = NULL, *wc = NULL, *wbc = NULL, *tc = NULL;
     CHECK_OK(tfc_tensor_to_device(h, TFC_DEVICE_CUDA, 0, &hc));
     CHECK_OK(tfc_tensor_to_device(w, TFC_DEVICE_CUDA, 0, &wc));
@@ -559,7 +559,7 @@ TEST(autocast_door_declines_where_the_bf16_gemm_does_not_widen_and_refuses_bad_i
         tfc_tensor_release(out);
         out = sentinel;
     }
-    sb->gemm_bf16_widen_rows = 33;
+    sb->caps.gemm_bf16_widen_rows = 33;
     CHECK_OK(tfc_linear_cross_entropy_autocast(NULL, hc, wc, wbc, tc, -1, &fused, &out));
     CHECK(fused == 1 && out != sentinel);
     if (out != sentinel) {
@@ -574,8 +574,8 @@ TEST(autocast_door_declines_where_the_bf16_gemm_does_not_widen_and_refuses_bad_i
     CHECK_OK(tfc_linear_cross_entropy_autocast(NULL, hc, wc, wbc, tc, -1, &fused, &out));
     CHECK(fused == 0 && out == sentinel);
     sb->cross_entropy_rows = rows;
-    sb->gemm_bf16_widen_rows = 0;
-    sb->gemm_dtypes &= ~(1u << TFC_DTYPE_BF16);
+    sb->caps.gemm_bf16_widen_rows = 0;
+    sb->caps.gemm_dtypes &= ~(1u << TFC_DTYPE_BF16);
     CHECK_OK(tfc_linear_cross_entropy_autocast(NULL, hc, wc, wbc, tc, -1, &fused, &out));
     CHECK(fused == 0 && out == sentinel);
     tfc_tensor_release(hc), tfc_tensor_release(wc), tfc_tensor_release(wbc), tfc_tensor_release(tc);

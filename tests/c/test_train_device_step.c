@@ -139,7 +139,7 @@ static double rel_diff(const tfc_tensor *a, const tfc_tensor *b) {
  */
 TEST(autocast_head_padded_to_the_devices_gemm_width) {
     install();
-    tfc_standin.gemm_pad_cols = 64;
+    tfc_standin.caps.gemm_pad_cols = 64;
     tfc_gpt *cpu = tiny(), *dev = tiny();
     CHECK_OK(tfc_gpt_set_autocast(cpu, TFC_DTYPE_BF16));
     CHECK_OK(tfc_gpt_to_device(dev, TFC_DEVICE_CUDA, 0));

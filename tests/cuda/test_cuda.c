@@ -1591,7 +1591,7 @@ static void gemm_ref(const float *a, const float *b, const float *c0, const floa
  * shape with another bias buffer uses that buffer.
  */
 TEST(gemm_fused_bias_c_f32_tf32_and_the_plan_cache) {
-    CHECK(A->gemm_epilogues == (1u << TFC_GEMM_EPI_BIAS));
+    CHECK(A->caps.gemm_epilogues == (1u << TFC_GEMM_EPI_BIAS));
     CHECK(A->native_stream(0) != NULL); /* what bench/cuda_bench.c records its CUDA events on */
     /* modes: 0 f32, 1 bf16, 2 bf16 A/B -> f32 C */
     for (int mode = 0; mode < 3; mode++)

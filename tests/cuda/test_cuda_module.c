@@ -35,44 +35,42 @@ TEST(version_negotiation) {
     CHECK(a->struct_size == sizeof(tfc_backend));
     CHECK(a->abi_version == TFC_BACKEND_ABI);
     CHECK(strcmp(a->name, "cuda") == 0);
-    CHECK(a->stats_f32 == 1);
+    CHECK(a->caps.stats_f32 == 1);
     CHECK(tfc_backend_takes(a, TFC_DTYPE_F32) && tfc_backend_takes(a, TFC_DTYPE_BF16));
     CHECK(!tfc_backend_takes(a, TFC_DTYPE_F64));
-    CHECK(a->gemm_dtypes == a->float_dtypes);
+    CHECK(a->caps.gemm_dtypes == a->caps.float_dtypes);
 }
 
 TEST(every_entry_but_the_cpu_only_ones_is_filled) {
     const tfc_backend *a = load(TFC_BACKEND_ABI);
     if (!a) return;
-    /* From describe up to gemm_dtypes the table is nothing but function pointers. */
-    size_t first = offsetof(tfc_backend, describe),
-           n = (offsetof(tfc_backend, gemm_dtypes) - first) / sizeof(void (*)(void));
-    CHECK(n == 36);
+    /* From describe to the end the table is nothing but function pointers. */
+    size_t first = offsetof(tfc_backend, describe), n = (sizeof(tfc_backend) - first) / sizeof(void (*)(void));
+    CHECK(n == 51);
     int missing = 0;
     for (size_t i = 0; i < n; i++) {
         void (*fp)(void);
         memcpy(&fp, (const char *)a + first + i * sizeof fp, sizeof fp);
         missing += fp == NULL;
     }
-    /* reduce_scatter (max/min backward), cross_entropy_rows (the fused LM head) and topk are CPU-only. */
-    CHECK(missing == 4);
+    /* CPU-only so far: reduce_scatter (max/min backward), cross_entropy_rows (the fused LM head), topk, the
+       quantized-weight entries, gather and scatter (indexing), cumsum and multinomial. */
+    CHECK(missing == 11);
     CHECK(a->reduce_scatter == NULL && a->cross_entropy_rows == NULL && a->topk == NULL && a->topk_backward == NULL);
-    /* After gemm_dtypes (ABI 5): the quantized-weight entries, CPU-only so far. */
     CHECK(a->quantize == NULL && a->dequantize == NULL && a->qlinear == NULL);
-    /* ABI 6: the NCCL collectives, all there. */
+    CHECK(a->gather == NULL && a->scatter == NULL);
+    CHECK(a->cumsum == NULL && a->multinomial == NULL);
+    /* the NCCL collectives, all there */
     CHECK(a->coll_unique_id && a->coll_init && a->coll_release && a->coll_all_reduce && a->coll_broadcast &&
           a->coll_all_gather && a->coll_reduce_scatter);
-    /* ABI 7: gather and scatter (indexing), CPU-only so far. */
-    CHECK(a->gather == NULL && a->scatter == NULL);
-    /* ABI 8: cumsum and multinomial, CPU-only so far. */
-    CHECK(a->cumsum == NULL && a->multinomial == NULL);
-    /* ABI 9: the gemm entry fuses the bias epilogue (tfc_linear's forward is one cuBLASLt call). */
-    CHECK(a->gemm_epilogues == (1u << TFC_GEMM_EPI_BIAS));
     CHECK(a->native_stream != NULL);
-    /* ABI 10: autocast runs attention on the bf16 flash kernels; the autocast LM head pads to 64 columns. */
-    CHECK(a->autocast_attention == TFC_DTYPE_BF16);
-    CHECK(a->gemm_pad_cols == 64);
-    CHECK(a->gemm_bf16_widen_rows == 0);
+    /* caps: the gemm fuses the bias epilogue (tfc_linear's forward is one cuBLASLt call); autocast runs attention
+       on the bf16 flash kernels; the autocast LM head pads to 64 columns; bf16 GEMMs take bf16 storage. */
+    CHECK(a->caps.gemm_epilogues == (1u << TFC_GEMM_EPI_BIAS));
+    CHECK(a->caps.autocast_attention == TFC_DTYPE_BF16);
+    CHECK(a->caps.gemm_pad_cols == 64);
+    CHECK(a->caps.gemm_bf16_widen_rows == 0);
+    CHECK(tfc_backend_bf16_operands(a, 1 << 20) == TFC_DTYPE_BF16);
 }
 
 TEST(what_cuda_does_not_offer_is_refused_before_the_device) {
