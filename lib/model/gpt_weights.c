@@ -89,7 +89,7 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
     const char *const *names;
     tfc_tensor *const *params;
     TFC_TRY(tfc_gpt_params(m, &n, &names, &params));
-    const int32_t nqb = m->qformat ? 2 * GPT_N_QLINEAR * c.n_layer : 0, nq = nqb + (m->head_q ? 2 : 0);
+    const int32_t nqb = m->qformat ? 2 * GPT_N_LINEAR * c.n_layer : 0, nq = nqb + (m->head_q ? 2 : 0);
     const int32_t n_cfg = N_CFG + (m->qformat ? 2 : 0) + (m->head_q ? 2 : 0);
     const char **keys = malloc(((size_t)n_meta + (size_t)n_cfg) * sizeof *keys);
     const char **vals = malloc(((size_t)n_meta + (size_t)n_cfg) * sizeof *vals);
@@ -126,12 +126,12 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
         }
     }
     for (int32_t q = 0; s == TFC_OK && q < nqb / 2; q++) {
-        const int32_t l = q / GPT_N_QLINEAR;
-        const int j = q % GPT_N_QLINEAR;
-        s = tfc_qweight_tensors(*tfc_gpt_block_qweight(m, l, j), &tensors[n + 2 * q], &tensors[n + 2 * q + 1]);
+        const int32_t l = q / GPT_N_LINEAR;
+        const int j = q % GPT_N_LINEAR;
+        s = tfc_qweight_tensors(m->blocks[l].lin[j].q, &tensors[n + 2 * q], &tensors[n + 2 * q + 1]);
         for (int k = 0; k < 2 && s == TFC_OK; k++) {
             char name[128];
-            snprintf(name, sizeof name, "transformer.h.%d.%s%s", (int)l, tfc_gpt_qlinears[j].name, qsuffix[k]);
+            snprintf(name, sizeof name, "transformer.h.%d.%s%s", (int)l, tfc_gpt_linear_row(j)->name, qsuffix[k]);
             qnames[2 * q + k] = strdup(name);
             if (!qnames[2 * q + k]) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
             tnames[n + 2 * q + k] = qnames[2 * q + k];
@@ -257,18 +257,18 @@ static tfc_status load_head(const char *fn, const char *path, tfc_gpt *m, const 
  */
 static tfc_status load_qweights(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
                                 tfc_qformat format, int32_t group) {
-    const int32_t n = m->cfg.n_layer * GPT_N_QLINEAR;
+    const int32_t n = m->cfg.n_layer * GPT_N_LINEAR;
     tfc_qweight **qs = calloc((size_t)n, sizeof *qs);
     if (!qs) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
-        const int32_t l = i / GPT_N_QLINEAR;
-        const int j = i % GPT_N_QLINEAR;
-        const tfc_tensor *w = *tfc_gpt_block_weight(m, l, j); /* [in, out] */
+        const int32_t l = i / GPT_N_LINEAR;
+        const int j = i % GPT_N_LINEAR;
+        const tfc_tensor *w = m->blocks[l].lin[j].w; /* [in, out] */
         tfc_tensor *arr[2] = {NULL, NULL};
         char name[2][128];
         for (int k = 0; k < 2 && s == TFC_OK; k++) {
-            snprintf(name[k], sizeof name[k], "transformer.h.%d.%s%s", (int)l, tfc_gpt_qlinears[j].name, qsuffix[k]);
+            snprintf(name[k], sizeof name[k], "transformer.h.%d.%s%s", (int)l, tfc_gpt_linear_row(j)->name, qsuffix[k]);
             if (tfc_safetensors_find(f, name[k], &arr[k]) != TFC_OK)
                 s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' is quantized (%s) but has no tensor '%s'", fn, path,
                             format == TFC_QFORMAT_INT8 ? "int8" : "int4", name[k]);
