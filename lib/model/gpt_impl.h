@@ -212,8 +212,12 @@ int64_t tfc_gpt_config_numel(const tfc_gpt_config *cfg);
  * new reference or NULL): shapes must match exactly, any float dtype is
  * converted. Errors name fn, path and the tensor: "... holds NAME as
  * [dims], <needs> needs [dims]"; a missing lm_head.weight gets head_hint
- * (nullable) appended. m's parameters are only written when every tensor
- * checks out.
+ * (nullable) appended. A tfcore weight file (find is gpt_weights.c's
+ * exact-name finder) must hold nothing else: every tensor is one of m's
+ * parameters or quantized arrays, or the load is refused naming it (its
+ * metadata describes another model: a tfc.n_layer or tfc.bias that lies);
+ * the HF reader checks its own name variants before. m's parameters are
+ * only written when every tensor checks out.
  */
 tfc_status tfc_gpt_copy_params(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
                                tfc_tensor *(*find)(const tfc_safetensors *f, const char *name), const char *needs,

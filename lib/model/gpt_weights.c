@@ -288,16 +288,55 @@ static tfc_status load_qweights(const char *fn, const char *path, tfc_gpt *m, co
     return tfc_gpt_install_qweights(m, format, group, qs, s);
 }
 
-/* Copy every parameter of m from f, converting dtype; shapes must match. Nothing is written unless all match. */
 /* The parameter called name in f under that very name, or NULL (a tfcore weight file's finder). */
 static tfc_tensor *find_exact(const tfc_safetensors *f, const char *name) {
     tfc_tensor *t = NULL;
     return tfc_safetensors_find(f, name, &t) == TFC_OK ? t : NULL;
 }
 
+/* Whether name is one of the arrays of m's quantized weights that tfc_gpt_save writes (NAME.qcodes, NAME.qscales). */
+static int is_qweight_array(const tfc_gpt *m, const char *name) {
+    for (int k = 0; k < 2; k++)
+        if (m->head_q && strcmp(name, head_names[k]) == 0) return 1;
+    if (!m->qformat) return 0;
+    for (int32_t l = 0; l < m->cfg.n_layer; l++)
+        for (int j = 0; j < GPT_N_LINEAR; j++)
+            for (int k = 0; k < 2; k++) {
+                char q[128];
+                snprintf(q, sizeof q, "transformer.h.%d.%s%s", (int)l, tfc_gpt_linear_row(j)->name, qsuffix[k]);
+                if (strcmp(name, q) == 0) return 1;
+            }
+    return 0;
+}
+
+/*
+ * Every tensor of f is consumed by m: one of its parameters (the table's
+ * rows for its config) under that very name, or an array of its quantized
+ * weights. Anything else means the metadata describes another model than
+ * the tensors do (a tfc.n_layer or tfc.bias that lies) or the file holds
+ * what nothing reads: refused, naming the tensor, before m is written.
+ */
+static tfc_status check_consumed(const char *fn, const char *path, const tfc_gpt *m, const tfc_safetensors *f) {
+    for (int32_t i = 0; i < tfc_safetensors_count(f); i++) {
+        const char *tn = NULL;
+        TFC_TRY(tfc_safetensors_get(f, i, &tn, NULL));
+        int known = is_qweight_array(m, tn);
+        for (int32_t k = 0; k < m->n_params && !known; k++) known = strcmp(tn, m->names[k]) == 0;
+        if (!known)
+            return tfc_err(TFC_ERR_FORMAT,
+                           "%s: '%s' holds a tensor '%s' that the model of its metadata (n_layer %d, n_embd %d, "
+                           "vocab_size %d, bias %d, tie_weights %d) does not have",
+                           fn, path, tn, (int)m->cfg.n_layer, (int)m->cfg.n_embd, (int)m->cfg.vocab_size,
+                           (int)m->cfg.bias, (int)m->cfg.tie_weights);
+    }
+    return TFC_OK;
+}
+
 tfc_status tfc_gpt_copy_params(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
                                tfc_tensor *(*find)(const tfc_safetensors *f, const char *name), const char *needs,
                                const char *head_hint) {
+    /* a tfcore file names every tensor exactly; other formats' readers check their own name variants first */
+    if (find == find_exact) TFC_TRY(check_consumed(fn, path, m, f));
     int32_t n;
     const char *const *names;
     tfc_tensor *const *params;

@@ -5,7 +5,9 @@
  * GPT-2's state_dict names for a 2-layer model, llm.c's parameter order
  * (train_gpt2.c's ParameterTensors), the Linears tfc_gpt_quantize replaces,
  * the LoRA keys PEFT writes for GPT-2's target_modules, and GPT-2's
- * weight-decay groups.
+ * weight-decay groups. And the loader driven by it (issue 41): a tfcore
+ * checkpoint whose metadata describes another model than its tensors is
+ * refused, naming the tensor.
  */
 #include <stdint.h>
 #include <unistd.h>
@@ -208,6 +210,104 @@ TEST(arch_of_gpt2) {
     CHECK(a->n_head == 2 && a->n_kv_head == 2 && a->head_dim == 4 && a->mlp_hidden == 32);
     CHECK(a->bias == 0 && a->tied_head == 0 && a->norm_eps == 1e-5);
     tfc_gpt_release(m);
+}
+
+/* ---- issue 41: a tfcore checkpoint whose metadata lies is refused, naming the tensor it cannot place ---- */
+
+/* m saved to path, then rewritten with metadata key `key` set to `val` (NULL: as saved) and, if extra, one more tensor. */
+static void lying_file(const tfc_gpt *m, const char *path, const char *key, const char *val, int extra) {
+    CHECK_OK(tfc_gpt_save(m, path, NULL, NULL, 0));
+    static const char *const keys[11] = {"format",         "tfc.n_layer",    "tfc.n_head", "tfc.n_embd",
+                                         "tfc.block_size", "tfc.vocab_size", "tfc.bias",   "tfc.tie_weights",
+                                         "tfc.ln_eps",     "tfc.dtype",      "tfc.dropout"};
+    tfc_safetensors *f = NULL;
+    CHECK_OK(tfc_safetensors_load(path, &f));
+    const char *vals[11];
+    char held[11][64];
+    for (int k = 0; k < 11; k++) {
+        const char *v = NULL;
+        CHECK_OK(tfc_safetensors_metadata(f, keys[k], &v));
+        snprintf(held[k], sizeof held[k], "%s", v ? v : "");
+        vals[k] = key && strcmp(key, keys[k]) == 0 ? val : held[k];
+    }
+    const int32_t n = tfc_safetensors_count(f);
+    const char *names[128];
+    char own[128][96];
+    tfc_tensor *ts[128];
+    for (int32_t i = 0; i < n && i < 127; i++) {
+        const char *nm = NULL;
+        CHECK_OK(tfc_safetensors_get(f, i, &nm, &ts[i]));
+        snprintf(own[i], sizeof own[i], "%s", nm);
+        names[i] = own[i];
+    }
+    int32_t total = n;
+    if (extra) {
+        const int64_t d[1] = {3};
+        CHECK_OK(tfc_tensor_zeros(d, 1, TFC_DTYPE_F32, &ts[total]));
+        names[total++] = "transformer.extra.weight";
+    }
+    tfc_safetensors_release(f);
+    CHECK_OK(tfc_safetensors_save(path, names, ts, total, keys, vals, 11));
+    for (int32_t i = 0; i < total; i++) tfc_tensor_release(ts[i]);
+}
+
+static tfc_gpt *layers(int32_t n_layer, int bias) {
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    c.n_layer = n_layer, c.n_head = 2, c.n_embd = 8, c.block_size = 6, c.vocab_size = 11, c.bias = bias;
+    tfc_gpt *m = NULL;
+    CHECK_OK(tfc_gpt_new(&c, 7, &m));
+    return m;
+}
+
+TEST(load_refuses_lying_metadata) {
+    char path[] = "/tmp/tfc_gpt_lie_XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    tfc_gpt *four = layers(4, 1), *got = NULL, *one = layers(1, 1);
+    /* tfc.n_layer says 1, the file holds 4 layers: the first layer-1 tensor is named */
+    lying_file(four, path, "tfc.n_layer", "1", 0);
+    CHECK_ERR(tfc_gpt_load(path, &got), TFC_ERR_FORMAT, "'transformer.h.1.");
+    CHECK(got == NULL);
+    CHECK_ERR(tfc_gpt_load_into(one, path), TFC_ERR_FORMAT, "'transformer.h.1.");
+    /* tfc.bias says 0, the file holds biases */
+    lying_file(four, path, "tfc.bias", "0", 0);
+    CHECK_ERR(tfc_gpt_load(path, &got), TFC_ERR_FORMAT, ".bias' that the model of its metadata");
+    CHECK(got == NULL);
+    /* tfc.tie_weights says 1, the file holds lm_head.weight */
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    c.n_layer = 1, c.n_head = 2, c.n_embd = 8, c.block_size = 6, c.vocab_size = 11, c.tie_weights = 0;
+    tfc_gpt *untied = NULL;
+    CHECK_OK(tfc_gpt_new(&c, 7, &untied));
+    lying_file(untied, path, "tfc.tie_weights", "1", 0);
+    CHECK_ERR(tfc_gpt_load(path, &got), TFC_ERR_FORMAT, "lm_head.weight");
+    /* a tensor no model has */
+    lying_file(four, path, NULL, NULL, 1);
+    CHECK_ERR(tfc_gpt_load(path, &got), TFC_ERR_FORMAT, "transformer.extra.weight");
+    CHECK(got == NULL);
+    /* nothing half-loaded: the model load_into refused is unchanged */
+    tfc_gpt *ref = layers(1, 1);
+    lying_file(one, path, NULL, NULL, 1);
+    CHECK_OK(tfc_tensor_fill(one->wte, 0.5));
+    CHECK_ERR(tfc_gpt_load_into(one, path), TFC_ERR_FORMAT, "transformer.extra.weight");
+    float v[88] = {0};
+    CHECK_OK(tfc_tensor_copy_to_host(one->wte, v, sizeof v));
+    for (int i = 0; i < 88; i++) CHECK(v[i] == 0.5f);
+    /* the honest files still load, quantized ones with their .qcodes/.qscales */
+    CHECK_OK(tfc_gpt_save(four, path, NULL, NULL, 0));
+    CHECK_OK(tfc_gpt_load(path, &got));
+    tfc_gpt_release(got);
+    got = NULL;
+    CHECK_OK(tfc_gpt_quantize(four, TFC_QFORMAT_INT8, 0));
+    CHECK_OK(tfc_gpt_quantize_head(four, TFC_QFORMAT_INT8, 0));
+    CHECK_OK(tfc_gpt_save(four, path, NULL, NULL, 0));
+    CHECK_OK(tfc_gpt_load(path, &got));
+    tfc_gpt_release(got);
+    tfc_gpt_release(ref);
+    tfc_gpt_release(untied);
+    tfc_gpt_release(one);
+    tfc_gpt_release(four);
+    unlink(path);
 }
 
 TFC_TEST_MAIN
