@@ -65,36 +65,63 @@ static void scope_free(scope *sc) {
     free(sc->t);
 }
 
-/* Run an op that writes its result to &r (r may also be an input: it is only written on success), and push r onto the scope. */
-#define OP(r, call)                        \
-    do {                                   \
-        s = (call);                        \
-        if (s == TFC_OK) s = keep(&sc, r); \
-        if (s != TFC_OK) goto done;        \
-    } while (0)
+/* A training forward's dropout (gpt_dropout.c): on when train, masks from (the model's seed, counter, site). */
+typedef struct gpt_drop {
+    int train;
+    uint64_t counter;
+} gpt_drop;
 
 /*
- * y = x · w (+ b): x [N, in], w [in, out] (Conv1D layout), b [out] or NULL;
- * one fused op. A quantized model's layer has its handle q instead of w
- * (tfc_gpt_quantize), and g is then NULL (tfc_gpt_forward refuses a graph).
- * lora: the layer's LoRA adapter, or NULL. layer, j: which Linear (j in
- * tfc_gpt_qlinears order), for autocast's weight copy.
+ * One forward pass as the blocks see it: the model (whose arch says what
+ * to compute), the graph (NULL: nothing recorded), the temporaries, the
+ * dropout stream, and where the keys and values go: a cache (positions
+ * start .. start+T-1 after what it holds), per-sequence caches (seqs, T =
+ * 1) or neither (a training or scoring forward).
  */
-static tfc_status linear(const tfc_gpt *m, int32_t layer, int j, tfc_graph *g, scope *scp, const tfc_tensor *x,
-                         const tfc_tensor *w, const tfc_qweight *q, const tfc_tensor *b, const gpt_lora *lora,
-                         tfc_tensor **y) {
-    tfc_tensor *r = NULL;
-    if (q)
-        TFC_TRY(tfc_qlinear(g, x, q, b, &r));
-    else if (m->autocast) /* bf16 autocast (gpt_autocast.c): layer, j pick the cached bf16 copy of w */
-        TFC_TRY(tfc_gpt_autocast_linear(m, g, layer, j, x, w, b, &r));
-    else
-        TFC_TRY(tfc_linear(g, x, w, b, &r));
-    TFC_TRY(keep(scp, r));
-    if (lora) { /* a LoRA adapter (gpt_lora.c) adds its low-rank update */
-        TFC_TRY(tfc_gpt_lora_apply(g, lora, x, r, &r));
-        TFC_TRY(keep(scp, r));
+typedef struct fwd {
+    tfc_gpt *m;
+    tfc_graph *g;
+    scope sc;
+    gpt_drop dr;
+    tfc_gpt_cache *cache;
+    tfc_gpt_cache *const *seqs;
+    int64_t B, T, start;
+} fwd;
+
+/* Run an op that writes its result to &r (r may also be an input: it is only written on success) and push r. */
+#define KEEP(f, r, call)            \
+    do {                            \
+        TFC_TRY(call);              \
+        TFC_TRY(keep(&(f)->sc, r)); \
+    } while (0)
+
+/* y = x through Linear l, by the strategy chosen for it (gpt_linear.c); x [N, in], *y [N, out], pushed. */
+static tfc_status linear(fwd *f, const gpt_linear *l, const tfc_tensor *x, tfc_tensor **y) {
+    tfc_tensor *r;
+    KEEP(f, r, l->ops->run(f->m, f->g, l, x, &r));
+    *y = r;
+    return TFC_OK;
+}
+
+/* The architecture's normalization of x [N, C] (arch.norm); *y is not pushed. */
+static tfc_status norm_op(const fwd *f, const tfc_tensor *w, const tfc_tensor *b, const tfc_tensor *x, tfc_tensor **y) {
+    switch (f->m->arch.norm) {
+    case GPT_NORM_LAYER: return tfc_layernorm(f->g, x, w, b, f->m->arch.norm_eps, y);
     }
+    return tfc_err(TFC_ERR_INTERNAL, "gpt: norm kind %d", (int)f->m->arch.norm);
+}
+
+static tfc_status norm(fwd *f, const tfc_tensor *w, const tfc_tensor *b, const tfc_tensor *x, tfc_tensor **y) {
+    tfc_tensor *r;
+    KEEP(f, r, norm_op(f, w, b, x, &r));
+    *y = r;
+    return TFC_OK;
+}
+
+/* x after dropout site `site` (x itself when not training), pushed. */
+static tfc_status drop(fwd *f, int64_t site, const tfc_tensor *x, tfc_tensor **y) {
+    tfc_tensor *r;
+    KEEP(f, r, tfc_gpt_dropout_site(f->m, f->g, f->dr.train, f->dr.counter, site, x, &r));
     *y = r;
     return TFC_OK;
 }
@@ -104,13 +131,14 @@ static tfc_status linear(const tfc_gpt *m, int32_t layer, int j, tfc_graph *g, s
  * sequence b appends its key and value to its own cache at its own length
  * L_b and its query attends over those L_b + 1 positions. *att is [B,H,1,D].
  */
-static tfc_status attend_per_sequence(scope *scp, tfc_gpt_cache *const *seqs, int32_t layer, int64_t B,
-                                      tfc_tensor *const heads[3], double scale, tfc_tensor **att) {
+static tfc_status attend_per_sequence(fwd *f, int32_t layer, tfc_tensor *const heads[3], double scale,
+                                      tfc_tensor **att) {
+    const int64_t B = f->B;
     tfc_tensor **outs = calloc((size_t)B, sizeof *outs);
     if (!outs) return tfc_err(TFC_ERR_OOM, "tfc_gpt_run_seqs: out of memory");
     tfc_status s = TFC_OK;
     for (int64_t b = 0; b < B && s == TFC_OK; b++) {
-        tfc_gpt_cache *c = seqs[b];
+        tfc_gpt_cache *c = f->seqs[b];
         tfc_tensor *mine[3] = {NULL, NULL, NULL}, *all[2] = {NULL, NULL}, *kv[2] = {c->k[layer], c->v[layer]};
         for (int i = 0; i < 3 && s == TFC_OK; i++) s = tfc_narrow(NULL, heads[i], 0, b, 1, &mine[i]);
         for (int i = 0; i < 2 && s == TFC_OK; i++) {
@@ -131,25 +159,9 @@ static tfc_status attend_per_sequence(scope *scp, tfc_gpt_cache *const *seqs, in
     if (s == TFC_OK) s = tfc_concat(NULL, (const tfc_tensor *const *)outs, (int32_t)B, 0, &r);
     for (int64_t b = 0; b < B; b++) tfc_tensor_release(outs[b]);
     free(outs);
-    if (s == TFC_OK) s = keep(scp, r);
+    if (s == TFC_OK) s = keep(&f->sc, r);
     if (s == TFC_OK) *att = r;
     return s;
-}
-
-/* A training forward's dropout (gpt_dropout.c): on when train, masks from (the model's seed, counter, site). */
-typedef struct gpt_drop {
-    int train;
-    uint64_t counter;
-} gpt_drop;
-
-/* x after dropout site `site` (x itself when not training), pushed onto the scope. */
-static tfc_status drop(const tfc_gpt *m, tfc_graph *g, scope *scp, const gpt_drop *dr, int64_t site,
-                       const tfc_tensor *x, tfc_tensor **y) {
-    tfc_tensor *r;
-    TFC_TRY(tfc_gpt_dropout_site(m, g, dr->train, dr->counter, site, x, &r));
-    TFC_TRY(keep(scp, r));
-    *y = r;
-    return TFC_OK;
 }
 
 /*
@@ -157,19 +169,17 @@ static tfc_status drop(const tfc_gpt *m, tfc_graph *g, scope *scp, const gpt_dro
  * start .. start+T-1; with a cache, k and v are first appended to it and
  * the query attends over all start+T cached positions. *att is [B,H,T,D].
  */
-static tfc_status attend(const tfc_gpt *m, tfc_graph *g, scope *scp, tfc_gpt_cache *cache, int32_t layer, int64_t T,
-                         int64_t start, tfc_tensor *const heads[3], double scale, tfc_tensor **att) {
+static tfc_status attend(fwd *f, int32_t layer, tfc_tensor *const heads[3], double scale, tfc_tensor **att) {
     const tfc_tensor *k = heads[1], *v = heads[2];
-    if (cache) {
-        tfc_tensor *kv[2] = {cache->k[layer], cache->v[layer]};
+    if (f->cache) {
+        tfc_tensor *kv[2] = {f->cache->k[layer], f->cache->v[layer]};
         for (int i = 0; i < 2; i++) {
             tfc_tensor *dst, *all;
-            TFC_TRY(tfc_narrow(NULL, kv[i], 2, start, T, &dst));
+            TFC_TRY(tfc_narrow(NULL, kv[i], 2, f->start, f->T, &dst));
             tfc_status s = tfc_tensor_copy_from(dst, heads[1 + i]);
             tfc_tensor_release(dst);
             TFC_TRY(s);
-            TFC_TRY(tfc_narrow(NULL, kv[i], 2, 0, start + T, &all));
-            TFC_TRY(keep(scp, all));
+            KEEP(f, all, tfc_narrow(NULL, kv[i], 2, 0, f->start + f->T, &all));
             if (i == 0)
                 k = all;
             else
@@ -178,12 +188,38 @@ static tfc_status attend(const tfc_gpt *m, tfc_graph *g, scope *scp, tfc_gpt_cac
     }
     tfc_tensor *r;
     /* Autocast: the device's attention dtype (bf16 on CUDA); with a cache (sampling) the f32 cache stays f32. */
-    if (m->autocast && !cache)
-        TFC_TRY(tfc_attention_autocast(g, heads[0], k, v, 1, scale, &r));
+    if (f->m->autocast && !f->cache)
+        KEEP(f, r, tfc_attention_autocast(f->g, heads[0], k, v, 1, scale, &r));
     else
-        TFC_TRY(tfc_attention(g, heads[0], k, v, 1, scale, &r));
-    TFC_TRY(keep(scp, r));
+        KEEP(f, r, tfc_attention(f->g, heads[0], k, v, 1, scale, &r));
     *att = r;
+    return TFC_OK;
+}
+
+/*
+ * q, k, v [B,H,T,D] of qkv [B·T, 3C]: [B,T,3,H,D] → [3,B,H,T,D], split on
+ * the leading 3, so q, k, v are strided views of qkv and backward writes
+ * dq, dk, dv into one dqkv buffer already in qkv's layout (one copy, no
+ * zero fills, no adds). Grouped-query attention (arch.n_kv_head < n_head)
+ * would split [H + 2·H_kv] heads here instead.
+ */
+static tfc_status split_heads(fwd *f, const tfc_tensor *qkv, tfc_tensor *heads[3]) {
+    const gpt_arch *a = &f->m->arch;
+    const int64_t bt3hd[5] = {f->B, f->T, 3, a->n_head, a->head_dim};
+    const int32_t to_qkv_heads[5] = {2, 0, 3, 1, 4};
+    tfc_tensor *qkv5, *qkv_h, *parts[3] = {NULL, NULL, NULL};
+    KEEP(f, qkv5, tfc_view(f->g, qkv, bt3hd, 5, &qkv5));
+    KEEP(f, qkv_h, tfc_permute(f->g, qkv5, to_qkv_heads, 5, &qkv_h));
+    const int64_t ones[3] = {1, 1, 1};
+    TFC_TRY(tfc_split(f->g, qkv_h, ones, 3, 0, parts));
+    tfc_status s = TFC_OK;
+    for (int i = 0; i < 3; i++)
+        if (s == TFC_OK)
+            s = keep(&f->sc, parts[i]);
+        else
+            tfc_tensor_release(parts[i]);
+    TFC_TRY(s);
+    for (int i = 0; i < 3; i++) KEEP(f, heads[i], tfc_squeeze(f->g, parts[i], 0, &heads[i])); /* [B,H,T,D] */
     return TFC_OK;
 }
 
@@ -192,66 +228,58 @@ static tfc_status attend(const tfc_gpt *m, tfc_graph *g, scope *scp, tfc_gpt_cac
  * qkv = h · W_attn + b; q, k, v [B,H,T,D]; keys/values appended to the
  * cache (if any) and attention taken over all S = start+T positions, or
  * with seqs (T = 1) per sequence over its own cache (attend_per_sequence);
- * y = concat_heads(softmax(q kᵀ/√D + causal) v) · W_proj + b.
+ * y = dropout(concat_heads(softmax(q kᵀ/√D + causal) v) · W_proj + b).
  */
-static tfc_status attention_block(tfc_gpt *m, tfc_graph *g, scope *scp, const gpt_block *bl, tfc_gpt_cache *cache,
-                                  tfc_gpt_cache *const *seqs, int32_t layer, int64_t B, int64_t T, int64_t start,
-                                  const gpt_drop *dr, const tfc_tensor *h, tfc_tensor **y) {
-    const int64_t C = m->cfg.n_embd, H = m->cfg.n_head, D = C / H;
-    tfc_tensor *qkv, *qkv5, *qkv_h, *parts[3] = {NULL, NULL, NULL}, *heads[3];
-    TFC_TRY(linear(m, layer, 0, g, scp, h, bl->attn_w, bl->attn_q, bl->attn_b, bl->lora[0], &qkv));
-    /* [B·T, 3C] → [B,T,3,H,D] → [3,B,H,T,D], split on the leading 3: q, k, v
-     * are strided views of qkv, and backward writes dq, dk, dv into one
-     * dqkv buffer already in qkv's layout (one copy, no zero fills, no adds). */
-    const int64_t bt3hd[5] = {B, T, 3, H, D};
-    const int32_t to_qkv_heads[5] = {2, 0, 3, 1, 4};
-    TFC_TRY(tfc_view(g, qkv, bt3hd, 5, &qkv5));
-    TFC_TRY(keep(scp, qkv5));
-    TFC_TRY(tfc_permute(g, qkv5, to_qkv_heads, 5, &qkv_h));
-    TFC_TRY(keep(scp, qkv_h));
-    const int64_t ones[3] = {1, 1, 1};
-    TFC_TRY(tfc_split(g, qkv_h, ones, 3, 0, parts));
-    tfc_status s = TFC_OK;
-    for (int i = 0; i < 3; i++)
-        if (s == TFC_OK)
-            s = keep(scp, parts[i]);
-        else
-            tfc_tensor_release(parts[i]);
-    TFC_TRY(s);
-    for (int i = 0; i < 3; i++) {
-        TFC_TRY(tfc_squeeze(g, parts[i], 0, &heads[i])); /* [B,H,T,D] */
-        TFC_TRY(keep(scp, heads[i]));
-    }
-    const int32_t to_heads[4] = {0, 2, 1, 3};
-    const double scale = 1.0 / sqrt((double)D);
-    tfc_tensor *att, *att_t, *att2;
-    if (seqs)
-        TFC_TRY(attend_per_sequence(scp, seqs, layer, B, heads, scale, &att));
-    else if (dr->train && m->cfg.dropout > 0) {
-        const uint64_t key = tfc_gpt_dropout_key(m->drop_seed, dr->counter, 1 + 3 * (int64_t)layer);
-        TFC_TRY(tfc_gpt_attention_dropout(g, heads[0], heads[1], heads[2], scale, m->cfg.dropout, key, &att));
-        TFC_TRY(keep(scp, att));
+static tfc_status attention(fwd *f, const gpt_block *bl, int32_t layer, const tfc_tensor *h, tfc_tensor **y) {
+    const tfc_gpt *m = f->m;
+    tfc_tensor *qkv, *heads[3];
+    TFC_TRY(linear(f, &bl->lin[GPT_LIN_QKV], h, &qkv));
+    TFC_TRY(split_heads(f, qkv, heads));
+    const double scale = 1.0 / sqrt((double)m->arch.head_dim);
+    tfc_tensor *att, *att_t, *att2, *proj;
+    if (f->seqs)
+        TFC_TRY(attend_per_sequence(f, layer, heads, scale, &att));
+    else if (f->dr.train && m->cfg.dropout > 0) {
+        const uint64_t key = tfc_gpt_dropout_key(m->drop_seed, f->dr.counter, 1 + 3 * (int64_t)layer);
+        KEEP(f, att, tfc_gpt_attention_dropout(f->g, heads[0], heads[1], heads[2], scale, m->cfg.dropout, key, &att));
     } else
-        TFC_TRY(attend(m, g, scp, cache, layer, T, start, heads, scale, &att));
-    TFC_TRY(tfc_permute(g, att, to_heads, 4, &att_t)); /* [B,T,H,D] */
-    TFC_TRY(keep(scp, att_t));
-    const int64_t btc[2] = {B * T, C};
-    TFC_TRY(tfc_reshape(g, att_t, btc, 2, &att2));
-    TFC_TRY(keep(scp, att2));
-    tfc_tensor *proj;
-    TFC_TRY(linear(m, layer, 1, g, scp, att2, bl->attn_proj_w, bl->attn_proj_q, bl->attn_proj_b, bl->lora[1], &proj));
-    return drop(m, g, scp, dr, 2 + 3 * (int64_t)layer, proj, y);
+        TFC_TRY(attend(f, layer, heads, scale, &att));
+    const int32_t to_heads[4] = {0, 2, 1, 3};
+    KEEP(f, att_t, tfc_permute(f->g, att, to_heads, 4, &att_t)); /* [B,T,H,D] */
+    const int64_t btc[2] = {f->B * f->T, m->arch.n_embd};
+    KEEP(f, att2, tfc_reshape(f->g, att_t, btc, 2, &att2));
+    TFC_TRY(linear(f, &bl->lin[GPT_LIN_ATTN_OUT], att2, &proj));
+    return drop(f, 2 + 3 * (int64_t)layer, proj, y);
 }
 
-/* The MLP: y = dropout(gelu_tanh(h · W_fc + b_fc) · W_proj + b_proj), h [B·T, C]. */
-static tfc_status mlp_block(const tfc_gpt *m, tfc_graph *g, scope *scp, const gpt_block *bl, int32_t layer,
-                            const gpt_drop *dr, const tfc_tensor *h, tfc_tensor **y) {
-    tfc_tensor *f, *a, *proj;
-    TFC_TRY(linear(m, layer, 2, g, scp, h, bl->fc_w, bl->fc_q, bl->fc_b, bl->lora[2], &f));
-    TFC_TRY(tfc_gelu(g, f, TFC_GELU_TANH, &a));
-    TFC_TRY(keep(scp, a));
-    TFC_TRY(linear(m, layer, 3, g, scp, a, bl->mlp_proj_w, bl->mlp_proj_q, bl->mlp_proj_b, bl->lora[3], &proj));
-    return drop(m, g, scp, dr, 3 + 3 * (int64_t)layer, proj, y);
+/* The architecture's MLP on h [B·T, C] (arch.mlp); GPT-2: y = dropout(gelu_tanh(h · W_fc + b_fc) · W_proj + b_proj). */
+static tfc_status mlp(fwd *f, const gpt_block *bl, int32_t layer, const tfc_tensor *h, tfc_tensor **y) {
+    tfc_tensor *u, *a, *proj;
+    TFC_TRY(linear(f, &bl->lin[GPT_LIN_MLP_IN], h, &u));
+    switch (f->m->arch.mlp) {
+    case GPT_MLP_GELU_TANH: KEEP(f, a, tfc_gelu(f->g, u, TFC_GELU_TANH, &a)); break;
+    default: return tfc_err(TFC_ERR_INTERNAL, "gpt: mlp kind %d", (int)f->m->arch.mlp);
+    }
+    TFC_TRY(linear(f, &bl->lin[GPT_LIN_MLP_OUT], a, &proj));
+    return drop(f, 3 + 3 * (int64_t)layer, proj, y);
+}
+
+/*
+ * One transformer block, x [B·T, C] → *out (a new reference, not pushed):
+ * x + attention(norm(x)), then that + mlp(norm(that)). The trunk's loop
+ * and the recompute checkpoint (block_fn) both run exactly this, so a
+ * replay's gradients are bitwise those of the plain forward
+ * (tests/c/test_gpt_recompute.c).
+ */
+static tfc_status block(fwd *f, int32_t layer, const tfc_tensor *x, tfc_tensor **out) {
+    const gpt_block *bl = &f->m->blocks[layer];
+    tfc_tensor *h, *y, *x1;
+    TFC_TRY(norm(f, bl->ln1_w, bl->ln1_b, x, &h));
+    TFC_TRY(attention(f, bl, layer, h, &y));
+    KEEP(f, x1, tfc_add(f->g, x, y, &x1));
+    TFC_TRY(norm(f, bl->ln2_w, bl->ln2_b, x1, &h));
+    TFC_TRY(mlp(f, bl, layer, h, &y));
+    return tfc_add(f->g, x1, y, out);
 }
 
 static tfc_status check_ids(const char *fn, const char *arg, const tfc_tensor *t) {
@@ -292,11 +320,43 @@ static tfc_status seq_positions(const tfc_gpt *m, tfc_gpt_cache *const *seqs, in
 }
 
 /*
- * One transformer block, x [B·T, C] -> *out, as the checkpoint's function
- * (tfc_gpt_set_recompute): the same ops in the same order as the loop in
- * gpt_trunk, so the gradients are bitwise those of the plain forward
- * (tests/c/test_gpt_recompute.c). Training only: no cache.
+ * The architecture's position signal at the embedding (arch.pos): GPT-2's
+ * is learned, *pe = wpe[start .. start+T-1] ([T, C]; with seqs [B, 1, C],
+ * sequence b's own length), pushed, which the trunk adds to the token
+ * embeddings. (A rotary encoding would give *pe = NULL and act in
+ * attention.)
  */
+static tfc_status positions(fwd *f, const char *fn, tfc_tensor **pe) {
+    tfc_gpt *m = f->m;
+    tfc_tensor *pos;
+    switch (m->arch.pos) {
+    case GPT_POS_LEARNED: break;
+    default: return tfc_err(TFC_ERR_INTERNAL, "%s: position kind %d", fn, (int)m->arch.pos);
+    }
+    if (f->seqs)
+        KEEP(f, pos, seq_positions(m, f->seqs, f->B, fn, &pos));
+    else
+        KEEP(f, pos, tfc_tensor_arange((double)f->start, (double)(f->start + f->T), 1.0, TFC_DTYPE_I64, &pos));
+    KEEP(f, pos, on_model_device(m, fn, "positions", pos, &pos));
+    KEEP(f, *pe, tfc_embedding(f->g, m->wpe, pos, pe));
+    return TFC_OK;
+}
+
+/* The tokens idx [B, T] embedded with their positions: *x [B·T, C] after the embedding dropout, pushed. */
+static tfc_status embed(fwd *f, const char *fn, const tfc_tensor *idx, tfc_tensor **x) {
+    tfc_tensor *pe = NULL, *idx_d, *te, *r;
+    TFC_TRY(positions(f, fn, &pe));
+    KEEP(f, idx_d, on_model_device(f->m, fn, "idx", idx, &idx_d));
+    KEEP(f, te, tfc_embedding(f->g, f->m->wte, idx_d, &te)); /* [B, T, C] */
+    r = te;
+    if (pe) KEEP(f, r, tfc_add(f->g, te, pe, &r));
+    TFC_TRY(drop(f, 0, r, &r));
+    const int64_t btc[2] = {f->B * f->T, f->m->arch.n_embd};
+    KEEP(f, *x, tfc_view(f->g, r, btc, 2, x));
+    return TFC_OK;
+}
+
+/* The recompute checkpoint's context: what block() needs to replay layer `layer` of one training forward. */
 typedef struct block_ctx {
     tfc_gpt *m;
     int32_t layer;
@@ -304,39 +364,23 @@ typedef struct block_ctx {
     gpt_drop dr; /* the forward's: a replay draws the masks the forward drew */
 } block_ctx;
 
+/* block() as the checkpoint's function (tfc_gpt_set_recompute): training only, no cache. */
 static tfc_status block_fn(tfc_graph *g, const tfc_tensor *const *in, int32_t n_in, tfc_tensor **out, int32_t n_out,
                            void *ctx) {
     (void)n_in;
     (void)n_out;
     const block_ctx *b = ctx;
-    const tfc_gpt_config *c = &b->m->cfg;
-    const gpt_block *bl = &b->m->blocks[b->layer];
-    scope sc = {0};
-    tfc_status s = TFC_OK;
-    tfc_tensor *h, *y, *x = (tfc_tensor *)in[0];
-    OP(h, tfc_layernorm(g, x, bl->ln1_w, bl->ln1_b, c->ln_eps, &h));
-    if ((s = attention_block(b->m, g, &sc, bl, NULL, NULL, b->layer, b->B, b->T, 0, &b->dr, h, &y)) != TFC_OK)
-        goto done;
-    OP(x, tfc_add(g, x, y, &x));
-    OP(h, tfc_layernorm(g, x, bl->ln2_w, bl->ln2_b, c->ln_eps, &h));
-    if ((s = mlp_block(b->m, g, &sc, bl, b->layer, &b->dr, h, &y)) != TFC_OK) goto done;
-    s = tfc_add(g, x, y, &out[0]);
-done:
-    scope_free(&sc);
+    fwd f = {.m = b->m, .g = g, .dr = b->dr, .B = b->B, .T = b->T};
+    tfc_status s = block(&f, b->layer, in[0], &out[0]);
+    scope_free(&f.sc);
     return s;
 }
 
-/*
- * Everything up to the LM head: embeds idx [B,T] at positions start ..
- * start+T-1 (with seqs: T = 1, sequence b at seqs[b]->len), runs the blocks
- * (with the cache as in tfc_gpt_run, or seqs as in tfc_gpt_run_seqs) and
- * returns the final LayerNorm's output [B·T, C] in *hidden.
- */
-static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache,
-                            tfc_gpt_cache *const *seqs, const char *fn, tfc_tensor **hidden) {
+static tfc_status check_trunk(const tfc_gpt *m, const tfc_tensor *idx, const tfc_gpt_cache *cache,
+                              tfc_gpt_cache *const *seqs, const char *fn) {
     TFC_TRY(check_ids(fn, "idx", idx));
     const tfc_gpt_config *c = &m->cfg;
-    const int64_t B = tfc_tensor_dim(idx, 0), T = tfc_tensor_dim(idx, 1), C = c->n_embd;
+    const int64_t B = tfc_tensor_dim(idx, 0), T = tfc_tensor_dim(idx, 1);
     const int64_t start = cache ? cache->len : 0;
     if (T < 1 || B < 1)
         return tfc_err(TFC_ERR_SHAPE, "%s: idx is [%lld,%lld], need B >= 1 and T >= 1", fn, (long long)B, (long long)T);
@@ -353,28 +397,17 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
         return tfc_err(TFC_ERR_SHAPE, "%s: idx is [%lld,%lld], need one token per sequence", fn, (long long)B,
                        (long long)T);
     if (m->autocast) TFC_TRY(tfc_gpt_autocast_check(fn, m)); /* quantized since it was set */
-    scope sc = {0};
-    tfc_status s = TFC_OK;
-    tfc_tensor *pos, *pe, *te, *x, *h, *y, *out = NULL;
-    /* dropout only in a training forward: a graph that records gradients, no cache */
-    const gpt_drop dr = {.train = g && tfc_graph_is_grad_enabled(g) && !cache && !seqs && c->dropout > 0,
-                         .counter = m->drop_counter};
-    if (seqs)
-        OP(pos, seq_positions(m, seqs, B, fn, &pos)); /* pe then [B, 1, C], like te */
-    else
-        OP(pos, tfc_tensor_arange((double)start, (double)(start + T), 1.0, TFC_DTYPE_I64, &pos));
-    OP(pos, on_model_device(m, fn, "positions", pos, &pos));
-    tfc_tensor *idx_d;
-    OP(idx_d, on_model_device(m, fn, "idx", idx, &idx_d));
-    idx = idx_d;
-    OP(pe, tfc_embedding(g, m->wpe, pos, &pe)); /* [T, C] */
-    OP(te, tfc_embedding(g, m->wte, idx, &te)); /* [B, T, C] */
-    OP(x, tfc_add(g, te, pe, &x));
-    if ((s = drop(m, g, &sc, &dr, 0, x, &x)) != TFC_OK) goto done;
-    const int64_t btc[2] = {B * T, C};
-    OP(x, tfc_view(g, x, btc, 2, &x));
+    return TFC_OK;
+}
+
+/*
+ * The blocks over x [B·T, C] (the last tensor pushed on f's scope) and the
+ * final norm: *hidden [B·T, C], not pushed.
+ */
+static tfc_status run_blocks(fwd *f, tfc_tensor *x, tfc_tensor **hidden) {
+    tfc_gpt *m = f->m;
     /* --recompute: each block a checkpoint keeping only its input for backward */
-    const int recompute = m->recompute && tfc_graph_is_grad_enabled(g) && !cache && !seqs;
+    const int recompute = m->recompute && tfc_graph_is_grad_enabled(f->g) && !f->cache && !f->seqs;
     /*
      * A block's temporaries die with it, not at the trunk's end: the graph
      * holds what backward needs, and the rest (with nothing recorded, all of
@@ -383,29 +416,44 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
      * graph keeps: held to the trunk's end they were 7·B·T·C values a layer
      * beside their copies (char-small's bf16 step peaked 36 % above f32's).
      */
-    for (int32_t l = 0; l < c->n_layer; l++) {
-        const gpt_block *bl = &m->blocks[l];
-        const int32_t mark = sc.n; /* sc.t[mark - 1] is x, the block's input */
+    for (int32_t l = 0; l < m->arch.n_layer; l++) {
         if (recompute) {
-            block_ctx bc = {m, l, B, T, dr};
+            block_ctx bc = {m, l, f->B, f->T, f->dr};
             const tfc_tensor *in[1] = {x};
-            OP(x, tfc_graph_checkpoint(g, block_fn, &bc, sizeof bc, in, 1, &x, 1));
+            KEEP(f, x, tfc_graph_checkpoint(f->g, block_fn, &bc, sizeof bc, in, 1, &x, 1));
             continue;
         }
-        OP(h, tfc_layernorm(g, x, bl->ln1_w, bl->ln1_b, c->ln_eps, &h));
-        if ((s = attention_block(m, g, &sc, bl, cache, seqs, l, B, T, start, &dr, h, &y)) != TFC_OK) goto done;
-        OP(x, tfc_add(g, x, y, &x));
-        OP(h, tfc_layernorm(g, x, bl->ln2_w, bl->ln2_b, c->ln_eps, &h));
-        if ((s = mlp_block(m, g, &sc, bl, l, &dr, h, &y)) != TFC_OK) goto done;
-        OP(x, tfc_add(g, x, y, &x));
-        for (int32_t i = mark - 1; i < sc.n - 1; i++) tfc_tensor_release(sc.t[i]);
-        sc.t[mark - 1] = x;
-        sc.n = mark;
+        const int32_t mark = f->sc.n; /* sc.t[mark - 1] is x, the block's input */
+        tfc_tensor *out;
+        TFC_TRY(block(f, l, x, &out));
+        for (int32_t i = mark - 1; i < f->sc.n; i++) tfc_tensor_release(f->sc.t[i]);
+        f->sc.t[mark - 1] = x = out;
+        f->sc.n = mark;
     }
-    s = tfc_layernorm(g, x, m->lnf_w, m->lnf_b, c->ln_eps, &out);
-    if (s == TFC_OK && dr.train) m->drop_counter++; /* the next training forward draws new masks */
-done:
-    scope_free(&sc);
+    return norm_op(f, m->lnf_w, m->lnf_b, x, hidden);
+}
+
+/*
+ * Everything up to the LM head: embeds idx [B,T] at positions start ..
+ * start+T-1 (with seqs: T = 1, sequence b at seqs[b]->len), runs the blocks
+ * (with the cache as in tfc_gpt_run, or seqs as in tfc_gpt_run_seqs) and
+ * returns the final norm's output [B·T, C] in *hidden.
+ */
+static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache,
+                            tfc_gpt_cache *const *seqs, const char *fn, tfc_tensor **hidden) {
+    TFC_TRY(check_trunk(m, idx, cache, seqs, fn));
+    fwd f = {.m = m, .g = g, .cache = cache, .seqs = seqs};
+    f.B = tfc_tensor_dim(idx, 0);
+    f.T = tfc_tensor_dim(idx, 1);
+    f.start = cache ? cache->len : 0;
+    /* dropout only in a training forward: a graph that records gradients, no cache */
+    f.dr = (gpt_drop){.train = g && tfc_graph_is_grad_enabled(g) && !cache && !seqs && m->cfg.dropout > 0,
+                      .counter = m->drop_counter};
+    tfc_tensor *x, *out = NULL;
+    tfc_status s = embed(&f, fn, idx, &x);
+    if (s == TFC_OK) s = run_blocks(&f, x, &out);
+    if (s == TFC_OK && f.dr.train) m->drop_counter++; /* the next training forward draws new masks */
+    scope_free(&f.sc);
     if (s == TFC_OK) *hidden = out;
     return tfc_err_in(fn, s);
 }

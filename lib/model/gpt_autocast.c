@@ -5,9 +5,11 @@
  * master weights — while embeddings, LayerNorm, GELU, softmax,
  * cross-entropy and the optimizer stay f32. Attention takes the device's
  * autocast dtype (lib/ops/attention_autocast.c: bf16 on CUDA, f32 on the
- * CPU), chosen in gpt.c's attend().
+ * CPU), chosen in gpt.c's attend(). The block Linears reach
+ * tfc_gpt_autocast_linear through their strategy (gpt_linear.c), chosen
+ * again whenever autocast is set or cleared.
  *
- * The bf16 weight copies: one slot per Linear weight (GPT_N_QLINEAR per
+ * The bf16 weight copies: one slot per Linear weight (GPT_N_LINEAR per
  * layer, then the head), rounded when the slot's weight is first used and
  * again only when the weight's version changed (an optimizer step, a load,
  * a copy): once per optimizer step, not per GEMM. A refresh makes a new
@@ -36,7 +38,7 @@ typedef struct ac_slot {
 
 struct gpt_autocast {
     pthread_mutex_t mu;
-    int32_t n; /* n_layer · GPT_N_QLINEAR + 1 (the head) */
+    int32_t n; /* n_layer · GPT_N_LINEAR + 1 (the head) */
     ac_slot *slots;
     int64_t refreshes; /* copies made, for tests and the docs' claim (tfc_gpt_autocast_refreshes) */
 };
@@ -118,11 +120,11 @@ static tfc_status weight_copy(gpt_autocast *a, int32_t i, const tfc_tensor *w, i
     return s;
 }
 
-tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, int32_t layer, int j, const tfc_tensor *x,
-                                   const tfc_tensor *w, const tfc_tensor *b, tfc_tensor **y) {
+tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, const gpt_linear *l, const tfc_tensor *x,
+                                   tfc_tensor **y) {
     tfc_tensor *wb = NULL;
-    TFC_TRY(weight_copy(m->autocast, layer * GPT_N_QLINEAR + j, w, tfc_tensor_dim(w, 0), &wb));
-    tfc_status s = tfc_linear_bf16(g, x, w, wb, b, y);
+    TFC_TRY(weight_copy(m->autocast, l->slot, l->w, tfc_tensor_dim(l->w, 0), &wb));
+    tfc_status s = tfc_linear_bf16(g, x, l->w, wb, l->b, y);
     tfc_tensor_release(wb);
     return s;
 }
@@ -221,6 +223,7 @@ TFC_API tfc_status tfc_gpt_set_autocast(tfc_gpt *m, tfc_dtype dtype) {
     TFC_CHECK_NOT_NULL(fn, m);
     if (dtype == TFC_DTYPE_F32) {
         tfc_gpt_autocast_free(m);
+        tfc_gpt_choose_linears(m);
         return TFC_OK;
     }
     if (dtype != TFC_DTYPE_BF16)
@@ -228,7 +231,7 @@ TFC_API tfc_status tfc_gpt_set_autocast(tfc_gpt *m, tfc_dtype dtype) {
     TFC_TRY(check_model(fn, m));
     if (m->autocast) return TFC_OK;
     gpt_autocast *a = calloc(1, sizeof *a);
-    int32_t n = m->cfg.n_layer * GPT_N_QLINEAR + 1;
+    int32_t n = m->cfg.n_layer * GPT_N_LINEAR + 1;
     ac_slot *slots = calloc((size_t)n, sizeof *slots);
     if (!a || !slots || pthread_mutex_init(&a->mu, NULL) != 0) {
         free(a);
@@ -238,6 +241,7 @@ TFC_API tfc_status tfc_gpt_set_autocast(tfc_gpt *m, tfc_dtype dtype) {
     a->n = n;
     a->slots = slots;
     m->autocast = a;
+    tfc_gpt_choose_linears(m);
     return TFC_OK;
 }
 

@@ -335,13 +335,40 @@ static void config_json(tfc_strbuf *b, const tfc_gpt_config *c, int32_t bos, int
     tfc_sb_str(b, "}\n");
 }
 
-/* The biases a model without them lacks, as HF names them, with their lengths in units of C. */
-static const struct {
-    const char *name;
-    int mult;
-} bias_rows[] = {{"ln_1.bias", 1}, {"attn.c_attn.bias", 3}, {"attn.c_proj.bias", 1},
-                 {"ln_2.bias", 1}, {"mlp.c_fc.bias", 4},    {"mlp.c_proj.bias", 1}};
-enum { N_BIAS = sizeof bias_rows / sizeof bias_rows[0] };
+/*
+ * HF's GPT-2 always has biases: the ones a model without them lacks (the
+ * table's rows that exist only with biases, in checkpoint order), as zero
+ * tensors named and shaped as in a model with them, into names[0..n) and
+ * ts[0..n) (n: their count, *n_out). Zero biases compute the same.
+ */
+static tfc_status zero_biases(const char *fn, const tfc_gpt *m, char ***names_out, tfc_tensor ***ts_out,
+                              int32_t *n_out) {
+    tfc_gpt_config c = m->cfg;
+    c.bias = 1;
+    gpt_arch a;
+    gpt_arch_of(&c, &a);
+    const int64_t total = tfc_gpt_list_params(&c, NULL, 0);
+    gpt_param_at *at = calloc((size_t)total, sizeof *at);
+    char **names = calloc((size_t)total, sizeof *names);
+    tfc_tensor **ts = calloc((size_t)total, sizeof *ts);
+    tfc_status s = at && names && ts ? TFC_OK : tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    int32_t n = 0;
+    if (s == TFC_OK) tfc_gpt_list_params(&c, at, total);
+    for (int64_t i = 0; s == TFC_OK && i < total; i++) {
+        if (at[i].row->when != GPT_IF_BIAS) continue;
+        char name[128];
+        const int64_t len = tfc_gpt_dim_size(at[i].row->shape[0], &a);
+        names[n] = strdup(tfc_gpt_param_name(at[i], name, sizeof name));
+        if (!names[n]) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+        if (s == TFC_OK) s = tfc_tensor_zeros(&len, 1, TFC_DTYPE_F32, &ts[n]);
+        n++;
+    }
+    free(at);
+    *names_out = names;
+    *ts_out = ts;
+    *n_out = n;
+    return s;
+}
 
 TFC_API tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bos_token_id, int32_t eos_token_id) {
     const char *fn = "tfc_gpt_save_hf";
@@ -364,11 +391,13 @@ TFC_API tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bo
     tfc_tensor *const *params;
     TFC_TRY(tfc_gpt_params(m, &n, &names, &params));
     /* HF's GPT-2 always has biases: a model without them is written with zero biases, which compute the same */
-    const int32_t extra = c->bias ? 0 : N_BIAS * c->n_layer + 1;
+    char **owned = NULL;
+    tfc_tensor **zeros = NULL;
+    int32_t extra = 0;
+    tfc_status s = c->bias ? TFC_OK : zero_biases(fn, m, &owned, &zeros, &extra);
     const char **tn = calloc((size_t)(n + extra) + 1, sizeof *tn);
-    char **owned = calloc((size_t)extra + 1, sizeof *owned);
     tfc_tensor **ts = calloc((size_t)(n + extra) + 1, sizeof *ts);
-    tfc_status s = tn && owned && ts ? TFC_OK : tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (s == TFC_OK && (!tn || !ts)) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     for (int32_t i = 0; s == TFC_OK && i < n; i++) { /* f32, whatever the model's dtype */
         tn[i] = names[i];
         if (tfc_tensor_dtype(params[i]) == TFC_DTYPE_F32)
@@ -377,18 +406,9 @@ TFC_API tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bo
             s = tfc_cast(NULL, params[i], TFC_DTYPE_F32, &ts[i]);
     }
     for (int32_t k = 0; s == TFC_OK && k < extra; k++) {
-        char name[128];
-        int64_t len = c->n_embd;
-        if (k == extra - 1) {
-            snprintf(name, sizeof name, "transformer.ln_f.bias");
-        } else {
-            snprintf(name, sizeof name, "transformer.h.%d.%s", (int)(k / N_BIAS), bias_rows[k % N_BIAS].name);
-            len *= bias_rows[k % N_BIAS].mult;
-        }
-        owned[k] = strdup(name);
         tn[n + k] = owned[k];
-        if (!owned[k]) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-        if (s == TFC_OK) s = tfc_tensor_zeros(&len, 1, TFC_DTYPE_F32, &ts[n + k]);
+        ts[n + k] = zeros[k];
+        zeros[k] = NULL;
     }
     tfc_strbuf js = {0};
     char *wpath = join(dir, "model.safetensors"), *cpath = join(dir, "config.json");
@@ -411,8 +431,12 @@ TFC_API tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bo
             tfc_atomic_abort(&af);
     }
     for (int32_t i = 0; ts && i < n + extra; i++) tfc_tensor_release(ts[i]);
-    for (int32_t k = 0; owned && k < extra; k++) free(owned[k]);
+    for (int32_t k = 0; k < extra; k++) {
+        free(owned[k]);
+        tfc_tensor_release(zeros[k]);
+    }
     free(owned);
+    free(zeros);
     free(ts);
     free(tn);
     free(js.p);

@@ -14,6 +14,7 @@
 #include "tfcore/lora.h"
 #include "tfcore/ops.h"
 #include "tfcore/quant.h"
+#include "model/gpt_table.h"
 
 /* One adapted Linear layer (gpt_lora.c): A [r, in], B [out, r], aliases of the adapter set's tensors. */
 typedef struct gpt_lora {
@@ -21,40 +22,53 @@ typedef struct gpt_lora {
     double scale; /* alpha / r */
 } gpt_lora;
 
+typedef struct gpt_linear gpt_linear;
+
 /*
- * One transformer block's parameters by name, for the forward pass; the
- * biases are NULL when cfg.bias == 0. Linear weights are [in, out] (HF's
- * Conv1D). Which fields exist, their shapes and init: gpt_params.c's table.
+ * How a Linear runs: a strategy (gpt_linear.c) chosen once for every Linear
+ * when the model's mode changes (tfc_gpt_choose_linears: construction,
+ * tfc_gpt_set_autocast, quantizing, adding, loading, merging or dropping
+ * LoRA, device moves), never per call. run: *y = a new reference to
+ * x [N, in] through l, recorded on g when g is not NULL.
+ */
+typedef struct gpt_linear_ops {
+    const char *name;
+    tfc_status (*run)(const tfc_gpt *m, tfc_graph *g, const gpt_linear *l, const tfc_tensor *x, tfc_tensor **y);
+} gpt_linear_ops;
+
+/*
+ * One block Linear, y = x · w (+ b) with w [in, out] (HF's Conv1D). Its
+ * tensors alias the model's parameters (fields of gpt_params.c's table);
+ * after tfc_gpt_quantize, q holds the weight and w is NULL.
+ */
+struct gpt_linear {
+    tfc_tensor *w, *b;          /* b NULL without biases */
+    tfc_qweight *q;             /* owned; the quantized weight, or NULL */
+    gpt_lora *lora;             /* the LoRA adapter (owned by tfc_gpt.lora), or NULL */
+    int32_t slot;               /* layer · GPT_N_LINEAR + index: this Linear's autocast copy */
+    const gpt_linear_ops *base; /* f32, bf16 autocast or quantized: how w (or q) runs */
+    const gpt_linear_ops *ops;  /* what a forward calls: base, or LoRA over base */
+};
+
+/* The block Linears, in gpt_block.lin[] order (the table's `linear` column). */
+enum { GPT_LIN_QKV = 0, GPT_LIN_ATTN_OUT = 1, GPT_LIN_MLP_IN = 2, GPT_LIN_MLP_OUT = 3 };
+
+/*
+ * One transformer block's parameters, for the forward pass; the biases are
+ * NULL when the architecture has none. Which fields exist, their shapes and
+ * init: gpt_params.c's table.
  */
 typedef struct gpt_block {
-    tfc_tensor *ln1_w, *ln1_b;
-    tfc_tensor *attn_w, *attn_b;           /* attn.c_attn */
-    tfc_tensor *attn_proj_w, *attn_proj_b; /* attn.c_proj */
-    tfc_tensor *ln2_w, *ln2_b;
-    tfc_tensor *fc_w, *fc_b;             /* mlp.c_fc */
-    tfc_tensor *mlp_proj_w, *mlp_proj_b; /* mlp.c_proj */
-    /* After tfc_gpt_quantize: the four Linear weights as owned handles (the *_w above are then NULL). */
-    tfc_qweight *attn_q, *attn_proj_q, *fc_q, *mlp_proj_q;
-    /* LoRA adapters of the four Linears in tfc_gpt_qlinears order, or NULL (owned by tfc_gpt.lora). */
-    gpt_lora *lora[4];
+    tfc_tensor *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+    gpt_linear lin[GPT_N_LINEAR]; /* attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj */
 } gpt_block;
 
-/* The block Linear layers tfc_gpt_quantize turns into tfc_qweights: name suffix, f32 field, handle field. */
-typedef struct gpt_qlinear {
-    const char *name; /* the weight's name after "transformer.h.<layer>." */
-    size_t weight;    /* offsetof(gpt_block, <f32 weight>) */
-    size_t qweight;   /* offsetof(gpt_block, <its handle>) */
-} gpt_qlinear;
-enum { GPT_N_QLINEAR = 4 };
-extern const gpt_qlinear tfc_gpt_qlinears[GPT_N_QLINEAR];
-
-/* Block l's f32 weight / handle of tfc_gpt_qlinears[j]. */
-tfc_tensor **tfc_gpt_block_weight(tfc_gpt *m, int32_t l, int j);
-tfc_qweight **tfc_gpt_block_qweight(const tfc_gpt *m, int32_t l, int j);
+/* Choose every block Linear's strategy for m's current mode (gpt_linear.c); cannot fail. */
+void tfc_gpt_choose_linears(tfc_gpt *m);
 
 /*
  * The last step of quantizing or loading a quantized model, given the status
- * s of building the handles qs[l·GPT_N_QLINEAR + j] (a malloc'd array, freed
+ * s of building the handles qs[l·GPT_N_LINEAR + j] (a malloc'd array, freed
  * here; failed slots are NULL). When s is TFC_OK, m becomes quantized with
  * them (ownership passes to m): the f32 weights they replace leave the
  * parameter list and are released. Otherwise every handle is released and m
@@ -70,14 +84,15 @@ tfc_status tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t grou
  */
 struct tfc_gpt {
     tfc_gpt_config cfg;
+    gpt_arch arch;                                   /* what the forward computes: gpt_arch_of(cfg) */
     tfc_tensor *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head NULL when tied */
     gpt_block *blocks;                               /* n_layer */
     int32_t n_params;
     char **names;                     /* n_params owned strings (Hugging Face names) */
     tfc_tensor **params;              /* n_params owned references, in tfc_gpt_params order */
     tfc_tensor ***fields;             /* fields[i]: the named field that aliases params[i] */
-    int32_t *decays;                  /* decays[i]: params[i] takes weight decay (its table row's column) */
-    tfc_qformat qformat;              /* 0: f32 (or f64); else the block Linears are the handles in blocks[] */
+    const gpt_param_row **rows;       /* rows[i]: params[i]'s table row (its decay, Linear, llm.c place) */
+    tfc_qformat qformat;              /* 0: f32 (or f64); else the block Linears' weights are their handles q */
     int32_t qgroup;                   /* the int4 group size; 0 for int8 */
     tfc_qweight *head_q;              /* owned; after tfc_gpt_quantize_head the LM head [V, C] (else NULL) */
     struct gpt_lora_set *lora;        /* owned; the LoRA adapters (gpt_lora.c), or NULL */
@@ -95,12 +110,12 @@ void tfc_gpt_autocast_drop_copies(tfc_gpt *m);
 /* TFC_OK when m can run autocast now (f32, not quantized), else the error prefixed by fn. */
 tfc_status tfc_gpt_autocast_check(const char *fn, const tfc_gpt *m);
 /*
- * *y = tfc_linear_bf16(g, x, w, bf16 copy of w, b) for block `layer`'s
- * Linear j (tfc_gpt_qlinears order), the copy cached and refreshed when w's
- * version changes. m->autocast must be set.
+ * *y = tfc_linear_bf16(g, x, l->w, bf16 copy of l->w, l->b), the copy in
+ * l's slot, cached and refreshed when w's version changes. m->autocast must
+ * be set.
  */
-tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, int32_t layer, int j, const tfc_tensor *x,
-                                   const tfc_tensor *w, const tfc_tensor *b, tfc_tensor **y);
+tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, const gpt_linear *l, const tfc_tensor *x,
+                                   tfc_tensor **y);
 /*
  * The LM head's logits [N, V] = bf16(h) · bf16(w)ᵀ in f32, for h [N, C] and w [V, C], w's copy cached. With
  * `padded` (for a softmax cross-entropy only) they may be [N, Vp], Vp ≥ V the device's padded width, the extra
@@ -197,8 +212,12 @@ int64_t tfc_gpt_config_numel(const tfc_gpt_config *cfg);
  * new reference or NULL): shapes must match exactly, any float dtype is
  * converted. Errors name fn, path and the tensor: "... holds NAME as
  * [dims], <needs> needs [dims]"; a missing lm_head.weight gets head_hint
- * (nullable) appended. m's parameters are only written when every tensor
- * checks out.
+ * (nullable) appended. A tfcore weight file (find is gpt_weights.c's
+ * exact-name finder) must hold nothing else: every tensor is one of m's
+ * parameters or quantized arrays, or the load is refused naming it (its
+ * metadata describes another model: a tfc.n_layer or tfc.bias that lies);
+ * the HF reader checks its own name variants before. m's parameters are
+ * only written when every tensor checks out.
  */
 tfc_status tfc_gpt_copy_params(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
                                tfc_tensor *(*find)(const tfc_safetensors *f, const char *name), const char *needs,

@@ -35,60 +35,34 @@
 #define LLMC_V_BF16 5
 #define LLMC_HEADER_INTS 256
 
-/* The order of llm.c's parameter tensors: where each lives in our model and its llm.c shape. */
-typedef enum { R_MODEL, R_BLOCK } rscope;
-typedef struct llmc_tensor {
-    const char *name; /* llm.c's name, for messages */
-    rscope scope;
-    size_t field;  /* offsetof(tfc_gpt, ...) or offsetof(gpt_block, ...) */
-    int transpose; /* llm.c [out, in] vs our [in, out] */
-    int bias;      /* a bias: a model without biases writes zeros and cannot read one */
-} llmc_tensor;
+/*
+ * llm.c's tensors are the parameter table's rows with an llm.c position
+ * (gpt_params.c), in that order; each row says whether llm.c holds it
+ * transposed. A file always holds all of them (biases, no lm_head).
+ */
+enum { LLMC_MAX = 32 };
+typedef struct llmc_order {
+    const gpt_param_row *row[LLMC_MAX];
+    int32_t n;
+} llmc_order;
 
-#define M(f) R_MODEL, offsetof(tfc_gpt, f)
-#define B(f) R_BLOCK, offsetof(gpt_block, f)
-static const llmc_tensor order[] = {
-    {"wte", M(wte), 0, 0},
-    {"wpe", M(wpe), 0, 0},
-    {"ln1w", B(ln1_w), 0, 0},
-    {"ln1b", B(ln1_b), 0, 1},
-    {"qkvw", B(attn_w), 1, 0},
-    {"qkvb", B(attn_b), 0, 1},
-    {"attprojw", B(attn_proj_w), 1, 0},
-    {"attprojb", B(attn_proj_b), 0, 1},
-    {"ln2w", B(ln2_w), 0, 0},
-    {"ln2b", B(ln2_b), 0, 1},
-    {"fcw", B(fc_w), 1, 0},
-    {"fcb", B(fc_b), 0, 1},
-    {"fcprojw", B(mlp_proj_w), 1, 0},
-    {"fcprojb", B(mlp_proj_b), 0, 1},
-    {"lnfw", M(lnf_w), 0, 0},
-    {"lnfb", M(lnf_b), 0, 1},
-};
-#undef M
-#undef B
-enum { N_ORDER = sizeof order / sizeof order[0] };
+static void llmc_order_of(llmc_order *o) { o->n = tfc_gpt_llmc_rows(o->row, LLMC_MAX); }
 
-static tfc_tensor *tensor_of(const tfc_gpt *m, const llmc_tensor *t, int32_t layer) {
-    const char *base = t->scope == R_MODEL ? (const char *)m : (const char *)&m->blocks[layer];
-    return *(tfc_tensor *const *)(base + t->field);
+static tfc_tensor *tensor_of(const tfc_gpt *m, const gpt_param_row *r, int32_t layer) {
+    const char *base = r->per_block ? (const char *)&m->blocks[layer] : (const char *)m;
+    return *(tfc_tensor *const *)(base + r->field);
 }
 
-/* Values of one tensor (one layer's) in the file: rows x cols, rows = file's first dim. */
-static void shape_of(const tfc_gpt_config *c, int32_t vp, int idx, int64_t *rows, int64_t *cols) {
-    const int64_t C = c->n_embd;
-    static const int64_t mult_rows[N_ORDER] = {0, 0, 1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 1, 1, 1, 1};
-    static const int64_t mult_cols[N_ORDER] = {1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 0, 0, 0};
-    if (idx == 0) {
-        *rows = vp;
-        *cols = C;
-    } else if (idx == 1) {
-        *rows = c->block_size;
-        *cols = C;
-    } else {
-        *rows = mult_rows[idx] * C;
-        *cols = mult_cols[idx] ? mult_cols[idx] * C : 1;
-    }
+/*
+ * Values of one tensor (one layer's) in the file: rows x cols, the file's
+ * [out, in] for a transposed row, wte's rows padded to vp.
+ */
+static void shape_of(const tfc_gpt_config *c, int32_t vp, const gpt_param_row *r, int64_t *rows, int64_t *cols) {
+    gpt_arch a;
+    gpt_arch_of(c, &a);
+    const gpt_dim first = r->transpose ? r->shape[1] : r->shape[0], second = r->transpose ? r->shape[0] : r->shape[1];
+    *rows = first == GPT_D_VOCAB ? vp : tfc_gpt_dim_size(first, &a);
+    *cols = second == GPT_D_NONE ? 1 : tfc_gpt_dim_size(second, &a);
 }
 
 static int32_t le32(const unsigned char *p) {
@@ -97,38 +71,39 @@ static int32_t le32(const unsigned char *p) {
 
 /* Total values the file holds for config c padded to vp; -1 on overflow. */
 static int64_t file_values(const tfc_gpt_config *c, int32_t vp) {
+    llmc_order o;
+    llmc_order_of(&o);
     int64_t total = 0;
-    for (int i = 0; i < N_ORDER; i++) {
+    for (int i = 0; i < o.n; i++) {
         int64_t r, k, n;
-        shape_of(c, vp, i, &r, &k);
+        shape_of(c, vp, o.row[i], &r, &k);
         if (!tfc_mul_i64(r, k, &n)) return -1;
-        if (order[i].scope == R_BLOCK && !tfc_mul_i64(n, c->n_layer, &n)) return -1;
+        if (o.row[i]->per_block && !tfc_mul_i64(n, c->n_layer, &n)) return -1;
         if (!tfc_add_i64(total, n, &total)) return -1;
     }
     return total;
 }
 
 /* Read one tensor's values (all layers) from fp into the model, converting and transposing. */
-static tfc_status read_tensor(const char *fn, const char *path, FILE *fp, tfc_gpt *m, int idx, int32_t vp, int bf16,
-                              float *vals, uint16_t *raw) {
+static tfc_status read_tensor(const char *fn, const char *path, FILE *fp, tfc_gpt *m, const gpt_param_row *r,
+                              int32_t vp, int bf16, float *vals, uint16_t *raw) {
     const tfc_gpt_config *c = &m->cfg;
     int64_t rows, cols;
-    shape_of(c, vp, idx, &rows, &cols);
-    const int32_t layers = order[idx].scope == R_BLOCK ? c->n_layer : 1;
+    shape_of(c, vp, r, &rows, &cols);
+    const int32_t layers = r->per_block ? c->n_layer : 1;
     const size_t n = (size_t)(rows * cols), esize = bf16 ? 2 : 4;
     for (int32_t l = 0; l < layers; l++) {
         void *dst = bf16 ? (void *)raw : (void *)vals;
         if (fread(dst, esize, n, fp) != n)
-            return tfc_err(TFC_ERR_FORMAT, "%s: '%s' ends inside tensor %s (layer %d)", fn, path, order[idx].name,
-                           (int)l);
+            return tfc_err(TFC_ERR_FORMAT, "%s: '%s' ends inside tensor %s (layer %d)", fn, path, r->llmc, (int)l);
         if (bf16)
             for (size_t i = 0; i < n; i++) vals[i] = tfc_bf16_to_f32(raw[i]);
-        tfc_tensor *t = tensor_of(m, &order[idx], l);
-        const int64_t keep_rows = idx == 0 ? c->vocab_size : rows; /* wte's padding rows are dropped */
+        tfc_tensor *t = tensor_of(m, r, l);
+        const int64_t keep_rows = r->shape[0] == GPT_D_VOCAB ? c->vocab_size : rows; /* wte's padding rows dropped */
         tfc_tensor *src = NULL;
         int64_t dims[2] = {keep_rows, cols}, strides[2] = {cols, 1};
         int32_t nd = cols == 1 ? 1 : 2;
-        if (order[idx].transpose) { /* our [in, out] = theirs [out, in] transposed: a strided view */
+        if (r->transpose) { /* our [in, out] = theirs [out, in] transposed: a strided view */
             dims[0] = cols;
             dims[1] = rows;
             strides[0] = 1;
@@ -197,16 +172,18 @@ TFC_API tfc_status tfc_gpt_load_llmc(const char *path, tfc_gpt **out) {
     tfc_gpt *m = NULL;
     if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
     /* one buffer for the largest tensor of one layer */
+    llmc_order o;
+    llmc_order_of(&o);
     int64_t largest = 0;
-    for (int i = 0; s == TFC_OK && i < N_ORDER; i++) {
+    for (int i = 0; s == TFC_OK && i < o.n; i++) {
         int64_t r, k;
-        shape_of(&c, h[7], i, &r, &k);
+        shape_of(&c, h[7], o.row[i], &r, &k);
         if (r * k > largest) largest = r * k;
     }
     float *vals = s == TFC_OK ? malloc((size_t)largest * sizeof *vals) : NULL;
     uint16_t *raw = s == TFC_OK && bf16 ? malloc((size_t)largest * sizeof *raw) : NULL;
     if (s == TFC_OK && (!vals || (bf16 && !raw))) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    for (int i = 0; s == TFC_OK && i < N_ORDER; i++) s = read_tensor(fn, path, fp, m, i, h[7], bf16, vals, raw);
+    for (int i = 0; s == TFC_OK && i < o.n; i++) s = read_tensor(fn, path, fp, m, o.row[i], h[7], bf16, vals, raw);
     free(vals);
     free(raw);
     fclose(fp);
@@ -219,24 +196,24 @@ TFC_API tfc_status tfc_gpt_load_llmc(const char *path, tfc_gpt **out) {
 }
 
 /* Write one tensor (all layers) as f32 in llm.c's layout. */
-static tfc_status write_tensor(const char *fn, tfc_atomic_file *af, const tfc_gpt *m, int idx, int32_t vp, float *vals,
-                               float *tmp) {
+static tfc_status write_tensor(const char *fn, tfc_atomic_file *af, const tfc_gpt *m, const gpt_param_row *r,
+                               int32_t vp, float *vals, float *tmp) {
     const tfc_gpt_config *c = &m->cfg;
     int64_t rows, cols;
-    shape_of(c, vp, idx, &rows, &cols);
-    const int32_t layers = order[idx].scope == R_BLOCK ? c->n_layer : 1;
+    shape_of(c, vp, r, &rows, &cols);
+    const int32_t layers = r->per_block ? c->n_layer : 1;
     const size_t n = (size_t)(rows * cols);
     for (int32_t l = 0; l < layers; l++) {
-        const tfc_tensor *t = tensor_of(m, &order[idx], l);
+        const tfc_tensor *t = tensor_of(m, r, l);
         memset(vals, 0, n * sizeof *vals); /* wte's padding rows; a model without biases writes zero biases */
         if (t) {
             tfc_tensor *f = NULL;
             TFC_TRY(tfc_cast(NULL, t, TFC_DTYPE_F32, &f));
             const size_t have = (size_t)tfc_tensor_numel(f);
-            tfc_status s = tfc_tensor_copy_to_host(f, order[idx].transpose ? tmp : vals, have * sizeof *vals);
+            tfc_status s = tfc_tensor_copy_to_host(f, r->transpose ? tmp : vals, have * sizeof *vals);
             tfc_tensor_release(f);
             TFC_TRY(s);
-            if (order[idx].transpose) /* ours [in = cols, out = rows] -> theirs [rows, cols] */
+            if (r->transpose) /* ours [in = cols, out = rows] -> theirs [rows, cols] */
                 for (int64_t i = 0; i < cols; i++)
                     for (int64_t o = 0; o < rows; o++) vals[o * cols + i] = tmp[i * rows + o];
         }
@@ -274,10 +251,12 @@ TFC_API tfc_status tfc_gpt_save_llmc(const tfc_gpt *m, const char *path) {
     unsigned char hb[4 * LLMC_HEADER_INTS];
     for (int i = 0; i < LLMC_HEADER_INTS; i++)
         for (int k = 0; k < 4; k++) hb[4 * i + k] = (unsigned char)((uint32_t)h[i] >> (8 * k));
+    llmc_order o;
+    llmc_order_of(&o);
     int64_t largest = 0;
-    for (int i = 0; i < N_ORDER; i++) {
+    for (int i = 0; i < o.n; i++) {
         int64_t r, k;
-        shape_of(c, vp, i, &r, &k);
+        shape_of(c, vp, o.row[i], &r, &k);
         if (r * k > largest) largest = r * k;
     }
     float *vals = malloc((size_t)largest * sizeof *vals), *tmp = malloc((size_t)largest * sizeof *tmp);
@@ -286,7 +265,7 @@ TFC_API tfc_status tfc_gpt_save_llmc(const tfc_gpt *m, const char *path) {
     if (s == TFC_OK) s = tfc_atomic_open(fn, path, &af);
     if (s == TFC_OK) {
         s = tfc_atomic_write(fn, &af, hb, sizeof hb);
-        for (int i = 0; s == TFC_OK && i < N_ORDER; i++) s = write_tensor(fn, &af, m, i, vp, vals, tmp);
+        for (int i = 0; s == TFC_OK && i < o.n; i++) s = write_tensor(fn, &af, m, o.row[i], vp, vals, tmp);
         if (s == TFC_OK)
             s = tfc_atomic_commit(fn, &af);
         else

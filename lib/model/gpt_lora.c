@@ -1,8 +1,10 @@
 /*
  * LoRA adapters on the GPT's block Linear layers (include/tfcore/lora.h):
- * the adapter set a model owns, the adapted layer's forward (called from
- * gpt.c's linear(), so training, the KV-cache paths and generation all see
- * it), merging, and the adapter files in PEFT's names and layouts.
+ * the adapter set a model owns, the adapted layer's forward (the LoRA
+ * strategy of gpt_linear.c runs it over any base strategy, so training, the
+ * KV-cache paths and generation all see it), merging, and the adapter files
+ * in PEFT's names and layouts. The layers an adapter can target and their
+ * module names are the parameter table's block Linear rows.
  *
  * Layouts follow PEFT for GPT-2's Conv1D (fan_in_fan_out = True): lora_A is
  * an nn.Linear(in, r) weight [r, in], lora_B an nn.Linear(r, out) weight
@@ -23,8 +25,8 @@
 #include "model/gpt_impl.h"
 #include "tfcore/io.h"
 
-/* The block Linears by module name, in tfc_gpt_qlinears order (gpt_block.lora[j]). */
-static const char *const LAYER[GPT_N_QLINEAR] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
+/* Block Linear j's module name, as PEFT's target_modules match it: the parameter table's column (gpt_params.c). */
+static const char *module_name(int j) { return tfc_gpt_linear_row(j)->module; }
 /* PEFT's prefix of every adapter key of a GPT2LMHeadModel (PeftModel → LoraModel → the model). */
 #define PEFT_PREFIX "base_model.model.transformer.h."
 
@@ -34,17 +36,17 @@ typedef struct gpt_lora_set {
     double alpha;
     char *targets; /* as given (add) or as stored (load) */
     uint64_t seed;
-    gpt_lora *layers; /* n_layer · GPT_N_QLINEAR slots; a slot is adapted when its .a is set */
+    gpt_lora *layers; /* n_layer · GPT_N_LINEAR slots; a slot is adapted when its .a is set */
     int32_t n_params;
     char **names;        /* PEFT names */
     tfc_tensor **params; /* A, B of each adapted layer in module order */
 } gpt_lora_set;
 
-/* Layer j's [in, out] for config c: c_attn C→3C, attn.c_proj C→C, c_fc C→4C, mlp.c_proj 4C→C. */
-static void layer_dims(const tfc_gpt_config *c, int j, int64_t *in, int64_t *out) {
-    static const int64_t mul_in[GPT_N_QLINEAR] = {1, 1, 1, 4}, mul_out[GPT_N_QLINEAR] = {3, 1, 4, 1};
-    *in = mul_in[j] * c->n_embd;
-    *out = mul_out[j] * c->n_embd;
+/* Linear j's [in, out] in m: its weight row's shape (Conv1D's [in, out]). */
+static void layer_dims(const tfc_gpt *m, int j, int64_t *in, int64_t *out) {
+    const gpt_param_row *r = tfc_gpt_linear_row(j);
+    *in = tfc_gpt_dim_size(r->shape[0], &m->arch);
+    *out = tfc_gpt_dim_size(r->shape[1], &m->arch);
 }
 
 static void set_free(gpt_lora_set *st) {
@@ -62,7 +64,7 @@ static void set_free(gpt_lora_set *st) {
 
 /* An empty set for m with room for every layer; NULL when out of memory. */
 static gpt_lora_set *set_new(const tfc_gpt *m, int32_t rank, double alpha, const char *targets, uint64_t seed) {
-    const size_t slots = (size_t)m->cfg.n_layer * GPT_N_QLINEAR;
+    const size_t slots = (size_t)m->cfg.n_layer * GPT_N_LINEAR;
     gpt_lora_set *st = calloc(1, sizeof *st);
     if (!st) return NULL;
     st->rank = rank;
@@ -100,7 +102,7 @@ static tfc_status set_add(const tfc_gpt *m, gpt_lora_set *st, int32_t l, int j, 
     }
     for (int k = 0; k < 2 && s == TFC_OK; k++) {
         char name[128];
-        snprintf(name, sizeof name, PEFT_PREFIX "%d.%s.lora_%c.weight", (int)l, LAYER[j], k ? 'B' : 'A');
+        snprintf(name, sizeof name, PEFT_PREFIX "%d.%s.lora_%c.weight", (int)l, module_name(j), k ? 'B' : 'A');
         char *copy = strdup(name);
         if (!copy) {
             s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
@@ -113,7 +115,7 @@ static tfc_status set_add(const tfc_gpt *m, gpt_lora_set *st, int32_t l, int j, 
     tfc_tensor_release(ab[0]);
     tfc_tensor_release(ab[1]);
     if (s != TFC_OK) return s;
-    gpt_lora *lo = &st->layers[l * GPT_N_QLINEAR + j];
+    gpt_lora *lo = &st->layers[l * GPT_N_LINEAR + j];
     lo->a = st->params[st->n_params - 2];
     lo->b = st->params[st->n_params - 1];
     lo->scale = st->alpha / (double)st->rank;
@@ -132,19 +134,21 @@ static void set_requires_grad_all(tfc_gpt *m, int32_t on) {
 static void install(tfc_gpt *m, gpt_lora_set *st) {
     m->lora = st;
     for (int32_t l = 0; l < m->cfg.n_layer; l++)
-        for (int j = 0; j < GPT_N_QLINEAR; j++) {
-            gpt_lora *lo = &st->layers[l * GPT_N_QLINEAR + j];
-            m->blocks[l].lora[j] = lo->a ? lo : NULL;
+        for (int j = 0; j < GPT_N_LINEAR; j++) {
+            gpt_lora *lo = &st->layers[l * GPT_N_LINEAR + j];
+            m->blocks[l].lin[j].lora = lo->a ? lo : NULL;
         }
     set_requires_grad_all(m, 0);
+    tfc_gpt_choose_linears(m);
 }
 
 void tfc_gpt_lora_free(tfc_gpt *m) {
     if (!m || !m->lora) return;
     for (int32_t l = 0; m->blocks && l < m->cfg.n_layer; l++)
-        for (int j = 0; j < GPT_N_QLINEAR; j++) m->blocks[l].lora[j] = NULL;
+        for (int j = 0; j < GPT_N_LINEAR; j++) m->blocks[l].lin[j].lora = NULL;
     set_free(m->lora);
     m->lora = NULL;
+    if (m->blocks) tfc_gpt_choose_linears(m);
 }
 
 /* ---- the forward ------------------------------------------------------------------------ */
@@ -208,11 +212,11 @@ static tfc_status select_layers(const tfc_gpt *m, const char *fn, const char *ta
         int hits = 0;
         const int all = len == 10 && strncmp(p, "all-linear", 10) == 0;
         for (int32_t l = 0; l < m->cfg.n_layer; l++)
-            for (int j = 0; j < GPT_N_QLINEAR; j++) {
+            for (int j = 0; j < GPT_N_LINEAR; j++) {
                 char full[96];
-                snprintf(full, sizeof full, "transformer.h.%d.%s", (int)l, LAYER[j]);
+                snprintf(full, sizeof full, "transformer.h.%d.%s", (int)l, module_name(j));
                 if (all || item_matches(full, p, len)) {
-                    sel[l * GPT_N_QLINEAR + j] = 1;
+                    sel[l * GPT_N_LINEAR + j] = 1;
                     hits++;
                 }
             }
@@ -253,16 +257,16 @@ TFC_API tfc_status tfc_gpt_add_lora(tfc_gpt *m, const tfc_lora_config *cfg) {
     if (!*cfg->targets)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->targets is empty (want e.g. \"c_attn\" or \"c_attn,c_proj\")",
                        fn);
-    const size_t slots = (size_t)m->cfg.n_layer * GPT_N_QLINEAR;
+    const size_t slots = (size_t)m->cfg.n_layer * GPT_N_LINEAR;
     uint8_t *sel = calloc(slots, 1);
     if (!sel) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = select_layers(m, fn, cfg->targets, sel);
     for (size_t k = 0; k < slots && s == TFC_OK; k++) {
         int64_t in, out;
-        layer_dims(&m->cfg, (int)(k % GPT_N_QLINEAR), &in, &out);
+        layer_dims(m, (int)(k % GPT_N_LINEAR), &in, &out);
         if (sel[k] && (cfg->rank < 1 || cfg->rank > (in < out ? in : out)))
             s = tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->rank is %d, need 1 .. %lld for h.%d.%s", fn, (int)cfg->rank,
-                        (long long)(in < out ? in : out), (int)(k / GPT_N_QLINEAR), LAYER[k % GPT_N_QLINEAR]);
+                        (long long)(in < out ? in : out), (int)(k / GPT_N_LINEAR), module_name(k % GPT_N_LINEAR));
     }
     gpt_lora_set *st = NULL;
     if (s == TFC_OK && !(st = set_new(m, cfg->rank, cfg->alpha, cfg->targets, cfg->seed)))
@@ -270,9 +274,9 @@ TFC_API tfc_status tfc_gpt_add_lora(tfc_gpt *m, const tfc_lora_config *cfg) {
     uint64_t offset = 0;
     for (size_t k = 0; k < slots && s == TFC_OK; k++) {
         if (!sel[k]) continue;
-        const int j = (int)(k % GPT_N_QLINEAR);
+        const int j = (int)(k % GPT_N_LINEAR);
         int64_t in, out;
-        layer_dims(&m->cfg, j, &in, &out);
+        layer_dims(m, j, &in, &out);
         const int64_t da[2] = {cfg->rank, in}, db[2] = {out, cfg->rank};
         tfc_tensor *a = NULL, *b = NULL;
         /* PEFT: kaiming_uniform_(a=√5) on [r, in]: bound = √(6/((1+5)·in)) = 1/√in */
@@ -282,7 +286,7 @@ TFC_API tfc_status tfc_gpt_add_lora(tfc_gpt *m, const tfc_lora_config *cfg) {
         offset += (uint64_t)(cfg->rank * in); /* past every counter A used, whatever the draws per counter */
         if (s == TFC_OK) s = tfc_tensor_zeros(db, 2, m->cfg.dtype, &b);
         if (s == TFC_OK)
-            s = set_add(m, st, (int32_t)(k / GPT_N_QLINEAR), j, a, b, fn);
+            s = set_add(m, st, (int32_t)(k / GPT_N_LINEAR), j, a, b, fn);
         else {
             tfc_tensor_release(a);
             tfc_tensor_release(b);
@@ -337,7 +341,7 @@ TFC_API tfc_status tfc_gpt_merge_lora(tfc_gpt *m) {
                        "%s: m is quantized (%s): adapters cannot be merged into quantized weights (merge into the f32 "
                        "model, then quantize)",
                        fn, quant_refusal(m, what, sizeof what));
-    const size_t slots = (size_t)m->cfg.n_layer * GPT_N_QLINEAR;
+    const size_t slots = (size_t)m->cfg.n_layer * GPT_N_LINEAR;
     tfc_tensor **merged = calloc(slots, sizeof *merged);
     if (!merged) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = TFC_OK;
@@ -350,9 +354,7 @@ TFC_API tfc_status tfc_gpt_merge_lora(tfc_gpt *m) {
         if (s == TFC_OK) s = tfc_transpose(NULL, lo->b, 0, 1, &bt);
         if (s == TFC_OK) s = tfc_matmul(NULL, at, bt, &d); /* (B·A)ᵀ = Aᵀ·Bᵀ [in, out] */
         if (s == TFC_OK) s = tfc_mul_scalar(NULL, d, lo->scale, &ds);
-        if (s == TFC_OK)
-            s = tfc_add(NULL, *tfc_gpt_block_weight(m, (int32_t)(k / GPT_N_QLINEAR), (int)(k % GPT_N_QLINEAR)), ds,
-                        &merged[k]);
+        if (s == TFC_OK) s = tfc_add(NULL, m->blocks[k / GPT_N_LINEAR].lin[k % GPT_N_LINEAR].w, ds, &merged[k]);
         tfc_tensor_release(at);
         tfc_tensor_release(bt);
         tfc_tensor_release(d);
@@ -360,9 +362,7 @@ TFC_API tfc_status tfc_gpt_merge_lora(tfc_gpt *m) {
     }
     /* in place: tensors callers hold from tfc_gpt_params (optimizers) stay the model's */
     for (size_t k = 0; k < slots && s == TFC_OK; k++)
-        if (merged[k])
-            s = tfc_tensor_copy_from(*tfc_gpt_block_weight(m, (int32_t)(k / GPT_N_QLINEAR), (int)(k % GPT_N_QLINEAR)),
-                                     merged[k]);
+        if (merged[k]) s = tfc_tensor_copy_from(m->blocks[k / GPT_N_LINEAR].lin[k % GPT_N_LINEAR].w, merged[k]);
     for (size_t k = 0; k < slots; k++) tfc_tensor_release(merged[k]);
     free(merged);
     if (s != TFC_OK) return tfc_err_in(fn, s);
@@ -408,7 +408,7 @@ void tfc_gpt_lora_drop_moved(const tfc_gpt *m, tfc_tensor **moved) {
 void tfc_gpt_lora_install_moved(tfc_gpt *m, tfc_tensor **moved) {
     if (!moved) return;
     gpt_lora_set *st = m->lora;
-    const size_t slots = (size_t)m->cfg.n_layer * GPT_N_QLINEAR;
+    const size_t slots = (size_t)m->cfg.n_layer * GPT_N_LINEAR;
     for (size_t k = 0, i = 0; k < slots; k++) {
         gpt_lora *lo = &st->layers[k];
         if (!lo->a) continue;
@@ -649,9 +649,9 @@ static int parse_key(const char *name, int32_t *layer, int *j, int *is_b) {
     long l = strtol(p, &end, 10);
     if (errno || l > INT32_MAX || *end != '.' || (end - p > 1 && *p == '0')) return 0;
     p = end + 1;
-    for (int k = 0; k < GPT_N_QLINEAR; k++) {
-        size_t ln = strlen(LAYER[k]);
-        if (strncmp(p, LAYER[k], ln) != 0) continue;
+    for (int k = 0; k < GPT_N_LINEAR; k++) {
+        size_t ln = strlen(module_name(k));
+        if (strncmp(p, module_name(k), ln) != 0) continue;
         if (strcmp(p + ln, ".lora_A.weight") == 0 || strcmp(p + ln, ".lora_B.weight") == 0) {
             *layer = (int32_t)l;
             *j = k;
@@ -691,23 +691,24 @@ static tfc_status convert(const tfc_gpt *m, const char *fn, const char *name, co
 /* The targets a loaded file covers when it does not say: the module names of its layers. */
 static void targets_of(const uint8_t *has, int32_t n_layer, char *buf, size_t cap) {
     buf[0] = 0;
-    for (int j = 0; j < GPT_N_QLINEAR; j++) {
+    for (int j = 0; j < GPT_N_LINEAR; j++) {
         int any = 0;
-        for (int32_t l = 0; l < n_layer && !any; l++) any = has[l * GPT_N_QLINEAR + j] != 0;
+        for (int32_t l = 0; l < n_layer && !any; l++) any = has[l * GPT_N_LINEAR + j] != 0;
         if (!any) continue;
         size_t at = strlen(buf);
-        snprintf(buf + at, cap - at, "%s%s", at ? "," : "", LAYER[j]);
+        snprintf(buf + at, cap - at, "%s%s", at ? "," : "", module_name(j));
     }
 }
 
-/* The adapters of file f (opened from `file`) as a set for m. */
-static tfc_status read_set(const tfc_gpt *m, const char *fn, const char *file, const tfc_safetensors *f,
-                           gpt_lora_set **out) {
+/*
+ * Each tensor of f matched to its adapted layer: ab[2·slot + is_b] (new
+ * references) and has[slot] set, slot = layer · GPT_N_LINEAR + j; a tensor
+ * that is not a block Linear's lora_A/lora_B weight is refused by name.
+ */
+static tfc_status match_tensors(const tfc_gpt *m, const char *fn, const char *file, const tfc_safetensors *f,
+                                tfc_tensor **ab, uint8_t *has) {
     const int32_t L = m->cfg.n_layer;
-    const size_t slots = (size_t)L * GPT_N_QLINEAR;
-    tfc_tensor **ab = calloc(2 * slots, sizeof *ab);
-    uint8_t *has = calloc(slots, 1);
-    tfc_status s = ab && has ? TFC_OK : tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    tfc_status s = TFC_OK;
     const int32_t n = tfc_safetensors_count(f);
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
         const char *name = NULL;
@@ -735,21 +736,33 @@ static tfc_status read_set(const tfc_gpt *m, const char *fn, const char *file, c
             tfc_tensor_release(t);
             break;
         }
-        ab[2 * ((size_t)l * GPT_N_QLINEAR + (size_t)j) + (size_t)is_b] = t;
-        has[(size_t)l * GPT_N_QLINEAR + (size_t)j] = 1;
+        ab[2 * ((size_t)l * GPT_N_LINEAR + (size_t)j) + (size_t)is_b] = t;
+        has[(size_t)l * GPT_N_LINEAR + (size_t)j] = 1;
     }
+    return s;
+}
+
+/* The adapters of file f (opened from `file`) as a set for m. */
+static tfc_status read_set(const tfc_gpt *m, const char *fn, const char *file, const tfc_safetensors *f,
+                           gpt_lora_set **out) {
+    const int32_t L = m->cfg.n_layer;
+    const size_t slots = (size_t)L * GPT_N_LINEAR;
+    tfc_tensor **ab = calloc(2 * slots, sizeof *ab);
+    uint8_t *has = calloc(slots, 1);
+    tfc_status s = ab && has ? TFC_OK : tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (s == TFC_OK) s = match_tensors(m, fn, file, f, ab, has);
     int32_t rank = -1;
     for (size_t k = 0; k < slots && s == TFC_OK; k++) {
         if (!has[k]) continue;
         char an[128];
-        snprintf(an, sizeof an, PEFT_PREFIX "%d.%s.lora_", (int)(k / GPT_N_QLINEAR), LAYER[k % GPT_N_QLINEAR]);
+        snprintf(an, sizeof an, PEFT_PREFIX "%d.%s.lora_", (int)(k / GPT_N_LINEAR), module_name(k % GPT_N_LINEAR));
         if (!ab[2 * k] || !ab[2 * k + 1]) {
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has %s%c.weight but not %s%c.weight", fn, file, an,
                         ab[2 * k] ? 'A' : 'B', an, ab[2 * k] ? 'B' : 'A');
             break;
         }
         int64_t in, outd;
-        layer_dims(&m->cfg, (int)(k % GPT_N_QLINEAR), &in, &outd);
+        layer_dims(m, (int)(k % GPT_N_LINEAR), &in, &outd);
         const int64_t r = tfc_tensor_dim(ab[2 * k], 0);
         if (rank < 0) rank = (int32_t)(r > 0 && r <= INT32_MAX ? r : 0);
         int64_t ad[2] = {tfc_tensor_dim(ab[2 * k], 0), tfc_tensor_dim(ab[2 * k], 1)};
@@ -782,12 +795,14 @@ static tfc_status read_set(const tfc_gpt *m, const char *fn, const char *file, c
         if (!has[k]) continue;
         tfc_tensor *a = NULL, *b = NULL;
         char an[160], bn[160];
-        snprintf(an, sizeof an, PEFT_PREFIX "%d.%s.lora_A.weight", (int)(k / GPT_N_QLINEAR), LAYER[k % GPT_N_QLINEAR]);
-        snprintf(bn, sizeof bn, PEFT_PREFIX "%d.%s.lora_B.weight", (int)(k / GPT_N_QLINEAR), LAYER[k % GPT_N_QLINEAR]);
+        snprintf(an, sizeof an, PEFT_PREFIX "%d.%s.lora_A.weight", (int)(k / GPT_N_LINEAR),
+                 module_name(k % GPT_N_LINEAR));
+        snprintf(bn, sizeof bn, PEFT_PREFIX "%d.%s.lora_B.weight", (int)(k / GPT_N_LINEAR),
+                 module_name(k % GPT_N_LINEAR));
         s = convert(m, fn, an, ab[2 * k], &a);
         if (s == TFC_OK) s = convert(m, fn, bn, ab[2 * k + 1], &b);
         if (s == TFC_OK)
-            s = set_add(m, st, (int32_t)(k / GPT_N_QLINEAR), (int)(k % GPT_N_QLINEAR), a, b, fn);
+            s = set_add(m, st, (int32_t)(k / GPT_N_LINEAR), (int)(k % GPT_N_LINEAR), a, b, fn);
         else {
             tfc_tensor_release(a);
             tfc_tensor_release(b);

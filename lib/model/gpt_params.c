@@ -1,11 +1,15 @@
 /*
- * The GPT's parameters, written once. Each row of `rows` is one parameter
- * (llm.c's fill_in_parameter_sizes plays this part there): its Hugging Face
- * name, the field the forward pass reads it from, its shape in terms of
- * the config, its GPT-2 init, when it exists and whether it takes weight
- * decay. Construction, the list tfc_gpt_params hands out (checkpoint
- * names), the optimizer groups (tfc_gpt_param_decay) and device moves all
- * walk these rows; nothing else lists the parameters.
+ * The GPT's parameters, written once (gpt_table.h). Each row of `rows` is
+ * one parameter (llm.c's fill_in_parameter_sizes plays this part there):
+ * its Hugging Face name, the field the forward pass reads it from, its
+ * shape in terms of the architecture, its GPT-2 init, when it exists,
+ * whether it takes weight decay, its place and layout in llm.c's files, and
+ * for a block Linear's weight its index and PEFT module name. Construction,
+ * the list tfc_gpt_params hands out (checkpoint names), the optimizer
+ * groups (tfc_gpt_param_decay), device moves, the HF writer's zero biases
+ * (gpt_hf.c), llm.c's order (gpt_llmc.c), the quantized Linears
+ * (gpt_quant.c, gpt_weights.c) and the LoRA targets (gpt_lora.c) all walk
+ * these rows; nothing else lists the parameters.
  *
  * Row order is the parameter order, and the normal inits draw consecutive
  * Philox offsets in that order: moving a row changes the model every seed
@@ -21,86 +25,111 @@
 #include "core/error.h"
 #include "model/gpt_impl.h"
 
-/* A dimension as a function of the config; D_NONE as the second makes the shape 1-D. */
-typedef enum { D_NONE, D_VOCAB, D_BLOCK, D_C, D_3C, D_4C } dim_rule;
-
-/* GPT-2's init: normal(0, 0.02), the residual projections normal(0, 0.02/√(2·n_layer)), 0 or 1. */
-typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ZERO, INIT_ONE } init_rule;
-
-typedef enum { ALWAYS, IF_BIAS, IF_UNTIED } presence;
-
-typedef struct param_row {
-    const char *name; /* per-block rows: the part after "transformer.h.<layer>." */
-    int per_block;    /* 1: one per block, field in gpt_block; 0: one, field in tfc_gpt */
-    size_t field;     /* offset of the tfc_tensor * that aliases it */
-    dim_rule shape[2];
-    init_rule init;
-    presence when;
-    int decay; /* GPT-2's recipe: the matrices and embeddings decay, biases and LayerNorm do not */
-} param_row;
-
 #define MODEL(f) 0, offsetof(tfc_gpt, f)
 #define BLOCK(f) 1, offsetof(gpt_block, f)
+/* llm.c's place: position in its order, its name, whether stored transposed there ([out, in]) */
+#define LLMC(pos, name, t) pos, name, t
+#define NO_LLMC -1, NULL, 0
+/* A block Linear's weight: gpt_block.lin[] index and PEFT module name */
+#define LINEAR(j, module) j, module
+#define NO_LINEAR -1, NULL
+#define D_V GPT_D_VOCAB
+#define D_T GPT_D_BLOCK
+#define D_C GPT_D_C
+#define D_QKV GPT_D_QKV
+#define D_MLP GPT_D_MLP
+#define NORMAL GPT_INIT_NORMAL
+#define RESID GPT_INIT_RESIDUAL
+#define ZERO GPT_INIT_ZERO
+#define ONE GPT_INIT_ONE
 
 /* One row per parameter, aligned as a table. */
 /* clang-format off */
-static const param_row rows[] = {
-    /* name                      field               shape             init           exists     decay */
-    {"transformer.wte.weight",  MODEL(wte),         {D_VOCAB, D_C},   INIT_NORMAL,   ALWAYS,    1},
-    {"transformer.wpe.weight",  MODEL(wpe),         {D_BLOCK, D_C},   INIT_NORMAL,   ALWAYS,    1},
-    {"ln_1.weight",             BLOCK(ln1_w),       {D_C},            INIT_ONE,      ALWAYS,    0},
-    {"ln_1.bias",               BLOCK(ln1_b),       {D_C},            INIT_ZERO,     IF_BIAS,   0},
-    {"attn.c_attn.weight",      BLOCK(attn_w),      {D_C, D_3C},      INIT_NORMAL,   ALWAYS,    1},
-    {"attn.c_attn.bias",        BLOCK(attn_b),      {D_3C},           INIT_ZERO,     IF_BIAS,   0},
-    {"attn.c_proj.weight",      BLOCK(attn_proj_w), {D_C, D_C},       INIT_RESIDUAL, ALWAYS,    1},
-    {"attn.c_proj.bias",        BLOCK(attn_proj_b), {D_C},            INIT_ZERO,     IF_BIAS,   0},
-    {"ln_2.weight",             BLOCK(ln2_w),       {D_C},            INIT_ONE,      ALWAYS,    0},
-    {"ln_2.bias",               BLOCK(ln2_b),       {D_C},            INIT_ZERO,     IF_BIAS,   0},
-    {"mlp.c_fc.weight",         BLOCK(fc_w),        {D_C, D_4C},      INIT_NORMAL,   ALWAYS,    1},
-    {"mlp.c_fc.bias",           BLOCK(fc_b),        {D_4C},           INIT_ZERO,     IF_BIAS,   0},
-    {"mlp.c_proj.weight",       BLOCK(mlp_proj_w),  {D_4C, D_C},      INIT_RESIDUAL, ALWAYS,    1},
-    {"mlp.c_proj.bias",         BLOCK(mlp_proj_b),  {D_C},            INIT_ZERO,     IF_BIAS,   0},
-    {"transformer.ln_f.weight", MODEL(lnf_w),       {D_C},            INIT_ONE,      ALWAYS,    0},
-    {"transformer.ln_f.bias",   MODEL(lnf_b),       {D_C},            INIT_ZERO,     IF_BIAS,   0},
-    {"lm_head.weight",          MODEL(lm_head),     {D_VOCAB, D_C},   INIT_NORMAL,   IF_UNTIED, 1},
+static const gpt_param_row rows[] = {
+    /* name                      field                  shape          init    exists              decay llm.c                  block Linear */
+    {"transformer.wte.weight",  MODEL(wte),            {D_V, D_C},    NORMAL, GPT_ALWAYS,         1, LLMC(0, "wte", 0),       NO_LINEAR},
+    {"transformer.wpe.weight",  MODEL(wpe),            {D_T, D_C},    NORMAL, GPT_IF_LEARNED_POS, 1, LLMC(1, "wpe", 0),       NO_LINEAR},
+    {"ln_1.weight",             BLOCK(ln1_w),          {D_C},         ONE,    GPT_ALWAYS,         0, LLMC(2, "ln1w", 0),      NO_LINEAR},
+    {"ln_1.bias",               BLOCK(ln1_b),          {D_C},         ZERO,   GPT_IF_BIAS,        0, LLMC(3, "ln1b", 0),      NO_LINEAR},
+    {"attn.c_attn.weight",      BLOCK(lin[0].w),       {D_C, D_QKV},  NORMAL, GPT_ALWAYS,         1, LLMC(4, "qkvw", 1),      LINEAR(0, "attn.c_attn")},
+    {"attn.c_attn.bias",        BLOCK(lin[0].b),       {D_QKV},       ZERO,   GPT_IF_BIAS,        0, LLMC(5, "qkvb", 0),      NO_LINEAR},
+    {"attn.c_proj.weight",      BLOCK(lin[1].w),       {D_C, D_C},    RESID,  GPT_ALWAYS,         1, LLMC(6, "attprojw", 1),  LINEAR(1, "attn.c_proj")},
+    {"attn.c_proj.bias",        BLOCK(lin[1].b),       {D_C},         ZERO,   GPT_IF_BIAS,        0, LLMC(7, "attprojb", 0),  NO_LINEAR},
+    {"ln_2.weight",             BLOCK(ln2_w),          {D_C},         ONE,    GPT_ALWAYS,         0, LLMC(8, "ln2w", 0),      NO_LINEAR},
+    {"ln_2.bias",               BLOCK(ln2_b),          {D_C},         ZERO,   GPT_IF_BIAS,        0, LLMC(9, "ln2b", 0),      NO_LINEAR},
+    {"mlp.c_fc.weight",         BLOCK(lin[2].w),       {D_C, D_MLP},  NORMAL, GPT_ALWAYS,         1, LLMC(10, "fcw", 1),      LINEAR(2, "mlp.c_fc")},
+    {"mlp.c_fc.bias",           BLOCK(lin[2].b),       {D_MLP},       ZERO,   GPT_IF_BIAS,        0, LLMC(11, "fcb", 0),      NO_LINEAR},
+    {"mlp.c_proj.weight",       BLOCK(lin[3].w),       {D_MLP, D_C},  RESID,  GPT_ALWAYS,         1, LLMC(12, "fcprojw", 1),  LINEAR(3, "mlp.c_proj")},
+    {"mlp.c_proj.bias",         BLOCK(lin[3].b),       {D_C},         ZERO,   GPT_IF_BIAS,        0, LLMC(13, "fcprojb", 0),  NO_LINEAR},
+    {"transformer.ln_f.weight", MODEL(lnf_w),          {D_C},         ONE,    GPT_ALWAYS,         0, LLMC(14, "lnfw", 0),     NO_LINEAR},
+    {"transformer.ln_f.bias",   MODEL(lnf_b),          {D_C},         ZERO,   GPT_IF_BIAS,        0, LLMC(15, "lnfb", 0),     NO_LINEAR},
+    {"lm_head.weight",          MODEL(lm_head),        {D_V, D_C},    NORMAL, GPT_IF_UNTIED,      1, NO_LLMC,                 NO_LINEAR},
 };
 /* clang-format on */
 enum { N_ROWS = sizeof rows / sizeof rows[0] };
 
 #undef MODEL
 #undef BLOCK
+#undef LLMC
+#undef NO_LLMC
+#undef LINEAR
+#undef NO_LINEAR
+#undef D_V
+#undef D_T
+#undef D_C
+#undef D_QKV
+#undef D_MLP
+#undef NORMAL
+#undef RESID
+#undef ZERO
+#undef ONE
 
-/* One parameter of a model: its row and, for a per-block row, its block. */
-typedef struct param_at {
-    const param_row *row;
-    int32_t layer;
-} param_at;
+void gpt_arch_of(const tfc_gpt_config *c, gpt_arch *a) {
+    *a = (gpt_arch){
+        .n_layer = c->n_layer,
+        .n_embd = c->n_embd,
+        .vocab_size = c->vocab_size,
+        .block_size = c->block_size,
+        .n_head = c->n_head,
+        .n_kv_head = c->n_head,
+        .head_dim = c->n_head > 0 ? c->n_embd / c->n_head : 0,
+        .mlp_hidden = 4 * (int64_t)c->n_embd,
+        .norm = GPT_NORM_LAYER,
+        .norm_eps = c->ln_eps,
+        .pos = GPT_POS_LEARNED,
+        .mlp = GPT_MLP_GELU_TANH,
+        .bias = c->bias,
+        .tied_head = c->tie_weights,
+    };
+}
 
-static int exists(const param_row *r, const tfc_gpt_config *c) {
+int32_t tfc_gpt_table_size(void) { return N_ROWS; }
+
+const gpt_param_row *tfc_gpt_table_row(int32_t i) { return i >= 0 && i < N_ROWS ? &rows[i] : NULL; }
+
+int tfc_gpt_row_exists(const gpt_param_row *r, const gpt_arch *a) {
     switch (r->when) {
-    case ALWAYS: return 1;
-    case IF_BIAS: return c->bias;
-    case IF_UNTIED: return !c->tie_weights;
+    case GPT_ALWAYS: return 1;
+    case GPT_IF_BIAS: return a->bias;
+    case GPT_IF_UNTIED: return !a->tied_head;
+    case GPT_IF_LEARNED_POS: return a->pos == GPT_POS_LEARNED;
     }
     return 0;
 }
 
-/*
- * The parameters of c in order into at[0..cap) (at may be NULL when cap is
- * 0); returns their count. Rows go in table order, a run of per-block rows
- * once per block, as GPT-2's state_dict lists them.
- */
-static int64_t list_params(const tfc_gpt_config *c, param_at *at, int64_t cap) {
+int64_t tfc_gpt_list_params(const tfc_gpt_config *c, gpt_param_at *at, int64_t cap) {
+    gpt_arch a;
+    gpt_arch_of(c, &a);
     int64_t n = 0;
     size_t i = 0;
     while (i < N_ROWS) {
         size_t end = i + 1;
         while (end < N_ROWS && rows[end].per_block == rows[i].per_block) end++;
-        const int32_t repeats = rows[i].per_block ? c->n_layer : 1;
+        const int32_t repeats = rows[i].per_block ? a.n_layer : 1;
         for (int32_t l = 0; l < repeats; l++)
             for (size_t k = i; k < end; k++) {
-                if (!exists(&rows[k], c)) continue;
-                if (n < cap) at[n] = (param_at){.row = &rows[k], .layer = l};
+                if (!tfc_gpt_row_exists(&rows[k], &a)) continue;
+                if (n < cap) at[n] = (gpt_param_at){.row = &rows[k], .layer = l};
                 n++;
             }
         i = end;
@@ -108,31 +137,58 @@ static int64_t list_params(const tfc_gpt_config *c, param_at *at, int64_t cap) {
     return n;
 }
 
-static int64_t dim_size(dim_rule d, const tfc_gpt_config *c) {
+const char *tfc_gpt_param_name(gpt_param_at p, char *buf, size_t n) {
+    if (p.row->per_block)
+        snprintf(buf, n, "transformer.h.%d.%s", (int)p.layer, p.row->name);
+    else
+        snprintf(buf, n, "%s", p.row->name);
+    return buf;
+}
+
+int32_t tfc_gpt_llmc_rows(const gpt_param_row **out, int32_t cap) {
+    int32_t n = 0;
+    for (int pos = 0; pos < N_ROWS; pos++)
+        for (size_t i = 0; i < N_ROWS; i++)
+            if (rows[i].llmc_pos == pos) {
+                if (n < cap) out[n] = &rows[i];
+                n++;
+            }
+    return n;
+}
+
+const gpt_param_row *tfc_gpt_linear_row(int j) {
+    for (size_t i = 0; i < N_ROWS; i++)
+        if (rows[i].linear == j) return &rows[i];
+    return NULL;
+}
+
+int64_t tfc_gpt_dim_size(gpt_dim d, const gpt_arch *a) {
     switch (d) {
-    case D_NONE: break;
-    case D_VOCAB: return c->vocab_size;
-    case D_BLOCK: return c->block_size;
-    case D_C: return c->n_embd;
-    case D_3C: return 3 * (int64_t)c->n_embd;
-    case D_4C: return 4 * (int64_t)c->n_embd;
+    case GPT_D_NONE: break;
+    case GPT_D_VOCAB: return a->vocab_size;
+    case GPT_D_BLOCK: return a->block_size;
+    case GPT_D_C: return a->n_embd;
+    case GPT_D_QKV: return ((int64_t)a->n_head + 2 * (int64_t)a->n_kv_head) * a->head_dim;
+    case GPT_D_MLP: return a->mlp_hidden;
     }
     return 0;
 }
 
 int64_t tfc_gpt_config_numel(const tfc_gpt_config *c) {
+    gpt_arch a;
+    gpt_arch_of(c, &a);
     int64_t total = 0, n;
     for (size_t i = 0; i < N_ROWS; i++) {
-        if (!exists(&rows[i], c)) continue;
-        const int64_t d1 = rows[i].shape[1] == D_NONE ? 1 : dim_size(rows[i].shape[1], c);
-        if (!tfc_mul_i64(dim_size(rows[i].shape[0], c), d1, &n) ||
-            !tfc_mul_i64(n, rows[i].per_block ? c->n_layer : 1, &n) || !tfc_add_i64(total, n, &total))
+        if (!tfc_gpt_row_exists(&rows[i], &a)) continue;
+        const int64_t d1 = rows[i].shape[1] == GPT_D_NONE ? 1 : tfc_gpt_dim_size(rows[i].shape[1], &a);
+        if (!tfc_mul_i64(tfc_gpt_dim_size(rows[i].shape[0], &a), d1, &n) ||
+            !tfc_mul_i64(n, rows[i].per_block ? a.n_layer : 1, &n) || !tfc_add_i64(total, n, &total))
             return INT64_MAX;
     }
     return total;
 }
 
-static tfc_tensor **field_of(tfc_gpt *m, param_at p) {
+static tfc_tensor **field_of(tfc_gpt *m, gpt_param_at p) {
     char *base = p.row->per_block ? (char *)&m->blocks[p.layer] : (char *)m;
     return (tfc_tensor **)(base + p.row->field);
 }
@@ -143,25 +199,23 @@ typedef struct init_stream {
     double std, residual_std;
 } init_stream;
 
-static tfc_status init_values(tfc_tensor *t, init_rule r, init_stream *st) {
-    if (r == INIT_ZERO || r == INIT_ONE) return tfc_tensor_fill(t, r == INIT_ONE ? 1.0 : 0.0);
-    tfc_status s = tfc_tensor_fill_normal(t, 0.0, r == INIT_NORMAL ? st->std : st->residual_std, st->seed, st->offset);
+static tfc_status init_values(tfc_tensor *t, gpt_init r, init_stream *st) {
+    if (r == GPT_INIT_ZERO || r == GPT_INIT_ONE) return tfc_tensor_fill(t, r == GPT_INIT_ONE ? 1.0 : 0.0);
+    tfc_status s =
+        tfc_tensor_fill_normal(t, 0.0, r == GPT_INIT_NORMAL ? st->std : st->residual_std, st->seed, st->offset);
     /* one Philox counter gives four normals */
     st->offset += (uint64_t)(tfc_tensor_numel(t) + 3) / 4;
     return s;
 }
 
 /* Create, initialise and name parameter p, appending it to m's list and pointing its field at it. */
-static tfc_status add_param(tfc_gpt *m, param_at p, init_stream *st) {
-    const param_row *r = p.row;
-    const int64_t dims[2] = {dim_size(r->shape[0], &m->cfg), dim_size(r->shape[1], &m->cfg)};
+static tfc_status add_param(tfc_gpt *m, gpt_param_at p, init_stream *st) {
+    const gpt_param_row *r = p.row;
+    const int64_t dims[2] = {tfc_gpt_dim_size(r->shape[0], &m->arch), tfc_gpt_dim_size(r->shape[1], &m->arch)};
     char name[96];
-    if (r->per_block)
-        snprintf(name, sizeof name, "transformer.h.%d.%s", (int)p.layer, r->name);
-    else
-        snprintf(name, sizeof name, "%s", r->name);
+    tfc_gpt_param_name(p, name, sizeof name);
     tfc_tensor *t = NULL;
-    TFC_TRY(tfc_tensor_empty(dims, r->shape[1] == D_NONE ? 1 : 2, m->cfg.dtype, &t));
+    TFC_TRY(tfc_tensor_empty(dims, r->shape[1] == GPT_D_NONE ? 1 : 2, m->cfg.dtype, &t));
     tfc_status s = init_values(t, r->init, st);
     if (s == TFC_OK) s = tfc_tensor_set_requires_grad(t, 1);
     char *copy = s == TFC_OK ? strdup(name) : NULL;
@@ -173,7 +227,7 @@ static tfc_status add_param(tfc_gpt *m, param_at p, init_stream *st) {
     int32_t i = m->n_params++;
     m->names[i] = copy;
     m->params[i] = t;
-    m->decays[i] = r->decay;
+    m->rows[i] = r;
     m->fields[i] = field_of(m, p);
     *m->fields[i] = t;
     return TFC_OK;
@@ -184,26 +238,32 @@ TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt
     TFC_CHECK_NOT_NULL(fn, cfg);
     TFC_CHECK_NOT_NULL(fn, out);
     TFC_TRY(tfc_gpt_check_config(fn, cfg));
-    const int64_t n = list_params(cfg, NULL, 0);
+    const int64_t n = tfc_gpt_list_params(cfg, NULL, 0);
     if (n > INT32_MAX) return tfc_err(TFC_ERR_OOM, "%s: %lld parameters is too many", fn, (long long)n);
     tfc_gpt *m = calloc(1, sizeof *m);
-    param_at *at = calloc((size_t)n, sizeof *at);
+    gpt_param_at *at = calloc((size_t)n, sizeof *at);
     if (m) {
         tfc_gpt_config_normalize(cfg, &m->cfg); /* an older caller's struct may end at ln_eps */
+        gpt_arch_of(&m->cfg, &m->arch);
         m->drop_seed = seed;
         m->blocks = calloc((size_t)cfg->n_layer, sizeof *m->blocks);
         m->names = calloc((size_t)n, sizeof *m->names);
         m->params = calloc((size_t)n, sizeof *m->params);
         m->fields = calloc((size_t)n, sizeof *m->fields);
-        m->decays = calloc((size_t)n, sizeof *m->decays);
+        m->rows = calloc((size_t)n, sizeof *m->rows);
     }
     tfc_status s = TFC_OK;
-    if (!m || !at || !m->blocks || !m->names || !m->params || !m->fields || !m->decays)
+    if (!m || !at || !m->blocks || !m->names || !m->params || !m->fields || !m->rows)
         s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     init_stream st = {.seed = seed, .std = 0.02, .residual_std = 0.02 / sqrt(2.0 * cfg->n_layer)};
-    if (s == TFC_OK) list_params(cfg, at, n);
+    if (s == TFC_OK) tfc_gpt_list_params(cfg, at, n);
     for (int64_t i = 0; i < n && s == TFC_OK; i++) s = add_param(m, at[i], &st);
     free(at);
+    if (s == TFC_OK) {
+        for (int32_t l = 0; l < cfg->n_layer; l++)
+            for (int j = 0; j < GPT_N_LINEAR; j++) m->blocks[l].lin[j].slot = l * GPT_N_LINEAR + j;
+        tfc_gpt_choose_linears(m);
+    }
     if (s != TFC_OK) {
         tfc_gpt_release(m);
         return tfc_err_in(fn, s);
@@ -215,7 +275,7 @@ TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt
 TFC_API void tfc_gpt_release(tfc_gpt *m) {
     if (!m) return;
     for (int32_t l = 0; m->blocks && l < m->cfg.n_layer; l++)
-        for (int j = 0; j < GPT_N_QLINEAR; j++) tfc_qweight_release(*tfc_gpt_block_qweight(m, l, j));
+        for (int j = 0; j < GPT_N_LINEAR; j++) tfc_qweight_release(m->blocks[l].lin[j].q);
     tfc_qweight_release(m->head_q);
     tfc_gpt_lora_free(m);
     tfc_gpt_autocast_free(m);
@@ -226,7 +286,7 @@ TFC_API void tfc_gpt_release(tfc_gpt *m) {
     free(m->names);
     free(m->params);
     free(m->fields);
-    free(m->decays);
+    free(m->rows);
     free(m->blocks);
     free(m);
 }
@@ -249,7 +309,7 @@ TFC_API tfc_status tfc_gpt_param_decay(const tfc_gpt *m, int32_t i, int32_t *dec
     TFC_CHECK_NOT_NULL(fn, decay);
     if (i < 0 || i >= m->n_params)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: i is %d, the model has %d parameters", fn, (int)i, (int)m->n_params);
-    *decay = m->decays[i];
+    *decay = m->rows[i]->decay;
     return TFC_OK;
 }
 
@@ -314,5 +374,6 @@ TFC_API tfc_status tfc_gpt_to_device(tfc_gpt *m, tfc_device_type device, int32_t
     }
     free(moved);
     tfc_gpt_autocast_drop_copies(m); /* bf16 autocast stays on; its copies are remade on the new device */
+    tfc_gpt_choose_linears(m);
     return TFC_OK;
 }

@@ -1,8 +1,8 @@
 /*
  * Quantized inference for the GPT: the block Linear layers as tfc_qweight
- * handles (include/tfcore/quant.h). The forward pass (gpt.c) picks
- * tfc_qlinear for a layer that has a handle; gpt_weights.c saves and loads
- * the handles' arrays.
+ * handles (include/tfcore/quant.h). Which layers: the table's block Linear
+ * rows (gpt_params.c). A layer with a handle runs the quantized strategy
+ * (gpt_linear.c); gpt_weights.c saves and loads the handles' arrays.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,38 +10,16 @@
 #include "core/error.h"
 #include "model/gpt_impl.h"
 
-const gpt_qlinear tfc_gpt_qlinears[GPT_N_QLINEAR] = {
-    {"attn.c_attn.weight", offsetof(gpt_block, attn_w), offsetof(gpt_block, attn_q)},
-    {"attn.c_proj.weight", offsetof(gpt_block, attn_proj_w), offsetof(gpt_block, attn_proj_q)},
-    {"mlp.c_fc.weight", offsetof(gpt_block, fc_w), offsetof(gpt_block, fc_q)},
-    {"mlp.c_proj.weight", offsetof(gpt_block, mlp_proj_w), offsetof(gpt_block, mlp_proj_q)},
-};
+/* Whether parameter i is one of the weights tfc_gpt_quantize replaces: a block Linear's (the table's column). */
+static int is_quantized_param(const tfc_gpt *m, int32_t i) { return m->rows[i]->linear >= 0; }
 
-tfc_tensor **tfc_gpt_block_weight(tfc_gpt *m, int32_t l, int j) {
-    return (tfc_tensor **)((char *)&m->blocks[l] + tfc_gpt_qlinears[j].weight);
-}
+static int is_head_param(const tfc_gpt *m, int32_t i) { return m->fields[i] == &((tfc_gpt *)m)->lm_head; }
 
-tfc_qweight **tfc_gpt_block_qweight(const tfc_gpt *m, int32_t l, int j) {
-    return (tfc_qweight **)((char *)&m->blocks[l] + tfc_gpt_qlinears[j].qweight);
-}
-
-/* Whether a parameter's field is one of the weights tfc_gpt_quantize replaces. */
-static int is_quantized_field(const tfc_gpt *m, tfc_tensor **field) {
-    const char *p = (const char *)field, *b = (const char *)m->blocks;
-    if (p < b || p >= (const char *)(m->blocks + m->cfg.n_layer)) return 0;
-    const size_t off = (size_t)(p - b) % sizeof(gpt_block);
-    for (int j = 0; j < GPT_N_QLINEAR; j++)
-        if (off == tfc_gpt_qlinears[j].weight) return 1;
-    return 0;
-}
-
-static int is_head_field(const tfc_gpt *m, tfc_tensor **field) { return field == &((tfc_gpt *)m)->lm_head; }
-
-/* Drop the parameters whose field `which` picks from the parameter list (keeping the order of the rest). */
-static void drop_params(tfc_gpt *m, int (*which)(const tfc_gpt *, tfc_tensor **)) {
+/* Drop the parameters `which` picks from the parameter list (keeping the order of the rest). */
+static void drop_params(tfc_gpt *m, int (*which)(const tfc_gpt *, int32_t)) {
     int32_t kept = 0;
     for (int32_t i = 0; i < m->n_params; i++) {
-        if (which(m, m->fields[i])) {
+        if (which(m, i)) {
             *m->fields[i] = NULL;
             free(m->names[i]);
             tfc_tensor_release(m->params[i]);
@@ -50,7 +28,7 @@ static void drop_params(tfc_gpt *m, int (*which)(const tfc_gpt *, tfc_tensor **)
         m->names[kept] = m->names[i];
         m->params[kept] = m->params[i];
         m->fields[kept] = m->fields[i];
-        m->decays[kept] = m->decays[i];
+        m->rows[kept] = m->rows[i];
         kept++;
     }
     m->n_params = kept;
@@ -58,22 +36,23 @@ static void drop_params(tfc_gpt *m, int (*which)(const tfc_gpt *, tfc_tensor **)
 
 void tfc_gpt_install_head(tfc_gpt *m, tfc_qweight *q) {
     m->head_q = q;
-    drop_params(m, is_head_field);
+    drop_params(m, is_head_param);
 }
 
 tfc_status tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t group_size, tfc_qweight **qs,
                                     tfc_status s) {
     if (s != TFC_OK) {
-        for (int32_t i = 0; i < m->cfg.n_layer * GPT_N_QLINEAR; i++) tfc_qweight_release(qs[i]);
+        for (int32_t i = 0; i < m->cfg.n_layer * GPT_N_LINEAR; i++) tfc_qweight_release(qs[i]);
         free(qs);
         return s;
     }
     for (int32_t l = 0; l < m->cfg.n_layer; l++)
-        for (int j = 0; j < GPT_N_QLINEAR; j++) *tfc_gpt_block_qweight(m, l, j) = qs[l * GPT_N_QLINEAR + j];
-    drop_params(m, is_quantized_field);
+        for (int j = 0; j < GPT_N_LINEAR; j++) m->blocks[l].lin[j].q = qs[l * GPT_N_LINEAR + j];
+    drop_params(m, is_quantized_param);
     m->qformat = format;
     m->qgroup = group_size;
     free(qs);
+    tfc_gpt_choose_linears(m);
     return TFC_OK;
 }
 
@@ -121,18 +100,20 @@ TFC_API tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t grou
                        "%s: the model is already quantized (%s); load the f32 checkpoint again to change format", fn,
                        format_name(m->qformat));
     TFC_TRY(check_quantizable(fn, m, format, group_size, "the shortest input dim of the quantized layers"));
-    const int32_t n = m->cfg.n_layer * GPT_N_QLINEAR;
+    const int32_t n = m->cfg.n_layer * GPT_N_LINEAR;
     tfc_qweight **qs = calloc((size_t)n, sizeof *qs);
     if (!qs) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
-        const int32_t l = i / GPT_N_QLINEAR;
-        const int j = i % GPT_N_QLINEAR;
-        s = tfc_quantize(*tfc_gpt_block_weight(m, l, j), format, group_size, TFC_QUANT_IN_OUT, &qs[i]);
+        const int32_t l = i / GPT_N_LINEAR;
+        const int j = i % GPT_N_LINEAR;
+        const gpt_param_row *r = tfc_gpt_linear_row(j);
+        /* stored [in, out] (Conv1D) where the handle is nn.Linear's [out, in]: the table's transpose column */
+        s = tfc_quantize(m->blocks[l].lin[j].w, format, group_size, r->transpose ? TFC_QUANT_IN_OUT : 0, &qs[i]);
         if (s != TFC_OK) {
             char why[512];
             snprintf(why, sizeof why, "%s", tfc_last_error());
-            s = tfc_err(s, "%s: transformer.h.%d.%s: %s", fn, (int)l, tfc_gpt_qlinears[j].name, why);
+            s = tfc_err(s, "%s: transformer.h.%d.%s: %s", fn, (int)l, r->name, why);
         }
     }
     return tfc_gpt_install_qweights(m, format, group_size, qs, s);

@@ -89,7 +89,7 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
     const char *const *names;
     tfc_tensor *const *params;
     TFC_TRY(tfc_gpt_params(m, &n, &names, &params));
-    const int32_t nqb = m->qformat ? 2 * GPT_N_QLINEAR * c.n_layer : 0, nq = nqb + (m->head_q ? 2 : 0);
+    const int32_t nqb = m->qformat ? 2 * GPT_N_LINEAR * c.n_layer : 0, nq = nqb + (m->head_q ? 2 : 0);
     const int32_t n_cfg = N_CFG + (m->qformat ? 2 : 0) + (m->head_q ? 2 : 0);
     const char **keys = malloc(((size_t)n_meta + (size_t)n_cfg) * sizeof *keys);
     const char **vals = malloc(((size_t)n_meta + (size_t)n_cfg) * sizeof *vals);
@@ -126,12 +126,12 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
         }
     }
     for (int32_t q = 0; s == TFC_OK && q < nqb / 2; q++) {
-        const int32_t l = q / GPT_N_QLINEAR;
-        const int j = q % GPT_N_QLINEAR;
-        s = tfc_qweight_tensors(*tfc_gpt_block_qweight(m, l, j), &tensors[n + 2 * q], &tensors[n + 2 * q + 1]);
+        const int32_t l = q / GPT_N_LINEAR;
+        const int j = q % GPT_N_LINEAR;
+        s = tfc_qweight_tensors(m->blocks[l].lin[j].q, &tensors[n + 2 * q], &tensors[n + 2 * q + 1]);
         for (int k = 0; k < 2 && s == TFC_OK; k++) {
             char name[128];
-            snprintf(name, sizeof name, "transformer.h.%d.%s%s", (int)l, tfc_gpt_qlinears[j].name, qsuffix[k]);
+            snprintf(name, sizeof name, "transformer.h.%d.%s%s", (int)l, tfc_gpt_linear_row(j)->name, qsuffix[k]);
             qnames[2 * q + k] = strdup(name);
             if (!qnames[2 * q + k]) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
             tnames[n + 2 * q + k] = qnames[2 * q + k];
@@ -257,18 +257,18 @@ static tfc_status load_head(const char *fn, const char *path, tfc_gpt *m, const 
  */
 static tfc_status load_qweights(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
                                 tfc_qformat format, int32_t group) {
-    const int32_t n = m->cfg.n_layer * GPT_N_QLINEAR;
+    const int32_t n = m->cfg.n_layer * GPT_N_LINEAR;
     tfc_qweight **qs = calloc((size_t)n, sizeof *qs);
     if (!qs) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
-        const int32_t l = i / GPT_N_QLINEAR;
-        const int j = i % GPT_N_QLINEAR;
-        const tfc_tensor *w = *tfc_gpt_block_weight(m, l, j); /* [in, out] */
+        const int32_t l = i / GPT_N_LINEAR;
+        const int j = i % GPT_N_LINEAR;
+        const tfc_tensor *w = m->blocks[l].lin[j].w; /* [in, out] */
         tfc_tensor *arr[2] = {NULL, NULL};
         char name[2][128];
         for (int k = 0; k < 2 && s == TFC_OK; k++) {
-            snprintf(name[k], sizeof name[k], "transformer.h.%d.%s%s", (int)l, tfc_gpt_qlinears[j].name, qsuffix[k]);
+            snprintf(name[k], sizeof name[k], "transformer.h.%d.%s%s", (int)l, tfc_gpt_linear_row(j)->name, qsuffix[k]);
             if (tfc_safetensors_find(f, name[k], &arr[k]) != TFC_OK)
                 s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' is quantized (%s) but has no tensor '%s'", fn, path,
                             format == TFC_QFORMAT_INT8 ? "int8" : "int4", name[k]);
@@ -288,16 +288,55 @@ static tfc_status load_qweights(const char *fn, const char *path, tfc_gpt *m, co
     return tfc_gpt_install_qweights(m, format, group, qs, s);
 }
 
-/* Copy every parameter of m from f, converting dtype; shapes must match. Nothing is written unless all match. */
 /* The parameter called name in f under that very name, or NULL (a tfcore weight file's finder). */
 static tfc_tensor *find_exact(const tfc_safetensors *f, const char *name) {
     tfc_tensor *t = NULL;
     return tfc_safetensors_find(f, name, &t) == TFC_OK ? t : NULL;
 }
 
+/* Whether name is one of the arrays of m's quantized weights that tfc_gpt_save writes (NAME.qcodes, NAME.qscales). */
+static int is_qweight_array(const tfc_gpt *m, const char *name) {
+    for (int k = 0; k < 2; k++)
+        if (m->head_q && strcmp(name, head_names[k]) == 0) return 1;
+    if (!m->qformat) return 0;
+    for (int32_t l = 0; l < m->cfg.n_layer; l++)
+        for (int j = 0; j < GPT_N_LINEAR; j++)
+            for (int k = 0; k < 2; k++) {
+                char q[128];
+                snprintf(q, sizeof q, "transformer.h.%d.%s%s", (int)l, tfc_gpt_linear_row(j)->name, qsuffix[k]);
+                if (strcmp(name, q) == 0) return 1;
+            }
+    return 0;
+}
+
+/*
+ * Every tensor of f is consumed by m: one of its parameters (the table's
+ * rows for its config) under that very name, or an array of its quantized
+ * weights. Anything else means the metadata describes another model than
+ * the tensors do (a tfc.n_layer or tfc.bias that lies) or the file holds
+ * what nothing reads: refused, naming the tensor, before m is written.
+ */
+static tfc_status check_consumed(const char *fn, const char *path, const tfc_gpt *m, const tfc_safetensors *f) {
+    for (int32_t i = 0; i < tfc_safetensors_count(f); i++) {
+        const char *tn = NULL;
+        TFC_TRY(tfc_safetensors_get(f, i, &tn, NULL));
+        int known = is_qweight_array(m, tn);
+        for (int32_t k = 0; k < m->n_params && !known; k++) known = strcmp(tn, m->names[k]) == 0;
+        if (!known)
+            return tfc_err(TFC_ERR_FORMAT,
+                           "%s: '%s' holds a tensor '%s' that the model of its metadata (n_layer %d, n_embd %d, "
+                           "vocab_size %d, bias %d, tie_weights %d) does not have",
+                           fn, path, tn, (int)m->cfg.n_layer, (int)m->cfg.n_embd, (int)m->cfg.vocab_size,
+                           (int)m->cfg.bias, (int)m->cfg.tie_weights);
+    }
+    return TFC_OK;
+}
+
 tfc_status tfc_gpt_copy_params(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
                                tfc_tensor *(*find)(const tfc_safetensors *f, const char *name), const char *needs,
                                const char *head_hint) {
+    /* a tfcore file names every tensor exactly; other formats' readers check their own name variants first */
+    if (find == find_exact) TFC_TRY(check_consumed(fn, path, m, f));
     int32_t n;
     const char *const *names;
     tfc_tensor *const *params;
