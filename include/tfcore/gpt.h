@@ -50,7 +50,7 @@ typedef struct tfc_gpt_config {
     int32_t bias;        /* 1: Linear and LayerNorm layers have biases (GPT-2), 0: none */
     int32_t tie_weights; /* 1: LM head is wte (GPT-2), 0: its own lm_head.weight */
     tfc_dtype dtype;     /* parameter dtype: TFC_DTYPE_F32 or TFC_DTYPE_F64 */
-    double ln_eps;       /* LayerNorm epsilon, 1e-5 in GPT-2 */
+    double ln_eps;       /* LayerNorm epsilon in (0, 1], 1e-5 in GPT-2 */
     /*
      * Dropout probability in [0, 1), nanoGPT's places: after the embedding
      * sum, on the attention probabilities, after the attention output

@@ -76,8 +76,9 @@ tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *caller) {
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->bias is %d, need 0 or 1", fn, c->bias);
     if (c->tie_weights != 0 && c->tie_weights != 1)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->tie_weights is %d, need 0 or 1", fn, c->tie_weights);
-    if (!(c->ln_eps > 0) || !isfinite(c->ln_eps))
-        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->ln_eps is %g, must be > 0", fn, c->ln_eps);
+    /* (0, 1], the rule config.json's layer_norm_epsilon has too: 1e308 or 2 is a corrupt file, not a model */
+    if (!(c->ln_eps > 0 && c->ln_eps <= 1))
+        return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->ln_eps is %g, must be in (0, 1]", fn, c->ln_eps);
     if (!(c->dropout >= 0.0 && c->dropout < 1.0))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->dropout is %g, must be in [0, 1)", fn, c->dropout);
     return TFC_OK;

@@ -190,7 +190,36 @@ static tfc_tensor *find_param(const tfc_safetensors *f, const char *name) {
     return NULL;
 }
 
-/* Every tensor of f is a parameter of m (under either name), a mask buffer, or a tied model's lm_head.weight. */
+/*
+ * A tied model's stored lm_head.weight is wte's copy (older exports keep
+ * both): it must hold wte's values, byte for byte. One that differs is an
+ * untied head under a config that says tied (tie_word_embeddings true, or
+ * absent and so true); reading the model as tied would drop it in silence.
+ */
+static tfc_status check_tied_copy(const char *fn, const char *path, const tfc_safetensors *f, tfc_tensor *head) {
+    tfc_tensor *wte = find_param(f, "transformer.wte.weight");
+    const size_t nb = (size_t)tfc_tensor_numel(head) * tfc_dtype_size(tfc_tensor_dtype(head));
+    int same =
+        wte && tfc_tensor_dtype(wte) == tfc_tensor_dtype(head) && tfc_tensor_numel(wte) == tfc_tensor_numel(head);
+    void *a = same ? malloc(nb ? nb : 1) : NULL, *b = same ? malloc(nb ? nb : 1) : NULL;
+    tfc_status s = !same || (a && b) ? TFC_OK : tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    if (same && s == TFC_OK) s = tfc_tensor_copy_to_host(head, a, nb);
+    if (same && s == TFC_OK) s = tfc_tensor_copy_to_host(wte, b, nb);
+    if (s == TFC_OK && (!same || memcmp(a, b, nb) != 0))
+        s = tfc_err(TFC_ERR_FORMAT,
+                    "%s: '%s' holds an lm_head.weight that is not transformer.wte.weight's copy, but config.json "
+                    "ties them (tie_word_embeddings true or absent): set tie_word_embeddings false to read it",
+                    fn, path);
+    free(a);
+    free(b);
+    tfc_tensor_release(wte);
+    return s;
+}
+
+/*
+ * Every tensor of f is a parameter of m (under either name), a mask buffer,
+ * or a tied model's lm_head.weight holding wte's values.
+ */
 static tfc_status check_no_strangers(const char *fn, const char *path, const tfc_gpt *m, const tfc_safetensors *f) {
     int32_t n;
     const char *const *names;
@@ -199,7 +228,15 @@ static tfc_status check_no_strangers(const char *fn, const char *path, const tfc
     for (int32_t i = 0; i < tfc_safetensors_count(f); i++) {
         const char *tn = NULL;
         TFC_TRY(tfc_safetensors_get(f, i, &tn, NULL));
-        if (is_mask_buffer(tn) || (m->cfg.tie_weights && strcmp(tn, "lm_head.weight") == 0)) continue;
+        if (is_mask_buffer(tn)) continue;
+        if (m->cfg.tie_weights && strcmp(tn, "lm_head.weight") == 0) {
+            tfc_tensor *head = NULL;
+            TFC_TRY(tfc_safetensors_get(f, i, NULL, &head));
+            tfc_status s = check_tied_copy(fn, path, f, head);
+            tfc_tensor_release(head);
+            TFC_TRY(s);
+            continue;
+        }
         int known = 0;
         for (int32_t k = 0; k < n && !known; k++)
             known = strcmp(tn, names[k]) == 0 ||
