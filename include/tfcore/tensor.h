@@ -72,7 +72,7 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_wrap(void *data, const int64_t *dims
                                                  tfc_tensor **out);
 
 /* tfc_tensor_wrap_ex flags: the memory must not be written through the tensor. */
-#define TFC_WRAP_READ_ONLY 1
+#define TFC_WRAP_READ_ONLY 1u
 /*
  * tfc_tensor_wrap with flags (0 or TFC_WRAP_READ_ONLY; other bits are
  * TFC_ERR_INVALID_ARG). A read-only tensor and every view of it refuse every

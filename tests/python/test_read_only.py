@@ -147,3 +147,12 @@ def test_dlpack_read_only_flag_round_trips():
     w = tfcore.from_dlpack(_ReadOnlyProducer(tfcore.ones(3)))
     assert not w.is_read_only
     w.fill_(2.0)
+
+
+def test_numpy_view_of_a_read_only_tensor_is_not_writable():
+    t = tfcore.from_numpy(read_only_array())
+    a = t.numpy()
+    assert not a.flags.writeable
+    with pytest.raises(ValueError):
+        a[0, 0] = 5.0
+    assert tfcore.ones(2).numpy().flags.writeable

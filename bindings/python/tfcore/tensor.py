@@ -317,7 +317,7 @@ class Tensor:
     # -- data out --
     def numpy(self):
         """A numpy array over this tensor's memory (no copy; writes show
-        through both ways). bfloat16 tensors are converted (copied) to
+        through both ways; not writable when the tensor is read-only). bfloat16 tensors are converted (copied) to
         float32; CUDA tensors must be moved with .cpu() first."""
         if self.device.type != "cpu":
             raise TypeError("tfcore: numpy() of a %s tensor: call .cpu() first" % self.device)
@@ -330,7 +330,7 @@ class Tensor:
             return np.empty(shape, dt.numpy)
         strides = tuple(s * dt.itemsize for s in self.stride())
         interface = {"version": 3, "shape": shape, "typestr": dt.numpy.str, "strides": strides,
-                     "data": (self.data_ptr(), False)}
+                     "data": (self.data_ptr(), self.is_read_only)}  # read-only memory stays read-only in numpy
         return np.asarray(_NumpyView(self, interface))
 
     def __array__(self, dtype=None):

@@ -11,6 +11,7 @@ pub const TFC_VERSION_PATCH: i32 = 0;
 pub const TFC_VERSION_NUMBER: i32 = 10000;
 pub const TFC_MAX_DIMS: i32 = 8;
 pub const TFC_GRAD_ACCUMULATE: u32 = 1;
+pub const TFC_WRAP_READ_ONLY: u32 = 1;
 pub const TFC_CHECKPOINT_MAX_INPUTS: i32 = 8;
 pub const TFC_CUSTOM_MAX_SAVED: i32 = 8;
 pub const TFC_GELU_ERF: i32 = 0;
@@ -322,6 +323,7 @@ extern "C" {
     pub fn tfc_tensor_arange(start: f64, end: f64, step: f64, dtype: tfc_dtype, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_from_data(data: *const c_void, dims: *const i64, ndim: i32, dtype: tfc_dtype, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_wrap(data: *mut c_void, dims: *const i64, strides: *const i64, ndim: i32, dtype: tfc_dtype, deleter: tfc_deleter, deleter_ctx: *mut c_void, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_tensor_wrap_ex(data: *mut c_void, dims: *const i64, strides: *const i64, ndim: i32, dtype: tfc_dtype, flags: u32, deleter: tfc_deleter, deleter_ctx: *mut c_void, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_randn(dims: *const i64, ndim: i32, dtype: tfc_dtype, seed: u64, offset: u64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_rand(dims: *const i64, ndim: i32, dtype: tfc_dtype, seed: u64, offset: u64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_tensor_uniform(dims: *const i64, ndim: i32, dtype: tfc_dtype, low: f64, high: f64, seed: u64, offset: u64, out: *mut *mut tfc_tensor) -> tfc_status;
@@ -342,6 +344,7 @@ extern "C" {
     pub fn tfc_tensor_is_contiguous(t: *const tfc_tensor) -> i32;
     pub fn tfc_tensor_shares_storage(a: *const tfc_tensor, b: *const tfc_tensor) -> i32;
     pub fn tfc_tensor_version(t: *const tfc_tensor) -> u64;
+    pub fn tfc_tensor_is_read_only(t: *const tfc_tensor) -> i32;
     pub fn tfc_tensor_copy_to_host(t: *const tfc_tensor, dst: *mut c_void, nbytes: usize) -> tfc_status;
     pub fn tfc_tensor_copy_from_host(t: *mut tfc_tensor, src: *const c_void, nbytes: usize) -> tfc_status;
     pub fn tfc_tensor_copy_from(dst: *mut tfc_tensor, src: *const tfc_tensor) -> tfc_status;
@@ -404,6 +407,7 @@ extern "C" {
     pub fn tfc_min(g: *mut tfc_graph, x: *const tfc_tensor, dims: *const i32, ndims: i32, keepdim: i32, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_var(g: *mut tfc_graph, x: *const tfc_tensor, dims: *const i32, ndims: i32, correction: i32, keepdim: i32, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_argmax(x: *const tfc_tensor, dim: i32, keepdim: i32, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_argmin(x: *const tfc_tensor, dim: i32, keepdim: i32, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_softmax(g: *mut tfc_graph, x: *const tfc_tensor, dim: i32, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_log_softmax(g: *mut tfc_graph, x: *const tfc_tensor, dim: i32, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_matmul(g: *mut tfc_graph, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
