@@ -29,9 +29,10 @@ int file_fnv1a64(int fd, uint64_t *hash, int64_t *size);
 /* m as JSON text (one line per file) into buf; the length, or -1 when it does not fit. */
 int manifest_format(const ckpt_manifest *m, char *buf, size_t cap);
 /*
- * Read path into *m (zeroed first). 0 on success; -1 when the file does not
- * exist; -2 when it is unreadable or not what manifest_format writes (why
- * says what, in a few words).
+ * Read path into *m (zeroed first), parsed as JSON. 0 on success; -1 when
+ * the file does not exist; -2 when it is unreadable or not what
+ * manifest_format writes: other keys, types or values, in any layout (why
+ * says what, in a few words, with a line where there is one).
  */
 int manifest_read(const char *path, ckpt_manifest *m, char *why, size_t why_cap);
 /* The entry for name, or NULL. */

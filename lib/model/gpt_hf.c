@@ -51,9 +51,9 @@ static void hf_config_free(hf_config *h) {
 /*
  * h from config.json's tree. Numbers are range-checked here, by name: the
  * sizes as 32-bit integers (INT32_MIN marks "absent"; tfc_gpt_check_config
- * then wants them >= 1),
- * n_ctx >= 1, and layer_norm_epsilon a LayerNorm epsilon in (0, 1] (1e308
- * or 1e-400 would be taken as such and give a silently different model).
+ * then wants them >= 1), n_ctx >= 1, n_inner >= 1 or null, and
+ * layer_norm_epsilon a LayerNorm epsilon in (0, 1] (1e308 or 1e-400 would
+ * be taken as such and give a silently different model).
  * Keys the forward pass does not read (dropout rates, ids, task params) are
  * not looked at; a key twice: the last wins, as in JSON.
  */

@@ -78,6 +78,15 @@ expect_refusal "a cut checkpoint.json" "is damaged: $work/m3/checkpoint.json: it
 sed 's/"size": /"size": -/' "$work/a/checkpoint.json" > "$work/m3/checkpoint.json"
 expect_refusal "a checkpoint.json with negative sizes" "is damaged: $work/m3/checkpoint.json: line 6 is not" \
     "$tfcore" eval --ckpt "$work/m3" --data "$work/corpus.txt"
+sed 's/"step": \([0-9]*\),/"step": \1, "step": \1,/' "$work/a/checkpoint.json" > "$work/m3/checkpoint.json"
+expect_refusal "a checkpoint.json with a key twice" "is damaged: $work/m3/checkpoint.json: line 4 is not" \
+    "$tfcore" sample --ckpt "$work/m3" --max-new-tokens 2
+# JSON, not a layout: the same manifest on one line (another writer's) is read
+/usr/bin/python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$work/a/checkpoint.json" \
+    > "$work/m3/checkpoint.json"
+"$tfcore" sample --ckpt "$work/m3" --max-new-tokens 2 >/dev/null 2>"$work/err" ||
+    fail "a one-line checkpoint.json does not load: $(cat "$work/err")"
+sed 's/"size": /"size": -/' "$work/a/checkpoint.json" > "$work/m3/checkpoint.json" # damaged again, for what follows
 "$tfcore" train "${args[@]}" --stop-after 1 --out "$work/m3" >/dev/null 2>"$work/err" ||
     fail "a fresh run over a damaged checkpoint.json: $(cat "$work/err")"
 got=$("${check[@]}" "$work/m3" --clean) || fail "after a fresh run over a damaged checkpoint.json: $got"
