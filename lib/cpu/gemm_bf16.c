@@ -17,7 +17,7 @@
  * says so (TFC_BF16_GEMM=amx, opt-in until it has run on AMX hardware).
  * The scratch (the widened operands, and an f32 C when C is bf16) comes
  * from the caching allocator. Because this widens, the CPU table says so
- * (gemm_bf16_widen_rows) and the autocast Linear rounds its operands straight
+ * (caps.gemm_bf16_widen_rows) and the autocast Linear rounds its operands straight
  * into f32 storage and skips this entry (lib/ops/linear_bf16.c).
  */
 #include <string.h>

@@ -65,7 +65,7 @@ tfc_status tfc_cpu_reduce_scatter(const tfc_scatter_problem *p);
 /*
  * f32 and f64 through gemm.h's matrix product (BLAS), bf16 A and B through
  * gemm_bf16.c, which allocates f32 copies of the operands (TFC_ERR_OOM); a
- * fused epilogue is TFC_ERR_UNSUPPORTED (gemm_epilogues is 0).
+ * fused epilogue is TFC_ERR_UNSUPPORTED (caps.gemm_epilogues is 0).
  */
 tfc_status tfc_cpu_gemm(const tfc_gemm_problem *p);
 /* bias_rows: rows of y = b (the GEMM then adds x·w with beta = 1); bias_grad: db = column sums of dy. */
@@ -114,7 +114,7 @@ extern tfc_backend tfc_cpu_backend;
 
 /*
  * The CPU table with its run-time fields settled, once and thread-safely:
- * gemm_bf16_widen_rows is 0 where the bf16 GEMM multiplies bf16 itself
+ * caps.gemm_bf16_widen_rows is 0 where the bf16 GEMM multiplies bf16 itself
  * (AMX tiles, or their emulation under TFC_BF16_GEMM=amx-emulated), so
  * the autocast Linear hands it bf16 operands (tfc_cpu_bf16_gemm_kind).
  */

@@ -130,7 +130,7 @@ tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, const gpt_lin
 }
 
 /*
- * The head under autocast. Where the device pads GEMM columns (gemm_pad_cols: CUDA, V = 50257 → 50304), the bf16
+ * The head under autocast. Where the device pads GEMM columns (caps.gemm_pad_cols: CUDA, V = 50257 → 50304), the bf16
  * copy of w has Vp ≥ V rows (the rest zero) and the GEMMs run Vp wide; the Vp − V padding logits get a bias of
  * PAD_LOGIT, so with `padded` (the loss path) the caller's softmax cross-entropy over all Vp columns is the one
  * over V — exp(PAD_LOGIT − max) is 0 in f32 and those columns' gradient is 0 — and otherwise *lg is the [N, V]
