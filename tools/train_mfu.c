@@ -192,8 +192,7 @@ double mfu_cpu_floor(int threads, char *why, size_t n) {
     return (double)used * lanes * 2.0 * mhz * 1e6 / 2;
 }
 
-/* "model name" of /proc/cpuinfo (tabs and newlines removed), or "unknown-cpu". */
-static void cpu_model(char *buf, size_t n) {
+void mfu_cpu_model(char *buf, size_t n) {
     snprintf(buf, n, "unknown-cpu");
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return;
@@ -268,7 +267,7 @@ double mfu_measure_again(int threads, double was) {
     const char *isa;
     const double p = mfu_measure_cpu_peak(threads, &isa);
     char model[256];
-    cpu_model(model, sizeof model);
+    mfu_cpu_model(model, sizeof model);
     if (p > was) cache_store(model, threads, isa, p);
     return p;
 }
@@ -289,7 +288,7 @@ double mfu_peak_flops(double given, int32_t cuda_index, int kind, int threads, c
         return f64 ? 0 : p; /* f64 rates vary too much between cards for one table column */
     }
     char model[256], isa[32] = "?", why[160];
-    cpu_model(model, sizeof model);
+    mfu_cpu_model(model, sizeof model);
     const double floor = mfu_cpu_floor(threads, why, sizeof why);
     double p = cached_peak(model, threads, isa, sizeof isa);
     if (p > 0 && p >= floor) {

@@ -67,6 +67,9 @@ double mfu_measure_cpu_peak(int threads, const char **isa);
  */
 double mfu_cpu_floor(int threads, char *why, size_t n);
 
+/* "model name" of /proc/cpuinfo (tabs and newlines removed), or "unknown-cpu": the CPU a cached peak is for. */
+void mfu_cpu_model(char *buf, size_t n);
+
 /*
  * The f32 FMA peak measured now, as mfu_measure_cpu_peak, for a run whose
  * MFU exceeded the peak `was` (f32, one process): cached in its place when

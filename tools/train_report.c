@@ -24,8 +24,8 @@ static void fmt_eta(double s, char *buf, size_t n) {
 }
 
 static void log_json(FILE *jl, const step_stats *st, const forensics *fx) {
-    char mfu[32] = "null"; /* an MFU not known (train_report_check_mfu) */
-    if (!isnan(st->mfu)) snprintf(mfu, sizeof mfu, "%.6g", st->mfu);
+    char mfu[32] = "null";                                           /* an MFU not known (train_report_check_mfu) */
+    if (!isnan(st->mfu)) snprintf(mfu, sizeof mfu, "%.9g", st->mfu); /* digits enough for the mean to be checked */
     fprintf(
         jl,
         "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"mfu\": %s, "

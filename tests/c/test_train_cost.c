@@ -4,6 +4,7 @@
  * time, the CUDA peak table, and the per-machine peak cache.
  */
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../tools/train_mfu.h"
@@ -56,22 +57,23 @@ TEST(cpu_peak_is_cached_per_machine_and_threads) {
     setenv("XDG_CACHE_HOME", dir, 1);
     char src[512];
     CHECK(mfu_peak_flops(5e9, -1, 0, 1, src, sizeof src) == 5e9 && strcmp(src, "--peak-flops") == 0);
+    /*
+     * Measured now, and cached, unless the machine is too busy for a
+     * plausible figure (tests run side by side): then the ISA-and-clock
+     * floor, said so, and nothing cached. Either way a number and its reason.
+     */
     const double measured = mfu_peak_flops(0, -1, 0, 1, src, sizeof src);
-    CHECK(strstr(src, "measured now") != NULL);
-    /* the cached value is used from then on: overwrite it with a known one */
-    char path[256], line[1024];
+    CHECK(measured > 0 && (strstr(src, "measured now") != NULL || strstr(src, "so that floor is used") != NULL));
+    /* the cached value is used from then on: write a known one for this CPU */
+    char path[256], model[256];
+    mfu_cpu_model(model, sizeof model);
+    snprintf(path, sizeof path, "%s/tfcore", dir);
+    mkdir(path, 0700);
     snprintf(path, sizeof path, "%s/tfcore/peak_flops", dir);
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "w");
     CHECK(f != NULL);
     if (!f) return;
-    CHECK(fgets(line, sizeof line, f) != NULL);
-    fclose(f);
-    char *tab = strchr(line, '\t');
-    CHECK(tab != NULL);
-    if (!tab) return;
-    *tab = 0;
-    f = fopen(path, "w");
-    fprintf(f, "%s\t1\tavx2\t1234e9\n", line);
+    fprintf(f, "%s\t1\tavx2\t1234e9\n", model);
     fclose(f);
     CHECK(mfu_peak_flops(0, -1, 0, 1, src, sizeof src) == 1234e9);
     CHECK(strstr(src, "(cached)") != NULL);
@@ -81,7 +83,7 @@ TEST(cpu_peak_is_cached_per_machine_and_threads) {
     CHECK(mfu_cuda_peak("NVIDIA H200", 1) == 989.4e12 && mfu_cuda_peak("NVIDIA H200", 0) == 67e12);
     /* another thread count is measured anew */
     const double two = mfu_peak_flops(0, -1, 0, 2, src, sizeof src);
-    CHECK(strstr(src, "measured now") != NULL && two > 0);
+    CHECK(two > 0 && strstr(src, "(cached)") == NULL);
     (void)measured;
     unlink(path);
     snprintf(path, sizeof path, "%s/tfcore", dir);
