@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "tfc_test.h"
+#include "tfc_test_util.h"
 
 /* ---- files and spans --------------------------------------------------------------- */
 
@@ -578,19 +579,6 @@ static void config_mutations(const reader *r, const char *file, const snap *ref,
 
 /* ---- the models ---------------------------------------------------------------------- */
 
-static tfc_gpt *small(int bias, int tie) {
-    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
-    c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 6, c.vocab_size = 11, c.bias = bias, c.tie_weights = tie;
-    tfc_gpt *m = NULL;
-    CHECK_OK(tfc_gpt_new(&c, 7, &m));
-    int32_t n;
-    const char *const *names;
-    tfc_tensor *const *params;
-    CHECK_OK(tfc_gpt_params(m, &n, &names, &params));
-    for (int32_t i = 0; i < n; i++) CHECK_OK(tfc_tensor_fill_normal(params[i], 0.1, 0.1, 3, (uint64_t)i * 1000));
-    return m;
-}
-
 static void setup(void) {
     snprintf(dir, sizeof dir, "/tmp/tfc_test_mutations_XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
@@ -608,7 +596,7 @@ static void run_reader(const reader *r, const snap *ref, size_t header_end, int 
 TEST(tfcore_checkpoint_mutations) {
     setup();
     for (int v = 0; v < 2; v++) {
-        tfc_gpt *m = small(v, v);
+        tfc_gpt *m = t_gpt_small(v, v);
         CHECK_OK(tfc_gpt_save(m, at("m.safetensors"), NULL, NULL, 0));
         snap ref;
         snap_take(&ref, m);
@@ -628,7 +616,7 @@ TEST(tfcore_checkpoint_mutations) {
 TEST(hf_directory_mutations) {
     setup();
     for (int v = 0; v < 2; v++) {
-        tfc_gpt *m = small(1, v);
+        tfc_gpt *m = t_gpt_small(1, v);
         CHECK_OK(tfc_gpt_save_hf(m, at("hf"), -1, -1));
         snap ref;
         snap_take(&ref, m);
@@ -651,7 +639,7 @@ TEST(hf_directory_mutations) {
 
 TEST(llmc_checkpoint_mutations) {
     setup();
-    tfc_gpt *m = small(1, 1);
+    tfc_gpt *m = t_gpt_small(1, 1);
     CHECK_OK(tfc_gpt_save_llmc(m, at("m.bin")));
     snap ref;
     snap_take(&ref, m);
@@ -664,7 +652,7 @@ TEST(llmc_checkpoint_mutations) {
 
 TEST(lora_adapter_mutations) {
     setup();
-    base_for_lora = small(1, 1);
+    base_for_lora = t_gpt_small(1, 1);
     CHECK_OK(tfc_gpt_save(base_for_lora, at("base.safetensors"), NULL, NULL, 0));
     tfc_lora_config lc = TFC_LORA_CONFIG_INIT;
     lc.rank = 2, lc.alpha = 4, lc.targets = "all-linear";

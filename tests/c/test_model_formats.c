@@ -22,20 +22,6 @@ static const char *in_dir(const char *name) {
     return b;
 }
 
-static tfc_gpt *small(int bias, int tie) {
-    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
-    c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 6, c.vocab_size = 11, c.bias = bias, c.tie_weights = tie;
-    tfc_gpt *m = NULL;
-    CHECK_OK(tfc_gpt_new(&c, 7, &m));
-    /* GPT-2 init zeroes the biases: make every parameter matter */
-    int32_t n;
-    const char *const *names;
-    tfc_tensor *const *params;
-    CHECK_OK(tfc_gpt_params(m, &n, &names, &params));
-    for (int32_t i = 0; i < n; i++) CHECK_OK(tfc_tensor_fill_normal(params[i], 0.1, 0.1, 3, (uint64_t)i * 1000));
-    return m;
-}
-
 /* The largest difference between the logits of a and b on one fixed sequence. */
 static double logits_diff(tfc_gpt *a, tfc_gpt *b) {
     const int32_t ids[6] = {1, 5, 10, 0, 3, 3};
@@ -70,7 +56,7 @@ TEST(llmc_round_trip_and_bad_files) {
     snprintf(dir, sizeof dir, "/tmp/tfc_test_formats_XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
     for (int bias = 0; bias <= 1; bias++) {
-        tfc_gpt *m = small(bias, 1), *back = NULL;
+        tfc_gpt *m = t_gpt_small(bias, 1), *back = NULL;
         CHECK_OK(tfc_gpt_save_llmc(m, in_dir("m.bin")));
         CHECK_OK(tfc_gpt_load_llmc(in_dir("m.bin"), &back));
         if (back) CHECK(logits_diff(m, back) < 1e-6);
@@ -124,7 +110,7 @@ TEST(llmc_round_trip_and_bad_files) {
     tfc_gpt *out = NULL;
     CHECK_ERR(tfc_gpt_load_llmc(in_dir("absent.bin"), &out), TFC_ERR_IO, "cannot open");
     CHECK_ERR(tfc_gpt_load_llmc(dir, &out), TFC_ERR_IO, "not a regular file");
-    tfc_gpt *untied = small(1, 0);
+    tfc_gpt *untied = t_gpt_small(1, 0);
     CHECK_ERR(tfc_gpt_save_llmc(untied, in_dir("u.bin")), TFC_ERR_UNSUPPORTED, "lm_head");
     tfc_gpt_release(untied);
     free(b);
@@ -149,7 +135,7 @@ TEST(hf_round_trip_and_bad_directories) {
     CHECK(mkdtemp(dir) != NULL);
     const char *hf = in_dir("hf");
     for (int v = 0; v < 3; v++) {
-        tfc_gpt *m = small(v != 1, v != 2), *back = NULL;
+        tfc_gpt *m = t_gpt_small(v != 1, v != 2), *back = NULL;
         CHECK_OK(tfc_gpt_save_hf(m, hf, -1, 10));
         CHECK_OK(tfc_gpt_load_hf(hf, &back));
         if (back) CHECK(logits_diff(m, back) < 1e-6);
@@ -159,7 +145,7 @@ TEST(hf_round_trip_and_bad_directories) {
     char cpath[200], wpath[200];
     snprintf(cpath, sizeof cpath, "%s/config.json", hf);
     snprintf(wpath, sizeof wpath, "%s/model.safetensors", hf); /* the tied model with biases of v = 0 ... */
-    tfc_gpt *m = small(1, 1);
+    tfc_gpt *m = t_gpt_small(1, 1);
     CHECK_OK(tfc_gpt_save_hf(m, hf, -1, -1));
     /* our own config.json written back with the test's: still loads (unknown keys of any kind skipped) */
     put_file(cpath, cfg_json(8, ""), strlen(cfg_json(8, "")));

@@ -69,4 +69,22 @@ static inline unsigned char *t_slurp(const char *path, size_t *len) {
     return b;
 }
 
+/*
+ * The model the file-format tests write and read: 2 layers, 2 heads, 8
+ * dims, block 6, vocabulary 11, seed 7; every parameter drawn from
+ * normal(0.1, 0.1) (GPT-2's init zeroes the biases), so each one matters.
+ */
+static inline tfc_gpt *t_gpt_small(int bias, int tie) {
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 6, c.vocab_size = 11, c.bias = bias, c.tie_weights = tie;
+    tfc_gpt *m = NULL;
+    CHECK_OK(tfc_gpt_new(&c, 7, &m));
+    int32_t n;
+    const char *const *names;
+    tfc_tensor *const *params;
+    CHECK_OK(tfc_gpt_params(m, &n, &names, &params));
+    for (int32_t i = 0; i < n; i++) CHECK_OK(tfc_tensor_fill_normal(params[i], 0.1, 0.1, 3, (uint64_t)i * 1000));
+    return m;
+}
+
 #endif
