@@ -49,14 +49,7 @@ static const char *at(const char *name) {
 
 static buf slurp(const char *path) {
     buf b = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) return b;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b.p = malloc(n > 0 ? (size_t)n : 1);
-    b.n = b.p && n > 0 && fread(b.p, 1, (size_t)n, f) == (size_t)n ? (size_t)n : 0;
-    fclose(f);
+    b.p = t_slurp(path, &b.n);
     return b;
 }
 
@@ -585,11 +578,20 @@ static void setup(void) {
     rng_state = 20261207;
 }
 
-static void run_reader(const reader *r, const snap *ref, size_t header_end, int n_each) {
-    buf orig = slurp(at(r->file));
-    CHECK(orig.n > 0);
+/* The file as written, then its byte-level mutations (header_end: where the payload starts). */
+static void run_reader(const reader *r, const buf *orig, const snap *ref, size_t header_end, int n_each) {
+    CHECK(orig->n > 0);
     load_and_judge(r, "the file as written", MUST_LOAD, 0, ref);
-    byte_mutations(r, &orig, header_end, ref, n_each);
+    byte_mutations(r, orig, header_end, ref, n_each);
+}
+
+/* A safetensors reader: the byte-level mutations, then the header's (JSON edits, relabels, extra tensors). */
+static void run_safetensors_reader(const reader *r, const snap *ref) {
+    buf orig = slurp(at(r->file));
+    size_t data_at = 0;
+    free(st_header(&orig, &data_at));
+    run_reader(r, &orig, ref, data_at, 60);
+    header_mutations(r, &orig, ref, 1);
     free(orig.p);
 }
 
@@ -601,12 +603,7 @@ TEST(tfcore_checkpoint_mutations) {
         snap ref;
         snap_take(&ref, m);
         reader r = {"tfc_gpt_load", "m.safetensors", load_ckpt};
-        buf orig = slurp(at(r.file));
-        size_t data_at = 0;
-        free(st_header(&orig, &data_at));
-        run_reader(&r, &ref, data_at, 60);
-        header_mutations(&r, &orig, &ref, 1);
-        free(orig.p);
+        run_safetensors_reader(&r, &ref);
         snap_free(&ref);
         tfc_gpt_release(m);
     }
@@ -621,16 +618,11 @@ TEST(hf_directory_mutations) {
         snap ref;
         snap_take(&ref, m);
         reader r = {"tfc_gpt_load_hf", "hf/model.safetensors", load_hf};
-        buf orig = slurp(at(r.file));
-        size_t data_at = 0;
-        free(st_header(&orig, &data_at));
-        run_reader(&r, &ref, data_at, 60);
-        header_mutations(&r, &orig, &ref, 1);
+        run_safetensors_reader(&r, &ref);
         const char *must_fail[] = {"\"n_layer\":1",     "\"n_embd\":4",
                                    "\"vocab_size\":10", "\"layer_norm_epsilon\":1e308",
                                    "\"n_positions\":3", "\"n_inner\":7"};
         config_mutations(&r, "hf/config.json", &ref, must_fail, 6);
-        free(orig.p);
         snap_free(&ref);
         tfc_gpt_release(m);
     }
@@ -644,7 +636,9 @@ TEST(llmc_checkpoint_mutations) {
     snap ref;
     snap_take(&ref, m);
     reader r = {"tfc_gpt_load_llmc", "m.bin", load_llmc};
-    run_reader(&r, &ref, 1024, 120);
+    buf orig = slurp(at(r.file));
+    run_reader(&r, &orig, &ref, 1024, 120);
+    free(orig.p);
     snap_free(&ref);
     tfc_gpt_release(m);
     printf("llm.c checkpoints: %d cases so far, %d refused, %d loaded\n", cases, refused, loaded);
@@ -668,11 +662,7 @@ TEST(lora_adapter_mutations) {
     snap ref;
     snap_take(&ref, base_for_lora);
     reader r = {"tfc_gpt_load_lora", "lora/adapter_model.safetensors", load_lora};
-    buf orig = slurp(at(r.file));
-    size_t data_at = 0;
-    free(st_header(&orig, &data_at));
-    run_reader(&r, &ref, data_at, 60);
-    header_mutations(&r, &orig, &ref, 1);
+    run_safetensors_reader(&r, &ref);
     const char *must_fail[] = {"\"r\":3",
                                "\"alpha_pattern\":{\"c_attn\":8}",
                                "\"rank_pattern\":{\"c_attn\":4}",
@@ -681,7 +671,6 @@ TEST(lora_adapter_mutations) {
                                "\"bias\":\"all\"",
                                "\"use_rslora\":\ttrue"};
     config_mutations(&r, "lora/adapter_config.json", &ref, must_fail, 7);
-    free(orig.p);
     snap_free(&ref);
     tfc_gpt_release(base_for_lora);
     printf("LoRA adapters: %d cases so far, %d refused, %d loaded\n", cases, refused, loaded);
