@@ -6,6 +6,9 @@
     in the right order pass.
   - check_doc_paths.py on a folder whose docs name a missing file: FAIL
     naming document, line and path, exit 1; an existing path passes.
+  - check_function_length.py on a git tree with a 101-line function (its
+    signature wrapped over two lines): FAIL naming file, line and length;
+    the same function at 100 lines passes.
 
 Prints "N passed, N failed".
 """
@@ -62,8 +65,30 @@ def docs_case(tmp):
     check("check_doc_paths: existing paths pass", r.returncode == 0, r.stdout)
 
 
-with tempfile.TemporaryDirectory() as t1, tempfile.TemporaryDirectory() as t2:
+def function_length_case(tmp):
+    os.makedirs(os.path.join(tmp, "lib", "ops"))
+    path = os.path.join(tmp, "lib", "ops", "long.c")
+    tool = os.path.join(ROOT, "tests", "docs", "check_function_length.py")
+    subprocess.run(["git", "init", "-q", tmp], check=True)
+
+    def run(body_lines):
+        with open(path, "w") as f:
+            f.write("int tfc_short(int x);\n\nstatic int tfc_long(int a,\n                    int b) {\n")
+            f.write("    a += b;\n" * body_lines)
+            f.write("}\n")
+        subprocess.run(["git", "-C", tmp, "add", "lib"], check=True)
+        return subprocess.run([sys.executable, tool, tmp], capture_output=True, text=True)
+
+    r = run(98)  # 2 signature lines + 98 + the closing brace = 101
+    check("check_function_length: a 101-line function fails", r.returncode == 1 and
+          "lib/ops/long.c:3: 101 lines" in r.stdout, r.stdout)
+    r = run(97)
+    check("check_function_length: 100 lines pass", r.returncode == 0, r.stdout)
+
+
+with tempfile.TemporaryDirectory() as t1, tempfile.TemporaryDirectory() as t2, tempfile.TemporaryDirectory() as t3:
     layers_case(t1)
     docs_case(t2)
+    function_length_case(t3)
 print("%d passed, %d failed" % (sum(results), len(results) - sum(results)))
 sys.exit(0 if all(results) else 1)
