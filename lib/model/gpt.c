@@ -15,10 +15,6 @@
 #include "ops/attention_autocast.h"
 #include "tensor/tensor_impl.h"
 
-/* Targets equal to this are skipped by the loss: PyTorch's cross_entropy default, so a target batch padded for
- * torch (or for tfcore.cross_entropy) means the same here. */
-#define TFC_GPT_IGNORE_INDEX (-100)
-
 /* t on the model's device: a new reference to t, or a copy of a CPU t (ids, targets, positions). */
 static tfc_status on_model_device(const tfc_gpt *m, const char *fn, const char *arg, const tfc_tensor *t,
                                   tfc_tensor **out) {
@@ -458,29 +454,12 @@ static tfc_status gpt_trunk(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc
     return tfc_err_in(fn, s);
 }
 
-/* The LM head's weight [V, C]: wte when tied. */
-static const tfc_tensor *head_weight(const tfc_gpt *m) { return m->lm_head ? m->lm_head : m->wte; }
-
-/*
- * The logits [N, V] of the final hidden states h [N, C]: through the
- * quantized head when there is one (tfc_gpt_forward then has g NULL).
- */
-static tfc_status gpt_head(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, int padded, tfc_tensor **lg) {
-    if (m->head_q) return tfc_qlinear(NULL, h, m->head_q, NULL, lg);
-    if (m->autocast) return tfc_gpt_autocast_head(m, g, h, head_weight(m), padded, lg);
-    tfc_tensor *head_t = NULL;
-    tfc_status s = tfc_transpose(g, head_weight(m), 0, 1, &head_t); /* [C, V] */
-    if (s == TFC_OK) s = tfc_matmul(g, h, head_t, lg);
-    tfc_tensor_release(head_t);
-    return s;
-}
-
 tfc_status tfc_gpt_run(tfc_gpt *m, tfc_graph *g, const tfc_tensor *idx, tfc_gpt_cache *cache, const char *fn,
                        tfc_tensor **logits) {
     tfc_tensor *h, *lg = NULL;
     TFC_TRY(gpt_trunk(m, g, idx, cache, NULL, fn, &h));
     const int64_t btv[3] = {tfc_tensor_dim(idx, 0), tfc_tensor_dim(idx, 1), m->cfg.vocab_size};
-    tfc_status s = gpt_head(m, g, h, 0, &lg); /* [B·T, V] */
+    tfc_status s = m->head->logits(m, g, h, 0, &lg); /* [B·T, V] */
     if (s == TFC_OK) s = tfc_view(g, lg, btv, 3, logits);
     tfc_tensor_release(h);
     tfc_tensor_release(lg);
@@ -491,7 +470,7 @@ tfc_status tfc_gpt_run_seqs(tfc_gpt *m, const tfc_tensor *idx, tfc_gpt_cache *co
                             tfc_tensor **logits) {
     tfc_tensor *h;
     TFC_TRY(gpt_trunk(m, NULL, idx, NULL, seqs, fn, &h));
-    tfc_status s = gpt_head(m, NULL, h, 0, logits); /* [B, V] */
+    tfc_status s = m->head->logits(m, NULL, h, 0, logits); /* [B, V] */
     tfc_tensor_release(h);
     if (s == TFC_OK)
         for (int64_t b = 0; b < tfc_tensor_dim(idx, 0); b++) seqs[b]->len++;
@@ -521,7 +500,7 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
     }
     tfc_tensor *lg = NULL, *flat = NULL, *tflat = NULL, *l = NULL;
     if (!logits) {
-        /* Only the loss: the fused head never materialises the [B·T, V] logits. */
+        /* Only the loss: the head's (fused where its strategy has a fused kernel) need not make the [B·T, V] logits. */
         tfc_tensor *h;
         const int64_t n1[1] = {-1};
         TFC_TRY(gpt_trunk(m, g, idx, NULL, NULL, fn, &h));
@@ -529,29 +508,7 @@ TFC_API tfc_status tfc_gpt_forward(tfc_gpt *m, tfc_graph *g, const tfc_tensor *i
         tfc_status s = on_model_device(m, fn, "targets", targets, &tdev);
         if (s == TFC_OK) s = tfc_reshape(NULL, tdev, n1, 1, &tflat);
         tfc_tensor_release(tdev);
-        int fused = 0; /* the autocast head's fused loss, where the device runs it (the CPU) */
-        if (s == TFC_OK && m->autocast && !m->head_q)
-            s = tfc_gpt_autocast_loss(m, g, h, head_weight(m), tflat, TFC_GPT_IGNORE_INDEX, &fused, &l);
-        if (s == TFC_OK && fused) {
-            /* done: *l is the loss */
-        } else if (s == TFC_OK && (m->head_q || m->autocast)) {
-            /* the quantized head and (on CUDA) the autocast head: logits, then the (f32) loss */
-            tfc_tensor *lg2 = NULL;
-            /* padded: the autocast head may hand over the device's padded width, which only the loss sees */
-            s = gpt_head(m, m->head_q ? NULL : g, h, 1, &lg2);
-            if (s == TFC_OK && tfc_tensor_dim(lg2, 1) > m->cfg.vocab_size &&
-                !tfc_storage_range_within(tflat, m->cfg.vocab_size, TFC_GPT_IGNORE_INDEX)) {
-                /* targets not known (from the host) to be below V: the cross-entropy of the unpadded view checks
-                 * them against V, not against the padded width */
-                tfc_tensor *v = NULL;
-                s = tfc_narrow(g, lg2, 1, 0, m->cfg.vocab_size, &v);
-                tfc_tensor_release(lg2);
-                lg2 = v;
-            }
-            if (s == TFC_OK) s = tfc_cross_entropy(m->head_q ? NULL : g, lg2, tflat, TFC_GPT_IGNORE_INDEX, &l);
-            tfc_tensor_release(lg2);
-        } else if (s == TFC_OK)
-            s = tfc_linear_cross_entropy(g, h, head_weight(m), tflat, TFC_GPT_IGNORE_INDEX, &l);
+        if (s == TFC_OK) s = m->head->loss(m, g, h, tflat, &l);
         tfc_tensor_release(h);
         tfc_tensor_release(tflat);
         TFC_TRY(s);

@@ -63,7 +63,29 @@ typedef struct gpt_block {
     gpt_linear lin[GPT_N_LINEAR]; /* attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj */
 } gpt_block;
 
-/* Choose every block Linear's strategy for m's current mode (gpt_linear.c); cannot fail. */
+/*
+ * How the LM head runs, chosen with the block Linears (gpt_linear.c): the
+ * f32 head, the bf16 autocast head or the quantized head. h [N, C] is the
+ * final norm's output, W [V, C] the head weight (wte when tied).
+ * logits: *lg [N, V] = h · Wᵀ; with `padded` (for a loss only) the head may
+ * hand over a device's padded width Vp > V whose extra logits are −1e30.
+ * loss: *loss = mean cross-entropy of those logits against targets [N]
+ * (TFC_GPT_IGNORE_INDEX rows skipped), by the fused kernel where the
+ * strategy has one, so the [N, V] logits need not exist. Both record on g
+ * when g is not NULL (the quantized head never does: inference only).
+ */
+typedef struct gpt_head_ops {
+    const char *name;
+    tfc_status (*logits)(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, int padded, tfc_tensor **lg);
+    tfc_status (*loss)(const tfc_gpt *m, tfc_graph *g, const tfc_tensor *h, const tfc_tensor *targets,
+                       tfc_tensor **loss);
+} gpt_head_ops;
+
+/* Targets equal to this are skipped by the loss: PyTorch's cross_entropy default, so a target batch padded for
+ * torch (or for tfcore.cross_entropy) means the same here. */
+#define TFC_GPT_IGNORE_INDEX (-100)
+
+/* Choose every block Linear's strategy and the head's for m's current mode (gpt_linear.c); cannot fail. */
 void tfc_gpt_choose_linears(tfc_gpt *m);
 
 /*
@@ -99,6 +121,7 @@ struct tfc_gpt {
     int32_t recompute;                /* tfc_gpt_set_recompute: each block a tfc_graph_checkpoint in training */
     uint64_t drop_seed, drop_counter; /* the next training forward's dropout stream (tfc_gpt_set_dropout_stream) */
     struct gpt_autocast *autocast;    /* owned; bf16 autocast's weight copies (gpt_autocast.c), NULL when off */
+    const gpt_head_ops *head;         /* how the LM head runs (tfc_gpt_choose_linears) */
 };
 
 /* bf16 autocast (gpt_autocast.c): the cached bf16 weight copies of tfc_gpt_set_autocast. */
@@ -178,6 +201,9 @@ tfc_status tfc_gpt_attention_dropout(tfc_graph *g, const tfc_tensor *q, const tf
 /* Whether m is inference-only: its block Linears or its LM head are quantized. */
 static inline int tfc_gpt_is_quantized(const tfc_gpt *m) { return m->qformat != 0 || m->head_q != NULL; }
 
+/* The LM head's weight [V, C]: wte when tied. */
+static inline const tfc_tensor *tfc_gpt_head_weight(const tfc_gpt *m) { return m->lm_head ? m->lm_head : m->wte; }
+
 /*
  * What is quantized, for messages: "int8", "int4 (head int8)", "f32 blocks, head int8"
  * and so on, written into buf (n >= 48 bytes) and returned.
@@ -187,7 +213,7 @@ const char *tfc_gpt_quant_desc(const tfc_gpt *m, char *buf, size_t n);
 /*
  * Make q (owned from here) m's LM head: an untied lm_head.weight then leaves
  * the parameter list and is released (a tied wte stays: the embedding reads
- * it). Allocates nothing.
+ * it), and the head's strategy becomes the quantized one. Allocates nothing.
  */
 void tfc_gpt_install_head(tfc_gpt *m, tfc_qweight *q);
 

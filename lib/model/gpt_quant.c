@@ -37,6 +37,7 @@ static void drop_params(tfc_gpt *m, int (*which)(const tfc_gpt *, int32_t)) {
 void tfc_gpt_install_head(tfc_gpt *m, tfc_qweight *q) {
     m->head_q = q;
     drop_params(m, is_head_param);
+    tfc_gpt_choose_linears(m);
 }
 
 tfc_status tfc_gpt_install_qweights(tfc_gpt *m, tfc_qformat format, int32_t group_size, tfc_qweight **qs,
