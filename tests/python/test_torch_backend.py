@@ -1,0 +1,135 @@
+"""tfcore.torch: our explicit kernels as torch.autograd.Functions.
+
+Each function against torch 1.13's own op (forward and gradients, f32 and
+f64) and against finite differences (torch.autograd.gradcheck in f64,
+which knows nothing of our backward); the modules load torch's
+state_dicts; inputs cross without copies; errors arrive as tfcore's
+exceptions.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+import tfcore  # noqa: E402
+import tfcore.torch as tt  # noqa: E402
+
+DTYPES = [(torch.float64, 1e-12), (torch.float32, 2e-5)]
+
+
+def leaves(*shapes, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(*s, dtype=dtype, generator=g).requires_grad_() for s in shapes]
+
+
+def compare(ours, ref, inputs, tol):
+    """Outputs and the gradients of a random weighting of them agree."""
+    a, b = ours(*inputs), ref(*inputs)
+    assert a.shape == b.shape and a.dtype == b.dtype
+    torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+    w = torch.randn(a.shape, dtype=a.dtype, generator=torch.Generator().manual_seed(7))
+    ga = torch.autograd.grad((a * w).sum(), [t for t in inputs if t.requires_grad])
+    gb = torch.autograd.grad((b * w).sum(), [t for t in inputs if t.requires_grad])
+    for x, y in zip(ga, gb):
+        torch.testing.assert_close(x, y, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_layer_norm_matches_torch(dtype, tol):
+    x, w, b = leaves((3, 5, 16), (16,), (16,), dtype=dtype)
+    compare(lambda x, w, b: tt.layer_norm(x, (16,), w, b, 1e-5),
+            lambda x, w, b: F.layer_norm(x, (16,), w, b, 1e-5), [x, w, b], tol)
+    (x,) = leaves((4, 16), dtype=dtype, seed=1)
+    compare(lambda x: tt.layer_norm(x, 16), lambda x: F.layer_norm(x, (16,)), [x], tol)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_matches_torch(dtype, tol, causal):
+    q, k, v = leaves((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 4), dtype=dtype)
+
+    def ref(q, k, v):
+        s = q @ k.transpose(-1, -2) / 8 ** 0.5
+        if causal:  # bottom-right aligned: query i sees keys j <= i + S - T
+            T, S = q.shape[-2], k.shape[-2]
+            keep = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+            s = s.masked_fill(~keep, float("-inf"))
+        return torch.softmax(s, -1) @ v
+
+    compare(lambda q, k, v: tt.scaled_dot_product_attention(q, k, v, is_causal=causal), ref, [q, k, v], tol)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_cross_entropy_matches_torch(dtype, tol):
+    (lg,) = leaves((6, 9), dtype=dtype)
+    t = torch.tensor([0, 8, -100, 3, 3, 1])
+    a, b = tt.cross_entropy(lg, t), F.cross_entropy(lg, t)
+    torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+    ga, = torch.autograd.grad(a * 1.5, [lg])
+    gb, = torch.autograd.grad(b * 1.5, [lg])
+    torch.testing.assert_close(ga, gb, rtol=tol, atol=tol)
+    assert torch.all(ga[2] == 0)  # the ignored row
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_matches_torch(dtype, tol, approximate):
+    (x,) = leaves((4, 11), dtype=dtype)
+    compare(lambda x: tt.gelu(x, approximate), lambda x: F.gelu(x, approximate=approximate), [x], tol)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_embedding_matches_torch(dtype, tol):
+    (table,) = leaves((7, 5), dtype=dtype)
+    ids = torch.tensor([[1, 6, 1], [0, 2, 1]])
+    compare(lambda t: tt.embedding(ids, t), lambda t: F.embedding(ids, t), [table], tol)
+
+
+def test_gradcheck_f64():
+    """Finite differences in f64 (torch.autograd.gradcheck) through every Function."""
+    x, w, b = leaves((3, 6), (6,), (6,))
+    assert torch.autograd.gradcheck(lambda x, w, b: tt.layer_norm(x, 6, w, b), (x, w, b))
+    q, k, v = leaves((1, 2, 4, 3), (1, 2, 4, 3), (1, 2, 4, 3), seed=2)
+    assert torch.autograd.gradcheck(lambda q, k, v: tt.scaled_dot_product_attention(q, k, v, True), (q, k, v))
+    (lg,) = leaves((5, 4), seed=3)
+    t = torch.tensor([0, 3, -100, 1, 1])
+    assert torch.autograd.gradcheck(lambda lg: tt.cross_entropy(lg, t), (lg,))
+    (x,) = leaves((2, 5), seed=4)
+    assert torch.autograd.gradcheck(lambda x: tt.gelu(x, "tanh"), (x,))
+
+
+def test_modules_are_drop_in():
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Embedding(11, 8), torch.nn.LayerNorm(8), torch.nn.GELU("tanh"))
+    ours = torch.nn.Sequential(tt.Embedding(11, 8), tt.LayerNorm(8), tt.GELU("tanh"))
+    ours.load_state_dict(ref.state_dict())
+    ids = torch.tensor([[1, 2, 10], [3, 3, 0]])
+    a, b = ours(ids), ref(ids)
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    a.sum().backward()
+    b.sum().backward()
+    for pa, pb in zip(ours.parameters(), ref.parameters()):
+        torch.testing.assert_close(pa.grad, pb.grad, rtol=1e-5, atol=1e-5)
+    lg = torch.randn(4, 11)
+    t = torch.tensor([1, -100, 3, 10])
+    torch.testing.assert_close(tt.CrossEntropyLoss()(lg, t), torch.nn.CrossEntropyLoss()(lg, t))
+
+
+def test_inputs_cross_without_copies():
+    x = torch.randn(4, 8)
+    assert tt._in(x).data_ptr() == x.data_ptr()  # contiguous: read in place
+    y = tt.layer_norm(x, 8)
+    # the result is a torch tensor over the memory the kernel wrote: writing through it is visible to a re-import
+    assert tt._in(y).data_ptr() == y.data_ptr()
+
+
+def test_errors_are_tfcore_exceptions():
+    x = torch.randn(4, 8, dtype=torch.float64)
+    with pytest.raises(tfcore.ShapeError, match="tfc_layernorm_forward"):
+        tt.layer_norm(x, 8, torch.ones(7, dtype=torch.float64))
+    with pytest.raises(ValueError, match="normalized_shape"):
+        tt.layer_norm(x, (4, 8))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        tt.layer_norm([1.0, 2.0], 2)
+    with pytest.raises(tfcore.Error):
+        tt.cross_entropy(torch.randn(3, 4), torch.tensor([0, 4, 1]))  # target out of range
