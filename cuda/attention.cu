@@ -22,7 +22,15 @@
  * key) row, scalar FMAs against tiles broadcast from shared memory; it is
  * correct for every T, S, D, Dv <= 128 but does not use tensor cores.
  * DM (64 or 128) is the compile-time bound on D and Dv.
+ *
+ * The backend's attention entries (tfc_attn_problem) are at the end: they
+ * compact strided operands into contiguous scratch copies, then run the
+ * tensor-core kernels of attention_flash.cu where those apply and these
+ * otherwise.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "common.cuh"
 #include "entries.h"
 
@@ -216,20 +224,14 @@ static tfc_status check_shape(const char *fn, size_t B, size_t H, size_t T, size
     return TFC_OK;
 }
 
-tfc_status tfcu_attention_forward(int32_t device, int32_t dtype, const void *q, const void *k, const void *v, void *out,
-                                  float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
-                                  int32_t causal) {
+/* The forward on contiguous operands (lse [B,H,T] f32 always written). */
+static tfc_status simple_forward(int32_t device, int32_t dtype, const void *q, const void *k, const void *v, void *out,
+                                 float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
+                                 int32_t causal) {
     const char *fn = "tfcu_attention_forward";
     tfcu_ctx *c;
     TFCU_TRY(check_shape(fn, B, H, T, S, D, Dv));
     if (!B || !H || !T) return TFC_OK;
-    TFCU_NOT_NULL(fn, q);
-    TFCU_NOT_NULL(fn, out);
-    TFCU_NOT_NULL(fn, lse);
-    if (S) {
-        TFCU_NOT_NULL(fn, k);
-        TFCU_NOT_NULL(fn, v);
-    }
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));
     dim3 grid((unsigned)((T + ROWS - 1) / ROWS), (unsigned)(B * H));
     return tfcu_dispatch_float(fn, dtype, [&](auto t) {
@@ -246,10 +248,11 @@ tfc_status tfcu_attention_forward(int32_t device, int32_t dtype, const void *q, 
     });
 }
 
-tfc_status tfcu_attention_backward(int32_t device, int32_t dtype, const void *dout, const void *q, const void *k,
-                                   const void *v, const void *out, const float *lse, void *dq, void *dk, void *dv,
-                                   size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
-                                   int32_t causal, uint32_t flags) {
+/* The backward on contiguous operands; dq, dk, dv each or NULL. */
+static tfc_status simple_backward(int32_t device, int32_t dtype, const void *dout, const void *q, const void *k,
+                                  const void *v, const void *out, const float *lse, void *dq, void *dk, void *dv,
+                                  size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
+                                  int32_t causal, uint32_t flags) {
     const char *fn = "tfcu_attention_backward";
     tfcu_ctx *c;
     TFCU_TRY(check_shape(fn, B, H, T, S, D, Dv));
@@ -265,12 +268,6 @@ tfc_status tfcu_attention_backward(int32_t device, int32_t dtype, const void *do
         if (dv && S) TFCU_TRY(tfcu_memset0(device, dv, B * H * S * Dv * es));
         return TFC_OK;
     }
-    TFCU_NOT_NULL(fn, dout);
-    TFCU_NOT_NULL(fn, q);
-    TFCU_NOT_NULL(fn, k);
-    TFCU_NOT_NULL(fn, v);
-    TFCU_NOT_NULL(fn, out);
-    TFCU_NOT_NULL(fn, lse);
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));
     return tfcu_dispatch_float(fn, dtype, [&](auto t) -> tfc_status {
         typedef decltype(t) TT;
@@ -310,4 +307,95 @@ tfc_status tfcu_attention_backward(int32_t device, int32_t dtype, const void *do
         tfcu_scratch_free(c, delta);
         return s;
     });
+}
+
+/* ---- the backend's entries ---- */
+
+/* An attention operand as the kernels read it: contiguous [B, H, rows, cols], compacted into scratch if not. */
+static tfc_status attn_contiguous(tfcu_scratch_set &s, const char *fn, const tfc_attn_problem *p,
+                                  const tfc_attn_operand &o, int64_t rows, int64_t cols, const void **out) {
+    *out = o.data;
+    if (o.sr == cols && o.sh == rows * cols && o.sb == p->H * rows * cols) return TFC_OK;
+    void *buf;
+    TFCU_TRY(s.get(fn, (size_t)(p->B * p->H * rows * cols) * tfcu_float_size(p->dtype), &buf));
+    tfc_copy_problem c = {};
+    c.device = p->device;
+    c.dst = tfcu_flat_view(buf, p->dtype, 0);
+    c.dst.ndim = 4;
+    const int64_t shape[4] = {p->B, p->H, rows, cols}, src_st[4] = {o.sb, o.sh, o.sr, 1};
+    int64_t st = 1;
+    for (int d = 3; d >= 0; d--) c.dst.shape[d] = shape[d], c.dst.strides[d] = st, st *= shape[d];
+    c.src = c.dst;
+    c.src.data = (char *)o.data;
+    for (int d = 0; d < 4; d++) c.src.strides[d] = src_st[d];
+    TFCU_TRY(tfcu_copy(&c));
+    *out = buf;
+    return TFC_OK;
+}
+
+/*
+ * Which attention kernels run (attention section, see docs/CUDA.md):
+ * TFC_CUDA_ATTENTION=flash (the default) takes the tensor-core kernels of
+ * attention_flash.cu where they apply (bf16, D = Dv = 64 or 128, aligned
+ * operands) and this file's otherwise; =simple always takes this file's.
+ * Read on every call so one process (the device check) can compare both
+ * paths against the CPU.
+ */
+static tfc_status attn_use_flash(const char *fn, const tfc_attn_problem *p, const void *const *ptrs, int nptrs,
+                                 bool *use) {
+    const char *e = getenv("TFC_CUDA_ATTENTION");
+    *use = false;
+    if (e && *e && strcmp(e, "flash") != 0) {
+        if (strcmp(e, "simple") == 0) return TFC_OK;
+        return tfcu_err(TFC_ERR_INVALID_ARG, "%s: TFC_CUDA_ATTENTION is '%s', want 'flash' or 'simple'", fn, e);
+    }
+    *use = tfcu_flash_attention_applies(p->dtype, (size_t)p->D, (size_t)p->Dv, (size_t)p->Tq, (size_t)p->S, ptrs,
+                                        nptrs) != 0;
+    return TFC_OK;
+}
+
+/* out_w and lse_w (scratch when NULL: the kernels always write it). */
+tfc_status tfcu_attention_forward(const tfc_attn_problem *p) {
+    const char *fn = "tfcu_attention_forward";
+    if (p->B * p->H * p->Tq == 0) return TFC_OK;
+    tfcu_scratch_set s;
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
+    const void *q, *k, *v;
+    void *lse = p->lse_w;
+    TFCU_TRY(attn_contiguous(s, fn, p, p->q, p->Tq, p->D, &q));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->k, p->S, p->D, &k));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->v, p->S, p->Dv, &v));
+    if (!lse) TFCU_TRY(s.get(fn, (size_t)(p->B * p->H * p->Tq) * 4, &lse));
+    const void *ptrs[4] = {q, k, v, p->out_w};
+    bool flash;
+    TFCU_TRY(attn_use_flash(fn, p, ptrs, 4, &flash));
+    if (flash)
+        return tfcu_flash_attention_forward(p->device, q, k, v, p->out_w, (float *)lse, (size_t)p->B, (size_t)p->H,
+                                            (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (float)p->scale, p->causal);
+    return simple_forward(p->device, p->dtype, q, k, v, p->out_w, (float *)lse, (size_t)p->B, (size_t)p->H,
+                          (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (size_t)p->Dv, (float)p->scale, p->causal);
+}
+
+/* dq, dk, dv from dout, q, k, v, out and the forward's lse. */
+tfc_status tfcu_attention_backward(const tfc_attn_problem *p) {
+    const char *fn = "tfcu_attention_backward";
+    if (p->B * p->H * (p->Tq + p->S) == 0) return TFC_OK;
+    tfcu_scratch_set s;
+    TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
+    const void *q, *k, *v, *out, *dout;
+    TFCU_TRY(attn_contiguous(s, fn, p, p->q, p->Tq, p->D, &q));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->k, p->S, p->D, &k));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->v, p->S, p->Dv, &v));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->out, p->Tq, p->Dv, &out));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->dout, p->Tq, p->Dv, &dout));
+    const void *ptrs[8] = {q, k, v, out, dout, p->dq, p->dk, p->dv};
+    bool flash;
+    TFCU_TRY(attn_use_flash(fn, p, ptrs, 8, &flash));
+    if (flash)
+        return tfcu_flash_attention_backward(p->device, dout, q, k, v, out, (const float *)p->lse, p->dq, p->dk, p->dv,
+                                             (size_t)p->B, (size_t)p->H, (size_t)p->Tq, (size_t)p->S, (size_t)p->D,
+                                             (float)p->scale, p->causal, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+    return simple_backward(p->device, p->dtype, dout, q, k, v, out, (const float *)p->lse, p->dq, p->dk, p->dv,
+                           (size_t)p->B, (size_t)p->H, (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (size_t)p->Dv,
+                           (float)p->scale, p->causal, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
 }

@@ -1,8 +1,9 @@
 /*
  * Shared pieces of the CUDA module: the per-device context (one stream,
  * the stream-ordered memory pool, the cuBLASLt handle), error reporting
- * into the module's thread-local message, dtype dispatch, element loads
- * and stores in f32, and warp/block reductions.
+ * into the module's thread-local message, stream-ordered scratch buffers,
+ * dtype dispatch and flat views for launchers that compose other entries,
+ * element loads and stores in f32, and warp/block reductions.
  */
 #ifndef TFCU_COMMON_CUH
 #define TFCU_COMMON_CUH
@@ -12,7 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cuda_types.h"
+#include <vector>
+
+#include "backend/backend.h"
 
 typedef __nv_bfloat16 bf16;
 
@@ -60,6 +63,23 @@ tfc_status tfcu_ctx_get(int32_t device, const char *fn, tfcu_ctx **out);
 tfc_status tfcu_scratch(tfcu_ctx *c, const char *fn, size_t nbytes, void **out);
 void tfcu_scratch_free(tfcu_ctx *c, void *p);
 
+/*
+ * Scratch buffers released (stream-ordered) when the object goes out of
+ * scope, for launchers that take several: set c (tfcu_ctx_get) before get.
+ */
+struct tfcu_scratch_set {
+    tfcu_ctx *c = NULL;
+    std::vector<void *> bufs;
+    ~tfcu_scratch_set() {
+        for (void *p : bufs) tfcu_scratch_free(c, p);
+    }
+    tfc_status get(const char *fn, size_t nbytes, void **out) {
+        TFCU_TRY(tfcu_scratch(c, fn, nbytes ? nbytes : 1, out));
+        bufs.push_back(*out);
+        return TFC_OK;
+    }
+};
+
 /* Blocks for a grid-stride loop over n items with `threads` per block. */
 static inline unsigned tfcu_blocks(const tfcu_ctx *c, size_t n, unsigned threads) {
     size_t b = (n + threads - 1) / threads, cap = (size_t)c->sm_count * 32;
@@ -70,6 +90,20 @@ static inline unsigned tfcu_blocks(const tfcu_ctx *c, size_t n, unsigned threads
 /* ---- dtypes ---- */
 
 const char *tfcu_dtype_name(int32_t dtype);
+
+/* Bytes per element of a float dtype the module takes (f32 or bf16). */
+static inline size_t tfcu_float_size(int32_t dtype) { return dtype == TFC_DTYPE_BF16 ? 2 : 4; }
+
+/* A contiguous view of n elements at data, for handing a buffer to the copy, fill and map entries. */
+static inline tfc_sview tfcu_flat_view(void *data, int32_t dtype, int64_t n) {
+    tfc_sview v = {};
+    v.data = (char *)data;
+    v.dtype = (tfc_dtype)dtype;
+    v.ndim = 1;
+    v.shape[0] = n;
+    v.strides[0] = 1;
+    return v;
+}
 
 /* Call f(T{}) with T = float or bf16 for the float dtypes; error otherwise. */
 template <class F> static inline tfc_status tfcu_dispatch_float(const char *fn, int32_t dtype, F &&f) {

@@ -3,7 +3,8 @@
  * words of the element size, so every dtype is served; f32 ↔ bf16: converted,
  * round to nearest even), src broadcast by stride 0, dst any strides; and
  * dst = value for every dtype. Contiguous same-dtype copies and zero fills
- * go to cudaMemcpyAsync / cudaMemsetAsync.
+ * go to cudaMemcpyAsync / cudaMemsetAsync. A linear layer's bias rows are
+ * such a broadcast copy (tfcu_bias_rows).
  */
 #include <cuda_fp16.h>
 
@@ -94,4 +95,15 @@ tfc_status tfcu_fill(const tfc_fill_problem *p) {
             <<<blocks, 256, 0, c->stream>>>(dst, (uint8_t)(p->dst.dtype == TFC_DTYPE_BOOL ? v != 0 : (int)v), n);
     }
     return TFCU_LAUNCHED(fn, "fill_kernel");
+}
+
+/* y [rows, n] = b broadcast into every row: a copy whose source rows all have stride 0. */
+tfc_status tfcu_bias_rows(const tfc_bias_problem *p) {
+    tfc_copy_problem c = {};
+    c.device = p->device;
+    c.dst = tfcu_flat_view(p->y, p->dtype, 0);
+    c.dst.ndim = 2, c.dst.shape[0] = p->rows, c.dst.shape[1] = p->n, c.dst.strides[0] = p->n, c.dst.strides[1] = 1;
+    c.src = c.dst;
+    c.src.data = (char *)p->b, c.src.strides[0] = 0;
+    return tfcu_copy(&c);
 }

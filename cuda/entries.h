@@ -1,14 +1,15 @@
 /*
- * The module's kernels and memory functions. Those listed last take the
+ * The module's kernels and memory functions. The kernel launchers take the
  * backend table's problem structs (lib/backend/backend.h) and are its
- * entries; module.cu adapts the others where an entry needs preparation
- * (scratch operands, attention's choice of kernels, the optimizer's
- * grouping) or a descriptor (cuBLASLt, AdamW).
+ * entries; each lives in the file of its kernels and prepares there what
+ * it needs (scratch operands, attention's choice of kernels, the
+ * optimizer's grouping, a cuBLASLt or AdamW descriptor). module.cu puts
+ * them in the table.
  */
 #ifndef TFCU_ENTRIES_H
 #define TFCU_ENTRIES_H
 
-#include "cuda_types.h"
+#include "backend/backend.h"
 
 const char *tfcu_describe(void);
 int32_t tfcu_device_count(void);
@@ -28,21 +29,11 @@ tfc_status tfcu_coll_broadcast(const tfc_coll_problem *p);
 tfc_status tfcu_coll_all_gather(const tfc_coll_problem *p);
 tfc_status tfcu_coll_reduce_scatter(const tfc_coll_problem *p);
 
-tfc_status tfcu_matmul(int32_t device, const tfc_cuda_matmul_desc *desc);
-tfc_status tfcu_attention_forward(int32_t device, int32_t dtype, const void *q, const void *k, const void *v, void *out,
-                                  float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
-                                  int32_t causal);
-tfc_status tfcu_attention_backward(int32_t device, int32_t dtype, const void *dout, const void *q, const void *k,
-                                   const void *v, const void *out, const float *lse, void *dq, void *dk, void *dv,
-                                   size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
-                                   int32_t causal, uint32_t flags);
-tfc_status tfcu_grad_norm(int32_t device, int32_t dtype, const void *const *grads, const size_t *numel, int32_t count,
-                          float max_norm, float *norm, float *clip_scale);
-tfc_status tfcu_adamw(int32_t device, const tfc_cuda_adamw_desc *desc);
 /*
  * Tensor-core attention (attention_flash.cu): bf16, D = Dv = 64 or 128,
- * same contract as tfcu_attention_forward/backward with Dv = D.
- * tfcu_flash_attention_applies says whether a problem fits (dtype, dims,
+ * on contiguous q [B,H,T,D], k/v [B,H,S,D], out [B,H,T,D], lse [B,H,T]
+ * f32 (tfc_attn_problem's formulas); attention.cu's entries call them
+ * where tfcu_flash_attention_applies says a problem fits (dtype, dims,
  * T, S > 0, the given operand pointers 16-byte aligned; NULLs ignored).
  */
 int tfcu_flash_attention_applies(int32_t dtype, size_t D, size_t Dv, size_t T, size_t S, const void *const *ptrs,
@@ -77,14 +68,15 @@ tfc_status tfcu_cross_entropy_backward(const tfc_cross_entropy_problem *p);
 /* Both read back the device's id check unless accumulate has TFC_IDS_CHECKED. */
 tfc_status tfcu_embedding_forward(const tfc_embedding_problem *p);
 tfc_status tfcu_embedding_backward(const tfc_embedding_problem *p);
-/* out[o] (+)= scale · Σ over the reduced trailing dims of `in` (see reduce.cu). */
-tfc_status tfcu_sum(int32_t device, const tfc_sview *in, int32_t nkeep, void *out, double scale, bool accumulate);
-/*
- * out[j] (+)= scale · Σ_r x[r·ld + j] for x [rows, n] (reduce.cu): row chunks
- * summed in parallel, then the chunks in order; deterministic. fn names
- * the entry in messages.
- */
-tfc_status tfcu_colsum(const char *fn, int32_t device, int32_t dtype, const void *x, int64_t rows, int64_t n,
-                       int64_t ld, void *out, double scale, bool accumulate);
+tfc_status tfcu_gemm(const tfc_gemm_problem *p);
+tfc_status tfcu_bias_rows(const tfc_bias_problem *p);
+tfc_status tfcu_bias_grad(const tfc_bias_problem *p);
+/* Non-contiguous operands are compacted into scratch; TFC_CUDA_ATTENTION picks the kernels (attention.cu). */
+tfc_status tfcu_attention_forward(const tfc_attn_problem *p);
+tfc_status tfcu_attention_backward(const tfc_attn_problem *p);
+/* AdamW (and Adam without weight decay) on f32 parameters; the rest is refused. */
+tfc_status tfcu_optim_step(const tfc_optim_problem *p);
+tfc_status tfcu_grad_norm(const tfc_grad_norm_problem *p);
+tfc_status tfcu_grad_scale(const tfc_grad_norm_problem *p);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * Batched row-major GEMM through cuBLASLt (see tfc_cuda_matmul_desc):
+ * The backend table's gemm (tfc_gemm_problem), batched row-major GEMM
+ * through cuBLASLt:
  *   C_i = epilogue(alpha op(A_i) op(B_i) + beta C_i),  C_i [M, N]
  * cuBLASLt is column-major, and a row-major [R, C] matrix is the same bytes
  * as a column-major [C, R] one, so we ask for C^T = op(B)^T op(A)^T: the
@@ -14,7 +15,8 @@
  * Plans are cached per shape: the operation descriptor, the three layouts
  * and the heuristic's algorithm (or its "none"), so a repeated shape (every
  * training step) creates no descriptor and asks no heuristic; only the
- * bias pointer is set per call.
+ * bias pointer is set per call. K = 0 scales C (and adds the bias) through
+ * the fill and map entries instead, so any ldc works.
  */
 #include <cublasLt.h>
 
@@ -26,6 +28,39 @@
 #define WORKSPACE_BYTES ((size_t)32 << 20)
 
 static std::mutex g_lt_mu;
+
+/* Matmul epilogues (bias is a [N] vector added to every row of C). */
+enum { TFC_CUDA_EPI_NONE = 0, TFC_CUDA_EPI_BIAS = 1, TFC_CUDA_EPI_GELU = 2, TFC_CUDA_EPI_BIAS_GELU = 3 };
+
+/*
+ * What the cuBLASLt path runs, filled by tfcu_gemm from the problem:
+ * for each of `batch` items,
+ *   C = alpha * op(A) @ op(B) + beta * C   (then the epilogue),
+ * op(A) is [M,K] (A stored [M,K], or [K,M] when trans_a), op(B) is [K,N]
+ * (B stored [K,N], or [N,K] when trans_b), C is [M,N]; item i at
+ * base + i*stride (elements; 0 shares one matrix). dtype is that of A, B,
+ * C and bias: bf16 (f32 accumulation) or f32 (full f32 precision unless
+ * allow_tf32); with c_f32, bf16 A and B and f32 C and bias. Epilogues:
+ * bias [N] added to every row, then GELU (tanh form) when asked (the
+ * table's gemm asks for the bias only). lda/ldb/ldc are the row strides of
+ * the stored matrices (0: contiguous). alpha and beta are floats because
+ * cuBLASLt reads them as its f32 scale type.
+ */
+typedef struct tfc_cuda_matmul_desc {
+    int32_t dtype;
+    int64_t M, N, K, batch;
+    int32_t trans_a, trans_b;
+    const void *a;
+    const void *b;
+    void *c;
+    const void *bias; /* [N], needed for the BIAS epilogues */
+    int64_t stride_a, stride_b, stride_c;
+    float alpha, beta;
+    int32_t epilogue;
+    int64_t lda, ldb, ldc;
+    int32_t c_f32;      /* 1: C (and bias) f32 while A and B are bf16 */
+    int32_t allow_tf32; /* 1: f32 A and B may be rounded to TF32 (CUBLAS_COMPUTE_32F_FAST_TF32) */
+} tfc_cuda_matmul_desc;
 
 static tfc_status lt_check(cublasStatus_t st, const char *fn, const char *what) {
     if (st == CUBLAS_STATUS_SUCCESS) return TFC_OK;
@@ -245,33 +280,18 @@ static tfc_status apply_epilogue(tfcu_ctx *c, const tfc_cuda_matmul_desc *d, flo
     });
 }
 
-tfc_status tfcu_matmul(int32_t device, const tfc_cuda_matmul_desc *d) {
-    const char *fn = "tfcu_matmul";
+/* The product on cuBLASLt with the desc's epilogue, or the plain product and the epilogue kernel. */
+static tfc_status matmul(int32_t device, const tfc_cuda_matmul_desc *d) {
+    const char *fn = "tfcu_gemm";
     tfcu_ctx *c;
-    TFCU_NOT_NULL(fn, d);
-    if (d->struct_size < sizeof(tfc_cuda_matmul_desc))
-        return tfcu_err(TFC_ERR_VERSION, "%s: desc->struct_size %u is smaller than %zu", fn, d->struct_size,
-                        sizeof(tfc_cuda_matmul_desc));
-    if (d->dtype != TFC_DTYPE_F32 && d->dtype != TFC_DTYPE_BF16)
-        return tfcu_err(TFC_ERR_DTYPE, "%s: dtype %s is not supported on CUDA (f32 or bf16)", fn,
-                        tfcu_dtype_name(d->dtype));
-    if (d->M < 0 || d->N < 0 || d->K < 0 || d->batch < 0 || d->batch > INT32_MAX)
-        return tfcu_err(TFC_ERR_SHAPE, "%s: M %lld, N %lld, K %lld, batch %lld must be >= 0 (batch < 2^31)", fn,
-                        (long long)d->M, (long long)d->N, (long long)d->K, (long long)d->batch);
-    if (d->c_f32 && d->dtype != TFC_DTYPE_BF16)
-        return tfcu_err(TFC_ERR_DTYPE, "%s: an f32 C (c_f32) is for bf16 A and B only, not %s", fn,
-                        tfcu_dtype_name(d->dtype));
-    if (d->epilogue < TFC_CUDA_EPI_NONE || d->epilogue > TFC_CUDA_EPI_BIAS_GELU)
-        return tfcu_err(TFC_ERR_INVALID_ARG, "%s: epilogue %d is not one of 0..3", fn, (int)d->epilogue);
+    if (d->batch > INT32_MAX)
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "%s: batch %lld; cuBLASLt's batch count is below 2^31", fn,
+                        (long long)d->batch);
     bool want_bias = d->epilogue == TFC_CUDA_EPI_BIAS || d->epilogue == TFC_CUDA_EPI_BIAS_GELU;
     bool want_gelu = d->epilogue == TFC_CUDA_EPI_GELU || d->epilogue == TFC_CUDA_EPI_BIAS_GELU;
-    if (want_bias) TFCU_NOT_NULL(fn, d->bias);
     if (!d->M || !d->N || !d->batch) return TFC_OK;
-    TFCU_NOT_NULL(fn, d->c);
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));
     if (!d->K) return apply_epilogue(c, d, d->beta, want_bias, want_gelu, fn);
-    TFCU_NOT_NULL(fn, d->a);
-    TFCU_NOT_NULL(fn, d->b);
     TFCU_TRY(lt_init(c, fn));
     cublasLtEpilogue_t epi = want_bias ? (want_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                        : (want_gelu ? CUBLASLT_EPILOGUE_GELU : CUBLASLT_EPILOGUE_DEFAULT);
@@ -288,4 +308,62 @@ tfc_status tfcu_matmul(int32_t device, const tfc_cuda_matmul_desc *d) {
                         (long long)d->M, (long long)d->N, (long long)d->K, tfcu_dtype_name(d->dtype));
     if (epi != CUBLASLT_EPILOGUE_DEFAULT || !(want_bias || want_gelu)) return TFC_OK;
     return apply_epilogue(c, d, 1.0f, want_bias, want_gelu, fn);
+}
+
+/*
+ * K = 0: C_i = beta · C_i (+ bias rows) for every item, through the strided
+ * fill and map entries, so any ldc works.
+ */
+static tfc_status gemm_k0(const tfc_gemm_problem *p) {
+    const int32_t ct = p->c_f32 ? (int32_t)TFC_DTYPE_F32 : (int32_t)p->dtype;
+    const size_t es = tfcu_float_size(ct);
+    for (int64_t i = 0; i < p->batch; i++) {
+        tfc_sview c = tfcu_flat_view((char *)p->c + (size_t)(i * p->stride_c) * es, ct, 0);
+        c.ndim = 2, c.shape[0] = p->M, c.shape[1] = p->N, c.strides[0] = p->ldc ? p->ldc : p->N, c.strides[1] = 1;
+        if (p->beta == 0.0) {
+            tfc_fill_problem f = {p->device, c, 0.0};
+            TFCU_TRY(tfcu_fill(&f));
+        } else if (p->beta != 1.0) {
+            tfc_map_problem m = {};
+            m.device = p->device, m.op = TFC_MAP_MUL_S, m.out = &c, m.a = &c, m.p = p->beta;
+            TFCU_TRY(tfcu_map(&m));
+        }
+        if (p->epilogue == TFC_GEMM_EPI_BIAS) {
+            tfc_sview b = c;
+            b.data = (char *)p->bias, b.strides[0] = 0;
+            tfc_map_problem m = {};
+            m.device = p->device, m.op = TFC_MAP_ADD, m.out = &c, m.a = &c, m.b = &b;
+            TFCU_TRY(tfcu_map(&m));
+        }
+        if (!p->stride_c) break;
+    }
+    return TFC_OK;
+}
+
+/*
+ * The table's GEMM: bf16 or f32 C, the f32 C of bf16 A and B (c_f32, the
+ * bf16 autocast's gradients), the fused bias epilogue, TF32 when
+ * allow_tf32. Refused: epilogues other than the bias, c_f32 of f32 A and B.
+ */
+tfc_status tfcu_gemm(const tfc_gemm_problem *p) {
+    if (p->epilogue != TFC_GEMM_EPI_NONE && p->epilogue != TFC_GEMM_EPI_BIAS)
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "tfcu_gemm: epilogue %d is not one CUDA fuses (bias)", (int)p->epilogue);
+    if (p->c_f32 && p->dtype != TFC_DTYPE_BF16)
+        return tfcu_err(TFC_ERR_UNSUPPORTED, "tfcu_gemm: an f32 C (c_f32) is for bf16 A and B only, not %s",
+                        tfcu_dtype_name(p->dtype));
+    if (p->M * p->N * p->batch == 0) return TFC_OK;
+    if (p->K == 0) return gemm_k0(p);
+    tfc_cuda_matmul_desc d = {};
+    d.dtype = p->dtype;
+    d.M = p->M, d.N = p->N, d.K = p->K, d.batch = p->batch;
+    d.trans_a = p->trans_a, d.trans_b = p->trans_b;
+    d.a = p->a, d.b = p->b, d.c = p->c;
+    d.stride_a = p->stride_a, d.stride_b = p->stride_b, d.stride_c = p->stride_c;
+    d.lda = p->lda, d.ldb = p->ldb, d.ldc = p->ldc;
+    d.alpha = (float)p->alpha, d.beta = (float)p->beta;
+    d.epilogue = p->epilogue == TFC_GEMM_EPI_BIAS ? TFC_CUDA_EPI_BIAS : TFC_CUDA_EPI_NONE;
+    d.bias = p->bias;
+    d.c_f32 = p->c_f32;
+    d.allow_tf32 = p->allow_tf32;
+    return matmul(p->device, &d);
 }

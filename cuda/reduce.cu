@@ -6,7 +6,8 @@
  * the same bits on every run and every device, no float atomics).
  *   column sums (the kept dims merge into one unit-stride run, the reduced
  *   dims into one stride: a bias gradient, a sum over the batch): a
- *   row-chunked two-pass reduction, colsum_* below;
+ *   row-chunked two-pass reduction, colsum_* below, which is also the
+ *   backend's bias_grad (db [n] (+)= column sums of dy [rows, n]);
  *   few other outputs: one block per output, a block reduction over k;
  *   many other outputs: one thread per output walking k.
  */
@@ -130,8 +131,13 @@ static int64_t colsum_chunk_rows(int64_t rows, int64_t n) {
     return (cr + COLSUM_H - 1) / COLSUM_H * COLSUM_H;
 }
 
-tfc_status tfcu_colsum(const char *fn, int32_t device, int32_t dtype, const void *x, int64_t rows, int64_t n,
-                       int64_t ld, void *out, double scale, bool accumulate) {
+/*
+ * out[j] (+)= scale · Σ_r x[r·ld + j] for x [rows, n]: row chunks summed in
+ * parallel, then the chunks in order; deterministic. fn names the entry in
+ * messages.
+ */
+static tfc_status colsum(const char *fn, int32_t device, int32_t dtype, const void *x, int64_t rows, int64_t n,
+                         int64_t ld, void *out, double scale, bool accumulate) {
     tfcu_ctx *c;
     if (n <= 0) return TFC_OK;
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));
@@ -172,7 +178,9 @@ static bool merge_run(const tfc_sview *v, int32_t first, int32_t last, int64_t *
     return true;
 }
 
-tfc_status tfcu_sum(int32_t device, const tfc_sview *in, int32_t nkeep, void *out, double scale, bool accumulate) {
+/* out[o] (+)= scale · Σ over the reduced trailing dims of `in` (the head comment's three cases). */
+static tfc_status sum_trailing(int32_t device, const tfc_sview *in, int32_t nkeep, void *out, double scale,
+                               bool accumulate) {
     const char *fn = "reduce";
     tfcu_ctx *c;
     int64_t nout = 1, n = 1;
@@ -180,7 +188,7 @@ tfc_status tfcu_sum(int32_t device, const tfc_sview *in, int32_t nkeep, void *ou
     if (!nout) return TFC_OK;
     int64_t ks, ns, rs, kst;
     if (nout > 1 && merge_run(in, 0, nkeep, &ks, &kst) && kst == 1 && merge_run(in, nkeep, in->ndim, &ns, &rs))
-        return tfcu_colsum(fn, device, in->dtype, in->data, n, nout, rs, out, scale, accumulate);
+        return colsum(fn, device, in->dtype, in->data, n, nout, rs, out, scale, accumulate);
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));
     /* Splits: enough blocks to fill the SMs eight deep, none shorter than SPLIT_MIN_CHUNK elements. */
     const int64_t want_blocks = (int64_t)c->sm_count * 8;
@@ -223,5 +231,10 @@ tfc_status tfcu_reduce(const tfc_reduce_problem *p) {
         return tfcu_err(TFC_ERR_UNSUPPORTED,
                         "reduce: only sums and means run on CUDA (max, min, arg and var are "
                         "CPU-only)");
-    return tfcu_sum(p->device, &p->in, p->nkeep, p->out, p->scale, false);
+    return sum_trailing(p->device, &p->in, p->nkeep, p->out, p->scale, false);
+}
+
+/* db [n] (+)= column sums of dy [rows, n] (row stride ld), each column's rows in the order colsum fixes. */
+tfc_status tfcu_bias_grad(const tfc_bias_problem *p) {
+    return colsum("tfcu_bias_grad", p->device, p->dtype, p->dy, p->rows, p->n, p->ld, p->db, 1.0, p->accumulate != 0);
 }
