@@ -77,6 +77,9 @@ tfc_status tfcu_cross_entropy_backward(const tfc_cross_entropy_problem *p);
 /* Both read back the device's id check unless accumulate has TFC_IDS_CHECKED. */
 tfc_status tfcu_embedding_forward(const tfc_embedding_problem *p);
 tfc_status tfcu_embedding_backward(const tfc_embedding_problem *p);
+/* RoPE (rope.cu): a device-side check of the positions, read back, unless pos_checked. */
+tfc_status tfcu_rope_forward(const tfc_rope_problem *p);
+tfc_status tfcu_rope_backward(const tfc_rope_problem *p);
 /* out[o] (+)= scale · Σ over the reduced trailing dims of `in` (see reduce.cu). */
 tfc_status tfcu_sum(int32_t device, const tfc_sview *in, int32_t nkeep, void *out, double scale, bool accumulate);
 /*
