@@ -78,5 +78,8 @@ tfc_status tfcu_attention_backward(const tfc_attn_problem *p);
 tfc_status tfcu_optim_step(const tfc_optim_problem *p);
 tfc_status tfcu_grad_norm(const tfc_grad_norm_problem *p);
 tfc_status tfcu_grad_scale(const tfc_grad_norm_problem *p);
+/* RoPE (rope.cu): a device-side check of the positions, read back, unless pos_checked. */
+tfc_status tfcu_rope_forward(const tfc_rope_problem *p);
+tfc_status tfcu_rope_backward(const tfc_rope_problem *p);
 
 #endif

@@ -70,6 +70,8 @@ static tfc_backend make_table(void) {
     b.gelu_backward = tfcu_gelu_backward;
     b.attention_forward = tfcu_attention_forward;
     b.attention_backward = tfcu_attention_backward;
+    b.rope_forward = tfcu_rope_forward;
+    b.rope_backward = tfcu_rope_backward;
     b.dropout = tfcu_dropout;
     b.topk = NULL; /* top-k: CPU only */
     b.topk_backward = NULL;

@@ -217,6 +217,99 @@ TFC_API TFC_NODISCARD tfc_status tfc_gelu_forward(const tfc_tensor *x, int32_t a
 TFC_API TFC_NODISCARD tfc_status tfc_gelu_backward(const tfc_tensor *dy, const tfc_tensor *x, int32_t approximate,
                                                    tfc_tensor *dx, uint32_t flags);
 
+/* ---- rotary position embedding (RoPE) -------------------------------------- */
+
+/* The rope_scaling types of a Hugging Face config.json ("rope_type", or "type" in older files). */
+typedef enum tfc_rope_type {
+    TFC_ROPE_DEFAULT = 0, /* no rope_scaling, or "default" */
+    TFC_ROPE_LINEAR = 1,  /* "linear": position interpolation, inv_freq / factor */
+    TFC_ROPE_DYNAMIC = 2, /* "dynamic": NTK-aware, theta grows with the sequence past max_position_embeddings */
+    TFC_ROPE_LLAMA3 = 3   /* "llama3": Llama 3.1's per-wavelength interpolation */
+} tfc_rope_type;
+
+/*
+ * How a model's rotary frequencies are made: rope_theta and rope_scaling of
+ * its config.json. Set struct_size = sizeof(tfc_rope_config) (the INIT
+ * macro does): fields added later go at the end. Each field is read only by
+ * the types named beside it.
+ */
+typedef struct tfc_rope_config {
+    uint32_t struct_size;
+    int32_t rope_type;                        /* a tfc_rope_type */
+    double theta;                             /* rope_theta (all types): finite, > 0 */
+    double factor;                            /* linear, dynamic, llama3: finite, > 0 */
+    double low_freq_factor;                   /* llama3: finite, > 0 */
+    double high_freq_factor;                  /* llama3: finite, > low_freq_factor */
+    int64_t original_max_position_embeddings; /* llama3 (rope_scaling's): > 0 */
+    int64_t max_position_embeddings;          /* dynamic (the config's top-level field): > 0 */
+} tfc_rope_config;
+
+/* Llama 2's rope_theta and no scaling; the llama3 fields hold Llama 3.1's values (factor 8 to be set). */
+#define TFC_ROPE_CONFIG_INIT \
+    { (uint32_t)sizeof(tfc_rope_config), TFC_ROPE_DEFAULT, 10000.0, 1.0, 1.0, 4.0, 8192, 2048 }
+
+/*
+ * The rotary inverse frequencies of a head of head_dim D (even, >= 2), as
+ * transformers' modeling_rope_utils computes them, written to
+ * inv_freq[0 .. D/2) (the caller's array of D/2 doubles), in f64; i < D/2:
+ *   default: inv_freq[i] = 1 / theta^(2i/D)
+ *   linear:  inv_freq[i] = 1 / (factor · theta^(2i/D))
+ *   dynamic: with L = max_position_embeddings, when seq_len > L
+ *              theta' = theta · (factor · seq_len / L − (factor − 1))^(D / (D − 2)),
+ *              inv_freq[i] = 1 / theta'^(2i/D);  else the default (needs D > 2)
+ *   llama3:  with f = the default's, w = 2π / f, O = original_max_position_embeddings:
+ *              w < O / high_freq_factor: f;   w > O / low_freq_factor: f / factor;
+ *              else s = (O / w − low_freq_factor) / (high_freq_factor − low_freq_factor),
+ *                   (1 − s) · f / factor + s · f
+ * seq_len (>= 0) is the sequence length the frequencies serve, the largest
+ * position + 1; only dynamic reads it (transformers keeps the frequencies
+ * of the longest sequence seen until one shorter than L comes: pass that).
+ * Transformers computes them in f32; for f32 and bf16 tensors pass them
+ * rounded to f32, for f64 as they are. Errors (inv_freq untouched): NULL
+ * config or inv_freq (TFC_ERR_INVALID_ARG); config->struct_size too small
+ * (TFC_ERR_VERSION); head_dim odd or < 2 (or 2 for dynamic), seq_len < 0,
+ * an unknown rope_type, a field the type reads outside its range
+ * (TFC_ERR_INVALID_ARG naming it). Thread-safe; allocates nothing.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_rope_inv_freq(const tfc_rope_config *config, int64_t head_dim, int64_t seq_len,
+                                                   double *inv_freq);
+
+/*
+ * Rotary position embedding in Hugging Face's rotate-half form (Llama's
+ * apply_rotary_pos_emb): x [B,H,T,D] (D even; the heads as tfc_attention
+ * takes them), positions i64 of the tokens, [T] or [1,T] (shared by the
+ * batch) or [B,T] (per sequence: a KV cache's offset, packed sequences),
+ * inv_freq [D/2] (tfc_rope_inv_freq). With h = D/2, p = positions[b,t] and
+ * a_i = p · inv_freq[i], for every b, head, t and i < h:
+ *   y[..., i]     = x[..., i]     · cos a_i − x[..., i + h] · sin a_i
+ *   y[..., i + h] = x[..., i + h] · cos a_i + x[..., i]     · sin a_i
+ * i.e. y = x·cos + rotate_half(x)·sin with cos/sin repeated over both
+ * halves. The angle dtype: f64 for f64 x (inv_freq f64); f32 for f32 and
+ * bf16 x (inv_freq f32, the one float tensor of another dtype than x), p
+ * converted to f32 and the product p·inv_freq rounded to f32 before cos and
+ * sin, as transformers does. y [B,H,T,D] has x's dtype; positions and
+ * inv_freq live on x's device (else TFC_ERR_DEVICE). x is read through its strides when its
+ * last dim has stride 1 (q or k as a [B,H,T,D] view of a fused [B,T,3,H,D]
+ * projection, no copy). A negative position is TFC_ERR_INVALID_ARG naming
+ * its flat index and value, found before anything is written (on CUDA that
+ * check waits for the device, unless positions were copied from the host
+ * by tfc_tensor_to_device and not written since). Other errors: x not 4-D
+ * or D odd, positions or inv_freq of another shape (TFC_ERR_SHAPE),
+ * positions not i64 or inv_freq not the angle dtype (TFC_ERR_DTYPE).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_rope_forward(const tfc_tensor *x, const tfc_tensor *positions,
+                                                  const tfc_tensor *inv_freq, tfc_tensor *y);
+
+/*
+ * Gradient of tfc_rope_forward (the rotation by −a_i; it does not need x):
+ *   dx[..., i]     = dy[..., i]     · cos a_i + dy[..., i + h] · sin a_i
+ *   dx[..., i + h] = dy[..., i + h] · cos a_i − dy[..., i]     · sin a_i
+ * dy [B,H,T,D] (read through its strides like x), positions and inv_freq
+ * as in the forward; dx [B,H,T,D] (required). Errors as the forward's.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_rope_backward(const tfc_tensor *dy, const tfc_tensor *positions,
+                                                   const tfc_tensor *inv_freq, tfc_tensor *dx, uint32_t flags);
+
 #ifdef __cplusplus
 }
 #endif

@@ -223,6 +223,17 @@ TFC_API TFC_NODISCARD tfc_status tfc_attention(tfc_graph *g /* nullable */, cons
  */
 TFC_API TFC_NODISCARD tfc_status tfc_dropout(tfc_graph *g /* nullable */, const tfc_tensor *x, double p, uint64_t seed,
                                              uint64_t offset, tfc_tensor **out);
+/*
+ * Rotary position embedding (HF's rotate-half form) of x [B,H,T,D] at
+ * positions (i64 [T], [1,T] or [B,T]) with inv_freq [D/2]: the formula,
+ * dtypes and errors of tfc_rope_forward (kernels.h). *out is a new
+ * contiguous [B,H,T,D] tensor. Saves positions and inv_freq (not x); the
+ * backward is the rotation by −angle (tfc_rope_backward), itself
+ * differentiable (create_graph). Gradients flow to x only: inv_freq
+ * requiring grad on a recording graph is TFC_ERR_INVALID_ARG.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_rope(tfc_graph *g /* nullable */, const tfc_tensor *x, const tfc_tensor *positions,
+                                          const tfc_tensor *inv_freq, tfc_tensor **out);
 
 /* ---- selection and joining --------------------------------------------------- */
 

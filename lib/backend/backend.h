@@ -59,7 +59,7 @@
 #include "backend/view.h"
 #include "tfcore/core.h"
 
-#define TFC_BACKEND_ABI 12
+#define TFC_BACKEND_ABI 13
 
 /* ---- problems, grouped as the table ------------------------------------- */
 
@@ -404,6 +404,33 @@ typedef struct tfc_attn_problem {
     int32_t accumulate;
 } tfc_attn_problem;
 
+/* rotary position embedding */
+
+/*
+ * RoPE, HF's rotate-half form, on x [B,H,T,D] (a strided operand), D even,
+ * h = D/2: for row (b, head, t), p = pos[b·pos_sb + t] and, in the angle
+ * dtype (f64 for f64, else f32: p and inv_freq[i] as it, the product
+ * rounded to it), a_i = p · inv_freq[i], i < h:
+ *   forward:  y[i] = x[i] cos a_i − x[i+h] sin a_i,   y[i+h] = x[i+h] cos a_i + x[i] sin a_i
+ *   backward: dx[i] (+)= dy[i] cos a_i + dy[i+h] sin a_i,   dx[i+h] (+)= dy[i+h] cos a_i − dy[i] sin a_i
+ * pos i64 [B,T] (pos_sb = Tn) or [T] (pos_sb = 0), inv_freq [h] of the angle
+ * dtype, y / dx contiguous [B,H,T,D]. A negative position is
+ * TFC_ERR_INVALID_ARG before anything is written; pos_checked = 1: the
+ * door knows none is (tfc_storage_range_within), a device may skip its check.
+ */
+typedef struct tfc_rope_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int64_t B, H, Tn, D; /* Tn: tokens per sequence (T in the docs) */
+    int64_t pos_sb;
+    int32_t pos_checked;
+    const int64_t *pos;
+    const void *inv_freq;
+    tfc_attn_operand x, dy;
+    void *y, *dx;
+    int32_t accumulate;
+} tfc_rope_problem;
+
 /* loss */
 
 /*
@@ -654,6 +681,10 @@ typedef struct tfc_backend {
     /* attention */
     tfc_status (*attention_forward)(const tfc_attn_problem *p);
     tfc_status (*attention_backward)(const tfc_attn_problem *p);
+
+    /* rotary position embedding */
+    tfc_status (*rope_forward)(const tfc_rope_problem *p);
+    tfc_status (*rope_backward)(const tfc_rope_problem *p);
 
     /* loss */
     tfc_status (*cross_entropy_forward)(const tfc_cross_entropy_problem *p);

@@ -12,7 +12,7 @@
  * and applies to every float buffer; index buffers (ids, targets) are i32
  * or i64 as index_dtype says. Buffers are contiguous except where the
  * problem says otherwise: copy, fill, random, map, reduce, gather and
- * scatter take strided views, attention operands carry their
+ * scatter take strided views, attention and RoPE operands carry their
  * batch/head/row strides, bias_grad's dy its row stride. The door has
  * validated shapes and overlaps; data only a kernel sees (an id or target
  * out of range, a bad multinomial weight) is checked by the kernel before
@@ -92,6 +92,9 @@ tfc_status tfc_cpu_gelu_backward(const tfc_gelu_problem *p);
 /* Flash-style tiles on the stack: O(T) extra memory, strided operands. */
 tfc_status tfc_cpu_attention_forward(const tfc_attn_problem *p);
 tfc_status tfc_cpu_attention_backward(const tfc_attn_problem *p);
+/* RoPE: positions checked first (TFC_ERR_INVALID_ARG); cos/sin of a token's angles on the stack, shared by its heads. */
+tfc_status tfc_cpu_rope_forward(const tfc_rope_problem *p);
+tfc_status tfc_cpu_rope_backward(const tfc_rope_problem *p);
 tfc_status tfc_cpu_dropout(const tfc_dropout_problem *p);
 /* topk allocates a line's buffer of d (value, index) pairs (TFC_ERR_OOM). */
 tfc_status tfc_cpu_topk(const tfc_topk_problem *p);

@@ -291,6 +291,13 @@ tfc_lora_config *fx_lora_config(void) {
     return &lora_cfg_;
 }
 
+/* Llama 3.1's rope_scaling (llama3, factor 8) on theta 500000. */
+const tfc_rope_config *fx_rope_config(void) {
+    static tfc_rope_config c = TFC_ROPE_CONFIG_INIT;
+    c.rope_type = TFC_ROPE_LLAMA3, c.theta = 500000.0, c.factor = 8.0;
+    return &c;
+}
+
 tfc_gpt *fx_gpt_lora(void) {
     if (!gpt_lora_ &&
         (tfc_gpt_new(fx_gpt_config(), 1, &gpt_lora_) != TFC_OK ||

@@ -52,6 +52,7 @@ tfc_gpt *fx_gpt(void); /* tiny: 1 layer, 2 heads, 8 dims, block 8, vocab 16 */
 tfc_gpt_config *fx_gpt_config(void);
 tfc_gpt *fx_gpt_lora(void); /* fx_gpt's config with rank-2 LoRA adapters on c_attn and c_proj */
 tfc_lora_config *fx_lora_config(void);
+const tfc_rope_config *fx_rope_config(void);
 tfc_gpt_cache *fx_cache(void);
 tfc_safetensors *fx_st(void);
 const void *fx_st_bytes(void);

@@ -52,7 +52,7 @@ LIMITS = {"int32_t": ("INT32_MIN", "INT32_MAX"), "int64_t": ("INT64_MIN", "INT64
 # requires it to be refused (with fn and the parameter named).
 NONNEG = {"n", "ndim", "ndims", "cap", "batch", "B", "T", "max_new", "n_prompt", "n_seq", "n_paths", "n_meta", "vocab_size",
           "length", "k", "top_k", "i", "id", "group", "warmup", "total", "begin", "n_in", "n_out",
-          "n_outputs", "n_inputs"}
+          "n_outputs", "n_inputs", "head_dim", "seq_len"}
 NONNEG_BY_FN = {("tfc_multinomial", "num_samples"), ("tfc_slice", "step"), ("tfc_lr_constant", "step"), ("tfc_lr_cosine", "step"),
                 ("tfc_lr_linear", "step"), ("tfc_lr_inverse_sqrt", "step"), ("tfc_set_num_threads", "n")}
 # Integer parameters also tried at their type's extremes (INT_MIN, INT_MAX).
@@ -69,7 +69,8 @@ BUFFER_COUNTS = {("tfc_concat", "n"), ("tfc_graph_checkpoint", "n_in"), ("tfc_gr
                  ("tfc_gpt_generate_speculative", "cap"), ("tfc_tokenizer_train_files", "n_paths"),
                  ("tfc_token_file_read", "n"), ("tfc_token_file_open_shards", "n"), ("tfc_token_file_write_shard", "n"),
                  ("tfc_tensor_shape", "cap"), ("tfc_tensor_strides", "cap"),
-                 ("tfc_autograd_grad", "n_outputs"), ("tfc_autograd_grad", "n_inputs")}
+                 ("tfc_autograd_grad", "n_outputs"), ("tfc_autograd_grad", "n_inputs"),
+                 ("tfc_rope_inv_freq", "head_dim")}
 # A tensor of a few dims/sizes: ndim up to the INT32_MAX case is refused
 # before the array is read; the arrays themselves are tests/c/test_shape_safety.c's.
 
@@ -156,6 +157,7 @@ BY_TYPE = {
     "const tfc_gpt_config *": "fx_gpt_config()",
     "tfc_gpt_config *": "fx_gpt_config()",
     "const tfc_lora_config *": "fx_lora_config()",
+    "const tfc_rope_config *": "fx_rope_config()",
     "tfc_lora_config *": "fx_lora_config()",
     "tfc_gpt_cache *": "fx_cache()",
     "const tfc_gpt_cache *": "fx_cache()",
@@ -359,6 +361,10 @@ FIXTURES = {
     "tfc_masked_select": {"mask": t(2, 3, dtype="TFC_DTYPE_BOOL")},
     "tfc_linear_bf16": {"w": t(3, 4), "w_bf16": t(3, 4, dtype="TFC_DTYPE_BF16"), "b": t(4)},
     "tfc_gpt_set_autocast": {"dtype": "TFC_DTYPE_BF16"},
+    "tfc_rope": {"x": Q, "positions": "fx_ids(2, 16)", "inv_freq": t(2)},
+    "tfc_rope_forward": {"x": Q, "positions": "fx_ids(2, 16)", "inv_freq": t(2), "y": Q},
+    "tfc_rope_backward": {"dy": Q, "positions": "fx_ids(2, 16)", "inv_freq": t(2), "dx": Q},
+    "tfc_rope_inv_freq": {"head_dim": "4", "seq_len": "0"},
 }
 # Release-style functions: a valid call would free a fixture, so only NULL is tried.
 # Functions that end the process by design (tfc_comm_abort): no case can run them.

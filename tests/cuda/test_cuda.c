@@ -740,6 +740,87 @@ TEST(embedding_forward_backward_deterministic) {
     }
 }
 
+/*
+ * RoPE on x [B,H,T,D] read as the k slot of a fused [B,T,3,H,D] projection (row strides, no copy), positions per
+ * sequence ([B,T], a KV cache's offsets) or shared ([T]). The reference rotates in double from the kernel's own
+ * f32 angle (the f32 product p · inv_freq, transformers' angle): what remains is sincosf (2 ulp) and rounding.
+ */
+TEST(rope_forward_backward_strided_positions) {
+    const struct {
+        int64_t B, H, T, D, pos0;
+        int per_seq;
+    } cases[2] = {{2, 3, 5, 8, 7, 1}, {1, 2, 33, 256, 1000, 0}};
+    for (int ci = 0; ci < 2; ci++)
+        for (int di = 0; di < 2; di++) {
+            const int dt = DTYPES[di];
+            const int64_t B = cases[ci].B, H = cases[ci].H, T = cases[ci].T, D = cases[ci].D, h = D / 2;
+            const size_t nqkv = (size_t)(B * T * 3 * H * D), n = (size_t)(B * H * T * D);
+            const int64_t npos = cases[ci].per_seq ? B * T : T;
+            float *qkv = rand_host(nqkv, -1, 1, dt, 60 + ci), *dy = rand_host(n, -1, 1, dt, 62 + ci);
+            float *acc0 = rand_host(n, -1, 1, dt, 64 + ci), *inv = malloc((size_t)h * 4);
+            float *want = malloc(n * 4), *want_dx = malloc(n * 4);
+            int64_t *pos = malloc((size_t)npos * 8);
+            for (int64_t i = 0; i < h; i++) inv[i] = (float)(1.0 / pow(10000.0, (double)(2 * i) / (double)D));
+            for (int64_t i = 0; i < npos; i++) pos[i] = cases[ci].pos0 + (i % T) + (i / T) * 3;
+            const int64_t sb = T * 3 * H * D, sh = D, sr = 3 * H * D, k_off = H * D;
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t hd = 0; hd < H; hd++)
+                    for (int64_t t = 0; t < T; t++) {
+                        const float a32 = (float)pos[cases[ci].per_seq ? b * T + t : t]; /* the f32 position */
+                        for (int64_t i = 0; i < h; i++) {
+                            const float ang = a32 * inv[i]; /* the f32 product */
+                            const double c = cos((double)ang), sn = sin((double)ang);
+                            const float *xr = qkv + k_off + b * sb + hd * sh + t * sr;
+                            const size_t o = (size_t)(((b * H + hd) * T + t) * D);
+                            want[o + i] = round_dt((float)(xr[i] * c - xr[i + h] * sn), dt);
+                            want[o + i + h] = round_dt((float)(xr[i + h] * c + xr[i] * sn), dt);
+                            want_dx[o + i] = round_dt((float)(acc0[o + i] + (dy[o + i] * c + dy[o + i + h] * sn)), dt);
+                            want_dx[o + i + h] =
+                                round_dt((float)(acc0[o + i + h] + (dy[o + i + h] * c - dy[o + i] * sn)), dt);
+                        }
+                    }
+            void *d_qkv = up(qkv, nqkv, dt), *d_dy = up(dy, n, dt), *d_dx = up(acc0, n, dt), *d_y = dev(n, dt);
+            void *d_inv = up(inv, (size_t)h, TFC_DTYPE_F32), *d_pos = dev((size_t)npos, TFC_DTYPE_I64);
+            CHECK_CU(A->memcpy(0, d_pos, pos, (size_t)npos * 8, TFC_MEMCPY_H2D));
+            tfc_rope_problem p = {.dtype = (tfc_dtype)dt,
+                                  .B = B,
+                                  .H = H,
+                                  .Tn = T,
+                                  .D = D,
+                                  .pos_sb = cases[ci].per_seq ? T : 0,
+                                  .pos = d_pos,
+                                  .inv_freq = d_inv,
+                                  .x = {elem(d_qkv, k_off, dt), sb, sh, sr},
+                                  .y = d_y,
+                                  .dy = {d_dy, H * T * D, T * D, D},
+                                  .dx = d_dx,
+                                  .accumulate = 1};
+            char what[96];
+            for (int checked = 0; checked < 2; checked++) {
+                p.pos_checked = checked;
+                CHECK_CU(A->rope_forward(&p));
+                snprintf(what, sizeof what, "rope forward D %lld (%s, checked %d)", (long long)D, dt_name(dt), checked);
+                CHECK_DEVICE(d_y, n, dt, want, tol_elem(dt), what);
+            }
+            CHECK_CU(A->rope_backward(&p)); /* accumulates onto acc0 */
+            snprintf(what, sizeof what, "rope backward, accumulated, D %lld (%s)", (long long)D, dt_name(dt));
+            CHECK_DEVICE(d_dx, n, dt, want_dx, tol_elem(dt), what);
+            /* a negative position, found before anything is written */
+            pos[npos - 1] = -2;
+            CHECK_CU(A->memcpy(0, d_pos, pos, (size_t)npos * 8, TFC_MEMCPY_H2D));
+            p.pos_checked = 0;
+            tfc_fill_problem f = {.dst = view_flat(d_y, dt, (int64_t)n), .value = 5.0};
+            CHECK_CU(A->fill(&f));
+            snprintf(what, sizeof what, "at flat index %lld", (long long)(npos - 1));
+            CHECK_CU_ERR(A->rope_forward(&p), TFC_ERR_INVALID_ARG, what);
+            CHECK_CU_ERR(A->rope_backward(&p), TFC_ERR_INVALID_ARG, "holds -2");
+            for (size_t i = 0; i < n; i++) want[i] = 5.0f;
+            CHECK_DEVICE(d_y, n, dt, want, 0.0, "rope forward wrote nothing on a bad position");
+            free(qkv), free(dy), free(acc0), free(inv), free(want), free(want_dx), free(pos);
+            dfree(d_qkv), dfree(d_dy), dfree(d_dx), dfree(d_y), dfree(d_inv), dfree(d_pos);
+        }
+}
+
 TEST(bias_rows_and_bias_grad) {
     for (int di = 0; di < 2; di++) {
         int dt = DTYPES[di];

@@ -984,6 +984,60 @@ TEST(ids_out_of_range_are_still_refused_on_cuda) {
     tfc_tensor_release(ct), tfc_tensor_release(ids), tfc_tensor_release(table);
 }
 
+/* ---- rotary position embedding ------------------------------------------------------------- */
+
+/* x [B,T,H,D] permuted to a [B,H,T,D] view (as a model's q), rotated; x[1] positions, x[2] inv_freq (f32). */
+static tfc_status f_rope_views(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    tfc_tensor *h = NULL;
+    tfc_status s = tfc_permute(g, x[0], (int32_t[]){0, 2, 1, 3}, 4, &h);
+    if (s == TFC_OK) s = tfc_rope(g, h, x[1], x[2], o);
+    tfc_tensor_release(h);
+    return s;
+}
+
+/* The same on x rounded to bf16: in bf16 on CUDA, in f32 on the rounded values on the CPU; the output cast to f32. */
+static tfc_status f_rope_bf16(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    tfc_tensor *b = NULL, *w = NULL, *h = NULL, *ob = NULL;
+    const int cpu = tfc_tensor_device_type(x[0]) != TFC_DEVICE_CUDA;
+    tfc_status s = tfc_cast(g, x[0], TFC_DTYPE_BF16, &b);
+    if (s == TFC_OK && cpu) s = tfc_cast(g, b, TFC_DTYPE_F32, &w);
+    if (s == TFC_OK) s = tfc_permute(g, cpu ? w : b, (int32_t[]){0, 2, 1, 3}, 4, &h);
+    if (s == TFC_OK) s = tfc_rope(g, h, x[1], x[2], &ob);
+    if (s == TFC_OK) s = tfc_cast(g, ob, TFC_DTYPE_F32, o);
+    tfc_tensor_release(b), tfc_tensor_release(w), tfc_tensor_release(h), tfc_tensor_release(ob);
+    return s;
+}
+
+/*
+ * tfc_rope on cuda:0 against the CPU: the same f32 angles on both sides (the f32 product position · inv_freq), so
+ * only cosf/sinf against sincosf and the rounding of the four products differ. Positions per sequence with a
+ * KV-cache-like offset, and shared; bf16 within one output rounding; a negative position copied from the host is
+ * found by the device's check.
+ */
+TEST(rope_matches_the_cpu) {
+    const int64_t dx[4] = {2, 9, 3, 64}, dp[2] = {2, 9}, dp1[1] = {9}, dh[1] = {32};
+    tfc_tensor *x = rand_t(dx, 4, -2, 2), *pos = ids_t(dp, 2, TFC_DTYPE_I64, 0, 4000), *pos1 = NULL, *inv = NULL;
+    for (int64_t i = 0; i < 18; i++) ((int64_t *)tfc_tensor_data(pos))[i] = (i / 9) * 700 + 33 + i % 9;
+    CHECK_OK(tfc_tensor_empty(dp1, 1, TFC_DTYPE_I64, &pos1));
+    for (int64_t i = 0; i < 9; i++) ((int64_t *)tfc_tensor_data(pos1))[i] = 2040 + i;
+    tfc_rope_config rc = TFC_ROPE_CONFIG_INIT;
+    rc.theta = 500000.0, rc.rope_type = TFC_ROPE_LLAMA3, rc.factor = 8.0;
+    double f[32];
+    CHECK_OK(tfc_rope_inv_freq(&rc, 64, 0, f));
+    CHECK_OK(tfc_tensor_empty(dh, 1, TFC_DTYPE_F32, &inv));
+    for (int i = 0; i < 32; i++) ((float *)tfc_tensor_data(inv))[i] = (float)f[i];
+    check_op("rope, views, positions [B,T]", f_rope_views, (tfc_tensor *[]){x, pos, inv}, 3, 1, 1e-5);
+    check_op("rope, views, positions [T]", f_rope_views, (tfc_tensor *[]){x, pos1, inv}, 3, 1, 1e-5);
+    check_op("rope bf16, positions [B,T]", f_rope_bf16, (tfc_tensor *[]){x, pos, inv}, 3, 1, 1e-2);
+    ((int64_t *)tfc_tensor_data(pos))[11] = -1;
+    tfc_tensor *cx = cuda_copy(x), *cp = cuda_copy(pos), *ci = cuda_copy(inv), *ch = NULL, *o = NULL;
+    CHECK_OK(tfc_permute(NULL, cx, (int32_t[]){0, 2, 1, 3}, 4, &ch));
+    CHECK_ERR(tfc_rope(NULL, ch, cp, ci, &o), TFC_ERR_INVALID_ARG, "positions holds -1 at flat index 11");
+    CHECK(o == NULL);
+    tfc_tensor *all[] = {x, pos, pos1, inv, cx, cp, ci, ch};
+    release_all(all, 8);
+}
+
 int main(int argc, char **argv) {
     /* The names need no device: the device check lists them to run each test in its own process. */
     if (tfc_test_listing(argc, argv)) return tfc_test_main_(argc, argv);

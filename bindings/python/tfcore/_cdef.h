@@ -186,6 +186,7 @@ tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, const tfc_t
 tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w, const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **loss);
 tfc_status tfc_attention(tfc_graph *g, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, int32_t causal, double scale, tfc_tensor **out);
 tfc_status tfc_dropout(tfc_graph *g, const tfc_tensor *x, double p, uint64_t seed, uint64_t offset, tfc_tensor **out);
+tfc_status tfc_rope(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *positions, const tfc_tensor *inv_freq, tfc_tensor **out);
 tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
 tfc_status tfc_masked_fill(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *mask, double value, tfc_tensor **out);
 tfc_status tfc_concat(tfc_graph *g, const tfc_tensor *const *xs, int32_t n, int32_t dim, tfc_tensor **out);
@@ -253,6 +254,25 @@ tfc_status tfc_attention_forward(const tfc_tensor *q, const tfc_tensor *k, const
 tfc_status tfc_attention_backward(const tfc_tensor *dout, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, const tfc_tensor *out, const tfc_tensor *lse, int32_t causal, double scale, tfc_tensor *dq, tfc_tensor *dk, tfc_tensor *dv, uint32_t flags);
 tfc_status tfc_gelu_forward(const tfc_tensor *x, int32_t approximate, tfc_tensor *y);
 tfc_status tfc_gelu_backward(const tfc_tensor *dy, const tfc_tensor *x, int32_t approximate, tfc_tensor *dx, uint32_t flags);
+typedef enum tfc_rope_type {
+TFC_ROPE_DEFAULT = 0,
+TFC_ROPE_LINEAR = 1,
+TFC_ROPE_DYNAMIC = 2,
+TFC_ROPE_LLAMA3 = 3
+} tfc_rope_type;
+typedef struct tfc_rope_config {
+uint32_t struct_size;
+int32_t rope_type;
+double theta;
+double factor;
+double low_freq_factor;
+double high_freq_factor;
+int64_t original_max_position_embeddings;
+int64_t max_position_embeddings;
+} tfc_rope_config;
+tfc_status tfc_rope_inv_freq(const tfc_rope_config *config, int64_t head_dim, int64_t seq_len, double *inv_freq);
+tfc_status tfc_rope_forward(const tfc_tensor *x, const tfc_tensor *positions, const tfc_tensor *inv_freq, tfc_tensor *y);
+tfc_status tfc_rope_backward(const tfc_tensor *dy, const tfc_tensor *positions, const tfc_tensor *inv_freq, tfc_tensor *dx, uint32_t flags);
 typedef struct {
 uint32_t major;
 uint32_t minor;

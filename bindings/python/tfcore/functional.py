@@ -222,6 +222,73 @@ def attention(q, k, v, causal=True, scale=None):
     return _call(lib.tfc_attention, _ag.graph_for(q, k, v), q._h, k._h, v._h, 1 if causal else 0, float(scale))
 
 
+# ---- rotary position embedding ----------------------------------------------------------
+
+_ROPE_TYPES = {"default": lib.TFC_ROPE_DEFAULT, "linear": lib.TFC_ROPE_LINEAR, "dynamic": lib.TFC_ROPE_DYNAMIC,
+               "llama3": lib.TFC_ROPE_LLAMA3}
+# rope_scaling keys each type needs (transformers' _validate_*_parameters); "original_max_position_embeddings" is
+# also accepted (and unused) with dynamic, as there.
+_ROPE_KEYS = {"default": (), "linear": ("factor",), "dynamic": ("factor",),
+              "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
+
+
+def rope_inv_freq(head_dim, theta=10000.0, rope_scaling=None, max_position_embeddings=None, seq_len=0,
+                  dtype="float32", device=None):
+    """The rotary inverse frequencies [head_dim // 2] of a config.json's rope_theta and rope_scaling (a dict as
+    transformers reads it: "rope_type" (or "type") "default", "linear", "dynamic" or "llama3", with "factor",
+    "low_freq_factor", "high_freq_factor", "original_max_position_embeddings" as the type needs). Dynamic NTK
+    also reads the config's max_position_embeddings and seq_len, the sequence length the frequencies serve
+    (largest position + 1). Computed in float64 by tfc_rope_inv_freq; returned as a Tensor of dtype: float32
+    (transformers' dtype, for float32 and bfloat16 models) or float64 (for float64 ones). A key the type does not
+    take is ValueError, a missing one KeyError."""
+    cfg = ffi.new("tfc_rope_config *")
+    cfg.struct_size = ffi.sizeof("tfc_rope_config")
+    cfg.theta, cfg.factor, cfg.low_freq_factor, cfg.high_freq_factor = float(theta), 1.0, 1.0, 4.0
+    cfg.original_max_position_embeddings, cfg.max_position_embeddings = 8192, 2048
+    scaling = dict(rope_scaling or {})
+    kind = scaling.pop("rope_type", scaling.pop("type", "default"))
+    if kind not in _ROPE_TYPES:
+        raise ValueError("tfcore.rope_inv_freq: rope_type %r is not one of %s" % (kind, ", ".join(_ROPE_TYPES)))
+    cfg.rope_type = _ROPE_TYPES[kind]
+    for key in _ROPE_KEYS[kind]:
+        if key not in scaling:
+            raise KeyError("tfcore.rope_inv_freq: rope_scaling of rope_type %r needs %r" % (kind, key))
+    allowed = set(_ROPE_KEYS[kind]) | ({"original_max_position_embeddings"} if kind == "dynamic" else set())
+    for key, value in scaling.items():
+        if key not in allowed:
+            raise ValueError("tfcore.rope_inv_freq: rope_scaling key %r is not used by rope_type %r (it takes %s)"
+                             % (key, kind, ", ".join(sorted(allowed)) or "none"))
+        if key != "original_max_position_embeddings":
+            setattr(cfg, key, float(value))
+        elif kind == "llama3":
+            cfg.original_max_position_embeddings = operator.index(value)
+    if kind == "dynamic":
+        if max_position_embeddings is None:
+            raise ValueError("tfcore.rope_inv_freq: rope_type 'dynamic' needs max_position_embeddings")
+        cfg.max_position_embeddings = operator.index(max_position_embeddings)
+    head_dim = operator.index(head_dim)
+    out = ffi.new("double[]", builtin_max(head_dim // 2, 1))
+    check(lib.tfc_rope_inv_freq(cfg, head_dim, operator.index(seq_len), out))
+    return tensor(_np.frombuffer(ffi.buffer(out), dtype=_np.float64)[:head_dim // 2], dtype=dtype, device=device)
+
+
+def rope(x, positions, inv_freq):
+    """Rotary position embedding, transformers' rotate-half form (apply_rotary_pos_emb) of x [B,H,T,D]:
+    x·cos + rotate_half(x)·sin with angle positions[b,t] · inv_freq[i], repeated over both halves of D.
+    positions: int64 [T], [1,T] or [B,T] (a KV cache's offset, per-sequence positions; array-likes are made
+    int64 tensors on x's device); inv_freq [D/2] from rope_inv_freq, float32 for float32 and bfloat16 x (angles
+    in float32 as transformers computes them) or float64 for float64 x. Gradients flow to x only."""
+    if not isinstance(x, Tensor) or not isinstance(inv_freq, Tensor):
+        raise TypeError("tfcore.rope: x and inv_freq must be Tensors, got %s and %s"
+                        % (type(x).__name__, type(inv_freq).__name__))
+    if not isinstance(positions, Tensor):
+        arr = _np.asarray(positions)
+        if arr.size and not _np.issubdtype(arr.dtype, _np.integer):
+            raise TypeError("tfcore.rope: positions must be integers, got %s" % arr.dtype)
+        positions = tensor(arr.astype(_np.int64), device=x.device)
+    return _call(lib.tfc_rope, _ag.graph_for(x), x._h, positions._h, inv_freq._h)
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
     """torch.nn.functional.scaled_dot_product_attention's signature and defaults
     (not causal unless is_causal). q [..., T, D], k [..., S, D], v [..., S, Dv].

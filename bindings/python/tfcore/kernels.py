@@ -176,6 +176,24 @@ def gelu_backward(dy, x, approximate="none", dx=None, accumulate=False):
     return dx
 
 
+# ---- rotary position embedding ------------------------------------------------------
+
+
+def rope_forward(x, positions, inv_freq, y=None):
+    """RoPE (rotate-half) of x [B,H,T,D] at positions (int64 [T], [1,T] or [B,T]) with inv_freq [D/2]
+    (tfcore.functional.rope_inv_freq; float32 for float32 x, float64 for float64). Returns y [B,H,T,D]."""
+    y, hy = _out(y, x.shape, x)
+    check(lib.tfc_rope_forward(x._h, positions._h, inv_freq._h, hy))
+    return y
+
+
+def rope_backward(dy, positions, inv_freq, dx=None, accumulate=False):
+    """Gradient of rope_forward: dy rotated back by the same angles. Returns dx [B,H,T,D]."""
+    dx, hdx = _out(dx, dy.shape, dy, accumulate)
+    check(lib.tfc_rope_backward(dy._h, positions._h, inv_freq._h, hdx, _flags(accumulate)))
+    return dx
+
+
 def matmul_backward(dout, a, b, da=None, db=None, accumulate=False):
     """da = dout · bᵀ, db = aᵀ · dout (summed over broadcast batch dims). Returns (da, db)."""
     da, ha = _out(da, a.shape, a, accumulate)

@@ -95,6 +95,25 @@ pub struct tfc_custom_op_def {
     pub destroy: tfc_custom_destroy_fn,
 }
 
+pub type tfc_rope_type = i32;
+pub const TFC_ROPE_DEFAULT: tfc_rope_type = 0;
+pub const TFC_ROPE_LINEAR: tfc_rope_type = 1;
+pub const TFC_ROPE_DYNAMIC: tfc_rope_type = 2;
+pub const TFC_ROPE_LLAMA3: tfc_rope_type = 3;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tfc_rope_config {
+    pub struct_size: u32,
+    pub rope_type: i32,
+    pub theta: f64,
+    pub factor: f64,
+    pub low_freq_factor: f64,
+    pub high_freq_factor: f64,
+    pub original_max_position_embeddings: i64,
+    pub max_position_embeddings: i64,
+}
+
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct DLPackVersion {
@@ -419,6 +438,7 @@ extern "C" {
     pub fn tfc_linear_cross_entropy(g: *mut tfc_graph, h: *const tfc_tensor, w: *const tfc_tensor, targets: *const tfc_tensor, ignore_index: i64, loss: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_attention(g: *mut tfc_graph, q: *const tfc_tensor, k: *const tfc_tensor, v: *const tfc_tensor, causal: i32, scale: f64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_dropout(g: *mut tfc_graph, x: *const tfc_tensor, p: f64, seed: u64, offset: u64, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_rope(g: *mut tfc_graph, x: *const tfc_tensor, positions: *const tfc_tensor, inv_freq: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_where(g: *mut tfc_graph, cond: *const tfc_tensor, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_masked_fill(g: *mut tfc_graph, x: *const tfc_tensor, mask: *const tfc_tensor, value: f64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_concat(g: *mut tfc_graph, xs: *const *const tfc_tensor, n: i32, dim: i32, out: *mut *mut tfc_tensor) -> tfc_status;
@@ -486,6 +506,9 @@ extern "C" {
     pub fn tfc_attention_backward(dout: *const tfc_tensor, q: *const tfc_tensor, k: *const tfc_tensor, v: *const tfc_tensor, out: *const tfc_tensor, lse: *const tfc_tensor, causal: i32, scale: f64, dq: *mut tfc_tensor, dk: *mut tfc_tensor, dv: *mut tfc_tensor, flags: u32) -> tfc_status;
     pub fn tfc_gelu_forward(x: *const tfc_tensor, approximate: i32, y: *mut tfc_tensor) -> tfc_status;
     pub fn tfc_gelu_backward(dy: *const tfc_tensor, x: *const tfc_tensor, approximate: i32, dx: *mut tfc_tensor, flags: u32) -> tfc_status;
+    pub fn tfc_rope_inv_freq(config: *const tfc_rope_config, head_dim: i64, seq_len: i64, inv_freq: *mut f64) -> tfc_status;
+    pub fn tfc_rope_forward(x: *const tfc_tensor, positions: *const tfc_tensor, inv_freq: *const tfc_tensor, y: *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_rope_backward(dy: *const tfc_tensor, positions: *const tfc_tensor, inv_freq: *const tfc_tensor, dx: *mut tfc_tensor, flags: u32) -> tfc_status;
     pub fn tfc_tensor_to_dlpack(t: *const tfc_tensor, out: *mut *mut DLManagedTensor) -> tfc_status;
     pub fn tfc_tensor_to_dlpack_versioned(t: *const tfc_tensor, out: *mut *mut DLManagedTensorVersioned) -> tfc_status;
     pub fn tfc_tensor_from_dlpack(m: *mut DLManagedTensor, out: *mut *mut tfc_tensor) -> tfc_status;
