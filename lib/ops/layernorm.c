@@ -1,9 +1,13 @@
 /*
- * tfc_layernorm, the graph door of LayerNorm: runs tfc_layernorm_forward,
- * saves x, weight, mean and rstd, and its backward calls
- * tfc_layernorm_backward (see kernels.h for the formulas).
+ * The normalization family's doors: LayerNorm.
  *
- * The explicit doors tfc_layernorm_forward / tfc_layernorm_backward: checks, then the backend's layernorm entries.
+ * One forward function behind both doors (the explicit
+ * tfc_layernorm_forward of kernels.h and the graph door tfc_layernorm of
+ * ops.h): it checks the arguments once, fills the problem struct and runs
+ * the backend's entry, into the caller's outputs or into new ones the graph
+ * door then records. The graph door saves x, the weight and the statistics,
+ * and its backward calls the explicit backward door, which checks its own
+ * arguments once (see kernels.h for the formulas).
  */
 #include <math.h>
 
@@ -11,7 +15,7 @@
 #include "ops/operands.h"
 #include "tfcore/kernels.h"
 
-/* ---- the explicit doors (include/tfcore/kernels.h) ---- */
+/* ---- LayerNorm: the explicit doors (include/tfcore/kernels.h) ---- */
 
 /* x's last dim C and row count N; x must have a last dim of size >= 1. */
 static tfc_status rows_of(const char *fn, const tfc_tensor *x, int64_t *n, int64_t *c) {
@@ -22,9 +26,15 @@ static tfc_status rows_of(const char *fn, const tfc_tensor *x, int64_t *n, int64
     return TFC_OK;
 }
 
-TFC_API tfc_status tfc_layernorm_forward(const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *bias,
-                                         double eps, tfc_tensor *y, tfc_tensor *mean, tfc_tensor *rstd) {
-    const char *fn = "tfc_layernorm_forward";
+/*
+ * The LayerNorm forward behind both doors, every argument checked once:
+ * x, weight, bias and eps, then either the caller's y, mean and rstd (the
+ * explicit door; mean and rstd may be NULL) or, when made is non-NULL (the
+ * graph door), new y, mean and rstd on x's device, handed over in made[0..2]
+ * only on success.
+ */
+static tfc_status layernorm_fwd(const char *fn, const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *bias,
+                                double eps, tfc_tensor *y, tfc_tensor *mean, tfc_tensor *rstd, tfc_tensor **made) {
     const tfc_backend *b;
     int64_t n, c;
     TFC_TRY(tfc_karg_float(fn, "x", x));
@@ -34,31 +44,51 @@ TFC_API tfc_status tfc_layernorm_forward(const tfc_tensor *x, const tfc_tensor *
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: eps is %g, must be finite and >= 0", fn, eps);
     if (weight) TFC_TRY(tfc_karg_float_like(fn, "weight", weight, &c, 1, "x", x));
     if (bias) TFC_TRY(tfc_karg_float_like(fn, "bias", bias, &c, 1, "x", x));
-    TFC_CHECK_NOT_NULL(fn, y);
-    TFC_TRY(tfc_karg_output(fn, "y", y, x->dtype, x->shape, x->ndim, "x", x));
     tfc_dtype st = tfc_backend_stats_dtype(b, x->dtype);
-    if (mean) TFC_TRY(tfc_karg_output(fn, "mean", mean, st, &n, 1, "x", x));
-    if (rstd) TFC_TRY(tfc_karg_output(fn, "rstd", rstd, st, &n, 1, "x", x));
-    const tfc_tensor *all[] = {y, mean, rstd, x, weight, bias};
-    const char *names[] = {"y", "mean", "rstd", "x", "weight", "bias"};
-    TFC_TRY(tfc_karg_disjoint(fn, all, names, 3, 6));
+    tfc_tensor *own[3] = {NULL, NULL, NULL};
+    tfc_status s = TFC_OK;
+    if (made) {
+        s = tfc_tensor_new_like(x, x->dtype, &own[0]);
+        if (s == TFC_OK) s = tfc_tensor_new_on(x, &n, 1, st, &own[1]);
+        if (s == TFC_OK) s = tfc_tensor_new_on(x, &n, 1, st, &own[2]);
+        y = own[0], mean = own[1], rstd = own[2];
+    } else {
+        TFC_CHECK_NOT_NULL(fn, y);
+        TFC_TRY(tfc_karg_output(fn, "y", y, x->dtype, x->shape, x->ndim, "x", x));
+        if (mean) TFC_TRY(tfc_karg_output(fn, "mean", mean, st, &n, 1, "x", x));
+        if (rstd) TFC_TRY(tfc_karg_output(fn, "rstd", rstd, st, &n, 1, "x", x));
+        const tfc_tensor *all[] = {y, mean, rstd, x, weight, bias};
+        const char *names[] = {"y", "mean", "rstd", "x", "weight", "bias"};
+        TFC_TRY(tfc_karg_disjoint(fn, all, names, 3, 6));
+    }
 
     tfc_layernorm_problem p = {.device = tfc_device_index(x),
                                .dtype = x->dtype,
                                .rows = n,
                                .cols = c,
                                .eps = eps,
-                               .y = tfc_data(y),
+                               .y = tfc_out_data(y),
                                .mean = tfc_out_data(mean),
                                .rstd = tfc_out_data(rstd)};
     tfc_operands o = {0};
-    tfc_status s = tfc_operand(&o, x, &p.x);
+    if (s == TFC_OK) s = tfc_operand(&o, x, &p.x);
     if (s == TFC_OK) s = tfc_operand(&o, weight, &p.weight);
     if (s == TFC_OK) s = tfc_operand(&o, bias, &p.bias);
     if (s == TFC_OK) s = TFC_BACKEND_RUN(fn, b, layernorm_forward, &p);
     if (s == TFC_OK) tfc_written(y, mean, rstd);
     tfc_operands_release(&o);
+    for (int i = 0; i < 3; i++) {
+        if (s == TFC_OK && made)
+            made[i] = own[i];
+        else
+            tfc_tensor_release(own[i]);
+    }
     return tfc_err_in(fn, s);
+}
+
+TFC_API tfc_status tfc_layernorm_forward(const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *bias,
+                                         double eps, tfc_tensor *y, tfc_tensor *mean, tfc_tensor *rstd) {
+    return layernorm_fwd("tfc_layernorm_forward", x, weight, bias, eps, y, mean, rstd, NULL);
 }
 
 TFC_API tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor *x, const tfc_tensor *weight,
@@ -108,7 +138,7 @@ TFC_API tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor
     return tfc_err_in(fn, s);
 }
 
-/* ---- the graph door (include/tfcore/ops.h) ---- */
+/* ---- LayerNorm: the graph door (include/tfcore/ops.h) ---- */
 
 /* weight is empty when the layer has none. */
 typedef struct layernorm_ctx {
@@ -186,17 +216,12 @@ TFC_API tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_te
                                  double eps, tfc_tensor **out) {
     const char *fn = "tfc_layernorm";
     TFC_CHECK_NOT_NULL(fn, out);
-    TFC_TRY(tfc_check_float(fn, "x", x));
-    if (x->ndim == 0) return tfc_err(TFC_ERR_SHAPE, "%s: x is a scalar; LayerNorm needs a last dim", fn);
-    int64_t rows = tfc_numel(x) / (x->shape[x->ndim - 1] ? x->shape[x->ndim - 1] : 1);
-    tfc_tensor *y = NULL, *mean = NULL, *rstd = NULL;
-    tfc_status s = tfc_tensor_new_like(x, x->dtype, &y);
-    tfc_dtype st = tfc_tensor_stats_dtype(x);
-    if (s == TFC_OK) s = tfc_tensor_new_on(x, &rows, 1, st, &mean);
-    if (s == TFC_OK) s = tfc_tensor_new_on(x, &rows, 1, st, &rstd);
-    if (s == TFC_OK) s = tfc_layernorm_forward(x, weight, bias, eps, y, mean, rstd);
+    tfc_tensor *t[3] = {NULL, NULL, NULL}; /* y, mean, rstd */
+    TFC_TRY(layernorm_fwd(fn, x, weight, bias, eps, NULL, NULL, NULL, t));
+    tfc_tensor *y = t[0], *mean = t[1], *rstd = t[2];
+    tfc_status s = TFC_OK;
     const tfc_tensor *ins[3] = {x, weight, bias};
-    if (s == TFC_OK && tfc_should_record(g, ins, 3)) {
+    if (tfc_should_record(g, ins, 3)) {
         tfc_node *n;
         s = tfc_node_new(g, fn, layernorm_node_backward, 3, 1, sizeof(layernorm_ctx), &n);
         if (s == TFC_OK) {
@@ -223,3 +248,4 @@ TFC_API tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_te
     *out = y;
     return TFC_OK;
 }
+
