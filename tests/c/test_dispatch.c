@@ -225,7 +225,7 @@ TEST(without_a_device_cuda_paths_fail_with_the_loaders_reason) {
     tfc_tensor_release(b);
 }
 
-/* Fake modules for the loader's version check: one built for ABI 11, one for this ABI with another table size. */
+/* Fake modules for the loader's version check: one built for ABI 12, one for this ABI with another table size. */
 static tfc_backend old_table = {.struct_size = 600, .abi_version = TFC_BACKEND_ABI - 1, .name = "cuda"};
 static const tfc_backend *old_module(uint32_t v) { return v == TFC_BACKEND_ABI - 1 ? &old_table : NULL; }
 static tfc_backend odd_table = {.struct_size = sizeof(tfc_backend) + 8, .abi_version = TFC_BACKEND_ABI, .name = "cuda"};
@@ -234,7 +234,7 @@ static const tfc_backend *mute_module(uint32_t v) { return (void)v, NULL; }
 static const tfc_backend *this_module(uint32_t v) { return v == TFC_BACKEND_ABI ? &tfc_cpu_backend : NULL; }
 
 TEST(the_loader_refuses_a_module_of_another_abi_naming_both_versions) {
-    CHECK(TFC_BACKEND_ABI == 12);
+    CHECK(TFC_BACKEND_ABI == 13);
     char why[512], want[128];
     const tfc_backend *b = NULL;
     CHECK(tfc_backend_check_module(old_module, "libtfcore-cuda.so", &b, why, sizeof why) == TFC_ERR_DEVICE);
