@@ -60,6 +60,8 @@ tfc_status tfcu_gelu_backward(const tfc_gelu_problem *p);
 tfc_status tfcu_dropout(const tfc_dropout_problem *p);
 tfc_status tfcu_layernorm_forward(const tfc_layernorm_problem *p);
 tfc_status tfcu_layernorm_backward(const tfc_layernorm_problem *p);
+tfc_status tfcu_rmsnorm_forward(const tfc_rmsnorm_problem *p);
+tfc_status tfcu_rmsnorm_backward(const tfc_rmsnorm_problem *p);
 tfc_status tfcu_softmax_forward(const tfc_softmax_problem *p);
 tfc_status tfcu_softmax_backward(const tfc_softmax_problem *p);
 /* The forward reads back the device's target check unless accumulate has TFC_IDS_CHECKED; the backward needs lse_in. */

@@ -59,6 +59,8 @@ static tfc_backend make_table(void) {
     b.bias_grad = tfcu_bias_grad;
     b.layernorm_forward = tfcu_layernorm_forward;
     b.layernorm_backward = tfcu_layernorm_backward;
+    b.rmsnorm_forward = tfcu_rmsnorm_forward;
+    b.rmsnorm_backward = tfcu_rmsnorm_backward;
     b.softmax_forward = tfcu_softmax_forward;
     b.softmax_backward = tfcu_softmax_backward;
     b.cross_entropy_forward = tfcu_cross_entropy_forward;

@@ -11,7 +11,7 @@
  *    gradient checks), f32 or bf16 on CUDA, and every float tensor of one
  *    call has the same dtype. Index tensors (targets, ids) are i32 or i64.
  *    Anything else is TFC_ERR_DTYPE. The statistics a forward saves for its
- *    backward (LayerNorm mean/rstd, cross-entropy loss/lse, attention lse)
+ *    backward (LayerNorm mean/rstd, RMSNorm rstd, cross-entropy loss/lse, attention lse)
  *    have the input's dtype on the CPU and are f32 on CUDA.
  *  - Inputs may have any strides (transposed, sliced, expanded views). A
  *    kernel reads strided inputs directly where it can (attention reads
@@ -85,6 +85,42 @@ TFC_API TFC_NODISCARD tfc_status tfc_layernorm_backward(const tfc_tensor *dy, co
                                                         const tfc_tensor *rstd, tfc_tensor *dx /* nullable */,
                                                         tfc_tensor *dweight /* nullable */,
                                                         tfc_tensor *dbias /* nullable */, uint32_t flags);
+
+/* ---- RMSNorm ---------------------------------------------------------------- */
+
+/*
+ * RMSNorm over the last dimension (Llama's LlamaRMSNorm, torch 2.x's
+ * torch.nn.functional.rms_norm). x is [..., C] with C >= 1, seen as N =
+ * numel / C rows of C. Per row n:
+ *   rstd[n] = 1 / sqrt((1/C) Σ_c x[n,c]² + eps)
+ *   y[n,c]  = x[n,c] · rstd[n] · weight[c]
+ * weight [C] may be NULL (weight 1). y has x's shape; rstd [N] may be NULL
+ * (keep it for the backward). The sum of squares is accumulated in f64 on
+ * the CPU and in f32 on CUDA, where a bf16 x is computed in f32 and y
+ * rounded to bf16 once (as F.rms_norm; Hugging Face's LlamaRMSNorm also
+ * rounds x · rstd to bf16 before the weight multiplies it). eps must be
+ * finite and > 0 (else TFC_ERR_INVALID_ARG): a row of zeros would divide by
+ * zero. Other errors as for every function here (the rules above): a
+ * weight that is not [C] is TFC_ERR_SHAPE, one of another dtype than x
+ * TFC_ERR_DTYPE, x with no last dim or C = 0 TFC_ERR_SHAPE.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_rmsnorm_forward(const tfc_tensor *x, const tfc_tensor *weight /* nullable */,
+                                                     double eps, tfc_tensor *y, tfc_tensor *rstd /* nullable */);
+
+/*
+ * Gradients of tfc_rmsnorm_forward. dy and x are [..., C] (same shape),
+ * weight [C] or NULL as in the forward, rstd [N] as the forward produced it
+ * (required). With x̂ = x · rstd and g = dy · weight:
+ *   dx[n,c]    = rstd[n] · (g[n,c] − x̂[n,c] · mean_c(g[n,:] · x̂[n,:]))
+ *   dweight[c] = Σ_n dy[n,c] · x̂[n,c]
+ * dx (like x) and dweight [C] may each be NULL; dweight must be NULL when
+ * weight is NULL (TFC_ERR_INVALID_ARG). Column sums run over rows in a
+ * fixed order, so they are the same for any thread count.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_rmsnorm_backward(const tfc_tensor *dy, const tfc_tensor *x,
+                                                      const tfc_tensor *weight /* nullable */, const tfc_tensor *rstd,
+                                                      tfc_tensor *dx /* nullable */, tfc_tensor *dweight /* nullable */,
+                                                      uint32_t flags);
 
 /* ---- softmax / log-softmax ------------------------------------------------ */
 

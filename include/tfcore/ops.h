@@ -167,6 +167,16 @@ TFC_API TFC_NODISCARD tfc_status tfc_linear(tfc_graph *g /* nullable */, const t
 TFC_API TFC_NODISCARD tfc_status tfc_layernorm(tfc_graph *g /* nullable */, const tfc_tensor *x,
                                                const tfc_tensor *weight /* nullable */,
                                                const tfc_tensor *bias /* nullable */, double eps, tfc_tensor **out);
+/*
+ * RMSNorm over the last dim (Llama's; torch 2.x's F.rms_norm):
+ *   out = x / √(mean(x², last dim) + eps) ⊙ weight,
+ * computed by tfc_rmsnorm_forward (kernels.h: formulas, dtypes, errors);
+ * weight [C] or NULL, eps finite and > 0. Backward gives x and weight their
+ * gradients (tfc_rmsnorm_backward), and is itself differentiable
+ * (create_graph). *out is a new tensor of x's shape, dtype and device.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_rmsnorm(tfc_graph *g /* nullable */, const tfc_tensor *x,
+                                             const tfc_tensor *weight /* nullable */, double eps, tfc_tensor **out);
 /* out[..., :] = table[ids[...], :]; ids i32 or i64, bounds-checked. */
 TFC_API TFC_NODISCARD tfc_status tfc_embedding(tfc_graph *g /* nullable */, const tfc_tensor *table,
                                                const tfc_tensor *ids, tfc_tensor **out);

@@ -24,7 +24,7 @@
  *    CPU); `device` is the device index (0 on the CPU).
  *  - `dtype` is the float type of the problem's float buffers, one of
  *    caps.float_dtypes (the gemm: caps.gemm_dtypes). "Stats" buffers
- *    (LayerNorm mean/rstd, cross-entropy loss/lse, attention lse) have the
+ *    (LayerNorm mean/rstd, RMSNorm rstd, cross-entropy loss/lse, attention lse) have the
  *    dtype tfc_backend_stats_dtype() gives.
  *  - Buffers are contiguous row-major unless the problem says otherwise;
  *    shapes agree, outputs do not overlap inputs, and pointers are NULL
@@ -359,6 +359,26 @@ typedef struct tfc_layernorm_problem {
 } tfc_layernorm_problem;
 
 /*
+ * RMSNorm over the rows of x [rows, cols] (LayerNorm without the mean):
+ *   y = x · rstd · weight,  rstd = 1/√(mean(x²) + eps).
+ * weight [cols] or NULL (1); rstd [rows] (stats dtype) or NULL. The backward
+ * reads dy, x, weight, rstd and writes dx [rows, cols] and dweight [cols],
+ * each or NULL; with x̂ = x · rstd and g = dy · weight:
+ *   dx = rstd · (g − x̂ · mean(g · x̂)) per row,  dweight = Σ_rows dy · x̂.
+ */
+typedef struct tfc_rmsnorm_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int64_t rows, cols;
+    double eps;
+    const void *x, *weight;
+    void *y, *rstd; /* forward outputs (rstd an input of the backward) */
+    const void *dy;
+    void *dx, *dweight;
+    int32_t accumulate;
+} tfc_rmsnorm_problem;
+
+/*
  * Softmax (log = 0) or log-softmax (log = 1) along the middle dim of
  * [outer, d, inner]: forward y from x; backward dx from dy and the
  * forward's y (softmax: dx = y·(dy − Σ dy·y); log: dx = dy − e^y·Σ dy).
@@ -675,6 +695,8 @@ typedef struct tfc_backend {
     /* normalization */
     tfc_status (*layernorm_forward)(const tfc_layernorm_problem *p);
     tfc_status (*layernorm_backward)(const tfc_layernorm_problem *p);
+    tfc_status (*rmsnorm_forward)(const tfc_rmsnorm_problem *p);
+    tfc_status (*rmsnorm_backward)(const tfc_rmsnorm_problem *p);
     tfc_status (*softmax_forward)(const tfc_softmax_problem *p);
     tfc_status (*softmax_backward)(const tfc_softmax_problem *p);
 

@@ -74,9 +74,14 @@ tfc_status tfc_cpu_bias_grad(const tfc_bias_problem *p);
 
 /* ---- the transformer's fused kernels ---- */
 
-/* The backward allocates [⌈rows/64⌉, 2, cols] partials for a one-pass dweight/dbias (two passes without them). */
+/*
+ * The backwards allocate [⌈rows/64⌉, np, cols] partials for a one-pass dweight/dbias (np = 2 with dbias, else 1;
+ * two passes without them). RMSNorm's backward is LayerNorm's with the mean taken as 0 (layernorm.c).
+ */
 tfc_status tfc_cpu_layernorm_forward(const tfc_layernorm_problem *p);
 tfc_status tfc_cpu_layernorm_backward(const tfc_layernorm_problem *p);
+tfc_status tfc_cpu_rmsnorm_forward(const tfc_rmsnorm_problem *p);
+tfc_status tfc_cpu_rmsnorm_backward(const tfc_rmsnorm_problem *p);
 tfc_status tfc_cpu_softmax_forward(const tfc_softmax_problem *p);
 tfc_status tfc_cpu_softmax_backward(const tfc_softmax_problem *p);
 /* Forward and backward check every target first (TFC_ERR_INVALID_ARG); the backward reads dloss as one element. */

@@ -602,6 +602,93 @@ TEST(layernorm_forward_backward) {
     }
 }
 
+/*
+ * RMSNorm: rstd = 1/sqrt(mean(x²) + eps), y = x · rstd · w; backward with
+ * x̂ = x · rstd, g = dy · w: dx = rstd · (g − x̂ · mean(g · x̂)), dw = Σ_rows dy · x̂.
+ * bf16 is computed in f32 and y rounded once, so y is within one output
+ * rounding of the f64 reference (tol_elem).
+ */
+TEST(rmsnorm_forward_backward) {
+    for (int di = 0; di < 2; di++) {
+        int dt = DTYPES[di];
+        size_t R = 37, C = 200, n = R * C;
+        float *x = rand_host(n, -2, 3, dt, 130), *w = rand_host(C, -1.5f, 1.5f, dt, 131);
+        float *dy = rand_host(n, -1, 1, dt, 133);
+        float *y = malloc(n * 4), *rstd = malloc(R * 4), *dx = malloc(n * 4);
+        float *y1 = malloc(n * 4), *dx1 = malloc(n * 4); /* no weight */
+        double *dw = calloc(C, 8);
+        for (size_t r = 0; r < R; r++) {
+            double ms = 0, sgx = 0, s1x = 0;
+            for (size_t c = 0; c < C; c++) ms += (double)x[r * C + c] * x[r * C + c];
+            double rs = 1.0 / sqrt(ms / C + 1e-6);
+            rstd[r] = (float)rs;
+            for (size_t c = 0; c < C; c++) {
+                double xh = x[r * C + c] * rs, g = (double)dy[r * C + c] * w[c];
+                y[r * C + c] = (float)(xh * w[c]);
+                y1[r * C + c] = (float)xh;
+                sgx += g * xh, s1x += dy[r * C + c] * xh;
+                dw[c] += dy[r * C + c] * xh;
+            }
+            for (size_t c = 0; c < C; c++) {
+                double xh = x[r * C + c] * rs, g = (double)dy[r * C + c] * w[c];
+                dx[r * C + c] = (float)(rs * (g - xh * sgx / C));
+                dx1[r * C + c] = (float)(rs * (dy[r * C + c] - xh * s1x / C));
+            }
+        }
+        void *d_x = up(x, n, dt), *d_w = up(w, C, dt), *d_y = dev(n, dt), *d_dy = up(dy, n, dt);
+        void *d_dx = dev(n, dt), *d_dw = dev(C, dt);
+        float *d_rstd = dev(R, TFC_DTYPE_F32);
+        tfc_rmsnorm_problem rp = {.dtype = (tfc_dtype)dt,
+                                  .rows = (int64_t)R,
+                                  .cols = (int64_t)C,
+                                  .eps = 1e-6,
+                                  .x = d_x,
+                                  .weight = d_w,
+                                  .y = d_y,
+                                  .rstd = d_rstd};
+        CHECK_CU(A->rmsnorm_forward(&rp));
+        CHECK_DEVICE(d_y, n, dt, y, tol_elem(dt), "rmsnorm y");
+        CHECK_DEVICE(d_rstd, R, TFC_DTYPE_F32, rstd, 1e-5, "rmsnorm rstd");
+        rp = (tfc_rmsnorm_problem){.dtype = (tfc_dtype)dt,
+                                   .rows = (int64_t)R,
+                                   .cols = (int64_t)C,
+                                   .eps = 1e-6,
+                                   .x = d_x,
+                                   .weight = d_w,
+                                   .rstd = d_rstd,
+                                   .dy = d_dy,
+                                   .dx = d_dx,
+                                   .dweight = d_dw};
+        CHECK_CU(A->rmsnorm_backward(&rp));
+        float *fw = malloc(C * 4);
+        for (size_t c = 0; c < C; c++) fw[c] = (float)dw[c];
+        CHECK_DEVICE(d_dx, n, dt, dx, tol_sum(dt) * 2, "rmsnorm dx");
+        CHECK_DEVICE(d_dw, C, dt, fw, tol_sum(dt), "rmsnorm dw");
+        /* Accumulating dw a second time doubles it; dx may be NULL. */
+        rp.dx = NULL, rp.accumulate = 1;
+        CHECK_CU(A->rmsnorm_backward(&rp));
+        for (size_t c = 0; c < C; c++) fw[c] *= 2;
+        CHECK_DEVICE(d_dw, C, dt, fw, tol_sum(dt) * 2, "rmsnorm dw accumulated");
+        /* No weight and no rstd kept: the module stands in ones and a scratch rstd. */
+        rp = (tfc_rmsnorm_problem){
+            .dtype = (tfc_dtype)dt, .rows = (int64_t)R, .cols = (int64_t)C, .eps = 1e-6, .x = d_x, .y = d_y};
+        CHECK_CU(A->rmsnorm_forward(&rp));
+        CHECK_DEVICE(d_y, n, dt, y1, tol_elem(dt), "rmsnorm y without weight");
+        rp = (tfc_rmsnorm_problem){.dtype = (tfc_dtype)dt,
+                                   .rows = (int64_t)R,
+                                   .cols = (int64_t)C,
+                                   .eps = 1e-6,
+                                   .x = d_x,
+                                   .rstd = d_rstd,
+                                   .dy = d_dy,
+                                   .dx = d_dx};
+        CHECK_CU(A->rmsnorm_backward(&rp));
+        CHECK_DEVICE(d_dx, n, dt, dx1, tol_sum(dt) * 2, "rmsnorm dx without weight");
+        free(fw), free(x), free(w), free(dy), free(y), free(rstd), free(dx), free(dw), free(y1), free(dx1);
+        dfree(d_x), dfree(d_w), dfree(d_y), dfree(d_dy), dfree(d_dx), dfree(d_dw), dfree(d_rstd);
+    }
+}
+
 TEST(cross_entropy_forward_backward_with_ignore_index) {
     for (int di = 0; di < 2; di++)
         for (int it = 0; it < 2; it++) {

@@ -371,6 +371,10 @@ static tfc_status f_ln(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
 static tfc_status f_ln_nobias(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
     return tfc_layernorm(g, x[0], x[1], NULL, 1e-5, o);
 }
+static tfc_status f_rms(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    return tfc_rmsnorm(g, x[0], x[1], 1e-6, o);
+}
+UNARY(f_rms_noweight, tfc_rmsnorm(g, x[0], NULL, 1e-6, o))
 UNARY(f_softmax, tfc_softmax(g, x[0], -1, o))
 UNARY(f_logsoftmax1, tfc_log_softmax(g, x[0], 1, o))
 static tfc_status f_ce(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
@@ -401,6 +405,8 @@ TEST(layers) {
     tfc_tensor *x = rand_t(dx, 3, -3, 3), *w = rand_t(dc, 1, 0.5, 1.5), *b = rand_t(dc, 1, -0.5, 0.5);
     check_op("layernorm (weight, bias)", f_ln, (tfc_tensor *[]){x, w, b}, 3, 7, 1e-5);
     check_op("layernorm (no bias)", f_ln_nobias, (tfc_tensor *[]){x, w}, 2, 3, 1e-5);
+    check_op("rmsnorm", f_rms, (tfc_tensor *[]){x, w}, 2, 3, 1e-5);
+    check_op("rmsnorm (no weight)", f_rms_noweight, &x, 1, 1, 1e-5);
     check_op("softmax dim -1", f_softmax, &x, 1, 1, 1e-5);
     check_op("log_softmax dim 1", f_logsoftmax1, &x, 1, 1, 1e-5);
 

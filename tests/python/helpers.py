@@ -69,6 +69,15 @@ class TorchNS:
         return TF.cross_entropy(TF.linear(h, w), target, ignore_index=ignore_index)
 
     @staticmethod
+    def rms_norm(x, normalized_shape, weight=None, eps=None):
+        """torch 2.x's F.rms_norm (Llama's RMSNorm) written from its equation: torch 1.13 has none."""
+        assert tuple(normalized_shape) == tuple(x.shape[-1:])
+        if eps is None:
+            eps = torch.finfo(x.dtype).eps
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+        return y if weight is None else y * weight
+
+    @staticmethod
     def gelu(x, approximate="none"):
         return TF.gelu(x, approximate=approximate)
 

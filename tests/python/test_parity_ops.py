@@ -24,6 +24,11 @@ def away_from_zero(*shape):
     return x * np.where(rng.random(shape) < 0.5, -1.0, 1.0)
 
 
+def rms_norm(ns, *args):
+    """tfcore.functional.rms_norm (not re-exported as tfcore.rms_norm) or its torch twin (helpers.TorchNS)."""
+    return (ns.functional if hasattr(ns, "functional") else ns).rms_norm(*args)
+
+
 # name: (fn(ns, *inputs), inputs)
 ELEMENTWISE = {
     "add": (lambda ns, a, b: a + b, [randn(3, 4), randn(3, 4)]),
@@ -137,6 +142,9 @@ LAYERS = {
     "layer_norm_no_affine": (lambda ns, x: ns.layer_norm(x, (6,)), [randn(4, 6)]),
     "layer_norm_strided": (lambda ns, x, w, b: ns.layer_norm(x.transpose(0, 1), (4,), w, b),
                            [randn(4, 3), randn(4), randn(4)]),
+    "rms_norm": (lambda ns, x, w: rms_norm(ns, x, (6,), w, 1e-5), [randn(2, 3, 6), randn(6)]),
+    "rms_norm_no_weight_default_eps": (lambda ns, x: rms_norm(ns, x, (6,)), [randn(4, 6)]),
+    "rms_norm_strided": (lambda ns, x, w: rms_norm(ns, x.transpose(0, 1), (4,), w, 1e-3), [randn(4, 3), randn(4)]),
     "embedding": (lambda ns, ids, w: ns.embedding(ids, w), [rng.integers(0, 7, (3, 4)), randn(7, 5)]),
     "embedding_repeated": (lambda ns, ids, w: ns.embedding(ids, w), [np.array([1, 1, 3, 1]), randn(4, 3)]),
     "cross_entropy": (lambda ns, x, t: ns.cross_entropy(x, t), [randn(6, 5), rng.integers(0, 5, 6)]),

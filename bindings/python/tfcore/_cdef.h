@@ -181,6 +181,7 @@ tfc_status tfc_matmul(tfc_graph *g, const tfc_tensor *a, const tfc_tensor *b, tf
 tfc_status tfc_matmul_backward(const tfc_tensor *dout, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor *da, tfc_tensor *db, uint32_t flags);
 tfc_status tfc_linear(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *b, tfc_tensor **out);
 tfc_status tfc_layernorm(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *bias, double eps, tfc_tensor **out);
+tfc_status tfc_rmsnorm(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *weight, double eps, tfc_tensor **out);
 tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tfc_tensor *ids, tfc_tensor **out);
 tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **out);
 tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w, const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **loss);
@@ -244,6 +245,8 @@ tfc_status tfc_multinomial(const tfc_tensor *probs, int64_t num_samples, int32_t
 tfc_status tfc_linear_bf16(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *w, const tfc_tensor *w_bf16, const tfc_tensor *b, tfc_tensor **out);
 tfc_status tfc_layernorm_forward(const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *bias, double eps, tfc_tensor *y, tfc_tensor *mean, tfc_tensor *rstd);
 tfc_status tfc_layernorm_backward(const tfc_tensor *dy, const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *mean, const tfc_tensor *rstd, tfc_tensor *dx, tfc_tensor *dweight, tfc_tensor *dbias, uint32_t flags);
+tfc_status tfc_rmsnorm_forward(const tfc_tensor *x, const tfc_tensor *weight, double eps, tfc_tensor *y, tfc_tensor *rstd);
+tfc_status tfc_rmsnorm_backward(const tfc_tensor *dy, const tfc_tensor *x, const tfc_tensor *weight, const tfc_tensor *rstd, tfc_tensor *dx, tfc_tensor *dweight, uint32_t flags);
 tfc_status tfc_softmax_forward(const tfc_tensor *x, int32_t dim, int32_t log, tfc_tensor *y);
 tfc_status tfc_softmax_backward(const tfc_tensor *dy, const tfc_tensor *y, int32_t dim, int32_t log, tfc_tensor *dx, uint32_t flags);
 tfc_status tfc_cross_entropy_forward(const tfc_tensor *logits, const tfc_tensor *targets, int64_t ignore_index, tfc_tensor *loss, tfc_tensor *lse);

@@ -195,6 +195,26 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
                  ffi.NULL if weight is None else weight._h, ffi.NULL if bias is None else bias._h, float(eps))
 
 
+# torch.finfo(dtype).eps: F.rms_norm's eps when none is given
+_FINFO_EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52, "bfloat16": 2.0 ** -7, "float16": 2.0 ** -10}
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """RMSNorm over the last dim, as torch 2.x's F.rms_norm (and Llama's RMSNorm):
+    input / sqrt(mean(input², -1) + eps) * weight. normalized_shape must be (C,)
+    with C = input.shape[-1]; weight [C] or None; eps None means
+    torch.finfo(input.dtype).eps, as in torch."""
+    if isinstance(normalized_shape, numbers.Integral):
+        normalized_shape = (normalized_shape,)
+    if tuple(normalized_shape) != tuple(input.shape[-1:]):
+        raise ValueError("tfcore.rms_norm: only the last dim can be normalized: normalized_shape %s, "
+                         "input is %s" % (tuple(normalized_shape), input.shape))
+    if eps is None:
+        eps = _FINFO_EPS.get(input.dtype.name, 2.0 ** -23)
+    return _call(lib.tfc_rmsnorm, _ag.graph_for(input, weight), input._h, ffi.NULL if weight is None else weight._h,
+                 float(eps))
+
+
 def embedding(input, weight):
     """Rows of weight [V, C] picked by the integer ids in input: [*input.shape, C] (torch order)."""
     return _call(lib.tfc_embedding, _ag.graph_for(weight), weight._h, input._h)

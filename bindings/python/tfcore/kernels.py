@@ -73,6 +73,26 @@ def layernorm_backward(dy, x, weight, mean, rstd, dx=None, dweight=None, dbias=N
     return dx, dweight, dbias
 
 
+# ---- RMSNorm --------------------------------------------------------------------
+
+
+def rmsnorm_forward(x, weight=None, eps=1e-6, y=None, rstd=None):
+    """RMSNorm over the last dim of x [..., C]: x / sqrt(mean(x²) + eps) * weight.
+    Returns (y, rstd [N]); rstd has x's dtype on the CPU, f32 on CUDA."""
+    y, hy = _out(y, x.shape, x)
+    rstd, hr = _out(rstd, _rows(x), x)
+    check(lib.tfc_rmsnorm_forward(x._h, _opt(weight), float(eps), hy, hr))
+    return y, rstd
+
+
+def rmsnorm_backward(dy, x, weight, rstd, dx=None, dweight=None, accumulate=False):
+    """Gradients of rmsnorm_forward. Returns (dx, dweight); dweight is None when weight is None."""
+    dx, hdx = _out(dx, x.shape, x, accumulate)
+    dweight, hdw = _out(False if weight is None else dweight, x.shape[-1:], x, accumulate)
+    check(lib.tfc_rmsnorm_backward(dy._h, x._h, _opt(weight), rstd._h, hdx, hdw, _flags(accumulate)))
+    return dx, dweight
+
+
 # ---- softmax --------------------------------------------------------------------
 
 

@@ -433,6 +433,7 @@ extern "C" {
     pub fn tfc_matmul_backward(dout: *const tfc_tensor, a: *const tfc_tensor, b: *const tfc_tensor, da: *mut tfc_tensor, db: *mut tfc_tensor, flags: u32) -> tfc_status;
     pub fn tfc_linear(g: *mut tfc_graph, x: *const tfc_tensor, w: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_layernorm(g: *mut tfc_graph, x: *const tfc_tensor, weight: *const tfc_tensor, bias: *const tfc_tensor, eps: f64, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_rmsnorm(g: *mut tfc_graph, x: *const tfc_tensor, weight: *const tfc_tensor, eps: f64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_embedding(g: *mut tfc_graph, table: *const tfc_tensor, ids: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_cross_entropy(g: *mut tfc_graph, logits: *const tfc_tensor, targets: *const tfc_tensor, ignore_index: i64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_linear_cross_entropy(g: *mut tfc_graph, h: *const tfc_tensor, w: *const tfc_tensor, targets: *const tfc_tensor, ignore_index: i64, loss: *mut *mut tfc_tensor) -> tfc_status;
@@ -496,6 +497,8 @@ extern "C" {
     pub fn tfc_linear_bf16(g: *mut tfc_graph, x: *const tfc_tensor, w: *const tfc_tensor, w_bf16: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_layernorm_forward(x: *const tfc_tensor, weight: *const tfc_tensor, bias: *const tfc_tensor, eps: f64, y: *mut tfc_tensor, mean: *mut tfc_tensor, rstd: *mut tfc_tensor) -> tfc_status;
     pub fn tfc_layernorm_backward(dy: *const tfc_tensor, x: *const tfc_tensor, weight: *const tfc_tensor, mean: *const tfc_tensor, rstd: *const tfc_tensor, dx: *mut tfc_tensor, dweight: *mut tfc_tensor, dbias: *mut tfc_tensor, flags: u32) -> tfc_status;
+    pub fn tfc_rmsnorm_forward(x: *const tfc_tensor, weight: *const tfc_tensor, eps: f64, y: *mut tfc_tensor, rstd: *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_rmsnorm_backward(dy: *const tfc_tensor, x: *const tfc_tensor, weight: *const tfc_tensor, rstd: *const tfc_tensor, dx: *mut tfc_tensor, dweight: *mut tfc_tensor, flags: u32) -> tfc_status;
     pub fn tfc_softmax_forward(x: *const tfc_tensor, dim: i32, log: i32, y: *mut tfc_tensor) -> tfc_status;
     pub fn tfc_softmax_backward(dy: *const tfc_tensor, y: *const tfc_tensor, dim: i32, log: i32, dx: *mut tfc_tensor, flags: u32) -> tfc_status;
     pub fn tfc_cross_entropy_forward(logits: *const tfc_tensor, targets: *const tfc_tensor, ignore_index: i64, loss: *mut tfc_tensor, lse: *mut tfc_tensor) -> tfc_status;
