@@ -368,6 +368,8 @@ static tfc_backend make_table(void) {
     b.attention_forward = cu_attention_forward;
     b.attention_backward = cu_attention_backward;
     b.dropout = tfcu_dropout;
+    b.swiglu_forward = tfcu_swiglu_forward;
+    b.swiglu_backward = tfcu_swiglu_backward;
     b.topk = NULL; /* top-k: CPU only */
     b.topk_backward = NULL;
     b.optim_step = cu_optim_step;
