@@ -501,3 +501,72 @@ TEST(bad_arguments_are_named) {
     CHECK(r == NULL);
     rel((tfc_tensor *[]){g, u, u34, u32, y, y2, odd, wide, tbuf, yt, gi, s, h1, h2}, 14);
 }
+
+/* silu''(x) = σ(1 − σ)(2 + x(1 − 2σ)), differentiated by hand from silu' = σ + xσ(1 − σ). */
+static double ref_d2silu(double x) {
+    double s = 1.0 / (1.0 + exp(-x));
+    return s * (1 - s) * (2 + x * (1 - 2 * s));
+}
+
+/*
+ * create_graph through the graph doors: with y = Σ out, the first gradient
+ * d1 = dy/dx has history, and the gradient of Σ d1 is the hand-derived second
+ * derivative. SwiGLU (out = silu(g)·u): d1 = [u silu'(g) | silu(g)], d(Σ d1) =
+ * [u silu''(g) + silu'(g) | silu'(g)].
+ */
+TEST(create_graph_second_derivatives) {
+    const double gv[3] = {0.7, -2.5, 4.0}, uv[3] = {1.5, -0.5, 2.0};
+    const int64_t n3 = 3, d2[2] = {1, 6};
+    for (int form = 0; form < 3; form++) { /* silu, swiglu on two tensors, swiglu_fused */
+        tfc_graph *g = NULL;
+        CHECK_OK(tfc_graph_new(&g));
+        double both[6] = {gv[0], gv[1], gv[2], uv[0], uv[1], uv[2]};
+        tfc_tensor *a = form == 2 ? mk(TFC_DTYPE_F64, d2, 2, both) : mk(TFC_DTYPE_F64, &n3, 1, gv);
+        tfc_tensor *b = form == 1 ? mk(TFC_DTYPE_F64, &n3, 1, uv) : NULL;
+        CHECK_OK(tfc_tensor_set_requires_grad(a, 1));
+        if (b) CHECK_OK(tfc_tensor_set_requires_grad(b, 1));
+        tfc_tensor *out = NULL, *y = NULL, *s1 = NULL, *d1[2] = {NULL, NULL}, *h[2] = {NULL, NULL};
+        if (form == 0) CHECK_OK(tfc_silu(g, a, &out));
+        if (form == 1) CHECK_OK(tfc_swiglu(g, a, b, &out));
+        if (form == 2) CHECK_OK(tfc_swiglu_fused(g, a, &out));
+        CHECK_OK(tfc_sum(g, out, NULL, 0, 0, &y));
+        const tfc_tensor *ins[2] = {a, b}, *outs[1] = {y};
+        int32_t nin = b ? 2 : 1;
+        CHECK_OK(tfc_autograd_grad(g, outs, 1, ins, nin, NULL, 1, 1, 0, d1));
+        tfc_tensor *t1 = NULL, *t2 = NULL;
+        CHECK_OK(tfc_sum(g, d1[0], NULL, 0, 0, &t1));
+        if (b) {
+            CHECK_OK(tfc_sum(g, d1[1], NULL, 0, 0, &t2));
+            CHECK_OK(tfc_add(g, t1, t2, &s1));
+        } else {
+            s1 = tfc_tensor_retain(t1);
+        }
+        outs[0] = s1;
+        CHECK_OK(tfc_autograd_grad(g, outs, 1, ins, nin, NULL, 0, 0, 0, h));
+        double want1[6], want2[6];
+        for (int i = 0; i < 3; i++) {
+            double x = gv[i], u = uv[i];
+            if (form == 0) {
+                want1[i] = ref_dsilu(x), want2[i] = ref_d2silu(x);
+            } else {
+                want1[i] = u * ref_dsilu(x), want1[3 + i] = ref_silu(x);
+                want2[i] = u * ref_d2silu(x) + ref_dsilu(x), want2[3 + i] = ref_dsilu(x);
+            }
+        }
+        double *g1 = vals(d1[0]), *g2 = vals(h[0]);
+        double *g1b = b ? vals(d1[1]) : NULL, *g2b = b ? vals(h[1]) : NULL;
+        int64_t n = form == 0 ? 3 : 6;
+        if (b) { /* the two tensors' gradients side by side, as the fused form has them */
+            double c1[6], c2[6];
+            for (int i = 0; i < 3; i++) c1[i] = g1[i], c1[3 + i] = g1b[i], c2[i] = g2[i], c2[3 + i] = g2b[i];
+            CHECK_ALLCLOSE(c1, want1, n, 1e-14, 1e-13);
+            CHECK_ALLCLOSE(c2, want2, n, 1e-14, 1e-13);
+        } else {
+            CHECK_ALLCLOSE(g1, want1, n, 1e-14, 1e-13);
+            CHECK_ALLCLOSE(g2, want2, n, 1e-14, 1e-13);
+        }
+        free(g1), free(g2), free(g1b), free(g2b);
+        rel((tfc_tensor *[]){a, b, out, y, s1, t1, t2, d1[0], d1[1], h[0], h[1]}, 11);
+        tfc_graph_release(g);
+    }
+}
