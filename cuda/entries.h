@@ -58,6 +58,8 @@ tfc_status tfcu_reduce(const tfc_reduce_problem *p);
 tfc_status tfcu_gelu_forward(const tfc_gelu_problem *p);
 tfc_status tfcu_gelu_backward(const tfc_gelu_problem *p);
 tfc_status tfcu_dropout(const tfc_dropout_problem *p);
+tfc_status tfcu_swiglu_forward(const tfc_swiglu_problem *p);
+tfc_status tfcu_swiglu_backward(const tfc_swiglu_problem *p);
 tfc_status tfcu_layernorm_forward(const tfc_layernorm_problem *p);
 tfc_status tfcu_layernorm_backward(const tfc_layernorm_problem *p);
 tfc_status tfcu_rmsnorm_forward(const tfc_rmsnorm_problem *p);

@@ -75,6 +75,8 @@ static tfc_backend make_table(void) {
     b.rope_forward = tfcu_rope_forward;
     b.rope_backward = tfcu_rope_backward;
     b.dropout = tfcu_dropout;
+    b.swiglu_forward = tfcu_swiglu_forward;
+    b.swiglu_backward = tfcu_swiglu_backward;
     b.topk = NULL; /* top-k: CPU only */
     b.topk_backward = NULL;
     b.optim_step = tfcu_optim_step;

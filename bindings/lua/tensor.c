@@ -634,6 +634,15 @@ static int l_gelu(lua_State *L) {
     return 1;
 }
 
+/* x:silu(): x·σ(x) */
+static int l_silu(lua_State *L) { return do_unary(L, tfc_silu, 1); }
+
+/* gate:swiglu(up): silu(gate)·up; gate_up:swiglu(): the same of the two halves of the last dim, gate first */
+static int l_swiglu(lua_State *L) {
+    if (!lua_isnoneornil(L, 2)) return do_binary(L, tfc_swiglu);
+    return do_unary(L, tfc_swiglu_fused, 1);
+}
+
 /* tfcore.layernorm(x, weight = nil, bias = nil, eps = 1e-5) */
 static int l_layernorm(lua_State *L) {
     tfc_tensor *x = ltfc_check_tensor(L, 1);
@@ -1016,6 +1025,8 @@ static const luaL_Reg tensor_methods[] = {
     {"softmax", l_softmax},
     {"log_softmax", l_log_softmax},
     {"gelu", l_gelu},
+    {"silu", l_silu},
+    {"swiglu", l_swiglu},
     {"layernorm", l_layernorm},
     {"cross_entropy", l_cross_entropy},
     {"dropout", l_dropout},

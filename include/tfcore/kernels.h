@@ -20,8 +20,9 @@
  *  - Outputs are caller-owned, contiguous tensors of exactly the documented
  *    shape and dtype; they are written, never allocated or reshaped. A wrong
  *    shape is TFC_ERR_SHAPE, a wrong dtype TFC_ERR_DTYPE, a non-contiguous
- *    output TFC_ERR_INVALID_ARG; the message names the function, the
- *    argument and the shapes. Outputs must not overlap any input or each
+ *    output TFC_ERR_INVALID_ARG (SwiGLU's outputs may also be row-strided
+ *    views, see there); the message names the function, the argument and
+ *    the shapes. Outputs must not overlap any input or each
  *    other. An output marked "or NULL" may be NULL: it is then neither
  *    computed nor written, and work only it needs is skipped.
  *  - flags: TFC_GRAD_ACCUMULATE (core.h) makes every gradient output
@@ -345,6 +346,36 @@ TFC_API TFC_NODISCARD tfc_status tfc_rope_forward(const tfc_tensor *x, const tfc
  */
 TFC_API TFC_NODISCARD tfc_status tfc_rope_backward(const tfc_tensor *dy, const tfc_tensor *positions,
                                                    const tfc_tensor *inv_freq, tfc_tensor *dx, uint32_t flags);
+/* ---- SwiGLU ----------------------------------------------------------------- */
+
+/*
+ * SwiGLU, Llama's gated MLP activation: gate and up [..., F] (at least
+ * 1-d, one shape and dtype), seen as N = numel / F rows of F:
+ *   out[n,f] = silu(gate[n,f]) · up[n,f],  silu(g) = g · σ(g) = g / (1 + exp(−g))
+ * σ is computed from exp(−|g|), so no exp overflows. out [..., F].
+ * Layout, unlike the other kernels here: every tensor of these two calls,
+ * the outputs included, may be rows of its last dim with unit stride
+ * along it and any one stride between rows (at least F) — in particular
+ * the two halves gate = gate_up[..., :F] and up = gate_up[..., F:] of one
+ * [..., 2F] tensor (tfc_narrow), read where they lie. An input in another
+ * layout is copied to a contiguous temporary first; an output in another
+ * layout is TFC_ERR_INVALID_ARG. Outputs may interleave with each other
+ * (the two halves of one gradient) but share no element with any tensor of
+ * the call.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_swiglu_forward(const tfc_tensor *gate, const tfc_tensor *up, tfc_tensor *out);
+
+/*
+ * Gradients of tfc_swiglu_forward from dy [..., F] (like gate), s = σ(gate):
+ *   dgate = dy · up · s · (1 + gate · (1 − s))
+ *   dup   = dy · silu(gate)
+ * dgate and dup are like gate, each or NULL, in the layouts the forward
+ * takes: dgate = d_gate_up[..., :F] and dup = d_gate_up[..., F:] fill the
+ * gradient of a fused [..., 2F] input in one call.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_swiglu_backward(const tfc_tensor *dy, const tfc_tensor *gate, const tfc_tensor *up,
+                                                     tfc_tensor *dgate /* nullable */, tfc_tensor *dup /* nullable */,
+                                                     uint32_t flags);
 
 #ifdef __cplusplus
 }

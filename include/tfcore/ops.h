@@ -65,6 +65,41 @@ TFC_API TFC_NODISCARD tfc_status tfc_relu(tfc_graph *g /* nullable */, const tfc
 TFC_API TFC_NODISCARD tfc_status tfc_gelu(tfc_graph *g /* nullable */, const tfc_tensor *x, int32_t approximate,
                                           tfc_tensor **out);
 
+/* ---- gated MLP activations (Llama family) ---- */
+
+/*
+ * SiLU (swish), elementwise: out = x · σ(x), d/dx = σ(x)(1 + x(1 − σ(x))).
+ * σ is computed from e^(−|x|), so no exp overflows for any finite x. Saves
+ * x. On the map entry of every backend (f32/f64 on the CPU, f32/bf16 on
+ * CUDA); create_graph differentiates it again.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_silu(tfc_graph *g /* nullable */, const tfc_tensor *x, tfc_tensor **out);
+/*
+ * SwiGLU, out = silu(gate) ⊙ up (Llama's MLP: silu(gate_proj(x)) ·
+ * up_proj(x)) by the fused kernel of tfc_swiglu_forward. gate and up have
+ * one shape [..., F] (at least 1-d), dtype and device; out is a new
+ * contiguous [..., F]. Either may be a view: rows of the last dim with unit
+ * stride along it and one stride between rows (a narrow of the last dim of
+ * a [..., 2F] tensor, say) are read in place, other layouts through a
+ * temporary contiguous copy. Saves gate and up; the backward is
+ * tfc_swiglu_backward, and create_graph differentiates it again. Errors:
+ * NULL gate/up/out (TFC_ERR_INVALID_ARG), a 0-d gate or shapes that differ
+ * (TFC_ERR_SHAPE), dtypes that differ or are not float on the device
+ * (TFC_ERR_DTYPE), mixed devices (TFC_ERR_DEVICE).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_swiglu(tfc_graph *g /* nullable */, const tfc_tensor *gate, const tfc_tensor *up,
+                                            tfc_tensor **out);
+/*
+ * SwiGLU of one [..., 2F] tensor whose last dim holds gate then up (the
+ * output of one GEMM with gate_proj's and up_proj's weights stacked):
+ * out [..., F] = silu(gate_up[..., :F]) ⊙ gate_up[..., F:]. The halves are
+ * read in place, and the backward writes d(gate_up) [..., 2F] with one
+ * kernel call, dgate into its first half and dup into its second. A last
+ * dim that is odd is TFC_ERR_SHAPE; other errors as tfc_swiglu.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_swiglu_fused(tfc_graph *g /* nullable */, const tfc_tensor *gate_up,
+                                                  tfc_tensor **out);
+
 /* ---- reductions ------------------------------------------------------------ */
 
 /*

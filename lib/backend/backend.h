@@ -210,6 +210,33 @@ typedef struct tfc_dropout_problem {
     void *out;
 } tfc_dropout_problem;
 
+/*
+ * SwiGLU, the gated MLP activation of Llama-family models, over rows × cols:
+ *   out   = silu(gate) ⊙ up,                silu(g) = g·σ(g)
+ *   dgate (+)= dy ⊙ up ⊙ σ(g)(1 + g(1 − σ(g)))
+ *   dup   (+)= dy ⊙ silu(g)
+ * Every operand is [rows, cols] with unit column stride and its own row
+ * stride ld_* (elements, >= cols), so gate and up may be the two column
+ * halves of one [rows, 2·cols] buffer (ld 2·cols: one GEMM made both) and
+ * dgate, dup the two halves of its gradient. The forward reads gate, up and
+ * writes out; the backward reads dy, gate, up and writes dgate and dup, each
+ * or NULL.
+ */
+typedef struct tfc_swiglu_problem {
+    int32_t device;
+    tfc_dtype dtype;
+    int64_t rows, cols;
+    const void *gate, *up;
+    int64_t ld_gate, ld_up;
+    void *out; /* forward */
+    int64_t ld_out;
+    const void *dy; /* backward */
+    int64_t ld_dy;
+    void *dgate, *dup;
+    int64_t ld_dgate, ld_dup;
+    int32_t accumulate;
+} tfc_swiglu_problem;
+
 /* reductions */
 
 typedef enum tfc_reduce_op {
@@ -679,6 +706,8 @@ typedef struct tfc_backend {
     tfc_status (*gelu_forward)(const tfc_gelu_problem *p);
     tfc_status (*gelu_backward)(const tfc_gelu_problem *p);
     tfc_status (*dropout)(const tfc_dropout_problem *p);
+    tfc_status (*swiglu_forward)(const tfc_swiglu_problem *p);
+    tfc_status (*swiglu_backward)(const tfc_swiglu_problem *p);
 
     /* reductions */
     tfc_status (*reduce)(const tfc_reduce_problem *p);

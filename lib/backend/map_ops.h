@@ -71,7 +71,19 @@
     X(MINIMUM_BWD, b < c ? a : b == c ? a * (T)0.5 : (T)0)                                     \
     /* appended in ABI 11: a rounded to the nearest bf16 (ties to even, NaN kept), */          \
     /* stored as T: the autocast GEMM operand where the bf16 GEMM widens anyway */             \
-    X(ROUND_BF16, ROUND_BF16(a))
+    X(ROUND_BF16, ROUND_BF16(a))                                                               \
+    /* appended in ABI 13: silu(a) = a·σ(a) and its backward over (a = dy, b = x), */        \
+    /* silu'(x) = σ(x)(1 + x·σ(−x)) with 1 − σ(x) = σ(−x) (no cancellation) */      \
+    X(SILU, a *TFC_MAP_SIGMOID_OF(a))                                                          \
+    X(SILU_BWD, a *TFC_MAP_SIGMOID_OF(b) * ((T)1 + b * TFC_MAP_SIGMOID_OF(-b)))
+
+/*
+ * σ(x) = 1/(1 + e^−x) through e^−|x| ≤ 1, which never overflows: σ(x) =
+ * 1/(1 + e^−|x|) for x ≥ 0 and e^−|x|/(1 + e^−|x|) below, each side exact
+ * to rounding (NaN stays NaN). Both exps are the same expression, computed
+ * once where the includer's EXP is inline.
+ */
+#define TFC_MAP_SIGMOID_OF(x) (((x) >= 0 ? (T)1 : EXP(-FABS(x))) / ((T)1 + EXP(-FABS(x))))
 
 typedef enum tfc_map_op {
 #define TFC_MAP_ENUM(name, expr) TFC_MAP_##name,

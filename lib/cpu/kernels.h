@@ -13,7 +13,8 @@
  * or i64 as index_dtype says. Buffers are contiguous except where the
  * problem says otherwise: copy, fill, random, map, reduce, gather and
  * scatter take strided views, attention and RoPE operands carry their
- * batch/head/row strides, bias_grad's dy its row stride. The door has
+ * batch/head/row strides, bias_grad's dy its row stride, swiglu's operands
+ * theirs. The door has
  * validated shapes and overlaps; data only a kernel sees (an id or target
  * out of range, a bad multinomial weight) is checked by the kernel before
  * it writes anything. Outputs documented "or NULL" are skipped when NULL;
@@ -101,6 +102,9 @@ tfc_status tfc_cpu_attention_backward(const tfc_attn_problem *p);
 tfc_status tfc_cpu_rope_forward(const tfc_rope_problem *p);
 tfc_status tfc_cpu_rope_backward(const tfc_rope_problem *p);
 tfc_status tfc_cpu_dropout(const tfc_dropout_problem *p);
+/* Operands with row strides (column halves of one [rows, 2·cols] buffer); σ from e^{−|g|}. */
+tfc_status tfc_cpu_swiglu_forward(const tfc_swiglu_problem *p);
+tfc_status tfc_cpu_swiglu_backward(const tfc_swiglu_problem *p);
 /* topk allocates a line's buffer of d (value, index) pairs (TFC_ERR_OOM). */
 tfc_status tfc_cpu_topk(const tfc_topk_problem *p);
 tfc_status tfc_cpu_topk_backward(const tfc_topk_problem *p);

@@ -38,7 +38,9 @@ tfc_status tfc_karg_output(const char *fn, const char *arg, const tfc_tensor *t,
 tfc_status tfc_karg_flags(const char *fn, uint32_t flags);
 /*
  * No output's memory overlaps an input's or another output's. NULL entries
- * are skipped. names[i] names tensors[i]; the first nout are outputs.
+ * are skipped. names[i] names tensors[i]; the first nout are outputs. Two
+ * tensors whose rows interleave without sharing an element (tfc_rows_ld:
+ * the column halves of one matrix) do not overlap.
  */
 tfc_status tfc_karg_disjoint(const char *fn, const tfc_tensor *const *tensors, const char *const *names, int32_t nout,
                              int32_t n);
@@ -64,5 +66,22 @@ static inline void *tfc_out_data(tfc_tensor *t) { return t ? tfc_data(t) : NULL;
 
 /* Mark the non-NULL outputs written (their versions bump: autograd sees the in-place write). */
 void tfc_written(tfc_tensor *a, tfc_tensor *b, tfc_tensor *c);
+
+/* ---- row-strided operands (kernels that take a row stride per operand) ---- */
+
+/*
+ * 1 when t, seen as rows of its last dim (cols = the last dim, rows = the
+ * product of the others; a 0-d t is one row of one), has unit column stride
+ * and its rows at one stride *ld >= cols elements apart: contiguous, or a
+ * column slice of a wider row-major matrix such as one half of a
+ * [N, 2F] buffer. *ld = that stride (cols when there is at most one row or
+ * no element). 0 otherwise, *ld untouched.
+ */
+int tfc_rows_ld(const tfc_tensor *t, int64_t *ld);
+/* *data = t's element 0 and *ld its row stride (tfc_rows_ld), after compacting t into a temporary (ld = cols) when it has none. */
+tfc_status tfc_operand_ld(tfc_operands *o, const tfc_tensor *t, const void **data, int64_t *ld);
+/* An output as tfc_karg_output checks it, but rows at one stride (tfc_rows_ld, into *ld) instead of contiguous. */
+tfc_status tfc_karg_output_rows(const char *fn, const char *arg, const tfc_tensor *t, tfc_dtype dt, const int64_t *dims,
+                                int32_t ndim, const char *refname, const tfc_tensor *ref, int64_t *ld);
 
 #endif

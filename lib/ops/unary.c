@@ -3,6 +3,7 @@
  *   exp: y          log: 1/x          sqrt: 1/(2y)       rsqrt: −y³/2
  *   tanh: 1 − y²    sigmoid: y(1−y)   relu: [x > 0]      neg: −1
  *   x+s: 1   x·s: s   s−x: −1   s/x: −(s/x)/x   xˢ: s·xˢ⁻¹
+ *   silu x·σ(x): σ(x)(1 + x(1 − σ(x)))
  * Each op saves only what its derivative reads: x, y, or nothing.
  */
 #include "ops/op_util.h"
@@ -15,6 +16,7 @@ typedef struct unary_def {
 } unary_def;
 
 enum { U_NEG, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_TANH, U_SIGMOID, U_RELU, U_ADD_S, U_MUL_S, U_RSUB_S, U_RDIV_S, U_POW_S };
+enum { U_SILU = U_POW_S + 1 };
 
 static const unary_def defs[] = {
     [U_NEG] = {"tfc_neg", TFC_MAP_NEG, TFC_MAP_NEG, 0, 0},
@@ -30,6 +32,7 @@ static const unary_def defs[] = {
     [U_RSUB_S] = {"tfc_rsub_scalar", TFC_MAP_RSUB_S, TFC_MAP_NEG, 0, 0},
     [U_RDIV_S] = {"tfc_rdiv_scalar", TFC_MAP_RDIV_S, TFC_MAP_RDIV_S_BWD, 1, 1},
     [U_POW_S] = {"tfc_pow_scalar", TFC_MAP_POW_S, TFC_MAP_POW_S_BWD, 1, 0},
+    [U_SILU] = {"tfc_silu", TFC_MAP_SILU, TFC_MAP_SILU_BWD, 1, 0},
 };
 
 /* x and y are empty unless def says the derivative reads them. */
@@ -38,6 +41,18 @@ typedef struct unary_ctx {
     const unary_def *def;
     double p;
 } unary_ctx;
+
+/* silu'(x) = σ(x)(1 + x(1 − σ(x))) from recorded ops on gg. */
+static tfc_status silu_grad_graph(tfc_graph *gg, const tfc_tensor *x, tfc_tensor **out) {
+    tfc_tensor *t[4] = {0};
+    tfc_status s = tfc_sigmoid(gg, x, &t[0]);
+    if (s == TFC_OK) s = tfc_rsub_scalar(gg, t[0], 1.0, &t[1]);
+    if (s == TFC_OK) s = tfc_mul(gg, x, t[1], &t[2]);
+    if (s == TFC_OK) s = tfc_add_scalar(gg, t[2], 1.0, &t[3]);
+    if (s == TFC_OK) s = tfc_mul(gg, t[0], t[3], out);
+    for (int i = 0; i < 4; i++) tfc_tensor_release(t[i]);
+    return s;
+}
 
 /*
  * create_graph: dx = dy ⊙ f'(x) built from recorded ops on gg (relu's
@@ -87,6 +102,10 @@ static tfc_status unary_backward_graph(tfc_node *n, tfc_graph *gg, tfc_tensor *d
             s = tfc_mul(gg, dy, y, &t);
             if (s == TFC_OK) s = tfc_div(gg, t, x, &u);
             if (s == TFC_OK) s = tfc_neg(gg, u, dx);
+            break;
+        case U_SILU:
+            s = silu_grad_graph(gg, x, &t);
+            if (s == TFC_OK) s = tfc_mul(gg, dy, t, dx);
             break;
         default: /* U_POW_S */
             s = tfc_pow_scalar(gg, x, p - 1.0, &t);
@@ -152,6 +171,7 @@ UNARY_API(tfc_rsqrt, U_RSQRT)
 UNARY_API(tfc_tanh, U_TANH)
 UNARY_API(tfc_sigmoid, U_SIGMOID)
 UNARY_API(tfc_relu, U_RELU)
+UNARY_API(tfc_silu, U_SILU)
 
 #define SCALAR_API(fname, which)                                                              \
     TFC_API tfc_status fname(tfc_graph *g, const tfc_tensor *x, double s, tfc_tensor **out) { \

@@ -246,6 +246,7 @@ FIXTURES = {
     "tfc_cross_entropy": {"targets": IDS2},
     "tfc_linear_cross_entropy": {"h": t(2, 3), "w": t(5, 3), "targets": IDS2},
     "tfc_attention": {"q": Q, "k": Q, "v": Q},
+    "tfc_swiglu_fused": {"gate_up": t(2, 4)},
     "tfc_where": {"cond": t(2, 3, dtype="TFC_DTYPE_BOOL")},
     "tfc_masked_fill": {"mask": t(2, 3, dtype="TFC_DTYPE_BOOL")},
     "tfc_concat": {"xs": "fx_tensors(2, %s, %s)" % (T23, T23), "n": "2"},

@@ -520,3 +520,47 @@ TEST(new_ops_follow_the_table_and_refuse_missing_entries_and_mixed_devices) {
     tfc_tensor_release(x);
     standin_remove();
 }
+
+/* SiLU (a map) and SwiGLU (its own entries) follow the table; a missing swiglu entry writes nothing. */
+TEST(silu_and_swiglu_follow_the_table) {
+    const int64_t d[2] = {3, 4}, dh[2] = {3, 2};
+    double v[12] = {0.5, -1.5, 2.5, 0.0, 3.0, -0.25, 1.0, 1.0, -2.0, 0.75, 4.0, 0.125};
+    tfc_tensor *x = NULL, *y = NULL, *rc[3] = {NULL}, *rs[3] = {NULL};
+    CHECK_OK(tfc_tensor_from_data(v, d, 2, TFC_DTYPE_F64, &x));
+    tfc_backend *sb = standin_install();
+    CHECK_OK(tfc_tensor_to_device(x, TFC_DEVICE_CUDA, 0, &y));
+    CHECK_OK(tfc_silu(NULL, x, &rc[0]));
+    CHECK_OK(tfc_silu(NULL, y, &rs[0]));
+    CHECK_OK(tfc_swiglu_fused(NULL, x, &rc[1]));
+    CHECK_OK(tfc_swiglu_fused(NULL, y, &rs[1]));
+    CHECK_OK(tfc_swiglu(NULL, x, x, &rc[2]));
+    CHECK_OK(tfc_swiglu(NULL, y, y, &rs[2]));
+    for (int k = 0; k < 3; k++) {
+        CHECK(tfc_tensor_device_type(rs[k]) == TFC_DEVICE_CUDA);
+        double a[12], b[12];
+        size_t nb = sizeof(double) * (size_t)tfc_tensor_numel(rc[k]);
+        host_bytes(rc[k], a, nb);
+        host_bytes(rs[k], b, nb);
+        CHECK(memcmp(a, b, nb) == 0);
+    }
+    tfc_tensor *out = NULL, *r = NULL, *sentinel = (tfc_tensor *)&r;
+    CHECK_OK(tfc_tensor_full(dh, 2, TFC_DTYPE_F64, 7.0, &out));
+    tfc_tensor *outc = NULL;
+    CHECK_OK(tfc_tensor_to_device(out, TFC_DEVICE_CUDA, 0, &outc));
+    sb->swiglu_forward = NULL;
+    tfc_tensor *g = NULL, *u = NULL;
+    CHECK_OK(tfc_narrow(NULL, y, 1, 0, 2, &g));
+    CHECK_OK(tfc_narrow(NULL, y, 1, 2, 2, &u));
+    CHECK_ERR(tfc_swiglu_forward(g, u, outc), TFC_ERR_UNSUPPORTED,
+              "tfc_swiglu_forward: swiglu_forward is not implemented on cuda:0 for f64");
+    double o[6];
+    host_bytes(outc, o, sizeof o);
+    for (int i = 0; i < 6; i++) CHECK(o[i] == 7.0);
+    r = sentinel;
+    CHECK_ERR(tfc_swiglu_fused(NULL, y, &r), TFC_ERR_UNSUPPORTED, "swiglu_forward is not implemented on cuda:0");
+    CHECK_ERR(tfc_swiglu(NULL, x, y, &r), TFC_ERR_DEVICE, "gate lives on cpu but up lives on cuda:0");
+    CHECK(r == sentinel);
+    tfc_tensor *all[] = {x, y, rc[0], rc[1], rc[2], rs[0], rs[1], rs[2], out, outc, g, u};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tfc_tensor_release(all[i]);
+    standin_remove();
+}

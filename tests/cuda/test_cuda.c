@@ -196,6 +196,8 @@ static double ref_map(int op, double a, double b, double c, double p) {
     case TFC_MAP_MAXIMUM_BWD: return b > c ? a : b == c ? a * 0.5 : 0.0;
     case TFC_MAP_MINIMUM_BWD: return b < c ? a : b == c ? a * 0.5 : 0.0;
     case TFC_MAP_ROUND_BF16: return round_bf16_ref(a);
+    case TFC_MAP_SILU: return a / (1.0 + exp(-a));
+    case TFC_MAP_SILU_BWD: return a * (1.0 / (1.0 + exp(-b))) * (1.0 + b - b / (1.0 + exp(-b)));
     default: return NAN; /* MASK_SELECT is checked apart */
     }
 }
@@ -204,7 +206,8 @@ static double ref_map(int op, double a, double b, double c, double p) {
 static int map_is_transcendental(int op) {
     return op == TFC_MAP_EXP || op == TFC_MAP_LOG || op == TFC_MAP_SQRT || op == TFC_MAP_RSQRT || op == TFC_MAP_TANH ||
         op == TFC_MAP_SIGMOID || op == TFC_MAP_POW_S || op == TFC_MAP_POW_S_BWD || op == TFC_MAP_SIN ||
-        op == TFC_MAP_COS || op == TFC_MAP_SIN_BWD || op == TFC_MAP_COS_BWD;
+        op == TFC_MAP_COS || op == TFC_MAP_SIN_BWD || op == TFC_MAP_COS_BWD || op == TFC_MAP_SILU ||
+        op == TFC_MAP_SILU_BWD;
 }
 
 /* n values with |v| in [0.5, 2), every other one negative (negation is exact in bf16). */
@@ -287,9 +290,9 @@ TEST(every_map_same_shape_broadcast_mask_and_strided_out) {
 }
 
 /* The unary ops of the old table; each now runs as the ops layer runs it (lib/ops/unary.c). */
-enum { U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_GELU, U_SQRT, U_SQUARE, U_RSQRT, U_COUNT };
-static const char *const U_NAMES[U_COUNT] = {"neg",  "exp",  "log",  "tanh",   "sigmoid",
-                                             "relu", "gelu", "sqrt", "square", "rsqrt"};
+enum { U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_GELU, U_SQRT, U_SQUARE, U_RSQRT, U_SILU, U_COUNT };
+static const char *const U_NAMES[U_COUNT] = {"neg",  "exp",  "log",    "tanh",  "sigmoid", "relu",
+                                             "gelu", "sqrt", "square", "rsqrt", "silu"};
 /* Forward map, backward map over (a = dy, b = x, c = y), and p; GELU has entries of its own. */
 static const struct {
     int fwd, bwd;
@@ -305,6 +308,7 @@ static const struct {
     [U_SQRT] = {TFC_MAP_SQRT, TFC_MAP_SQRT_BWD, 0},
     [U_SQUARE] = {TFC_MAP_POW_S, TFC_MAP_POW_S_BWD, 2.0},
     [U_RSQRT] = {TFC_MAP_RSQRT, TFC_MAP_RSQRT_BWD, 0},
+    [U_SILU] = {TFC_MAP_SILU, TFC_MAP_SILU_BWD, 0},
 };
 
 static double ref_unary(int op, double x, double *grad) {
@@ -321,6 +325,7 @@ static double ref_unary(int op, double x, double *grad) {
         return 0.5 * x * (1 + t);
     case U_SQRT: *grad = 0.5 / sqrt(x); return sqrt(x);
     case U_RSQRT: *grad = -0.5 / (x * sqrt(x)); return 1 / sqrt(x);
+    case U_SILU: *grad = s + x * s * (1 - s); return x * s;
     default: *grad = 2 * x; return x * x;
     }
 }
@@ -398,6 +403,109 @@ TEST(unary_ops_and_backward) {
             free(g);
         }
         free(x), free(xp), free(dy), free(want), dfree(dx), dfree(dxp), dfree(ddy), dfree(dout), dfree(dgrad);
+    }
+}
+
+/*
+ * SwiGLU with row strides: gate and up as the column halves of one [N, 2F]
+ * buffer (ld 2F) and the gradients written into the halves of another, then
+ * separate contiguous operands writing into a column half (the other half
+ * keeps its fill), with accumulate and a NULL gradient. References from the
+ * definitions: silu(g) = g / (1 + e^-g), silu'(g) = σ + g σ (1 − σ).
+ */
+TEST(swiglu_row_strides_fused_halves_accumulate) {
+    const int64_t N = 37, F = 45, W = 2 * F, n = N * F;
+    for (int di = 0; di < 2; di++) {
+        int dt = DTYPES[di];
+        char what[96];
+        float *gu = rand_host((size_t)(N * W), -6, 6, dt, 300 + di), *dy = rand_host((size_t)n, -1, 1, dt, 310 + di);
+        for (int64_t r = 0; r < N; r++) /* up in [-2, 2); a few gates far out (no overflow, limits 0 and g) */
+            for (int64_t j = F; j < W; j++) gu[r * W + j] = round_dt(gu[r * W + j] / 3, dt);
+        gu[0] = 100, gu[1] = -100, gu[2] = 30, gu[3] = -30, gu[4] = 0;
+        float *wy = malloc((size_t)n * 4), *wd = malloc((size_t)(N * W) * 4);
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t j = 0; j < F; j++) {
+                double g = gu[r * W + j], u = gu[r * W + F + j], d = dy[r * F + j], sg = 1.0 / (1.0 + exp(-g));
+                wy[r * F + j] = (float)(g / (1.0 + exp(-g)) * u);
+                wd[r * W + j] = (float)(d * u * (sg + g * sg * (1 - sg)));
+                wd[r * W + F + j] = (float)(d * g * sg);
+            }
+        void *dgu = up(gu, (size_t)(N * W), dt), *ddy = up(dy, (size_t)n, dt), *dout = dev((size_t)n, dt);
+        void *dgrad = dev((size_t)(N * W), dt);
+        size_t es = dt_size(dt);
+        tfc_swiglu_problem p = {.dtype = (tfc_dtype)dt,
+                                .rows = N,
+                                .cols = F,
+                                .gate = dgu,
+                                .up = (char *)dgu + F * es,
+                                .ld_gate = W,
+                                .ld_up = W,
+                                .out = dout,
+                                .ld_out = F};
+        CHECK_CU(A->swiglu_forward(&p));
+        snprintf(what, sizeof what, "swiglu of the halves of [N, 2F] (%s)", dt_name(dt));
+        CHECK_DEVICE(dout, (size_t)n, dt, wy, 2 * tol_elem(dt), what);
+        p = (tfc_swiglu_problem){.dtype = (tfc_dtype)dt,
+                                 .rows = N,
+                                 .cols = F,
+                                 .gate = dgu,
+                                 .up = (char *)dgu + F * es,
+                                 .ld_gate = W,
+                                 .ld_up = W,
+                                 .dy = ddy,
+                                 .ld_dy = F,
+                                 .dgate = dgrad,
+                                 .dup = (char *)dgrad + F * es,
+                                 .ld_dgate = W,
+                                 .ld_dup = W};
+        CHECK_CU(A->swiglu_backward(&p));
+        snprintf(what, sizeof what, "swiglu backward into the halves of d[N, 2F] (%s)", dt_name(dt));
+        CHECK_DEVICE(dgrad, (size_t)(N * W), dt, wd, 2 * tol_elem(dt), what);
+        p.accumulate = 1;
+        CHECK_CU(A->swiglu_backward(&p));
+        float *w2 = malloc((size_t)(N * W) * 4);
+        for (int64_t i = 0; i < N * W; i++) w2[i] = 2 * wd[i];
+        snprintf(what, sizeof what, "swiglu backward accumulated (%s)", dt_name(dt));
+        CHECK_DEVICE(dgrad, (size_t)(N * W), dt, w2, 3 * tol_elem(dt), what);
+        /* separate contiguous gate and up; out and dgate into the first half of a filled [N, 2F] buffer */
+        float *gh = malloc((size_t)n * 4), *uh = malloc((size_t)n * 4);
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t j = 0; j < F; j++) gh[r * F + j] = gu[r * W + j], uh[r * F + j] = gu[r * W + F + j];
+        void *dg = up(gh, (size_t)n, dt), *du = up(uh, (size_t)n, dt);
+        tfc_fill_problem fp = {.dst = view_flat(dgrad, dt, N * W), .value = -7.0};
+        CHECK_CU(A->fill(&fp));
+        p = (tfc_swiglu_problem){.dtype = (tfc_dtype)dt,
+                                 .rows = N,
+                                 .cols = F,
+                                 .gate = dg,
+                                 .up = du,
+                                 .ld_gate = F,
+                                 .ld_up = F,
+                                 .out = dgrad,
+                                 .ld_out = W};
+        CHECK_CU(A->swiglu_forward(&p));
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t j = 0; j < F; j++) w2[r * W + j] = wy[r * F + j], w2[r * W + F + j] = -7.0f;
+        snprintf(what, sizeof what, "swiglu into a column half, the other kept (%s)", dt_name(dt));
+        CHECK_DEVICE(dgrad, (size_t)(N * W), dt, w2, 2 * tol_elem(dt), what);
+        p = (tfc_swiglu_problem){.dtype = (tfc_dtype)dt,
+                                 .rows = N,
+                                 .cols = F,
+                                 .gate = dg,
+                                 .up = du,
+                                 .ld_gate = F,
+                                 .ld_up = F,
+                                 .dy = ddy,
+                                 .ld_dy = F,
+                                 .dgate = dgrad,
+                                 .ld_dgate = W};
+        CHECK_CU(A->swiglu_backward(&p));
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t j = 0; j < F; j++) w2[r * W + j] = wd[r * W + j];
+        snprintf(what, sizeof what, "swiglu dgate alone (dup NULL) into a column half (%s)", dt_name(dt));
+        CHECK_DEVICE(dgrad, (size_t)(N * W), dt, w2, 2 * tol_elem(dt), what);
+        free(gu), free(dy), free(wy), free(wd), free(w2), free(gh), free(uh);
+        dfree(dgu), dfree(ddy), dfree(dout), dfree(dgrad), dfree(dg), dfree(du);
     }
 }
 

@@ -46,7 +46,7 @@ TEST(every_entry_but_the_cpu_only_ones_is_filled) {
     if (!a) return;
     /* From describe to the end the table is nothing but function pointers. */
     size_t first = offsetof(tfc_backend, describe), n = (sizeof(tfc_backend) - first) / sizeof(void (*)(void));
-    CHECK(n == 53);
+    CHECK(n == 57);
     int missing = 0;
     for (size_t i = 0; i < n; i++) {
         void (*fp)(void);
@@ -107,6 +107,8 @@ TEST(what_cuda_does_not_offer_is_refused_before_the_device) {
     CHECK(a->map(&m) == TFC_OK);
     tfc_rope_problem rope = {.dtype = TFC_DTYPE_F32, .B = 0, .H = 2, .Tn = 3, .D = 4};
     CHECK(a->rope_forward(&rope) == TFC_OK && a->rope_backward(&rope) == TFC_OK);
+    tfc_swiglu_problem sw = {.dtype = TFC_DTYPE_F32, .rows = 0, .cols = 4, .gate = &x, .up = &x, .out = &x};
+    CHECK(a->swiglu_forward(&sw) == TFC_OK && a->swiglu_backward(&sw) == TFC_OK);
 }
 
 TEST(missing_device_is_an_error_not_an_abort) {

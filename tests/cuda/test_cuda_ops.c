@@ -439,6 +439,35 @@ TEST(layers) {
     release_all(all, 15);
 }
 
+/* ---- Llama's MLP activations: silu, swiglu (two tensors, their fused form, narrowed halves) ---- */
+
+UNARY(f_silu, tfc_silu(g, x[0], o))
+UNARY(f_swiglu, tfc_swiglu(g, x[0], x[1], o))
+UNARY(f_swiglu_fused, tfc_swiglu_fused(g, x[0], o))
+static tfc_status f_swiglu_halves(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    tfc_tensor *a = NULL, *b = NULL;
+    int64_t d[TFC_MAX_DIMS];
+    tfc_status s = tfc_tensor_shape(x[0], d, TFC_MAX_DIMS);
+    int64_t f = d[tfc_tensor_ndim(x[0]) - 1] / 2;
+    if (s == TFC_OK) s = tfc_narrow(g, x[0], -1, 0, f, &a);
+    if (s == TFC_OK) s = tfc_narrow(g, x[0], -1, f, f, &b);
+    if (s == TFC_OK) s = tfc_swiglu(g, a, b, o);
+    tfc_tensor_release(a);
+    tfc_tensor_release(b);
+    return s;
+}
+
+TEST(silu_and_swiglu) {
+    const int64_t d[3] = {3, 7, 40}, d2[3] = {3, 7, 80};
+    tfc_tensor *a = rand_t(d, 3, -6, 6), *b = rand_t(d, 3, -2, 2), *gu = rand_t(d2, 3, -6, 6);
+    check_op("silu", f_silu, &a, 1, 1, 1e-5);
+    check_op("swiglu", f_swiglu, (tfc_tensor *[]){a, b}, 2, 3, 1e-5);
+    check_op("swiglu_fused [3,7,80]", f_swiglu_fused, &gu, 1, 1, 1e-5);
+    check_op("swiglu of the narrowed halves", f_swiglu_halves, &gu, 1, 1, 1e-5);
+    tfc_tensor *all[] = {a, b, gu};
+    release_all(all, 3);
+}
+
 /* ---- tensors: casts, fills ----------------------------------------------------------- */
 
 TEST(casts_and_fills) {

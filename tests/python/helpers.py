@@ -81,6 +81,15 @@ class TorchNS:
     def gelu(x, approximate="none"):
         return TF.gelu(x, approximate=approximate)
 
+    silu = staticmethod(TF.silu)
+
+    @staticmethod
+    def swiglu(gate, up=None):
+        """As HF's LlamaMLP writes it: F.silu(gate_proj(x)) * up_proj(x); one argument is gate_up, gate first."""
+        if up is None:
+            gate, up = gate.chunk(2, dim=-1)
+        return TF.silu(gate) * up
+
     @staticmethod
     def masked_fill(x, mask, value):
         return x.masked_fill(mask, value)

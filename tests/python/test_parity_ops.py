@@ -56,6 +56,7 @@ ELEMENTWISE = {
     "relu": (lambda ns, a: a.relu(), [away_from_zero(3, 4)]),
     "gelu_exact": (lambda ns, a: ns.gelu(a), [randn(3, 4)]),
     "gelu_tanh": (lambda ns, a: ns.gelu(a, approximate="tanh"), [randn(3, 4)]),
+    "silu": (lambda ns, a: ns.silu(a * 4.0), [randn(3, 4)]),
     "chain": (lambda ns, a, b: ((a * b).tanh() + a.exp() / (b * b + 1.0)).sigmoid(), [randn(4, 5), randn(4, 5)]),
 }
 
@@ -155,6 +156,9 @@ LAYERS = {
     "linear_cross_entropy_ignore_transposed_w": (
         lambda ns, h, wt, t: ns.linear_cross_entropy(h, wt.T, t, ignore_index=-1),
         [randn(6, 3), randn(3, 5), np.array([0, -1, 4, 2, -1, 1])]),
+    "swiglu": (lambda ns, g, u: ns.swiglu(g, u), [randn(2, 3, 5) * 3, randn(2, 3, 5)]),
+    "swiglu_fused": (lambda ns, gu: ns.swiglu(gu), [randn(4, 10) * 3]),
+    "swiglu_narrowed_halves": (lambda ns, gu: ns.swiglu(gu[:, :5], gu[:, 5:]), [randn(4, 10) * 3]),
     "attention_causal": (lambda ns, q, k, v: ns.attention(q, k, v, causal=True),
                          [randn(2, 3, 5, 4), randn(2, 3, 5, 4), randn(2, 3, 5, 4)]),
     "attention_full": (lambda ns, q, k, v: ns.attention(q, k, v, causal=False),

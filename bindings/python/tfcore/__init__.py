@@ -37,6 +37,7 @@ from . import quant  # noqa: F401
 from . import nn  # noqa: F401  (tfcore.nn: Module, Linear, ..., init, functional)
 from . import utils  # noqa: F401
 from .functional import linear_bf16  # noqa: F401  (bf16 mixed precision)
+from .functional import silu, swiglu  # noqa: F401  (Llama's MLP activations)
 
 bool = bool_  # tfcore.bool, like torch.bool  # noqa: A001
 

@@ -168,6 +168,9 @@ tfc_status tfc_tanh(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
 tfc_status tfc_sigmoid(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
 tfc_status tfc_relu(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
 tfc_status tfc_gelu(tfc_graph *g, const tfc_tensor *x, int32_t approximate, tfc_tensor **out);
+tfc_status tfc_silu(tfc_graph *g, const tfc_tensor *x, tfc_tensor **out);
+tfc_status tfc_swiglu(tfc_graph *g, const tfc_tensor *gate, const tfc_tensor *up, tfc_tensor **out);
+tfc_status tfc_swiglu_fused(tfc_graph *g, const tfc_tensor *gate_up, tfc_tensor **out);
 tfc_status tfc_sum(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t keepdim, tfc_tensor **out);
 tfc_status tfc_mean(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t keepdim, tfc_tensor **out);
 tfc_status tfc_max(tfc_graph *g, const tfc_tensor *x, const int32_t *dims, int32_t ndims, int32_t keepdim, tfc_tensor **out);
@@ -276,6 +279,8 @@ int64_t max_position_embeddings;
 tfc_status tfc_rope_inv_freq(const tfc_rope_config *config, int64_t head_dim, int64_t seq_len, double *inv_freq);
 tfc_status tfc_rope_forward(const tfc_tensor *x, const tfc_tensor *positions, const tfc_tensor *inv_freq, tfc_tensor *y);
 tfc_status tfc_rope_backward(const tfc_tensor *dy, const tfc_tensor *positions, const tfc_tensor *inv_freq, tfc_tensor *dx, uint32_t flags);
+tfc_status tfc_swiglu_forward(const tfc_tensor *gate, const tfc_tensor *up, tfc_tensor *out);
+tfc_status tfc_swiglu_backward(const tfc_tensor *dy, const tfc_tensor *gate, const tfc_tensor *up, tfc_tensor *dgate, tfc_tensor *dup, uint32_t flags);
 typedef struct {
 uint32_t major;
 uint32_t minor;

@@ -80,6 +80,33 @@ def gelu(x, approximate="none"):
     return _call(lib.tfc_gelu, _ag.graph_for(x), x._h, _GELU[approximate])
 
 
+# ---- gated MLP activations (Llama family) ---------------------------------------------
+
+
+def _tensor_arg(fn, name, v):
+    if not isinstance(v, Tensor):
+        raise TypeError("tfcore.%s: %s must be a Tensor, got %s" % (fn, name, type(v).__name__))
+
+
+def silu(x):
+    """SiLU (swish), x·σ(x), as torch.nn.functional.silu; no exp overflows for large |x|."""
+    _tensor_arg("silu", "x", x)
+    return _unary(lib.tfc_silu, x)
+
+
+def swiglu(gate, up=None):
+    """SwiGLU, silu(gate) * up, in one fused kernel (HF's LlamaMLP: F.silu(gate_proj(x)) * up_proj(x)).
+
+    swiglu(gate, up): gate and up of one shape [..., F]; views (e.g. halves of a wider tensor) are read in place.
+    swiglu(gate_up): one [..., 2F] tensor whose last dim holds gate then up (one GEMM with the two weights
+    stacked); its gradient is written into one [..., 2F] buffer. An odd last dim raises ShapeError."""
+    _tensor_arg("swiglu", "gate", gate)
+    if up is None:
+        return _call(lib.tfc_swiglu_fused, _ag.graph_for(gate), gate._h)
+    _tensor_arg("swiglu", "up", up)
+    return _call(lib.tfc_swiglu, _ag.graph_for(gate, up), gate._h, up._h)
+
+
 # ---- reductions ---------------------------------------------------------------------
 
 

@@ -212,6 +212,49 @@ def rope_backward(dy, positions, inv_freq, dx=None, accumulate=False):
     dx, hdx = _out(dx, dy.shape, dy, accumulate)
     check(lib.tfc_rope_backward(dy._h, positions._h, inv_freq._h, hdx, _flags(accumulate)))
     return dx
+# ---- SwiGLU -----------------------------------------------------------------------
+
+
+def swiglu_forward(gate, up, out=None):
+    """out = silu(gate) * up for gate, up [..., F]. Every tensor may be a row-strided view (the halves of a
+    [..., 2F] tensor: swiglu_fused_forward), outputs included."""
+    out, ho = _out(out, gate.shape, gate)
+    check(lib.tfc_swiglu_forward(gate._h, up._h, ho))
+    return out
+
+
+def swiglu_backward(dy, gate, up, dgate=None, dup=None, accumulate=False):
+    """dgate = dy * up * s * (1 + gate * (1 - s)) with s = sigmoid(gate), dup = dy * silu(gate). Returns
+    (dgate, dup)."""
+    dgate, hg = _out(dgate, gate.shape, gate, accumulate)
+    dup, hu = _out(dup, gate.shape, gate, accumulate)
+    check(lib.tfc_swiglu_backward(dy._h, gate._h, up._h, hg, hu, _flags(accumulate)))
+    return dgate, dup
+
+
+def _halves(fn, t):
+    f2 = t.shape[-1] if t.shape else 1
+    if not t.shape or f2 % 2:
+        from ._lib import ShapeError
+        raise ShapeError("tfcore.kernels.%s: gate_up is %s; its last dim must be even (gate and up are its halves)"
+                         % (fn, list(t.shape)))
+    return t.narrow(-1, 0, f2 // 2), t.narrow(-1, f2 // 2, f2 // 2)
+
+
+def swiglu_fused_forward(gate_up, out=None):
+    """swiglu_forward on the halves of gate_up [..., 2F] (gate first), read in place. out [..., F]."""
+    gate, up = _halves("swiglu_fused_forward", gate_up)
+    return swiglu_forward(gate, up, out)
+
+
+def swiglu_fused_backward(dy, gate_up, dgate_up=None, accumulate=False):
+    """The gradient of swiglu_fused_forward: dgate_up [..., 2F] holds dgate then dup, both written by one kernel
+    call."""
+    gate, up = _halves("swiglu_fused_backward", gate_up)
+    dgate_up, _ = _out(dgate_up, gate_up.shape, gate_up, accumulate)
+    dgate, dup = _halves("swiglu_fused_backward", dgate_up)
+    swiglu_backward(dy, gate, up, dgate, dup, accumulate)
+    return dgate_up
 
 
 def matmul_backward(dout, a, b, da=None, db=None, accumulate=False):

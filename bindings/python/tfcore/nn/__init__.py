@@ -6,6 +6,7 @@ autograd records them as any other op). tfcore.nn.gpt.GPT is the GPT-2 model
 built from these modules (tfcore.GPT stays the fast path). See docs/PYTHON.md."""
 from . import functional, gpt, init  # noqa: F401
 from .activation import GELU, ReLU, Sigmoid, Softmax, Tanh
+from .activation import SiLU
 from .container import ModuleList, Sequential
 from .dropout import Dropout
 from .embedding import Embedding
@@ -16,3 +17,4 @@ from .parameter import Parameter
 
 __all__ = ["Module", "Parameter", "Linear", "Identity", "Embedding", "LayerNorm", "Dropout", "GELU", "ReLU",
            "Tanh", "Sigmoid", "Softmax", "Sequential", "ModuleList", "init", "functional"]
+__all__ += ["SiLU"]

@@ -1,4 +1,4 @@
-"""tfcore.nn activations: GELU, ReLU, Tanh, Sigmoid, Softmax."""
+"""tfcore.nn activations: GELU, ReLU, Tanh, Sigmoid, Softmax, SiLU."""
 from .. import functional as F
 from .module import Module
 
@@ -37,6 +37,18 @@ class Tanh(Module):
 class Sigmoid(Module):
     def forward(self, input):
         return F.sigmoid(input)
+
+
+class SiLU(Module):
+    """x·σ(x), as torch.nn.SiLU (Llama's MLP activation)."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        if inplace:
+            raise ValueError("tfcore.nn.SiLU: inplace=True is not supported")
+
+    def forward(self, input):
+        return F.silu(input)
 
 
 class Softmax(Module):

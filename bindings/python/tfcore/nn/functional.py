@@ -4,6 +4,7 @@ tfcore.functional, so ops added there are found here too."""
 from .. import functional as _F
 from ..functional import (cross_entropy, dropout, embedding, gelu, layer_norm, linear, linear_cross_entropy,  # noqa: F401
                           log_softmax, relu, scaled_dot_product_attention, sigmoid, softmax, tanh)
+from ..functional import silu  # noqa: F401
 
 
 def __getattr__(name):

@@ -420,6 +420,9 @@ extern "C" {
     pub fn tfc_sigmoid(g: *mut tfc_graph, x: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_relu(g: *mut tfc_graph, x: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_gelu(g: *mut tfc_graph, x: *const tfc_tensor, approximate: i32, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_silu(g: *mut tfc_graph, x: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_swiglu(g: *mut tfc_graph, gate: *const tfc_tensor, up: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_swiglu_fused(g: *mut tfc_graph, gate_up: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_sum(g: *mut tfc_graph, x: *const tfc_tensor, dims: *const i32, ndims: i32, keepdim: i32, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_mean(g: *mut tfc_graph, x: *const tfc_tensor, dims: *const i32, ndims: i32, keepdim: i32, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_max(g: *mut tfc_graph, x: *const tfc_tensor, dims: *const i32, ndims: i32, keepdim: i32, out: *mut *mut tfc_tensor) -> tfc_status;
@@ -512,6 +515,8 @@ extern "C" {
     pub fn tfc_rope_inv_freq(config: *const tfc_rope_config, head_dim: i64, seq_len: i64, inv_freq: *mut f64) -> tfc_status;
     pub fn tfc_rope_forward(x: *const tfc_tensor, positions: *const tfc_tensor, inv_freq: *const tfc_tensor, y: *mut tfc_tensor) -> tfc_status;
     pub fn tfc_rope_backward(dy: *const tfc_tensor, positions: *const tfc_tensor, inv_freq: *const tfc_tensor, dx: *mut tfc_tensor, flags: u32) -> tfc_status;
+    pub fn tfc_swiglu_forward(gate: *const tfc_tensor, up: *const tfc_tensor, out: *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_swiglu_backward(dy: *const tfc_tensor, gate: *const tfc_tensor, up: *const tfc_tensor, dgate: *mut tfc_tensor, dup: *mut tfc_tensor, flags: u32) -> tfc_status;
     pub fn tfc_tensor_to_dlpack(t: *const tfc_tensor, out: *mut *mut DLManagedTensor) -> tfc_status;
     pub fn tfc_tensor_to_dlpack_versioned(t: *const tfc_tensor, out: *mut *mut DLManagedTensorVersioned) -> tfc_status;
     pub fn tfc_tensor_from_dlpack(m: *mut DLManagedTensor, out: *mut *mut tfc_tensor) -> tfc_status;

@@ -157,6 +157,21 @@ impl Graph {
         make(|o| unsafe { sys::tfc_gelu(self.g(), x.as_ptr(), mode, o) })
     }
 
+    /// SiLU, x · σ(x).
+    pub fn silu(&self, x: &Tensor) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_silu(self.g(), x.as_ptr(), o) })
+    }
+
+    /// SwiGLU, silu(gate) ⊙ up (gate and up of one shape; views of a wider tensor are read in place).
+    pub fn swiglu(&self, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_swiglu(self.g(), gate.as_ptr(), up.as_ptr(), o) })
+    }
+
+    /// SwiGLU of one `[.., 2F]` tensor holding gate then up along its last dim; the output is `[.., F]`.
+    pub fn swiglu_fused(&self, gate_up: &Tensor) -> Result<Tensor> {
+        make(|o| unsafe { sys::tfc_swiglu_fused(self.g(), gate_up.as_ptr(), o) })
+    }
+
     pub fn reshape(&self, x: &Tensor, shape: &[i64]) -> Result<Tensor> {
         make(|o| unsafe { sys::tfc_reshape(self.g(), x.as_ptr(), shape.as_ptr(), shape.len() as i32, o) })
     }

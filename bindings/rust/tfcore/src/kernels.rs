@@ -81,3 +81,23 @@ pub fn gelu_forward(x: &Tensor, tanh_approx: bool, y: &Tensor) -> Result<()> {
 pub fn gelu_backward(dy: &Tensor, x: &Tensor, tanh_approx: bool, dx: &Tensor, accumulate: bool) -> Result<()> {
     check(unsafe { sys::tfc_gelu_backward(dy.as_ptr(), x.as_ptr(), tanh_approx as i32, dx.as_ptr(), flags(accumulate)) })
 }
+
+/// out = silu(gate) ⊙ up. Every tensor may be a row-strided view (the halves of a `[.., 2F]` buffer).
+pub fn swiglu_forward(gate: &Tensor, up: &Tensor, out: &Tensor) -> Result<()> {
+    check(unsafe { sys::tfc_swiglu_forward(gate.as_ptr(), up.as_ptr(), out.as_ptr()) })
+}
+
+/// dgate = dy · up · σ(g)(1 + g(1 − σ(g))), dup = dy · silu(g), each optional (also views: the halves of one
+/// `[.., 2F]` gradient).
+pub fn swiglu_backward(
+    dy: &Tensor,
+    gate: &Tensor,
+    up: &Tensor,
+    dgate: Option<&Tensor>,
+    dup: Option<&Tensor>,
+    accumulate: bool,
+) -> Result<()> {
+    check(unsafe {
+        sys::tfc_swiglu_backward(dy.as_ptr(), gate.as_ptr(), up.as_ptr(), opt(dgate), opt(dup), flags(accumulate))
+    })
+}
