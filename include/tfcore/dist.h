@@ -162,8 +162,9 @@ typedef struct tfc_ddp_stats {
  * parameters, so all start equal. c is retained.
  * Errors: mismatched parameter lists across ranks (TFC_ERR_SHAPE naming the
  * parameter), a parameter that does not require grad, is not contiguous,
- * on CUDA, or not f32/f64 (TFC_ERR_INVALID_ARG / TFC_ERR_UNSUPPORTED /
- * TFC_ERR_DTYPE), bucket_bytes < 0, TFC_ERR_OOM.
+ * is over read-only memory (the broadcast writes it), on CUDA, or not
+ * f32/f64 (TFC_ERR_INVALID_ARG / TFC_ERR_UNSUPPORTED / TFC_ERR_DTYPE),
+ * bucket_bytes < 0, TFC_ERR_OOM.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_ddp_new(tfc_comm *c, tfc_tensor *const *params /* nullable when n == 0 */,
                                              int32_t n, int64_t bucket_bytes, tfc_ddp **out);
@@ -188,7 +189,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_ddp_set_sync(tfc_ddp *d, int32_t on);
 /*
  * After backward: reduce the buckets not yet started (a parameter that got
  * no gradient contributes zeros), wait for all, and replace every
- * parameter's .grad with the average over ranks. Collective. Errors: a
+ * parameter's .grad with the average over ranks: written into the .grad
+ * when nothing else holds its memory and it is writable, else into a new
+ * tensor (a .grad over read-only memory is never written). Collective. Errors: a
  * reduction's MPI error (TFC_ERR_DEVICE), TFC_ERR_OOM; the gradients are
  * then unspecified.
  */
@@ -214,8 +217,9 @@ TFC_API void tfc_ddp_release(tfc_ddp *d /* nullable */);
  * collective. State already in opt (a resumed run's) is kept for this
  * rank's slice. Collective. c is retained.
  * Errors: already sharded, parameters of mixed dtypes or not all on the
- * CPU (TFC_ERR_UNSUPPORTED), differing parameter lists across ranks
- * (TFC_ERR_SHAPE), TFC_ERR_OOM.
+ * CPU (TFC_ERR_UNSUPPORTED), a parameter over read-only memory (every step
+ * writes every parameter: TFC_ERR_INVALID_ARG naming it, on every rank),
+ * differing parameter lists across ranks (TFC_ERR_SHAPE), TFC_ERR_OOM.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_optim_shard(tfc_optim *opt, tfc_comm *c);
 /* 1 when opt is sharded (tfc_optim_shard), else 0. */

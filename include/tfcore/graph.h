@@ -233,7 +233,8 @@ TFC_API TFC_NODISCARD tfc_status tfc_tensor_grad(const tfc_tensor *t, tfc_tensor
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_set_grad(tfc_tensor *t, tfc_tensor *grad /* nullable */);
 /*
  * Zero t's gradient: set_to_none=1 drops it (the next backward allocates a
- * fresh one), 0 fills the existing one with zeros.
+ * fresh one), 0 fills the existing one with zeros. Errors: NULL t; with
+ * set_to_none=0, a .grad over read-only memory (TFC_ERR_INVALID_ARG).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_tensor_zero_grad(tfc_tensor *t, int32_t set_to_none);
 /* Ask backward to keep the gradient of non-leaf t in its .grad too. */

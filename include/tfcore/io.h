@@ -200,20 +200,26 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path
  * metadata, every parameter present with the right shape; f32/f64/bf16/f16
  * values are converted to the config dtype). A file with "tfc.quant.format"
  * gives a quantized model (as tfc_gpt_quantize leaves it; the f32 model is
- * built first, then its quantized weights dropped). Errors: TFC_ERR_IO,
- * TFC_ERR_FORMAT naming the missing key, tensor or shape mismatch, and for a
- * quantized file an unknown format, a missing or ill-sized .qcodes/.qscales
- * tensor, a wrong dtype or a non-finite scale (the message gives
- * tfc_qweight_from_tensors' reason).
+ * built first, then its quantized weights dropped). Every tensor of the
+ * file must be one the model of its metadata has (a tfc.n_layer or
+ * tfc.bias that contradicts the tensors is refused, naming the first
+ * tensor that model lacks), and every dtype is checked before anything
+ * converts (docs/ARCHITECTURE.md, "The loader contract"). Errors:
+ * TFC_ERR_IO, TFC_ERR_FORMAT naming the missing key, a missing, extra or
+ * integer-typed tensor or a shape mismatch, and for a quantized file an
+ * unknown format, a missing or ill-sized .qcodes/.qscales tensor, a wrong
+ * dtype or a non-finite scale (the message gives tfc_qweight_from_tensors'
+ * reason). *out is untouched on error.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_load(const char *path, tfc_gpt **out);
 
 /*
  * Copy the parameters stored in a file written by tfc_gpt_save into an
- * existing model of the same config. Errors: a config that differs
- * (TFC_ERR_INVALID_ARG naming the field and both values; nothing copied),
- * a quantized model or file (TFC_ERR_UNSUPPORTED: use tfc_gpt_load), as
- * tfc_gpt_load otherwise.
+ * existing model of the same config. Every tensor is checked before the
+ * first value is copied, so on error the model is unchanged. Errors: a
+ * config that differs (TFC_ERR_INVALID_ARG naming the field and both
+ * values), a quantized model or file (TFC_ERR_UNSUPPORTED: use
+ * tfc_gpt_load), as tfc_gpt_load otherwise.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path);
 
@@ -259,16 +265,18 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_save_llmc(const tfc_gpt *m, const char 
  * layer_norm_epsilon 1e-5 and tie_word_embeddings true when absent) and
  * dir/model.safetensors. Tensors are found under the names tfc_gpt_params
  * gives (transformer.h.0.attn.c_attn.weight, ...) or GPT2Model's bare ones
- * (h.0.attn.c_attn.weight); the attention mask buffers (attn.bias,
- * attn.masked_bias) and a tied model's stored lm_head.weight are ignored;
- * f32/f64/bf16/f16 values become an f32 model with biases. Errors (*out
+ * (h.0.attn.c_attn.weight), never both; each block's attention mask
+ * buffers (attn.bias, attn.masked_bias) are ignored, and a tied model's
+ * stored lm_head.weight must be transformer.wte.weight's copy byte for
+ * byte; f32/f64/bf16/f16 values become an f32 model with biases. Errors (*out
  * untouched): NULL arguments (TFC_ERR_INVALID_ARG); TFC_ERR_IO (a file
  * missing or unreadable); TFC_ERR_FORMAT for config.json that is not JSON,
  * lacks a required key, has a value of the wrong kind or a config the
  * model refuses (naming the key), and for model.safetensors as
  * tfc_safetensors_load, holding far fewer values than the config needs, a
- * missing parameter, a shape other than the config's or a tensor no GPT-2
- * of that config has (naming the tensor and both shapes);
+ * missing parameter, a shape other than the config's, an integer dtype, a
+ * tied lm_head.weight that differs from wte or a tensor no GPT-2 of that
+ * config has (naming the tensor and both shapes);
  * TFC_ERR_UNSUPPORTED for what the model cannot compute (model_type other
  * than gpt2, an activation other than GELU's tanh form, n_inner other than
  * 4 x n_embd, scale_attn_by_inverse_layer_idx, add_cross_attention) and for

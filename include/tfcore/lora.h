@@ -144,10 +144,14 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_save_lora_config(const tfc_gpt *m, cons
  * (TFC_ERR_INVALID_ARG); an unreadable or corrupt file (TFC_ERR_IO,
  * TFC_ERR_FORMAT as tfc_safetensors_load); a tensor that is not a LoRA
  * weight of a block Linear, a layer with lora_A or lora_B missing, ranks
- * that differ, no alpha, use_rslora (TFC_ERR_FORMAT naming it); a layer
- * beyond the model's or a shape that does not fit the model
- * (TFC_ERR_SHAPE naming the tensor, its shape and the expected one); a
- * non-finite value (TFC_ERR_NONFINITE); TFC_ERR_OOM.
+ * that differ, a tfc.lora.rank or adapter_config.json "r" other than the
+ * tensors' rank, a non-float dtype (refused before any conversion), no
+ * alpha (TFC_ERR_FORMAT naming it); a PEFT setting the model cannot honour
+ * (TFC_ERR_UNSUPPORTED naming it: alpha_pattern, rank_pattern,
+ * layers_to_transform, modules_to_save, use_dora, lora_bias, bias other
+ * than "none"); a layer beyond the model's or a shape that does not fit the
+ * model (TFC_ERR_SHAPE naming the tensor, its shape and the expected one);
+ * a non-finite value (TFC_ERR_NONFINITE); TFC_ERR_OOM.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_load_lora(tfc_gpt *m, const char *path);
 

@@ -158,8 +158,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_param(const tfc_optim *opt, int64_t k
  * Parameters and state are written in place (versions bumped). All checks
  * and state allocations happen before anything is written: on error
  * nothing changed. The step runs on the device of the parameters (all on
- * one device). Errors: NULL opt; a gradient that is not contiguous
- * (TFC_ERR_INVALID_ARG); parameters or gradients on different devices, or
+ * one device). Errors: NULL opt; a gradient that is not contiguous, a
+ * parameter over read-only memory (tfc_tensor_wrap_ex with
+ * TFC_WRAP_READ_ONLY; TFC_ERR_INVALID_ARG naming it, every optimizer
+ * kind); parameters or gradients on different devices, or
  * no usable GPU (TFC_ERR_DEVICE); a parameter dtype its device does not
  * take (TFC_ERR_DTYPE); a rule the device does not offer — on CUDA only
  * AdamW (and Adam without weight decay) on f32 parameters, without amsgrad
@@ -170,7 +172,9 @@ TFC_API TFC_NODISCARD tfc_status tfc_optim_step(tfc_optim *opt);
 /*
  * Clear every parameter's gradient: set_to_none = 1 drops it (the next
  * backward allocates a fresh one, as PyTorch's zero_grad(set_to_none=True)),
- * 0 fills it with zeros.
+ * 0 fills it with zeros. Errors: NULL opt; with set_to_none = 0, a .grad
+ * over read-only memory (TFC_ERR_INVALID_ARG naming the parameter, checked
+ * for every parameter before any .grad is zeroed).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_optim_zero_grad(tfc_optim *opt, int32_t set_to_none);
 

@@ -787,14 +787,16 @@ TFC_API tfc_status tfc_tensor_set_grad(tfc_tensor *t, tfc_tensor *grad) {
 }
 
 TFC_API tfc_status tfc_tensor_zero_grad(tfc_tensor *t, int32_t set_to_none) {
-    TFC_CHECK_NOT_NULL("tfc_tensor_zero_grad", t);
+    const char *fn = "tfc_tensor_zero_grad";
+    TFC_CHECK_NOT_NULL(fn, t);
     if (!t->grad) return TFC_OK;
     if (set_to_none) {
         tfc_tensor_release(t->grad);
         t->grad = NULL;
         return TFC_OK;
     }
-    return tfc_tensor_fill(t->grad, 0.0);
+    TFC_TRY(tfc_tensor_check_writable(fn, "t's grad", t->grad));
+    return tfc_err_in(fn, tfc_tensor_fill(t->grad, 0.0));
 }
 
 TFC_API tfc_status tfc_tensor_retain_grad(tfc_tensor *t) {

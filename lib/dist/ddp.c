@@ -154,7 +154,10 @@ static tfc_status check_param(const char *fn, const tfc_tensor *p, int32_t i) {
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%d] %s is not a leaf that requires grad", fn, i, SHAPE(p));
     if (!tfc_is_contiguous(p))
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: params[%d] %s is not contiguous", fn, i, SHAPE(p));
-    return TFC_OK;
+    /* the start broadcasts rank 0's values into every parameter, and the training steps write them */
+    char name[32];
+    snprintf(name, sizeof name, "params[%d]", i);
+    return tfc_tensor_check_writable(fn, name, p);
 }
 
 /*
@@ -306,12 +309,18 @@ TFC_API tfc_status tfc_ddp_set_sync(tfc_ddp *d, int32_t on) {
     return TFC_OK;
 }
 
-/* grad = flat / N, into the parameter's own .grad when it is a contiguous tensor of its dtype, else a new one. */
+/*
+ * grad = flat / N, into the parameter's own .grad when it is a contiguous
+ * tensor of its dtype that nothing else holds, else a new one: never into
+ * memory another owner keeps, nor into a read-only one (a .grad the caller
+ * set to wrapped memory, kept by a parameter this backward did not reach).
+ */
 static tfc_status unpack(const char *fn, tfc_ddp *d, int32_t i) {
     tfc_tensor *p = d->params[i], *g = p->grad;
     const bucket *b = &d->b[d->bucket_of[i]];
     const int64_t n = tfc_numel(p);
-    if (!g || g->dtype != p->dtype || !tfc_is_contiguous(g) || atomic_load(&g->storage->refcount) != 1) {
+    if (!g || g->dtype != p->dtype || !tfc_is_contiguous(g) || atomic_load(&g->storage->refcount) != 1 ||
+        g->storage->read_only) {
         tfc_tensor *fresh;
         TFC_TRY(tfc_tensor_new(p->shape, p->ndim, p->dtype, TFC_DEVICE_CPU, 0, &fresh));
         tfc_tensor_release(p->grad);

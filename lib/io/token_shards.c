@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/tensor_contract.h"
 #include "io/token_file.h"
 #include "tfcore/io.h"
 
@@ -60,15 +61,57 @@ static tfc_status map_file(const char *fn, const char *path, void **map, size_t 
     return TFC_OK;
 }
 
+/* What a shard's header said, for its words when the contract refuses the bytes after it. */
+typedef struct shard_claim {
+    int64_t count; /* tokens the header claims (headerless: the whole tokens the file holds) */
+    int32_t width;
+    size_t len, header;
+} shard_claim;
+
+/* A shard's words for its one contract fault: tokens that do not tile the bytes after the header. */
+static tfc_status shard_explain(void *ctx, const tfc_contract *c, const tfc_fault *f) {
+    const shard_claim *sc = ctx;
+    if (f->kind != TFC_FAULT_SPAN) return TFC_OK;
+    if (!sc->header)
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' is %zu bytes, an odd length for u16 tokens", c->fn, c->file, sc->len);
+    return tfc_err(TFC_ERR_FORMAT, "%s: '%s' claims %lld tokens of %d bytes but holds %zu bytes after the header",
+                   c->fn, c->file, (long long)sc->count, (int)sc->width, sc->len - sc->header);
+}
+
+/*
+ * The loader contract for a shard (io/tensor_contract.h): its one tensor,
+ * the tokens, as the header describes them (count tokens of width bytes
+ * after `header` bytes), must fill the file exactly — a count that lies is
+ * refused before a token is read.
+ */
+static tfc_status check_tokens_fill_file(const char *fn, const char *path, shard_claim *sc) {
+    tfc_contract *c = NULL;
+    TFC_TRY(tfc_contract_new(fn, path, "its header", &c));
+    tfc_want w = TFC_WANT_INIT;
+    w.name = "tokens";
+    w.ndim = -1; /* their width is the format's (the magic), their values checked against the vocabulary below */
+    tfc_held h = {.name = "tokens", .dtype = TFC_DTYPE_U8, .ndim = 1, .begin = sc->header};
+    const int64_t bytes = sc->count * sc->width; /* |count| < 2^31, width <= 4 */
+    h.dims[0] = bytes > 0 ? bytes : 0;
+    h.end = (uint64_t)((int64_t)sc->header + bytes);
+    tfc_status s = tfc_contract_want(c, &w);
+    if (s == TFC_OK) s = tfc_contract_hold(c, &h);
+    tfc_contract_set_span(c, sc->header, sc->len);
+    tfc_contract_set_explain(c, shard_explain, sc);
+    if (s == TFC_OK) s = tfc_contract_check(c);
+    tfc_contract_free(c);
+    return s;
+}
+
 /* Where shard path's tokens start and how many and how wide they are, from its header and size. */
 static tfc_status parse_shard(const char *fn, const char *path, tfc_token_format format, tfc_token_seg *g) {
     const unsigned char *p = g->map;
     const size_t len = g->map_len;
     if (format == TFC_TOKENS_U16) {
-        if (len % 2)
-            return tfc_err(TFC_ERR_FORMAT, "%s: '%s' is %zu bytes, an odd length for u16 tokens", fn, path, len);
+        shard_claim sc = {.count = (int64_t)(len / 2), .width = 2, .len = len, .header = 0};
+        TFC_TRY(check_tokens_fill_file(fn, path, &sc));
         g->ids = p;
-        g->count = (int64_t)(len / 2);
+        g->count = sc.count;
         g->width = 2;
         return TFC_OK;
     }
@@ -90,10 +133,8 @@ static tfc_status parse_shard(const char *fn, const char *path, tfc_token_format
         return tfc_err(version > want_version ? TFC_ERR_VERSION : TFC_ERR_FORMAT,
                        "%s: '%s' has llm.c version %d for magic %d, this library reads %d", fn, path, version, magic,
                        want_version);
-    const size_t data = len - LLMC_HEADER_BYTES;
-    if (count < 0 || (size_t)count > data / (size_t)g->width || (size_t)count * (size_t)g->width != data)
-        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' claims %d tokens of %d bytes but holds %zu bytes after the header", fn,
-                       path, count, g->width, data);
+    shard_claim sc = {.count = count, .width = g->width, .len = len, .header = LLMC_HEADER_BYTES};
+    TFC_TRY(check_tokens_fill_file(fn, path, &sc));
     g->ids = p + LLMC_HEADER_BYTES;
     g->count = count;
     return TFC_OK;

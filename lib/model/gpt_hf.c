@@ -3,11 +3,12 @@
  * save_pretrained): config.json in GPT2Config's schema and model.safetensors
  * under HF's names. Our parameter names and layouts are HF's already
  * (gpt.h: Conv1D [in, out] weights), so tensors travel as they are; what
- * this file adds is config.json (parsed by jansson through lib/io/json.h)
- * and the name variants found in the wild: GPT2Model's bare
- * names ("h.0.attn.c_attn.weight", "wte.weight"), the attention mask
- * buffers older transformers saved ("attn.bias", "attn.masked_bias"), an
- * lm_head.weight stored although tied. Tokenizer files (vocab.json,
+ * this file adds is config.json (parsed by jansson through lib/io/json.h).
+ * The tensors model.safetensors may hold — the parameters under HF's or
+ * GPT2Model's bare names ("h.0.attn.c_attn.weight", "wte.weight"), the
+ * attention mask buffers older transformers saved, an lm_head.weight stored
+ * although tied — are gpt_want.c's list, held against the file by the
+ * loader contract (io/tensor_contract.h). Tokenizer files (vocab.json,
  * merges.txt) belong to the tokenizer layer and the CLI.
  */
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "model/gpt_impl.h"
+#include "model/gpt_want.h"
 #include "tfcore/io.h"
 
 #define HF_CONFIG_MAX (16u << 20) /* a GPT2Config is a few hundred bytes; anything huge is not one */
@@ -171,81 +173,34 @@ static tfc_status read_config_json(const char *fn, const char *path, tfc_gpt_con
 
 /* ---- loading ---------------------------------------------------------------------- */
 
-/* Tensors a GPT-2 file may hold beside the parameters: the causal mask buffers of older transformers. */
-static int ends_with(const char *s, const char *tail) {
-    const size_t n = strlen(s), k = strlen(tail);
-    return n >= k && strcmp(s + n - k, tail) == 0;
-}
-
-static int is_mask_buffer(const char *name) {
-    return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
-}
-
-/* The parameter called name in f, under its own name or GPT2Model's bare one; NULL when absent. */
-static tfc_tensor *find_param(const tfc_safetensors *f, const char *name) {
-    tfc_tensor *t = NULL;
-    if (tfc_safetensors_find(f, name, &t) == TFC_OK) return t;
-    const char *pre = "transformer.";
-    if (strncmp(name, pre, strlen(pre)) == 0 && tfc_safetensors_find(f, name + strlen(pre), &t) == TFC_OK) return t;
-    return NULL;
-}
-
 /*
- * A tied model's stored lm_head.weight is wte's copy (older exports keep
- * both): it must hold wte's values, byte for byte. One that differs is an
- * untied head under a config that says tied (tie_word_embeddings true, or
- * absent and so true); reading the model as tied would drop it in silence.
+ * The contract of model.safetensors f for m (gpt_want.h): m's parameters
+ * under HF's names or GPT2Model's bare ones, any float dtype, loaded into
+ * m; each block's mask buffers ignored; a tied model's stored lm_head.weight
+ * wte's copy. Anything else is refused, naming it.
  */
-static tfc_status check_tied_copy(const char *fn, const char *path, const tfc_safetensors *f, tfc_tensor *head) {
-    tfc_tensor *wte = find_param(f, "transformer.wte.weight");
-    const size_t nb = (size_t)tfc_tensor_numel(head) * tfc_dtype_size(tfc_tensor_dtype(head));
-    int same =
-        wte && tfc_tensor_dtype(wte) == tfc_tensor_dtype(head) && tfc_tensor_numel(wte) == tfc_tensor_numel(head);
-    void *a = same ? malloc(nb ? nb : 1) : NULL, *b = same ? malloc(nb ? nb : 1) : NULL;
-    tfc_status s = !same || (a && b) ? TFC_OK : tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    if (same && s == TFC_OK) s = tfc_tensor_copy_to_host(head, a, nb);
-    if (same && s == TFC_OK) s = tfc_tensor_copy_to_host(wte, b, nb);
-    if (s == TFC_OK && (!same || memcmp(a, b, nb) != 0))
-        s = tfc_err(TFC_ERR_FORMAT,
-                    "%s: '%s' holds an lm_head.weight that is not transformer.wte.weight's copy, but config.json "
-                    "ties them (tie_word_embeddings true or absent): set tie_word_embeddings false to read it",
-                    fn, path);
-    free(a);
-    free(b);
-    tfc_tensor_release(wte);
-    return s;
-}
-
-/*
- * Every tensor of f is a parameter of m (under either name), a mask buffer,
- * or a tied model's lm_head.weight holding wte's values.
- */
-static tfc_status check_no_strangers(const char *fn, const char *path, const tfc_gpt *m, const tfc_safetensors *f) {
-    int32_t n;
-    const char *const *names;
-    tfc_tensor *const *params;
-    TFC_TRY(tfc_gpt_params(m, &n, &names, &params));
-    for (int32_t i = 0; i < tfc_safetensors_count(f); i++) {
-        const char *tn = NULL;
-        TFC_TRY(tfc_safetensors_get(f, i, &tn, NULL));
-        if (is_mask_buffer(tn)) continue;
-        if (m->cfg.tie_weights && strcmp(tn, "lm_head.weight") == 0) {
-            tfc_tensor *head = NULL;
-            TFC_TRY(tfc_safetensors_get(f, i, NULL, &head));
-            tfc_status s = check_tied_copy(fn, path, f, head);
-            tfc_tensor_release(head);
-            TFC_TRY(s);
-            continue;
-        }
-        int known = 0;
-        for (int32_t k = 0; k < n && !known; k++)
-            known = strcmp(tn, names[k]) == 0 ||
-                (strncmp(names[k], "transformer.", 12) == 0 && strcmp(tn, names[k] + 12) == 0);
-        if (!known)
-            return tfc_err(TFC_ERR_FORMAT,
-                           "%s: '%s' holds a tensor '%s' that a GPT-2 of its config.json (n_layer %d) does not have",
-                           fn, path, tn, (int)m->cfg.n_layer);
+static tfc_status hf_contract(const char *fn, const char *wpath, tfc_gpt *m, const tfc_safetensors *f,
+                              tfc_contract **out) {
+    const tfc_gpt_config *c = &m->cfg;
+    char model[200];
+    snprintf(model, sizeof model, "its config.json (n_layer %d, n_head %d, n_embd %d, vocab_size %d, n_positions %d)",
+             (int)c->n_layer, (int)c->n_head, (int)c->n_embd, (int)c->vocab_size, (int)c->block_size);
+    tfc_contract *ct = NULL;
+    TFC_TRY(tfc_contract_new(fn, wpath, model, &ct));
+    /* an untied model's head is required: say why when it is missing */
+    tfc_status s =
+        tfc_gpt_want_params(m, ct, TFC_DTYPES_FLOAT, 1, 0, 0, " (config.json says tie_word_embeddings false)");
+    if (s == TFC_OK)
+        s = tfc_gpt_want_hf_extras(m, ct,
+                                   ", but config.json ties them (tie_word_embeddings true or absent): set "
+                                   "tie_word_embeddings false to read it");
+    if (s == TFC_OK) s = tfc_contract_hold_safetensors(ct, f);
+    if (s == TFC_OK) s = tfc_contract_check(ct);
+    if (s != TFC_OK) {
+        tfc_contract_free(ct);
+        return s;
     }
+    *out = ct;
     return TFC_OK;
 }
 
@@ -301,12 +256,10 @@ TFC_API tfc_status tfc_gpt_load_hf(const char *dir, tfc_gpt **out) {
                     (long long)tfc_gpt_config_numel(&c));
     tfc_gpt *m = NULL;
     if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
-    if (s == TFC_OK) s = check_no_strangers(fn, wpath, m, f);
-    char needs[160];
-    snprintf(needs, sizeof needs, "its config.json (n_layer %d, n_head %d, n_embd %d, vocab_size %d, n_positions %d)",
-             (int)c.n_layer, (int)c.n_head, (int)c.n_embd, (int)c.vocab_size, (int)c.block_size);
-    if (s == TFC_OK)
-        s = tfc_gpt_copy_params(fn, wpath, m, f, find_param, needs, " (config.json says tie_word_embeddings false)");
+    tfc_contract *ct = NULL;
+    if (s == TFC_OK) s = hf_contract(fn, wpath, m, f, &ct);
+    if (s == TFC_OK) s = tfc_contract_copy(ct);
+    tfc_contract_free(ct);
     tfc_safetensors_release(f);
     free(cpath);
     free(wpath);

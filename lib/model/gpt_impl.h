@@ -234,22 +234,6 @@ void tfc_gpt_config_normalize(const tfc_gpt_config *in, tfc_gpt_config *out);
 int64_t tfc_gpt_config_numel(const tfc_gpt_config *cfg);
 
 /*
- * Copy every parameter of m from f (gpt_weights.c), each found by find (a
- * new reference or NULL): shapes must match exactly, any float dtype is
- * converted. Errors name fn, path and the tensor: "... holds NAME as
- * [dims], <needs> needs [dims]"; a missing lm_head.weight gets head_hint
- * (nullable) appended. A tfcore weight file (find is gpt_weights.c's
- * exact-name finder) must hold nothing else: every tensor is one of m's
- * parameters or quantized arrays, or the load is refused naming it (its
- * metadata describes another model: a tfc.n_layer or tfc.bias that lies);
- * the HF reader checks its own name variants before. m's parameters are
- * only written when every tensor checks out.
- */
-tfc_status tfc_gpt_copy_params(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
-                               tfc_tensor *(*find)(const tfc_safetensors *f, const char *name), const char *needs,
-                               const char *head_hint);
-
-/*
  * Keys and values per layer: [batch, n_head, cap, head_dim], valid up to
  * len. Public caches hold cap = block_size positions; batched generation
  * makes smaller ones (tfc_gpt_cache_with_cap) when it knows how many

@@ -28,6 +28,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "model/gpt_impl.h"
+#include "model/gpt_want.h"
 #include "tfcore/io.h"
 
 #define LLMC_MAGIC 20240326
@@ -55,33 +56,76 @@ static tfc_tensor *tensor_of(const tfc_gpt *m, const gpt_param_row *r, int32_t l
 
 /*
  * Values of one tensor (one layer's) in the file: rows x cols, the file's
- * [out, in] for a transposed row, wte's rows padded to vp.
+ * [out, in] for a transposed row, wte's rows padded to vp (gpt_want.c's
+ * llm.c layout, less the layer dimension).
  */
 static void shape_of(const tfc_gpt_config *c, int32_t vp, const gpt_param_row *r, int64_t *rows, int64_t *cols) {
-    gpt_arch a;
-    gpt_arch_of(c, &a);
-    const gpt_dim first = r->transpose ? r->shape[1] : r->shape[0], second = r->transpose ? r->shape[0] : r->shape[1];
-    *rows = first == GPT_D_VOCAB ? vp : tfc_gpt_dim_size(first, &a);
-    *cols = second == GPT_D_NONE ? 1 : tfc_gpt_dim_size(second, &a);
+    int64_t d[3];
+    const int32_t nd = tfc_gpt_llmc_dims(c, vp, r, d), first = r->per_block ? 1 : 0;
+    *rows = d[first];
+    *cols = nd > first + 1 ? d[first + 1] : 1;
 }
 
 static int32_t le32(const unsigned char *p) {
     return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
 }
 
-/* Total values the file holds for config c padded to vp; -1 on overflow. */
-static int64_t file_values(const tfc_gpt_config *c, int32_t vp) {
+/*
+ * What the file holds by its header (config c, wte padded to vp, values of
+ * dtype): llm.c's tensors in its order, each whole, one after the other
+ * from the end of the header, as held tensors of ct. A header whose sizes
+ * overflow is refused here.
+ */
+static tfc_status hold_llmc(tfc_contract *ct, const tfc_gpt_config *c, int32_t vp, tfc_dtype dtype,
+                            const char *header) {
     llmc_order o;
     llmc_order_of(&o);
-    int64_t total = 0;
+    int64_t at = LLMC_HEADER_INTS * 4;
     for (int i = 0; i < o.n; i++) {
-        int64_t r, k, n;
-        shape_of(c, vp, o.row[i], &r, &k);
-        if (!tfc_mul_i64(r, k, &n)) return -1;
-        if (o.row[i]->per_block && !tfc_mul_i64(n, c->n_layer, &n)) return -1;
-        if (!tfc_add_i64(total, n, &total)) return -1;
+        tfc_held h = {.name = o.row[i]->llmc, .dtype = dtype};
+        h.ndim = tfc_gpt_llmc_dims(c, vp, o.row[i], h.dims);
+        int64_t n = 0, bytes = 0;
+        if (!tfc_dims_numel(h.dims, h.ndim, INT64_MAX, &n) || !tfc_mul_i64(n, (int64_t)tfc_dtype_size(dtype), &bytes) ||
+            !tfc_add_i64(at, bytes, &bytes))
+            return tfc_err(TFC_ERR_FORMAT, "%s: '%s': the header's sizes (%s) overflow", ct->fn, ct->file, header);
+        h.begin = (uint64_t)at;
+        h.end = (uint64_t)bytes;
+        at = bytes;
+        TFC_TRY(tfc_contract_hold(ct, &h));
     }
-    return total;
+    return TFC_OK;
+}
+
+/* llm.c's words for a padded vocabulary below the vocabulary (the symbol Vp out of its bounds). */
+static tfc_status llmc_explain(void *ctx, const tfc_contract *c, const tfc_fault *f) {
+    (void)ctx;
+    if (f->kind != TFC_FAULT_SYM_RANGE) return TFC_OK;
+    return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has padded vocabulary Vp %lld below V %lld", c->fn, c->file,
+                   (long long)f->value, (long long)c->sym[f->other].lo);
+}
+
+/*
+ * The contract of an llm.c file of st_size bytes whose header gave config
+ * c, vp and the values' dtype: its tensors (by the header) against the
+ * table's (gpt_want.c), and their bytes against the file's, before the
+ * model is built.
+ */
+static tfc_status llmc_contract(const char *fn, const char *path, const tfc_gpt_config *c, int32_t vp, int bf16,
+                                int64_t st_size) {
+    char header[160], model[200];
+    snprintf(header, sizeof header, "maxT %d, V %d, L %d, NH %d, C %d, Vp %d, %s", (int)c->block_size,
+             (int)c->vocab_size, (int)c->n_layer, (int)c->n_head, (int)c->n_embd, (int)vp, bf16 ? "bf16" : "fp32");
+    snprintf(model, sizeof model, "its header (%s)", header);
+    const tfc_dtype dtype = bf16 ? TFC_DTYPE_BF16 : TFC_DTYPE_F32;
+    tfc_contract *ct = NULL;
+    TFC_TRY(tfc_contract_new(fn, path, model, &ct));
+    tfc_status s = tfc_gpt_want_llmc(c, ct, dtype);
+    if (s == TFC_OK) s = hold_llmc(ct, c, vp, dtype, header);
+    tfc_contract_set_span(ct, LLMC_HEADER_INTS * 4, (uint64_t)st_size);
+    tfc_contract_set_explain(ct, llmc_explain, NULL);
+    if (s == TFC_OK) s = tfc_contract_check(ct);
+    tfc_contract_free(ct);
+    return s;
 }
 
 /* Read one tensor's values (all layers) from fp into the model, converting and transposing. */
@@ -143,8 +187,6 @@ TFC_API tfc_status tfc_gpt_load_llmc(const char *path, tfc_gpt **out) {
         if (h[i] < 1)
             s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has header field %s (int %d) = %d, must be >= 1", fn, path, field[i],
                         i, (int)h[i]);
-    if (s == TFC_OK && h[7] < h[3])
-        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has padded vocabulary Vp %d below V %d", fn, path, (int)h[7], (int)h[3]);
     if (s == TFC_OK && h[6] % h[5])
         s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has C %d not a multiple of NH %d", fn, path, (int)h[6], (int)h[5]);
     tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
@@ -157,17 +199,7 @@ TFC_API tfc_status tfc_gpt_load_llmc(const char *path, tfc_gpt **out) {
     c.tie_weights = 1;
     const int bf16 = h[1] == LLMC_V_BF16;
     /* the file must hold exactly what the header describes before anything is allocated for it */
-    int64_t values = s == TFC_OK ? file_values(&c, h[7]) : 0, need = 0;
-    if (s == TFC_OK &&
-        (values < 0 || !tfc_mul_i64(values, bf16 ? 2 : 4, &need) || !tfc_add_i64(need, (int64_t)sizeof hb, &need)))
-        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': the header's sizes (maxT %d, V %d, L %d, C %d, Vp %d) overflow", fn,
-                    path, (int)h[2], (int)h[3], (int)h[4], (int)h[6], (int)h[7]);
-    if (s == TFC_OK && need != (int64_t)st.st_size)
-        s = tfc_err(TFC_ERR_FORMAT,
-                    "%s: '%s' is %lld bytes but its header (maxT %d, V %d, L %d, NH %d, C %d, Vp %d, %s) needs %lld%s",
-                    fn, path, (long long)st.st_size, (int)h[2], (int)h[3], (int)h[4], (int)h[5], (int)h[6], (int)h[7],
-                    bf16 ? "bf16" : "fp32", (long long)need,
-                    (int64_t)st.st_size < need ? " (truncated parameters)" : " (trailing bytes)");
+    if (s == TFC_OK) s = llmc_contract(fn, path, &c, h[7], bf16, (int64_t)st.st_size);
     if (s == TFC_OK) s = tfc_gpt_check_config(fn, &c);
     tfc_gpt *m = NULL;
     if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);

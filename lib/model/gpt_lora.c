@@ -23,6 +23,7 @@
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "model/gpt_impl.h"
+#include "model/gpt_want.h"
 #include "tfcore/io.h"
 
 /* Block Linear j's module name, as PEFT's target_modules match it: the parameter table's column (gpt_params.c). */
@@ -540,78 +541,67 @@ static tfc_status refuse_peft_fields(const char *fn, const char *cfgpath, const 
     return TFC_OK;
 }
 
+/* What a PEFT adapter_config.json says of the adapters. */
+typedef struct peft_config {
+    int found;    /* there is one beside the file */
+    double alpha; /* lora_alpha, > 0 */
+    int64_t r;    /* "r"; -1 when absent */
+    int rslora;   /* use_rslora */
+    char path[4200];
+} peft_config;
+
 /*
- * alpha from the adapter_config.json beside file (a PEFT adapter file), for
- * adapters of rank `rank` (from the tensor shapes); *found = 0 and nothing
- * else when there is none. The document is parsed
+ * The adapter_config.json beside file (a PEFT adapter file) into *pc;
+ * pc->found = 0 and nothing else when there is none. The document is parsed
  * as JSON (lib/io/json.h: top-level keys only, the last of a repeated key
- * wins); "r", when there, must be that rank. use_rslora's scale
- * lora_alpha/√r is honoured as the plain-scaling alpha lora_alpha·√r (the
- * set keeps alpha with scale alpha/r). Settings that change the adapters'
- * math in ways the model does not compute are refused by name.
+ * wins). Settings that change the adapters' math in ways the model does not
+ * compute are refused by name; "r" becomes a claim the tensors are held
+ * against (read_set).
  */
-static tfc_status alpha_from_config(const char *fn, const char *file, int32_t rank, double *alpha, int *found) {
-    char cfgpath[4200];
+static tfc_status read_peft_config(const char *fn, const char *file, peft_config *pc) {
     const char *slash = strrchr(file, '/');
     if (slash)
-        snprintf(cfgpath, sizeof cfgpath, "%.*s/adapter_config.json", (int)(slash - file), file);
+        snprintf(pc->path, sizeof pc->path, "%.*s/adapter_config.json", (int)(slash - file), file);
     else
-        snprintf(cfgpath, sizeof cfgpath, "adapter_config.json");
-    *found = 0;
+        snprintf(pc->path, sizeof pc->path, "adapter_config.json");
+    const char *cfgpath = pc->path;
+    pc->found = 0;
+    pc->r = -1;
     FILE *f = fopen(cfgpath, "rb");
     if (!f) return TFC_OK;
-    *found = 1;
+    pc->found = 1;
     json_t *root = NULL;
     tfc_status s = tfc_json_read(fn, cfgpath, f, 1u << 20, 0, &root); /* PEFT writes about 1 KB */
     fclose(f);
     if (s == TFC_OK && !json_is_object(root)) s = tfc_err(TFC_ERR_FORMAT, "%s: %s is not a JSON object", fn, cfgpath);
-    double a = NAN;
-    int64_t r = rank;
-    int rs = 0, have_a = 0;
-    if (s == TFC_OK) s = tfc_json_get_number(fn, cfgpath, root, "lora_alpha", -HUGE_VAL, HUGE_VAL, &a, &have_a);
-    if (s == TFC_OK && (!have_a || !(a > 0)))
+    int have_a = 0, have_r = 0;
+    if (s == TFC_OK) s = tfc_json_get_number(fn, cfgpath, root, "lora_alpha", -HUGE_VAL, HUGE_VAL, &pc->alpha, &have_a);
+    if (s == TFC_OK && (!have_a || !(pc->alpha > 0)))
         s = tfc_err(TFC_ERR_FORMAT, "%s: %s has no usable \"lora_alpha\" (a number > 0)", fn, cfgpath);
-    if (s == TFC_OK) s = tfc_json_get_int(fn, cfgpath, root, "r", 1, INT32_MAX, &r, NULL);
-    if (s == TFC_OK && r != rank)
-        s = tfc_err(TFC_ERR_FORMAT, "%s: %s has \"r\": %lld but the tensors of '%s' have rank %d", fn, cfgpath,
-                    (long long)r, file, (int)rank);
-    if (s == TFC_OK) s = tfc_json_get_bool(fn, cfgpath, root, "use_rslora", &rs, NULL);
+    if (s == TFC_OK) s = tfc_json_get_int(fn, cfgpath, root, "r", 1, INT32_MAX, &pc->r, &have_r);
+    if (s == TFC_OK && !have_r) pc->r = -1;
+    if (s == TFC_OK) s = tfc_json_get_bool(fn, cfgpath, root, "use_rslora", &pc->rslora, NULL);
+    if (s == TFC_OK && pc->rslora < 0) pc->rslora = 0;
     if (s == TFC_OK) s = refuse_peft_fields(fn, cfgpath, root);
     json_decref(root);
-    const double eff = rs ? a * sqrt((double)rank) : a;
-    if (s == TFC_OK && !isfinite(eff))
-        s = tfc_err(TFC_ERR_FORMAT, "%s: %s: \"lora_alpha\" %g at rank %d overflows", fn, cfgpath, a, (int)rank);
-    if (s == TFC_OK) *alpha = eff;
     return s;
 }
 
-/* The metadata tfc.lora.rank, when there, must be the rank of the tensors. */
-static tfc_status check_meta_rank(const char *fn, const char *file, const tfc_safetensors *f, int32_t rank) {
-    const char *rm = NULL;
-    if (tfc_safetensors_metadata(f, "tfc.lora.rank", &rm) != TFC_OK || !rm) return TFC_OK;
-    char *end;
-    errno = 0;
-    const long long r = strtoll(rm, &end, 10);
-    if (end == rm || *end || errno || r != rank)
-        return tfc_err(TFC_ERR_FORMAT, "%s: '%s': metadata tfc.lora.rank is '%s' but the tensors have rank %d", fn,
-                       file, rm, (int)rank);
-    return TFC_OK;
-}
-
 /*
- * The adapters' alpha, from the metadata tfc.lora.alpha and from the
- * adapter_config.json beside file: either alone gives it. The config is
- * the file's own when the file has PEFT's name, adapter_model.safetensors
- * (a PEFT directory); then both must agree, so a config whose settings say
- * another model (an rsLoRA scale, another lora_alpha, a field refused by
- * name) is never overridden by the metadata in silence. A file of another
- * name with alpha in its metadata is a save_lora file, which may share a
- * folder with other adapters' configs.
+ * The adapters' alpha for rank `rank`, from the metadata tfc.lora.alpha and
+ * from the adapter_config.json pc: either alone gives it. pc was read when
+ * the file has PEFT's name, adapter_model.safetensors (a PEFT directory),
+ * or has no alpha in its metadata; then both must agree, so a config whose
+ * settings say another model (an rsLoRA scale, another lora_alpha, a field
+ * refused by name) is never overridden by the metadata in silence. A file
+ * of another name with alpha in its metadata is a save_lora file, which may
+ * share a folder with other adapters' configs. use_rslora's scale
+ * lora_alpha/√r is honoured as the plain-scaling alpha lora_alpha·√r (the
+ * set keeps alpha with scale alpha/r).
  */
-static tfc_status adapter_alpha(const char *fn, const char *file, const tfc_safetensors *f, int32_t rank,
-                                double *alpha) {
+static tfc_status adapter_alpha(const char *fn, const char *file, const tfc_safetensors *f, const peft_config *pc,
+                                int32_t rank, double *alpha) {
     double meta = NAN, cfg = NAN;
-    int have_cfg = 0;
     const char *ameta = NULL;
     if (tfc_safetensors_metadata(f, "tfc.lora.alpha", &ameta) == TFC_OK && ameta) {
         char *end;
@@ -620,26 +610,28 @@ static tfc_status adapter_alpha(const char *fn, const char *file, const tfc_safe
             return tfc_err(TFC_ERR_FORMAT, "%s: '%s': metadata tfc.lora.alpha is '%s', need a number > 0", fn, file,
                            ameta);
     }
-    const char *base = strrchr(file, '/');
-    base = base ? base + 1 : file;
-    if (!ameta || strcmp(base, "adapter_model.safetensors") == 0)
-        TFC_TRY(alpha_from_config(fn, file, rank, &cfg, &have_cfg));
-    if (!ameta && !have_cfg)
+    if (pc->found) {
+        cfg = pc->rslora ? pc->alpha * sqrt((double)rank) : pc->alpha;
+        if (!isfinite(cfg))
+            return tfc_err(TFC_ERR_FORMAT, "%s: %s: \"lora_alpha\" %g at rank %d overflows", fn, pc->path, pc->alpha,
+                           (int)rank);
+    }
+    if (!ameta && !pc->found)
         return tfc_err(TFC_ERR_FORMAT,
                        "%s: '%s' has no tfc.lora.alpha metadata and no adapter_config.json beside it to take "
                        "lora_alpha from",
                        fn, file);
-    if (ameta && have_cfg && fabs(meta - cfg) > 1e-12 * fabs(meta))
+    if (ameta && pc->found && fabs(meta - cfg) > 1e-12 * fabs(meta))
         return tfc_err(TFC_ERR_FORMAT,
                        "%s: '%s': metadata tfc.lora.alpha %s disagrees with the adapter_config.json beside it, "
                        "which gives the scale of alpha %.17g",
                        fn, file, ameta, cfg);
-    *alpha = have_cfg ? cfg : meta;
+    *alpha = pc->found ? cfg : meta;
     return TFC_OK;
 }
 
-/* Parse a PEFT key into (layer, j, is_b); 0 when it is not a block Linear's lora_A/lora_B weight. */
-static int parse_key(const char *name, int32_t *layer, int *j, int *is_b) {
+/* Parse a PEFT key into (layer, j); 0 when it is not a block Linear's lora_A/lora_B weight. */
+static int parse_key(const char *name, int32_t *layer, int *j) {
     const size_t pl = strlen(PEFT_PREFIX);
     if (strncmp(name, PEFT_PREFIX, pl) != 0) return 0;
     const char *p = name + pl;
@@ -655,7 +647,6 @@ static int parse_key(const char *name, int32_t *layer, int *j, int *is_b) {
         if (strcmp(p + ln, ".lora_A.weight") == 0 || strcmp(p + ln, ".lora_B.weight") == 0) {
             *layer = (int32_t)l;
             *j = k;
-            *is_b = p[ln + 6] == 'B';
             return 1;
         }
     }
@@ -688,58 +679,103 @@ static tfc_status convert(const tfc_gpt *m, const char *fn, const char *name, co
     return TFC_OK;
 }
 
-/* The targets a loaded file covers when it does not say: the module names of its layers. */
-static void targets_of(const uint8_t *has, int32_t n_layer, char *buf, size_t cap) {
+/* The targets a loaded file covers when it does not say: the module names of its adapted layers. */
+static void targets_of(const tfc_contract *c, int32_t n_layer, char *buf, size_t cap) {
     buf[0] = 0;
     for (int j = 0; j < GPT_N_LINEAR; j++) {
         int any = 0;
-        for (int32_t l = 0; l < n_layer && !any; l++) any = has[l * GPT_N_LINEAR + j] != 0;
+        for (int32_t l = 0; l < n_layer && !any; l++) any = tfc_contract_found(c, 2 * (l * GPT_N_LINEAR + j)) != NULL;
         if (!any) continue;
         size_t at = strlen(buf);
         snprintf(buf + at, cap - at, "%s%s", at ? "," : "", module_name(j));
     }
 }
 
-/*
- * Each tensor of f matched to its adapted layer: ab[2·slot + is_b] (new
- * references) and has[slot] set, slot = layer · GPT_N_LINEAR + j; a tensor
- * that is not a block Linear's lora_A/lora_B weight is refused by name.
- */
-static tfc_status match_tensors(const tfc_gpt *m, const char *fn, const char *file, const tfc_safetensors *f,
-                                tfc_tensor **ab, uint8_t *has) {
-    const int32_t L = m->cfg.n_layer;
-    tfc_status s = TFC_OK;
-    const int32_t n = tfc_safetensors_count(f);
-    for (int32_t i = 0; i < n && s == TFC_OK; i++) {
-        const char *name = NULL;
-        tfc_tensor *t = NULL;
+/* What the LoRA reader's words for contract faults need. */
+typedef struct lora_words {
+    const tfc_gpt *m;
+    int32_t rank;       /* the symbol r */
+    int32_t meta_claim; /* which claim is tfc.lora.rank's (-1: none); another is adapter_config.json's */
+    const char *meta_text, *cfg_path;
+    int64_t cfg_r;
+} lora_words;
+
+/* LoRA's words for the faults of its contract: the shapes in PEFT's terms, keys that are no adapter, the rank. */
+static tfc_status lora_explain(void *ctx, const tfc_contract *c, const tfc_fault *f) {
+    const lora_words *lw = ctx;
+    const tfc_gpt *m = lw->m;
+    const char *fn = c->fn, *file = c->file;
+    if (f->kind == TFC_FAULT_STRANGER) {
+        const char *name = c->held[f->held].name;
         int32_t l;
-        int j, is_b;
-        s = tfc_safetensors_get(f, i, &name, &t);
-        if (s != TFC_OK) break;
-        if (!parse_key(name, &l, &j, &is_b))
-            s = tfc_err(TFC_ERR_FORMAT,
-                        "%s: '%s': tensor '%s' is not a LoRA weight of a GPT-2 block Linear (want " PEFT_PREFIX
-                        "<layer>.{attn.c_attn,attn.c_proj,mlp.c_fc,mlp.c_proj}.lora_{A,B}.weight)",
-                        fn, file, name);
-        else if (l >= L)
-            s = tfc_err(TFC_ERR_SHAPE, "%s: '%s': tensor '%s' is for block %d but the model has %d blocks", fn, file,
-                        name, (int)l, (int)L);
-        else if (tfc_tensor_ndim(t) != 2)
-            s = tfc_err(TFC_ERR_SHAPE, "%s: '%s': tensor '%s' has %d dims, need 2", fn, file, name,
-                        (int)tfc_tensor_ndim(t));
-        else if (tfc_tensor_dtype(t) != TFC_DTYPE_F32 && tfc_tensor_dtype(t) != TFC_DTYPE_F64 &&
-                 tfc_tensor_dtype(t) != TFC_DTYPE_BF16 && tfc_tensor_dtype(t) != TFC_DTYPE_F16)
-            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': tensor '%s' is %s, need a float dtype", fn, file, name,
-                        tfc_dtype_name(tfc_tensor_dtype(t)));
-        if (s != TFC_OK) {
-            tfc_tensor_release(t);
-            break;
-        }
-        ab[2 * ((size_t)l * GPT_N_LINEAR + (size_t)j) + (size_t)is_b] = t;
-        has[(size_t)l * GPT_N_LINEAR + (size_t)j] = 1;
+        int j;
+        if (!parse_key(name, &l, &j))
+            return tfc_err(TFC_ERR_FORMAT,
+                           "%s: '%s': tensor '%s' is not a LoRA weight of a GPT-2 block Linear (want " PEFT_PREFIX
+                           "<layer>.{attn.c_attn,attn.c_proj,mlp.c_fc,mlp.c_proj}.lora_{A,B}.weight)",
+                           fn, file, name);
+        return tfc_err(TFC_ERR_SHAPE, "%s: '%s': tensor '%s' is for block %d but the model has %d blocks", fn, file,
+                       name, (int)l, (int)m->cfg.n_layer);
     }
-    return s;
+    if (f->kind == TFC_FAULT_CLAIM) {
+        if (f->other == lw->meta_claim)
+            return tfc_err(TFC_ERR_FORMAT, "%s: '%s': metadata tfc.lora.rank is '%s' but the tensors have rank %lld",
+                           fn, file, lw->meta_text, (long long)f->value);
+        return tfc_err(TFC_ERR_FORMAT, "%s: %s has \"r\": %lld but the tensors of '%s' have rank %lld", fn,
+                       lw->cfg_path, (long long)lw->cfg_r, file, (long long)f->value);
+    }
+    if (f->kind != TFC_FAULT_SHAPE && f->kind != TFC_FAULT_SYM_RANGE && f->kind != TFC_FAULT_SYM_DIFFER) return TFC_OK;
+    const tfc_want *w = &c->want[f->want];
+    const tfc_held *h = &c->held[f->held];
+    const int is_b = f->want % 2;
+    int64_t in, out;
+    layer_dims(m, (f->want / 2) % GPT_N_LINEAR, &in, &out);
+    if (!is_b && f->kind == TFC_FAULT_SYM_DIFFER)
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s': %s has rank %lld, other layers %lld (one rank per file)", fn, file,
+                       w->name, (long long)f->value, (long long)f->expected);
+    if (!is_b)
+        return tfc_err(TFC_ERR_SHAPE, "%s: '%s': %s is %s, the model needs [r, %lld] with 1 <= r <= %lld", fn, file,
+                       w->name, tfc_fmt_dims(h->dims, h->ndim), (long long)in, (long long)c->sym[lw->rank].hi);
+    return tfc_err(TFC_ERR_SHAPE, "%s: '%s': %s is %s, the model needs [%lld, %lld]", fn, file, w->name,
+                   tfc_fmt_dims(h->dims, h->ndim), (long long)out, (long long)c->sym[lw->rank].value);
+}
+
+/*
+ * The contract of adapter file f for m (gpt_want.c: each block Linear's
+ * A [r, in] and B [out, r], a pair or neither, one rank r): every tensor an
+ * adapter of m, and the rank the metadata and adapter_config.json state
+ * held against the tensors'. On success *out holds the checked contract.
+ */
+static tfc_status lora_contract(const tfc_gpt *m, const char *fn, const char *file, const tfc_safetensors *f,
+                                const peft_config *pc, lora_words *lw, tfc_contract **out) {
+    tfc_contract *c = NULL;
+    char model[96];
+    snprintf(model, sizeof model, "the model (%d blocks, n_embd %d)", (int)m->cfg.n_layer, (int)m->cfg.n_embd);
+    TFC_TRY(tfc_contract_new(fn, file, model, &c));
+    *lw = (lora_words){.m = m, .meta_claim = -1, .cfg_path = pc->path, .cfg_r = pc->r};
+    tfc_status s = tfc_gpt_want_lora(m, c, &lw->rank);
+    const char *rm = NULL;
+    if (s == TFC_OK && tfc_safetensors_metadata(f, "tfc.lora.rank", &rm) == TFC_OK && rm) {
+        char *end;
+        errno = 0;
+        const long long r = strtoll(rm, &end, 10);
+        if (end == rm || *end || errno)
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': metadata tfc.lora.rank is '%s', not a rank", fn, file, rm);
+        lw->meta_claim = c->n_claim;
+        lw->meta_text = rm;
+        if (s == TFC_OK) s = tfc_contract_add_claim(c, lw->rank, r, "metadata tfc.lora.rank");
+    }
+    if (s == TFC_OK && pc->found && pc->r >= 0)
+        s = tfc_contract_add_claim(c, lw->rank, pc->r, "adapter_config.json's \"r\"");
+    if (s == TFC_OK) s = tfc_contract_hold_safetensors(c, f);
+    tfc_contract_set_explain(c, lora_explain, lw);
+    if (s == TFC_OK) s = tfc_contract_check(c);
+    if (s != TFC_OK) {
+        tfc_contract_free(c);
+        return s;
+    }
+    *out = c;
+    return TFC_OK;
 }
 
 /* The adapters of file f (opened from `file`) as a set for m. */
@@ -747,60 +783,36 @@ static tfc_status read_set(const tfc_gpt *m, const char *fn, const char *file, c
                            gpt_lora_set **out) {
     const int32_t L = m->cfg.n_layer;
     const size_t slots = (size_t)L * GPT_N_LINEAR;
-    tfc_tensor **ab = calloc(2 * slots, sizeof *ab);
-    uint8_t *has = calloc(slots, 1);
-    tfc_status s = ab && has ? TFC_OK : tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    if (s == TFC_OK) s = match_tensors(m, fn, file, f, ab, has);
-    int32_t rank = -1;
-    for (size_t k = 0; k < slots && s == TFC_OK; k++) {
-        if (!has[k]) continue;
-        char an[128];
-        snprintf(an, sizeof an, PEFT_PREFIX "%d.%s.lora_", (int)(k / GPT_N_LINEAR), module_name(k % GPT_N_LINEAR));
-        if (!ab[2 * k] || !ab[2 * k + 1]) {
-            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has %s%c.weight but not %s%c.weight", fn, file, an,
-                        ab[2 * k] ? 'A' : 'B', an, ab[2 * k] ? 'B' : 'A');
-            break;
-        }
-        int64_t in, outd;
-        layer_dims(m, (int)(k % GPT_N_LINEAR), &in, &outd);
-        const int64_t r = tfc_tensor_dim(ab[2 * k], 0);
-        if (rank < 0) rank = (int32_t)(r > 0 && r <= INT32_MAX ? r : 0);
-        int64_t ad[2] = {tfc_tensor_dim(ab[2 * k], 0), tfc_tensor_dim(ab[2 * k], 1)};
-        int64_t bd[2] = {tfc_tensor_dim(ab[2 * k + 1], 0), tfc_tensor_dim(ab[2 * k + 1], 1)};
-        if (r < 1 || r > (in < outd ? in : outd) || ad[1] != in)
-            s = tfc_err(TFC_ERR_SHAPE, "%s: '%s': %sA.weight is %s, the model needs [r, %lld] with 1 <= r <= %lld", fn,
-                        file, an, tfc_fmt_dims(ad, 2), (long long)in, (long long)(in < outd ? in : outd));
-        else if (r != rank)
-            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': %sA.weight has rank %lld, other layers %d (one rank per file)", fn,
-                        file, an, (long long)r, (int)rank);
-        else if (bd[0] != outd || bd[1] != r)
-            s = tfc_err(TFC_ERR_SHAPE, "%s: '%s': %sB.weight is %s, the model needs [%lld, %lld]", fn, file, an,
-                        tfc_fmt_dims(bd, 2), (long long)outd, (long long)r);
-    }
-    if (s == TFC_OK && rank < 0)
+    peft_config pc = {0};
+    const char *ameta = NULL, *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    tfc_status s = tfc_safetensors_metadata(f, "tfc.lora.alpha", &ameta);
+    /* a PEFT directory's own config, or the one that gives alpha when the metadata does not */
+    if (s == TFC_OK && (!ameta || strcmp(base, "adapter_model.safetensors") == 0)) s = read_peft_config(fn, file, &pc);
+    tfc_contract *c = NULL;
+    lora_words lw;
+    if (s == TFC_OK) s = lora_contract(m, fn, file, f, &pc, &lw, &c);
+    const int64_t r = s == TFC_OK ? tfc_contract_sym_value(c, lw.rank) : -1;
+    if (s == TFC_OK && r < 0)
         s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds no LoRA weights (no tensor named " PEFT_PREFIX "...lora_A.weight)",
                     fn, file);
+    const int32_t rank = (int32_t)r;
     double alpha = NAN;
+    if (s == TFC_OK) s = adapter_alpha(fn, file, f, &pc, rank, &alpha);
     const char *tmeta = NULL;
-    if (s == TFC_OK) s = check_meta_rank(fn, file, f, rank);
-    if (s == TFC_OK) s = adapter_alpha(fn, file, f, rank, &alpha);
     char found[96];
     if (s == TFC_OK && (tfc_safetensors_metadata(f, "tfc.lora.targets", &tmeta) != TFC_OK || !tmeta)) {
-        targets_of(has, L, found, sizeof found);
+        targets_of(c, L, found, sizeof found);
         tmeta = found;
     }
     gpt_lora_set *st = NULL;
     if (s == TFC_OK && !(st = set_new(m, rank, alpha, tmeta, 0))) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     for (size_t k = 0; k < slots && s == TFC_OK; k++) {
-        if (!has[k]) continue;
+        const tfc_held *ha = tfc_contract_found(c, (int32_t)(2 * k)), *hb = tfc_contract_found(c, (int32_t)(2 * k + 1));
+        if (!ha) continue;
         tfc_tensor *a = NULL, *b = NULL;
-        char an[160], bn[160];
-        snprintf(an, sizeof an, PEFT_PREFIX "%d.%s.lora_A.weight", (int)(k / GPT_N_LINEAR),
-                 module_name(k % GPT_N_LINEAR));
-        snprintf(bn, sizeof bn, PEFT_PREFIX "%d.%s.lora_B.weight", (int)(k / GPT_N_LINEAR),
-                 module_name(k % GPT_N_LINEAR));
-        s = convert(m, fn, an, ab[2 * k], &a);
-        if (s == TFC_OK) s = convert(m, fn, bn, ab[2 * k + 1], &b);
+        s = convert(m, fn, ha->name, ha->values, &a);
+        if (s == TFC_OK) s = convert(m, fn, hb->name, hb->values, &b);
         if (s == TFC_OK)
             s = set_add(m, st, (int32_t)(k / GPT_N_LINEAR), (int)(k % GPT_N_LINEAR), a, b, fn);
         else {
@@ -808,9 +820,7 @@ static tfc_status read_set(const tfc_gpt *m, const char *fn, const char *file, c
             tfc_tensor_release(b);
         }
     }
-    for (size_t k = 0; ab && k < 2 * slots; k++) tfc_tensor_release(ab[k]);
-    free(ab);
-    free(has);
+    tfc_contract_free(c);
     if (s != TFC_OK) {
         set_free(st);
         return s;

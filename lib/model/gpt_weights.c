@@ -1,6 +1,10 @@
 /*
  * GPT weights as safetensors: Hugging Face names and layouts (see gpt.h),
- * the config in the metadata so a file is self-describing.
+ * the config in the metadata so a file is self-describing. Reading builds
+ * the model the metadata describes and holds the file against it with the
+ * loader contract (io/tensor_contract.h, the wanted list from gpt_want.c):
+ * every tensor consumed, every dtype checked before conversion, nothing
+ * written before all of it checks out.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -9,6 +13,7 @@
 
 #include "core/error.h"
 #include "model/gpt_impl.h"
+#include "model/gpt_want.h"
 #include "tfcore/io.h"
 #include "tfcore/ops.h"
 
@@ -211,162 +216,133 @@ static tfc_status read_quant(const char *fn, const char *path, const tfc_safeten
     return read_quant_keys(fn, path, f, QUANT_FORMAT_KEY, QUANT_GROUP_KEY, format, group);
 }
 
-/* The head's quantization (*format 0: an f32 head); head tensors without their metadata are refused, not ignored. */
+/* The head's quantization (*format 0: an f32 head). */
 static tfc_status read_head_quant(const char *fn, const char *path, const tfc_safetensors *f, tfc_qformat *format,
                                   int32_t *group) {
-    TFC_TRY(read_quant_keys(fn, path, f, HEAD_FORMAT_KEY, HEAD_GROUP_KEY, format, group));
-    for (int k = 0; k < 2 && !*format; k++) {
-        tfc_tensor *t = NULL;
-        if (tfc_safetensors_find(f, head_names[k], &t) == TFC_OK) {
-            tfc_tensor_release(t);
-            return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has a tensor '%s' but no metadata '%s' saying how to read it", fn,
-                           path, head_names[k], HEAD_FORMAT_KEY);
-        }
+    return read_quant_keys(fn, path, f, HEAD_FORMAT_KEY, HEAD_GROUP_KEY, format, group);
+}
+
+/* Block Linear j of layer l's quantized array k (codes, scales) as the file names it. */
+static const char *qarray_name(int32_t l, int j, int k, char *buf, size_t n) {
+    snprintf(buf, n, "transformer.h.%d.%s%s", (int)l, tfc_gpt_linear_row(j)->name, qsuffix[k]);
+    return buf;
+}
+
+/*
+ * The quantized arrays of a file as wants of c after the parameters: with
+ * `blocks`, each block Linear's NAME.qcodes (u8) and NAME.qscales (f32),
+ * layer by layer; with `head`, the head's two. Their exact shapes are the
+ * quantized format's rule, checked by tfc_qweight_from_tensors as each
+ * handle is built. *first: the index of the first.
+ */
+static tfc_status want_qarrays(const tfc_gpt *m, tfc_contract *c, int blocks, int head, int32_t *first) {
+    *first = c->n_want;
+    static const tfc_dtype dt[2] = {TFC_DTYPE_U8, TFC_DTYPE_F32};
+    for (int32_t l = 0; blocks && l < m->cfg.n_layer; l++)
+        for (int j = 0; j < GPT_N_LINEAR; j++)
+            for (int k = 0; k < 2; k++) {
+                char name[128];
+                tfc_want w = TFC_WANT_INIT;
+                w.name = qarray_name(l, j, k, name, sizeof name);
+                w.ndim = -1;
+                w.dtypes = TFC_DTYPE_BIT(dt[k]);
+                TFC_TRY(tfc_contract_want(c, &w));
+            }
+    for (int k = 0; head && k < 2; k++) {
+        tfc_want w = TFC_WANT_INIT;
+        w.name = head_names[k];
+        w.ndim = -1;
+        w.dtypes = TFC_DTYPE_BIT(dt[k]);
+        TFC_TRY(tfc_contract_want(c, &w));
     }
     return TFC_OK;
 }
 
-/* The file's quantized LM head, checked against m's [V, C] and installed in m. */
-static tfc_status load_head(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f, tfc_qformat format,
-                            int32_t group) {
-    tfc_tensor *arr[2] = {NULL, NULL};
-    tfc_status s = TFC_OK;
-    for (int k = 0; k < 2 && s == TFC_OK; k++)
-        if (tfc_safetensors_find(f, head_names[k], &arr[k]) != TFC_OK)
-            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has a quantized LM head (%s) but no tensor '%s'", fn, path,
-                        format_str(format), head_names[k]);
-    tfc_qweight *q = NULL;
-    if (s == TFC_OK) {
-        s = tfc_qweight_from_tensors(format, m->cfg.vocab_size, m->cfg.n_embd, group, arr[0], arr[1], &q);
-        if (s != TFC_OK) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", tfc_last_error());
-            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': %s / .qscales: %s", fn, path, head_names[0], why);
-        }
+/* A tfcore checkpoint's words for a quantized array the metadata does not announce. */
+static tfc_status ckpt_explain(void *ctx, const tfc_contract *c, const tfc_fault *f) {
+    (void)ctx;
+    if (f->kind != TFC_FAULT_STRANGER) return TFC_OK;
+    const char *name = c->held[f->held].name;
+    const int head = strcmp(name, head_names[0]) == 0 || strcmp(name, head_names[1]) == 0;
+    const size_t n = strlen(name);
+    int array = head;
+    for (int k = 0; k < 2 && !array; k++)
+        array = n > strlen(qsuffix[k]) && strcmp(name + n - strlen(qsuffix[k]), qsuffix[k]) == 0;
+    if (!array) return TFC_OK;
+    return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has a tensor '%s' but no metadata '%s' saying how to read it", c->fn,
+                   c->file, name, head ? HEAD_FORMAT_KEY : QUANT_FORMAT_KEY);
+}
+
+/*
+ * The contract of a tfcore checkpoint f (tfc_gpt_save's names, exactly) for
+ * m, whose config its metadata gave: m's parameters (less the quantized
+ * ones; any float dtype) loaded into m, then the quantized arrays
+ * (*qfirst). Every tensor of f must be one of them, or the metadata
+ * describes another model than the tensors do (a tfc.n_layer or tfc.bias
+ * that lies): refused, naming the tensor, before m is written.
+ */
+static tfc_status ckpt_contract(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
+                                tfc_qformat format, tfc_qformat hformat, tfc_contract **out, int32_t *qfirst) {
+    char model[200];
+    snprintf(model, sizeof model,
+             "the model of its metadata (n_layer %d, n_embd %d, vocab_size %d, bias %d, tie_weights %d)",
+             (int)m->cfg.n_layer, (int)m->cfg.n_embd, (int)m->cfg.vocab_size, (int)m->cfg.bias,
+             (int)m->cfg.tie_weights);
+    tfc_contract *c = NULL;
+    TFC_TRY(tfc_contract_new(fn, path, model, &c));
+    /* any float dtype converts to the model's (tfc.dtype); integers are refused before anything converts */
+    tfc_status s = tfc_gpt_want_params(m, c, TFC_DTYPES_FLOAT, 0, format != 0, hformat != 0, NULL);
+    if (s == TFC_OK) s = want_qarrays(m, c, format != 0, hformat != 0, qfirst);
+    if (s == TFC_OK) s = tfc_contract_hold_safetensors(c, f);
+    tfc_contract_set_explain(c, ckpt_explain, NULL);
+    if (s == TFC_OK) s = tfc_contract_check(c);
+    if (s != TFC_OK) {
+        tfc_contract_free(c);
+        return s;
     }
-    tfc_tensor_release(arr[0]);
-    tfc_tensor_release(arr[1]);
-    if (s == TFC_OK) tfc_gpt_install_head(m, q);
-    return s;
+    *out = c;
+    return TFC_OK;
+}
+
+/* The file's quantized LM head (its arrays want q and q + 1 of c), built against m's [V, C] and installed in m. */
+static tfc_status load_head(const char *fn, const char *path, tfc_gpt *m, const tfc_contract *c, int32_t q,
+                            tfc_qformat format, int32_t group) {
+    tfc_qweight *h = NULL;
+    tfc_status s = tfc_qweight_from_tensors(format, m->cfg.vocab_size, m->cfg.n_embd, group,
+                                            tfc_contract_found(c, q)->values, tfc_contract_found(c, q + 1)->values, &h);
+    if (s != TFC_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", tfc_last_error());
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s': %s / .qscales: %s", fn, path, head_names[0], why);
+    }
+    tfc_gpt_install_head(m, h);
+    return TFC_OK;
 }
 
 /*
  * The quantized weights of a file written by tfc_gpt_save from a quantized
- * model, checked against m's shapes (tfc_qweight_from_tensors refuses a
- * wrong dtype or shape, or a non-finite scale), then installed in m.
+ * model (their arrays: wants q, q + 1, ... of c, two per block Linear),
+ * built against m's shapes (tfc_qweight_from_tensors refuses a wrong shape
+ * or a non-finite scale), then installed in m.
  */
-static tfc_status load_qweights(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
+static tfc_status load_qweights(const char *fn, const char *path, tfc_gpt *m, const tfc_contract *c, int32_t q,
                                 tfc_qformat format, int32_t group) {
     const int32_t n = m->cfg.n_layer * GPT_N_LINEAR;
     tfc_qweight **qs = calloc((size_t)n, sizeof *qs);
     if (!qs) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
-        const int32_t l = i / GPT_N_LINEAR;
-        const int j = i % GPT_N_LINEAR;
-        const tfc_tensor *w = m->blocks[l].lin[j].w; /* [in, out] */
-        tfc_tensor *arr[2] = {NULL, NULL};
-        char name[2][128];
-        for (int k = 0; k < 2 && s == TFC_OK; k++) {
-            snprintf(name[k], sizeof name[k], "transformer.h.%d.%s%s", (int)l, tfc_gpt_linear_row(j)->name, qsuffix[k]);
-            if (tfc_safetensors_find(f, name[k], &arr[k]) != TFC_OK)
-                s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' is quantized (%s) but has no tensor '%s'", fn, path,
-                            format == TFC_QFORMAT_INT8 ? "int8" : "int4", name[k]);
+        const tfc_tensor *w = m->blocks[i / GPT_N_LINEAR].lin[i % GPT_N_LINEAR].w; /* [in, out] */
+        s = tfc_qweight_from_tensors(format, tfc_tensor_dim(w, 1), tfc_tensor_dim(w, 0), group,
+                                     tfc_contract_found(c, q + 2 * i)->values,
+                                     tfc_contract_found(c, q + 2 * i + 1)->values, &qs[i]);
+        if (s != TFC_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", tfc_last_error());
+            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': %s / .qscales: %s", fn, path, c->want[q + 2 * i].name, why);
         }
-        if (s == TFC_OK) {
-            s = tfc_qweight_from_tensors(format, tfc_tensor_dim(w, 1), tfc_tensor_dim(w, 0), group, arr[0], arr[1],
-                                         &qs[i]);
-            if (s != TFC_OK) {
-                char why[512];
-                snprintf(why, sizeof why, "%s", tfc_last_error());
-                s = tfc_err(TFC_ERR_FORMAT, "%s: '%s': %s / .qscales: %s", fn, path, name[0], why);
-            }
-        }
-        tfc_tensor_release(arr[0]);
-        tfc_tensor_release(arr[1]);
     }
     return tfc_gpt_install_qweights(m, format, group, qs, s);
-}
-
-/* The parameter called name in f under that very name, or NULL (a tfcore weight file's finder). */
-static tfc_tensor *find_exact(const tfc_safetensors *f, const char *name) {
-    tfc_tensor *t = NULL;
-    return tfc_safetensors_find(f, name, &t) == TFC_OK ? t : NULL;
-}
-
-/* Whether name is one of the arrays of m's quantized weights that tfc_gpt_save writes (NAME.qcodes, NAME.qscales). */
-static int is_qweight_array(const tfc_gpt *m, const char *name) {
-    for (int k = 0; k < 2; k++)
-        if (m->head_q && strcmp(name, head_names[k]) == 0) return 1;
-    if (!m->qformat) return 0;
-    for (int32_t l = 0; l < m->cfg.n_layer; l++)
-        for (int j = 0; j < GPT_N_LINEAR; j++)
-            for (int k = 0; k < 2; k++) {
-                char q[128];
-                snprintf(q, sizeof q, "transformer.h.%d.%s%s", (int)l, tfc_gpt_linear_row(j)->name, qsuffix[k]);
-                if (strcmp(name, q) == 0) return 1;
-            }
-    return 0;
-}
-
-/*
- * Every tensor of f is consumed by m: one of its parameters (the table's
- * rows for its config) under that very name, or an array of its quantized
- * weights. Anything else means the metadata describes another model than
- * the tensors do (a tfc.n_layer or tfc.bias that lies) or the file holds
- * what nothing reads: refused, naming the tensor, before m is written.
- */
-static tfc_status check_consumed(const char *fn, const char *path, const tfc_gpt *m, const tfc_safetensors *f) {
-    for (int32_t i = 0; i < tfc_safetensors_count(f); i++) {
-        const char *tn = NULL;
-        TFC_TRY(tfc_safetensors_get(f, i, &tn, NULL));
-        int known = is_qweight_array(m, tn);
-        for (int32_t k = 0; k < m->n_params && !known; k++) known = strcmp(tn, m->names[k]) == 0;
-        if (!known)
-            return tfc_err(TFC_ERR_FORMAT,
-                           "%s: '%s' holds a tensor '%s' that the model of its metadata (n_layer %d, n_embd %d, "
-                           "vocab_size %d, bias %d, tie_weights %d) does not have",
-                           fn, path, tn, (int)m->cfg.n_layer, (int)m->cfg.n_embd, (int)m->cfg.vocab_size,
-                           (int)m->cfg.bias, (int)m->cfg.tie_weights);
-    }
-    return TFC_OK;
-}
-
-tfc_status tfc_gpt_copy_params(const char *fn, const char *path, tfc_gpt *m, const tfc_safetensors *f,
-                               tfc_tensor *(*find)(const tfc_safetensors *f, const char *name), const char *needs,
-                               const char *head_hint) {
-    /* a tfcore file names every tensor exactly; other formats' readers check their own name variants first */
-    if (find == find_exact) TFC_TRY(check_consumed(fn, path, m, f));
-    int32_t n;
-    const char *const *names;
-    tfc_tensor *const *params;
-    TFC_TRY(tfc_gpt_params(m, &n, &names, &params));
-    tfc_tensor **src = calloc((size_t)n + 1, sizeof *src);
-    if (!src) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    tfc_status s = TFC_OK;
-    for (int32_t i = 0; i < n && s == TFC_OK; i++) {
-        src[i] = find(f, names[i]);
-        if (!src[i]) {
-            const int head = head_hint && strcmp(names[i], "lm_head.weight") == 0;
-            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' has no tensor '%s'%s", fn, path, names[i], head ? head_hint : "");
-            break;
-        }
-        int64_t a[TFC_MAX_DIMS], b[TFC_MAX_DIMS];
-        int32_t na = tfc_tensor_ndim(src[i]), nb = tfc_tensor_ndim(params[i]);
-        if (tfc_tensor_shape(src[i], a, TFC_MAX_DIMS) != TFC_OK ||
-            tfc_tensor_shape(params[i], b, TFC_MAX_DIMS) != TFC_OK || na != nb ||
-            memcmp(a, b, (size_t)na * sizeof a[0]) != 0)
-            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds %s as %s, %s needs %s", fn, path, names[i], tfc_fmt_dims(a, na),
-                        needs, tfc_fmt_dims(b, nb));
-        tfc_dtype dt = tfc_tensor_dtype(src[i]);
-        if (s == TFC_OK && dt != TFC_DTYPE_F32 && dt != TFC_DTYPE_F64 && dt != TFC_DTYPE_BF16 && dt != TFC_DTYPE_F16)
-            s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds %s as %s, need a float dtype", fn, path, names[i],
-                        tfc_dtype_name(dt));
-    }
-    for (int32_t i = 0; i < n && s == TFC_OK; i++) s = tfc_tensor_copy_from(params[i], src[i]);
-    for (int32_t i = 0; i < n; i++) tfc_tensor_release(src[i]);
-    free(src);
-    return tfc_err_in(fn, s);
 }
 
 /*
@@ -416,10 +392,15 @@ TFC_API tfc_status tfc_gpt_load(const char *path, tfc_gpt **out) {
     if (s == TFC_OK)
         s = check_file_holds_config(fn, path, f, &c, format == TFC_QFORMAT_INT4 || hformat == TFC_QFORMAT_INT4);
     if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
-    /* the quantized layers first: their f32 weights then leave m's parameter list, which tfc_gpt_copy_params walks */
-    if (s == TFC_OK && format) s = load_qweights(fn, path, m, f, format, group);
-    if (s == TFC_OK && hformat) s = load_head(fn, path, m, f, hformat, hgroup);
-    if (s == TFC_OK) s = tfc_gpt_copy_params(fn, path, m, f, find_exact, "the model", NULL);
+    tfc_contract *ct = NULL;
+    int32_t q = 0;
+    if (s == TFC_OK) s = ckpt_contract(fn, path, m, f, format, hformat, &ct, &q);
+    /* the quantized layers first: their f32 weights then leave m, and the contract skipped them */
+    if (s == TFC_OK && format) s = load_qweights(fn, path, m, ct, q, format, group);
+    if (s == TFC_OK && hformat)
+        s = load_head(fn, path, m, ct, q + (format ? 2 * GPT_N_LINEAR * c.n_layer : 0), hformat, hgroup);
+    if (s == TFC_OK) s = tfc_contract_copy(ct);
+    tfc_contract_free(ct);
     tfc_safetensors_release(f);
     if (s != TFC_OK) {
         tfc_gpt_release(m);
@@ -451,7 +432,12 @@ TFC_API tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path) {
         if (int_value(&mine, i) != int_value(&theirs, i))
             s = tfc_err(TFC_ERR_INVALID_ARG, "%s: '%s' has %s %d but the model has %d", fn, path,
                         int_fields[i].key + strlen("tfc."), int_value(&theirs, i), int_value(&mine, i));
-    if (s == TFC_OK) s = tfc_gpt_copy_params(fn, path, m, f, find_exact, "the model", NULL);
+    /* every tensor checked before the first value of m is written */
+    tfc_contract *ct = NULL;
+    int32_t q = 0;
+    if (s == TFC_OK) s = ckpt_contract(fn, path, m, f, (tfc_qformat)0, (tfc_qformat)0, &ct, &q);
+    if (s == TFC_OK) s = tfc_contract_copy(ct);
+    tfc_contract_free(ct);
     tfc_safetensors_release(f);
     return tfc_err_in(fn, s);
 }

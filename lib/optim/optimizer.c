@@ -2,6 +2,7 @@
  * The optimizer handle: parameter groups, their learning rates and weight
  * decays, the parameters' state buffers, zero_grad, release.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,7 +179,14 @@ TFC_API tfc_status tfc_optim_param(const tfc_optim *opt, int64_t k, tfc_tensor *
 }
 
 TFC_API tfc_status tfc_optim_zero_grad(tfc_optim *opt, int32_t set_to_none) {
-    TFC_CHECK_NOT_NULL("tfc_optim_zero_grad", opt);
+    const char *fn = "tfc_optim_zero_grad";
+    TFC_CHECK_NOT_NULL(fn, opt);
+    /* zeroing writes every .grad in place: all of them writable, or none is zeroed */
+    for (int64_t k = 0; k < opt->n_params && !set_to_none; k++) {
+        char gname[64];
+        snprintf(gname, sizeof gname, "the grad of parameter %lld", (long long)k);
+        TFC_TRY(tfc_tensor_check_writable(fn, gname, opt->params[k].p->grad));
+    }
     for (int64_t k = 0; k < opt->n_params; k++) TFC_TRY(tfc_tensor_zero_grad(opt->params[k].p, set_to_none));
     return TFC_OK;
 }

@@ -90,6 +90,12 @@ TFC_API tfc_status tfc_optim_shard(tfc_optim *opt, tfc_comm *c) {
                             fn, (long long)k, tfc_dtype_name(p->dtype), tfc_dtype_name(dt));
         else if (!tfc_is_contiguous(p))
             local = tfc_err(TFC_ERR_UNSUPPORTED, "%s: parameter %lld %s is not contiguous", fn, (long long)k, SHAPE(p));
+        else {
+            /* every sharded step writes every parameter (the all-gather): refused here, on every rank at once */
+            char pname[64];
+            snprintf(pname, sizeof pname, "parameter %lld", (long long)k);
+            local = tfc_tensor_check_writable(fn, pname, p);
+        }
         total += tfc_numel(p);
     }
     {

@@ -325,4 +325,54 @@ TEST(mismatched_parameters_fail_on_every_rank) {
     release_all(p);
 }
 
+/*
+ * Read-only memory (issue 41): a parameter wrapping read-only memory is
+ * refused on every rank (the start broadcasts into it); a .grad wrapping
+ * read-only memory — kept by a parameter this backward did not reach — is
+ * replaced by the averaged gradient, never written.
+ */
+TEST(ddp_never_writes_read_only_memory) {
+    tfc_tensor *p[NP];
+    make_params(p, 0);
+    /* each rank's .grad differs, so an average written into it would change it (on more than one rank) */
+    double mem[OUT] = {1, 2, 3}, gmem[OUT] = {0.5 + R, -1 + R, 4 + R};
+    const int64_t d1[1] = {OUT};
+    tfc_tensor *ro = NULL, *q = NULL, *qg = NULL;
+    CHECK_OK(tfc_tensor_wrap_ex(mem, d1, NULL, 1, TFC_DTYPE_F64, TFC_WRAP_READ_ONLY, NULL, NULL, &ro));
+    CHECK_OK(tfc_tensor_set_requires_grad(ro, 1));
+    tfc_tensor *with_ro[NP + 1] = {p[0], p[1], p[2], p[3], ro};
+    tfc_ddp *d = NULL;
+    CHECK_ERR(tfc_ddp_new(C, with_ro, NP + 1, 0, &d), TFC_ERR_INVALID_ARG, "params[4] f64 [3] is read-only");
+    CHECK(d == NULL && mem[0] == 1 && mem[1] == 2 && mem[2] == 3);
+    /* q is a DDP parameter the loss does not use, its .grad read-only memory */
+    CHECK_OK(tfc_tensor_zeros(d1, 1, TFC_DTYPE_F64, &q));
+    CHECK_OK(tfc_tensor_set_requires_grad(q, 1));
+    CHECK_OK(tfc_tensor_wrap_ex(gmem, d1, NULL, 1, TFC_DTYPE_F64, TFC_WRAP_READ_ONLY, NULL, NULL, &qg));
+    CHECK_OK(tfc_tensor_set_grad(q, qg));
+    tfc_tensor *with_q[NP + 1] = {p[0], p[1], p[2], p[3], q};
+    CHECK_OK(tfc_ddp_new(C, with_q, NP + 1, 64, &d));
+    tfc_graph *g = NULL;
+    CHECK_OK(tfc_graph_new(&g));
+    CHECK_OK(tfc_ddp_attach(d, g));
+    backward_on(g, p, (int64_t)R * ROWS, ROWS, NULL);
+    CHECK_OK(tfc_ddp_finish(d));
+    CHECK(gmem[0] == 0.5 + R && gmem[1] == -1 + R && gmem[2] == 4 + R); /* never written */
+    tfc_tensor *got = NULL;
+    CHECK_OK(tfc_tensor_grad(q, &got));
+    double v[OUT] = {0};
+    CHECK(got != NULL);
+    if (got) CHECK_OK(tfc_tensor_copy_to_host(got, v, sizeof v));
+    /* one rank: nothing to average, the .grad is as it was; more: the average over ranks, in a new tensor */
+    const double mean_r = (N - 1) / 2.0;
+    CHECK(v[0] == 0.5 + mean_r && v[1] == -1 + mean_r && v[2] == 4 + mean_r);
+    if (N > 1) CHECK(!tfc_tensor_is_read_only(got));
+    tfc_tensor_release(got);
+    tfc_ddp_release(d);
+    tfc_graph_release(g);
+    tfc_tensor_release(qg);
+    tfc_tensor_release(q);
+    tfc_tensor_release(ro);
+    release_all(p);
+}
+
 TFC_TEST_MAIN

@@ -107,6 +107,63 @@ def test_optimizer_step_on_a_read_only_parameter_raises():
     assert a[0, 0] == 1.0
 
 
+OPTIMIZERS = {
+    "SGD": lambda ps: tfcore.optim.SGD(ps, lr=0.1),
+    "SGD momentum": lambda ps: tfcore.optim.SGD(ps, lr=0.1, momentum=0.9),
+    "Adam": lambda ps: tfcore.optim.Adam(ps, lr=0.1),
+    "AdamW": lambda ps: tfcore.optim.AdamW(ps, lr=0.1, weight_decay=0.1),
+    "Adam amsgrad": lambda ps: tfcore.optim.Adam(ps, lr=0.1, amsgrad=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_every_optimizer_refuses_a_read_only_parameter_and_moves_nothing(name):
+    w = tfcore.ones(2, 3, requires_grad=True)
+    a = read_only_array()
+    p = tfcore.from_numpy(a)
+    p.requires_grad_(True)
+    ((w * p).sum() + (p * p).sum()).backward()
+    opt = OPTIMIZERS[name]([w, p])
+    with pytest.raises(tfcore.ReadOnlyError, match="tfc_optim_step: parameter 1 f32 \\[2,3\\] is read-only"):
+        opt.step()
+    np.testing.assert_array_equal(a, read_only_array())
+    np.testing.assert_array_equal(w.numpy(), np.ones((2, 3), np.float32))  # the writable one did not move either
+    assert opt.step_count == 0
+
+
+def test_zero_grad_refuses_a_read_only_grad_and_zeroes_none():
+    w = tfcore.ones(2, 3, requires_grad=True)
+    w.grad = tfcore.full((2, 3), 5.0)
+    p = tfcore.ones(2, 3, requires_grad=True)
+    g = read_only_array()
+    p.grad = tfcore.from_numpy(g)
+    opt = tfcore.optim.SGD([w, p], lr=0.1)
+    with pytest.raises(tfcore.ReadOnlyError, match="tfc_optim_zero_grad: the grad of parameter 1"):
+        opt.zero_grad(set_to_none=False)
+    assert float(w.grad.sum()) == 30.0  # not half-zeroed
+    np.testing.assert_array_equal(g, read_only_array())
+    opt.zero_grad()  # set_to_none drops the reference, writes nothing
+    assert p.grad is None and w.grad is None
+    np.testing.assert_array_equal(g, read_only_array())
+
+
+def test_distributed_refuses_read_only_parameters():
+    import tfcore.distributed as dist
+
+    dist.init()
+    a = np.arange(1.0, 7.0).reshape(2, 3)
+    a.setflags(write=False)
+    p = tfcore.from_numpy(a)
+    assert p.is_read_only
+    p.requires_grad_(True)
+    with pytest.raises(tfcore.ReadOnlyError, match="tfc_ddp_new: params\\[0\\] f64 \\[2,3\\] is read-only"):
+        dist.DDP([p])
+    opt = tfcore.optim.AdamW([tfcore.ones(3, dtype="float64", requires_grad=True), p], lr=0.1)
+    with pytest.raises(tfcore.ReadOnlyError, match="tfc_optim_shard: parameter 1 f64 \\[2,3\\] is read-only"):
+        dist.shard_optimizer(opt)
+    assert not dist.is_sharded(opt)
+
+
 def test_grad_accumulation_never_writes_a_read_only_grad():
     p = tfcore.ones(2, 3, requires_grad=True)
     g = read_only_array()

@@ -1,0 +1,130 @@
+/*
+ * Each format's wanted tensors, from the parameter table (gpt_want.h): the
+ * lists the loader contract (io/tensor_contract.h) holds a file against.
+ * Names, shapes and orders all come from the table's rows; this file only
+ * says how each format spells and lays them out.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "model/gpt_want.h"
+
+/* The table's shape rule of row r as sizes: its ndim. */
+static int32_t row_dims(const gpt_param_row *r, const gpt_arch *a, int64_t *dims) {
+    dims[0] = tfc_gpt_dim_size(r->shape[0], a);
+    if (r->shape[1] == GPT_D_NONE) return 1;
+    dims[1] = tfc_gpt_dim_size(r->shape[1], a);
+    return 2;
+}
+
+tfc_status tfc_gpt_want_params(const tfc_gpt *m, tfc_contract *c, uint32_t dtypes, int bare, int skip_linear,
+                               int skip_head, const char *head_hint) {
+    static const char pre[] = "transformer.";
+    for (int32_t i = 0; i < m->n_params; i++) {
+        const gpt_param_row *r = m->rows[i];
+        if ((skip_linear && r->linear >= 0) || (skip_head && r->when == GPT_IF_UNTIED)) continue;
+        tfc_want w = TFC_WANT_INIT;
+        w.name = m->names[i];
+        w.alias = bare && strncmp(w.name, pre, sizeof pre - 1) == 0 ? w.name + sizeof pre - 1 : NULL;
+        w.ndim = row_dims(r, &m->arch, w.dims);
+        w.dtypes = dtypes;
+        w.dest = m->params[i];
+        if (r->when == GPT_IF_UNTIED) w.hint = head_hint;
+        TFC_TRY(tfc_contract_want(c, &w));
+    }
+    return TFC_OK;
+}
+
+tfc_status tfc_gpt_want_hf_extras(const tfc_gpt *m, tfc_contract *c, const char *tied_hint) {
+    /* the causal mask buffers older transformers saved with each block: consumed, never read */
+    static const char *const buffers[2] = {"attn.bias", "attn.masked_bias"};
+    for (int32_t l = 0; l < m->cfg.n_layer; l++)
+        for (int k = 0; k < 2; k++) {
+            char name[96], alias[96];
+            snprintf(name, sizeof name, "transformer.h.%d.%s", (int)l, buffers[k]);
+            snprintf(alias, sizeof alias, "h.%d.%s", (int)l, buffers[k]);
+            tfc_want w = TFC_WANT_INIT;
+            w.name = name;
+            w.alias = alias;
+            w.ndim = -1;
+            w.presence = TFC_WANT_IGNORED;
+            TFC_TRY(tfc_contract_want(c, &w));
+        }
+    if (!m->cfg.tie_weights) return TFC_OK;
+    /* a tied model's stored head (older exports keep both) is wte's copy; one that differs is an untied head */
+    int32_t wte = -1;
+    for (int32_t i = 0; i < c->n_want && wte < 0; i++)
+        if (strcmp(c->want[i].name, "transformer.wte.weight") == 0) wte = i;
+    if (wte < 0) return tfc_err(TFC_ERR_INTERNAL, "%s: no wanted transformer.wte.weight to tie the head to", c->fn);
+    tfc_want w = c->want[wte];
+    w.name = "lm_head.weight";
+    w.alias = NULL;
+    w.presence = TFC_WANT_OPTIONAL;
+    w.same_as = wte;
+    w.dest = NULL;
+    w.hint = tied_hint;
+    return tfc_contract_want(c, &w);
+}
+
+int32_t tfc_gpt_llmc_dims(const tfc_gpt_config *cfg, int32_t vp, const gpt_param_row *r, int64_t *dims) {
+    gpt_arch a;
+    gpt_arch_of(cfg, &a);
+    /* llm.c holds a Linear as nn.Linear's [out, in], the table's [in, out] transposed */
+    const gpt_dim first = r->transpose ? r->shape[1] : r->shape[0], second = r->transpose ? r->shape[0] : r->shape[1];
+    int32_t nd = 0;
+    if (r->per_block) dims[nd++] = cfg->n_layer;
+    dims[nd++] = first == GPT_D_VOCAB ? vp : tfc_gpt_dim_size(first, &a);
+    if (second != GPT_D_NONE) dims[nd++] = tfc_gpt_dim_size(second, &a);
+    return nd;
+}
+
+tfc_status tfc_gpt_want_llmc(const tfc_gpt_config *cfg, tfc_contract *c, tfc_dtype dtype) {
+    int32_t vp;
+    TFC_TRY(tfc_contract_add_symbol(c, "Vp", cfg->vocab_size, INT32_MAX, &vp));
+    const gpt_param_row *rows[32];
+    const int32_t n = tfc_gpt_llmc_rows(rows, 32);
+    for (int32_t i = 0; i < n && i < 32; i++) {
+        tfc_want w = TFC_WANT_INIT;
+        w.name = rows[i]->llmc;
+        w.ndim = tfc_gpt_llmc_dims(cfg, 0, rows[i], w.dims);
+        if (rows[i]->shape[0] == GPT_D_VOCAB) w.dims[rows[i]->per_block ? 1 : 0] = TFC_DIM_SYM(vp);
+        w.dtypes = TFC_DTYPE_BIT(dtype);
+        TFC_TRY(tfc_contract_want(c, &w));
+    }
+    return TFC_OK;
+}
+
+const char *tfc_gpt_lora_key(int32_t layer, int j, int is_b, char *buf, size_t n) {
+    snprintf(buf, n, "base_model.model.transformer.h.%d.%s.lora_%c.weight", (int)layer, tfc_gpt_linear_row(j)->module,
+             is_b ? 'B' : 'A');
+    return buf;
+}
+
+tfc_status tfc_gpt_want_lora(const tfc_gpt *m, tfc_contract *c, int32_t *rank) {
+    int64_t hi = INT64_MAX, in[GPT_N_LINEAR], out[GPT_N_LINEAR];
+    for (int j = 0; j < GPT_N_LINEAR; j++) {
+        const gpt_param_row *r = tfc_gpt_linear_row(j); /* [in, out], Conv1D's layout */
+        in[j] = tfc_gpt_dim_size(r->shape[0], &m->arch);
+        out[j] = tfc_gpt_dim_size(r->shape[1], &m->arch);
+        if (in[j] < hi) hi = in[j];
+        if (out[j] < hi) hi = out[j];
+    }
+    TFC_TRY(tfc_contract_add_symbol(c, "r", 1, hi, rank));
+    for (int32_t l = 0; l < m->cfg.n_layer; l++)
+        for (int j = 0; j < GPT_N_LINEAR; j++)
+            for (int is_b = 0; is_b < 2; is_b++) {
+                char name[128];
+                tfc_want w = TFC_WANT_INIT;
+                w.name = tfc_gpt_lora_key(l, j, is_b, name, sizeof name);
+                w.ndim = 2;
+                /* PEFT for Conv1D: A is nn.Linear(in, r)'s weight [r, in], B nn.Linear(r, out)'s [out, r] */
+                w.dims[0] = is_b ? out[j] : TFC_DIM_SYM(*rank);
+                w.dims[1] = is_b ? TFC_DIM_SYM(*rank) : in[j];
+                w.dtypes = TFC_DTYPES_FLOAT;
+                w.presence = TFC_WANT_OPTIONAL;
+                w.group = l * GPT_N_LINEAR + j + 1;
+                TFC_TRY(tfc_contract_want(c, &w));
+            }
+    return TFC_OK;
+}
