@@ -85,6 +85,42 @@ def test_embedding_matches_torch(dtype, tol):
     compare(lambda t: tt.embedding(ids, t), lambda t: F.embedding(ids, t), [table], tol)
 
 
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_rms_norm_matches_the_published_equation(dtype, tol):
+    x, w = leaves((3, 5, 16), (16,), dtype=dtype)
+
+    def ref(x, w):  # y = x / sqrt(mean(x^2) + eps) * w, as HF's LlamaRMSNorm writes it
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    compare(lambda x, w: tt.rms_norm(x, 16, w, 1e-6), ref, [x, w], tol)
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_rope_matches_transformers_form(dtype, tol):
+    (x,) = leaves((2, 3, 5, 8), dtype=dtype)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, 8, 2, dtype=torch.float64) / 8))
+    inv = inv.to(dtype)
+    pos = torch.tensor([[3, 4, 5, 6, 7], [0, 1, 2, 3, 4]])  # per sequence: a cache's offset, then a fresh one
+
+    def ref(x):  # transformers' apply_rotary_pos_emb with cos/sin of position_ids · inv_freq
+        ang = pos[:, None, :, None].to(dtype) * inv
+        emb = torch.cat((ang, ang), dim=-1)
+        return x * emb.cos() + rotate_half(x) * emb.sin()
+
+    compare(lambda x: tt.rope(x, pos, inv), ref, [x], tol)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_swiglu_matches_llama_mlp(dtype, tol):
+    g, u = leaves((4, 6), (4, 6), dtype=dtype)
+    compare(tt.swiglu, lambda g, u: F.silu(g) * u, [g, u], tol)
+
+
 def test_gradcheck_f64():
     """Finite differences in f64 (torch.autograd.gradcheck) through every Function."""
     x, w, b = leaves((3, 6), (6,), (6,))
@@ -96,6 +132,13 @@ def test_gradcheck_f64():
     assert torch.autograd.gradcheck(lambda lg: tt.cross_entropy(lg, t), (lg,))
     (x,) = leaves((2, 5), seed=4)
     assert torch.autograd.gradcheck(lambda x: tt.gelu(x, "tanh"), (x,))
+    x, w = leaves((3, 6), (6,), seed=5)
+    assert torch.autograd.gradcheck(lambda x, w: tt.rms_norm(x, 6, w, 1e-6), (x, w))
+    (x,) = leaves((1, 2, 3, 4), seed=6)
+    inv = torch.tensor([1.0, 0.01], dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda x: tt.rope(x, torch.tensor([2, 5, 9]), inv), (x,))
+    g, u = leaves((3, 4), (3, 4), seed=7)
+    assert torch.autograd.gradcheck(tt.swiglu, (g, u))
 
 
 def test_modules_are_drop_in():
@@ -113,6 +156,14 @@ def test_modules_are_drop_in():
     lg = torch.randn(4, 11)
     t = torch.tensor([1, -100, 3, 10])
     torch.testing.assert_close(tt.CrossEntropyLoss()(lg, t), torch.nn.CrossEntropyLoss()(lg, t))
+
+
+def test_rmsnorm_module_takes_hf_state_dict():
+    m = tt.RMSNorm(8, eps=1e-5)
+    m.load_state_dict({"weight": torch.linspace(0.5, 1.5, 8)})
+    x = torch.randn(2, 3, 8)
+    ref = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * m.weight
+    torch.testing.assert_close(m(x), ref, rtol=1e-5, atol=1e-6)
 
 
 def test_inputs_cross_without_copies():

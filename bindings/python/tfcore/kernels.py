@@ -212,6 +212,8 @@ def rope_backward(dy, positions, inv_freq, dx=None, accumulate=False):
     dx, hdx = _out(dx, dy.shape, dy, accumulate)
     check(lib.tfc_rope_backward(dy._h, positions._h, inv_freq._h, hdx, _flags(accumulate)))
     return dx
+
+
 # ---- SwiGLU -----------------------------------------------------------------------
 
 

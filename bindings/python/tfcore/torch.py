@@ -28,8 +28,8 @@ from . import kernels as _k
 from .dlpack import from_dlpack as _from_dlpack
 
 __all__ = [
-    "layer_norm", "scaled_dot_product_attention", "cross_entropy", "gelu", "embedding",
-    "LayerNorm", "CrossEntropyLoss", "GELU", "Embedding",
+    "layer_norm", "rms_norm", "rope", "silu", "swiglu", "scaled_dot_product_attention", "cross_entropy", "gelu",
+    "embedding", "LayerNorm", "RMSNorm", "CrossEntropyLoss", "GELU", "Embedding",
 ]
 
 
@@ -79,6 +79,70 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         raise ValueError("tfcore.torch.layer_norm: normalized_shape %s must be the last dim of x %s"
                          % (shape, tuple(x.shape)))
     return _LayerNorm.apply(x, weight, bias, float(eps))
+
+
+# ---- RMSNorm, RoPE, SwiGLU (the Llama family) ------------------------------------------
+
+
+class _RMSNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = _k.rmsnorm_forward(_in(x), _in(weight), eps)
+        ctx.save_for_backward(x, weight, _out(rstd))
+        return _out(y)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, dw = _k.rmsnorm_backward(_in(dy), _in(x), _in(weight), _in(rstd))
+        return _out(dx), _out(dw), None
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    """torch 2.x's F.rms_norm over the last dim: x / sqrt(mean(x²) + eps) · weight (Llama's RMSNorm);
+    eps None is torch.finfo(x.dtype).eps, as in torch."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if shape != tuple(_torch_tensor(x).shape[-1:]):
+        raise ValueError("tfcore.torch.rms_norm: normalized_shape %s must be the last dim of x %s"
+                         % (shape, tuple(x.shape)))
+    return _RMSNorm.apply(x, weight, float(torch.finfo(x.dtype).eps if eps is None else eps))
+
+
+class _Rope(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, positions, inv_freq):
+        ctx.save_for_backward(positions, inv_freq)
+        return _out(_k.rope_forward(_in(x), _in(positions), _in(inv_freq)))
+
+    @staticmethod
+    def backward(ctx, dy):
+        positions, inv_freq = ctx.saved_tensors
+        return _out(_k.rope_backward(_in(dy), _in(positions), _in(inv_freq))), None, None
+
+
+def rope(x, positions, inv_freq):
+    """Rotary positions in transformers' rotate-half form, x [B,H,T,D] at int64 positions [T], [1,T] or
+    [B,T] with inv_freq [D/2] (float32 for float32 x, float64 for float64; tfcore.functional.rope_inv_freq
+    or the model's own): x·cos + rotate_half(x)·sin. Gradients flow to x."""
+    return _Rope.apply(x, positions, inv_freq)
+
+
+class _SwiGLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, gate, up):
+        ctx.save_for_backward(gate, up)
+        return _out(_k.swiglu_forward(_in(gate), _in(up)))
+
+    @staticmethod
+    def backward(ctx, dy):
+        gate, up = ctx.saved_tensors
+        dg, du = _k.swiglu_backward(_in(dy), _in(gate), _in(up))
+        return _out(dg), _out(du)
+
+
+def swiglu(gate, up):
+    """silu(gate) · up in one kernel (Llama's MLP: F.silu(gate_proj(x)) * up_proj(x))."""
+    return _SwiGLU.apply(gate, up)
 
 
 # ---- attention --------------------------------------------------------------------
@@ -184,6 +248,18 @@ class LayerNorm(torch.nn.LayerNorm):
 
     def forward(self, x):
         return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+class RMSNorm(torch.nn.Module):
+    """Llama's RMSNorm (HF LlamaRMSNorm: one weight of ones, eps), on our kernels; its state_dict is HF's."""
+
+    def __init__(self, hidden_size, eps=1e-6, dtype=None):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size, dtype=dtype))
+        self.variance_epsilon = eps
+
+    def forward(self, x):
+        return rms_norm(x, x.shape[-1], self.weight, self.variance_epsilon)
 
 
 class CrossEntropyLoss(torch.nn.Module):
