@@ -1,6 +1,7 @@
 /*
  * Text -> ids: special tokens (per tfc_special_mode), the split into
- * chunks, and per chunk, in order of cost:
+ * chunks (for a tokenizer.json, its whole pipeline: hf_encode.c), and per
+ * chunk, in order of cost:
  *   1. one byte: its byte token;
  *   2. a chunk of at most 8 bytes met recently: the `hot` table, a small
  *      direct-mapped cache that stays in L1/L2 (word frequencies are
@@ -63,7 +64,8 @@ static int hot_init(enc_state *st, size_t text_len) {
 static int encode_chunk_slow(const tfc_tokenizer *t, enc_state *st, const uint8_t *p, size_t n, ids_vec *out);
 
 static inline int encode_chunk(const tfc_tokenizer *t, enc_state *st, const uint8_t *p, size_t n, ids_vec *out) {
-    if (n == 1) return tok_ids_push(out, t->byte_id[p[0]]);
+    if (n == 1 && t->byte_id[p[0]] >= 0)
+        return tok_ids_push(out, t->byte_id[p[0]]); /* < 0: a tokenizer.json drops it */
     if (n > 8) return encode_chunk_slow(t, st, p, n, out);
     uint64_t key = byte_prefix(p, n);
     hot_entry *e = &st->hot[((key + n) * 0x9E3779B97F4A7C15ull) >> st->hot_shift];
@@ -141,8 +143,27 @@ static size_t find_from(const uint8_t *text, size_t len, size_t pos, const uint8
     return f ? (size_t)(f - text) : SIZE_MAX;
 }
 
+/* A tokenizer.json's pipeline (hf_encode.c) hands its words to encode_chunk and its added tokens' ids to out. */
+typedef struct hf_sink {
+    const tfc_tokenizer *t;
+    enc_state *st;
+    ids_vec *out;
+} hf_sink;
+
+static int hf_word(void *ctx, const uint8_t *p, size_t n) {
+    hf_sink *k = ctx;
+    return encode_chunk(k->t, k->st, p, n, k->out);
+}
+
+static int hf_id(void *ctx, int32_t id) { return tok_ids_push(((hf_sink *)ctx)->out, id); }
+
 static tfc_status encode_text(const char *fn, const tfc_tokenizer *t, enc_state *st, const uint8_t *text, size_t len,
                               int32_t mode, ids_vec *out) {
+    if (t->hf) {
+        if (hot_init(st, len)) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+        hf_sink k = {t, st, out};
+        return hf_encode(fn, t, text, len, mode, hf_word, hf_id, &k);
+    }
     if (mode == TFC_SPECIAL_AS_TEXT || t->n_special == 0) return encode_ordinary(fn, t, st, text, len, out);
     if (!st->next_at) {
         st->next_at = malloc((size_t)t->n_special * sizeof *st->next_at);
