@@ -61,8 +61,8 @@ static size_t start_tokens(const tfc_tokenizer *t, const uint8_t *p, size_t n, i
             prev_unknown = 0;
             continue;
         }
-        /* an unknown character: the loader made sure there is an unknown token */
-        if (!(prev_unknown && h->fuse_unk)) ids[m++] = h->unk_id;
+        /* an unknown character: the unknown token, or nothing (tokenizers drops it when there is none) */
+        if (h->unk_id >= 0 && !(prev_unknown && h->fuse_unk)) ids[m++] = h->unk_id;
         prev_unknown = 1;
     }
     return m;

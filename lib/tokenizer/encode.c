@@ -81,7 +81,7 @@ static inline int encode_chunk(const tfc_tokenizer *t, enc_state *st, const uint
         e->key = key;
         e->len = (uint32_t)n;
         e->n = (uint32_t)got;
-        memcpy(e->ids, out->v + before, got * sizeof(int32_t));
+        if (got) memcpy(e->ids, out->v + before, got * sizeof(int32_t));
     }
     return 0;
 }
@@ -96,7 +96,7 @@ static int encode_chunk_slow(const tfc_tokenizer *t, enc_state *st, const uint8_
         if (s->hash) {
             size_t off = (size_t)(s->value >> 8), cnt = (size_t)(s->value & 255);
             if (tok_ids_reserve(out, cnt)) return -1;
-            memcpy(out->v + out->n, st->cache_ids.v + off, cnt * sizeof(int32_t));
+            if (cnt) memcpy(out->v + out->n, st->cache_ids.v + off, cnt * sizeof(int32_t));
             out->n += cnt;
             return 0;
         }
@@ -110,7 +110,7 @@ static int encode_chunk_slow(const tfc_tokenizer *t, enc_state *st, const uint8_
     }
     size_t cnt = out->n - before, off = st->cache_ids.n;
     if (tok_ids_reserve(&st->cache_ids, cnt)) return -1;
-    memcpy(st->cache_ids.v + off, out->v + before, cnt * sizeof(int32_t));
+    if (cnt) memcpy(st->cache_ids.v + off, out->v + before, cnt * sizeof(int32_t)); /* 0: a tokenizer.json dropped it */
     st->cache_ids.n += cnt;
     int added;
     byte_slot *c = byte_map_upsert(&st->cache, p, n, 0, &added);

@@ -412,8 +412,9 @@ static int replace_all(const char *s, size_t n, const char *from, const char *to
 static tfc_status decoded_bytes(loader *L) {
     tfc_tokenizer *t = L->t;
     tok_hf *h = L->h;
-    t->dspan = calloc((size_t)t->cap_ids, sizeof *t->dspan);
-    h->dec_is_byte = calloc((size_t)t->cap_ids, 1);
+    const size_t ids = t->cap_ids ? (size_t)t->cap_ids : 1; /* an empty vocabulary loads too */
+    t->dspan = calloc(ids, sizeof *t->dspan);
+    h->dec_is_byte = calloc(ids, 1);
     size_t cap = t->blob_len + TOK_BLOB_SLACK + 64, len = 0;
     t->dblob = malloc(cap);
     char *work[2] = {NULL, NULL};
