@@ -51,8 +51,8 @@ typedef struct hf_added {
 
 /* Finds added tokens in text, leftmost-longest (hf_encode.c). */
 typedef struct hf_matcher {
-    int32_t
-        *order; /* indices into tok_hf.added: by first byte, then second byte (one-byte tokens last), longer first */
+    /* indices into tok_hf.added, ordered by first byte, then second byte (one-byte tokens last), longer first */
+    int32_t *order;
     int32_t n;
     int32_t first[257]; /* order[first[b] .. first[b + 1]) start with byte b */
 } hf_matcher;
@@ -69,7 +69,10 @@ typedef struct tok_hf {
     int fuse_unk;          /* consecutive unknown characters give one unknown token */
     int byte_fallback;     /* unknown characters become their bytes' <0xNN> tokens */
     int32_t fallback[256]; /* <0xNN> token of each byte (byte_fallback) */
-    /* char mode: byte_id[c] is ASCII character c's start token; 1 here when that is the unknown token */
+    /*
+     * char mode: byte_id[c] is ASCII character c's start token; ascii_unknown[c] is 1 when c is outside the
+     * vocabulary without byte fallback (byte_id[c] is then the unknown token, or -1: dropped)
+     */
     uint8_t ascii_unknown[128];
     /* added tokens, in the file's order */
     hf_added *added;
