@@ -1,14 +1,18 @@
 /*
- * tfcore/tokenizer.h — byte-level BPE tokenizer: train, encode, decode,
- * GPT-2 / tiktoken / own file formats. Guide: docs/TOKENIZER.md.
+ * tfcore/tokenizer.h — BPE tokenizer: train, encode, decode, GPT-2 /
+ * tiktoken / Hugging Face tokenizer.json / own file formats. Guide:
+ * docs/TOKENIZER.md.
  *
  * A tokenizer maps any byte string to token ids and back exactly. Text is
- * first split into chunks by a pre-tokenizer pattern (none, GPT-2's, or
- * cl100k's), then each chunk starts as one token per byte and adjacent
- * tokens are merged, lowest merge rank first (leftmost among equal ranks),
- * until no adjacent pair has a merge. Special tokens (e.g.
- * "<|endoftext|>") have fixed ids and are only recognised when the caller
- * asks for it (see tfc_special_mode).
+ * first split into chunks by a pre-tokenizer pattern (none, GPT-2's,
+ * cl100k's, Llama 3's or Qwen2's), then each chunk starts as one token per
+ * byte and adjacent tokens are merged, lowest merge rank first (leftmost
+ * among equal ranks), until no adjacent pair has a merge. Special tokens
+ * (e.g. "<|endoftext|>") have fixed ids and are only recognised when the
+ * caller asks for it (see tfc_special_mode). A tokenizer loaded from a
+ * tokenizer.json follows that file's pipeline instead, as Hugging Face's
+ * tokenizers does (tfc_tokenizer_load_hf_json): its encode and decode need
+ * not be exact inverses.
  *
  * The patterns follow tiktoken's: \s in them means the Unicode White_Space
  * property (as in the Rust and Python regex engines): U+0085 is
