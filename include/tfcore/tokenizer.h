@@ -1,14 +1,18 @@
 /*
- * tfcore/tokenizer.h — byte-level BPE tokenizer: train, encode, decode,
- * GPT-2 / tiktoken / own file formats. Guide: docs/TOKENIZER.md.
+ * tfcore/tokenizer.h — BPE tokenizer: train, encode, decode, GPT-2 /
+ * tiktoken / Hugging Face tokenizer.json / own file formats. Guide:
+ * docs/TOKENIZER.md.
  *
  * A tokenizer maps any byte string to token ids and back exactly. Text is
- * first split into chunks by a pre-tokenizer pattern (none, GPT-2's, or
- * cl100k's), then each chunk starts as one token per byte and adjacent
- * tokens are merged, lowest merge rank first (leftmost among equal ranks),
- * until no adjacent pair has a merge. Special tokens (e.g.
- * "<|endoftext|>") have fixed ids and are only recognised when the caller
- * asks for it (see tfc_special_mode).
+ * first split into chunks by a pre-tokenizer pattern (none, GPT-2's,
+ * cl100k's, Llama 3's or Qwen2's), then each chunk starts as one token per
+ * byte and adjacent tokens are merged, lowest merge rank first (leftmost
+ * among equal ranks), until no adjacent pair has a merge. Special tokens
+ * (e.g. "<|endoftext|>") have fixed ids and are only recognised when the
+ * caller asks for it (see tfc_special_mode). A tokenizer loaded from a
+ * tokenizer.json follows that file's pipeline instead, as Hugging Face's
+ * tokenizers does (tfc_tokenizer_load_hf_json): its encode and decode need
+ * not be exact inverses.
  *
  * The patterns follow tiktoken's: \s in them means the Unicode White_Space
  * property (as in the Rust and Python regex engines): U+0085 is
@@ -41,6 +45,8 @@ typedef enum tfc_split_pattern {
     TFC_SPLIT_NONE = 0,   /* the whole text is one chunk */
     TFC_SPLIT_GPT2 = 1,   /* GPT-2 / r50k / p50k pattern */
     TFC_SPLIT_CL100K = 2, /* GPT-4 cl100k_base pattern */
+    TFC_SPLIT_LLAMA3 = 3, /* Llama 3's tokenizer.json pattern (cl100k's without its end-of-text rule) */
+    TFC_SPLIT_QWEN2 = 4,  /* Qwen2's: Llama 3's with one digit per chunk */
     TFC_SPLIT_FORCE_INT32 = 0x7fffffff
 } tfc_split_pattern;
 
@@ -198,11 +204,45 @@ TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_load_gpt2(const char *encoder_jso
  */
 TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern, tfc_tokenizer **out);
 
+/* Flags of tfc_tokenizer_load_hf_json. */
+#define TFC_TOKENIZER_ADD_SPECIAL 1u /* encode adds the post_processor template's tokens (e.g. BOS) around every text */
+
+/*
+ * Load a Hugging Face tokenizer.json with a BPE model: byte-level (GPT-2,
+ * Llama 3, Qwen2) or SentencePiece-style with byte fallback (Llama 2,
+ * Mistral, TinyLlama), its added and special tokens, normalizer,
+ * pre-tokenizer, post-processor template and decoder, so that encode gives
+ * the ids Hugging Face's tokenizers gives for the same file and text and
+ * decode_utf8 the text its decode gives (docs/TOKENIZER.md lists what is
+ * honoured). Differences from tokenizers: encode takes bytes, and
+ * ill-formed UTF-8 is read as U+FFFD per maximal ill-formed subpart (what
+ * Python's errors="replace" or Node's Buffer.toString hands tokenizers);
+ * special_mode TFC_SPECIAL_ALLOWED is tokenizers' default, AS_TEXT its
+ * encode_special_tokens (added tokens that are not special are matched in
+ * every mode); decode refuses ids that are not tokens, which tokenizers
+ * skips. decode gives the decoded bytes (the decoder's per-token output
+ * and Strip), not necessarily the encoded text: the normalizer and a
+ * prepended "▁" are not undone, and unknown characters come back as the
+ * unknown token. flags: 0 or TFC_TOKENIZER_ADD_SPECIAL (the template's
+ * tokens, "with BOS"). The tokenizer cannot be saved (tfc_tokenizer_save)
+ * or be given special tokens (tfc_tokenizer_add_special): the file holds
+ * them. Errors: NULL arguments, unknown flags (TFC_ERR_INVALID_ARG),
+ * TFC_ERR_IO, TFC_ERR_FORMAT naming the file and the field for malformed
+ * JSON and for anything the file asks that the library cannot honour (a
+ * model type other than BPE, an unknown normalizer, pre-tokenizer,
+ * decoder or post-processor type or key, a Split regex other than Llama
+ * 3's or Qwen2's, merges naming tokens not in the vocabulary, an added
+ * token whose id tokenizers would not give it, ...), TFC_ERR_OOM.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_load_hf_json(const char *path, uint32_t flags, tfc_tokenizer **out);
+
 /*
  * Save to our own versioned text format (docs/TOKENIZER.md), which
  * tfc_tokenizer_load reads back to a tokenizer that encodes and decodes
  * identically. The file is written to path + ".tmp" and renamed.
- * Errors: NULL arguments, TFC_ERR_IO.
+ * Errors: NULL arguments, TFC_ERR_IO, TFC_ERR_UNSUPPORTED for a tokenizer
+ * from a tokenizer.json (the format cannot hold its pipeline: keep the
+ * tokenizer.json).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_save(const tfc_tokenizer *tok, const char *path);
 

@@ -12,19 +12,65 @@
  * a long run of spaces) use a linked list and a min-heap of (rank, position)
  * with stale entries skipped when popped, O(n log n), so no input can make
  * encoding quadratic.
+ *
+ * The start tokens: one per byte (byte_id), or, for a SentencePiece-style
+ * tokenizer.json (hf.h, char_mode), one per character, as Hugging Face's
+ * BPE model (merge_word) makes them: the character's vocabulary token;
+ * else, with byte_fallback, the <0xNN> token of each of its bytes; else the
+ * unknown token (consecutive unknown characters sharing one with
+ * fuse_unk). Merging is the same from there, lowest rank then leftmost
+ * (Hugging Face's Word::merge_all orders its queue the same way).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/utf8.h"
 
 #define BPE_SHORT 64
 #define NO_RANK INT32_MAX
 
+/*
+ * The start tokens of p[0..n) into ids (room for n); returns their count.
+ * p is well-formed UTF-8 in char mode (hf_encode made it so).
+ */
+static size_t start_tokens(const tfc_tokenizer *t, const uint8_t *p, size_t n, int32_t *ids) {
+    if (!t->hf || !t->hf->char_mode) {
+        for (size_t i = 0; i < n; i++) ids[i] = t->byte_id[p[i]];
+        return n;
+    }
+    const tok_hf *h = t->hf;
+    size_t m = 0;
+    int prev_unknown = 0;
+    for (size_t i = 0, len; i < n; i += len) {
+        len = utf8_seq_len(p[i]);
+        if (len > n - i) len = n - i; /* only for text that is not UTF-8: each byte its own character */
+        int64_t v;
+        if (len == 1 && p[i] < 0x80) { /* byte_id holds each ASCII character's start token */
+            if (!h->ascii_unknown[p[i]]) {
+                ids[m++] = t->byte_id[p[i]];
+                prev_unknown = 0;
+                continue;
+            }
+        } else if (byte_map_get(&h->vocab, p + i, len, &v)) {
+            ids[m++] = (int32_t)v;
+            prev_unknown = 0;
+            continue;
+        } else if (h->byte_fallback) {
+            for (size_t k = 0; k < len; k++) ids[m++] = h->fallback[p[i + k]];
+            prev_unknown = 0;
+            continue;
+        }
+        /* an unknown character: the unknown token, or nothing (tokenizers drops it when there is none) */
+        if (h->unk_id >= 0 && !(prev_unknown && h->fuse_unk)) ids[m++] = h->unk_id;
+        prev_unknown = 1;
+    }
+    return m;
+}
+
 static int merge_short(const tfc_tokenizer *t, const uint8_t *p, size_t n, ids_vec *out) {
     int32_t ids[BPE_SHORT], rank[BPE_SHORT], merged[BPE_SHORT];
-    size_t m = n;
-    for (size_t i = 0; i < n; i++) ids[i] = t->byte_id[p[i]];
+    size_t m = start_tokens(t, p, n, ids);
     /* rank[i], merged[i]: the rule for the pair (ids[i], ids[i+1]) */
     for (size_t i = 0; i + 1 < m; i++)
         if (!pair_map_get(&t->pairs, ids[i], ids[i + 1], &rank[i], &merged[i])) rank[i] = NO_RANK;
@@ -78,15 +124,15 @@ static uint64_t heap_pop(uint64_t *h, size_t *n) {
     return top;
 }
 
-static int merge_long(const tfc_tokenizer *t, const uint8_t *p, size_t n, ids_vec *out) {
-    if (n > INT32_MAX) return -1;
-    int32_t *ids = malloc(n * sizeof *ids), *next = malloc(n * sizeof *next), *prev = malloc(n * sizeof *prev);
-    uint64_t *heap = malloc(3 * n * sizeof *heap); /* n-1 pairs + at most 2 per merge */
+static int merge_long(const tfc_tokenizer *t, const uint8_t *p, size_t n_bytes, ids_vec *out) {
+    if (n_bytes > INT32_MAX) return -1;
+    int32_t *ids = malloc(n_bytes * sizeof *ids), *next = malloc(n_bytes * sizeof *next),
+            *prev = malloc(n_bytes * sizeof *prev);
+    uint64_t *heap = malloc(3 * n_bytes * sizeof *heap); /* n-1 pairs + at most 2 per merge */
     int rc = -1;
     if (!ids || !next || !prev || !heap) goto done;
-    size_t hn = 0;
+    size_t hn = 0, n = start_tokens(t, p, n_bytes, ids);
     for (size_t i = 0; i < n; i++) {
-        ids[i] = t->byte_id[p[i]];
         next[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
         prev[i] = (int32_t)i - 1;
     }

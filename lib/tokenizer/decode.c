@@ -4,23 +4,52 @@
  * with U+FFFD as Unicode's "best practice" (and Python's errors="replace")
  * does: a lead byte followed by continuation bytes that can still start a
  * valid sequence is one error; any other bad byte is an error of its own.
+ * A tokenizer.json's decoder (hf.h) is followed: each token's decoded
+ * bytes, its Strip over the whole text, and its ByteFallback's rule for
+ * ill-formed runs of byte tokens.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/utf8.h"
+
+/* The ids' decoded bytes, concatenated; the length of the result in *total. -1 naming the first bad id. */
+static tfc_status check_ids(const char *fn, const tfc_tokenizer *t, const int32_t *ids, size_t n, size_t *total) {
+    size_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || id >= t->n_ids || t->span[id].len == 0)
+            return tfc_err(TFC_ERR_INVALID_ARG, "%s: ids[%zu] is %d, not a token (vocab size %d)", fn, i, (int)id,
+                           (int)t->n_ids);
+        sum += t->dspan ? t->dspan[id].len : t->span[id].len;
+    }
+    *total = sum;
+    return TFC_OK;
+}
+
+/*
+ * A tokenizer.json's Strip decoder (after Fuse, so over the whole text):
+ * up to strip_start leading and strip_stop trailing strip_char removed
+ * from out[0..*k).
+ */
+static void strip(const tfc_tokenizer *t, uint8_t *out, size_t *k) {
+    if (!t->hf || (!t->hf->strip_start && !t->hf->strip_stop)) return;
+    const tok_hf *h = t->hf;
+    size_t a = 0, b = *k;
+    while (a < b && a < (size_t)h->strip_start && out[a] == h->strip_char) a++;
+    while (b > a && *k - b < (size_t)h->strip_stop && out[b - 1] == h->strip_char) b--;
+    memmove(out, out + a, b - a);
+    *k = b - a;
+    out[*k] = 0;
+}
 
 static tfc_status decode_bytes(const char *fn, const tfc_tokenizer *t, const int32_t *ids, size_t n, uint8_t **bytes,
                                size_t *len) {
-    const tok_span *span = t->span;
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        int32_t id = ids[i];
-        if (id < 0 || id >= t->n_ids || span[id].len == 0)
-            return tfc_err(TFC_ERR_INVALID_ARG, "%s: ids[%zu] is %d, not a token (vocab size %d)", fn, i, (int)id,
-                           (int)t->n_ids);
-        total += span[id].len;
-    }
+    const tok_span *span = t->dspan ? t->dspan : t->span;
+    const uint8_t *blob = t->dspan ? t->dblob : t->blob;
+    size_t total;
+    TFC_TRY(check_ids(fn, t, ids, n, &total));
     /* TOK_BLOB_SLACK spare bytes on both sides let short tokens go as one 8-byte copy */
     uint8_t *out = malloc(total + TOK_BLOB_SLACK + 1);
     if (!out) return tfc_err(TFC_ERR_OOM, "%s: out of memory for %zu bytes", fn, total);
@@ -28,14 +57,54 @@ static tfc_status decode_bytes(const char *fn, const tfc_tokenizer *t, const int
     for (size_t i = 0; i < n; i++) {
         tok_span sp = span[ids[i]];
         if (sp.len <= 8)
-            memcpy(out + k, t->blob + sp.off, 8);
+            memcpy(out + k, blob + sp.off, 8);
         else
-            memcpy(out + k, t->blob + sp.off, sp.len);
+            memcpy(out + k, blob + sp.off, sp.len);
         k += sp.len;
     }
     out[k] = 0;
+    strip(t, out, &k);
     *bytes = out;
-    *len = total;
+    *len = k;
+    return TFC_OK;
+}
+
+/*
+ * tokenizers' ByteFallback decoder: a run of consecutive byte tokens
+ * ("<0xNN>") that is not well-formed UTF-8 as a whole becomes one U+FFFD
+ * per token; other tokens as they are (well-formed: the file's strings).
+ * Then Strip.
+ */
+static tfc_status decode_byte_fallback(const char *fn, const tfc_tokenizer *t, const int32_t *ids, size_t n,
+                                       char **text, size_t *len) {
+    size_t total;
+    TFC_TRY(check_ids(fn, t, ids, n, &total));
+    if (total > (SIZE_MAX - 1) / 3) return tfc_err(TFC_ERR_OOM, "%s: %zu bytes too large", fn, total);
+    uint8_t *out = malloc(3 * total + 1); /* a byte token becomes at most 3 bytes */
+    if (!out) return tfc_err(TFC_ERR_OOM, "%s: out of memory for %zu bytes", fn, 3 * total);
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        if (!t->hf->dec_is_byte[ids[i]]) {
+            size_t l;
+            const uint8_t *b = tok_dec_bytes(t, ids[i++], &l);
+            memcpy(out + k, b, l);
+            k += l;
+            continue;
+        }
+        size_t j = i, start = k, bad = 0, v;
+        while (j < n && t->hf->dec_is_byte[ids[j]]) out[k++] = t->dblob[t->dspan[ids[j++]].off];
+        for (size_t q = start; q < k; q += v)
+            if (!(v = utf8_valid_len(out + q, k - q, &bad))) break;
+        if (bad) {
+            k = start;
+            for (size_t q = i; q < j; q++, k += 3) memcpy(out + k, "\xEF\xBF\xBD", 3);
+        }
+        i = j;
+    }
+    out[k] = 0;
+    strip(t, out, &k);
+    *text = (char *)out;
+    *len = k;
     return TFC_OK;
 }
 
@@ -49,38 +118,6 @@ TFC_API tfc_status tfc_tokenizer_decode(const tfc_tokenizer *t, const int32_t *i
     return decode_bytes(fn, t, ids, n_ids, (uint8_t **)bytes, len);
 }
 
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 with *bad = bytes of the maximal ill-formed subpart. */
-static size_t utf8_valid_len(const uint8_t *p, size_t n, size_t *bad) {
-    uint8_t c = p[0];
-    if (c < 0x80) return 1;
-    size_t need;
-    uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 1;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        need = 2;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F; /* no surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 3;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else {
-        *bad = 1;
-        return 0;
-    }
-    size_t k = 1;
-    for (; k <= need; k++) {
-        if (k >= n) break;
-        uint8_t x = p[k];
-        uint8_t l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-        if (x < l || x > h) break;
-    }
-    if (k == need + 1) return need + 1;
-    *bad = k; /* lead byte plus the continuation bytes that were still acceptable */
-    return 0;
-}
-
 TFC_API tfc_status tfc_tokenizer_decode_utf8(const tfc_tokenizer *t, const int32_t *ids, size_t n_ids, char **text,
                                              size_t *len) {
     static const char fn[] = "tfc_tokenizer_decode_utf8";
@@ -88,6 +125,7 @@ TFC_API tfc_status tfc_tokenizer_decode_utf8(const tfc_tokenizer *t, const int32
     TFC_CHECK_NOT_NULL(fn, text);
     TFC_CHECK_NOT_NULL(fn, len);
     if (!ids && n_ids > 0) return tfc_err(TFC_ERR_INVALID_ARG, "%s: ids is NULL and n_ids is %zu", fn, n_ids);
+    if (t->hf && t->hf->dec_byte_fallback) return decode_byte_fallback(fn, t, ids, n_ids, text, len);
     uint8_t *raw;
     size_t n;
     TFC_TRY(decode_bytes(fn, t, ids, n_ids, &raw, &n));

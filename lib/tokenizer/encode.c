@@ -1,6 +1,7 @@
 /*
  * Text -> ids: special tokens (per tfc_special_mode), the split into
- * chunks, and per chunk, in order of cost:
+ * chunks (for a tokenizer.json, its whole pipeline: hf_encode.c), and per
+ * chunk, in order of cost:
  *   1. one byte: its byte token;
  *   2. a chunk of at most 8 bytes met recently: the `hot` table, a small
  *      direct-mapped cache that stays in L1/L2 (word frequencies are
@@ -63,7 +64,8 @@ static int hot_init(enc_state *st, size_t text_len) {
 static int encode_chunk_slow(const tfc_tokenizer *t, enc_state *st, const uint8_t *p, size_t n, ids_vec *out);
 
 static inline int encode_chunk(const tfc_tokenizer *t, enc_state *st, const uint8_t *p, size_t n, ids_vec *out) {
-    if (n == 1) return tok_ids_push(out, t->byte_id[p[0]]);
+    if (n == 1 && t->byte_id[p[0]] >= 0)
+        return tok_ids_push(out, t->byte_id[p[0]]); /* < 0: a tokenizer.json drops it */
     if (n > 8) return encode_chunk_slow(t, st, p, n, out);
     uint64_t key = byte_prefix(p, n);
     hot_entry *e = &st->hot[((key + n) * 0x9E3779B97F4A7C15ull) >> st->hot_shift];
@@ -79,7 +81,7 @@ static inline int encode_chunk(const tfc_tokenizer *t, enc_state *st, const uint
         e->key = key;
         e->len = (uint32_t)n;
         e->n = (uint32_t)got;
-        memcpy(e->ids, out->v + before, got * sizeof(int32_t));
+        if (got) memcpy(e->ids, out->v + before, got * sizeof(int32_t));
     }
     return 0;
 }
@@ -94,7 +96,7 @@ static int encode_chunk_slow(const tfc_tokenizer *t, enc_state *st, const uint8_
         if (s->hash) {
             size_t off = (size_t)(s->value >> 8), cnt = (size_t)(s->value & 255);
             if (tok_ids_reserve(out, cnt)) return -1;
-            memcpy(out->v + out->n, st->cache_ids.v + off, cnt * sizeof(int32_t));
+            if (cnt) memcpy(out->v + out->n, st->cache_ids.v + off, cnt * sizeof(int32_t));
             out->n += cnt;
             return 0;
         }
@@ -108,7 +110,7 @@ static int encode_chunk_slow(const tfc_tokenizer *t, enc_state *st, const uint8_
     }
     size_t cnt = out->n - before, off = st->cache_ids.n;
     if (tok_ids_reserve(&st->cache_ids, cnt)) return -1;
-    memcpy(st->cache_ids.v + off, out->v + before, cnt * sizeof(int32_t));
+    if (cnt) memcpy(st->cache_ids.v + off, out->v + before, cnt * sizeof(int32_t)); /* 0: a tokenizer.json dropped it */
     st->cache_ids.n += cnt;
     int added;
     byte_slot *c = byte_map_upsert(&st->cache, p, n, 0, &added);
@@ -141,8 +143,27 @@ static size_t find_from(const uint8_t *text, size_t len, size_t pos, const uint8
     return f ? (size_t)(f - text) : SIZE_MAX;
 }
 
+/* A tokenizer.json's pipeline (hf_encode.c) hands its words to encode_chunk and its added tokens' ids to out. */
+typedef struct hf_sink {
+    const tfc_tokenizer *t;
+    enc_state *st;
+    ids_vec *out;
+} hf_sink;
+
+static int hf_word(void *ctx, const uint8_t *p, size_t n) {
+    hf_sink *k = ctx;
+    return encode_chunk(k->t, k->st, p, n, k->out);
+}
+
+static int hf_id(void *ctx, int32_t id) { return tok_ids_push(((hf_sink *)ctx)->out, id); }
+
 static tfc_status encode_text(const char *fn, const tfc_tokenizer *t, enc_state *st, const uint8_t *text, size_t len,
                               int32_t mode, ids_vec *out) {
+    if (t->hf) {
+        if (hot_init(st, len)) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+        hf_sink k = {t, st, out};
+        return hf_encode(fn, t, text, len, mode, hf_word, hf_id, &k);
+    }
     if (mode == TFC_SPECIAL_AS_TEXT || t->n_special == 0) return encode_ordinary(fn, t, st, text, len, out);
     if (!st->next_at) {
         st->next_at = malloc((size_t)t->n_special * sizeof *st->next_at);

@@ -1,8 +1,11 @@
 /*
  * The split patterns, in PCRE2 syntax, and the chunk iterator.
  *
- * Both patterns are tiktoken's, with one change: tiktoken runs them on
- * Rust's regex engine, whose \s is the Unicode White_Space property.
+ * GPT-2's and cl100k's are tiktoken's; Llama 3's and Qwen2's are the Split
+ * regexes of their tokenizer.json files (Hugging Face runs them on
+ * Oniguruma, whose \s under Unicode is the same White_Space set). One
+ * change throughout: tiktoken runs them on Rust's regex engine, whose \s
+ * is the Unicode White_Space property.
  * PCRE2's \s under PCRE2_UCP is \p{Z} + \h + \v instead, which also takes
  * U+180E (MONGOLIAN VOWEL SEPARATOR, not White_Space since Unicode 6.3).
  * So \s and \S are spelled \p{White_Space} and \P{White_Space} here,
@@ -33,19 +36,34 @@ static const char gpt2_pattern[] =
 static const char cl100k_pattern[] = "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^" WS
                                      "\\p{L}\\p{N}]++[\\r\\n]*+|" WS "++\\z|" WS "*[\\r\\n]|" WS "+(?!" NWS ")|" WS;
 
+/* Llama 3 (tokenizer.json, pre_tokenizer Split):
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|
+ *   \s+(?!\S)|\s+
+ * cl100k's branches less its \s++$: a whitespace run that ends the text is
+ * cut after its last newline like any other. Qwen2's differs only in \p{N}
+ * (one digit per chunk). \s*[\r\n]+ stays greedy: \s* must give back
+ * characters for [\r\n]+ to match. */
+#define LLAMA3_HEAD "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|"
+#define LLAMA3_TAIL "| ?[^" WS "\\p{L}\\p{N}]++[\\r\\n]*+|" WS "*[\\r\\n]++|" WS "+(?!" NWS ")|" WS "++"
+static const char llama3_pattern[] = LLAMA3_HEAD "\\p{N}{1,3}+" LLAMA3_TAIL;
+static const char qwen2_pattern[] = LLAMA3_HEAD "\\p{N}" LLAMA3_TAIL;
+
 const char *split_pattern_source(int32_t pattern) {
     switch (pattern) {
     case TFC_SPLIT_GPT2: return gpt2_pattern;
     case TFC_SPLIT_CL100K: return cl100k_pattern;
+    case TFC_SPLIT_LLAMA3: return llama3_pattern;
+    case TFC_SPLIT_QWEN2: return qwen2_pattern;
     default: return NULL;
     }
 }
 
 tfc_status splitter_init(const char *fn, tfc_splitter *sp, int32_t pattern) {
-    if (pattern != TFC_SPLIT_NONE && pattern != TFC_SPLIT_GPT2 && pattern != TFC_SPLIT_CL100K)
+    if (pattern != TFC_SPLIT_NONE && !split_pattern_source(pattern))
         return tfc_err(TFC_ERR_INVALID_ARG,
-                       "%s: pattern is %d, expected TFC_SPLIT_NONE (0), TFC_SPLIT_GPT2 (1) or TFC_SPLIT_CL100K (2)", fn,
-                       (int)pattern);
+                       "%s: pattern is %d, expected TFC_SPLIT_NONE (0), TFC_SPLIT_GPT2 (1), TFC_SPLIT_CL100K (2), "
+                       "TFC_SPLIT_LLAMA3 (3) or TFC_SPLIT_QWEN2 (4)",
+                       fn, (int)pattern);
     sp->pattern = pattern;
     sp->re = NULL;
     sp->jit = 0;
@@ -192,7 +210,12 @@ static size_t ascii_gpt2(const uint8_t *s, size_t n, size_t i) {
     return j - i - 1;
 }
 
-static size_t ascii_cl100k(const uint8_t *s, size_t n, size_t i) {
+/*
+ * cl100k and its descendants: max_digits is 3 (cl100k, Llama 3) or 1
+ * (Qwen2); tail_to_end is 1 for cl100k's \s++$, 0 for Llama 3's and
+ * Qwen2's patterns, which have no such branch.
+ */
+static size_t ascii_cl100k(const uint8_t *s, size_t n, size_t i, size_t max_digits, int tail_to_end) {
     int c = ascii_cls(s[i]), stop;
     int next = i + 1 < n ? ascii_cls(s[i + 1]) : -1;
     if (s[i] == '\'' && next != -1) {     /* '(?i:[sdmt]|ll|ve|re) */
@@ -219,10 +242,10 @@ not_contraction:
             return stop == C_NONASCII ? 0 : j - i;
         }
     }
-    if (c == C_DIGIT) { /* \p{N}{1,3}+ */
+    if (c == C_DIGIT) { /* \p{N}{1,3}+ (or \p{N}) */
         size_t j = i;
-        while (j < n && j - i < 3 && ascii_cls(s[j]) == C_DIGIT) j++;
-        if (j - i < 3 && j < n && ascii_cls(s[j]) == C_NONASCII) return 0;
+        while (j < n && j - i < max_digits && ascii_cls(s[j]) == C_DIGIT) j++;
+        if (j - i < max_digits && j < n && ascii_cls(s[j]) == C_NONASCII) return 0;
         return j - i;
     }
     /*  ?[^\s\p{L}\p{N}]++[\r\n]*+ */
@@ -235,11 +258,11 @@ not_contraction:
     /* c is whitespace from here */
     size_t j = run_of(s, n, i, C_SPACE, &stop);
     if (stop == C_NONASCII) return 0;
-    if (stop == -1) return j - i;  /* \s++\z */
-    for (size_t k = j; k > i; k--) /* \s*[\r\n]: up to the last newline of the run */
+    if (stop == -1 && tail_to_end) return j - i; /* \s++\z */
+    for (size_t k = j; k > i; k--)               /* \s*[\r\n] (or [\r\n]+): up to the run's last newline */
         if (s[k - 1] == '\r' || s[k - 1] == '\n') return k - i;
-    if (j - i >= 2) return j - i - 1; /* \s+(?!\S) */
-    return 1;                         /* \s */
+    if (stop == -1 || j - i >= 2) return stop == -1 ? j - i : j - i - 1; /* \s+(?!\S) */
+    return 1;                                                            /* \s (or \s+ of one) */
 }
 
 int split_next(const char *fn, split_iter *it, size_t *start, size_t *end) {
@@ -250,8 +273,13 @@ int split_next(const char *fn, split_iter *it, size_t *start, size_t *end) {
         return 1;
     }
     if (!it->has_match && it->text[it->pos] < 0x80 && !it->pcre2_only) {
-        size_t m = it->sp->pattern == TFC_SPLIT_GPT2 ? ascii_gpt2(it->text, it->len, it->pos)
-                                                     : ascii_cl100k(it->text, it->len, it->pos);
+        size_t m;
+        switch (it->sp->pattern) {
+        case TFC_SPLIT_GPT2: m = ascii_gpt2(it->text, it->len, it->pos); break;
+        case TFC_SPLIT_CL100K: m = ascii_cl100k(it->text, it->len, it->pos, 3, 1); break;
+        case TFC_SPLIT_LLAMA3: m = ascii_cl100k(it->text, it->len, it->pos, 3, 0); break;
+        default: m = ascii_cl100k(it->text, it->len, it->pos, 1, 0); break; /* TFC_SPLIT_QWEN2 */
+        }
         if (m) {
             *start = it->pos;
             *end = it->pos += m;

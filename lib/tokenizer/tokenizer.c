@@ -98,7 +98,7 @@ static int merge_cmp(const void *a, const void *b) {
 }
 
 tfc_status tok_finalize(const char *fn, tfc_tokenizer *t) {
-    for (int b = 0; b < 256; b++)
+    for (int b = 0; b < 256 && !(t->hf && t->hf->char_mode); b++) /* char mode starts from characters */
         if (t->byte_id[b] < 0) return tfc_err(TFC_ERR_FORMAT, "%s: byte 0x%02x has no token", fn, b);
     if (t->n_merges > 1) qsort(t->merges, (size_t)t->n_merges, sizeof *t->merges, merge_cmp);
     byte_map_free(&t->direct);
@@ -154,6 +154,10 @@ TFC_API void tfc_tokenizer_release(tfc_tokenizer *t) {
     pair_map_free(&t->pairs);
     byte_map_free(&t->direct);
     free(t->special_ids);
+    if (t->hf) tok_hf_free(t->hf);
+    free(t->hf);
+    free(t->dspan);
+    free(t->dblob);
     free(t);
 }
 
@@ -161,6 +165,10 @@ TFC_API tfc_status tfc_tokenizer_add_special(tfc_tokenizer *t, const char *text,
     static const char fn[] = "tfc_tokenizer_add_special";
     TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     TFC_CHECK_NOT_NULL(fn, text);
+    if (t->hf) /* a tokenizer.json's tokens are final: new ones would need decoded bytes and an added-token entry */
+        return tfc_err(TFC_ERR_UNSUPPORTED,
+                       "%s: the tokenizer was loaded from a tokenizer.json; list '%s' in its added_tokens instead", fn,
+                       text);
     size_t n = strlen(text);
     if (n == 0 || n > TFC_SPECIAL_MAX_LEN)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: text has %zu bytes, expected 1 to %d", fn, n, TFC_SPECIAL_MAX_LEN);
@@ -196,8 +204,7 @@ TFC_API tfc_status tfc_tokenizer_token_bytes(const tfc_tokenizer *t, int32_t id,
     TFC_CHECK_NOT_NULL(fn, len);
     if (id < 0 || id >= t->n_ids || t->tok_kind[id] == TOK_UNUSED)
         return tfc_err(TFC_ERR_INVALID_ARG, "%s: id %d is not a token (vocab size %d)", fn, (int)id, (int)t->n_ids);
-    *bytes = (const char *)tok_bytes(t, id);
-    *len = t->span[id].len;
+    *bytes = (const char *)tok_dec_bytes(t, id, len);
     if (is_special) *is_special = t->tok_kind[id] == TOK_SPECIAL;
     return TFC_OK;
 }

@@ -8,7 +8,10 @@
  *     and in `merges` in rank order for listing and saving,
  *   - `direct`: token bytes -> id for chunks that map to one token without
  *     merging (tiktoken's whole-piece lookup),
- *   - the split pattern, compiled once.
+ *   - the split pattern, compiled once;
+ *   - for a tokenizer from a Hugging Face tokenizer.json, the pipeline
+ *     around the model (hf.h) and each token's decoded bytes, which differ
+ *     from the bytes the model works on ("▁the" decodes to " the").
  */
 #ifndef TFC_TOKENIZER_IMPL_H
 #define TFC_TOKENIZER_IMPL_H
@@ -19,12 +22,14 @@
 #include "core/error.h"
 #include "tfcore/tokenizer.h"
 #include "tokenizer/byte_map.h"
+#include "tokenizer/hf.h"
 #include "tokenizer/pair_map.h"
 #include "tokenizer/split.h"
 
 #define TOK_UNUSED 0
 #define TOK_ORDINARY 1
 #define TOK_SPECIAL 2
+#define TOK_ADDED 3 /* an added token of a tokenizer.json that is not special: always matched in the input */
 
 /* Ids and ranks stay below 2^30 so sums and packed keys never overflow. */
 #define TFC_TOKENIZER_MAX_ID (1 << 30)
@@ -68,6 +73,10 @@ struct tfc_tokenizer {
     int32_t direct_all;
     int32_t *special_ids; /* in the order added */
     int32_t n_special, cap_special;
+    tok_hf *hf; /* NULL unless loaded from a tokenizer.json */
+    /* what decode gives for each id when it differs from the bytes above (tokenizer.json); else NULL */
+    tok_span *dspan;
+    uint8_t *dblob;
 };
 
 /* Room for `extra` more ids; 0 or -1 when out of memory. */
@@ -94,9 +103,21 @@ tfc_status tok_finalize(const char *fn, tfc_tokenizer *t);
 
 static inline const uint8_t *tok_bytes(const tfc_tokenizer *t, int32_t id) { return t->blob + t->span[id].off; }
 
+/* The bytes decode gives for id: its own, or its decoded bytes when the tokenizer has them. */
+static inline const uint8_t *tok_dec_bytes(const tfc_tokenizer *t, int32_t id, size_t *len) {
+    if (!t->dspan) {
+        *len = t->span[id].len;
+        return t->blob + t->span[id].off;
+    }
+    *len = t->dspan[id].len;
+    return t->dblob + t->dspan[id].off;
+}
+
 /*
  * Merge one chunk of bytes by rank, appending its ids to out. Uses only
- * byte_id and pairs, never the direct map or a cache. -1 when out of memory.
+ * byte_id and pairs (and, for a SentencePiece-style tokenizer.json, the
+ * vocabulary's characters, byte fallback and unknown token: hf.h), never
+ * the direct map or a cache. -1 when out of memory.
  */
 int bpe_merge_chunk(const tfc_tokenizer *t, const uint8_t *p, size_t n, ids_vec *out);
 

@@ -13,47 +13,8 @@
 #include <string.h>
 
 #include "io/json.h"
+#include "tokenizer/byte_alphabet.h"
 #include "tokenizer/tokenizer_impl.h"
-
-/* Code point -> byte of GPT-2's alphabet, -1 for code points outside it. */
-static void unicode_to_byte(int32_t inv[324]) {
-    for (int i = 0; i < 324; i++) inv[i] = -1;
-    int extra = 0;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-        inv[printable ? b : 256 + extra++] = b;
-    }
-}
-
-/* One UTF-8 code point from p[0..n): its length, or 0 when malformed. */
-static size_t utf8_decode(const uint8_t *p, size_t n, uint32_t *cp) {
-    if (p[0] < 0x80) {
-        *cp = p[0];
-        return 1;
-    }
-    size_t k = p[0] >= 0xF0 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC0 ? 2 : 0;
-    if (!k || k > n) return 0;
-    uint32_t v = p[0] & (0x7F >> k);
-    for (size_t i = 1; i < k; i++) {
-        if ((p[i] & 0xC0) != 0x80) return 0;
-        v = v << 6 | (p[i] & 0x3F);
-    }
-    *cp = v;
-    return k;
-}
-
-/* GPT-2 alphabet text (UTF-8) -> bytes; -1 on a character outside the alphabet. */
-static long gpt2_text_to_bytes(const int32_t inv[324], const uint8_t *s, size_t n, uint8_t *out) {
-    long k = 0;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t step = utf8_decode(s + i, n - i, &cp);
-        if (!step || cp >= 324 || inv[cp] < 0) return -1;
-        out[k++] = (uint8_t)inv[cp];
-        i += step;
-    }
-    return k;
-}
 
 typedef struct entry {
     int32_t id;
@@ -69,13 +30,13 @@ typedef struct gpt2_vocab {
 } gpt2_vocab;
 
 /* One encoder.json entry (key: the token in GPT-2's alphabet, x: its id) appended to v. */
-static tfc_status add_entry(const char *fn, const char *path, const int32_t inv[324], const char *key, const json_t *x,
-                            uint8_t *bytes, gpt2_vocab *v) {
+static tfc_status add_entry(const char *fn, const char *path, const int32_t inv[TOK_ALPHABET_END], const char *key,
+                            const json_t *x, uint8_t *bytes, gpt2_vocab *v) {
     const size_t kl = strlen(key);
     if (kl > 4 * TFC_TOKEN_MAX_LEN)
         return tfc_err(TFC_ERR_FORMAT, "%s: '%s': key '%.32s...' is longer than %d bytes", fn, path, key,
                        4 * TFC_TOKEN_MAX_LEN);
-    const long bl = gpt2_text_to_bytes(inv, (const uint8_t *)key, kl, bytes);
+    const long bl = tok_alphabet_to_bytes(inv, (const uint8_t *)key, kl, bytes);
     if (bl <= 0)
         return tfc_err(TFC_ERR_FORMAT,
                        "%s: '%s': key '%.64s' is empty or has a character outside GPT-2's byte alphabet", fn, path,
@@ -102,8 +63,8 @@ static tfc_status add_entry(const char *fn, const char *path, const int32_t inv[
  * A key twice is refused (a JSON reader would keep the last; a vocabulary
  * that lists a token twice is broken either way).
  */
-static tfc_status parse_encoder(const char *fn, const char *path, const int32_t inv[324], const uint8_t *buf,
-                                size_t len, gpt2_vocab *v) {
+static tfc_status parse_encoder(const char *fn, const char *path, const int32_t inv[TOK_ALPHABET_END],
+                                const uint8_t *buf, size_t len, gpt2_vocab *v) {
     json_t *root = NULL;
     tfc_json_problem p;
     if (tfc_json_load(buf, len, TFC_JSON_REFUSE_DUPLICATES, &root, &p) != 0) {
@@ -129,8 +90,8 @@ static tfc_status parse_encoder(const char *fn, const char *path, const int32_t 
     return st;
 }
 
-static tfc_status parse_merges(const char *fn, const char *path, const int32_t inv[324], const uint8_t *buf, size_t len,
-                               gpt2_vocab *v, tfc_merge **merges, size_t *n_merges) {
+static tfc_status parse_merges(const char *fn, const char *path, const int32_t inv[TOK_ALPHABET_END],
+                               const uint8_t *buf, size_t len, gpt2_vocab *v, tfc_merge **merges, size_t *n_merges) {
     uint8_t *both = malloc(2 * TFC_TOKEN_MAX_LEN + 8);
     size_t cap = 0, n = 0, pos = 0, lineno = 0, ll;
     tfc_merge *m = NULL;
@@ -150,8 +111,8 @@ static tfc_status parse_merges(const char *fn, const char *path, const int32_t i
         } else if (ll > 2 * TFC_TOKEN_MAX_LEN) {
             st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: line longer than %d bytes", fn, path, lineno,
                          2 * TFC_TOKEN_MAX_LEN);
-        } else if ((a = gpt2_text_to_bytes(inv, (const uint8_t *)line, (size_t)(sp - line), both)) <= 0 ||
-                   (b = gpt2_text_to_bytes(inv, (const uint8_t *)sp + 1, ll - (size_t)(sp - line) - 1, both + a)) <=
+        } else if ((a = tok_alphabet_to_bytes(inv, (const uint8_t *)line, (size_t)(sp - line), both)) <= 0 ||
+                   (b = tok_alphabet_to_bytes(inv, (const uint8_t *)sp + 1, ll - (size_t)(sp - line) - 1, both + a)) <=
                        0) {
             st = tfc_err(TFC_ERR_FORMAT, "%s: '%s' line %zu: empty token or character outside GPT-2's byte alphabet",
                          fn, path, lineno);
@@ -194,8 +155,8 @@ TFC_API tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const 
     TFC_CHECK_NOT_NULL(fn, encoder_json_path);
     TFC_CHECK_NOT_NULL(fn, vocab_bpe_path);
     TFC_CHECK_NOT_NULL(fn, out);
-    int32_t inv[324];
-    unicode_to_byte(inv);
+    int32_t inv[TOK_ALPHABET_END];
+    tok_alphabet_inverse(inv);
     tfc_tokenizer *t;
     TFC_TRY(tok_create(fn, TFC_SPLIT_GPT2, &t));
     gpt2_vocab v = {0};

@@ -4,7 +4,7 @@
  * exactly (docs/TOKENIZER.md):
  *
  *   tfcore-tokenizer 1
- *   pattern gpt2                  none | gpt2 | cl100k
+ *   pattern gpt2                  none | gpt2 | cl100k | llama3 | qwen2
  *   direct merges                 merges | all (whole-chunk lookup rule)
  *   tokens N
  *   <id> <base64 bytes>           N lines, ordinary tokens
@@ -24,13 +24,24 @@
 #define NATIVE_VERSION 1
 
 static const char *pattern_name(int32_t p) {
-    return p == TFC_SPLIT_GPT2 ? "gpt2" : p == TFC_SPLIT_CL100K ? "cl100k" : "none";
+    switch (p) {
+    case TFC_SPLIT_GPT2: return "gpt2";
+    case TFC_SPLIT_CL100K: return "cl100k";
+    case TFC_SPLIT_LLAMA3: return "llama3";
+    case TFC_SPLIT_QWEN2: return "qwen2";
+    default: return "none";
+    }
 }
 
 TFC_API tfc_status tfc_tokenizer_save(const tfc_tokenizer *t, const char *path) {
     static const char fn[] = "tfc_tokenizer_save";
     TFC_CHECK_NOT_NULL_AS(fn, t, "tok");
     TFC_CHECK_NOT_NULL(fn, path);
+    if (t->hf)
+        return tfc_err(TFC_ERR_UNSUPPORTED,
+                       "%s: the tokenizer was loaded from a tokenizer.json, whose normalizer, pre-tokenizer, added "
+                       "tokens and decoder this format cannot hold; keep (copy) the tokenizer.json instead",
+                       fn);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
     char *b64 = malloc((TFC_TOKEN_MAX_LEN / 3 + 2) * 4 + 1);
@@ -214,9 +225,9 @@ static tfc_status parse_native(reader *r, tfc_tokenizer **out) {
     TFC_TRY(read_line(r));
     int32_t pattern = -1;
     if (fields(r, f, fl, 2) == 0 && fl[0] == 7 && memcmp(f[0], "pattern", 7) == 0)
-        for (int32_t p = 0; p <= TFC_SPLIT_CL100K; p++)
+        for (int32_t p = 0; p <= TFC_SPLIT_QWEN2; p++)
             if (fl[1] == strlen(pattern_name(p)) && memcmp(f[1], pattern_name(p), fl[1]) == 0) pattern = p;
-    if (pattern < 0) return bad_line(r, "expected 'pattern none|gpt2|cl100k'");
+    if (pattern < 0) return bad_line(r, "expected 'pattern none|gpt2|cl100k|llama3|qwen2'");
     TFC_TRY(read_line(r));
     int32_t direct = -1;
     if (fields(r, f, fl, 2) == 0 && fl[0] == 6 && memcmp(f[0], "direct", 6) == 0) {

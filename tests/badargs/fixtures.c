@@ -596,6 +596,14 @@ int fx_setup_files(void) {
     ok &= write_file(fx_path("encoder.json"), encoder_json());
     ok &= write_file(fx_path("vocab.bpe"), "#version: 0.2\n");
     ok &= write_file(fx_path("ranks.tiktoken"), tiktoken_ranks());
+    /* a Hugging Face tokenizer.json: characters a, b, c, the merge "a b", <s> before every text */
+    ok &= write_file(fx_path("tokenizer.json"),
+                     "{\"added_tokens\": [{\"id\": 4, \"content\": \"<s>\", \"normalized\": false, \"special\": true}],"
+                     " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
+                     "{\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], "
+                     "\"special_tokens\": {\"<s>\": {\"id\": \"<s>\", \"ids\": [4], \"tokens\": [\"<s>\"]}}},"
+                     " \"decoder\": {\"type\": \"Fuse\"}, \"model\": {\"type\": \"BPE\", \"unk_token\": \"c\","
+                     " \"vocab\": {\"a\": 0, \"b\": 1, \"c\": 2, \"ab\": 3}, \"merges\": [\"a b\"]}}");
     if (!ok) fprintf(stderr, "badargs fixture files: %s\n", tfc_last_error());
     return ok;
 }

@@ -349,6 +349,7 @@ FIXTURES = {
                                 "vocab_bpe_path": 'fx_path("vocab.bpe")'},
     "tfc_tokenizer_load_tiktoken": {"path": 'fx_path("ranks.tiktoken")'},
     "tfc_tokenizer_load": {"path": 'fx_path("tok.txt")'},
+    "tfc_tokenizer_load_hf_json": {"path": 'fx_path("tokenizer.json")', "flags": "TFC_TOKENIZER_ADD_SPECIAL"},
     "tfc_quantize": {"format": "TFC_QFORMAT_INT8", "group_size": "0", "flags": "0"},
     "tfc_gpt_quantize": {"format": "TFC_QFORMAT_INT8", "group_size": "0"},
     "tfc_gpt_quantize_head": {"format": "TFC_QFORMAT_INT8", "group_size": "0"},

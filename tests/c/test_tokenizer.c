@@ -445,7 +445,7 @@ TEST(encode_rejects_bad_arguments) {
     CHECK(n == 0);
     tfc_free(ids);
     tfc_tokenizer *u = (tfc_tokenizer *)0x1;
-    CHECK_ERR(tfc_tokenizer_new(3, &u), TFC_ERR_INVALID_ARG, "pattern is 3");
+    CHECK_ERR(tfc_tokenizer_new(5, &u), TFC_ERR_INVALID_ARG, "pattern is 5");
     CHECK_ERR(tfc_tokenizer_new(TFC_SPLIT_GPT2, NULL), TFC_ERR_INVALID_ARG, "out");
     CHECK(u == (tfc_tokenizer *)0x1);
     tfc_tokenizer_release(NULL);
@@ -1133,10 +1133,10 @@ TEST(ascii_fast_path_splits_like_pcre2) {
                                    "\xf0\x9f\x98\x80",
                                    "\x00",
                                    "\x7f"};
-    int32_t patterns[] = {TFC_SPLIT_GPT2, TFC_SPLIT_CL100K};
+    int32_t patterns[] = {TFC_SPLIT_GPT2, TFC_SPLIT_CL100K, TFC_SPLIT_LLAMA3, TFC_SPLIT_QWEN2};
     uint8_t text[400];
     size_t e1[400], e2[400];
-    for (int p = 0; p < 2; p++) {
+    for (int p = 0; p < 4; p++) {
         tfc_splitter sp;
         CHECK_OK(splitter_init("test", &sp, patterns[p]));
         int bad = 0;

@@ -1,6 +1,7 @@
 /*
- * Fuzz target: encoding arbitrary bytes with each split pattern and each
- * special-token mode (first byte), checked by decoding back; the rest of
+ * Fuzz target: encoding arbitrary bytes with each split pattern (none,
+ * GPT-2, cl100k, Llama 3, Qwen2) and each special-token mode (first byte),
+ * checked by decoding back; the rest of
  * the input is the text, also encoded as a two-text batch.
  */
 #include "fuzz_util.h"
@@ -12,7 +13,7 @@ static const char corpus[] =
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa bbbbbbbbbbbbbbbbbbbbbb abababababababab 0000111122223333\n";
 
 static tfc_tokenizer *tokenizer(int pattern) {
-    static tfc_tokenizer *t[3];
+    static tfc_tokenizer *t[5];
     if (!t[pattern]) {
         if (tfc_tokenizer_new(pattern, &t[pattern]) != TFC_OK ||
             tfc_tokenizer_train(t[pattern], corpus, sizeof corpus - 1, 600) != TFC_OK ||
@@ -25,7 +26,7 @@ static tfc_tokenizer *tokenizer(int pattern) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    int pattern = data[0] % 3, mode = (data[0] / 3) % 3;
+    int pattern = data[0] % 5, mode = (data[0] / 5) % 3;
     const uint8_t *text = data + 1;
     size_t len = size - 1;
     const tfc_tokenizer *t = tokenizer(pattern);

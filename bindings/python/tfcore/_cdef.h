@@ -13,6 +13,7 @@
 #define TFC_GELU_TANH 1
 #define DLPACK_MAJOR_VERSION 1
 #define DLPACK_MINOR_VERSION 1
+#define TFC_TOKENIZER_ADD_SPECIAL 1
 #define TFC_QUANT_IN_OUT 1
 typedef enum tfc_status {
 TFC_OK = 0,
@@ -481,6 +482,8 @@ typedef enum tfc_split_pattern {
 TFC_SPLIT_NONE = 0,
 TFC_SPLIT_GPT2 = 1,
 TFC_SPLIT_CL100K = 2,
+TFC_SPLIT_LLAMA3 = 3,
+TFC_SPLIT_QWEN2 = 4,
 TFC_SPLIT_FORCE_INT32 = 0x7fffffff
 } tfc_split_pattern;
 typedef enum tfc_special_mode {
@@ -504,6 +507,7 @@ tfc_status tfc_tokenizer_n_merges(const tfc_tokenizer *tok, int32_t *out);
 tfc_status tfc_tokenizer_get_merge(const tfc_tokenizer *tok, int32_t i, int32_t *left, int32_t *right, int32_t *id, int32_t *rank);
 tfc_status tfc_tokenizer_load_gpt2(const char *encoder_json_path, const char *vocab_bpe_path, tfc_tokenizer **out);
 tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern, tfc_tokenizer **out);
+tfc_status tfc_tokenizer_load_hf_json(const char *path, uint32_t flags, tfc_tokenizer **out);
 tfc_status tfc_tokenizer_save(const tfc_tokenizer *tok, const char *path);
 tfc_status tfc_tokenizer_load(const char *path, tfc_tokenizer **out);
 typedef struct tfc_lora_config {

@@ -1,9 +1,13 @@
-"""tfcore.Tokenizer: byte-level BPE (include/tfcore/tokenizer.h) — train,
-encode, decode, GPT-2 / tiktoken / own file formats.
+"""tfcore.Tokenizer: BPE tokenizers (include/tfcore/tokenizer.h) — train,
+encode, decode; GPT-2 / tiktoken / Hugging Face tokenizer.json / own file
+formats.
 
     tok = tfcore.Tokenizer.from_gpt2("encoder.json", "vocab.bpe")
     ids = tok.encode("Hello world")            # list of ints
     text = tok.decode(ids)                     # str (invalid UTF-8 replaced)
+
+    llama = tfcore.Tokenizer.from_file("tokenizer.json", add_special_tokens=True)
+    ids = llama.encode("Hello", special="allowed")   # Hugging Face's ids, BOS first
 
 Text arguments may be str (encoded as UTF-8) or bytes.
 """
@@ -11,7 +15,8 @@ import os
 
 from ._lib import check, ffi, lib
 
-PATTERNS = {"none": "TFC_SPLIT_NONE", "gpt2": "TFC_SPLIT_GPT2", "cl100k": "TFC_SPLIT_CL100K"}
+PATTERNS = {"none": "TFC_SPLIT_NONE", "gpt2": "TFC_SPLIT_GPT2", "cl100k": "TFC_SPLIT_CL100K",
+            "llama3": "TFC_SPLIT_LLAMA3", "qwen2": "TFC_SPLIT_QWEN2"}
 SPECIAL = {"text": "TFC_SPECIAL_AS_TEXT", "allowed": "TFC_SPECIAL_ALLOWED", "all": "TFC_SPECIAL_ALLOWED",
            "disallowed": "TFC_SPECIAL_DISALLOWED"}
 
@@ -37,8 +42,8 @@ def _special(mode):
 
 
 class Tokenizer:
-    """A byte-level BPE tokenizer. Tokenizer(pattern='gpt2') is untrained (256
-    byte tokens); use train(), or the from_* / load constructors."""
+    """A BPE tokenizer. Tokenizer(pattern='gpt2') is untrained (256 byte
+    tokens); use train(), or the from_* / load constructors."""
 
     def __init__(self, pattern="gpt2"):
         out = ffi.new("tfc_tokenizer **")
@@ -67,6 +72,22 @@ class Tokenizer:
         for text, i in (special_tokens or {}).items():
             tok.add_special(text, i)
         return tok
+
+    @classmethod
+    def from_file(cls, path, add_special_tokens=False):
+        """A Hugging Face tokenizer.json (BPE: Llama 2/3, Mistral, Qwen2, GPT-2 ...),
+        encoding to the ids Hugging Face's tokenizers gives. encode(text,
+        special="allowed") is tokenizers' default (special tokens in the text
+        recognised); add_special_tokens=True puts the file's template tokens
+        (BOS) around every text. A malformed file, or anything in it the
+        library cannot honour, raises tfcore.Error (status TFC_ERR_FORMAT, a
+        RuntimeError) naming the file and the field (docs/TOKENIZER.md); a
+        missing file OSError. Such a tokenizer cannot be save()d: keep the
+        tokenizer.json."""
+        out = ffi.new("tfc_tokenizer **")
+        flags = lib.TFC_TOKENIZER_ADD_SPECIAL if add_special_tokens else 0
+        check(lib.tfc_tokenizer_load_hf_json(_path(path), flags, out))
+        return cls._adopt(out[0])
 
     @classmethod
     def load(cls, path):

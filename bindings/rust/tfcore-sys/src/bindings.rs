@@ -18,6 +18,7 @@ pub const TFC_GELU_ERF: i32 = 0;
 pub const TFC_GELU_TANH: i32 = 1;
 pub const DLPACK_MAJOR_VERSION: i32 = 1;
 pub const DLPACK_MINOR_VERSION: i32 = 1;
+pub const TFC_TOKENIZER_ADD_SPECIAL: u32 = 1;
 pub const TFC_QUANT_IN_OUT: u32 = 1;
 
 pub type tfc_status = i32;
@@ -275,6 +276,8 @@ pub type tfc_split_pattern = i32;
 pub const TFC_SPLIT_NONE: tfc_split_pattern = 0;
 pub const TFC_SPLIT_GPT2: tfc_split_pattern = 1;
 pub const TFC_SPLIT_CL100K: tfc_split_pattern = 2;
+pub const TFC_SPLIT_LLAMA3: tfc_split_pattern = 3;
+pub const TFC_SPLIT_QWEN2: tfc_split_pattern = 4;
 pub const TFC_SPLIT_FORCE_INT32: tfc_split_pattern = 2147483647;
 
 pub type tfc_special_mode = i32;
@@ -636,6 +639,7 @@ extern "C" {
     pub fn tfc_tokenizer_get_merge(tok: *const tfc_tokenizer, i: i32, left: *mut i32, right: *mut i32, id: *mut i32, rank: *mut i32) -> tfc_status;
     pub fn tfc_tokenizer_load_gpt2(encoder_json_path: *const c_char, vocab_bpe_path: *const c_char, out: *mut *mut tfc_tokenizer) -> tfc_status;
     pub fn tfc_tokenizer_load_tiktoken(path: *const c_char, pattern: i32, out: *mut *mut tfc_tokenizer) -> tfc_status;
+    pub fn tfc_tokenizer_load_hf_json(path: *const c_char, flags: u32, out: *mut *mut tfc_tokenizer) -> tfc_status;
     pub fn tfc_tokenizer_save(tok: *const tfc_tokenizer, path: *const c_char) -> tfc_status;
     pub fn tfc_tokenizer_load(path: *const c_char, out: *mut *mut tfc_tokenizer) -> tfc_status;
     pub fn tfc_gpt_add_lora(m: *mut tfc_gpt, cfg: *const tfc_lora_config) -> tfc_status;
