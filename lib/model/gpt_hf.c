@@ -255,7 +255,7 @@ TFC_API tfc_status tfc_gpt_load_hf(const char *dir, tfc_gpt **out) {
                     fn, wpath, (long long)held, (int)c.n_layer, (int)c.n_embd, (int)c.vocab_size, (int)c.block_size,
                     (long long)tfc_gpt_config_numel(&c));
     tfc_gpt *m = NULL;
-    if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
+    if (s == TFC_OK) s = tfc_gpt_alloc(fn, &c, &m); /* every value comes from the file */
     tfc_contract *ct = NULL;
     if (s == TFC_OK) s = hf_contract(fn, wpath, m, f, &ct);
     if (s == TFC_OK) s = tfc_contract_copy(ct);

@@ -85,6 +85,14 @@ typedef struct gpt_head_ops {
  * torch (or for tfcore.cross_entropy) means the same here. */
 #define TFC_GPT_IGNORE_INDEX (-100)
 
+/*
+ * A model of config cfg whose parameter values are left unwritten, for a
+ * loader that writes every one of them (through the loader contract) before
+ * handing the model out: tfc_gpt_new's random init of a large model would
+ * cost seconds and be overwritten. Errors as tfc_gpt_new's, prefixed by fn.
+ */
+tfc_status tfc_gpt_alloc(const char *fn, const tfc_gpt_config *cfg, tfc_gpt **out);
+
 /* Choose every block Linear's strategy and the head's for m's current mode (gpt_linear.c); cannot fail. */
 void tfc_gpt_choose_linears(tfc_gpt *m);
 

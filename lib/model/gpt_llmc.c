@@ -202,7 +202,7 @@ TFC_API tfc_status tfc_gpt_load_llmc(const char *path, tfc_gpt **out) {
     if (s == TFC_OK) s = llmc_contract(fn, path, &c, h[7], bf16, (int64_t)st.st_size);
     if (s == TFC_OK) s = tfc_gpt_check_config(fn, &c);
     tfc_gpt *m = NULL;
-    if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
+    if (s == TFC_OK) s = tfc_gpt_alloc(fn, &c, &m); /* every value comes from the file */
     /* one buffer for the largest tensor of one layer */
     llmc_order o;
     llmc_order_of(&o);

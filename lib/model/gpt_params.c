@@ -200,6 +200,7 @@ typedef struct init_stream {
 } init_stream;
 
 static tfc_status init_values(tfc_tensor *t, gpt_init r, init_stream *st) {
+    if (!st) return TFC_OK; /* tfc_gpt_alloc: the loader writes every value */
     if (r == GPT_INIT_ZERO || r == GPT_INIT_ONE) return tfc_tensor_fill(t, r == GPT_INIT_ONE ? 1.0 : 0.0);
     tfc_status s =
         tfc_tensor_fill_normal(t, 0.0, r == GPT_INIT_NORMAL ? st->std : st->residual_std, st->seed, st->offset);
@@ -208,7 +209,10 @@ static tfc_status init_values(tfc_tensor *t, gpt_init r, init_stream *st) {
     return s;
 }
 
-/* Create, initialise and name parameter p, appending it to m's list and pointing its field at it. */
+/*
+ * Create, initialise (from st; left unwritten when st is NULL) and name
+ * parameter p, appending it to m's list and pointing its field at it.
+ */
 static tfc_status add_param(tfc_gpt *m, gpt_param_at p, init_stream *st) {
     const gpt_param_row *r = p.row;
     const int64_t dims[2] = {tfc_gpt_dim_size(r->shape[0], &m->arch), tfc_gpt_dim_size(r->shape[1], &m->arch)};
@@ -233,8 +237,8 @@ static tfc_status add_param(tfc_gpt *m, gpt_param_at p, init_stream *st) {
     return TFC_OK;
 }
 
-TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt **out) {
-    const char *fn = "tfc_gpt_new";
+/* tfc_gpt_new, and tfc_gpt_alloc with init 0: the parameters' values left unwritten. */
+static tfc_status gpt_make(const char *fn, const tfc_gpt_config *cfg, uint64_t seed, int init, tfc_gpt **out) {
     TFC_CHECK_NOT_NULL(fn, cfg);
     TFC_CHECK_NOT_NULL(fn, out);
     TFC_TRY(tfc_gpt_check_config(fn, cfg));
@@ -257,7 +261,7 @@ TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt
         s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     init_stream st = {.seed = seed, .std = 0.02, .residual_std = 0.02 / sqrt(2.0 * cfg->n_layer)};
     if (s == TFC_OK) tfc_gpt_list_params(cfg, at, n);
-    for (int64_t i = 0; i < n && s == TFC_OK; i++) s = add_param(m, at[i], &st);
+    for (int64_t i = 0; i < n && s == TFC_OK; i++) s = add_param(m, at[i], init ? &st : NULL);
     free(at);
     if (s == TFC_OK) {
         for (int32_t l = 0; l < cfg->n_layer; l++)
@@ -270,6 +274,14 @@ TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt
     }
     *out = m;
     return TFC_OK;
+}
+
+TFC_API tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt **out) {
+    return gpt_make("tfc_gpt_new", cfg, seed, 1, out);
+}
+
+tfc_status tfc_gpt_alloc(const char *fn, const tfc_gpt_config *cfg, tfc_gpt **out) {
+    return gpt_make(fn, cfg, 0, 0, out);
 }
 
 TFC_API void tfc_gpt_release(tfc_gpt *m) {

@@ -391,7 +391,7 @@ TFC_API tfc_status tfc_gpt_load(const char *path, tfc_gpt **out) {
                     tfc_dtype_name(c.dtype));
     if (s == TFC_OK)
         s = check_file_holds_config(fn, path, f, &c, format == TFC_QFORMAT_INT4 || hformat == TFC_QFORMAT_INT4);
-    if (s == TFC_OK) s = tfc_gpt_new(&c, 0, &m);
+    if (s == TFC_OK) s = tfc_gpt_alloc(fn, &c, &m); /* every value comes from the file */
     tfc_contract *ct = NULL;
     int32_t q = 0;
     if (s == TFC_OK) s = ckpt_contract(fn, path, m, f, format, hformat, &ct, &q);
