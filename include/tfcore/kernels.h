@@ -48,6 +48,7 @@
 #define TFCORE_KERNELS_H
 
 #include "tfcore/core.h"
+#include "tfcore/ops.h" /* tfc_attention_options */
 #include "tfcore/tensor.h"
 
 #ifdef __cplusplus
@@ -233,6 +234,42 @@ TFC_API TFC_NODISCARD tfc_status tfc_attention_backward(const tfc_tensor *dout, 
                                                         const tfc_tensor *lse, int32_t causal, double scale,
                                                         tfc_tensor *dq /* nullable */, tfc_tensor *dk /* nullable */,
                                                         tfc_tensor *dv /* nullable */, uint32_t flags);
+
+/*
+ * tfc_attention_forward with grouped-query heads and a sliding window
+ * (tfc_attention_options, ops.h; opts may be NULL: no window): q [B,H,T,D],
+ * k [B,Hkv,S,D], v [B,Hkv,S,Dv] with Hkv dividing H; query head h attends
+ * with kv head h / (H/Hkv) (Hugging Face's repeat_kv order; Hkv = 1 is
+ * multi-query, Hkv = H the plain case). K and V are read in place, never
+ * repeated. With opts->window = W > 0 (causal only) query i sees the keys
+ * i + (S − T) − W < j <= i + (S − T): at most W, itself included.
+ * out [B,H,T,Dv] and lse [B,H,T] as tfc_attention_forward; the tiles
+ * outside every query's keys are skipped. Errors: as
+ * tfc_attention_forward, plus Hkv not dividing H or v's heads differing
+ * from k's (TFC_ERR_SHAPE), a negative window or one without causal
+ * (TFC_ERR_INVALID_ARG), opts->struct_size not one this library knows
+ * (TFC_ERR_VERSION). On CUDA as tfc_attention_forward.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_attention_forward_ex(const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v,
+                                                          int32_t causal, double scale,
+                                                          const tfc_attention_options *opts /* nullable */,
+                                                          tfc_tensor *out, tfc_tensor *lse /* nullable */);
+
+/*
+ * Gradients of tfc_attention_forward_ex, as tfc_attention_backward with
+ * the same causal, scale and opts as the forward: dq [B,H,T,D], dk
+ * [B,Hkv,S,D], dv [B,Hkv,S,Dv] (each may be NULL), where dk and dv of kv
+ * head j are the sums over query heads j·G .. j·G + G − 1 (G = H/Hkv):
+ *   dk_j = scale · Σ_{h in group} dS_hᵀ · q_h,   dv_j = Σ_{h in group} P_hᵀ · dout_h
+ * Every dk, dv element is summed by one thread in a fixed order (the
+ * group's heads in turn; no atomics, on the CPU and on CUDA), so the bits
+ * do not depend on the thread count and repeat from run to run. Errors: as
+ * tfc_attention_backward and tfc_attention_forward_ex.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_attention_backward_ex(
+    const tfc_tensor *dout, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, const tfc_tensor *out,
+    const tfc_tensor *lse, int32_t causal, double scale, const tfc_attention_options *opts /* nullable */,
+    tfc_tensor *dq /* nullable */, tfc_tensor *dk /* nullable */, tfc_tensor *dv /* nullable */, uint32_t flags);
 
 /* ---- GELU ----------------------------------------------------------------- */
 

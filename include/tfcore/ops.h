@@ -260,6 +260,48 @@ TFC_API TFC_NODISCARD tfc_status tfc_linear_cross_entropy(tfc_graph *g /* nullab
  */
 TFC_API TFC_NODISCARD tfc_status tfc_attention(tfc_graph *g /* nullable */, const tfc_tensor *q, const tfc_tensor *k,
                                                const tfc_tensor *v, int32_t causal, double scale, tfc_tensor **out);
+
+/*
+ * What the _ex attention functions (tfc_attention_ex here,
+ * tfc_attention_forward_ex / tfc_attention_backward_ex in kernels.h) take
+ * beyond causal and scale. Set struct_size = sizeof(tfc_attention_options)
+ * (TFC_ATTENTION_OPTIONS_INIT does) so later versions can append fields;
+ * zero fields and a NULL pointer mean the defaults.
+ *
+ *   window: 0 (default) = no window. W > 0 needs causal and keeps for query
+ *     i only the keys j > i + (S − T) − W besides the causal j <= i + (S − T):
+ *     each query sees at most W keys, itself included — Hugging Face's
+ *     sliding window (Mistral, Qwen2: kv_idx > q_idx − sliding_window,
+ *     q_idx being the query's position i + S − T, so a KV cache of S keys
+ *     with T new queries is windowed as the whole sequence would be).
+ *     W >= S hides nothing. Negative, or positive without causal:
+ *     TFC_ERR_INVALID_ARG.
+ */
+typedef struct tfc_attention_options {
+    uint32_t struct_size; /* sizeof(tfc_attention_options) */
+    int64_t window;       /* keys a query sees at most (causal only); 0 = all */
+} tfc_attention_options;
+
+#define TFC_ATTENTION_OPTIONS_INIT \
+    { (uint32_t)sizeof(tfc_attention_options), 0 }
+
+/*
+ * tfc_attention with grouped-query heads and the options above: q
+ * [B,H,T,D], k [B,Hkv,S,D], v [B,Hkv,S,Dv] → [B,H,T,Dv], where Hkv divides
+ * H and query head h attends with kv head h / (H/Hkv) (Hugging Face's
+ * repeat_kv order: kv head j serves query heads j·G .. j·G + G − 1, G =
+ * H/Hkv; Hkv = 1 is multi-query attention). The kv heads are read in
+ * place, never repeated; backward sums each kv head's dk, dv over its G
+ * query heads. opts may be NULL (no window). Saves q, k, v, out and the
+ * row log-sum-exp, as tfc_attention. Errors: as tfc_attention, plus Hkv
+ * not dividing H or v's heads differing from k's (TFC_ERR_SHAPE, naming
+ * the shapes), a bad window (TFC_ERR_INVALID_ARG), opts->struct_size not
+ * one this library knows (TFC_ERR_VERSION); on error *out is untouched and
+ * nothing is recorded. Thread-safety: as every op.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_attention_ex(tfc_graph *g /* nullable */, const tfc_tensor *q, const tfc_tensor *k,
+                                                  const tfc_tensor *v, int32_t causal, double scale,
+                                                  const tfc_attention_options *opts /* nullable */, tfc_tensor **out);
 /*
  * Inverted dropout: zero each element with probability p and scale the rest
  * by 1/(1−p); the mask comes from the Philox stream (seed, offset), so the

@@ -59,7 +59,7 @@
 #include "backend/view.h"
 #include "tfcore/core.h"
 
-#define TFC_BACKEND_ABI 13
+#define TFC_BACKEND_ABI 14
 
 /* ---- problems, grouped as the table ------------------------------------- */
 
@@ -430,18 +430,24 @@ typedef struct tfc_attn_operand {
 } tfc_attn_operand;
 
 /*
- * Attention: q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv], out/dout [B,H,T,Dv]
- * as strided operands; s_ij = scale · q_i·k_j, causal keeps j ≤ i + (S − T)
- * (bottom-right aligned); out_i = Σ_j softmax_j(s_i) v_j, lse_i = log Σ_j
- * e^{s_ij}; a row that sees no key gets out = 0 and lse = −inf. lse [B,H,T]
- * (stats dtype) and the written outputs are contiguous. Forward writes
- * out_w and lse_w (or NULL); backward reads dout, q, k, v, out, lse and
- * writes dq, dk, dv (each or NULL).
+ * Attention: q [B,H,T,D], k [B,Hkv,S,D], v [B,Hkv,S,Dv], out/dout
+ * [B,H,T,Dv] as strided operands. Hkv divides H and query head h reads kv
+ * head h / (H/Hkv) (grouped-query attention; Hkv = H is multi-head, 1
+ * multi-query); s_ij = scale · q_i·k_j, causal keeps j ≤ i + (S − T)
+ * (bottom-right aligned) and a window W > 0 (only with causal) also
+ * j > i + (S − T) − W: each query sees at most W keys, itself included;
+ * out_i = Σ_j softmax_j(s_i) v_j, lse_i = log Σ_j e^{s_ij}; a row that
+ * sees no key gets out = 0 and lse = −inf. lse [B,H,T] (stats dtype) and
+ * the written outputs are contiguous. Forward writes out_w and lse_w (or
+ * NULL); backward reads dout, q, k, v, out, lse and writes dq [B,H,T,D],
+ * dk [B,Hkv,S,D], dv [B,Hkv,S,Dv] (each or NULL), dk and dv of a kv head
+ * summing over the H/Hkv query heads that read it.
  */
 typedef struct tfc_attn_problem {
     int32_t device;
     tfc_dtype dtype;
     int64_t B, H, Tq, S, D, Dv; /* Tq: query rows (T in the docs) */
+    int64_t Hkv, window;        /* kv heads (divides H); keys a query sees, 0: no window (0 < window < S) */
     int32_t causal;
     double scale;
     tfc_attn_operand q, k, v, out, dout;

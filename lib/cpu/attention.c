@@ -1,10 +1,18 @@
 /*
  * Scaled dot-product attention, flash style, for one (batch, head) at a time:
- * q [T, D], k [S, D], v [S, Dv] (rows strided, columns contiguous).
+ * q [T, D] of query head h, k [S, D] and v [S, Dv] of its kv head h / G,
+ * G = H / Hkv (rows strided, columns contiguous; repeated K/V are never made).
  *
- *   s_ij = scale · q_i · k_j   for visible j (causal: j <= i + S − T), −∞ otherwise
+ *   s_ij = scale · q_i · k_j   for visible j, −∞ otherwise
  *   P_ij = exp(s_ij − lse_i),   lse_i = log Σ_j exp(s_ij)
  *   out_i = Σ_j P_ij v_j
+ *
+ * Visible keys are one range per query, [att_key_lo(i), att_visible(i)):
+ * everything, or with causal j <= i + S − T (bottom-right aligned), and
+ * with a window W also j > i + S − T − W — Hugging Face's sliding window
+ * (kv_idx > q_idx − W with q_idx = i + S − T, the query's position), so a
+ * query sees at most W keys, itself included. Tiles outside every row's
+ * range are skipped.
  *
  * Forward: keys in tiles of ATT_BK; each query row keeps a running max m,
  * sum l and unnormalised output o, and for each tile
@@ -16,10 +24,13 @@
  *   Di = dout_i · out_i,  dP_ij = dout_i · v_j,  dS_ij = P_ij (dP_ij − Di)
  *   dv_j += Σ_i P_ij dout_i,  dk_j += scale Σ_i dS_ij q_i,  dq_i += scale Σ_j dS_ij k_j
  * accumulated straight into the (pre-zeroed) outputs: extra memory is two
- * tiles on the stack. One thread owns a whole head, so nothing races; when
- * there are fewer heads than threads, dk/dv run parallel over key blocks
- * and dq over query blocks in a second pass (P recomputed) — the same tile
- * arithmetic in the same order, so the result does not change.
+ * tiles on the stack. dk/dv of a kv head sum over its G query heads, so one
+ * thread owns a whole kv head with its G query heads (heads in order, then
+ * key blocks, then query blocks), and nothing races; when there are fewer
+ * kv heads than threads, dk/dv run parallel over key blocks (each looping
+ * over the G query heads in the same order) and dq over query blocks in a
+ * second pass (P recomputed) — the same tile arithmetic in the same order,
+ * so the result does not change.
  *
  * With BLAS, each tile's products are small single-threaded GEMMs (see
  * att_forward_block_blas). Without it, scores are dots of a row with a key
@@ -175,23 +186,39 @@ static void FN(att_axpys)(int64_t n, const T *w, const T *rows, int64_t stride, 
     }
 }
 
-/* Keys 0..visible_end(i)-1 are visible to query i (capped to [0, S]). */
+/* One past the last key query i sees (capped to [0, S]). */
 static inline int64_t FN(att_visible)(const tfc_attn_problem *p, int64_t i) {
     if (!p->causal) return p->S;
     int64_t e = i + p->S - p->Tq + 1;
     return e < 0 ? 0 : e > p->S ? p->S : e;
 }
 
+/* The first key query i sees: the window keeps j > i + S − T − W (0 without one; the door keeps W < S). */
+static inline int64_t FN(att_key_lo)(const tfc_attn_problem *p, int64_t i) {
+    if (!p->causal || p->window <= 0) return 0;
+    int64_t l = i + p->S - p->Tq - p->window + 1;
+    return l < 0 ? 0 : l > p->S ? p->S : l;
+}
+
+/* Query i's visible keys within the tile [j0, j0 + nk): [*a, *b), both in [0, nk]. */
+static inline void FN(att_tile_range)(const tfc_attn_problem *p, int64_t i, int64_t j0, int64_t nk, int64_t *a,
+                                      int64_t *b) {
+    int64_t lo = FN(att_key_lo)(p, i) - j0, hi = FN(att_visible)(p, i) - j0;
+    *a = lo < 0 ? 0 : lo > nk ? nk : lo;
+    *b = hi < 0 ? 0 : hi > nk ? nk : hi;
+}
+
 /*
  * Forward for query rows [i0, i0 + nq) of head (b, h): key tiles outer,
  * rows inner, so a tile is transposed once for the whole block; each row
- * keeps its running max and sum in m[r], l[r] and its output in out.
+ * keeps its running max and sum in m[r], l[r] and its output in out. The
+ * tiles run from the first row's first key to the last row's last.
  */
 static void FN(att_forward_block)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq) {
-    const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h;
+    const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h, hk = h / (p->H / p->Hkv);
     const T *q = (const T *)p->q.data + b * p->q.sb + h * p->q.sh;
-    const T *k = (const T *)p->k.data + b * p->k.sb + h * p->k.sh;
-    const T *v = (const T *)p->v.data + b * p->v.sb + h * p->v.sh;
+    const T *k = (const T *)p->k.data + b * p->k.sb + hk * p->k.sh;
+    const T *v = (const T *)p->v.data + b * p->v.sb + hk * p->v.sh;
     T *out = (T *)p->out_w + (bh * p->Tq) * Dv;
     T *lse = p->lse_w ? (T *)p->lse_w + bh * p->Tq : NULL;
     const T scale = (T)p->scale;
@@ -204,35 +231,36 @@ static void FN(att_forward_block)(const tfc_attn_problem *p, int64_t b, int64_t 
         m[r] = -INFINITY;
         l[r] = 0;
     }
-    const int64_t vis_max = FN(att_visible)(p, i0 + nq - 1); /* the last row sees the most keys */
-    for (int64_t j0 = 0; j0 < vis_max; j0 += ATT_BK) {
+    /* Rows' key ranges only move right: the last row sees the last key, the first row the first. */
+    const int64_t vis_max = FN(att_visible)(p, i0 + nq - 1), vis_min = FN(att_key_lo)(p, i0);
+    for (int64_t j0 = vis_min; j0 < vis_max; j0 += ATT_BK) {
         const int64_t nk = vis_max - j0 < ATT_BK ? vis_max - j0 : ATT_BK;
         if (use_t) FN(att_transpose)(D, k + j0 * p->k.sr, p->k.sr, nk, kt);
         for (int64_t r = 0; r < nq; r++) {
             const int64_t i = i0 + r;
-            int64_t vis = FN(att_visible)(p, i) - j0;
-            if (vis <= 0) continue;
-            if (vis > nk) vis = nk;
+            int64_t ja, jz;
+            FN(att_tile_range)(p, i, j0, nk, &ja, &jz);
+            if (jz <= ja) continue;
             const T *qi = q + i * p->q.sr;
             T *oi = out + i * Dv;
             if (use_t)
-                FN(att_dots_t)(D, scale, qi, kt, vis, s);
+                FN(att_dots_t)(D, scale, qi, kt, jz, s); /* writes s[0, jz); keys [ja, jz) are used */
             else
-                FN(att_dots)(D, scale, qi, k + j0 * p->k.sr, p->k.sr, vis, s);
+                FN(att_dots)(D, scale, qi, k + (j0 + ja) * p->k.sr, p->k.sr, jz - ja, s + ja);
             T mt = m[r];
             SIMD_MAX(mt)
-            for (int64_t j = 0; j < vis; j++) mt = s[j] > mt ? s[j] : mt;
+            for (int64_t j = ja; j < jz; j++) mt = s[j] > mt ? s[j] : mt;
             const T corr = EXP(m[r] - mt); /* 0 on the first tile (m = −∞) */
             T ls = 0;
             SIMD_SUM(ls)
-            for (int64_t j = 0; j < vis; j++) {
+            for (int64_t j = ja; j < jz; j++) {
                 s[j] = EXP(s[j] - mt);
                 ls += s[j];
             }
             l[r] = l[r] * corr + ls;
             if (corr != 1)
                 for (int64_t e = 0; e < Dv; e++) oi[e] *= corr;
-            FN(att_axpys)(Dv, s, v + j0 * p->v.sr, p->v.sr, vis, oi);
+            FN(att_axpys)(Dv, s + ja, v + (j0 + ja) * p->v.sr, p->v.sr, jz - ja, oi);
             m[r] = mt;
         }
     }
@@ -274,10 +302,10 @@ static int FN(att_blas_ok)(const tfc_attn_problem *p) {
 }
 
 static void FN(att_forward_block_blas)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq) {
-    const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h;
+    const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h, hk = h / (p->H / p->Hkv);
     const T *q = (const T *)p->q.data + b * p->q.sb + h * p->q.sh + i0 * p->q.sr;
-    const T *k = (const T *)p->k.data + b * p->k.sb + h * p->k.sh;
-    const T *v = (const T *)p->v.data + b * p->v.sb + h * p->v.sh;
+    const T *k = (const T *)p->k.data + b * p->k.sb + hk * p->k.sh;
+    const T *v = (const T *)p->v.data + b * p->v.sb + hk * p->v.sh;
     T *out = (T *)p->out_w + (bh * p->Tq + i0) * Dv;
     T *lse = p->lse_w ? (T *)p->lse_w + bh * p->Tq : NULL;
     T S[ATT_BQ * ATT_BK], m[ATT_BQ];
@@ -287,24 +315,26 @@ static void FN(att_forward_block_blas)(const tfc_attn_problem *p, int64_t b, int
         m[r] = -INFINITY;
         l[r] = 0;
     }
-    const int64_t vis_max = FN(att_visible)(p, i0 + nq - 1);
-    for (int64_t j0 = 0; j0 < vis_max; j0 += ATT_BK) {
+    const int64_t vis_max = FN(att_visible)(p, i0 + nq - 1), vis_min = FN(att_key_lo)(p, i0);
+    for (int64_t j0 = vis_min; j0 < vis_max; j0 += ATT_BK) {
         const int64_t nk = vis_max - j0 < ATT_BK ? vis_max - j0 : ATT_BK;
         ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)D, (T)p->scale, q, (int)p->q.sr,
                  k + j0 * p->k.sr, (int)p->k.sr, 0, S, ATT_BK);
         for (int64_t r = 0; r < nq; r++) {
             T *sr = S + r * ATT_BK;
-            int64_t vis = FN(att_visible)(p, i0 + r) - j0;
-            vis = vis < 0 ? 0 : vis > nk ? nk : vis;
-            for (int64_t j = vis; j < nk; j++) sr[j] = 0;
-            if (vis == 0) continue;
+            int64_t ja, jz;
+            FN(att_tile_range)(p, i0 + r, j0, nk, &ja, &jz);
+            if (jz < ja) jz = ja;
+            for (int64_t j = 0; j < ja; j++) sr[j] = 0; /* P · V runs over the whole tile */
+            for (int64_t j = jz; j < nk; j++) sr[j] = 0;
+            if (jz == ja) continue;
             T mt = m[r];
             SIMD_MAX(mt)
-            for (int64_t j = 0; j < vis; j++) mt = sr[j] > mt ? sr[j] : mt;
+            for (int64_t j = ja; j < jz; j++) mt = sr[j] > mt ? sr[j] : mt;
             const T corr = EXP(m[r] - mt);
             T ls = 0;
             SIMD_SUM(ls)
-            for (int64_t j = 0; j < vis; j++) {
+            for (int64_t j = ja; j < jz; j++) {
                 sr[j] = EXP(sr[j] - mt);
                 ls += sr[j];
             }
@@ -328,16 +358,16 @@ static void FN(att_forward_block_blas)(const tfc_attn_problem *p, int64_t b, int
 
 static void FN(att_backward_tile_blas)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq,
                                        int64_t j0, int64_t nk, int want_dq, int want_dkv) {
-    const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h;
+    const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h, hk = h / (p->H / p->Hkv), bhk = b * p->Hkv + hk;
     const T *q = (const T *)p->q.data + b * p->q.sb + h * p->q.sh + i0 * p->q.sr;
-    const T *k = (const T *)p->k.data + b * p->k.sb + h * p->k.sh + j0 * p->k.sr;
-    const T *v = (const T *)p->v.data + b * p->v.sb + h * p->v.sh + j0 * p->v.sr;
+    const T *k = (const T *)p->k.data + b * p->k.sb + hk * p->k.sh + j0 * p->k.sr;
+    const T *v = (const T *)p->v.data + b * p->v.sb + hk * p->v.sh + j0 * p->v.sr;
     const T *o = (const T *)p->out.data + b * p->out.sb + h * p->out.sh;
     const T *go = (const T *)p->dout.data + b * p->dout.sb + h * p->dout.sh;
     const T *lse = (const T *)p->lse + bh * p->Tq;
     T *dq = p->dq ? (T *)p->dq + (bh * p->Tq + i0) * D : NULL;
-    T *dk = p->dk ? (T *)p->dk + (bh * p->S + j0) * D : NULL;
-    T *dv = p->dv ? (T *)p->dv + (bh * p->S + j0) * Dv : NULL;
+    T *dk = p->dk ? (T *)p->dk + (bhk * p->S + j0) * D : NULL;
+    T *dv = p->dv ? (T *)p->dv + (bhk * p->S + j0) * Dv : NULL;
     const T scale = (T)p->scale;
     const int need_ds = (want_dq && dq) || (want_dkv && dk);
     T P[ATT_BQ * ATT_BK], dS[ATT_BQ * ATT_BK];
@@ -349,16 +379,17 @@ static void FN(att_backward_tile_blas)(const tfc_attn_problem *p, int64_t b, int
     for (int64_t r = 0; r < nq; r++) {
         const int64_t i = i0 + r;
         T *pr = P + r * ATT_BK, *dr = dS + r * ATT_BK;
-        int64_t vis = FN(att_visible)(p, i) - j0;
-        vis = vis < 0 ? 0 : vis > nk ? nk : vis;
+        int64_t ja, jz;
+        FN(att_tile_range)(p, i, j0, nk, &ja, &jz);
         const T L = lse[i];
-        if (L == -INFINITY) vis = 0;
-        for (int64_t j = vis; j < nk; j++) pr[j] = dr[j] = 0;
-        if (vis == 0) continue;
-        for (int64_t j = 0; j < vis; j++) pr[j] = EXP(pr[j] - L);
+        if (L == -INFINITY || jz < ja) jz = ja;
+        for (int64_t j = 0; j < ja; j++) pr[j] = dr[j] = 0;
+        for (int64_t j = jz; j < nk; j++) pr[j] = dr[j] = 0;
+        if (jz == ja) continue;
+        for (int64_t j = ja; j < jz; j++) pr[j] = EXP(pr[j] - L);
         if (!need_ds) continue;
         const T Di = FN(att_dot)(Dv, go + i * p->dout.sr, o + i * p->out.sr);
-        for (int64_t j = 0; j < vis; j++) dr[j] = pr[j] * (dr[j] - Di);
+        for (int64_t j = ja; j < jz; j++) dr[j] = pr[j] * (dr[j] - Di);
     }
     if (want_dq && dq)
         ATT_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)D, (int)nk, scale, dS, ATT_BK, k,
@@ -402,16 +433,16 @@ static void FN(attention_forward)(const tfc_attn_problem *p) {
  */
 static void FN(att_backward_tile)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
                                   int64_t nk, int want_dq, int want_dkv) {
-    const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h;
+    const int64_t D = p->D, Dv = p->Dv, bh = b * p->H + h, hk = h / (p->H / p->Hkv), bhk = b * p->Hkv + hk;
     const T *q = (const T *)p->q.data + b * p->q.sb + h * p->q.sh;
-    const T *k = (const T *)p->k.data + b * p->k.sb + h * p->k.sh + j0 * p->k.sr;
-    const T *v = (const T *)p->v.data + b * p->v.sb + h * p->v.sh + j0 * p->v.sr;
+    const T *k = (const T *)p->k.data + b * p->k.sb + hk * p->k.sh + j0 * p->k.sr;
+    const T *v = (const T *)p->v.data + b * p->v.sb + hk * p->v.sh + j0 * p->v.sr;
     const T *o = (const T *)p->out.data + b * p->out.sb + h * p->out.sh;
     const T *go = (const T *)p->dout.data + b * p->dout.sb + h * p->dout.sh;
     const T *lse = (const T *)p->lse + bh * p->Tq;
     T *dq = p->dq ? (T *)p->dq + bh * p->Tq * D : NULL;
-    T *dk = p->dk ? (T *)p->dk + (bh * p->S + j0) * D : NULL;
-    T *dv = p->dv ? (T *)p->dv + (bh * p->S + j0) * Dv : NULL;
+    T *dk = p->dk ? (T *)p->dk + (bhk * p->S + j0) * D : NULL;
+    T *dv = p->dv ? (T *)p->dv + (bhk * p->S + j0) * Dv : NULL;
     const T scale = (T)p->scale;
     const int need_ds = (want_dq && dq) || (want_dkv && dk);
     const int use_t = D <= ATT_DT_MAX && Dv <= ATT_DT_MAX;
@@ -423,25 +454,29 @@ static void FN(att_backward_tile)(const tfc_attn_problem *p, int64_t b, int64_t 
 
     for (int64_t r = 0; r < nq; r++) {
         const int64_t i = i0 + r;
-        int64_t vis = FN(att_visible)(p, i) - j0;
-        vis = vis < 0 ? 0 : vis > nk ? nk : vis;
+        int64_t ja, jz;
+        FN(att_tile_range)(p, i, j0, nk, &ja, &jz);
         const T L = lse[i];
-        if (L == -INFINITY) vis = 0;
-        for (int64_t j = vis; j < nk; j++) P[r][j] = dS[r][j] = 0;
-        if (vis == 0) continue;
-        if (use_t)
-            FN(att_dots_t)(D, scale, q + i * p->q.sr, kt, vis, P[r]);
-        else
-            FN(att_dots)(D, scale, q + i * p->q.sr, k, p->k.sr, vis, P[r]);
-        for (int64_t j = 0; j < vis; j++) P[r][j] = EXP(P[r][j] - L);
-        if (!need_ds) continue;
-        const T *goi = go + i * p->dout.sr;
-        const T Di = FN(att_dot)(Dv, goi, o + i * p->out.sr);
-        if (use_t)
-            FN(att_dots_t)(Dv, 1, goi, vt, vis, dS[r]);
-        else
-            FN(att_dots)(Dv, 1, goi, v, p->v.sr, vis, dS[r]);
-        for (int64_t j = 0; j < vis; j++) dS[r][j] = P[r][j] * (dS[r][j] - Di);
+        if (L == -INFINITY || jz < ja) jz = ja;
+        if (jz > ja) {
+            if (use_t)
+                FN(att_dots_t)(D, scale, q + i * p->q.sr, kt, jz, P[r]); /* writes [0, jz); [ja, jz) are kept */
+            else
+                FN(att_dots)(D, scale, q + i * p->q.sr, k + ja * p->k.sr, p->k.sr, jz - ja, P[r] + ja);
+            for (int64_t j = ja; j < jz; j++) P[r][j] = EXP(P[r][j] - L);
+            if (need_ds) {
+                const T *goi = go + i * p->dout.sr;
+                const T Di = FN(att_dot)(Dv, goi, o + i * p->out.sr);
+                if (use_t)
+                    FN(att_dots_t)(Dv, 1, goi, vt, jz, dS[r]);
+                else
+                    FN(att_dots)(Dv, 1, goi, v + ja * p->v.sr, p->v.sr, jz - ja, dS[r] + ja);
+                for (int64_t j = ja; j < jz; j++) dS[r][j] = P[r][j] * (dS[r][j] - Di);
+            }
+        }
+        /* Keys the row does not see weigh nothing in the tile's products below. */
+        for (int64_t j = 0; j < ja; j++) P[r][j] = dS[r][j] = 0;
+        for (int64_t j = jz; j < nk; j++) P[r][j] = dS[r][j] = 0;
     }
 
     if (want_dq && dq) {
@@ -476,6 +511,15 @@ static void FN(att_backward_tile_any)(const tfc_attn_problem *p, int64_t b, int6
     FN(att_backward_tile)(p, b, h, i0, nq, j0, nk, want_dq, want_dkv);
 }
 
+/*
+ * The tiles visited: query block [i0, i0+nq) × key block [j0, j0+nk) is
+ * visited iff some row sees some key of it. Rows' key ranges only move
+ * right, so the rows that see any key of a key block are one range,
+ * [att_first_query(j0), att_query_end(j0 + nk)), and the keys any row of a
+ * query block sees are [att_key_lo(i0), att_visible(i0 + nq − 1)): both
+ * passes below visit the same tiles.
+ */
+
 /* First query row that sees key j (rows before it skip the key's tile). */
 static inline int64_t FN(att_first_query)(const tfc_attn_problem *p, int64_t j) {
     if (!p->causal) return 0;
@@ -483,10 +527,18 @@ static inline int64_t FN(att_first_query)(const tfc_attn_problem *p, int64_t j) 
     return i < 0 ? 0 : i;
 }
 
-/* dk, dv of key block [j0, j0+nk) of head (b, h) (and dq too when want_dq). */
+/* One past the last query row that sees a key before j (the window: lo(i) < j); T without a window. */
+static inline int64_t FN(att_query_end)(const tfc_attn_problem *p, int64_t j) {
+    if (!p->causal || p->window <= 0) return p->Tq;
+    int64_t i = j - (p->S - p->Tq) + p->window - 1;
+    return i < 0 ? 0 : i > p->Tq ? p->Tq : i;
+}
+
+/* dk, dv of key block [j0, j0+nk) of query head (b, h)'s kv head (and dq too when want_dq). */
 static void FN(att_backward_keys)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t j0, int64_t nk,
                                   int want_dq) {
-    for (int64_t i0 = FN(att_first_query)(p, j0) / ATT_BQ * ATT_BQ; i0 < p->Tq; i0 += ATT_BQ) {
+    const int64_t iend = FN(att_query_end)(p, j0 + nk);
+    for (int64_t i0 = FN(att_first_query)(p, j0) / ATT_BQ * ATT_BQ; i0 < iend; i0 += ATT_BQ) {
         const int64_t nq = p->Tq - i0 < ATT_BQ ? p->Tq - i0 : ATT_BQ;
         FN(att_backward_tile_any)(p, b, h, i0, nq, j0, nk, want_dq, 1);
     }
@@ -494,8 +546,8 @@ static void FN(att_backward_keys)(const tfc_attn_problem *p, int64_t b, int64_t 
 
 /* dq of query block [i0, i0+nq) of head (b, h). */
 static void FN(att_backward_queries)(const tfc_attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t nq) {
-    for (int64_t j0 = 0; j0 < p->S; j0 += ATT_BK) {
-        if (FN(att_first_query)(p, j0) >= i0 + nq) break;
+    const int64_t jend = FN(att_visible)(p, i0 + nq - 1);
+    for (int64_t j0 = FN(att_key_lo)(p, i0) / ATT_BK * ATT_BK; j0 < jend; j0 += ATT_BK) {
         const int64_t nk = p->S - j0 < ATT_BK ? p->S - j0 : ATT_BK;
         FN(att_backward_tile_any)(p, b, h, i0, nq, j0, nk, 1, 0);
     }
@@ -506,35 +558,39 @@ static void FN(att_zero)(T *x, int64_t n) {
 }
 
 static void FN(attention_backward)(const tfc_attn_problem *p) {
-    const int64_t BH = p->B * p->H, T_ = p->Tq, S = p->S, D = p->D, Dv = p->Dv;
+    const int64_t BH = p->B * p->H, BHkv = p->B * p->Hkv, G = p->H / p->Hkv;
+    const int64_t T_ = p->Tq, S = p->S, D = p->D, Dv = p->Dv;
     const int64_t nqb = (T_ + ATT_BQ - 1) / ATT_BQ, nkb = (S + ATT_BK - 1) / ATT_BK;
-    const int64_t head_work = T_ * S * (D + Dv);
-    const int64_t threads = tfc_threads_for(BH * (head_work + 1), 16384);
-    if (BH >= threads || (nqb <= 1 && nkb <= 1)) {
-        /* A thread per head: dq, dk, dv in one pass over the tiles. */
-        TFC_PARALLEL_RANGE(BH, head_work >= 16384 ? 1 : 16384 / (head_work + 1), lo, hi) {
-            for (int64_t bh = lo; bh < hi; bh++) {
+    const int64_t group_work = G * T_ * S * (D + Dv);
+    const int64_t threads = tfc_threads_for(BHkv * (group_work + 1), 16384);
+    if (BHkv >= threads || (nqb <= 1 && nkb <= 1)) {
+        /* A thread per kv head: its G query heads' dq and the group's dk, dv in one pass over the tiles. */
+        TFC_PARALLEL_RANGE(BHkv, group_work >= 16384 ? 1 : 16384 / (group_work + 1), lo, hi) {
+            for (int64_t bk = lo; bk < hi; bk++) {
+                const int64_t b = bk / p->Hkv, h0 = bk % p->Hkv * G; /* query heads h0 .. h0 + G − 1 */
                 if (!p->accumulate) {
-                    if (p->dq) FN(att_zero)((T *)p->dq + bh * T_ * D, T_ * D);
-                    if (p->dk) FN(att_zero)((T *)p->dk + bh * S * D, S * D);
-                    if (p->dv) FN(att_zero)((T *)p->dv + bh * S * Dv, S * Dv);
+                    if (p->dq) FN(att_zero)((T *)p->dq + (b * p->H + h0) * T_ * D, G * T_ * D);
+                    if (p->dk) FN(att_zero)((T *)p->dk + bk * S * D, S * D);
+                    if (p->dv) FN(att_zero)((T *)p->dv + bk * S * Dv, S * Dv);
                 }
-                for (int64_t j0 = 0; j0 < S; j0 += ATT_BK)
-                    FN(att_backward_keys)(p, bh / p->H, bh % p->H, j0, S - j0 < ATT_BK ? S - j0 : ATT_BK, 1);
+                for (int64_t g = 0; g < G; g++)
+                    for (int64_t j0 = 0; j0 < S; j0 += ATT_BK)
+                        FN(att_backward_keys)(p, b, h0 + g, j0, S - j0 < ATT_BK ? S - j0 : ATT_BK, 1);
             }
         }
         return;
     }
-    /* Few heads: dk, dv parallel over key blocks, then dq over query blocks. */
+    /* Few kv heads: dk, dv parallel over key blocks (the group's heads in order), then dq over query blocks. */
     if (p->dk || p->dv) {
-        TFC_PARALLEL_RANGE(BH * nkb, 1, lo, hi) {
+        TFC_PARALLEL_RANGE(BHkv * nkb, 1, lo, hi) {
             for (int64_t w = lo; w < hi; w++) {
-                const int64_t bh = w / nkb, j0 = (w % nkb) * ATT_BK, nk = S - j0 < ATT_BK ? S - j0 : ATT_BK;
+                const int64_t bk = w / nkb, j0 = (w % nkb) * ATT_BK, nk = S - j0 < ATT_BK ? S - j0 : ATT_BK;
+                const int64_t b = bk / p->Hkv, h0 = bk % p->Hkv * G;
                 if (!p->accumulate) {
-                    if (p->dk) FN(att_zero)((T *)p->dk + (bh * S + j0) * D, nk * D);
-                    if (p->dv) FN(att_zero)((T *)p->dv + (bh * S + j0) * Dv, nk * Dv);
+                    if (p->dk) FN(att_zero)((T *)p->dk + (bk * S + j0) * D, nk * D);
+                    if (p->dv) FN(att_zero)((T *)p->dv + (bk * S + j0) * Dv, nk * Dv);
                 }
-                FN(att_backward_keys)(p, bh / p->H, bh % p->H, j0, nk, 0);
+                for (int64_t g = 0; g < G; g++) FN(att_backward_keys)(p, b, h0 + g, j0, nk, 0);
             }
         }
     }

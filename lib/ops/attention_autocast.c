@@ -11,18 +11,24 @@
 
 tfc_status tfc_attention_autocast(tfc_graph *g, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v,
                                   int32_t causal, double scale, tfc_tensor **out) {
+    return tfc_attention_autocast_ex(g, q, k, v, causal, scale, NULL, out);
+}
+
+tfc_status tfc_attention_autocast_ex(tfc_graph *g, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v,
+                                     int32_t causal, double scale, const tfc_attention_options *opts,
+                                     tfc_tensor **out) {
     const char *fn = "tfc_attention_autocast";
     TFC_CHECK_NOT_NULL(fn, out);
     TFC_CHECK_NOT_NULL(fn, q);
     const tfc_backend *be;
     TFC_TRY(tfc_tensor_backend(fn, q, &be));
     const tfc_dtype dt = tfc_backend_autocast_dtype(be, q->dtype);
-    if (dt == q->dtype) return tfc_attention(g, q, k, v, causal, scale, out);
+    if (dt == q->dtype) return tfc_attention_ex(g, q, k, v, causal, scale, opts, out);
     const tfc_tensor *in[3] = {q, k, v};
     tfc_tensor *b[3] = {NULL, NULL, NULL}, *ob = NULL;
     tfc_status s = TFC_OK;
     for (int i = 0; i < 3 && s == TFC_OK; i++) s = tfc_cast(g, in[i], dt, &b[i]);
-    if (s == TFC_OK) s = tfc_attention(g, b[0], b[1], b[2], causal, scale, &ob);
+    if (s == TFC_OK) s = tfc_attention_ex(g, b[0], b[1], b[2], causal, scale, opts, &ob);
     if (s == TFC_OK) s = tfc_cast(g, ob, q->dtype, out);
     for (int i = 0; i < 3; i++) tfc_tensor_release(b[i]);
     tfc_tensor_release(ob);

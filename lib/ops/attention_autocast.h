@@ -15,5 +15,8 @@
 
 tfc_status tfc_attention_autocast(tfc_graph *g, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v,
                                   int32_t causal, double scale, tfc_tensor **out);
+/* The same around tfc_attention_ex: k, v with Hkv heads dividing q's, opts as there (NULL: no window). */
+tfc_status tfc_attention_autocast_ex(tfc_graph *g, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v,
+                                     int32_t causal, double scale, const tfc_attention_options *opts, tfc_tensor **out);
 
 #endif

@@ -207,6 +207,7 @@ static size_t st_len_;
 static tfc_token_file *tf_;
 static tfc_qweight *qw_;
 static tfc_optim_options opts_;
+static tfc_attention_options attn_opts_;
 
 tfc_graph *fx_graph(void) {
     if (!graph_ && tfc_graph_new(&graph_) != TFC_OK) fatal("tfc_graph_new");
@@ -351,6 +352,12 @@ tfc_token_file *fx_tf(void) {
 tfc_optim_options *fx_opts(void) {
     opts_ = (tfc_optim_options)TFC_ADAMW_OPTIONS_INIT;
     return &opts_;
+}
+
+tfc_attention_options *fx_attn_opts(void) {
+    attn_opts_ = (tfc_attention_options)TFC_ATTENTION_OPTIONS_INIT;
+    attn_opts_.window = 1;
+    return &attn_opts_;
 }
 
 DLManagedTensor *fx_dlpack(void) {

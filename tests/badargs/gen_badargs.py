@@ -147,6 +147,7 @@ BY_TYPE = {
     "tfc_comm_op": "TFC_COMM_SUM",
     "const tfc_custom_op_def *": "fx_custom_def()",
     "const tfc_optim_options *": "fx_opts()",
+    "const tfc_attention_options *": "fx_attn_opts()",
     "tfc_optim_options *": "fx_opts()",
     "tfc_tokenizer *": "fx_tok()",
     "const tfc_tokenizer *": "fx_tok()",
@@ -210,6 +211,7 @@ def dims64(*v):
 
 SCALAR = "fx_t(TFC_DTYPE_F32, 0, 0, 0, 0, 0)"
 Q = t(1, 2, 2, 4)
+KV = t(1, 1, 2, 4)  # one kv head for Q's two (grouped-query attention)
 LSE = t(1, 2, 2)
 IDS2 = "fx_ids(2, 2)"
 
@@ -279,6 +281,10 @@ FIXTURES = {
     "tfc_embedding_backward": {"ids": IDS2, "dtable": t(5, 3)},
     "tfc_attention_forward": {"q": Q, "k": Q, "v": Q, "out": Q, "lse": LSE},
     "tfc_attention_backward": {"dout": Q, "q": Q, "k": Q, "v": Q, "out": Q, "lse": LSE, "dq": Q, "dk": Q, "dv": Q},
+    "tfc_attention_ex": {"q": Q, "k": KV, "v": KV},
+    "tfc_attention_forward_ex": {"q": Q, "k": KV, "v": KV, "out": Q, "lse": LSE},
+    "tfc_attention_backward_ex": {"dout": Q, "q": Q, "k": KV, "v": KV, "out": Q, "lse": LSE, "dq": Q, "dk": KV,
+                                  "dv": KV},
     "tfc_tensor_from_dlpack": {"m": "m_", "__pre": "DLManagedTensor *m_ = fx_dlpack();",
                                "__post": "fx_dlpack_done(s, m_);"},
     "tfc_tensor_from_dlpack_versioned": {"m": "m_", "__pre": "DLManagedTensorVersioned *m_ = fx_dlpack_v();",

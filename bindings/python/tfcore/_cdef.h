@@ -190,6 +190,11 @@ tfc_status tfc_embedding(tfc_graph *g, const tfc_tensor *table, const tfc_tensor
 tfc_status tfc_cross_entropy(tfc_graph *g, const tfc_tensor *logits, const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **out);
 tfc_status tfc_linear_cross_entropy(tfc_graph *g, const tfc_tensor *h, const tfc_tensor *w, const tfc_tensor *targets, int64_t ignore_index, tfc_tensor **loss);
 tfc_status tfc_attention(tfc_graph *g, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, int32_t causal, double scale, tfc_tensor **out);
+typedef struct tfc_attention_options {
+uint32_t struct_size;
+int64_t window;
+} tfc_attention_options;
+tfc_status tfc_attention_ex(tfc_graph *g, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, int32_t causal, double scale, const tfc_attention_options *opts, tfc_tensor **out);
 tfc_status tfc_dropout(tfc_graph *g, const tfc_tensor *x, double p, uint64_t seed, uint64_t offset, tfc_tensor **out);
 tfc_status tfc_rope(tfc_graph *g, const tfc_tensor *x, const tfc_tensor *positions, const tfc_tensor *inv_freq, tfc_tensor **out);
 tfc_status tfc_where(tfc_graph *g, const tfc_tensor *cond, const tfc_tensor *a, const tfc_tensor *b, tfc_tensor **out);
@@ -259,6 +264,8 @@ tfc_status tfc_embedding_forward(const tfc_tensor *table, const tfc_tensor *ids,
 tfc_status tfc_embedding_backward(const tfc_tensor *dout, const tfc_tensor *ids, tfc_tensor *dtable, uint32_t flags);
 tfc_status tfc_attention_forward(const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, int32_t causal, double scale, tfc_tensor *out, tfc_tensor *lse);
 tfc_status tfc_attention_backward(const tfc_tensor *dout, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, const tfc_tensor *out, const tfc_tensor *lse, int32_t causal, double scale, tfc_tensor *dq, tfc_tensor *dk, tfc_tensor *dv, uint32_t flags);
+tfc_status tfc_attention_forward_ex(const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, int32_t causal, double scale, const tfc_attention_options *opts, tfc_tensor *out, tfc_tensor *lse);
+tfc_status tfc_attention_backward_ex( const tfc_tensor *dout, const tfc_tensor *q, const tfc_tensor *k, const tfc_tensor *v, const tfc_tensor *out, const tfc_tensor *lse, int32_t causal, double scale, const tfc_attention_options *opts, tfc_tensor *dq, tfc_tensor *dk, tfc_tensor *dv, uint32_t flags);
 tfc_status tfc_gelu_forward(const tfc_tensor *x, int32_t approximate, tfc_tensor *y);
 tfc_status tfc_gelu_backward(const tfc_tensor *dy, const tfc_tensor *x, int32_t approximate, tfc_tensor *dx, uint32_t flags);
 typedef enum tfc_rope_type {

@@ -96,6 +96,13 @@ pub struct tfc_custom_op_def {
     pub destroy: tfc_custom_destroy_fn,
 }
 
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tfc_attention_options {
+    pub struct_size: u32,
+    pub window: i64,
+}
+
 pub type tfc_rope_type = i32;
 pub const TFC_ROPE_DEFAULT: tfc_rope_type = 0;
 pub const TFC_ROPE_LINEAR: tfc_rope_type = 1;
@@ -444,6 +451,7 @@ extern "C" {
     pub fn tfc_cross_entropy(g: *mut tfc_graph, logits: *const tfc_tensor, targets: *const tfc_tensor, ignore_index: i64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_linear_cross_entropy(g: *mut tfc_graph, h: *const tfc_tensor, w: *const tfc_tensor, targets: *const tfc_tensor, ignore_index: i64, loss: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_attention(g: *mut tfc_graph, q: *const tfc_tensor, k: *const tfc_tensor, v: *const tfc_tensor, causal: i32, scale: f64, out: *mut *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_attention_ex(g: *mut tfc_graph, q: *const tfc_tensor, k: *const tfc_tensor, v: *const tfc_tensor, causal: i32, scale: f64, opts: *const tfc_attention_options, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_dropout(g: *mut tfc_graph, x: *const tfc_tensor, p: f64, seed: u64, offset: u64, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_rope(g: *mut tfc_graph, x: *const tfc_tensor, positions: *const tfc_tensor, inv_freq: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
     pub fn tfc_where(g: *mut tfc_graph, cond: *const tfc_tensor, a: *const tfc_tensor, b: *const tfc_tensor, out: *mut *mut tfc_tensor) -> tfc_status;
@@ -513,6 +521,8 @@ extern "C" {
     pub fn tfc_embedding_backward(dout: *const tfc_tensor, ids: *const tfc_tensor, dtable: *mut tfc_tensor, flags: u32) -> tfc_status;
     pub fn tfc_attention_forward(q: *const tfc_tensor, k: *const tfc_tensor, v: *const tfc_tensor, causal: i32, scale: f64, out: *mut tfc_tensor, lse: *mut tfc_tensor) -> tfc_status;
     pub fn tfc_attention_backward(dout: *const tfc_tensor, q: *const tfc_tensor, k: *const tfc_tensor, v: *const tfc_tensor, out: *const tfc_tensor, lse: *const tfc_tensor, causal: i32, scale: f64, dq: *mut tfc_tensor, dk: *mut tfc_tensor, dv: *mut tfc_tensor, flags: u32) -> tfc_status;
+    pub fn tfc_attention_forward_ex(q: *const tfc_tensor, k: *const tfc_tensor, v: *const tfc_tensor, causal: i32, scale: f64, opts: *const tfc_attention_options, out: *mut tfc_tensor, lse: *mut tfc_tensor) -> tfc_status;
+    pub fn tfc_attention_backward_ex(dout: *const tfc_tensor, q: *const tfc_tensor, k: *const tfc_tensor, v: *const tfc_tensor, out: *const tfc_tensor, lse: *const tfc_tensor, causal: i32, scale: f64, opts: *const tfc_attention_options, dq: *mut tfc_tensor, dk: *mut tfc_tensor, dv: *mut tfc_tensor, flags: u32) -> tfc_status;
     pub fn tfc_gelu_forward(x: *const tfc_tensor, approximate: i32, y: *mut tfc_tensor) -> tfc_status;
     pub fn tfc_gelu_backward(dy: *const tfc_tensor, x: *const tfc_tensor, approximate: i32, dx: *mut tfc_tensor, flags: u32) -> tfc_status;
     pub fn tfc_rope_inv_freq(config: *const tfc_rope_config, head_dim: i64, seq_len: i64, inv_freq: *mut f64) -> tfc_status;
