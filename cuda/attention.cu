@@ -5,9 +5,13 @@
  * output rescaled when m grows), and only the log-sum-exp per row is
  * saved, never the [T, S] score matrix.
  *
- * Shapes (contiguous): q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv],
- * out [B,H,T,Dv], lse [B,H,T] f32.
- *   s_ij = scale q_i.k_j, visible iff !causal or j <= i + (S - T)
+ * Shapes (contiguous): q [B,H,T,D], k [B,Hkv,S,D], v [B,Hkv,S,Dv],
+ * out [B,H,T,Dv], lse [B,H,T] f32; query head bh = b·H + h reads kv head
+ * bh / G = b·Hkv + h / G (G = H / Hkv, grouped-query attention; K and V
+ * are never repeated).
+ *   s_ij = scale q_i.k_j, visible iff !causal or j <= i + (S - T), and
+ *          with a window W > 0 also j > i + (S - T) - W (fa_visible,
+ *          attention_tiles.h)
  *   lse_i = log sum_{visible j} exp(s_ij),  P_ij = exp(s_ij - lse_i)
  *   out_i = sum_j P_ij v_j            (rows seeing no key: out 0, lse -inf)
  * Backward, with Delta_i = dout_i . out_i:
@@ -15,8 +19,10 @@
  *   dq_i = scale sum_j dS_ij k_j,  dk_j = scale sum_i dS_ij q_i,
  *   dv_j = sum_i P_ij dout_i
  * The backward recomputes P from lse in two kernels, one parallel over
- * query rows (dq) and one over key rows (dk, dv), so every gradient is
- * written by exactly one thread: deterministic, no atomics.
+ * query rows (dq) and one over key rows of a kv head (dk, dv: the thread
+ * loops over the kv head's G query heads in order, summing dk_j, dv_j over
+ * the group), so every gradient is written by exactly one thread:
+ * deterministic, no atomics.
  *
  * This is the portable f32-accumulate version: one thread per query (or
  * key) row, scalar FMAs against tiles broadcast from shared memory; it is
@@ -31,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_tiles.h"
 #include "common.cuh"
 #include "entries.h"
 
@@ -45,21 +52,15 @@ __device__ __forceinline__ void load_tile(float *tile, const T *x, int r0, int n
     }
 }
 
-/* Last key index (exclusive) any of query rows [q0, q0 + ROWS) can see. */
-__device__ __forceinline__ int key_end(int q0, int T_, int S, bool causal) {
-    if (!causal) return S;
-    int last_q = min(q0 + ROWS, T_) - 1;
-    return max(0, min(S, last_q + (S - T_) + 1));
-}
-
 template <class T, int DM, int BK>
-__global__ void __launch_bounds__(ROWS) attn_fwd_kernel(const T *q, const T *k, const T *v, T *out, float *lse, int T_,
-                                                        int S, int D, int Dv, float scale, bool causal) {
+__global__ void __launch_bounds__(ROWS)
+    attn_fwd_kernel(const T *q, const T *k, const T *v, T *out, float *lse, int T_, int S, int G, int D, int Dv,
+                    float scale, bool causal, int window) {
     __shared__ float ks[BK * DM], vs[BK * DM];
-    size_t bh = blockIdx.y;
+    size_t bh = blockIdx.y, bhk = bh / G;
     int q0 = blockIdx.x * ROWS, i = q0 + threadIdx.x;
     bool row_ok = i < T_;
-    const T *kb = k + bh * S * D, *vb = v + bh * S * Dv;
+    const T *kb = k + bhk * S * D, *vb = v + bhk * S * Dv;
     /* Scores in log2 units so the exponentials are exp2. */
     const float sl2 = scale * 1.4426950408889634f;
     float qr[DM], o[DM];
@@ -69,9 +70,8 @@ __global__ void __launch_bounds__(ROWS) attn_fwd_kernel(const T *q, const T *k, 
         o[d] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    int last_visible = causal ? i + (S - T_) : S - 1;
-    int kend = key_end(q0, T_, S, causal);
-    for (int j0 = 0; j0 < kend; j0 += BK) {
+    int kend = fa_key_end(q0, ROWS, T_, S, causal);
+    for (int j0 = fa_key_start(q0, T_, S, causal, window); j0 < kend; j0 += BK) {
         load_tile<T, BK, DM>(ks, kb, j0, S, D);
         load_tile<T, BK, DM>(vs, vb, j0, S, Dv);
         __syncthreads();
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(ROWS) attn_fwd_kernel(const T *q, const T *k, 
 #pragma unroll 1
         for (int jj = 0; jj < BK; jj++) {
             int j = j0 + jj;
-            if (!row_ok || j >= S || j > last_visible) continue;
+            if (!row_ok || !fa_visible(i, j, T_, S, causal, window)) continue;
             float s = 0.0f;
 #pragma unroll
             for (int d = 0; d < DM; d++) s += qr[d] * ks[jj * DM + d];
@@ -120,12 +120,12 @@ template <class T> __global__ void attn_delta_kernel(const T *dout, const T *out
 template <class T, int DM, int BK>
 __global__ void __launch_bounds__(ROWS)
     attn_bwd_dq_kernel(const T *dout, const T *q, const T *k, const T *v, const float *lse, const float *delta, T *dq,
-                       int T_, int S, int D, int Dv, float scale, bool causal, bool acc) {
+                       int T_, int S, int G, int D, int Dv, float scale, bool causal, int window, bool acc) {
     __shared__ float ks[BK * DM], vs[BK * DM];
-    size_t bh = blockIdx.y;
+    size_t bh = blockIdx.y, bhk = bh / G;
     int q0 = blockIdx.x * ROWS, i = q0 + threadIdx.x;
     bool row_ok = i < T_;
-    const T *kb = k + bh * S * D, *vb = v + bh * S * Dv;
+    const T *kb = k + bhk * S * D, *vb = v + bhk * S * Dv;
     float qr[DM], dor[DM], dqa[DM];
 #pragma unroll
     for (int d = 0; d < DM; d++) {
@@ -135,16 +135,15 @@ __global__ void __launch_bounds__(ROWS)
     }
     float L = row_ok ? lse[bh * T_ + i] : -INFINITY, Di = row_ok ? delta[bh * T_ + i] : 0.0f;
     bool live = row_ok && L != -INFINITY;
-    int last_visible = causal ? i + (S - T_) : S - 1;
-    int kend = key_end(q0, T_, S, causal);
-    for (int j0 = 0; j0 < kend; j0 += BK) {
+    int kend = fa_key_end(q0, ROWS, T_, S, causal);
+    for (int j0 = fa_key_start(q0, T_, S, causal, window); j0 < kend; j0 += BK) {
         load_tile<T, BK, DM>(ks, kb, j0, S, D);
         load_tile<T, BK, DM>(vs, vb, j0, S, Dv);
         __syncthreads();
 #pragma unroll 1
         for (int jj = 0; jj < BK; jj++) {
             int j = j0 + jj;
-            if (!live || j >= S || j > last_visible) continue;
+            if (!live || !fa_visible(i, j, T_, S, causal, window)) continue;
             float s = 0.0f, dp = 0.0f;
 #pragma unroll
             for (int d = 0; d < DM; d++) s += qr[d] * ks[jj * DM + d];
@@ -162,56 +161,60 @@ __global__ void __launch_bounds__(ROWS)
         if (d < D) tfcu_store_grad(dq, (bh * T_ + i) * D + d, scale * dqa[d], acc);
 }
 
+/* Key rows of kv head blockIdx.y; each thread sums its key's dk, dv over the G query heads of the kv head, in order. */
 template <class T, int DM, int BQ>
 __global__ void __launch_bounds__(ROWS)
     attn_bwd_dkdv_kernel(const T *dout, const T *q, const T *k, const T *v, const float *lse, const float *delta, T *dk,
-                         T *dv, int T_, int S, int D, int Dv, float scale, bool causal, bool acc) {
+                         T *dv, int T_, int S, int G, int D, int Dv, float scale, bool causal, int window, bool acc) {
     __shared__ float qs[BQ * DM], dos[BQ * DM], Ls[BQ], Ds[BQ];
-    size_t bh = blockIdx.y;
+    size_t bhk = blockIdx.y;
     int k0 = blockIdx.x * ROWS, j = k0 + threadIdx.x;
     bool key_ok = j < S;
-    const T *qb = q + bh * T_ * D, *dob = dout + bh * T_ * Dv;
     float kr[DM], vr[DM], dka[DM], dva[DM];
 #pragma unroll
     for (int d = 0; d < DM; d++) {
-        kr[d] = (key_ok && d < D) ? tfcu_load(k, (bh * S + j) * D + d) : 0.0f;
-        vr[d] = (key_ok && d < Dv) ? tfcu_load(v, (bh * S + j) * Dv + d) : 0.0f;
+        kr[d] = (key_ok && d < D) ? tfcu_load(k, (bhk * S + j) * D + d) : 0.0f;
+        vr[d] = (key_ok && d < Dv) ? tfcu_load(v, (bhk * S + j) * Dv + d) : 0.0f;
         dka[d] = dva[d] = 0.0f;
     }
-    /* Query i sees key j iff j <= i + (S - T): the block's first key is seen from i = k0 - (S - T) on. */
-    int qstart = causal ? max(0, k0 - (S - T_)) : 0;
-    for (int i0 = qstart; i0 < T_; i0 += BQ) {
-        load_tile<T, BQ, DM>(qs, qb, i0, T_, D);
-        load_tile<T, BQ, DM>(dos, dob, i0, T_, Dv);
-        for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
-            bool in = i0 + r < T_;
-            Ls[r] = in ? lse[bh * T_ + i0 + r] : -INFINITY;
-            Ds[r] = in ? delta[bh * T_ + i0 + r] : 0.0f;
-        }
-        __syncthreads();
-#pragma unroll 1
-        for (int ii = 0; ii < BQ; ii++) {
-            int i = i0 + ii;
-            if (!key_ok || i >= T_ || Ls[ii] == -INFINITY || (causal && j > i + (S - T_))) continue;
-            float s = 0.0f, dp = 0.0f;
-#pragma unroll
-            for (int d = 0; d < DM; d++) s += qs[ii * DM + d] * kr[d];
-#pragma unroll
-            for (int d = 0; d < DM; d++) dp += dos[ii * DM + d] * vr[d];
-            float p = expf(scale * s - Ls[ii]), ds = p * (dp - Ds[ii]);
-#pragma unroll
-            for (int d = 0; d < DM; d++) {
-                dva[d] += p * dos[ii * DM + d];
-                dka[d] += ds * qs[ii * DM + d];
+    /* The queries that see any key of the block: [qstart, qend) (attention_tiles.h). */
+    int qstart = fa_query_start(k0, T_, S, causal), qend = fa_query_end(k0, ROWS, T_, S, causal, window);
+    for (int g = 0; g < G; g++) {
+        size_t bh = bhk * G + g; /* the query head */
+        const T *qb = q + bh * T_ * D, *dob = dout + bh * T_ * Dv;
+        for (int i0 = qstart; i0 < qend; i0 += BQ) {
+            load_tile<T, BQ, DM>(qs, qb, i0, T_, D);
+            load_tile<T, BQ, DM>(dos, dob, i0, T_, Dv);
+            for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
+                bool in = i0 + r < T_;
+                Ls[r] = in ? lse[bh * T_ + i0 + r] : -INFINITY;
+                Ds[r] = in ? delta[bh * T_ + i0 + r] : 0.0f;
             }
+            __syncthreads();
+#pragma unroll 1
+            for (int ii = 0; ii < BQ; ii++) {
+                int i = i0 + ii;
+                if (!key_ok || Ls[ii] == -INFINITY || !fa_visible(i, j, T_, S, causal, window)) continue;
+                float s = 0.0f, dp = 0.0f;
+#pragma unroll
+                for (int d = 0; d < DM; d++) s += qs[ii * DM + d] * kr[d];
+#pragma unroll
+                for (int d = 0; d < DM; d++) dp += dos[ii * DM + d] * vr[d];
+                float p = expf(scale * s - Ls[ii]), ds = p * (dp - Ds[ii]);
+#pragma unroll
+                for (int d = 0; d < DM; d++) {
+                    dva[d] += p * dos[ii * DM + d];
+                    dka[d] += ds * qs[ii * DM + d];
+                }
+            }
+            __syncthreads();
         }
-        __syncthreads();
     }
     if (!key_ok) return;
 #pragma unroll
     for (int d = 0; d < DM; d++) {
-        if (dk && d < D) tfcu_store_grad(dk, (bh * S + j) * D + d, scale * dka[d], acc);
-        if (dv && d < Dv) tfcu_store_grad(dv, (bh * S + j) * Dv + d, dva[d], acc);
+        if (dk && d < D) tfcu_store_grad(dk, (bhk * S + j) * D + d, scale * dka[d], acc);
+        if (dv && d < Dv) tfcu_store_grad(dv, (bhk * S + j) * Dv + d, dva[d], acc);
     }
 }
 
@@ -224,13 +227,14 @@ static tfc_status check_shape(const char *fn, size_t B, size_t H, size_t T, size
     return TFC_OK;
 }
 
-/* The forward on contiguous operands (lse [B,H,T] f32 always written). */
+/* The forward on contiguous operands (lse [B,H,T] f32 always written); k, v have Hkv heads. */
 static tfc_status simple_forward(int32_t device, int32_t dtype, const void *q, const void *k, const void *v, void *out,
-                                 float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
-                                 int32_t causal) {
+                                 float *lse, size_t B, size_t H, size_t Hkv, size_t T, size_t S, size_t D, size_t Dv,
+                                 float scale, int32_t causal, int64_t window) {
     const char *fn = "tfcu_attention_forward";
     tfcu_ctx *c;
     TFCU_TRY(check_shape(fn, B, H, T, S, D, Dv));
+    const int G = Hkv ? (int)(H / Hkv) : 1, W = (int)window; /* the door keeps window < S < 2^30 */
     if (!B || !H || !T) return TFC_OK;
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));
     dim3 grid((unsigned)((T + ROWS - 1) / ROWS), (unsigned)(B * H));
@@ -238,25 +242,26 @@ static tfc_status simple_forward(int32_t device, int32_t dtype, const void *q, c
         typedef decltype(t) TT;
         if (D <= 64 && Dv <= 64)
             attn_fwd_kernel<TT, 64, 32><<<grid, ROWS, 0, c->stream>>>((const TT *)q, (const TT *)k, (const TT *)v,
-                                                                      (TT *)out, lse, (int)T, (int)S, (int)D, (int)Dv,
-                                                                      scale, causal != 0);
+                                                                      (TT *)out, lse, (int)T, (int)S, G, (int)D,
+                                                                      (int)Dv, scale, causal != 0, W);
         else
             attn_fwd_kernel<TT, 128, 16><<<grid, ROWS, 0, c->stream>>>((const TT *)q, (const TT *)k, (const TT *)v,
-                                                                       (TT *)out, lse, (int)T, (int)S, (int)D, (int)Dv,
-                                                                       scale, causal != 0);
+                                                                       (TT *)out, lse, (int)T, (int)S, G, (int)D,
+                                                                       (int)Dv, scale, causal != 0, W);
         return TFCU_LAUNCHED(fn, "attn_fwd_kernel");
     });
 }
 
-/* The backward on contiguous operands; dq, dk, dv each or NULL. */
+/* The backward on contiguous operands; dq, dk, dv each or NULL; k, v, dk, dv have Hkv heads. */
 static tfc_status simple_backward(int32_t device, int32_t dtype, const void *dout, const void *q, const void *k,
                                   const void *v, const void *out, const float *lse, void *dq, void *dk, void *dv,
-                                  size_t B, size_t H, size_t T, size_t S, size_t D, size_t Dv, float scale,
-                                  int32_t causal, uint32_t flags) {
+                                  size_t B, size_t H, size_t Hkv, size_t T, size_t S, size_t D, size_t Dv, float scale,
+                                  int32_t causal, int64_t window, uint32_t flags) {
     const char *fn = "tfcu_attention_backward";
     tfcu_ctx *c;
     TFCU_TRY(check_shape(fn, B, H, T, S, D, Dv));
-    if (!B || !H) return TFC_OK;
+    if (!B || !H || !Hkv) return TFC_OK;
+    const int G = (int)(H / Hkv), W = (int)window; /* the door keeps window < S < 2^30 */
     bool acc = (flags & TFC_GRAD_ACCUMULATE) != 0;
     if (!T || !S) {
         /* No (query, key) pair: the gradients are zero. */
@@ -264,8 +269,8 @@ static tfc_status simple_backward(int32_t device, int32_t dtype, const void *dou
         if (acc) return TFC_OK;
         size_t es = dtype == TFC_DTYPE_F32 ? 4 : 2;
         if (dq && T) TFCU_TRY(tfcu_memset0(device, dq, B * H * T * D * es));
-        if (dk && S) TFCU_TRY(tfcu_memset0(device, dk, B * H * S * D * es));
-        if (dv && S) TFCU_TRY(tfcu_memset0(device, dv, B * H * S * Dv * es));
+        if (dk && S) TFCU_TRY(tfcu_memset0(device, dk, B * Hkv * S * D * es));
+        if (dv && S) TFCU_TRY(tfcu_memset0(device, dv, B * Hkv * S * Dv * es));
         return TFC_OK;
     }
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));
@@ -285,23 +290,23 @@ static tfc_status simple_backward(int32_t device, int32_t dtype, const void *dou
             if (small)
                 attn_bwd_dq_kernel<TT, 64, 32><<<grid, ROWS, 0, c->stream>>>(
                     (const TT *)dout, (const TT *)q, (const TT *)k, (const TT *)v, lse, delta, (TT *)dq, (int)T, (int)S,
-                    (int)D, (int)Dv, scale, causal != 0, acc);
+                    G, (int)D, (int)Dv, scale, causal != 0, W, acc);
             else
                 attn_bwd_dq_kernel<TT, 128, 16><<<grid, ROWS, 0, c->stream>>>(
                     (const TT *)dout, (const TT *)q, (const TT *)k, (const TT *)v, lse, delta, (TT *)dq, (int)T, (int)S,
-                    (int)D, (int)Dv, scale, causal != 0, acc);
+                    G, (int)D, (int)Dv, scale, causal != 0, W, acc);
             s = TFCU_LAUNCHED(fn, "attn_bwd_dq_kernel");
         }
         if (s == TFC_OK && (dk || dv)) {
-            dim3 grid((unsigned)((S + ROWS - 1) / ROWS), (unsigned)(B * H));
+            dim3 grid((unsigned)((S + ROWS - 1) / ROWS), (unsigned)(B * Hkv)); /* a block row per kv head */
             if (small)
                 attn_bwd_dkdv_kernel<TT, 64, 32><<<grid, ROWS, 0, c->stream>>>(
                     (const TT *)dout, (const TT *)q, (const TT *)k, (const TT *)v, lse, delta, (TT *)dk, (TT *)dv,
-                    (int)T, (int)S, (int)D, (int)Dv, scale, causal != 0, acc);
+                    (int)T, (int)S, G, (int)D, (int)Dv, scale, causal != 0, W, acc);
             else
                 attn_bwd_dkdv_kernel<TT, 128, 16><<<grid, ROWS, 0, c->stream>>>(
                     (const TT *)dout, (const TT *)q, (const TT *)k, (const TT *)v, lse, delta, (TT *)dk, (TT *)dv,
-                    (int)T, (int)S, (int)D, (int)Dv, scale, causal != 0, acc);
+                    (int)T, (int)S, G, (int)D, (int)Dv, scale, causal != 0, W, acc);
             s = TFCU_LAUNCHED(fn, "attn_bwd_dkdv_kernel");
         }
         tfcu_scratch_free(c, delta);
@@ -311,18 +316,22 @@ static tfc_status simple_backward(int32_t device, int32_t dtype, const void *dou
 
 /* ---- the backend's entries ---- */
 
-/* An attention operand as the kernels read it: contiguous [B, H, rows, cols], compacted into scratch if not. */
+/*
+ * An attention operand as the kernels read it: contiguous [B, heads, rows, cols] (heads: H for q, out, dout;
+ * Hkv for k, v), compacted into scratch if not.
+ */
 static tfc_status attn_contiguous(tfcu_scratch_set &s, const char *fn, const tfc_attn_problem *p,
-                                  const tfc_attn_operand &o, int64_t rows, int64_t cols, const void **out) {
+                                  const tfc_attn_operand &o, int64_t heads, int64_t rows, int64_t cols,
+                                  const void **out) {
     *out = o.data;
-    if (o.sr == cols && o.sh == rows * cols && o.sb == p->H * rows * cols) return TFC_OK;
+    if (o.sr == cols && o.sh == rows * cols && o.sb == heads * rows * cols) return TFC_OK;
     void *buf;
-    TFCU_TRY(s.get(fn, (size_t)(p->B * p->H * rows * cols) * tfcu_float_size(p->dtype), &buf));
+    TFCU_TRY(s.get(fn, (size_t)(p->B * heads * rows * cols) * tfcu_float_size(p->dtype), &buf));
     tfc_copy_problem c = {};
     c.device = p->device;
     c.dst = tfcu_flat_view(buf, p->dtype, 0);
     c.dst.ndim = 4;
-    const int64_t shape[4] = {p->B, p->H, rows, cols}, src_st[4] = {o.sb, o.sh, o.sr, 1};
+    const int64_t shape[4] = {p->B, heads, rows, cols}, src_st[4] = {o.sb, o.sh, o.sr, 1};
     int64_t st = 1;
     for (int d = 3; d >= 0; d--) c.dst.shape[d] = shape[d], c.dst.strides[d] = st, st *= shape[d];
     c.src = c.dst;
@@ -362,18 +371,20 @@ tfc_status tfcu_attention_forward(const tfc_attn_problem *p) {
     TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
     const void *q, *k, *v;
     void *lse = p->lse_w;
-    TFCU_TRY(attn_contiguous(s, fn, p, p->q, p->Tq, p->D, &q));
-    TFCU_TRY(attn_contiguous(s, fn, p, p->k, p->S, p->D, &k));
-    TFCU_TRY(attn_contiguous(s, fn, p, p->v, p->S, p->Dv, &v));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->q, p->H, p->Tq, p->D, &q));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->k, p->Hkv, p->S, p->D, &k));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->v, p->Hkv, p->S, p->Dv, &v));
     if (!lse) TFCU_TRY(s.get(fn, (size_t)(p->B * p->H * p->Tq) * 4, &lse));
     const void *ptrs[4] = {q, k, v, p->out_w};
     bool flash;
     TFCU_TRY(attn_use_flash(fn, p, ptrs, 4, &flash));
     if (flash)
         return tfcu_flash_attention_forward(p->device, q, k, v, p->out_w, (float *)lse, (size_t)p->B, (size_t)p->H,
-                                            (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (float)p->scale, p->causal);
+                                            (size_t)p->Hkv, (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (float)p->scale,
+                                            p->causal, p->window);
     return simple_forward(p->device, p->dtype, q, k, v, p->out_w, (float *)lse, (size_t)p->B, (size_t)p->H,
-                          (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (size_t)p->Dv, (float)p->scale, p->causal);
+                          (size_t)p->Hkv, (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (size_t)p->Dv, (float)p->scale,
+                          p->causal, p->window);
 }
 
 /* dq, dk, dv from dout, q, k, v, out and the forward's lse. */
@@ -383,19 +394,21 @@ tfc_status tfcu_attention_backward(const tfc_attn_problem *p) {
     tfcu_scratch_set s;
     TFCU_TRY(tfcu_ctx_get(p->device, fn, &s.c));
     const void *q, *k, *v, *out, *dout;
-    TFCU_TRY(attn_contiguous(s, fn, p, p->q, p->Tq, p->D, &q));
-    TFCU_TRY(attn_contiguous(s, fn, p, p->k, p->S, p->D, &k));
-    TFCU_TRY(attn_contiguous(s, fn, p, p->v, p->S, p->Dv, &v));
-    TFCU_TRY(attn_contiguous(s, fn, p, p->out, p->Tq, p->Dv, &out));
-    TFCU_TRY(attn_contiguous(s, fn, p, p->dout, p->Tq, p->Dv, &dout));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->q, p->H, p->Tq, p->D, &q));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->k, p->Hkv, p->S, p->D, &k));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->v, p->Hkv, p->S, p->Dv, &v));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->out, p->H, p->Tq, p->Dv, &out));
+    TFCU_TRY(attn_contiguous(s, fn, p, p->dout, p->H, p->Tq, p->Dv, &dout));
     const void *ptrs[8] = {q, k, v, out, dout, p->dq, p->dk, p->dv};
     bool flash;
     TFCU_TRY(attn_use_flash(fn, p, ptrs, 8, &flash));
     if (flash)
         return tfcu_flash_attention_backward(p->device, dout, q, k, v, out, (const float *)p->lse, p->dq, p->dk, p->dv,
-                                             (size_t)p->B, (size_t)p->H, (size_t)p->Tq, (size_t)p->S, (size_t)p->D,
-                                             (float)p->scale, p->causal, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+                                             (size_t)p->B, (size_t)p->H, (size_t)p->Hkv, (size_t)p->Tq, (size_t)p->S,
+                                             (size_t)p->D, (float)p->scale, p->causal, p->window,
+                                             p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
     return simple_backward(p->device, p->dtype, dout, q, k, v, out, (const float *)p->lse, p->dq, p->dk, p->dv,
-                           (size_t)p->B, (size_t)p->H, (size_t)p->Tq, (size_t)p->S, (size_t)p->D, (size_t)p->Dv,
-                           (float)p->scale, p->causal, p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
+                           (size_t)p->B, (size_t)p->H, (size_t)p->Hkv, (size_t)p->Tq, (size_t)p->S, (size_t)p->D,
+                           (size_t)p->Dv, (float)p->scale, p->causal, p->window,
+                           p->accumulate ? TFC_GRAD_ACCUMULATE : 0);
 }

@@ -2,9 +2,12 @@
  * Attention on tensor cores, FlashAttention-2 style, for bf16 with head
  * dims D = Dv = 64 or 128 (everything else stays on attention.cu's
  * kernels; attention.cu's entries choose). Same contract as attention.cu: q [B,H,T,D],
- * k/v [B,H,S,D], out [B,H,T,D] contiguous, lse [B,H,T] f32 in natural
- * log units, causal bottom-right aligned, rows seeing no key get out 0 and
- * lse -inf.
+ * k/v [B,Hkv,S,D] with query head h reading kv head h / G (G = H / Hkv:
+ * grouped-query attention; k and v are indexed by bh / G, as (b·H + h) / G
+ * = b·Hkv + h / G, and never repeated), out [B,H,T,D] contiguous, lse
+ * [B,H,T] f32 in natural log units, causal bottom-right aligned with an
+ * optional sliding window (attention_tiles.h), rows seeing no key get out
+ * 0 and lse -inf.
  *
  * Every product is mma.sync.m16n8k16 bf16 -> f32 (sm_80+): a warp owns 16
  * rows of the tile; A fragments come from shared memory by ldmatrix (or,
@@ -19,7 +22,8 @@
  * of one ldmatrix phase then hit 8 distinct 4-bank groups.
  *
  * Forward (flash_fwd_kernel): 4 warps x 16 = 64 query rows per block, key
- * blocks of 64; online softmax in log2 units (scores pre-multiplied by
+ * blocks of 64 from the block of the first row's first key (the window's
+ * left edge; key 0 without one) to the last row's last; online softmax in log2 units (scores pre-multiplied by
  * scale*log2(e)), the running max and the thread's partial row sum kept
  * per row and the output rescaled when the max grows; V_j is fetched while
  * S = Q K_j^T is computed and K_{j+1} while P V_j is. Query blocks run
@@ -29,10 +33,12 @@
  * one thread in a fixed order):
  *   flash_bwd_prep_kernel: Delta_i = dO_i . O_i and lse_i in log2 units
  *     (+inf for rows that see no key, so their P is exactly 0);
- *   flash_bwd_dkdv_kernel: 64 keys per block (16 per warp), query blocks
- *     from the first query that sees the block, S^T = K Q^T,
- *     P^T = exp2(S^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T - Delta),
- *     dV += P^T dO, dK += dS^T Q;
+ *   flash_bwd_dkdv_kernel: 64 keys of one kv head per block (16 per
+ *     warp); for each of the G query heads reading it in turn, the query
+ *     blocks from the first query that sees the block to the last,
+ *     S^T = K Q^T, P^T = exp2(S^T - lse), dP^T = V dO^T,
+ *     dS^T = P^T (dP^T - Delta), dV += P^T dO, dK += dS^T Q - the group's
+ *     sum in registers, one writer per element, no atomics;
  *   flash_bwd_dq_kernel: 64 queries per block, the forward's key range,
  *     dP = dO V^T, dS = P (dP - Delta), dQ += dS K (FA2's separate dq pass
  *     over key blocks instead of float atomics).
@@ -187,17 +193,18 @@ template <int HD> __device__ __forceinline__ void fa_load_b_kn(uint32_t (&b)[4],
  * 4 warps); 1 for D 128, where two would need ~300 registers.
  */
 template <int HD, int MT>
-__global__ void __launch_bounds__(FA_THREADS) flash_fwd_kernel(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
-                                                               float *lse, int T, int S, float sl2, int causal) {
+__global__ void __launch_bounds__(FA_THREADS)
+    flash_fwd_kernel(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, float *lse, int T, int S, int G, float sl2,
+                     int causal, int window) {
     constexpr int BM = FA_ROWS * MT, BN = 64, KS = HD / 16, NT = BN / 8, DT = HD / 8;
     FA_SHARED(fa_sm);
     const uint32_t sQ = fa_smem(fa_sm), sK = sQ + BM * HD * 2, sV = sK + BN * HD * 2;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int q0 = (gridDim.x - 1 - blockIdx.x) * BM; /* heaviest (causal) blocks first */
     const int wr = warp * 16 * MT;                    /* the warp's first row in the block */
-    const size_t bh = blockIdx.y;
-    const bf16 *qb = q + bh * T * HD, *kb = k + bh * S * HD, *vb = v + bh * S * HD;
-    const int nkb = (fa_key_end(q0, BM, T, S, causal) + BN - 1) / BN;
+    const size_t bh = blockIdx.y, bhk = bh / G;       /* the kv head of query head bh */
+    const bf16 *qb = q + bh * T * HD, *kb = k + bhk * S * HD, *vb = v + bhk * S * HD;
+    const int kb0 = fa_key_start(q0, T, S, causal, window) / BN, nkb = (fa_key_end(q0, BM, T, S, causal) + BN - 1) / BN;
 
     float o[MT][DT][4], m[MT][2], l[MT][2];
 #pragma unroll
@@ -208,17 +215,17 @@ __global__ void __launch_bounds__(FA_THREADS) flash_fwd_kernel(const bf16 *q, co
     }
     uint32_t qf[MT][KS][4];
 
-    if (nkb > 0) {
+    if (nkb > kb0) {
         fa_load_tile<HD, BM>(sQ, qb, q0, T);
-        fa_load_tile<HD, BN>(sK, kb, 0, S);
+        fa_load_tile<HD, BN>(sK, kb, kb0 * BN, S);
     }
     fa_cp_commit();
 #pragma unroll 1
-    for (int jb = 0; jb < nkb; jb++) {
+    for (int jb = kb0; jb < nkb; jb++) {
         const int j0 = jb * BN;
         fa_cp_wait_all();
         __syncthreads(); /* K_j (and Q) landed; every warp is done with V_{j-1} */
-        if (jb == 0) {
+        if (jb == kb0) {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -244,7 +251,7 @@ __global__ void __launch_bounds__(FA_THREADS) flash_fwd_kernel(const bf16 *q, co
                     fa_mma(s[mt][2 * np + 1], qf[mt][ks], b[2], b[3]);
                 }
             }
-        const bool mask = fa_tile_needs_mask(q0, BM, j0, BN, T, S, causal);
+        const bool mask = fa_tile_needs_mask(q0, BM, j0, BN, T, S, causal, window);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
             const int row0 = q0 + wr + mt * 16 + g;
@@ -253,7 +260,7 @@ __global__ void __launch_bounds__(FA_THREADS) flash_fwd_kernel(const bf16 *q, co
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     s[mt][n][e] *= sl2;
-                    if (mask && !fa_visible(row0 + (e >> 1) * 8, j0 + n * 8 + 2 * t + (e & 1), T, S, causal))
+                    if (mask && !fa_visible(row0 + (e >> 1) * 8, j0 + n * 8 + 2 * t + (e & 1), T, S, causal, window))
                         s[mt][n][e] = -INFINITY;
                 }
                 /* Online softmax per row r (g, g+8); a row's 64 scores sit in the 4 threads of a quad. */
@@ -367,12 +374,17 @@ __device__ __forceinline__ void fa_store_grad(bf16 *x, int row0, int n, const fl
     }
 }
 
-/* Key rows [k0, k0 + 64) per block; BQ query rows per step, double-buffered. */
+/*
+ * Key rows [k0, k0 + 64) of kv head blockIdx.y per block; BQ query rows per
+ * step, double-buffered. The steps run over the G query heads of the kv
+ * head in order, each over its query blocks: step ib is query head
+ * bhk·G + ib / nqb, rows qs + (ib % nqb)·BQ.
+ */
 template <int HD, int BQ>
 __global__ void __launch_bounds__(FA_THREADS)
     flash_bwd_dkdv_kernel(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse2,
-                          const float *delta, bf16 *dk, bf16 *dv, int T, int S, float scale, float sl2, int causal,
-                          bool acc) {
+                          const float *delta, bf16 *dk, bf16 *dv, int T, int S, int G, float scale, float sl2,
+                          int causal, int window, bool acc) {
     constexpr int BN = FA_ROWS, KS = HD / 16, QT = BQ / 8, DT = HD / 8;
     FA_SHARED(fa_sm);
     const uint32_t sK = fa_smem(fa_sm), sV = sK + BN * HD * 2, sQ0 = sV + BN * HD * 2;
@@ -380,11 +392,12 @@ __global__ void __launch_bounds__(FA_THREADS)
     float *sL = (float *)(fa_sm + (2 * BN + 4 * BQ) * HD * 2), *sD = sL + 2 * BQ;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int k0 = blockIdx.x * BN;
-    const size_t bh = blockIdx.y;
-    const bf16 *qb = q + bh * T * HD, *dob = dout + bh * T * HD;
-    const float *lb = lse2 + bh * T, *db = delta + bh * T;
-    const int qs = fa_query_start(k0, T, S, causal);
-    const int nqb = qs < T ? (T - qs + BQ - 1) / BQ : 0;
+    const size_t bhk = blockIdx.y; /* the kv head; its query heads are bhk * G .. bhk * G + G - 1 */
+    const int qs = fa_query_start(k0, T, S, causal), qe = fa_query_end(k0, BN, T, S, causal, window);
+    const int nqb = qs < qe ? (qe - qs + BQ - 1) / BQ : 0, nsteps = G * nqb;
+    /* Step ib's query head (as an offset of q, dO rows and of lse, Delta) and first row. */
+    auto step_head = [&](int ib) { return (bhk * G + (size_t)(ib / nqb)) * T; };
+    auto step_row = [&](int ib) { return qs + (ib % nqb) * BQ; };
 
     float dka[DT][4], dva[DT][4];
 #pragma unroll
@@ -395,31 +408,33 @@ __global__ void __launch_bounds__(FA_THREADS)
     constexpr bool KEEP_KV = HD == 64;
     uint32_t kf[KEEP_KV ? KS : 1][4], vf[KEEP_KV ? KS : 1][4];
 
-    if (nqb > 0) {
-        fa_load_tile<HD, BN>(sK, k + bh * S * HD, k0, S);
-        fa_load_tile<HD, BN>(sV, v + bh * S * HD, k0, S);
-        fa_load_tile<HD, BQ>(sQ0, qb, qs, T);
-        fa_load_tile<HD, BQ>(sQ0 + BQ * HD * 2, dob, qs, T);
+    if (nsteps > 0) {
+        fa_load_tile<HD, BN>(sK, k + bhk * S * HD, k0, S);
+        fa_load_tile<HD, BN>(sV, v + bhk * S * HD, k0, S);
+        const size_t hr = step_head(0);
+        fa_load_tile<HD, BQ>(sQ0, q + hr * HD, qs, T);
+        fa_load_tile<HD, BQ>(sQ0 + BQ * HD * 2, dout + hr * HD, qs, T);
         for (int r = threadIdx.x; r < BQ; r += FA_THREADS) {
             bool in = qs + r < T;
-            sL[r] = in ? lb[qs + r] : INFINITY;
-            sD[r] = in ? db[qs + r] : 0.0f;
+            sL[r] = in ? lse2[hr + qs + r] : INFINITY;
+            sD[r] = in ? delta[hr + qs + r] : 0.0f;
         }
     }
     fa_cp_commit();
 #pragma unroll 1
-    for (int ib = 0; ib < nqb; ib++) {
-        const int i0 = qs + ib * BQ, st = ib & 1;
+    for (int ib = 0; ib < nsteps; ib++) {
+        const int i0 = step_row(ib), st = ib & 1;
         fa_cp_wait_all();
         __syncthreads(); /* stage st landed; every warp is done with stage st ^ 1 */
-        if (ib + 1 < nqb) {
-            const int n0 = i0 + BQ, ns = st ^ 1;
-            fa_load_tile<HD, BQ>(sQ0 + ns * 2 * BQ * HD * 2, qb, n0, T);
-            fa_load_tile<HD, BQ>(sQ0 + (ns * 2 + 1) * BQ * HD * 2, dob, n0, T);
+        if (ib + 1 < nsteps) {
+            const int n0 = step_row(ib + 1), ns = st ^ 1;
+            const size_t hr = step_head(ib + 1);
+            fa_load_tile<HD, BQ>(sQ0 + ns * 2 * BQ * HD * 2, q + hr * HD, n0, T);
+            fa_load_tile<HD, BQ>(sQ0 + (ns * 2 + 1) * BQ * HD * 2, dout + hr * HD, n0, T);
             for (int r = threadIdx.x; r < BQ; r += FA_THREADS) {
                 bool in = n0 + r < T;
-                sL[ns * BQ + r] = in ? lb[n0 + r] : INFINITY;
-                sD[ns * BQ + r] = in ? db[n0 + r] : 0.0f;
+                sL[ns * BQ + r] = in ? lse2[hr + n0 + r] : INFINITY;
+                sD[ns * BQ + r] = in ? delta[hr + n0 + r] : 0.0f;
             }
         }
         fa_cp_commit();
@@ -455,14 +470,14 @@ __global__ void __launch_bounds__(FA_THREADS)
             }
         }
         /* P^T and dS^T in place: element (key k0 + 16 warp + g + 8 (e >> 1), query i0 + 8 n + 2 t + (e & 1)). */
-        const bool mask = fa_tile_needs_mask(i0, BQ, k0, BN, T, S, causal);
+        const bool mask = fa_tile_needs_mask(i0, BQ, k0, BN, T, S, causal, window);
 #pragma unroll
         for (int n = 0; n < QT; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int ic = n * 8 + 2 * t + (e & 1);
                 float p = fa_exp2(s[n][e] * sl2 - L[ic]);
-                if (mask && !fa_visible(i0 + ic, k0 + warp * 16 + g + (e >> 1) * 8, T, S, causal)) p = 0.0f;
+                if (mask && !fa_visible(i0 + ic, k0 + warp * 16 + g + (e >> 1) * 8, T, S, causal, window)) p = 0.0f;
                 s[n][e] = p;
                 dp[n][e] = p * (dp[n][e] - Dl[ic]);
             }
@@ -485,24 +500,25 @@ __global__ void __launch_bounds__(FA_THREADS)
         }
     }
     fa_cp_wait_all();
-    if (dk) fa_store_grad<DT>(dk + bh * S * HD, k0 + warp * 16, S, dka, scale, acc);
-    if (dv) fa_store_grad<DT>(dv + bh * S * HD, k0 + warp * 16, S, dva, 1.0f, acc);
+    if (dk) fa_store_grad<DT>(dk + bhk * S * HD, k0 + warp * 16, S, dka, scale, acc);
+    if (dv) fa_store_grad<DT>(dv + bhk * S * HD, k0 + warp * 16, S, dva, 1.0f, acc);
 }
 
 /* Query rows [q0, q0 + 64) per block; BN key rows per step, double-buffered. */
 template <int HD, int BN>
 __global__ void __launch_bounds__(FA_THREADS)
     flash_bwd_dq_kernel(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse2,
-                        const float *delta, bf16 *dq, int T, int S, float scale, float sl2, int causal, bool acc) {
+                        const float *delta, bf16 *dq, int T, int S, int G, float scale, float sl2, int causal,
+                        int window, bool acc) {
     constexpr int BM = FA_ROWS, KS = HD / 16, NT = BN / 8, DT = HD / 8;
     FA_SHARED(fa_sm);
     /* Q, dO, then stages of (K, V) */
     const uint32_t sQ = fa_smem(fa_sm), sO = sQ + BM * HD * 2, sK0 = sO + BM * HD * 2;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int q0 = (gridDim.x - 1 - blockIdx.x) * BM;
-    const size_t bh = blockIdx.y;
-    const bf16 *kb = k + bh * S * HD, *vb = v + bh * S * HD;
-    const int nkb = (fa_key_end(q0, BM, T, S, causal) + BN - 1) / BN;
+    const size_t bh = blockIdx.y, bhk = bh / G;
+    const bf16 *kb = k + bhk * S * HD, *vb = v + bhk * S * HD;
+    const int kb0 = fa_key_start(q0, T, S, causal, window) / BN, nkb = (fa_key_end(q0, BM, T, S, causal) + BN - 1) / BN;
     float L[2], Dl[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -515,19 +531,19 @@ __global__ void __launch_bounds__(FA_THREADS)
     for (int d = 0; d < DT; d++) dqa[d][0] = dqa[d][1] = dqa[d][2] = dqa[d][3] = 0.0f;
     uint32_t qf[KS][4], of[KS][4];
 
-    if (nkb > 0) {
+    if (nkb > kb0) {
         fa_load_tile<HD, BM>(sQ, q + bh * T * HD, q0, T);
         fa_load_tile<HD, BM>(sO, dout + bh * T * HD, q0, T);
-        fa_load_tile<HD, BN>(sK0, kb, 0, S);
-        fa_load_tile<HD, BN>(sK0 + BN * HD * 2, vb, 0, S);
+        fa_load_tile<HD, BN>(sK0, kb, kb0 * BN, S);
+        fa_load_tile<HD, BN>(sK0 + BN * HD * 2, vb, kb0 * BN, S);
     }
     fa_cp_commit();
 #pragma unroll 1
-    for (int jb = 0; jb < nkb; jb++) {
-        const int j0 = jb * BN, st = jb & 1;
+    for (int jb = kb0; jb < nkb; jb++) {
+        const int j0 = jb * BN, st = (jb - kb0) & 1;
         fa_cp_wait_all();
         __syncthreads(); /* stage st landed; every warp is done with stage st ^ 1 */
-        if (jb == 0) {
+        if (jb == kb0) {
 #pragma unroll
             for (int ks = 0; ks < KS; ks++) {
                 fa_load_a<HD>(qf[ks], sQ, warp * 16, ks);
@@ -559,13 +575,14 @@ __global__ void __launch_bounds__(FA_THREADS)
                 fa_mma(dp[2 * np], of[ks], b[0], b[1]);
                 fa_mma(dp[2 * np + 1], of[ks], b[2], b[3]);
             }
-        const bool mask = fa_tile_needs_mask(q0, BM, j0, BN, T, S, causal);
+        const bool mask = fa_tile_needs_mask(q0, BM, j0, BN, T, S, causal, window);
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 float p = fa_exp2(s[n][e] * sl2 - L[e >> 1]);
-                if (mask && !fa_visible(q0 + warp * 16 + g + (e >> 1) * 8, j0 + n * 8 + 2 * t + (e & 1), T, S, causal))
+                if (mask &&
+                    !fa_visible(q0 + warp * 16 + g + (e >> 1) * 8, j0 + n * 8 + 2 * t + (e & 1), T, S, causal, window))
                     p = 0.0f;
                 s[n][e] = p * (dp[n][e] - Dl[e >> 1]); /* dS */
             }
@@ -632,14 +649,15 @@ static tfc_status fa_check(const char *fn, size_t B, size_t H, size_t T, size_t 
 }
 
 tfc_status tfcu_flash_attention_forward(int32_t device, const void *q, const void *k, const void *v, void *out,
-                                        float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, float scale,
-                                        int32_t causal) {
+                                        float *lse, size_t B, size_t H, size_t Hkv, size_t T, size_t S, size_t D,
+                                        float scale, int32_t causal, int64_t window) {
     const char *fn = "tfcu_flash_attention_forward";
     tfcu_ctx *c;
     TFCU_TRY(fa_check(fn, B, H, T, S));
     if (!B || !H || !T) return TFC_OK;
     TFCU_TRY(tfcu_ctx_get(device, fn, &c));
     const float sl2 = scale * 1.4426950408889634f;
+    const int G = (int)(H / Hkv), W = (int)window; /* the door keeps window < S < 2^30 */
     /* A tuning knob for the first GPU runs (cuda_bench prints both): 64-row forward blocks for D 64. */
     const char *rows_env = getenv("TFC_CUDA_FLASH_FWD_ROWS");
     const bool rows64 = D == 64 && rows_env && strcmp(rows_env, "64") == 0;
@@ -648,40 +666,44 @@ tfc_status tfcu_flash_attention_forward(int32_t device, const void *q, const voi
     const size_t sm = rows64 ? (size_t)(FA_ROWS + 2 * 64) * 64 * 2 : fwd_smem((int)D);
     if (rows64) {
         TFCU_TRY(fa_smem_attr(fn, c, flash_fwd_kernel<64, 1>, sm));
-        flash_fwd_kernel<64, 1><<<grid, FA_THREADS, sm, c->stream>>>(
-            (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (bf16 *)out, lse, (int)T, (int)S, sl2, causal != 0);
+        flash_fwd_kernel<64, 1><<<grid, FA_THREADS, sm, c->stream>>>((const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
+                                                                     (bf16 *)out, lse, (int)T, (int)S, G, sl2,
+                                                                     causal != 0, W);
     } else if (D == 64) {
         TFCU_TRY(fa_smem_attr(fn, c, flash_fwd_kernel<64, fwd_mt(64)>, sm));
-        flash_fwd_kernel<64, fwd_mt(64)><<<grid, FA_THREADS, sm, c->stream>>>(
-            (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (bf16 *)out, lse, (int)T, (int)S, sl2, causal != 0);
+        flash_fwd_kernel<64, fwd_mt(64)><<<grid, FA_THREADS, sm, c->stream>>>((const bf16 *)q, (const bf16 *)k,
+                                                                              (const bf16 *)v, (bf16 *)out, lse, (int)T,
+                                                                              (int)S, G, sl2, causal != 0, W);
     } else {
         TFCU_TRY(fa_smem_attr(fn, c, flash_fwd_kernel<128, fwd_mt(128)>, sm));
-        flash_fwd_kernel<128, fwd_mt(128)><<<grid, FA_THREADS, sm, c->stream>>>(
-            (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (bf16 *)out, lse, (int)T, (int)S, sl2, causal != 0);
+        flash_fwd_kernel<128, fwd_mt(128)><<<grid, FA_THREADS, sm, c->stream>>>((const bf16 *)q, (const bf16 *)k,
+                                                                                (const bf16 *)v, (bf16 *)out, lse,
+                                                                                (int)T, (int)S, G, sl2, causal != 0, W);
     }
     return TFCU_LAUNCHED(fn, "flash_fwd_kernel");
 }
 
+/* BH query heads, BH / G kv heads: the dk/dv pass runs a block row per kv head, the dq pass per query head. */
 template <int HD>
 static tfc_status fa_backward(const char *fn, tfcu_ctx *c, const bf16 *dout, const bf16 *q, const bf16 *k,
                               const bf16 *v, const float *lse2, const float *delta, bf16 *dq, bf16 *dk, bf16 *dv,
-                              size_t BH, int T, int S, float scale, int causal, bool acc) {
+                              size_t BH, int G, int T, int S, float scale, int causal, int window, bool acc) {
     constexpr int BQ = dkdv_bq(HD), BN = dq_bn(HD);
     const float sl2 = scale * 1.4426950408889634f;
     if (dk || dv) {
         const size_t sm = dkdv_smem(HD);
         TFCU_TRY(fa_smem_attr(fn, c, flash_bwd_dkdv_kernel<HD, BQ>, sm));
-        dim3 grid((unsigned)((S + FA_ROWS - 1) / FA_ROWS), (unsigned)BH);
-        flash_bwd_dkdv_kernel<HD, BQ>
-            <<<grid, FA_THREADS, sm, c->stream>>>(dout, q, k, v, lse2, delta, dk, dv, T, S, scale, sl2, causal, acc);
+        dim3 grid((unsigned)((S + FA_ROWS - 1) / FA_ROWS), (unsigned)(BH / G));
+        flash_bwd_dkdv_kernel<HD, BQ><<<grid, FA_THREADS, sm, c->stream>>>(dout, q, k, v, lse2, delta, dk, dv, T, S, G,
+                                                                           scale, sl2, causal, window, acc);
         TFCU_TRY(TFCU_LAUNCHED(fn, "flash_bwd_dkdv_kernel"));
     }
     if (dq) {
         const size_t sm = dq_smem(HD);
         TFCU_TRY(fa_smem_attr(fn, c, flash_bwd_dq_kernel<HD, BN>, sm));
         dim3 grid((unsigned)((T + FA_ROWS - 1) / FA_ROWS), (unsigned)BH);
-        flash_bwd_dq_kernel<HD, BN>
-            <<<grid, FA_THREADS, sm, c->stream>>>(dout, q, k, v, lse2, delta, dq, T, S, scale, sl2, causal, acc);
+        flash_bwd_dq_kernel<HD, BN><<<grid, FA_THREADS, sm, c->stream>>>(dout, q, k, v, lse2, delta, dq, T, S, G, scale,
+                                                                         sl2, causal, window, acc);
         TFCU_TRY(TFCU_LAUNCHED(fn, "flash_bwd_dq_kernel"));
     }
     return TFC_OK;
@@ -689,8 +711,8 @@ static tfc_status fa_backward(const char *fn, tfcu_ctx *c, const bf16 *dout, con
 
 tfc_status tfcu_flash_attention_backward(int32_t device, const void *dout, const void *q, const void *k, const void *v,
                                          const void *out, const float *lse, void *dq, void *dk, void *dv, size_t B,
-                                         size_t H, size_t T, size_t S, size_t D, float scale, int32_t causal,
-                                         uint32_t flags) {
+                                         size_t H, size_t Hkv, size_t T, size_t S, size_t D, float scale,
+                                         int32_t causal, int64_t window, uint32_t flags) {
     const char *fn = "tfcu_flash_attention_backward";
     tfcu_ctx *c;
     TFCU_TRY(fa_check(fn, B, H, T, S));
@@ -710,14 +732,15 @@ tfc_status tfcu_flash_attention_backward(int32_t device, const void *dout, const
             (const bf16 *)dout, (const bf16 *)out, lse, delta, lse2, rows);
     tfc_status s = TFCU_LAUNCHED(fn, "flash_bwd_prep_kernel");
     if (s == TFC_OK) {
+        const int G = (int)(H / Hkv), W = (int)window; /* the door keeps window < S < 2^30 */
         if (D == 64)
             s = fa_backward<64>(fn, c, (const bf16 *)dout, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse2,
-                                delta, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, B * H, (int)T, (int)S, scale, causal != 0,
-                                acc);
+                                delta, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, B * H, G, (int)T, (int)S, scale, causal != 0,
+                                W, acc);
         else
             s = fa_backward<128>(fn, c, (const bf16 *)dout, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse2,
-                                 delta, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, B * H, (int)T, (int)S, scale, causal != 0,
-                                 acc);
+                                 delta, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, B * H, G, (int)T, (int)S, scale,
+                                 causal != 0, W, acc);
     }
     tfcu_scratch_free(c, prep);
     return s;

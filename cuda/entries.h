@@ -31,20 +31,21 @@ tfc_status tfcu_coll_reduce_scatter(const tfc_coll_problem *p);
 
 /*
  * Tensor-core attention (attention_flash.cu): bf16, D = Dv = 64 or 128,
- * on contiguous q [B,H,T,D], k/v [B,H,S,D], out [B,H,T,D], lse [B,H,T]
- * f32 (tfc_attn_problem's formulas); attention.cu's entries call them
+ * on contiguous q [B,H,T,D], k/v [B,Hkv,S,D] (Hkv dividing H), out
+ * [B,H,T,D], lse [B,H,T] f32, window as tfc_attn_problem's
+ * (tfc_attn_problem's formulas); attention.cu's entries call them
  * where tfcu_flash_attention_applies says a problem fits (dtype, dims,
  * T, S > 0, the given operand pointers 16-byte aligned; NULLs ignored).
  */
 int tfcu_flash_attention_applies(int32_t dtype, size_t D, size_t Dv, size_t T, size_t S, const void *const *ptrs,
                                  int nptrs);
 tfc_status tfcu_flash_attention_forward(int32_t device, const void *q, const void *k, const void *v, void *out,
-                                        float *lse, size_t B, size_t H, size_t T, size_t S, size_t D, float scale,
-                                        int32_t causal);
+                                        float *lse, size_t B, size_t H, size_t Hkv, size_t T, size_t S, size_t D,
+                                        float scale, int32_t causal, int64_t window);
 tfc_status tfcu_flash_attention_backward(int32_t device, const void *dout, const void *q, const void *k, const void *v,
                                          const void *out, const float *lse, void *dq, void *dk, void *dv, size_t B,
-                                         size_t H, size_t T, size_t S, size_t D, float scale, int32_t causal,
-                                         uint32_t flags);
+                                         size_t H, size_t Hkv, size_t T, size_t S, size_t D, float scale,
+                                         int32_t causal, int64_t window, uint32_t flags);
 
 /*
  * Entries that take the table's problems as they are (backend.h states what

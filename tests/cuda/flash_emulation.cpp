@@ -340,24 +340,27 @@ struct result {
     std::vector<float> lse;
 };
 
-/* The entries' sequence (prep, dk/dv, dq) on the host, as tfcu_flash_attention_forward/backward launch it. */
+/*
+ * The entries' sequence (prep, dk/dv, dq) on the host, as tfcu_flash_attention_forward/backward launch it:
+ * BH query heads, BH / G kv heads (q [BH, T, HD], k and v [BH / G, S, HD]), window W (0: none).
+ */
 template <int HD>
 static result run_flash(const std::vector<uint16_t> &q, const std::vector<uint16_t> &k, const std::vector<uint16_t> &v,
-                        const std::vector<uint16_t> &dout, int BH, int T, int S, float scale, int causal) {
+                        const std::vector<uint16_t> &dout, int BH, int G, int T, int S, float scale, int causal, int W) {
     result r;
     r.out.assign((size_t)BH * T * HD, 0xffff), r.lse.assign((size_t)BH * T, NAN);
-    r.dq.assign((size_t)BH * T * HD, 0xffff), r.dk.assign((size_t)BH * S * HD, 0xffff);
-    r.dv.assign((size_t)BH * S * HD, 0xffff);
+    r.dq.assign((size_t)BH * T * HD, 0xffff), r.dk.assign((size_t)BH / G * S * HD, 0xffff);
+    r.dv.assign((size_t)BH / G * S * HD, 0xffff);
     const bf16 *Q = (const bf16 *)q.data(), *K = (const bf16 *)k.data(), *V = (const bf16 *)v.data(),
                *DO = (const bf16 *)dout.data();
     const float sl2 = scale * 1.4426950408889634f;
     g_inputs = {{q.data(), q.size() * 2}, {k.data(), k.size() * 2}, {v.data(), v.size() * 2}};
     if (HD == 64 && g_fwd_rows64)
         launch((unsigned)((T + 63) / 64), (unsigned)BH, (size_t)(64 + 2 * 64) * 64 * 2,
-               [&] { flash_fwd_kernel<64, 1>(Q, K, V, (bf16 *)r.out.data(), r.lse.data(), T, S, sl2, causal); });
+               [&] { flash_fwd_kernel<64, 1>(Q, K, V, (bf16 *)r.out.data(), r.lse.data(), T, S, G, sl2, causal, W); });
     else
         launch((unsigned)((T + fwd_rows(HD) - 1) / fwd_rows(HD)), (unsigned)BH, fwd_smem(HD), [&] {
-            flash_fwd_kernel<HD, fwd_mt(HD)>(Q, K, V, (bf16 *)r.out.data(), r.lse.data(), T, S, sl2, causal);
+            flash_fwd_kernel<HD, fwd_mt(HD)>(Q, K, V, (bf16 *)r.out.data(), r.lse.data(), T, S, G, sl2, causal, W);
         });
     std::vector<float> prep((size_t)2 * BH * T);
     float *delta = prep.data(), *lse2 = delta + (size_t)BH * T;
@@ -365,33 +368,39 @@ static result run_flash(const std::vector<uint16_t> &q, const std::vector<uint16
     launch((unsigned)((rows + 3) / 4), 1, 0,
            [&] { flash_bwd_prep_kernel<HD>(DO, (const bf16 *)r.out.data(), r.lse.data(), delta, lse2, rows); });
     g_inputs.push_back({dout.data(), dout.size() * 2});
-    launch((unsigned)((S + 63) / 64), (unsigned)BH, dkdv_smem(HD), [&] {
+    launch((unsigned)((S + 63) / 64), (unsigned)(BH / G), dkdv_smem(HD), [&] {
         flash_bwd_dkdv_kernel<HD, dkdv_bq(HD)>(DO, Q, K, V, lse2, delta, (bf16 *)r.dk.data(), (bf16 *)r.dv.data(), T, S,
-                                               scale, sl2, causal, false);
+                                               G, scale, sl2, causal, W, false);
     });
     launch((unsigned)((T + 63) / 64), (unsigned)BH, dq_smem(HD), [&] {
-        flash_bwd_dq_kernel<HD, dq_bn(HD)>(DO, Q, K, V, lse2, delta, (bf16 *)r.dq.data(), T, S, scale, sl2, causal,
-                                           false);
+        flash_bwd_dq_kernel<HD, dq_bn(HD)>(DO, Q, K, V, lse2, delta, (bf16 *)r.dq.data(), T, S, G, scale, sl2, causal,
+                                           W, false);
     });
     return r;
 }
 
+/*
+ * Query head bh reads kv head bh / G (Hugging Face's repeat_kv order: kv head j serves query heads jG .. jG + G - 1);
+ * causal keeps j <= i + S - T, a window W > 0 also j > i + S - T - W.
+ */
 static void naive(const std::vector<uint16_t> &q16, const std::vector<uint16_t> &k16, const std::vector<uint16_t> &v16,
-                  const std::vector<uint16_t> &do16, int BH, int T, int S, int D, double scale, int causal,
-                  std::vector<double> &out, std::vector<double> &lse, std::vector<double> &dq, std::vector<double> &dk,
-                  std::vector<double> &dv) {
+                  const std::vector<uint16_t> &do16, int BH, int G, int T, int S, int D, double scale, int causal,
+                  int W, std::vector<double> &out, std::vector<double> &lse, std::vector<double> &dq,
+                  std::vector<double> &dk, std::vector<double> &dv) {
     auto f = [](const std::vector<uint16_t> &x, size_t i) { return (double)emu_bf2f(x[i]); };
     out.assign((size_t)BH * T * D, 0), lse.assign((size_t)BH * T, 0), dq.assign((size_t)BH * T * D, 0);
-    dk.assign((size_t)BH * S * D, 0), dv.assign((size_t)BH * S * D, 0);
+    dk.assign((size_t)BH / G * S * D, 0), dv.assign((size_t)BH / G * S * D, 0);
     std::vector<double> p(S + 1);
     for (int bh = 0; bh < BH; bh++)
         for (int i = 0; i < T; i++) {
+            const int kvh = bh / G;
             size_t qi = ((size_t)bh * T + i) * D;
             double m = -INFINITY, sum = 0, delta = 0;
             for (int j = 0; j < S; j++) {
                 double s = 0;
-                for (int d = 0; d < D; d++) s += f(q16, qi + d) * f(k16, ((size_t)bh * S + j) * D + d);
-                p[j] = (!causal || j <= i + S - T) ? s * scale : -INFINITY;
+                for (int d = 0; d < D; d++) s += f(q16, qi + d) * f(k16, ((size_t)kvh * S + j) * D + d);
+                bool seen = !causal || (j <= i + S - T && (W <= 0 || j > i + S - T - W));
+                p[j] = seen ? s * scale : -INFINITY;
                 m = fmax(m, p[j]);
             }
             for (int j = 0; j < S; j++) sum += m == -INFINITY ? 0 : exp(p[j] - m);
@@ -399,12 +408,12 @@ static void naive(const std::vector<uint16_t> &q16, const std::vector<uint16_t> 
             for (int j = 0; j < S; j++) p[j] = sum > 0 ? exp(p[j] - m) / sum : 0;
             for (int d = 0; d < D; d++) {
                 double o = 0;
-                for (int j = 0; j < S; j++) o += p[j] * f(v16, ((size_t)bh * S + j) * D + d);
+                for (int j = 0; j < S; j++) o += p[j] * f(v16, ((size_t)kvh * S + j) * D + d);
                 out[qi + d] = o;
                 delta += o * f(do16, qi + d);
             }
             for (int j = 0; j < S; j++) {
-                size_t kj = ((size_t)bh * S + j) * D;
+                size_t kj = ((size_t)kvh * S + j) * D;
                 double g = 0;
                 for (int d = 0; d < D; d++) g += f(do16, qi + d) * f(v16, kj + d);
                 double ds = p[j] * (g - delta);
@@ -440,22 +449,23 @@ static std::vector<float> widen(const std::vector<uint16_t> &x) {
     return y;
 }
 
-static void run_case(int BH, int T, int S, int D, int causal) {
+static void run_case(int BH, int G, int T, int S, int D, int causal, int W) {
     float scale = 1.0f / sqrtf((float)D);
     uint64_t seed = 11 + (uint64_t)T * 7 + (uint64_t)S * 3 + (uint64_t)D + (uint64_t)causal;
-    auto q = rnd((size_t)BH * T * D, seed), k = rnd((size_t)BH * S * D, seed + 1),
-         v = rnd((size_t)BH * S * D, seed + 2), dout = rnd((size_t)BH * T * D, seed + 3);
+    const int BHkv = BH / G;
+    auto q = rnd((size_t)BH * T * D, seed), k = rnd((size_t)BHkv * S * D, seed + 1),
+         v = rnd((size_t)BHkv * S * D, seed + 2), dout = rnd((size_t)BH * T * D, seed + 3);
     std::vector<double> out, lse, dq, dk, dv;
-    naive(q, k, v, dout, BH, T, S, D, scale, causal, out, lse, dq, dk, dv);
+    naive(q, k, v, dout, BH, G, T, S, D, scale, causal, W, out, lse, dq, dk, dv);
     /* Every (copy timing, warp schedule): any missing wait or barrier shows as a difference. */
     result r[6];
     for (int mode = 0; mode < 6; mode++) {
         g_eager = mode & 1, g_schedule = mode >> 1, g_fwd_rows64 = 0;
-        r[mode] = D == 64 ? run_flash<64>(q, k, v, dout, BH, T, S, scale, causal)
-                          : run_flash<128>(q, k, v, dout, BH, T, S, scale, causal);
+        r[mode] = D == 64 ? run_flash<64>(q, k, v, dout, BH, G, T, S, scale, causal, W)
+                          : run_flash<128>(q, k, v, dout, BH, G, T, S, scale, causal, W);
     }
     char what[128];
-    snprintf(what, sizeof what, "BH %d T %d S %d D %d causal %d", BH, T, S, D, causal);
+    snprintf(what, sizeof what, "BH %d G %d T %d S %d D %d causal %d window %d", BH, G, T, S, D, causal, W);
     check(what, "out", widen(r[0].out).data(), out.data(), out.size(), 1.5e-2);
     check(what, "lse", r[0].lse.data(), lse.data(), lse.size(), 2e-5); /* test_cuda.c asks 2e-5 of bf16 lse */
     check(what, "dq", widen(r[0].dq).data(), dq.data(), dq.size(), 3e-2);
@@ -473,7 +483,7 @@ static void run_case(int BH, int T, int S, int D, int causal) {
     if (D == 64) {
         /* The 64-row forward variant: the same values and gradients. */
         g_eager = 0, g_schedule = 1, g_fwd_rows64 = 1;
-        result r64 = run_flash<64>(q, k, v, dout, BH, T, S, scale, causal);
+        result r64 = run_flash<64>(q, k, v, dout, BH, G, T, S, scale, causal, W);
         g_fwd_rows64 = 0;
         char w64[160];
         snprintf(w64, sizeof w64, "%s, 64-row forward", what);
@@ -486,12 +496,18 @@ static void run_case(int BH, int T, int S, int D, int causal) {
 }
 
 int main(int argc, char **argv) {
-    /* (BH, T, S, D, causal); "quick" keeps the small ones. */
-    static const int cfg[][5] = {
-        {2, 1, 1, 64, 1},    {2, 17, 17, 64, 1},   {1, 100, 100, 64, 1}, {1, 100, 100, 128, 1}, {1, 70, 70, 64, 0},
-        {1, 33, 100, 64, 1}, {1, 100, 40, 128, 1}, {1, 17, 33, 128, 0},  {1, 130, 130, 128, 1}, {1, 200, 200, 64, 1}};
-    int n = argc > 1 && !strcmp(argv[1], "quick") ? 6 : (int)(sizeof cfg / sizeof cfg[0]);
-    for (int c = 0; c < n; c++) run_case(cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][4]);
+    /*
+     * (BH, G, T, S, D, causal, window); "quick" keeps the first 9. G > 1: grouped-query heads (BH / G kv heads, each
+     * read by G query heads; G = BH is multi-query); window > 0: a sliding window shorter than the keys, so key
+     * blocks left of it are skipped and the tiles on its edge masked, with T < S as a KV cache has it.
+     */
+    static const int cfg[][7] = {
+        {2, 1, 1, 1, 64, 1, 0},     {2, 1, 17, 17, 64, 1, 0},    {1, 1, 100, 100, 64, 1, 0}, {1, 1, 100, 100, 128, 1, 0},
+        {1, 1, 70, 70, 64, 0, 0},   {1, 1, 33, 100, 64, 1, 0},   {4, 2, 70, 70, 64, 1, 0},   {3, 3, 33, 140, 64, 1, 20},
+        {2, 2, 130, 130, 128, 1, 50}, {1, 1, 100, 40, 128, 1, 0}, {1, 1, 17, 33, 128, 0, 0},  {1, 1, 130, 130, 128, 1, 0},
+        {1, 1, 200, 200, 64, 1, 0}, {4, 4, 200, 200, 64, 1, 64}, {2, 1, 150, 200, 64, 1, 70}, {4, 2, 100, 40, 128, 1, 7}};
+    int n = argc > 1 && !strcmp(argv[1], "quick") ? 9 : (int)(sizeof cfg / sizeof cfg[0]);
+    for (int c = 0; c < n; c++) run_case(cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][4], cfg[c][5], cfg[c][6]);
     printf("%d checks, %d failed\n", g_checks, g_failed);
     return g_failed ? 1 : 0;
 }

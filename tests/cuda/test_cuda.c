@@ -1257,48 +1257,61 @@ TEST(gemm_column_slices_and_empty_inner_dim) {
     }
 }
 
-/* Naive attention in double: out, lse and (with dout) dq, dk, dv. */
-static void attention_ref(const float *q, const float *k, const float *v, const float *dout, size_t BH, size_t T,
-                          size_t S, size_t D, size_t Dv, double scale, int causal, float *out, float *lse, float *dq,
-                          float *dk, float *dv) {
+/*
+ * Naive attention in double: out, lse and (with dout) dq, dk, dv. BH query
+ * heads, BH / G kv heads (query head bh reads kv head bh / G, Hugging
+ * Face's repeat_kv order; dk, dv [BH / G, S, ·] sum over the G heads);
+ * causal keeps j <= i + S - T, a window W > 0 also j > i + S - T - W.
+ */
+static void attention_ref_gw(const float *q, const float *k, const float *v, const float *dout, size_t BH, size_t G,
+                             size_t T, size_t S, size_t D, size_t Dv, double scale, int causal, long W, float *out,
+                             float *lse, float *dq, float *dk, float *dv) {
     double *p = malloc(S * 8), *dp = malloc(S * 8);
-    memset(dq, 0, BH * T * D * 4), memset(dk, 0, BH * S * D * 4), memset(dv, 0, BH * S * Dv * 4);
-    for (size_t bh = 0; bh < BH; bh++)
+    memset(dq, 0, BH * T * D * 4), memset(dk, 0, BH / G * S * D * 4), memset(dv, 0, BH / G * S * Dv * 4);
+    for (size_t bq = 0; bq < BH; bq++)
         for (size_t i = 0; i < T; i++) {
-            const float *qi = q + (bh * T + i) * D;
+            const size_t bh = bq / G; /* the kv head: k, v, dk, dv below */
+            const float *qi = q + (bq * T + i) * D;
             double m = -INFINITY, sum = 0;
             for (size_t j = 0; j < S; j++) {
-                int vis = !causal || (long)j <= (long)i + (long)S - (long)T;
+                const long pos = (long)i + (long)S - (long)T;
+                int vis = !causal || ((long)j <= pos && (W <= 0 || (long)j > pos - W));
                 double s = 0;
                 for (size_t d = 0; d < D; d++) s += (double)qi[d] * k[(bh * S + j) * D + d];
                 p[j] = vis ? s * scale : -INFINITY;
                 m = fmax(m, p[j]);
             }
             for (size_t j = 0; j < S; j++) sum += m == -INFINITY ? 0 : exp(p[j] - m);
-            lse[bh * T + i] = sum > 0 ? (float)(m + log(sum)) : -INFINITY;
+            lse[bq * T + i] = sum > 0 ? (float)(m + log(sum)) : -INFINITY;
             for (size_t j = 0; j < S; j++) p[j] = sum > 0 ? exp(p[j] - m) / sum : 0;
             double delta = 0;
             for (size_t d = 0; d < Dv; d++) {
                 double o = 0;
                 for (size_t j = 0; j < S; j++) o += p[j] * v[(bh * S + j) * Dv + d];
-                out[(bh * T + i) * Dv + d] = (float)o;
-                delta += o * dout[(bh * T + i) * Dv + d];
+                out[(bq * T + i) * Dv + d] = (float)o;
+                delta += o * dout[(bq * T + i) * Dv + d];
             }
             for (size_t j = 0; j < S; j++) {
                 double g = 0;
-                for (size_t d = 0; d < Dv; d++) g += (double)dout[(bh * T + i) * Dv + d] * v[(bh * S + j) * Dv + d];
+                for (size_t d = 0; d < Dv; d++) g += (double)dout[(bq * T + i) * Dv + d] * v[(bh * S + j) * Dv + d];
                 dp[j] = p[j] * (g - delta);
             }
             for (size_t j = 0; j < S; j++) {
                 for (size_t d = 0; d < D; d++) {
-                    dq[(bh * T + i) * D + d] += (float)(scale * dp[j] * k[(bh * S + j) * D + d]);
+                    dq[(bq * T + i) * D + d] += (float)(scale * dp[j] * k[(bh * S + j) * D + d]);
                     dk[(bh * S + j) * D + d] += (float)(scale * dp[j] * qi[d]);
                 }
                 for (size_t d = 0; d < Dv; d++)
-                    dv[(bh * S + j) * Dv + d] += (float)(p[j] * dout[(bh * T + i) * Dv + d]);
+                    dv[(bh * S + j) * Dv + d] += (float)(p[j] * dout[(bq * T + i) * Dv + d]);
             }
         }
     free(p), free(dp);
+}
+
+static void attention_ref(const float *q, const float *k, const float *v, const float *dout, size_t BH, size_t T,
+                          size_t S, size_t D, size_t Dv, double scale, int causal, float *out, float *lse, float *dq,
+                          float *dk, float *dv) {
+    attention_ref_gw(q, k, v, dout, BH, 1, T, S, D, Dv, scale, causal, 0, out, lse, dq, dk, dv);
 }
 
 /* A contiguous [B, H, rows, cols] attention operand. */
@@ -1329,6 +1342,7 @@ TEST(attention_forward_backward) {
             tfc_attn_problem ap = {.dtype = (tfc_dtype)dt,
                                    .B = 1,
                                    .H = (int64_t)BH,
+                                   .Hkv = (int64_t)BH,
                                    .Tq = (int64_t)T,
                                    .S = (int64_t)S,
                                    .D = (int64_t)D,
@@ -1349,6 +1363,7 @@ TEST(attention_forward_backward) {
             tfc_attn_problem bp = {.dtype = (tfc_dtype)dt,
                                    .B = 1,
                                    .H = (int64_t)BH,
+                                   .Hkv = (int64_t)BH,
                                    .Tq = (int64_t)T,
                                    .S = (int64_t)S,
                                    .D = (int64_t)D,
@@ -1383,6 +1398,7 @@ TEST(attention_forward_backward) {
     tfc_attn_problem big = {.dtype = TFC_DTYPE_F32,
                             .B = 1,
                             .H = 1,
+                            .Hkv = 1,
                             .Tq = 4,
                             .S = 4,
                             .D = 256,
@@ -1434,6 +1450,7 @@ TEST(attention_strided_operands) {
             tfc_attn_problem ap = {.dtype = (tfc_dtype)dt,
                                    .B = (int64_t)B,
                                    .H = (int64_t)H,
+                                   .Hkv = (int64_t)H,
                                    .Tq = (int64_t)T,
                                    .S = (int64_t)T,
                                    .D = (int64_t)D,
@@ -1458,6 +1475,7 @@ TEST(attention_strided_operands) {
             tfc_attn_problem bp = {.dtype = (tfc_dtype)dt,
                                    .B = (int64_t)B,
                                    .H = (int64_t)H,
+                                   .Hkv = (int64_t)H,
                                    .Tq = (int64_t)T,
                                    .S = (int64_t)T,
                                    .D = (int64_t)D,
@@ -1529,6 +1547,7 @@ static void attn_path_case(const char *path, int dt, size_t B, size_t H, size_t 
         tfc_attn_problem p = {.dtype = (tfc_dtype)dt,
                               .B = (int64_t)B,
                               .H = (int64_t)H,
+                              .Hkv = (int64_t)H,
                               .Tq = (int64_t)T,
                               .S = (int64_t)S,
                               .D = (int64_t)D,
@@ -1621,6 +1640,119 @@ TEST(attention_simple_and_flash_paths_vs_cpu) {
 }
 
 /*
+ * Grouped-query heads (k, v with Hkv heads, query head h reading kv head
+ * h / (H / Hkv)) and a sliding window (query i sees keys i + S - T - W <
+ * j <= i + S - T) on both paths against attention_ref_gw: Hkv 1, 2 and H,
+ * windows inside one key block and across several, T < S (a KV cache) and
+ * T > S; dk, dv are the group's sums (each written once, no atomics, so
+ * two runs give the same bits); accumulation doubles them.
+ */
+static void attn_gqa_case(const char *path, int dt, size_t B, size_t H, size_t Hkv, size_t T, size_t S, size_t D,
+                          size_t Dv, int causal, long W) {
+    setenv("TFC_CUDA_ATTENTION", path, 1);
+    const size_t BH = B * H, BK = B * Hkv, G = H / Hkv, es = dt_size(dt);
+    const double scale = 1.0 / sqrt((double)D);
+    const uint64_t seed = 300 + T * 7 + S * 3 + D + Hkv + (uint64_t)W;
+    float *q = rand_host(BH * T * D, -1, 1, dt, seed), *k = rand_host(BK * S * D, -1, 1, dt, seed + 1);
+    float *v = rand_host(BK * S * Dv, -1, 1, dt, seed + 2), *dout = rand_host(BH * T * Dv, -1, 1, dt, seed + 3);
+    float *out = malloc(BH * T * Dv * 4), *lse = malloc(BH * T * 4), *dq = malloc(BH * T * D * 4);
+    float *dk = malloc(BK * S * D * 4), *dv = malloc(BK * S * Dv * 4);
+    attention_ref_gw(q, k, v, dout, BH, G, T, S, D, Dv, scale, causal, W, out, lse, dq, dk, dv);
+    void *d_q = up(q, BH * T * D, dt), *d_k = up(k, BK * S * D, dt), *d_v = up(v, BK * S * Dv, dt);
+    void *d_do = up(dout, BH * T * Dv, dt);
+    void *first[3] = {0};
+    for (int rep = 0; rep < 2; rep++) {
+        void *d_out = dev(BH * T * Dv, dt), *d_dq = dev(BH * T * D, dt), *d_dk = dev(BK * S * D, dt);
+        void *d_dv = dev(BK * S * Dv, dt);
+        float *d_lse = dev(BH * T, TFC_DTYPE_F32);
+        tfc_attn_problem p = {.dtype = (tfc_dtype)dt,
+                              .B = (int64_t)B,
+                              .H = (int64_t)H,
+                              .Tq = (int64_t)T,
+                              .S = (int64_t)S,
+                              .D = (int64_t)D,
+                              .Dv = (int64_t)Dv,
+                              .Hkv = (int64_t)Hkv,
+                              .window = W,
+                              .causal = causal,
+                              .scale = scale,
+                              .q = attn_c(d_q, H, T, D),
+                              .k = attn_c(d_k, Hkv, S, D),
+                              .v = attn_c(d_v, Hkv, S, Dv),
+                              .out = attn_c(d_out, H, T, Dv),
+                              .dout = attn_c(d_do, H, T, Dv),
+                              .out_w = d_out,
+                              .lse_w = d_lse,
+                              .lse = d_lse,
+                              .dq = d_dq,
+                              .dk = d_dk,
+                              .dv = d_dv};
+        CHECK_CU(A->attention_forward(&p));
+        CHECK_CU(A->attention_backward(&p));
+        char what[200];
+        const double tol = dt == TFC_DTYPE_BF16 ? 1.5e-2 : 2e-5, gtol = dt == TFC_DTYPE_BF16 ? 3e-2 : 5e-5;
+        const double ltol = dt == TFC_DTYPE_BF16 ? 1e-4 : 2e-5;
+        if (rep == 0) {
+#define GQA_CHECK(d, n, ddt, want, t, name)                                                                           \
+    snprintf(what, sizeof what, "%s attention %s (%s, B %zu H %zu Hkv %zu T %zu S %zu D %zu Dv %zu causal %d W %ld)", \
+             path, name, dt_name(dt), B, H, Hkv, T, S, D, Dv, causal, W);                                             \
+    CHECK_DEVICE(d, n, ddt, want, t, what)
+            GQA_CHECK(d_out, BH * T * Dv, dt, out, tol, "out");
+            GQA_CHECK(d_lse, BH * T, TFC_DTYPE_F32, lse, ltol, "lse");
+            GQA_CHECK(d_dq, BH * T * D, dt, dq, gtol, "dq");
+            GQA_CHECK(d_dk, BK * S * D, dt, dk, gtol, "dk");
+            GQA_CHECK(d_dv, BK * S * Dv, dt, dv, gtol, "dv");
+            /* dv alone, accumulated onto itself: twice the group's sum. */
+            tfc_attn_problem a = p;
+            a.dq = NULL, a.dk = NULL, a.accumulate = 1;
+            CHECK_CU(A->attention_backward(&a));
+            float *dv2 = malloc(BK * S * Dv * 4);
+            for (size_t i = 0; i < BK * S * Dv; i++) dv2[i] = 2 * dv[i];
+            GQA_CHECK(d_dv, BK * S * Dv, dt, dv2, 2 * gtol, "dv accumulated");
+#undef GQA_CHECK
+            free(dv2);
+        }
+        void *bufs[3] = {d_out, d_dq, d_dk};
+        const size_t n[3] = {BH * T * Dv, BH * T * D, BK * S * D};
+        for (int b = 0; b < 3; b++) {
+            void *h = malloc(n[b] * es);
+            attn_raw(h, bufs[b], n[b] * es);
+            if (rep == 0) {
+                first[b] = h;
+            } else {
+                tfc_test_checks++;
+                if (memcmp(h, first[b], n[b] * es) != 0)
+                    TFC_FAIL_AT("%s GQA attention (H %zu Hkv %zu W %ld): output %d differs between two runs", path, H,
+                                Hkv, W, b);
+                free(h), free(first[b]);
+            }
+        }
+        dfree(d_out), dfree(d_dq), dfree(d_dk), dfree(d_dv), dfree(d_lse);
+    }
+    free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
+    dfree(d_q), dfree(d_k), dfree(d_v), dfree(d_do);
+    unsetenv("TFC_CUDA_ATTENTION");
+}
+
+TEST(attention_gqa_and_window_paths_vs_cpu) {
+    /* (B, H, Hkv, T, S, D, causal, W) */
+    static const long cfg[][8] = {
+        {2, 4, 1, 100, 100, 64, 1, 0},  {1, 8, 2, 130, 130, 128, 1, 0}, {2, 4, 4, 70, 70, 64, 1, 20},
+        {1, 6, 2, 200, 200, 64, 1, 64}, {1, 4, 1, 33, 300, 64, 1, 100}, {1, 4, 2, 1, 257, 128, 1, 70},
+        {1, 4, 2, 100, 40, 64, 1, 7},   {1, 4, 2, 90, 120, 64, 0, 0},   {1, 2, 1, 1000, 1000, 64, 1, 256}};
+    const char *paths[2] = {"simple", "flash"};
+    for (int pi = 0; pi < 2; pi++)
+        for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++)
+            attn_gqa_case(paths[pi], TFC_DTYPE_BF16, (size_t)cfg[c][0], (size_t)cfg[c][1], (size_t)cfg[c][2],
+                          (size_t)cfg[c][3], (size_t)cfg[c][4], (size_t)cfg[c][5], (size_t)cfg[c][5], (int)cfg[c][6],
+                          cfg[c][7]);
+    /* f32 (the simple kernels) and head dims other than 64/128 (simple under "flash" too). */
+    attn_gqa_case("flash", TFC_DTYPE_F32, 1, 6, 2, 70, 100, 32, 48, 1, 30);
+    attn_gqa_case("simple", TFC_DTYPE_F32, 2, 4, 1, 65, 65, 80, 96, 1, 64);
+    attn_gqa_case("flash", TFC_DTYPE_BF16, 1, 4, 2, 50, 60, 16, 16, 1, 5);
+}
+
+/*
  * The switch really selects different kernels: flash rounds P to bf16
  * before P.V, the simple kernels do not, so their bf16 outputs differ in
  * some element; an unknown value is refused.
@@ -1638,6 +1770,7 @@ TEST(attention_path_switch) {
         tfc_attn_problem p = {.dtype = TFC_DTYPE_BF16,
                               .B = 1,
                               .H = (int64_t)BH,
+                              .Hkv = (int64_t)BH,
                               .Tq = (int64_t)T,
                               .S = (int64_t)T,
                               .D = (int64_t)D,
@@ -1668,6 +1801,7 @@ TEST(attention_path_switch) {
     tfc_attn_problem p = {.dtype = TFC_DTYPE_BF16,
                           .B = 1,
                           .H = (int64_t)BH,
+                          .Hkv = (int64_t)BH,
                           .Tq = (int64_t)T,
                           .S = (int64_t)T,
                           .D = (int64_t)D,

@@ -857,6 +857,35 @@ TEST(attention_autocast_runs_bf16_on_cuda_with_f32_in_and_out) {
     tfc_graph_release(g);
 }
 
+/*
+ * Grouped-query heads and a sliding window through the public ops: f32
+ * tfc_attention_ex (CUDA's simple kernels) and its autocast form (CUDA's
+ * tensor-core kernels for D 64, bf16's tolerance against the CPU's f32),
+ * against the same ops on the CPU; gradients of q and of the kv heads.
+ */
+static tfc_status f_attn_gqa_window(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    tfc_attention_options w = TFC_ATTENTION_OPTIONS_INIT;
+    w.window = 20;
+    return tfc_attention_ex(g, x[0], x[1], x[2], 1, 0.125, &w, o);
+}
+static tfc_status f_attn_gqa_window_autocast(tfc_graph *g, tfc_tensor *const *x, tfc_tensor **o) {
+    tfc_attention_options w = TFC_ATTENTION_OPTIONS_INIT;
+    w.window = 70;
+    return tfc_attention_autocast_ex(g, x[0], x[1], x[2], 1, 0.125, &w, o);
+}
+
+TEST(attention_gqa_window_public_ops) {
+    const int64_t dq[4] = {2, 4, 100, 64}, dk1[4] = {2, 1, 130, 64}, dk2[4] = {2, 2, 130, 64};
+    tfc_tensor *q = rand_t(dq, 4, -1, 1), *k1 = rand_t(dk1, 4, -1, 1), *v1 = rand_t(dk1, 4, -1, 1);
+    tfc_tensor *k2 = rand_t(dk2, 4, -1, 1), *v2 = rand_t(dk2, 4, -1, 1);
+    check_op("attention_ex MQA window 20 T=100 S=130", f_attn_gqa_window, (tfc_tensor *[]){q, k1, v1}, 3, 7, 1e-4);
+    check_op("attention_ex GQA 4/2 window 20", f_attn_gqa_window, (tfc_tensor *[]){q, k2, v2}, 3, 7, 1e-4);
+    check_op("autocast attention_ex GQA 4/2 window 70", f_attn_gqa_window_autocast, (tfc_tensor *[]){q, k2, v2}, 3, 7,
+             3e-2);
+    tfc_tensor *all[] = {q, k1, v1, k2, v2};
+    release_all(all, 5);
+}
+
 /* ---- bf16 mixed precision and the step without host waits (issue #19 Part B, cubf16) ------------------------ */
 
 /*
