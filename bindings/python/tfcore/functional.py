@@ -261,12 +261,30 @@ def linear_cross_entropy(input, weight, target, ignore_index=-100):
                  int(ignore_index))
 
 
-def attention(q, k, v, causal=True, scale=None):
-    """softmax(scale · q kᵀ [+ causal mask]) v for q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv].
-    scale defaults to 1/sqrt(D); the causal mask is bottom-right aligned."""
+def _attention_options(window):
+    """A tfc_attention_options for the _ex doors: window None or 0 is none (the C door checks the rest)."""
+    if window is None:
+        window = 0
+    if isinstance(window, bool) or not isinstance(window, numbers.Integral):
+        raise TypeError("tfcore attention: window must be an int or None, got %s" % type(window).__name__)
+    o = ffi.new("tfc_attention_options *")
+    o.struct_size = ffi.sizeof("tfc_attention_options")
+    o.window = int(window)
+    return o
+
+
+def attention(q, k, v, causal=True, scale=None, window=None):
+    """softmax(scale · q kᵀ [+ mask]) v for q [B,H,T,D], k [B,Hkv,S,D], v [B,Hkv,S,Dv] → [B,H,T,Dv].
+
+    scale defaults to 1/sqrt(D); the causal mask is bottom-right aligned (query i sees keys
+    j <= i + S - T). Hkv must divide H: query head h attends with kv head h // (H // Hkv), as
+    Hugging Face's repeat_kv orders them (grouped-query attention; Hkv = 1 is multi-query), without
+    repeating k and v. window=W (causal only) is Mistral's / Qwen2's sliding window: query i also
+    drops keys j <= i + S - T - W, so it sees at most W keys, itself included."""
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    return _call(lib.tfc_attention, _ag.graph_for(q, k, v), q._h, k._h, v._h, 1 if causal else 0, float(scale))
+    return _call(lib.tfc_attention_ex, _ag.graph_for(q, k, v), q._h, k._h, v._h, 1 if causal else 0, float(scale),
+                 _attention_options(window))
 
 
 # ---- rotary position embedding ----------------------------------------------------------
@@ -336,16 +354,20 @@ def rope(x, positions, inv_freq):
     return _call(lib.tfc_rope, _ag.graph_for(x), x._h, positions._h, inv_freq._h)
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
     """torch.nn.functional.scaled_dot_product_attention's signature and defaults
     (not causal unless is_causal). q [..., T, D], k [..., S, D], v [..., S, Dv].
 
     attn_mask is a bool mask (True = attend) or a float mask added to the
     scores, broadcast to [..., T, S]; is_causal is torch's top-left aligned
-    tril(ones(T, S)), an error together with attn_mask. Without a mask, dropout
-    or T != S under is_causal this is one fused tfc_attention call; otherwise
-    the scores are formed explicitly. dropout_p applies whenever it is > 0, as
-    in torch (pass 0.0 in evaluation)."""
+    tril(ones(T, S)), an error together with attn_mask. enable_gqa (torch 2.5's
+    argument) lets k and v have Hkv heads (dim -3) dividing q's H: query head h
+    reads kv head h // (H // Hkv). Without a mask, dropout or T != S under
+    is_causal this is one fused tfc_attention_ex call (grouped heads read in
+    place); otherwise the scores are formed explicitly, k and v repeated to H
+    heads first. dropout_p applies whenever it is > 0, as in torch (pass 0.0
+    in evaluation)."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
             raise TypeError("tfcore.scaled_dot_product_attention: %s must be a Tensor, got %s"
@@ -360,10 +382,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     T, S = query.shape[-2], key.shape[-2]
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
+    grouped = enable_gqa and query.ndim >= 3 and key.ndim >= 3 and key.shape[-3] != query.shape[-3]
+    if grouped and (key.shape[-3] == 0 or query.shape[-3] % key.shape[-3] != 0 or value.shape[-3] != key.shape[-3]):
+        raise ValueError("tfcore.scaled_dot_product_attention: with enable_gqa, key's and value's heads (dim -3) "
+                         "must be equal and divide query's; got %s, %s, %s" % (query.shape, key.shape, value.shape))
     fused = attn_mask is None and dropout_p == 0 and (not is_causal or T == S) and \
-        query.ndim == 4 and key.ndim == 4 and value.ndim == 4
+        query.ndim == 4 and key.ndim == 4 and value.ndim == 4 and (grouped or key.shape[1] == query.shape[1])
     if fused:
         return attention(query, key, value, causal=bool(is_causal), scale=scale)
+    if grouped:  # the explicit path on repeated heads, as repeat_kv / repeat_interleave make them
+        g = query.shape[-3] // key.shape[-3]
+        key, value = (_repeat_heads(t, g) for t in (key, value))
     import numpy as np  # the explicit path: masks are built on the host
     scores = matmul(query, key.transpose(-2, -1)) * float(scale)
     if is_causal:
@@ -380,6 +409,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0:
         weights = dropout(weights, float(dropout_p), True)
     return matmul(weights, value)
+
+
+def _repeat_heads(t, g):
+    """[..., Hkv, S, D] → [..., Hkv·g, S, D], kv head j becoming heads j·g .. j·g + g - 1."""
+    lead, (hkv, s, d) = tuple(t.shape[:-3]), tuple(t.shape[-3:])
+    return t.unsqueeze(-3).expand(*lead, hkv, g, s, d).reshape(*lead, hkv * g, s, d)
 
 
 def _check_dropout_p(p):

@@ -11,6 +11,7 @@ here then start at zero. Shapes: see each function and kernels.h.
 import math
 
 from ._lib import check, ffi, lib
+from .functional import _attention_options
 from .tensor import Tensor, _call, _i64, tensor
 
 _GELU = {"none": lib.TFC_GELU_ERF, "tanh": lib.TFC_GELU_TANH}
@@ -161,23 +162,28 @@ def _scale(q, scale):
     return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
 
 
-def attention_forward(q, k, v, causal=True, scale=None, out=None, lse=None):
-    """Flash-style attention, q [B,H,T,D], k [B,H,S,D], v [B,H,S,Dv]. Returns
-    (out [B,H,T,Dv], lse [B,H,T]); scale defaults to 1/sqrt(D)."""
+def attention_forward(q, k, v, causal=True, scale=None, out=None, lse=None, window=None):
+    """Flash-style attention, q [B,H,T,D], k [B,Hkv,S,D], v [B,Hkv,S,Dv] (Hkv dividing H: query head h
+    reads kv head h // (H // Hkv), grouped-query attention). Returns (out [B,H,T,Dv], lse [B,H,T]);
+    scale defaults to 1/sqrt(D); window=W (causal only): each query sees at most its last W keys
+    (tfc_attention_forward_ex)."""
     out, ho = _out(out, tuple(q.shape[:-1]) + tuple(v.shape[-1:]), q)
     lse, hl = _out(lse, tuple(q.shape[:-1]), q)
-    check(lib.tfc_attention_forward(q._h, k._h, v._h, 1 if causal else 0, _scale(q, scale), ho, hl))
+    check(lib.tfc_attention_forward_ex(q._h, k._h, v._h, 1 if causal else 0, _scale(q, scale),
+                                       _attention_options(window), ho, hl))
     return out, lse
 
 
 def attention_backward(dout, q, k, v, out, lse, causal=True, scale=None, dq=None, dk=None, dv=None,
-                       accumulate=False):
-    """Gradients of attention_forward from its out and lse. Returns (dq, dk, dv)."""
+                       accumulate=False, window=None):
+    """Gradients of attention_forward from its out and lse (same causal, scale, window). Returns (dq, dk, dv);
+    dk and dv have k's and v's kv heads, each the sum over the query heads reading it."""
     dq, hq = _out(dq, q.shape, q, accumulate)
     dk, hk = _out(dk, k.shape, q, accumulate)
     dv, hv = _out(dv, v.shape, q, accumulate)
-    check(lib.tfc_attention_backward(dout._h, q._h, k._h, v._h, out._h, lse._h, 1 if causal else 0,
-                                     _scale(q, scale), hq, hk, hv, _flags(accumulate)))
+    check(lib.tfc_attention_backward_ex(dout._h, q._h, k._h, v._h, out._h, lse._h, 1 if causal else 0,
+                                        _scale(q, scale), _attention_options(window), hq, hk, hv,
+                                        _flags(accumulate)))
     return dq, dk, dv
 
 
