@@ -60,6 +60,24 @@ def test_attention_matches_torch(dtype, tol, causal):
 
 
 @pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("hkv,window", [(1, None), (2, None), (2, 3), (4, 2)])
+def test_grouped_query_attention_matches_hf(dtype, tol, hkv, window):
+    q, k, v = leaves((2, 4, 6, 8), (2, hkv, 6, 8), (2, hkv, 6, 8), dtype=dtype)
+
+    def ref(q, k, v):  # HF: repeat_kv by expand + reshape, an explicit causal (+ sliding window) mask
+        g = q.shape[1] // hkv
+        kk = k[:, :, None].expand(2, hkv, g, 6, 8).reshape(2, 4, 6, 8)
+        vv = v[:, :, None].expand(2, hkv, g, 6, 8).reshape(2, 4, 6, 8)
+        i, j = torch.arange(6)[:, None], torch.arange(6)[None, :]
+        keep = j <= i if window is None else (j <= i) & (j > i - window)
+        s = (q @ kk.transpose(-1, -2) / 8 ** 0.5).masked_fill(~keep, float("-inf"))
+        return torch.softmax(s, -1) @ vv
+
+    compare(lambda q, k, v: tt.scaled_dot_product_attention(q, k, v, is_causal=True, window=window), ref,
+            [q, k, v], tol)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
 def test_cross_entropy_matches_torch(dtype, tol):
     (lg,) = leaves((6, 9), dtype=dtype)
     t = torch.tensor([0, 8, -100, 3, 3, 1])

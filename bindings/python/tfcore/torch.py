@@ -150,29 +150,34 @@ def swiglu(gate, up):
 
 class _Attention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale):
-        out, lse = _k.attention_forward(_in(q), _in(k), _in(v), causal=causal, scale=scale)
+    def forward(ctx, q, k, v, causal, scale, window):
+        out, lse = _k.attention_forward(_in(q), _in(k), _in(v), causal=causal, scale=scale, window=window)
         out_t = _out(out)
         ctx.save_for_backward(q, k, v, out_t, _out(lse))
-        ctx.causal, ctx.scale = causal, scale
+        ctx.causal, ctx.scale, ctx.window = causal, scale, window
         return out_t
 
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = _k.attention_backward(_in(dout), _in(q), _in(k), _in(v), _in(out), _in(lse),
-                                           causal=ctx.causal, scale=ctx.scale)
-        return _out(dq), _out(dk), _out(dv), None, None
+                                           causal=ctx.causal, scale=ctx.scale, window=ctx.window)
+        return _out(dq), _out(dk), _out(dv), None, None, None
 
 
-def scaled_dot_product_attention(q, k, v, is_causal=False, scale=None):
-    """softmax(q kᵀ · scale (+ causal mask)) v for q [B,H,T,D], k [B,H,S,D],
-    v [B,H,S,Dv] by the flash-style kernel (no [T, S] matrix kept for
-    backward). scale defaults to 1/√D. The causal mask is bottom-right
-    aligned (query i sees keys j ≤ i + S − T), which is torch's top-left
-    `is_causal` when T == S; no attn_mask and no dropout (use
-    tfcore.functional for those)."""
-    return _Attention.apply(q, k, v, bool(is_causal), None if scale is None else float(scale))
+def scaled_dot_product_attention(q, k, v, is_causal=False, scale=None, window=None):
+    """softmax(q kᵀ · scale (+ causal mask)) v for q [B,H,T,D], k [B,Hkv,S,D],
+    v [B,Hkv,S,Dv] by the flash-style kernel (no [T, S] matrix kept for
+    backward). Hkv dividing H is grouped-query attention: query head h reads
+    kv head h // (H // Hkv) (HF's repeat_kv order) without K/V being repeated,
+    and dk, dv sum over each kv head's query heads. scale defaults to 1/√D.
+    The causal mask is bottom-right aligned (query i sees keys j ≤ i + S − T),
+    which is torch's top-left `is_causal` when T == S; window=W (causal only)
+    keeps each query's last W keys, itself included (Mistral's and Qwen2's
+    sliding window). No attn_mask and no dropout (use tfcore.functional for
+    those)."""
+    return _Attention.apply(q, k, v, bool(is_causal), None if scale is None else float(scale),
+                            None if window is None else int(window))
 
 
 # ---- cross-entropy ----------------------------------------------------------------
