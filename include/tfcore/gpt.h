@@ -1,21 +1,36 @@
 /*
- * tfcore/gpt.h — a GPT-2 style transformer: construction, forward with
+ * tfcore/gpt.h — decoder-only transformers (GPT-2 and the Llama family):
+ * construction, forward with
  * loss, named parameters, incremental decoding with a KV cache, sampling.
  * Guide: docs/MODEL.md.
  *
- * Architecture (GPT-2): token embedding wte [V,C] + learned position
+ * Architectures (tfc_gpt_config.arch; docs/MODEL.md "Architectures"):
+ *
+ * GPT-2 (TFC_GPT_ARCH_GPT2): token embedding wte [V,C] + learned position
  * embedding wpe [block,C]; n_layer pre-LN blocks
  *     x = x + attn(ln_1(x))      causal multi-head self-attention
  *     x = x + mlp(ln_2(x))       C -> 4C, GELU (tanh form), 4C -> C
  * then ln_f and the LM head logits = ln_f(x) · wteᵀ (tied), or with its
- * own lm_head.weight [V,C] when untied.
+ * own lm_head.weight [V,C] when untied. Parameter names and layouts are
+ * Hugging Face GPT-2's (transformer.wte.weight,
+ * transformer.h.0.attn.c_attn.weight, ...). The Linear layers inside blocks
+ * store their weight as [in, out] (HF's Conv1D layout, y = x · W + b), so
+ * weights travel to and from transformers' GPT2LMHeadModel without
+ * transposing.
  *
- * Parameter names and layouts are Hugging Face GPT-2's
- * (transformer.wte.weight, transformer.h.0.attn.c_attn.weight, ...). The
- * Linear layers inside blocks store their weight as [in, out] (HF's
- * Conv1D layout, y = x · W + b), so weights travel to and from
- * transformers' GPT2LMHeadModel without transposing. lm_head.weight is
- * [V, C] like HF's nn.Linear.
+ * The Llama family (TFC_GPT_ARCH_LLAMA, _MISTRAL, _QWEN2): token embedding
+ * only (no position table); n_layer pre-norm blocks
+ *     x = x + o_proj(attn(rope(q_proj(h)), rope(k_proj(h)), v_proj(h))),  h = RMSNorm(x)
+ *     x = x + down_proj(silu(gate_proj(h)) ⊙ up_proj(h)),                  h = RMSNorm(x)
+ * with rotary positions (HF's rotate-half form, rope_theta and rope_scaling:
+ * cfg.rope), grouped-query attention (n_kv_head key/value heads) and, for
+ * Mistral and Qwen2, an optional sliding window; then RMSNorm and the LM
+ * head. Names and layouts are transformers' LlamaForCausalLM /
+ * MistralForCausalLM / Qwen2ForCausalLM ones (model.embed_tokens.weight,
+ * model.layers.0.self_attn.q_proj.weight, ...), every Linear [out, in]
+ * (nn.Linear's layout, y = x · Wᵀ + b).
+ *
+ * lm_head.weight is [V, C] like HF's nn.Linear in every architecture.
  *
  * Thread-safety: a model may be read (forward without a graph, generate
  * with distinct caches) from several threads; training steps that write
@@ -26,6 +41,7 @@
 
 #include "tfcore/core.h"
 #include "tfcore/graph.h"
+#include "tfcore/kernels.h" /* tfc_rope_config */
 #include "tfcore/quant.h"
 #include "tfcore/tensor.h"
 
@@ -40,17 +56,30 @@ typedef struct tfc_gpt_cache tfc_gpt_cache;
  * Model hyper-parameters. Set struct_size = sizeof(tfc_gpt_config) (the
  * INIT macro does): fields added later go at the end.
  */
+/* The architecture a config describes (tfc_gpt_config.arch). */
+typedef enum tfc_gpt_arch {
+    TFC_GPT_ARCH_GPT2 = 0,    /* GPT-2: LayerNorm, learned positions, GELU MLP, Conv1D weights */
+    TFC_GPT_ARCH_LLAMA = 1,   /* Llama 2/3.x, TinyLlama, SmolLM: RMSNorm, RoPE, SwiGLU, GQA */
+    TFC_GPT_ARCH_MISTRAL = 2, /* Llama's blocks, no biases, optional sliding window */
+    TFC_GPT_ARCH_QWEN2 = 3    /* Llama's blocks with q/k/v biases, optional sliding window */
+} tfc_gpt_arch;
+
+/*
+ * Model hyper-parameters. Set struct_size = sizeof(tfc_gpt_config) (the
+ * INIT macro does): fields added later go at the end, and a caller built
+ * against an older, shorter struct gets the defaults of the fields it lacks.
+ */
 typedef struct tfc_gpt_config {
     uint32_t struct_size;
     int32_t n_layer;     /* transformer blocks, >= 1 */
-    int32_t n_head;      /* attention heads; must divide n_embd */
+    int32_t n_head;      /* attention (query) heads; must divide n_embd */
     int32_t n_embd;      /* model width C */
-    int32_t block_size;  /* longest context (rows of wpe) */
+    int32_t block_size;  /* longest context (GPT-2: rows of wpe; Llama family: max_position_embeddings) */
     int32_t vocab_size;  /* rows of wte */
-    int32_t bias;        /* 1: Linear and LayerNorm layers have biases (GPT-2), 0: none */
+    int32_t bias;        /* GPT-2: 1: Linear and LayerNorm layers have biases, 0: none. Llama family: unread */
     int32_t tie_weights; /* 1: LM head is wte (GPT-2), 0: its own lm_head.weight */
     tfc_dtype dtype;     /* parameter dtype: TFC_DTYPE_F32 or TFC_DTYPE_F64 */
-    double ln_eps;       /* LayerNorm epsilon in (0, 1], 1e-5 in GPT-2 */
+    double ln_eps;       /* the norm's epsilon in (0, 1]: LayerNorm's 1e-5 (GPT-2), rms_norm_eps (Llama family) */
     /*
      * Dropout probability in [0, 1), nanoGPT's places: after the embedding
      * sum, on the attention probabilities, after the attention output
@@ -61,11 +90,40 @@ typedef struct tfc_gpt_config {
      * gets 0. Masks: tfc_gpt_set_dropout_stream.
      */
     double dropout;
+    /*
+     * Added with the Llama family; a caller whose struct ends at dropout
+     * gets GPT-2 and the defaults below.
+     */
+    int32_t arch;           /* a tfc_gpt_arch */
+    int32_t n_kv_head;      /* key/value heads (grouped-query attention), dividing n_head; 0: n_head. GPT-2: n_head */
+    int64_t mlp_hidden;     /* the MLP's inner width (intermediate_size); 0: the family's default (GPT-2: 4·n_embd,
+                           which is the only width it takes; Llama family: 8·n_embd/3 rounded up to a multiple of 32) */
+    tfc_rope_config rope;   /* Llama family: rope_theta and rope_scaling (kernels.h); GPT-2 does not read it */
+    int32_t attention_bias; /* llama: q, k, v and o projections have biases; qwen2: q, k and v have them (its
+                               loader sets 1, as Qwen2's own does); mistral: must be 0. GPT-2: unread */
+    int32_t mlp_bias;       /* llama: gate/up/down projections have biases; mistral, qwen2: must be 0 */
+    int32_t sliding_window; /* mistral, qwen2: a query sees at most this many keys, itself included; 0: all */
 } tfc_gpt_config;
 
-/* Defaults: the char-tiny preset with a 256-token vocabulary, no dropout. */
-#define TFC_GPT_CONFIG_INIT \
-    { (uint32_t)sizeof(tfc_gpt_config), 4, 4, 128, 128, 256, 1, 1, TFC_DTYPE_F32, 1e-5, 0.0 }
+/* Defaults: the char-tiny preset (GPT-2) with a 256-token vocabulary, no dropout. */
+#define TFC_GPT_CONFIG_INIT                                                                                          \
+    {                                                                                                                \
+        (uint32_t)sizeof(tfc_gpt_config), 4, 4, 128, 128, 256, 1, 1, TFC_DTYPE_F32, 1e-5, 0.0, TFC_GPT_ARCH_GPT2, 0, \
+            0, TFC_ROPE_CONFIG_INIT, 0, 0, 0                                                                         \
+    }
+
+/*
+ * The name of an architecture ("gpt2", "llama", "mistral", "qwen2": the
+ * model_type of its Hugging Face config.json), or NULL for another value.
+ * Thread-safe; the string is static.
+ */
+TFC_API const char *tfc_gpt_arch_name(int32_t arch);
+/*
+ * The architecture of a name as tfc_gpt_arch_name spells it into *arch.
+ * Errors: NULL arguments, an unknown name (TFC_ERR_INVALID_ARG listing the
+ * known ones; *arch untouched). Thread-safe.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_arch_from_name(const char *name, int32_t *arch);
 
 /*
  * Fill *cfg with a named preset (cfg->struct_size must be set):
@@ -73,21 +131,33 @@ typedef struct tfc_gpt_config {
  *   "char-small" 6 layers, 6 heads, 384 dims, block 256   (vocab left as in *cfg)
  *   "gpt2-mini"  4 layers, 4 heads, 256 dims, block 128, vocab 50257
  *   "gpt2"      12 layers, 12 heads, 768 dims, block 1024, vocab 50257
- * Other fields are left as they are. Errors: NULL arguments,
+ *   "llama-tiny" the Llama family at char-tiny's scale: arch llama, 4 layers,
+ *                4 heads, 2 kv heads, 128 dims, MLP 352, block 128, untied
+ *                head, rope_theta 10000 (vocab left as in *cfg)
+ * The GPT-2 presets set arch to GPT-2 and n_kv_head, mlp_hidden to their
+ * defaults (0). Other fields are left as they are. Errors: NULL arguments,
  * unknown name (TFC_ERR_INVALID_ARG listing the known ones).
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_config_preset(const char *name, tfc_gpt_config *cfg);
 
 /*
- * Build a model with GPT-2 initialisation from the Philox stream `seed`:
+ * Build a model from the Philox stream `seed`. GPT-2's initialisation:
  * every weight matrix and embedding ~ normal(0, 0.02), the residual output
  * projections (attn.c_proj, mlp.c_proj) ~ normal(0, 0.02/sqrt(2·n_layer)),
- * biases 0, LayerNorm weight 1 / bias 0. Each parameter draws from its own
- * offset, so the values depend only on (config, seed). Every parameter
- * requires grad. Errors: NULL arguments, struct_size too small
- * (TFC_ERR_VERSION; a struct ending at ln_eps is accepted, dropout 0),
+ * biases 0, LayerNorm weight 1 / bias 0. The Llama family's (transformers'
+ * _init_weights): every Linear and the embedding ~ normal(0, 0.02), biases
+ * 0, RMSNorm weights 1. Each parameter draws from its own offset, so the
+ * values depend only on (config, seed). Every parameter requires grad. The
+ * model's config (tfc_gpt_get_config) has n_kv_head and mlp_hidden
+ * resolved from their 0 defaults. Errors: NULL arguments, struct_size too
+ * small (TFC_ERR_VERSION; a struct ending at ln_eps is accepted, dropout 0),
  * non-positive sizes, n_embd % n_head != 0, dropout outside [0, 1), bad
- * dtype (TFC_ERR_INVALID_ARG naming the field), TFC_ERR_OOM.
+ * dtype, an unknown arch, n_kv_head not dividing n_head, a field the
+ * architecture does not have set (GPT-2 with n_kv_head or mlp_hidden of
+ * its own, mistral with biases, llama with a sliding window), an odd head
+ * dim or a bad rope config for the Llama family, dropout with grouped-query
+ * attention or a sliding window (the unfused attention it needs has
+ * neither) (TFC_ERR_INVALID_ARG naming the field), TFC_ERR_OOM.
  * Release with tfc_gpt_release.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt **out);

@@ -182,7 +182,10 @@ TFC_API TFC_NODISCARD tfc_status tfc_token_file_write_shard(const char *path, co
  * Face names (layouts as in gpt.h), with the config in the metadata
  * (keys "tfc.n_layer", "tfc.n_head", "tfc.n_embd", "tfc.block_size",
  * "tfc.vocab_size", "tfc.bias", "tfc.tie_weights", "tfc.ln_eps",
- * "tfc.dtype", plus "format" = "pt" that transformers expects) and
+ * "tfc.dtype", "tfc.dropout"; for the Llama family also "tfc.arch",
+ * "tfc.n_kv_head", "tfc.mlp_hidden", "tfc.attention_bias", "tfc.mlp_bias",
+ * "tfc.sliding_window" and "tfc.rope.*", the fields of tfc_rope_config),
+ * plus "format" = "pt" that transformers expects) and
  * n_meta extra pairs of the caller. With tied weights lm_head.weight is not
  * stored (transformers re-ties it). Atomic as tfc_safetensors_save.
  * A quantized model (tfc_gpt_quantize) stores each quantized weight NAME as
@@ -194,6 +197,18 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path
                                               const char *const *meta_keys /* nullable when n_meta == 0 */,
                                               const char *const *meta_values /* nullable when n_meta == 0 */,
                                               int32_t n_meta);
+
+/*
+ * The model config a file written by tfc_gpt_save describes, from its
+ * metadata (the keys tfc_gpt_save lists; a file without "tfc.arch" is
+ * GPT-2), validated as tfc_gpt_new validates it, into *cfg
+ * (cfg->struct_size must be sizeof(tfc_gpt_config)). For tools that
+ * build or resume a model of a checkpoint's shape. Errors: NULL
+ * arguments, a short struct (TFC_ERR_VERSION), a missing or malformed key
+ * or an invalid config (TFC_ERR_FORMAT / TFC_ERR_INVALID_ARG naming it);
+ * *cfg is untouched on error. Thread-safe.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_config_from_metadata(const tfc_safetensors *f, tfc_gpt_config *cfg);
 
 /*
  * Build a model from a file written by tfc_gpt_save (config from the

@@ -1,11 +1,14 @@
 /*
- * The GPT-2 forward pass, written as a composition of the library's public
- * ops (so autograd gives every gradient). The parameters it reads are made
- * in gpt_params.c; configs are gpt_config.c's.
+ * The forward pass of every architecture (GPT-2 and the Llama family),
+ * written as a composition of the library's public ops (so autograd gives
+ * every gradient). What differs between architectures is read from
+ * m->arch by small functions — norm_op(), positions(), project_heads(),
+ * mlp() — never by a second forward. The parameters it reads are made in
+ * gpt_params.c; configs are gpt_config.c's.
  *
- * Shapes: B batch, T positions, C = n_embd, H heads, D = C/H, V vocab.
- * The residual stream is kept as a [B·T, C] matrix so every Linear layer is
- * one GEMM.
+ * Shapes: B batch, T positions, C = n_embd, H query heads, Hkv key/value
+ * heads, D = C/H, F the MLP width, V vocab. The residual stream is kept as a
+ * [B·T, C] matrix so every Linear layer is one GEMM.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -82,6 +85,8 @@ typedef struct fwd {
     tfc_gpt_cache *cache;
     tfc_gpt_cache *const *seqs;
     int64_t B, T, start;
+    const tfc_tensor *pos;      /* i64 positions on the model's device: [T], or [B, 1] with seqs */
+    const tfc_tensor *inv_freq; /* GPT_POS_ROPE: the rotary frequencies [D/2] of this forward */
 } fwd;
 
 /* Run an op that writes its result to &r (r may also be an input: it is only written on success) and push r. */
@@ -103,6 +108,7 @@ static tfc_status linear(fwd *f, const gpt_linear *l, const tfc_tensor *x, tfc_t
 static tfc_status norm_op(const fwd *f, const tfc_tensor *w, const tfc_tensor *b, const tfc_tensor *x, tfc_tensor **y) {
     switch (f->m->arch.norm) {
     case GPT_NORM_LAYER: return tfc_layernorm(f->g, x, w, b, f->m->arch.norm_eps, y);
+    case GPT_NORM_RMS: return tfc_rmsnorm(f->g, x, w, f->m->arch.norm_eps, y);
     }
     return tfc_err(TFC_ERR_INTERNAL, "gpt: norm kind %d", (int)f->m->arch.norm);
 }
@@ -122,8 +128,15 @@ static tfc_status drop(fwd *f, int64_t site, const tfc_tensor *x, tfc_tensor **y
     return TFC_OK;
 }
 
+/* The architecture's attention options: its sliding window (0: none). */
+static tfc_attention_options attn_options(const tfc_gpt *m) {
+    tfc_attention_options o = TFC_ATTENTION_OPTIONS_INIT;
+    o.window = m->arch.window;
+    return o;
+}
+
 /*
- * Decoding step of B independent sequences (T = 1; heads [B,H,1,D] each):
+ * Decoding step of B independent sequences (T = 1; q [B,H,1,D], k, v [B,Hkv,1,D]):
  * sequence b appends its key and value to its own cache at its own length
  * L_b and its query attends over those L_b + 1 positions. *att is [B,H,1,D].
  */
@@ -146,8 +159,9 @@ static tfc_status attend_per_sequence(fwd *f, int32_t layer, tfc_tensor *const h
             }
             if (s == TFC_OK) s = tfc_narrow(NULL, kv[i], 2, 0, c->len + 1, &all[i]);
         }
-        /* the same causal kernel tfc_gpt_generate's T = 1 steps run (nothing is masked at T = 1) */
-        if (s == TFC_OK) s = tfc_attention(NULL, mine[0], all[0], all[1], 1, scale, &outs[b]);
+        /* the same causal kernel tfc_gpt_generate's T = 1 steps run (only the window masks at T = 1) */
+        const tfc_attention_options o = attn_options(f->m);
+        if (s == TFC_OK) s = tfc_attention_ex(NULL, mine[0], all[0], all[1], 1, scale, &o, &outs[b]);
         for (int i = 0; i < 3; i++) tfc_tensor_release(mine[i]);
         for (int i = 0; i < 2; i++) tfc_tensor_release(all[i]);
     }
@@ -161,9 +175,10 @@ static tfc_status attend_per_sequence(fwd *f, int32_t layer, tfc_tensor *const h
 }
 
 /*
- * Causal attention of q over k, v (heads [B,H,T,D] each) at positions
- * start .. start+T-1; with a cache, k and v are first appended to it and
- * the query attends over all start+T cached positions. *att is [B,H,T,D].
+ * Causal attention of q [B,H,T,D] over k, v [B,Hkv,T,D] at positions
+ * start .. start+T-1 (grouped-query heads and the window read in place by
+ * the kernel); with a cache, k and v are first appended to it and the query
+ * attends over all start+T cached positions. *att is [B,H,T,D].
  */
 static tfc_status attend(fwd *f, int32_t layer, tfc_tensor *const heads[3], double scale, tfc_tensor **att) {
     const tfc_tensor *k = heads[1], *v = heads[2];
@@ -183,21 +198,21 @@ static tfc_status attend(fwd *f, int32_t layer, tfc_tensor *const heads[3], doub
         }
     }
     tfc_tensor *r;
+    const tfc_attention_options o = attn_options(f->m);
     /* Autocast: the device's attention dtype (bf16 on CUDA); with a cache (sampling) the f32 cache stays f32. */
     if (f->m->autocast && !f->cache)
-        KEEP(f, r, tfc_attention_autocast(f->g, heads[0], k, v, 1, scale, &r));
+        KEEP(f, r, tfc_attention_autocast_ex(f->g, heads[0], k, v, 1, scale, &o, &r));
     else
-        KEEP(f, r, tfc_attention(f->g, heads[0], k, v, 1, scale, &r));
+        KEEP(f, r, tfc_attention_ex(f->g, heads[0], k, v, 1, scale, &o, &r));
     *att = r;
     return TFC_OK;
 }
 
 /*
- * q, k, v [B,H,T,D] of qkv [B·T, 3C]: [B,T,3,H,D] → [3,B,H,T,D], split on
- * the leading 3, so q, k, v are strided views of qkv and backward writes
- * dq, dk, dv into one dqkv buffer already in qkv's layout (one copy, no
- * zero fills, no adds). Grouped-query attention (arch.n_kv_head < n_head)
- * would split [H + 2·H_kv] heads here instead.
+ * GPT-2's q, k, v [B,H,T,D] of qkv [B·T, 3C]: [B,T,3,H,D] → [3,B,H,T,D],
+ * split on the leading 3, so q, k, v are strided views of qkv and backward
+ * writes dq, dk, dv into one dqkv buffer already in qkv's layout (one copy,
+ * no zero fills, no adds).
  */
 static tfc_status split_heads(fwd *f, const tfc_tensor *qkv, tfc_tensor *heads[3]) {
     const gpt_arch *a = &f->m->arch;
@@ -221,16 +236,57 @@ static tfc_status split_heads(fwd *f, const tfc_tensor *qkv, tfc_tensor *heads[3
 
 /*
  * Causal self-attention on h [B·T, C] at positions start .. start+T-1:
- * qkv = h · W_attn + b; q, k, v [B,H,T,D]; keys/values appended to the
- * cache (if any) and attention taken over all S = start+T positions, or
- * with seqs (T = 1) per sequence over its own cache (attend_per_sequence);
- * y = dropout(concat_heads(softmax(q kᵀ/√D + causal) v) · W_proj + b).
+ * q [B,H,T,D], k, v [B,Hkv,T,D] (project_heads); keys/values appended to
+ * the cache (if any) and attention taken over all S = start+T positions,
+ * or with seqs (T = 1) per sequence over its own cache
+ * (attend_per_sequence); y = dropout(concat_heads(softmax(q kᵀ/√D + causal
+ * [+ window]) v) · W_o (+ b)).
  */
+/* y [B·T, n·D] as heads [B,n,T,D]: a strided view (the kernels read it in place), pushed. */
+static tfc_status as_heads(fwd *f, const tfc_tensor *y, int32_t n, tfc_tensor **heads) {
+    const int64_t bthd[4] = {f->B, f->T, n, f->m->arch.head_dim};
+    const int32_t to_heads[4] = {0, 2, 1, 3};
+    tfc_tensor *v4;
+    KEEP(f, v4, tfc_view(f->g, y, bthd, 4, &v4));
+    KEEP(f, *heads, tfc_permute(f->g, v4, to_heads, 4, heads));
+    return TFC_OK;
+}
+
+/* x [B,n,T,D] rotated at the forward's positions (the Llama family's RoPE), pushed. */
+static tfc_status rotate(fwd *f, tfc_tensor **x) {
+    tfc_tensor *r;
+    KEEP(f, r, tfc_rope(f->g, *x, f->pos, f->inv_freq, &r));
+    *x = r;
+    return TFC_OK;
+}
+
+/*
+ * The attention's q [B,H,T,D], k and v [B,Hkv,T,D] of h [B·T, C], with the
+ * positions applied: GPT-2's one fused c_attn split into heads; the Llama
+ * family's q_proj, k_proj, v_proj, then q and k rotated.
+ */
+static tfc_status project_heads(fwd *f, const gpt_block *bl, const tfc_tensor *h, tfc_tensor *heads[3]) {
+    const gpt_arch *a = &f->m->arch;
+    if (a->table->n_linear == 4) { /* GPT-2 */
+        tfc_tensor *qkv;
+        TFC_TRY(linear(f, &bl->lin[GPT_LIN_QKV], h, &qkv));
+        return split_heads(f, qkv, heads);
+    }
+    static const int lin[3] = {GPT_LIN_Q, GPT_LIN_K, GPT_LIN_V};
+    for (int i = 0; i < 3; i++) {
+        tfc_tensor *y;
+        TFC_TRY(linear(f, &bl->lin[lin[i]], h, &y));
+        TFC_TRY(as_heads(f, y, i == 0 ? a->n_head : a->n_kv_head, &heads[i]));
+    }
+    if (a->pos == GPT_POS_ROPE)
+        for (int i = 0; i < 2; i++) TFC_TRY(rotate(f, &heads[i]));
+    return TFC_OK;
+}
+
 static tfc_status attention(fwd *f, const gpt_block *bl, int32_t layer, const tfc_tensor *h, tfc_tensor **y) {
     const tfc_gpt *m = f->m;
-    tfc_tensor *qkv, *heads[3];
-    TFC_TRY(linear(f, &bl->lin[GPT_LIN_QKV], h, &qkv));
-    TFC_TRY(split_heads(f, qkv, heads));
+    tfc_tensor *heads[3];
+    TFC_TRY(project_heads(f, bl, h, heads));
     const double scale = 1.0 / sqrt((double)m->arch.head_dim);
     tfc_tensor *att, *att_t, *att2, *proj;
     if (f->seqs)
@@ -244,19 +300,33 @@ static tfc_status attention(fwd *f, const gpt_block *bl, int32_t layer, const tf
     KEEP(f, att_t, tfc_permute(f->g, att, to_heads, 4, &att_t)); /* [B,T,H,D] */
     const int64_t btc[2] = {f->B * f->T, m->arch.n_embd};
     KEEP(f, att2, tfc_reshape(f->g, att_t, btc, 2, &att2));
-    TFC_TRY(linear(f, &bl->lin[GPT_LIN_ATTN_OUT], att2, &proj));
+    const int out = m->arch.table->n_linear == 4 ? GPT_LIN_ATTN_OUT : GPT_LIN_O; /* GPT-2's c_proj, or o_proj */
+    TFC_TRY(linear(f, &bl->lin[out], att2, &proj));
     return drop(f, 2 + 3 * (int64_t)layer, proj, y);
 }
 
-/* The architecture's MLP on h [B·T, C] (arch.mlp); GPT-2: y = dropout(gelu_tanh(h · W_fc + b_fc) · W_proj + b_proj). */
+/*
+ * The architecture's MLP on h [B·T, C] (arch.mlp), *y [B·T, C]:
+ *   GPT-2:  y = dropout(gelu_tanh(h · W_fc + b_fc) · W_proj + b_proj)
+ *   SwiGLU: y = dropout(down(silu(gate(h)) ⊙ up(h))), gate, up [B·T, F]
+ */
 static tfc_status mlp(fwd *f, const gpt_block *bl, int32_t layer, const tfc_tensor *h, tfc_tensor **y) {
-    tfc_tensor *u, *a, *proj;
-    TFC_TRY(linear(f, &bl->lin[GPT_LIN_MLP_IN], h, &u));
+    tfc_tensor *u, *gate, *a, *proj;
+    const gpt_linear *out = &bl->lin[GPT_LIN_MLP_OUT];
     switch (f->m->arch.mlp) {
-    case GPT_MLP_GELU_TANH: KEEP(f, a, tfc_gelu(f->g, u, TFC_GELU_TANH, &a)); break;
+    case GPT_MLP_GELU_TANH:
+        TFC_TRY(linear(f, &bl->lin[GPT_LIN_MLP_IN], h, &u));
+        KEEP(f, a, tfc_gelu(f->g, u, TFC_GELU_TANH, &a));
+        break;
+    case GPT_MLP_SWIGLU:
+        TFC_TRY(linear(f, &bl->lin[GPT_LIN_GATE], h, &gate));
+        TFC_TRY(linear(f, &bl->lin[GPT_LIN_UP], h, &u));
+        KEEP(f, a, tfc_swiglu(f->g, gate, u, &a));
+        out = &bl->lin[GPT_LIN_DOWN];
+        break;
     default: return tfc_err(TFC_ERR_INTERNAL, "gpt: mlp kind %d", (int)f->m->arch.mlp);
     }
-    TFC_TRY(linear(f, &bl->lin[GPT_LIN_MLP_OUT], a, &proj));
+    TFC_TRY(linear(f, out, a, &proj));
     return drop(f, 3 + 3 * (int64_t)layer, proj, y);
 }
 
@@ -316,26 +386,62 @@ static tfc_status seq_positions(const tfc_gpt *m, tfc_gpt_cache *const *seqs, in
 }
 
 /*
- * The architecture's position signal at the embedding (arch.pos): GPT-2's
- * is learned, *pe = wpe[start .. start+T-1] ([T, C]; with seqs [B, 1, C],
- * sequence b's own length), pushed, which the trunk adds to the token
- * embeddings. (A rotary encoding would give *pe = NULL and act in
- * attention.)
+ * The rotary frequencies of this forward [D/2] (tfc_rope_inv_freq of the
+ * model's rope config), in the angle dtype tfc_rope takes (f64 for an f64
+ * model, else f32), on the model's device, pushed. seq_len, the largest
+ * position + 1, is what the dynamic type reads.
+ */
+static tfc_status rope_freqs(fwd *f, const char *fn, int64_t seq_len, tfc_tensor **out) {
+    const gpt_arch *a = &f->m->arch;
+    const int64_t half = a->head_dim / 2;
+    double *inv = malloc((size_t)half * sizeof *inv);
+    if (!inv) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    tfc_status s = tfc_rope_inv_freq(&a->rope, a->head_dim, seq_len, inv);
+    tfc_tensor *t = NULL;
+    if (s == TFC_OK && f->m->cfg.dtype == TFC_DTYPE_F64)
+        s = tfc_tensor_from_data(inv, &half, 1, TFC_DTYPE_F64, &t);
+    else if (s == TFC_OK) {
+        float *f32 = (float *)inv; /* transformers computes them in f32: round each, in place */
+        for (int64_t i = 0; i < half; i++) f32[i] = (float)inv[i];
+        s = tfc_tensor_from_data(f32, &half, 1, TFC_DTYPE_F32, &t);
+    }
+    free(inv);
+    TFC_TRY(s);
+    TFC_TRY(keep(&f->sc, t));
+    KEEP(f, *out, on_model_device(f->m, fn, "rope frequencies", t, out));
+    return TFC_OK;
+}
+
+/*
+ * The forward's positions (f->pos: start .. start+T-1 as [T]; with seqs
+ * [B, 1], sequence b's own length) and the architecture's position signal
+ * (arch.pos): GPT-2's is learned, *pe = wpe[pos] ([T, C] or [B, 1, C]),
+ * pushed, which the trunk adds to the token embeddings; rotary positions
+ * give *pe = NULL, set f->inv_freq and act in attention (project_heads).
  */
 static tfc_status positions(fwd *f, const char *fn, tfc_tensor **pe) {
     tfc_gpt *m = f->m;
     tfc_tensor *pos;
-    switch (m->arch.pos) {
-    case GPT_POS_LEARNED: break;
-    default: return tfc_err(TFC_ERR_INTERNAL, "%s: position kind %d", fn, (int)m->arch.pos);
-    }
-    if (f->seqs)
+    int64_t seq_len = f->start + f->T;
+    if (f->seqs) {
         KEEP(f, pos, seq_positions(m, f->seqs, f->B, fn, &pos));
-    else
+        for (int64_t b = 0; b < f->B; b++)
+            if (f->seqs[b]->len + 1 > seq_len) seq_len = f->seqs[b]->len + 1;
+    } else
         KEEP(f, pos, tfc_tensor_arange((double)f->start, (double)(f->start + f->T), 1.0, TFC_DTYPE_I64, &pos));
     KEEP(f, pos, on_model_device(m, fn, "positions", pos, &pos));
-    KEEP(f, *pe, tfc_embedding(f->g, m->wpe, pos, pe));
-    return TFC_OK;
+    f->pos = pos;
+    *pe = NULL;
+    switch (m->arch.pos) {
+    case GPT_POS_LEARNED: KEEP(f, *pe, tfc_embedding(f->g, m->wpe, pos, pe)); return TFC_OK;
+    case GPT_POS_ROPE: {
+        tfc_tensor *inv;
+        TFC_TRY(rope_freqs(f, fn, seq_len, &inv));
+        f->inv_freq = inv;
+        return TFC_OK;
+    }
+    }
+    return tfc_err(TFC_ERR_INTERNAL, "%s: position kind %d", fn, (int)m->arch.pos);
 }
 
 /* The tokens idx [B, T] embedded with their positions: *x [B·T, C] after the embedding dropout, pushed. */
@@ -363,10 +469,14 @@ typedef struct block_ctx {
 /* block() as the checkpoint's function (tfc_gpt_set_recompute): training only, no cache. */
 static tfc_status block_fn(tfc_graph *g, const tfc_tensor *const *in, int32_t n_in, tfc_tensor **out, int32_t n_out,
                            void *ctx) {
-    (void)n_in;
     (void)n_out;
     const block_ctx *b = ctx;
+    /* rotary positions come as inputs 1 and 2, so the checkpoint keeps them for the replay */
     fwd f = {.m = b->m, .g = g, .dr = b->dr, .B = b->B, .T = b->T};
+    if (n_in == 3) {
+        f.pos = in[1];
+        f.inv_freq = in[2];
+    }
     tfc_status s = block(&f, b->layer, in[0], &out[0]);
     scope_free(&f.sc);
     return s;
@@ -415,8 +525,9 @@ static tfc_status run_blocks(fwd *f, tfc_tensor *x, tfc_tensor **hidden) {
     for (int32_t l = 0; l < m->arch.n_layer; l++) {
         if (recompute) {
             block_ctx bc = {m, l, f->B, f->T, f->dr};
-            const tfc_tensor *in[1] = {x};
-            KEEP(f, x, tfc_graph_checkpoint(f->g, block_fn, &bc, sizeof bc, in, 1, &x, 1));
+            const tfc_tensor *in[3] = {x, f->pos, f->inv_freq};
+            const int32_t n_in = f->inv_freq ? 3 : 1;
+            KEEP(f, x, tfc_graph_checkpoint(f->g, block_fn, &bc, sizeof bc, in, n_in, &x, 1));
             continue;
         }
         const int32_t mark = f->sc.n; /* sc.t[mark - 1] is x, the block's input */

@@ -122,10 +122,20 @@ static tfc_status weight_copy(gpt_autocast *a, int32_t i, const tfc_tensor *w, i
 
 tfc_status tfc_gpt_autocast_linear(const tfc_gpt *m, tfc_graph *g, const gpt_linear *l, const tfc_tensor *x,
                                    tfc_tensor **y) {
-    tfc_tensor *wb = NULL;
+    tfc_tensor *wb = NULL, *wt = NULL, *wbt = NULL;
     TFC_TRY(weight_copy(m->autocast, l->slot, l->w, tfc_tensor_dim(l->w, 0), &wb));
-    tfc_status s = tfc_linear_bf16(g, x, l->w, wb, l->b, y);
+    if (l->in_out) {
+        tfc_status s = tfc_linear_bf16(g, x, l->w, wb, l->b, y);
+        tfc_tensor_release(wb);
+        return s;
+    }
+    /* w [out, in] (nn.Linear's): transposed views of it and its copy, no copies (w's recorded on g) */
+    tfc_status s = tfc_transpose(g, l->w, 0, 1, &wt);
+    if (s == TFC_OK) s = tfc_transpose(NULL, wb, 0, 1, &wbt);
+    if (s == TFC_OK) s = tfc_linear_bf16(g, x, wt, wbt, l->b, y);
     tfc_tensor_release(wb);
+    tfc_tensor_release(wt);
+    tfc_tensor_release(wbt);
     return s;
 }
 

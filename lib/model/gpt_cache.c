@@ -32,7 +32,7 @@ tfc_status tfc_gpt_cache_with_cap(const tfc_gpt *m, int32_t batch, int32_t cap, 
     kc->model = m;
     kc->batch = batch;
     kc->cap = cap;
-    const int64_t dims[4] = {batch, c->n_head, cap, c->n_embd / c->n_head};
+    const int64_t dims[4] = {batch, m->arch.n_kv_head, cap, m->arch.head_dim}; /* grouped-query: the kv heads only */
     for (int32_t l = 0; l < c->n_layer; l++) {
         tfc_status s = tfc_tensor_zeros(dims, 4, c->dtype, &kc->k[l]);
         if (s == TFC_OK) s = tfc_tensor_zeros(dims, 4, c->dtype, &kc->v[l]);

@@ -37,12 +37,14 @@ typedef struct gpt_linear_ops {
 } gpt_linear_ops;
 
 /*
- * One block Linear, y = x · w (+ b) with w [in, out] (HF's Conv1D). Its
+ * One block Linear, y = x · w (+ b) with w [in, out] (HF's Conv1D, GPT-2),
+ * or y = x · wᵀ (+ b) with w [out, in] (nn.Linear, the Llama family). Its
  * tensors alias the model's parameters (fields of gpt_params.c's table);
  * after tfc_gpt_quantize, q holds the weight and w is NULL.
  */
 struct gpt_linear {
     tfc_tensor *w, *b;          /* b NULL without biases */
+    int32_t in_out;             /* w is [in, out] (the table's transpose column); else [out, in] */
     tfc_qweight *q;             /* owned; the quantized weight, or NULL */
     gpt_lora *lora;             /* the LoRA adapter (owned by tfc_gpt.lora), or NULL */
     int32_t slot;               /* layer · GPT_N_LINEAR + index: this Linear's autocast copy */
@@ -50,8 +52,10 @@ struct gpt_linear {
     const gpt_linear_ops *ops;  /* what a forward calls: base, or LoRA over base */
 };
 
-/* The block Linears, in gpt_block.lin[] order (the table's `linear` column). */
+/* The block Linears, in gpt_block.lin[] order (the table's `linear` column): GPT-2's ... */
 enum { GPT_LIN_QKV = 0, GPT_LIN_ATTN_OUT = 1, GPT_LIN_MLP_IN = 2, GPT_LIN_MLP_OUT = 3 };
+/* ... and the Llama family's. */
+enum { GPT_LIN_Q = 0, GPT_LIN_K = 1, GPT_LIN_V = 2, GPT_LIN_O = 3, GPT_LIN_GATE = 4, GPT_LIN_UP = 5, GPT_LIN_DOWN = 6 };
 
 /*
  * One transformer block's parameters, for the forward pass; the biases are
@@ -60,7 +64,7 @@ enum { GPT_LIN_QKV = 0, GPT_LIN_ATTN_OUT = 1, GPT_LIN_MLP_IN = 2, GPT_LIN_MLP_OU
  */
 typedef struct gpt_block {
     tfc_tensor *ln1_w, *ln1_b, *ln2_w, *ln2_b;
-    gpt_linear lin[GPT_N_LINEAR]; /* attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj */
+    gpt_linear lin[GPT_N_LINEAR]; /* the architecture's first table->n_linear are used */
 } gpt_block;
 
 /*
@@ -231,6 +235,12 @@ void tfc_gpt_install_head(tfc_gpt *m, tfc_qweight *q);
 /* TFC_OK for a valid config (struct_size >= TFC_GPT_CONFIG_V1_SIZE), else the error naming the bad field, prefixed by fn. */
 tfc_status tfc_gpt_check_config(const char *fn, const tfc_gpt_config *cfg);
 
+/* The MLP width c describes: mlp_hidden, or its family's default when that is 0 (tfc_gpt_config). */
+int64_t tfc_gpt_mlp_hidden(const tfc_gpt_config *c);
+
+/* The size of tfc_gpt_config before the Llama family's fields: callers built against it get GPT-2. */
+#define TFC_GPT_CONFIG_V2_SIZE (offsetof(tfc_gpt_config, dropout) + sizeof(double))
+
 /* A caller's config of any accepted struct_size as the current struct (fields it lacks: their defaults). */
 void tfc_gpt_config_normalize(const tfc_gpt_config *in, tfc_gpt_config *out);
 
@@ -242,7 +252,7 @@ void tfc_gpt_config_normalize(const tfc_gpt_config *in, tfc_gpt_config *out);
 int64_t tfc_gpt_config_numel(const tfc_gpt_config *cfg);
 
 /*
- * Keys and values per layer: [batch, n_head, cap, head_dim], valid up to
+ * Keys and values per layer: [batch, n_kv_head, cap, head_dim], valid up to
  * len. Public caches hold cap = block_size positions; batched generation
  * makes smaller ones (tfc_gpt_cache_with_cap) when it knows how many
  * positions a sequence can reach.

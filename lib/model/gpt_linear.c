@@ -4,7 +4,7 @@
  * the model's mode changes, so a forward calls l->ops->run and never asks
  * which mode it is in:
  *
- *   f32        tfc_linear: y = x · w + b, one fused op
+ *   f32        tfc_linear: y = x · w + b, one fused op (w [out, in]: its transposed view)
  *   autocast   tfc_linear_bf16 with the slot's cached bf16 copy of w (gpt_autocast.c)
  *   quantized  tfc_qlinear on the int8/int4 handle (inference only)
  *   LoRA       any of those, then + scale·(x·Aᵀ)·Bᵀ (gpt_lora.c)
@@ -21,7 +21,13 @@
 
 static tfc_status run_f32(const tfc_gpt *m, tfc_graph *g, const gpt_linear *l, const tfc_tensor *x, tfc_tensor **y) {
     (void)m;
-    return tfc_linear(g, x, l->w, l->b, y);
+    if (l->in_out) return tfc_linear(g, x, l->w, l->b, y);
+    /* w [out, in] (nn.Linear's): a transposed view, which tfc_linear hands to the GEMM as a flag */
+    tfc_tensor *wt = NULL;
+    tfc_status s = tfc_transpose(g, l->w, 0, 1, &wt);
+    if (s == TFC_OK) s = tfc_linear(g, x, wt, l->b, y);
+    tfc_tensor_release(wt);
+    return s;
 }
 
 static tfc_status run_autocast(const tfc_gpt *m, tfc_graph *g, const gpt_linear *l, const tfc_tensor *x,
@@ -114,7 +120,7 @@ static const gpt_head_ops HEAD_QUANT = {"quantized", head_quant, loss_quant};
 void tfc_gpt_choose_linears(tfc_gpt *m) {
     m->head = m->head_q ? &HEAD_QUANT : m->autocast ? &HEAD_AUTOCAST : &HEAD_F32;
     for (int32_t layer = 0; layer < m->cfg.n_layer; layer++)
-        for (int j = 0; j < GPT_N_LINEAR; j++) {
+        for (int j = 0; j < m->arch.table->n_linear; j++) {
             gpt_linear *l = &m->blocks[layer].lin[j];
             l->base = l->q ? &QUANT : m->autocast ? &AUTOCAST : &F32;
             l->ops = l->lora ? &LORA : l->base;

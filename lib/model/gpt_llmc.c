@@ -261,6 +261,11 @@ TFC_API tfc_status tfc_gpt_save_llmc(const tfc_gpt *m, const char *path) {
     const tfc_gpt_config *c = &m->cfg;
     if (tfc_gpt_is_quantized(m))
         return tfc_err(TFC_ERR_UNSUPPORTED, "%s: the model is quantized; llm.c files hold fp32 weights", fn);
+    if (c->arch != TFC_GPT_ARCH_GPT2)
+        return tfc_err(TFC_ERR_UNSUPPORTED,
+                       "%s: the model is %s; llm.c's files hold GPT-2 only (save it as a "
+                       "tfcore checkpoint or a Hugging Face directory)",
+                       fn, tfc_gpt_arch_name(c->arch));
     if (!c->tie_weights)
         return tfc_err(TFC_ERR_UNSUPPORTED,
                        "%s: the model has its own lm_head.weight (tie_weights 0); llm.c's GPT-2 ties the head to wte",

@@ -6,10 +6,11 @@
  * in PEFT's names and layouts. The layers an adapter can target and their
  * module names are the parameter table's block Linear rows.
  *
- * Layouts follow PEFT for GPT-2's Conv1D (fan_in_fan_out = True): lora_A is
- * an nn.Linear(in, r) weight [r, in], lora_B an nn.Linear(r, out) weight
- * [out, r], and the delta merged into the [in, out] base weight is
- * scale·(B·A)ᵀ. The forward reads A and B through transposed views, so the
+ * Layouts follow PEFT: lora_A is an nn.Linear(in, r) weight [r, in], lora_B
+ * an nn.Linear(r, out) weight [out, r], for GPT-2's Conv1D (fan_in_fan_out =
+ * True) and the Llama family's nn.Linear alike; the delta merged into the
+ * base weight is scale·B·A for an [out, in] weight and its transpose for
+ * GPT-2's [in, out] one. The forward reads A and B through transposed views, so the
  * tensors the optimizer updates are the very arrays the file stores.
  */
 #include <errno.h>
@@ -27,9 +28,21 @@
 #include "tfcore/io.h"
 
 /* Block Linear j's module name, as PEFT's target_modules match it: the parameter table's column (gpt_params.c). */
-static const char *module_name(int j) { return tfc_gpt_linear_row(j)->module; }
-/* PEFT's prefix of every adapter key of a GPT2LMHeadModel (PeftModel → LoraModel → the model). */
-#define PEFT_PREFIX "base_model.model.transformer.h."
+static const char *module_name(const tfc_gpt *m, int j) { return tfc_gpt_linear_row(&m->arch, j)->module; }
+/* PEFT's prefix of every adapter key (PeftModel → LoraModel → the model), before the table's block prefix. */
+#define PEFT_BASE "base_model.model."
+
+/* The slot (l·GPT_N_LINEAR + j) of LoRA want pair w/2 of the contract (tfc_gpt_want_lora: n_linear per block). */
+static size_t slot_of_want(const tfc_gpt *m, int32_t w) {
+    const int32_t n = m->arch.table->n_linear, i = w / 2;
+    return (size_t)(i / n) * GPT_N_LINEAR + (size_t)(i % n);
+}
+
+/* The contract's want of slot k's A (its B follows), -1 for a slot the architecture does not use. */
+static int32_t want_of_slot(const tfc_gpt *m, size_t k) {
+    const int32_t n = m->arch.table->n_linear, j = (int32_t)(k % GPT_N_LINEAR), l = (int32_t)(k / GPT_N_LINEAR);
+    return j < n ? 2 * (l * n + j) : -1;
+}
 
 /* The adapters a model owns: params[] holds the one reference to each tensor; layers[] alias them. */
 typedef struct gpt_lora_set {
@@ -43,11 +56,9 @@ typedef struct gpt_lora_set {
     tfc_tensor **params; /* A, B of each adapted layer in module order */
 } gpt_lora_set;
 
-/* Linear j's [in, out] in m: its weight row's shape (Conv1D's [in, out]). */
+/* Linear j's input and output widths in m (whatever its weight's layout). */
 static void layer_dims(const tfc_gpt *m, int j, int64_t *in, int64_t *out) {
-    const gpt_param_row *r = tfc_gpt_linear_row(j);
-    *in = tfc_gpt_dim_size(r->shape[0], &m->arch);
-    *out = tfc_gpt_dim_size(r->shape[1], &m->arch);
+    tfc_gpt_linear_dims(&m->arch, j, in, out);
 }
 
 static void set_free(gpt_lora_set *st) {
@@ -102,8 +113,8 @@ static tfc_status set_add(const tfc_gpt *m, gpt_lora_set *st, int32_t l, int j, 
         if (s == TFC_OK) s = tfc_tensor_set_requires_grad(ab[k], 1);
     }
     for (int k = 0; k < 2 && s == TFC_OK; k++) {
-        char name[128];
-        snprintf(name, sizeof name, PEFT_PREFIX "%d.%s.lora_%c.weight", (int)l, module_name(j), k ? 'B' : 'A');
+        char name[160];
+        tfc_gpt_lora_key(&m->arch, l, j, k, name, sizeof name);
         char *copy = strdup(name);
         if (!copy) {
             s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
@@ -135,7 +146,7 @@ static void set_requires_grad_all(tfc_gpt *m, int32_t on) {
 static void install(tfc_gpt *m, gpt_lora_set *st) {
     m->lora = st;
     for (int32_t l = 0; l < m->cfg.n_layer; l++)
-        for (int j = 0; j < GPT_N_LINEAR; j++) {
+        for (int j = 0; j < m->arch.table->n_linear; j++) {
             gpt_lora *lo = &st->layers[l * GPT_N_LINEAR + j];
             m->blocks[l].lin[j].lora = lo->a ? lo : NULL;
         }
@@ -213,20 +224,25 @@ static tfc_status select_layers(const tfc_gpt *m, const char *fn, const char *ta
         int hits = 0;
         const int all = len == 10 && strncmp(p, "all-linear", 10) == 0;
         for (int32_t l = 0; l < m->cfg.n_layer; l++)
-            for (int j = 0; j < GPT_N_LINEAR; j++) {
-                char full[96];
-                snprintf(full, sizeof full, "transformer.h.%d.%s", (int)l, module_name(j));
+            for (int j = 0; j < m->arch.table->n_linear; j++) {
+                char full[128];
+                tfc_gpt_module_name(&m->arch, l, j, full, sizeof full);
                 if (all || item_matches(full, p, len)) {
                     sel[l * GPT_N_LINEAR + j] = 1;
                     hits++;
                 }
             }
-        if (!hits)
+        if (!hits) {
+            char mods[256] = "";
+            for (int j = 0; j < m->arch.table->n_linear; j++) {
+                const size_t at = strlen(mods);
+                snprintf(mods + at, sizeof mods - at, "%s%s", j ? ", " : "", module_name(m, j));
+            }
             return tfc_err(TFC_ERR_INVALID_ARG,
                            "%s: cfg->targets item '%.*s' matches no Linear layer of the model (%d blocks, each with "
-                           "attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj; an item is a name or a suffix at a dot, "
-                           "e.g. c_proj, mlp.c_fc, h.0.attn.c_attn, or all-linear)",
-                           fn, (int)len, p, (int)m->cfg.n_layer);
+                           "%s; an item is a name or a suffix at a dot, e.g. %s, or all-linear)",
+                           fn, (int)len, p, (int)m->cfg.n_layer, mods, module_name(m, 1));
+        }
         if (!*end) break;
         p = end + 1;
     }
@@ -263,11 +279,15 @@ TFC_API tfc_status tfc_gpt_add_lora(tfc_gpt *m, const tfc_lora_config *cfg) {
     if (!sel) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = select_layers(m, fn, cfg->targets, sel);
     for (size_t k = 0; k < slots && s == TFC_OK; k++) {
+        if (!sel[k]) continue;
         int64_t in, out;
+        char name[128];
         layer_dims(m, (int)(k % GPT_N_LINEAR), &in, &out);
-        if (sel[k] && (cfg->rank < 1 || cfg->rank > (in < out ? in : out)))
-            s = tfc_err(TFC_ERR_INVALID_ARG, "%s: cfg->rank is %d, need 1 .. %lld for h.%d.%s", fn, (int)cfg->rank,
-                        (long long)(in < out ? in : out), (int)(k / GPT_N_LINEAR), module_name(k % GPT_N_LINEAR));
+        if (cfg->rank < 1 || cfg->rank > (in < out ? in : out))
+            s = tfc_err(
+                TFC_ERR_INVALID_ARG, "%s: cfg->rank is %d, need 1 .. %lld for %s", fn, (int)cfg->rank,
+                (long long)(in < out ? in : out),
+                tfc_gpt_module_name(&m->arch, (int32_t)(k / GPT_N_LINEAR), (int)(k % GPT_N_LINEAR), name, sizeof name));
     }
     gpt_lora_set *st = NULL;
     if (s == TFC_OK && !(st = set_new(m, cfg->rank, cfg->alpha, cfg->targets, cfg->seed)))
@@ -351,9 +371,14 @@ TFC_API tfc_status tfc_gpt_merge_lora(tfc_gpt *m) {
         const gpt_lora *lo = &m->lora->layers[k];
         if (!lo->a) continue;
         tfc_tensor *at = NULL, *bt = NULL, *d = NULL, *ds = NULL;
-        s = tfc_transpose(NULL, lo->a, 0, 1, &at);
-        if (s == TFC_OK) s = tfc_transpose(NULL, lo->b, 0, 1, &bt);
-        if (s == TFC_OK) s = tfc_matmul(NULL, at, bt, &d); /* (B·A)ᵀ = Aᵀ·Bᵀ [in, out] */
+        const gpt_linear *lin = &m->blocks[k / GPT_N_LINEAR].lin[k % GPT_N_LINEAR];
+        if (!lin->in_out)
+            s = tfc_matmul(NULL, lo->b, lo->a, &d); /* B·A [out, in], nn.Linear's layout */
+        else {
+            s = tfc_transpose(NULL, lo->a, 0, 1, &at);
+            if (s == TFC_OK) s = tfc_transpose(NULL, lo->b, 0, 1, &bt);
+            if (s == TFC_OK) s = tfc_matmul(NULL, at, bt, &d); /* (B·A)ᵀ = Aᵀ·Bᵀ [in, out], Conv1D's */
+        }
         if (s == TFC_OK) s = tfc_mul_scalar(NULL, d, lo->scale, &ds);
         if (s == TFC_OK) s = tfc_add(NULL, m->blocks[k / GPT_N_LINEAR].lin[k % GPT_N_LINEAR].w, ds, &merged[k]);
         tfc_tensor_release(at);
@@ -501,9 +526,11 @@ TFC_API tfc_status tfc_gpt_save_lora_config(const tfc_gpt *m, const char *path, 
         }
         p = end;
     }
+    /* PEFT's flag for GPT-2's Conv1D [in, out] weights; the Llama family's are nn.Linear's */
     fprintf(f,
-            "],\n  \"fan_in_fan_out\": true,\n  \"bias\": \"none\",\n  \"use_rslora\": false,\n"
-            "  \"init_lora_weights\": true,\n  \"modules_to_save\": null,\n  \"inference_mode\": true\n}\n");
+            "],\n  \"fan_in_fan_out\": %s,\n  \"bias\": \"none\",\n  \"use_rslora\": false,\n"
+            "  \"init_lora_weights\": true,\n  \"modules_to_save\": null,\n  \"inference_mode\": true\n}\n",
+            m->blocks[0].lin[0].in_out ? "true" : "false");
     if (fclose(f) != 0) {
         free(text);
         return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
@@ -631,19 +658,19 @@ static tfc_status adapter_alpha(const char *fn, const char *file, const tfc_safe
 }
 
 /* Parse a PEFT key into (layer, j); 0 when it is not a block Linear's lora_A/lora_B weight. */
-static int parse_key(const char *name, int32_t *layer, int *j) {
-    const size_t pl = strlen(PEFT_PREFIX);
-    if (strncmp(name, PEFT_PREFIX, pl) != 0) return 0;
-    const char *p = name + pl;
+static int parse_key(const tfc_gpt *m, const char *name, int32_t *layer, int *j) {
+    const size_t bl = strlen(PEFT_BASE), pl = strlen(m->arch.table->block_prefix);
+    if (strncmp(name, PEFT_BASE, bl) != 0 || strncmp(name + bl, m->arch.table->block_prefix, pl) != 0) return 0;
+    const char *p = name + bl + pl;
     if (*p < '0' || *p > '9') return 0;
     char *end;
     errno = 0;
     long l = strtol(p, &end, 10);
     if (errno || l > INT32_MAX || *end != '.' || (end - p > 1 && *p == '0')) return 0;
     p = end + 1;
-    for (int k = 0; k < GPT_N_LINEAR; k++) {
-        size_t ln = strlen(module_name(k));
-        if (strncmp(p, module_name(k), ln) != 0) continue;
+    for (int k = 0; k < m->arch.table->n_linear; k++) {
+        size_t ln = strlen(module_name(m, k));
+        if (strncmp(p, module_name(m, k), ln) != 0) continue;
         if (strcmp(p + ln, ".lora_A.weight") == 0 || strcmp(p + ln, ".lora_B.weight") == 0) {
             *layer = (int32_t)l;
             *j = k;
@@ -680,14 +707,15 @@ static tfc_status convert(const tfc_gpt *m, const char *fn, const char *name, co
 }
 
 /* The targets a loaded file covers when it does not say: the module names of its adapted layers. */
-static void targets_of(const tfc_contract *c, int32_t n_layer, char *buf, size_t cap) {
+static void targets_of(const tfc_gpt *m, const tfc_contract *c, char *buf, size_t cap) {
     buf[0] = 0;
-    for (int j = 0; j < GPT_N_LINEAR; j++) {
+    for (int j = 0; j < m->arch.table->n_linear; j++) {
         int any = 0;
-        for (int32_t l = 0; l < n_layer && !any; l++) any = tfc_contract_found(c, 2 * (l * GPT_N_LINEAR + j)) != NULL;
+        for (int32_t l = 0; l < m->cfg.n_layer && !any; l++)
+            any = tfc_contract_found(c, want_of_slot(m, (size_t)l * GPT_N_LINEAR + (size_t)j)) != NULL;
         if (!any) continue;
         size_t at = strlen(buf);
-        snprintf(buf + at, cap - at, "%s%s", at ? "," : "", module_name(j));
+        snprintf(buf + at, cap - at, "%s%s", at ? "," : "", module_name(m, j));
     }
 }
 
@@ -709,11 +737,17 @@ static tfc_status lora_explain(void *ctx, const tfc_contract *c, const tfc_fault
         const char *name = c->held[f->held].name;
         int32_t l;
         int j;
-        if (!parse_key(name, &l, &j))
+        if (!parse_key(m, name, &l, &j)) {
+            char mods[256] = "";
+            for (int k = 0; k < m->arch.table->n_linear; k++) {
+                const size_t at = strlen(mods);
+                snprintf(mods + at, sizeof mods - at, "%s%s", k ? "," : "", module_name(m, k));
+            }
             return tfc_err(TFC_ERR_FORMAT,
-                           "%s: '%s': tensor '%s' is not a LoRA weight of a GPT-2 block Linear (want " PEFT_PREFIX
-                           "<layer>.{attn.c_attn,attn.c_proj,mlp.c_fc,mlp.c_proj}.lora_{A,B}.weight)",
-                           fn, file, name);
+                           "%s: '%s': tensor '%s' is not a LoRA weight of a %s block Linear (want " PEFT_BASE
+                           "%s<layer>.{%s}.lora_{A,B}.weight)",
+                           fn, file, name, tfc_gpt_arch_name(m->cfg.arch), m->arch.table->block_prefix, mods);
+        }
         return tfc_err(TFC_ERR_SHAPE, "%s: '%s': tensor '%s' is for block %d but the model has %d blocks", fn, file,
                        name, (int)l, (int)m->cfg.n_layer);
     }
@@ -729,7 +763,7 @@ static tfc_status lora_explain(void *ctx, const tfc_contract *c, const tfc_fault
     const tfc_held *h = &c->held[f->held];
     const int is_b = f->want % 2;
     int64_t in, out;
-    layer_dims(m, (f->want / 2) % GPT_N_LINEAR, &in, &out);
+    layer_dims(m, (int)(slot_of_want(m, f->want) % GPT_N_LINEAR), &in, &out);
     if (!is_b && f->kind == TFC_FAULT_SYM_DIFFER)
         return tfc_err(TFC_ERR_FORMAT, "%s: '%s': %s has rank %lld, other layers %lld (one rank per file)", fn, file,
                        w->name, (long long)f->value, (long long)f->expected);
@@ -794,21 +828,23 @@ static tfc_status read_set(const tfc_gpt *m, const char *fn, const char *file, c
     if (s == TFC_OK) s = lora_contract(m, fn, file, f, &pc, &lw, &c);
     const int64_t r = s == TFC_OK ? tfc_contract_sym_value(c, lw.rank) : -1;
     if (s == TFC_OK && r < 0)
-        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds no LoRA weights (no tensor named " PEFT_PREFIX "...lora_A.weight)",
-                    fn, file);
+        s = tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds no LoRA weights (no tensor named " PEFT_BASE "%s...lora_A.weight)",
+                    fn, file, m->arch.table->block_prefix);
     const int32_t rank = (int32_t)r;
     double alpha = NAN;
     if (s == TFC_OK) s = adapter_alpha(fn, file, f, &pc, rank, &alpha);
     const char *tmeta = NULL;
-    char found[96];
+    char found[160];
     if (s == TFC_OK && (tfc_safetensors_metadata(f, "tfc.lora.targets", &tmeta) != TFC_OK || !tmeta)) {
-        targets_of(c, L, found, sizeof found);
+        targets_of(m, c, found, sizeof found);
         tmeta = found;
     }
     gpt_lora_set *st = NULL;
     if (s == TFC_OK && !(st = set_new(m, rank, alpha, tmeta, 0))) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     for (size_t k = 0; k < slots && s == TFC_OK; k++) {
-        const tfc_held *ha = tfc_contract_found(c, (int32_t)(2 * k)), *hb = tfc_contract_found(c, (int32_t)(2 * k + 1));
+        const int32_t w = want_of_slot(m, k);
+        if (w < 0) continue;
+        const tfc_held *ha = tfc_contract_found(c, w), *hb = tfc_contract_found(c, w + 1);
         if (!ha) continue;
         tfc_tensor *a = NULL, *b = NULL;
         s = convert(m, fn, ha->name, ha->values, &a);

@@ -37,15 +37,17 @@
 #define D_T GPT_D_BLOCK
 #define D_C GPT_D_C
 #define D_QKV GPT_D_QKV
+#define D_Q GPT_D_Q
+#define D_KV GPT_D_KV
 #define D_MLP GPT_D_MLP
 #define NORMAL GPT_INIT_NORMAL
 #define RESID GPT_INIT_RESIDUAL
 #define ZERO GPT_INIT_ZERO
 #define ONE GPT_INIT_ONE
 
-/* One row per parameter, aligned as a table. */
+/* GPT-2's rows, one per parameter, aligned as a table. */
 /* clang-format off */
-static const gpt_param_row rows[] = {
+static const gpt_param_row gpt2_rows[] = {
     /* name                      field                  shape          init    exists              decay llm.c                  block Linear */
     {"transformer.wte.weight",  MODEL(wte),            {D_V, D_C},    NORMAL, GPT_ALWAYS,         1, LLMC(0, "wte", 0),       NO_LINEAR},
     {"transformer.wpe.weight",  MODEL(wpe),            {D_T, D_C},    NORMAL, GPT_IF_LEARNED_POS, 1, LLMC(1, "wpe", 0),       NO_LINEAR},
@@ -65,8 +67,39 @@ static const gpt_param_row rows[] = {
     {"transformer.ln_f.bias",   MODEL(lnf_b),          {D_C},         ZERO,   GPT_IF_BIAS,        0, LLMC(15, "lnfb", 0),     NO_LINEAR},
     {"lm_head.weight",          MODEL(lm_head),        {D_V, D_C},    NORMAL, GPT_IF_UNTIED,      1, NO_LLMC,                 NO_LINEAR},
 };
+
+/*
+ * The Llama family's rows (llama, mistral, qwen2 name them alike), in the
+ * order transformers' state_dict lists them (a decoder layer registers
+ * self_attn, mlp, then its two norms). Every Linear is nn.Linear's [out,
+ * in]; transformers' _init_weights draws them all from normal(0, 0.02).
+ */
+static const gpt_param_row llama_rows[] = {
+    /* name                               field            shape          init    exists           decay llm.c    block Linear */
+    {"model.embed_tokens.weight",        MODEL(wte),      {D_V, D_C},    NORMAL, GPT_ALWAYS,      1, NO_LLMC, NO_LINEAR},
+    {"self_attn.q_proj.weight",          BLOCK(lin[0].w), {D_Q, D_C},    NORMAL, GPT_ALWAYS,      1, NO_LLMC, LINEAR(0, "self_attn.q_proj")},
+    {"self_attn.q_proj.bias",            BLOCK(lin[0].b), {D_Q},         ZERO,   GPT_IF_QKV_BIAS, 0, NO_LLMC, NO_LINEAR},
+    {"self_attn.k_proj.weight",          BLOCK(lin[1].w), {D_KV, D_C},   NORMAL, GPT_ALWAYS,      1, NO_LLMC, LINEAR(1, "self_attn.k_proj")},
+    {"self_attn.k_proj.bias",            BLOCK(lin[1].b), {D_KV},        ZERO,   GPT_IF_QKV_BIAS, 0, NO_LLMC, NO_LINEAR},
+    {"self_attn.v_proj.weight",          BLOCK(lin[2].w), {D_KV, D_C},   NORMAL, GPT_ALWAYS,      1, NO_LLMC, LINEAR(2, "self_attn.v_proj")},
+    {"self_attn.v_proj.bias",            BLOCK(lin[2].b), {D_KV},        ZERO,   GPT_IF_QKV_BIAS, 0, NO_LLMC, NO_LINEAR},
+    {"self_attn.o_proj.weight",          BLOCK(lin[3].w), {D_C, D_Q},    NORMAL, GPT_ALWAYS,      1, NO_LLMC, LINEAR(3, "self_attn.o_proj")},
+    {"self_attn.o_proj.bias",            BLOCK(lin[3].b), {D_C},         ZERO,   GPT_IF_O_BIAS,   0, NO_LLMC, NO_LINEAR},
+    {"mlp.gate_proj.weight",             BLOCK(lin[4].w), {D_MLP, D_C},  NORMAL, GPT_ALWAYS,      1, NO_LLMC, LINEAR(4, "mlp.gate_proj")},
+    {"mlp.gate_proj.bias",               BLOCK(lin[4].b), {D_MLP},       ZERO,   GPT_IF_MLP_BIAS, 0, NO_LLMC, NO_LINEAR},
+    {"mlp.up_proj.weight",               BLOCK(lin[5].w), {D_MLP, D_C},  NORMAL, GPT_ALWAYS,      1, NO_LLMC, LINEAR(5, "mlp.up_proj")},
+    {"mlp.up_proj.bias",                 BLOCK(lin[5].b), {D_MLP},       ZERO,   GPT_IF_MLP_BIAS, 0, NO_LLMC, NO_LINEAR},
+    {"mlp.down_proj.weight",             BLOCK(lin[6].w), {D_C, D_MLP},  NORMAL, GPT_ALWAYS,      1, NO_LLMC, LINEAR(6, "mlp.down_proj")},
+    {"mlp.down_proj.bias",               BLOCK(lin[6].b), {D_C},         ZERO,   GPT_IF_MLP_BIAS, 0, NO_LLMC, NO_LINEAR},
+    {"input_layernorm.weight",           BLOCK(ln1_w),    {D_C},         ONE,    GPT_ALWAYS,      0, NO_LLMC, NO_LINEAR},
+    {"post_attention_layernorm.weight",  BLOCK(ln2_w),    {D_C},         ONE,    GPT_ALWAYS,      0, NO_LLMC, NO_LINEAR},
+    {"model.norm.weight",                MODEL(lnf_w),    {D_C},         ONE,    GPT_ALWAYS,      0, NO_LLMC, NO_LINEAR},
+    {"lm_head.weight",                   MODEL(lm_head),  {D_V, D_C},    NORMAL, GPT_IF_UNTIED,   1, NO_LLMC, NO_LINEAR},
+};
 /* clang-format on */
-enum { N_ROWS = sizeof rows / sizeof rows[0] };
+
+static const gpt_table gpt2_table = {gpt2_rows, sizeof gpt2_rows / sizeof gpt2_rows[0], "transformer.h.", 4};
+static const gpt_table llama_table = {llama_rows, sizeof llama_rows / sizeof llama_rows[0], "model.layers.", 7};
 
 #undef MODEL
 #undef BLOCK
@@ -78,6 +111,8 @@ enum { N_ROWS = sizeof rows / sizeof rows[0] };
 #undef D_T
 #undef D_C
 #undef D_QKV
+#undef D_Q
+#undef D_KV
 #undef D_MLP
 #undef NORMAL
 #undef RESID
@@ -85,27 +120,31 @@ enum { N_ROWS = sizeof rows / sizeof rows[0] };
 #undef ONE
 
 void gpt_arch_of(const tfc_gpt_config *c, gpt_arch *a) {
+    const int llama = c->arch != TFC_GPT_ARCH_GPT2;
+    const int32_t kv = c->n_kv_head > 0 ? c->n_kv_head : c->n_head;
     *a = (gpt_arch){
+        .table = llama ? &llama_table : &gpt2_table,
         .n_layer = c->n_layer,
         .n_embd = c->n_embd,
         .vocab_size = c->vocab_size,
         .block_size = c->block_size,
         .n_head = c->n_head,
-        .n_kv_head = c->n_head,
+        .n_kv_head = kv,
         .head_dim = c->n_head > 0 ? c->n_embd / c->n_head : 0,
-        .mlp_hidden = 4 * (int64_t)c->n_embd,
-        .norm = GPT_NORM_LAYER,
+        .mlp_hidden = tfc_gpt_mlp_hidden(c),
+        .norm = llama ? GPT_NORM_RMS : GPT_NORM_LAYER,
         .norm_eps = c->ln_eps,
-        .pos = GPT_POS_LEARNED,
-        .mlp = GPT_MLP_GELU_TANH,
-        .bias = c->bias,
+        .pos = llama ? GPT_POS_ROPE : GPT_POS_LEARNED,
+        .rope = c->rope,
+        .mlp = llama ? GPT_MLP_SWIGLU : GPT_MLP_GELU_TANH,
+        .bias = llama ? 0 : c->bias,
+        .qkv_bias = llama && c->attention_bias,
+        .o_bias = c->arch == TFC_GPT_ARCH_LLAMA && c->attention_bias,
+        .mlp_bias = llama && c->mlp_bias,
+        .window = llama ? c->sliding_window : 0,
         .tied_head = c->tie_weights,
     };
 }
-
-int32_t tfc_gpt_table_size(void) { return N_ROWS; }
-
-const gpt_param_row *tfc_gpt_table_row(int32_t i) { return i >= 0 && i < N_ROWS ? &rows[i] : NULL; }
 
 int tfc_gpt_row_exists(const gpt_param_row *r, const gpt_arch *a) {
     switch (r->when) {
@@ -113,6 +152,9 @@ int tfc_gpt_row_exists(const gpt_param_row *r, const gpt_arch *a) {
     case GPT_IF_BIAS: return a->bias;
     case GPT_IF_UNTIED: return !a->tied_head;
     case GPT_IF_LEARNED_POS: return a->pos == GPT_POS_LEARNED;
+    case GPT_IF_QKV_BIAS: return a->qkv_bias;
+    case GPT_IF_O_BIAS: return a->o_bias;
+    case GPT_IF_MLP_BIAS: return a->mlp_bias;
     }
     return 0;
 }
@@ -120,16 +162,18 @@ int tfc_gpt_row_exists(const gpt_param_row *r, const gpt_arch *a) {
 int64_t tfc_gpt_list_params(const tfc_gpt_config *c, gpt_param_at *at, int64_t cap) {
     gpt_arch a;
     gpt_arch_of(c, &a);
+    const gpt_param_row *rows = a.table->rows;
+    const int32_t N_ROWS = a.table->n_rows;
     int64_t n = 0;
-    size_t i = 0;
+    int32_t i = 0;
     while (i < N_ROWS) {
-        size_t end = i + 1;
+        int32_t end = i + 1;
         while (end < N_ROWS && rows[end].per_block == rows[i].per_block) end++;
         const int32_t repeats = rows[i].per_block ? a.n_layer : 1;
         for (int32_t l = 0; l < repeats; l++)
-            for (size_t k = i; k < end; k++) {
+            for (int32_t k = i; k < end; k++) {
                 if (!tfc_gpt_row_exists(&rows[k], &a)) continue;
-                if (n < cap) at[n] = (gpt_param_at){.row = &rows[k], .layer = l};
+                if (n < cap) at[n] = (gpt_param_at){.row = &rows[k], .table = a.table, .layer = l};
                 n++;
             }
         i = end;
@@ -139,27 +183,41 @@ int64_t tfc_gpt_list_params(const tfc_gpt_config *c, gpt_param_at *at, int64_t c
 
 const char *tfc_gpt_param_name(gpt_param_at p, char *buf, size_t n) {
     if (p.row->per_block)
-        snprintf(buf, n, "transformer.h.%d.%s", (int)p.layer, p.row->name);
+        snprintf(buf, n, "%s%d.%s", p.table->block_prefix, (int)p.layer, p.row->name);
     else
         snprintf(buf, n, "%s", p.row->name);
     return buf;
 }
 
+const char *tfc_gpt_module_name(const gpt_arch *a, int32_t layer, int j, char *buf, size_t n) {
+    snprintf(buf, n, "%s%d.%s", a->table->block_prefix, (int)layer, tfc_gpt_linear_row(a, j)->module);
+    return buf;
+}
+
 int32_t tfc_gpt_llmc_rows(const gpt_param_row **out, int32_t cap) {
+    const int32_t N_ROWS = gpt2_table.n_rows;
     int32_t n = 0;
     for (int pos = 0; pos < N_ROWS; pos++)
-        for (size_t i = 0; i < N_ROWS; i++)
-            if (rows[i].llmc_pos == pos) {
-                if (n < cap) out[n] = &rows[i];
+        for (int32_t i = 0; i < N_ROWS; i++)
+            if (gpt2_rows[i].llmc_pos == pos) {
+                if (n < cap) out[n] = &gpt2_rows[i];
                 n++;
             }
     return n;
 }
 
-const gpt_param_row *tfc_gpt_linear_row(int j) {
-    for (size_t i = 0; i < N_ROWS; i++)
-        if (rows[i].linear == j) return &rows[i];
+const gpt_param_row *tfc_gpt_linear_row(const gpt_arch *a, int j) {
+    if (j < 0 || j >= a->table->n_linear) return NULL;
+    for (int32_t i = 0; i < a->table->n_rows; i++)
+        if (a->table->rows[i].linear == j) return &a->table->rows[i];
     return NULL;
+}
+
+void tfc_gpt_linear_dims(const gpt_arch *a, int j, int64_t *in, int64_t *out) {
+    const gpt_param_row *r = tfc_gpt_linear_row(a, j);
+    const int64_t d0 = tfc_gpt_dim_size(r->shape[0], a), d1 = tfc_gpt_dim_size(r->shape[1], a);
+    *in = r->transpose ? d0 : d1; /* [in, out] (Conv1D) or [out, in] (nn.Linear) */
+    *out = r->transpose ? d1 : d0;
 }
 
 int64_t tfc_gpt_dim_size(gpt_dim d, const gpt_arch *a) {
@@ -169,6 +227,8 @@ int64_t tfc_gpt_dim_size(gpt_dim d, const gpt_arch *a) {
     case GPT_D_BLOCK: return a->block_size;
     case GPT_D_C: return a->n_embd;
     case GPT_D_QKV: return ((int64_t)a->n_head + 2 * (int64_t)a->n_kv_head) * a->head_dim;
+    case GPT_D_Q: return (int64_t)a->n_head * a->head_dim;
+    case GPT_D_KV: return (int64_t)a->n_kv_head * a->head_dim;
     case GPT_D_MLP: return a->mlp_hidden;
     }
     return 0;
@@ -177,8 +237,9 @@ int64_t tfc_gpt_dim_size(gpt_dim d, const gpt_arch *a) {
 int64_t tfc_gpt_config_numel(const tfc_gpt_config *c) {
     gpt_arch a;
     gpt_arch_of(c, &a);
+    const gpt_param_row *rows = a.table->rows;
     int64_t total = 0, n;
-    for (size_t i = 0; i < N_ROWS; i++) {
+    for (int32_t i = 0; i < a.table->n_rows; i++) {
         if (!tfc_gpt_row_exists(&rows[i], &a)) continue;
         const int64_t d1 = rows[i].shape[1] == GPT_D_NONE ? 1 : tfc_gpt_dim_size(rows[i].shape[1], &a);
         if (!tfc_mul_i64(tfc_gpt_dim_size(rows[i].shape[0], &a), d1, &n) ||
@@ -249,6 +310,8 @@ static tfc_status gpt_make(const char *fn, const tfc_gpt_config *cfg, uint64_t s
     if (m) {
         tfc_gpt_config_normalize(cfg, &m->cfg); /* an older caller's struct may end at ln_eps */
         gpt_arch_of(&m->cfg, &m->arch);
+        m->cfg.n_kv_head = m->arch.n_kv_head; /* the defaults resolved, as tfc_gpt_get_config reports them */
+        m->cfg.mlp_hidden = m->arch.mlp_hidden;
         m->drop_seed = seed;
         m->blocks = calloc((size_t)cfg->n_layer, sizeof *m->blocks);
         m->names = calloc((size_t)n, sizeof *m->names);
@@ -265,7 +328,11 @@ static tfc_status gpt_make(const char *fn, const tfc_gpt_config *cfg, uint64_t s
     free(at);
     if (s == TFC_OK) {
         for (int32_t l = 0; l < cfg->n_layer; l++)
-            for (int j = 0; j < GPT_N_LINEAR; j++) m->blocks[l].lin[j].slot = l * GPT_N_LINEAR + j;
+            for (int j = 0; j < GPT_N_LINEAR; j++) {
+                gpt_linear *lin = &m->blocks[l].lin[j];
+                lin->slot = l * GPT_N_LINEAR + j;
+                lin->in_out = j < m->arch.table->n_linear && tfc_gpt_linear_row(&m->arch, j)->transpose;
+            }
         tfc_gpt_choose_linears(m);
     }
     if (s != TFC_OK) {

@@ -108,13 +108,14 @@ TFC_API tfc_status tfc_gpt_quantize(tfc_gpt *m, tfc_qformat format, int32_t grou
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
         const int32_t l = i / GPT_N_LINEAR;
         const int j = i % GPT_N_LINEAR;
-        const gpt_param_row *r = tfc_gpt_linear_row(j);
+        if (j >= m->arch.table->n_linear) continue; /* a slot the architecture does not use */
+        const gpt_param_row *r = tfc_gpt_linear_row(&m->arch, j);
         /* stored [in, out] (Conv1D) where the handle is nn.Linear's [out, in]: the table's transpose column */
         s = tfc_quantize(m->blocks[l].lin[j].w, format, group_size, r->transpose ? TFC_QUANT_IN_OUT : 0, &qs[i]);
         if (s != TFC_OK) {
-            char why[512];
+            char why[512], name[128];
             snprintf(why, sizeof why, "%s", tfc_last_error());
-            s = tfc_err(s, "%s: transformer.h.%d.%s: %s", fn, (int)l, r->name, why);
+            s = tfc_err(s, "%s: %s.weight: %s", fn, tfc_gpt_module_name(&m->arch, l, j, name, sizeof name), why);
         }
     }
     return tfc_gpt_install_qweights(m, format, group_size, qs, s);

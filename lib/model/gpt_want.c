@@ -37,26 +37,33 @@ tfc_status tfc_gpt_want_params(const tfc_gpt *m, tfc_contract *c, uint32_t dtype
 }
 
 tfc_status tfc_gpt_want_hf_extras(const tfc_gpt *m, tfc_contract *c, const char *tied_hint) {
-    /* the causal mask buffers older transformers saved with each block: consumed, never read */
-    static const char *const buffers[2] = {"attn.bias", "attn.masked_bias"};
+    /*
+     * buffers older transformers saved with each block, consumed, never read: GPT-2's causal masks, the Llama
+     * family's rotary inv_freq (recomputed from config.json, which is what transformers does too)
+     */
+    static const char *const gpt2_buffers[2] = {"attn.bias", "attn.masked_bias"};
+    static const char *const llama_buffers[1] = {"self_attn.rotary_emb.inv_freq"};
+    const int gpt2 = m->cfg.arch == TFC_GPT_ARCH_GPT2;
+    const char *const *buffers = gpt2 ? gpt2_buffers : llama_buffers;
     for (int32_t l = 0; l < m->cfg.n_layer; l++)
-        for (int k = 0; k < 2; k++) {
-            char name[96], alias[96];
-            snprintf(name, sizeof name, "transformer.h.%d.%s", (int)l, buffers[k]);
+        for (int k = 0; k < (gpt2 ? 2 : 1); k++) {
+            char name[128], alias[128];
+            snprintf(name, sizeof name, "%s%d.%s", m->arch.table->block_prefix, (int)l, buffers[k]);
             snprintf(alias, sizeof alias, "h.%d.%s", (int)l, buffers[k]);
             tfc_want w = TFC_WANT_INIT;
             w.name = name;
-            w.alias = alias;
+            w.alias = gpt2 ? alias : NULL;
             w.ndim = -1;
             w.presence = TFC_WANT_IGNORED;
             TFC_TRY(tfc_contract_want(c, &w));
         }
     if (!m->cfg.tie_weights) return TFC_OK;
     /* a tied model's stored head (older exports keep both) is wte's copy; one that differs is an untied head */
+    const char *wte_name = m->arch.table->rows[0].name; /* wte: every table's first row */
     int32_t wte = -1;
     for (int32_t i = 0; i < c->n_want && wte < 0; i++)
-        if (strcmp(c->want[i].name, "transformer.wte.weight") == 0) wte = i;
-    if (wte < 0) return tfc_err(TFC_ERR_INTERNAL, "%s: no wanted transformer.wte.weight to tie the head to", c->fn);
+        if (strcmp(c->want[i].name, wte_name) == 0) wte = i;
+    if (wte < 0) return tfc_err(TFC_ERR_INTERNAL, "%s: no wanted %s to tie the head to", c->fn, wte_name);
     tfc_want w = c->want[wte];
     w.name = "lm_head.weight";
     w.alias = NULL;
@@ -95,35 +102,35 @@ tfc_status tfc_gpt_want_llmc(const tfc_gpt_config *cfg, tfc_contract *c, tfc_dty
     return TFC_OK;
 }
 
-const char *tfc_gpt_lora_key(int32_t layer, int j, int is_b, char *buf, size_t n) {
-    snprintf(buf, n, "base_model.model.transformer.h.%d.%s.lora_%c.weight", (int)layer, tfc_gpt_linear_row(j)->module,
+const char *tfc_gpt_lora_key(const gpt_arch *a, int32_t layer, int j, int is_b, char *buf, size_t n) {
+    char module[128];
+    snprintf(buf, n, "base_model.model.%s.lora_%c.weight", tfc_gpt_module_name(a, layer, j, module, sizeof module),
              is_b ? 'B' : 'A');
     return buf;
 }
 
 tfc_status tfc_gpt_want_lora(const tfc_gpt *m, tfc_contract *c, int32_t *rank) {
+    const int n_lin = m->arch.table->n_linear;
     int64_t hi = INT64_MAX, in[GPT_N_LINEAR], out[GPT_N_LINEAR];
-    for (int j = 0; j < GPT_N_LINEAR; j++) {
-        const gpt_param_row *r = tfc_gpt_linear_row(j); /* [in, out], Conv1D's layout */
-        in[j] = tfc_gpt_dim_size(r->shape[0], &m->arch);
-        out[j] = tfc_gpt_dim_size(r->shape[1], &m->arch);
+    for (int j = 0; j < n_lin; j++) {
+        tfc_gpt_linear_dims(&m->arch, j, &in[j], &out[j]);
         if (in[j] < hi) hi = in[j];
         if (out[j] < hi) hi = out[j];
     }
     TFC_TRY(tfc_contract_add_symbol(c, "r", 1, hi, rank));
     for (int32_t l = 0; l < m->cfg.n_layer; l++)
-        for (int j = 0; j < GPT_N_LINEAR; j++)
+        for (int j = 0; j < n_lin; j++)
             for (int is_b = 0; is_b < 2; is_b++) {
-                char name[128];
+                char name[160];
                 tfc_want w = TFC_WANT_INIT;
-                w.name = tfc_gpt_lora_key(l, j, is_b, name, sizeof name);
+                w.name = tfc_gpt_lora_key(&m->arch, l, j, is_b, name, sizeof name);
                 w.ndim = 2;
-                /* PEFT for Conv1D: A is nn.Linear(in, r)'s weight [r, in], B nn.Linear(r, out)'s [out, r] */
+                /* PEFT: A is nn.Linear(in, r)'s weight [r, in], B nn.Linear(r, out)'s [out, r] */
                 w.dims[0] = is_b ? out[j] : TFC_DIM_SYM(*rank);
                 w.dims[1] = is_b ? TFC_DIM_SYM(*rank) : in[j];
                 w.dtypes = TFC_DTYPES_FLOAT;
                 w.presence = TFC_WANT_OPTIONAL;
-                w.group = l * GPT_N_LINEAR + j + 1;
+                w.group = l * n_lin + j + 1;
                 TFC_TRY(tfc_contract_want(c, &w));
             }
     return TFC_OK;

@@ -28,9 +28,10 @@ tfc_status tfc_gpt_want_params(const tfc_gpt *m, tfc_contract *c, uint32_t dtype
                                int skip_head, const char *head_hint);
 
 /*
- * What a Hugging Face GPT-2 file may hold beside the parameters: each
- * block's attention mask buffers (attn.bias, attn.masked_bias, under either
- * name) as ignored wants, and for a tied model its lm_head.weight as an
+ * What a Hugging Face file may hold beside the parameters: each block's
+ * buffers (GPT-2's attention masks attn.bias, attn.masked_bias, under
+ * either name; the Llama family's self_attn.rotary_emb.inv_freq) as ignored
+ * wants, and for a tied model its lm_head.weight as an
  * optional want that must repeat wte's bytes (hint: what to change when it
  * does not). Call after tfc_gpt_want_params(bare = 1). Errors: TFC_ERR_OOM.
  */
@@ -51,14 +52,14 @@ int32_t tfc_gpt_llmc_dims(const tfc_gpt_config *cfg, int32_t vp, const gpt_param
 
 /*
  * The LoRA adapters a file may hold for m: for block l and Linear j
- * (slot = l·GPT_N_LINEAR + j), want 2·slot its PEFT lora_A.weight [r, in]
- * and 2·slot + 1 its lora_B.weight [out, r], optional as a pair (group
- * slot + 1), float dtypes, no destinations; r is symbol *rank of c, in
- * [1, the smallest in/out of a Linear]. Errors: TFC_ERR_OOM.
+ * (i = l·n_linear + j, n_linear the architecture's), want 2·i its PEFT
+ * lora_A.weight [r, in] and 2·i + 1 its lora_B.weight [out, r], optional as
+ * a pair (group i + 1), float dtypes, no destinations; r is symbol *rank of
+ * c, in [1, the smallest in/out of a Linear]. Errors: TFC_ERR_OOM.
  */
 tfc_status tfc_gpt_want_lora(const tfc_gpt *m, tfc_contract *c, int32_t *rank);
 
-/* PEFT's key of slot's A (is_b 0) or B weight into buf. */
-const char *tfc_gpt_lora_key(int32_t layer, int j, int is_b, char *buf, size_t n);
+/* PEFT's key of block Linear j of layer's A (is_b 0) or B weight in architecture a into buf. */
+const char *tfc_gpt_lora_key(const gpt_arch *a, int32_t layer, int j, int is_b, char *buf, size_t n);
 
 #endif

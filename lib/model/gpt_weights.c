@@ -6,6 +6,7 @@
  * every tensor consumed, every dtype checked before conversion, nothing
  * written before all of it checks out.
  */
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,82 @@ enum { N_INT = sizeof int_fields / sizeof int_fields[0], N_CFG = N_INT + 4 };
 
 static int32_t int_value(const tfc_gpt_config *c, size_t i) {
     return *(const int32_t *)((const char *)c + int_fields[i].offset);
+}
+
+/*
+ * The Llama family's fields, stored only for those architectures (a GPT-2
+ * checkpoint is what it was before them; a file without "tfc.arch" is
+ * GPT-2): integers as text, the rope config's reals with %.17g.
+ */
+typedef enum { META_ARCH, META_I32, META_I64, META_F64 } meta_kind;
+static const struct {
+    const char *key;
+    size_t offset;
+    meta_kind kind;
+} family_fields[] = {
+    {"tfc.arch", offsetof(tfc_gpt_config, arch), META_ARCH}, /* its name: "llama", "mistral", "qwen2" */
+    {"tfc.n_kv_head", offsetof(tfc_gpt_config, n_kv_head), META_I32},
+    {"tfc.mlp_hidden", offsetof(tfc_gpt_config, mlp_hidden), META_I64},
+    {"tfc.attention_bias", offsetof(tfc_gpt_config, attention_bias), META_I32},
+    {"tfc.mlp_bias", offsetof(tfc_gpt_config, mlp_bias), META_I32},
+    {"tfc.sliding_window", offsetof(tfc_gpt_config, sliding_window), META_I32},
+    {"tfc.rope.type", offsetof(tfc_gpt_config, rope.rope_type), META_I32},
+    {"tfc.rope.theta", offsetof(tfc_gpt_config, rope.theta), META_F64},
+    {"tfc.rope.factor", offsetof(tfc_gpt_config, rope.factor), META_F64},
+    {"tfc.rope.low_freq_factor", offsetof(tfc_gpt_config, rope.low_freq_factor), META_F64},
+    {"tfc.rope.high_freq_factor", offsetof(tfc_gpt_config, rope.high_freq_factor), META_F64},
+    {"tfc.rope.original_max_position_embeddings", offsetof(tfc_gpt_config, rope.original_max_position_embeddings),
+     META_I64},
+    {"tfc.rope.max_position_embeddings", offsetof(tfc_gpt_config, rope.max_position_embeddings), META_I64},
+};
+enum { N_FAMILY = sizeof family_fields / sizeof family_fields[0] };
+
+/* Field i of family_fields as text into buf. */
+static void family_value(const tfc_gpt_config *c, size_t i, char *buf, size_t n) {
+    const char *p = (const char *)c + family_fields[i].offset;
+    const char *an = NULL;
+    switch (family_fields[i].kind) {
+    case META_ARCH:
+        an = tfc_gpt_arch_name(*(const int32_t *)p);
+        snprintf(buf, n, "%s", an ? an : "?");
+        break;
+    case META_I32: snprintf(buf, n, "%d", (int)*(const int32_t *)p); break;
+    case META_I64: snprintf(buf, n, "%lld", (long long)*(const int64_t *)p); break;
+    case META_F64: snprintf(buf, n, "%.17g", *(const double *)p); break;
+    }
+}
+
+/* The family fields of c from f's metadata; c keeps GPT-2's defaults when f has no "tfc.arch". */
+static tfc_status read_family(const char *fn, const char *path, const tfc_safetensors *f, tfc_gpt_config *c) {
+    const char *arch = NULL;
+    TFC_TRY(tfc_safetensors_metadata(f, "tfc.arch", &arch));
+    if (!arch) return TFC_OK;
+    for (size_t i = 0; i < N_FAMILY; i++) {
+        const char *v = NULL;
+        TFC_TRY(tfc_safetensors_metadata(f, family_fields[i].key, &v));
+        char *end = NULL;
+        char *p = (char *)c + family_fields[i].offset;
+        int ok = v && *v;
+        if (ok && family_fields[i].kind == META_ARCH) {
+            ok = tfc_gpt_arch_from_name(v, (int32_t *)p) == TFC_OK;
+            static const char nothing[1] = "";
+            end = (char *)nothing;
+        } else if (ok && family_fields[i].kind == META_F64) {
+            *(double *)p = strtod(v, &end);
+        } else if (ok) {
+            errno = 0;
+            long long x = strtoll(v, &end, 10);
+            ok = errno == 0 && (family_fields[i].kind == META_I64 || (x >= INT32_MIN && x <= INT32_MAX));
+            if (family_fields[i].kind == META_I64)
+                *(int64_t *)p = x;
+            else
+                *(int32_t *)p = (int32_t)x;
+        }
+        if (!ok || !end || *end)
+            return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has \"tfc.arch\" but lacks a valid metadata entry '%s'", fn, path,
+                           family_fields[i].key);
+    }
+    return TFC_OK;
 }
 
 /* The config as N_CFG metadata pairs; the values are written into bufs. */
@@ -80,6 +157,13 @@ static const char *const head_names[2] = {"lm_head.weight.qcodes", "lm_head.weig
 
 static const char *format_str(tfc_qformat f) { return f == TFC_QFORMAT_INT8 ? "int8" : "int4"; }
 
+/* Block Linear j of layer l's quantized array k (codes, scales) as the file names it. */
+static const char *qarray_name(const gpt_arch *a, int32_t l, int j, int k, char *buf, size_t n) {
+    char module[128];
+    snprintf(buf, n, "%s.weight%s", tfc_gpt_module_name(a, l, j, module, sizeof module), qsuffix[k]);
+    return buf;
+}
+
 TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *const *meta_keys,
                                 const char *const *meta_values, int32_t n_meta) {
     const char *fn = "tfc_gpt_save";
@@ -94,14 +178,16 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
     const char *const *names;
     tfc_tensor *const *params;
     TFC_TRY(tfc_gpt_params(m, &n, &names, &params));
-    const int32_t nqb = m->qformat ? 2 * GPT_N_LINEAR * c.n_layer : 0, nq = nqb + (m->head_q ? 2 : 0);
-    const int32_t n_cfg = N_CFG + (m->qformat ? 2 : 0) + (m->head_q ? 2 : 0);
+    const int32_t n_lin = m->arch.table->n_linear;
+    const int32_t nqb = m->qformat ? 2 * n_lin * c.n_layer : 0, nq = nqb + (m->head_q ? 2 : 0);
+    const int32_t n_fam = c.arch != TFC_GPT_ARCH_GPT2 ? N_FAMILY : 0;
+    const int32_t n_cfg = N_CFG + (m->qformat ? 2 : 0) + (m->head_q ? 2 : 0) + n_fam;
     const char **keys = malloc(((size_t)n_meta + (size_t)n_cfg) * sizeof *keys);
     const char **vals = malloc(((size_t)n_meta + (size_t)n_cfg) * sizeof *vals);
     const char **tnames = calloc((size_t)n + (size_t)nq, sizeof *tnames);
     tfc_tensor **tensors = calloc((size_t)n + (size_t)nq, sizeof *tensors);
     char **qnames = calloc((size_t)nq + 1, sizeof *qnames);
-    char bufs[N_CFG][32], group[32], hgroup[32];
+    char bufs[N_CFG][32], group[32], hgroup[32], fam[N_FAMILY][32];
     tfc_status s = TFC_OK;
     if (!keys || !vals || !tnames || !tensors || !qnames) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     if (s == TFC_OK) {
@@ -121,6 +207,12 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
             keys[at + 1] = HEAD_GROUP_KEY;
             vals[at + 1] = hgroup;
         }
+        for (int32_t i = 0; i < n_fam; i++) {
+            const int32_t at = n_cfg - n_fam + i;
+            family_value(&c, (size_t)i, fam[i], sizeof fam[i]);
+            keys[at] = family_fields[i].key;
+            vals[at] = fam[i];
+        }
         for (int32_t i = 0; i < n_meta; i++) {
             keys[n_cfg + i] = meta_keys[i];
             vals[n_cfg + i] = meta_values[i];
@@ -131,12 +223,12 @@ TFC_API tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *
         }
     }
     for (int32_t q = 0; s == TFC_OK && q < nqb / 2; q++) {
-        const int32_t l = q / GPT_N_LINEAR;
-        const int j = q % GPT_N_LINEAR;
+        const int32_t l = q / n_lin;
+        const int j = q % n_lin;
         s = tfc_qweight_tensors(m->blocks[l].lin[j].q, &tensors[n + 2 * q], &tensors[n + 2 * q + 1]);
         for (int k = 0; k < 2 && s == TFC_OK; k++) {
-            char name[128];
-            snprintf(name, sizeof name, "transformer.h.%d.%s%s", (int)l, tfc_gpt_linear_row(j)->name, qsuffix[k]);
+            char name[160];
+            qarray_name(&m->arch, l, j, k, name, sizeof name);
             qnames[2 * q + k] = strdup(name);
             if (!qnames[2 * q + k]) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
             tnames[n + 2 * q + k] = qnames[2 * q + k];
@@ -191,6 +283,20 @@ static tfc_status read_config(const char *fn, const char *path, const tfc_safete
     if (dp && !(c->dropout = strtod(dp, &end), end && !*end && *dp && c->dropout >= 0.0 && c->dropout < 1.0))
         return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has metadata 'tfc.dropout' = '%s', need a number in [0, 1)", fn, path,
                        dp);
+    return read_family(fn, path, f, c);
+}
+
+TFC_API tfc_status tfc_gpt_config_from_metadata(const tfc_safetensors *f, tfc_gpt_config *cfg) {
+    const char *fn = "tfc_gpt_config_from_metadata";
+    TFC_CHECK_NOT_NULL(fn, f);
+    TFC_CHECK_NOT_NULL(fn, cfg);
+    if (cfg->struct_size < sizeof(tfc_gpt_config))
+        return tfc_err(TFC_ERR_VERSION, "%s: cfg->struct_size is %u, need %zu", fn, cfg->struct_size,
+                       sizeof(tfc_gpt_config));
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    TFC_TRY(read_config(fn, "the file", f, &c));
+    TFC_TRY(tfc_gpt_check_config(fn, &c));
+    *cfg = c;
     return TFC_OK;
 }
 
@@ -222,12 +328,6 @@ static tfc_status read_head_quant(const char *fn, const char *path, const tfc_sa
     return read_quant_keys(fn, path, f, HEAD_FORMAT_KEY, HEAD_GROUP_KEY, format, group);
 }
 
-/* Block Linear j of layer l's quantized array k (codes, scales) as the file names it. */
-static const char *qarray_name(int32_t l, int j, int k, char *buf, size_t n) {
-    snprintf(buf, n, "transformer.h.%d.%s%s", (int)l, tfc_gpt_linear_row(j)->name, qsuffix[k]);
-    return buf;
-}
-
 /*
  * The quantized arrays of a file as wants of c after the parameters: with
  * `blocks`, each block Linear's NAME.qcodes (u8) and NAME.qscales (f32),
@@ -239,11 +339,11 @@ static tfc_status want_qarrays(const tfc_gpt *m, tfc_contract *c, int blocks, in
     *first = c->n_want;
     static const tfc_dtype dt[2] = {TFC_DTYPE_U8, TFC_DTYPE_F32};
     for (int32_t l = 0; blocks && l < m->cfg.n_layer; l++)
-        for (int j = 0; j < GPT_N_LINEAR; j++)
+        for (int j = 0; j < m->arch.table->n_linear; j++)
             for (int k = 0; k < 2; k++) {
-                char name[128];
+                char name[160];
                 tfc_want w = TFC_WANT_INIT;
-                w.name = qarray_name(l, j, k, name, sizeof name);
+                w.name = qarray_name(&m->arch, l, j, k, name, sizeof name);
                 w.ndim = -1;
                 w.dtypes = TFC_DTYPE_BIT(dt[k]);
                 TFC_TRY(tfc_contract_want(c, &w));
@@ -327,15 +427,16 @@ static tfc_status load_head(const char *fn, const char *path, tfc_gpt *m, const 
  */
 static tfc_status load_qweights(const char *fn, const char *path, tfc_gpt *m, const tfc_contract *c, int32_t q,
                                 tfc_qformat format, int32_t group) {
-    const int32_t n = m->cfg.n_layer * GPT_N_LINEAR;
-    tfc_qweight **qs = calloc((size_t)n, sizeof *qs);
+    const int32_t n_lin = m->arch.table->n_linear, n = m->cfg.n_layer * n_lin;
+    tfc_qweight **qs = calloc((size_t)m->cfg.n_layer * GPT_N_LINEAR, sizeof *qs);
     if (!qs) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_status s = TFC_OK;
     for (int32_t i = 0; i < n && s == TFC_OK; i++) {
-        const tfc_tensor *w = m->blocks[i / GPT_N_LINEAR].lin[i % GPT_N_LINEAR].w; /* [in, out] */
-        s = tfc_qweight_from_tensors(format, tfc_tensor_dim(w, 1), tfc_tensor_dim(w, 0), group,
-                                     tfc_contract_found(c, q + 2 * i)->values,
-                                     tfc_contract_found(c, q + 2 * i + 1)->values, &qs[i]);
+        int64_t in, out;
+        tfc_gpt_linear_dims(&m->arch, i % n_lin, &in, &out);
+        const int32_t slot = i / n_lin * GPT_N_LINEAR + i % n_lin;
+        s = tfc_qweight_from_tensors(format, out, in, group, tfc_contract_found(c, q + 2 * i)->values,
+                                     tfc_contract_found(c, q + 2 * i + 1)->values, &qs[slot]);
         if (s != TFC_OK) {
             char why[512];
             snprintf(why, sizeof why, "%s", tfc_last_error());
@@ -398,7 +499,7 @@ TFC_API tfc_status tfc_gpt_load(const char *path, tfc_gpt **out) {
     /* the quantized layers first: their f32 weights then leave m, and the contract skipped them */
     if (s == TFC_OK && format) s = load_qweights(fn, path, m, ct, q, format, group);
     if (s == TFC_OK && hformat)
-        s = load_head(fn, path, m, ct, q + (format ? 2 * GPT_N_LINEAR * c.n_layer : 0), hformat, hgroup);
+        s = load_head(fn, path, m, ct, q + (format ? 2 * m->arch.table->n_linear * c.n_layer : 0), hformat, hgroup);
     if (s == TFC_OK) s = tfc_contract_copy(ct);
     tfc_contract_free(ct);
     tfc_safetensors_release(f);
@@ -432,6 +533,20 @@ TFC_API tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path) {
         if (int_value(&mine, i) != int_value(&theirs, i))
             s = tfc_err(TFC_ERR_INVALID_ARG, "%s: '%s' has %s %d but the model has %d", fn, path,
                         int_fields[i].key + strlen("tfc."), int_value(&theirs, i), int_value(&mine, i));
+    if (s == TFC_OK) s = tfc_gpt_check_config(fn, &theirs);
+    gpt_arch ta;
+    if (s == TFC_OK) gpt_arch_of(&theirs, &ta);
+    const int family = theirs.arch != TFC_GPT_ARCH_GPT2 || mine.arch != TFC_GPT_ARCH_GPT2;
+    for (size_t i = 0; s == TFC_OK && family && i < N_FAMILY; i++) {
+        char a[32], b[32];
+        theirs.n_kv_head = ta.n_kv_head; /* the defaults resolved, as the model's own config has them */
+        theirs.mlp_hidden = ta.mlp_hidden;
+        family_value(&theirs, i, a, sizeof a);
+        family_value(&mine, i, b, sizeof b);
+        if (strcmp(a, b) != 0)
+            s = tfc_err(TFC_ERR_INVALID_ARG, "%s: '%s' has %s %s but the model has %s", fn, path,
+                        family_fields[i].key + strlen("tfc."), a, b);
+    }
     /* every tensor checked before the first value of m is written */
     tfc_contract *ct = NULL;
     int32_t q = 0;

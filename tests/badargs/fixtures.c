@@ -201,7 +201,7 @@ static tfc_gpt *gpt_lora_;
 static tfc_lora_config lora_cfg_;
 static tfc_gpt_config cfg_;
 static tfc_gpt_cache *cache_;
-static tfc_safetensors *st_;
+static tfc_safetensors *st_, *gpt_st_;
 static void *st_bytes_;
 static size_t st_len_;
 static tfc_token_file *tf_;
@@ -315,6 +315,11 @@ tfc_qweight *fx_qweight(void) {
 tfc_gpt_cache *fx_cache(void) {
     if (!cache_ && tfc_gpt_cache_new(fx_gpt(), 1, &cache_) != TFC_OK) fatal("tfc_gpt_cache_new");
     return cache_;
+}
+
+tfc_safetensors *fx_gpt_st(void) {
+    if (!gpt_st_ && tfc_safetensors_load(fx_path("gpt.safetensors"), &gpt_st_) != TFC_OK) fatal("tfc_safetensors_load");
+    return gpt_st_;
 }
 
 tfc_safetensors *fx_st(void) {
@@ -535,12 +540,14 @@ void fx_cleanup(void) {
     tfc_tokenizer_release(tok_);
     tfc_tokenizer_release(tok_fresh_);
     tfc_safetensors_release(st_);
+    tfc_safetensors_release(gpt_st_);
     tfc_token_file_close(tf_);
     for (int i = 0; i < n_tensors_; i++) tfc_tensor_release(tensors_[i]);
     n_tensors_ = 0;
     tfc_graph_release(graph_);
     qw_ = NULL;
-    cache_ = NULL, gpt_ = NULL, optim_ = NULL, tok_ = tok_fresh_ = NULL, st_ = NULL, tf_ = NULL, graph_ = NULL;
+    cache_ = NULL, gpt_ = NULL, optim_ = NULL, tok_ = tok_fresh_ = NULL, st_ = NULL, gpt_st_ = NULL, tf_ = NULL,
+    graph_ = NULL;
     for (int i = 0; i < n_mem_; i++) free(mem_[i]);
     n_mem_ = 0;
 }

@@ -55,6 +55,8 @@ tfc_lora_config *fx_lora_config(void);
 const tfc_rope_config *fx_rope_config(void);
 tfc_gpt_cache *fx_cache(void);
 tfc_safetensors *fx_st(void);
+/* gpt.safetensors (fx_gpt saved by tfc_gpt_save), loaded once */
+tfc_safetensors *fx_gpt_st(void);
 const void *fx_st_bytes(void);
 size_t fx_st_len(void);
 tfc_token_file *fx_tf(void);

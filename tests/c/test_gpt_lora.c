@@ -501,7 +501,8 @@ TEST(bad_inputs_are_refused_by_name_and_leave_the_model_as_it_was) {
     c.rank = 0;
     CHECK_ERR(tfc_gpt_add_lora(m, &c), TFC_ERR_INVALID_ARG, "tfc_gpt_add_lora: cfg->rank is 0, need 1 .. 16");
     c.rank = C + 1;
-    CHECK_ERR(tfc_gpt_add_lora(m, &c), TFC_ERR_INVALID_ARG, "cfg->rank is 17, need 1 .. 16 for h.0.attn.c_attn");
+    CHECK_ERR(tfc_gpt_add_lora(m, &c), TFC_ERR_INVALID_ARG,
+              "cfg->rank is 17, need 1 .. 16 for transformer.h.0.attn.c_attn");
     c.rank = 4;
     c.alpha = NAN;
     CHECK_ERR(tfc_gpt_add_lora(m, &c), TFC_ERR_INVALID_ARG, "cfg->alpha");

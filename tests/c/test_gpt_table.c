@@ -106,14 +106,24 @@ TEST(llmc_order) {
     }
 }
 
+/* GPT-2's architecture as the table sees it. */
+static gpt_arch gpt2_arch(void) {
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    gpt_arch a;
+    gpt_arch_of(&c, &a);
+    return a;
+}
+
 TEST(quantizable_set) {
-    static const char *const linears[GPT_N_LINEAR] = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
-                                                      "mlp.c_proj.weight"};
-    for (int j = 0; j < GPT_N_LINEAR; j++) {
-        CHECK(strcmp(tfc_gpt_linear_row(j)->name, linears[j]) == 0);
-        CHECK(tfc_gpt_linear_row(j)->field == offsetof(gpt_block, lin[0].w) + (size_t)j * sizeof(gpt_linear));
+    static const char *const linears[4] = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
+                                           "mlp.c_proj.weight"};
+    const gpt_arch a = gpt2_arch();
+    CHECK(a.table->n_linear == 4);
+    for (int j = 0; j < 4; j++) {
+        CHECK(strcmp(tfc_gpt_linear_row(&a, j)->name, linears[j]) == 0);
+        CHECK(tfc_gpt_linear_row(&a, j)->field == offsetof(gpt_block, lin[0].w) + (size_t)j * sizeof(gpt_linear));
     }
-    CHECK(tfc_gpt_linear_row(GPT_N_LINEAR) == NULL);
+    CHECK(tfc_gpt_linear_row(&a, 4) == NULL);
     /* quantized: exactly the four Linear weights of each block leave the parameter list */
     tfc_gpt *m = small(1, 1);
     CHECK_OK(tfc_gpt_quantize(m, TFC_QFORMAT_INT8, 0));
@@ -122,7 +132,7 @@ TEST(quantizable_set) {
     int k = 0;
     for (int i = 0; i < n; i++) {
         int lin = 0;
-        for (int j = 0; j < GPT_N_LINEAR; j++)
+        for (int j = 0; j < 4; j++)
             lin |= strstr(all[i], linears[j]) != NULL && strlen(strstr(all[i], linears[j])) == strlen(linears[j]);
         if (!lin) memcpy(want[k++], all[i], 64);
     }
@@ -170,7 +180,8 @@ TEST(lora_targets) {
     check_lora("c_attn,attn.c_proj,mlp.c_fc,mlp.c_proj", all, 4);
     check_lora("c_proj", proj, 2); /* a suffix at a dot names both projections, as PEFT matches it */
     check_lora("mlp.c_fc", fc, 1);
-    for (int j = 0; j < GPT_N_LINEAR; j++) CHECK(strcmp(tfc_gpt_linear_row(j)->module, all[j]) == 0);
+    const gpt_arch a = gpt2_arch();
+    for (int j = 0; j < 4; j++) CHECK(strcmp(tfc_gpt_linear_row(&a, j)->module, all[j]) == 0);
 }
 
 /* A model without biases is written to HF with zero biases under HF's names (derived from the table's bias rows). */

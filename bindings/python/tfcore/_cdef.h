@@ -348,6 +348,12 @@ int32_t tfc_qweight_group_size(const tfc_qweight *q);
 int64_t tfc_qweight_nbytes(const tfc_qweight *q);
 typedef struct tfc_gpt tfc_gpt;
 typedef struct tfc_gpt_cache tfc_gpt_cache;
+typedef enum tfc_gpt_arch {
+TFC_GPT_ARCH_GPT2 = 0,
+TFC_GPT_ARCH_LLAMA = 1,
+TFC_GPT_ARCH_MISTRAL = 2,
+TFC_GPT_ARCH_QWEN2 = 3
+} tfc_gpt_arch;
 typedef struct tfc_gpt_config {
 uint32_t struct_size;
 int32_t n_layer;
@@ -360,7 +366,16 @@ int32_t tie_weights;
 tfc_dtype dtype;
 double ln_eps;
 double dropout;
+int32_t arch;
+int32_t n_kv_head;
+int64_t mlp_hidden;
+tfc_rope_config rope;
+int32_t attention_bias;
+int32_t mlp_bias;
+int32_t sliding_window;
 } tfc_gpt_config;
+const char *tfc_gpt_arch_name(int32_t arch);
+tfc_status tfc_gpt_arch_from_name(const char *name, int32_t *arch);
 tfc_status tfc_gpt_config_preset(const char *name, tfc_gpt_config *cfg);
 tfc_status tfc_gpt_new(const tfc_gpt_config *cfg, uint64_t seed, tfc_gpt **out);
 tfc_status tfc_gpt_set_dropout_stream(tfc_gpt *m, uint64_t seed, uint64_t counter);
@@ -426,6 +441,7 @@ TFC_TOKENS_FORCE_INT32 = 0x7fffffff
 tfc_status tfc_token_file_open_shards(const char *const *paths, int32_t n, tfc_token_format format, int32_t vocab_size, tfc_token_file **out);
 tfc_status tfc_token_file_write_shard(const char *path, const int32_t *ids, int64_t n, tfc_token_format format);
 tfc_status tfc_gpt_save(const tfc_gpt *m, const char *path, const char *const *meta_keys, const char *const *meta_values, int32_t n_meta);
+tfc_status tfc_gpt_config_from_metadata(const tfc_safetensors *f, tfc_gpt_config *cfg);
 tfc_status tfc_gpt_load(const char *path, tfc_gpt **out);
 tfc_status tfc_gpt_load_into(tfc_gpt *m, const char *path);
 tfc_status tfc_gpt_load_llmc(const char *path, tfc_gpt **out);

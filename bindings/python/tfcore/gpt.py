@@ -1,4 +1,4 @@
-"""tfcore.GPT: the GPT-2 model of include/tfcore/gpt.h.
+"""tfcore.GPT: the decoder models of include/tfcore/gpt.h (GPT-2 and the Llama family).
 
     model = tfcore.GPT(tfcore.GPTConfig.preset("char-tiny", vocab_size=65))
     logits, loss = model(idx, targets)          # idx, targets [B, T] int
@@ -6,8 +6,9 @@
     model.generate([1, 2, 3], 50, temperature=0.8, top_k=40)
     model.save("ckpt.safetensors"); m2 = tfcore.GPT.load("ckpt.safetensors")
 
-Parameter names are Hugging Face GPT-2's (transformer.h.0.attn.c_attn.weight,
-...); block Linear weights are stored [in, out] (HF's Conv1D layout).
+Parameter names are Hugging Face's: GPT-2's (transformer.h.0.attn.c_attn.weight,
+..., block Linear weights [in, out], HF's Conv1D layout) or the Llama family's
+(model.layers.0.self_attn.q_proj.weight, ..., nn.Linear's [out, in]).
 """
 import numbers
 import os
@@ -21,23 +22,62 @@ from .tensor import Tensor, _id_array, _int_arg, _wrap, tensor
 _LLMC_MAGIC = 20240326  # llm.c GPT-2 checkpoints start with it (int32 little-endian)
 
 _FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "bias", "tie_weights", "dtype", "ln_eps",
-           "dropout")
-_FLOAT_FIELDS = ("ln_eps", "dropout")
+           "dropout", "arch", "n_kv_head", "mlp_hidden", "attention_bias", "mlp_bias", "sliding_window", "rope_theta",
+           "rope_scaling")
+_FLOAT_FIELDS = ("ln_eps", "dropout", "rope_theta")
+_BOOL_FIELDS = ("bias", "tie_weights", "attention_bias", "mlp_bias")
+_ROPE_TYPES = {"default": 0, "linear": 1, "dynamic": 2, "llama3": 3}
+# rope_scaling's keys as Hugging Face's config.json spells them -> tfc_rope_config's fields
+_ROPE_KEYS = {"factor": "factor", "low_freq_factor": "low_freq_factor", "high_freq_factor": "high_freq_factor",
+              "original_max_position_embeddings": "original_max_position_embeddings"}
+
+
+def _rope_scaling_get(c):
+    t = int(c.rope.rope_type)
+    if t == 0:
+        return None
+    name = [k for k, v in _ROPE_TYPES.items() if v == t][0]
+    d = {"rope_type": name, "factor": float(c.rope.factor)}
+    if name == "llama3":
+        d.update(low_freq_factor=float(c.rope.low_freq_factor), high_freq_factor=float(c.rope.high_freq_factor),
+                 original_max_position_embeddings=int(c.rope.original_max_position_embeddings))
+    return d
+
+
+def _rope_scaling_set(c, v):
+    """rope_scaling as in config.json: None, or a dict with rope_type (or type) and its fields."""
+    if v is None:
+        c.rope.rope_type = 0
+        return
+    if not isinstance(v, dict):
+        raise TypeError("tfcore.GPTConfig: rope_scaling must be None or a dict like config.json's")
+    v = dict(v)
+    t = v.pop("rope_type", v.pop("type", None))
+    if t not in _ROPE_TYPES:
+        raise ValueError("tfcore.GPTConfig: rope_scaling type %r is not one of %s" % (t, ", ".join(_ROPE_TYPES)))
+    c.rope.rope_type = _ROPE_TYPES[t]
+    for k, x in v.items():
+        if k not in _ROPE_KEYS:
+            raise ValueError("tfcore.GPTConfig: rope_scaling key %r is not read (keys: %s)" % (k, ", ".join(_ROPE_KEYS)))
+        setattr(c.rope, _ROPE_KEYS[k], int(x) if k == "original_max_position_embeddings" else float(x))
 
 
 class GPTConfig:
     """Hyper-parameters: n_layer, n_head, n_embd, block_size, vocab_size,
     bias (True), tie_weights (True), dtype (float32 or float64), ln_eps (1e-5),
-    dropout (0.0: nanoGPT's four places, training forwards only).
-    Defaults are the char-tiny preset with vocab 256."""
+    dropout (0.0: nanoGPT's four places, training forwards only); and for the
+    Llama family arch ("gpt2", "llama", "mistral", "qwen2"), n_kv_head (0: n_head),
+    mlp_hidden (0: the family's default), attention_bias, mlp_bias,
+    sliding_window (0: none), rope_theta and rope_scaling (None or a dict as in
+    config.json, e.g. {"rope_type": "linear", "factor": 2.0}).
+    Defaults are the char-tiny preset (GPT-2) with vocab 256."""
 
     def __init__(self, **kwargs):
-        c = self._defaults()
+        self._c = self._defaults()
         for k, v in kwargs.items():
             if k not in _FIELDS:
                 raise TypeError("tfcore.GPTConfig: unknown field %r (fields: %s)" % (k, ", ".join(_FIELDS)))
-            setattr(c, k, v if k != "dtype" else as_dtype(v).code)
-        self._c = c
+            setattr(self, k, v)
 
     @staticmethod
     def _defaults():
@@ -45,11 +85,15 @@ class GPTConfig:
         c.struct_size = ffi.sizeof("tfc_gpt_config")
         check(lib.tfc_gpt_config_preset(b"char-tiny", c))
         c.vocab_size, c.bias, c.tie_weights, c.dtype, c.ln_eps = 256, 1, 1, lib.TFC_DTYPE_F32, 1e-5
+        r = c.rope  # TFC_ROPE_CONFIG_INIT's values (Llama 2's theta, no scaling)
+        r.struct_size, r.rope_type, r.theta, r.factor = ffi.sizeof("tfc_rope_config"), 0, 10000.0, 1.0
+        r.low_freq_factor, r.high_freq_factor = 1.0, 4.0
+        r.original_max_position_embeddings, r.max_position_embeddings = 8192, 2048
         return c
 
     @classmethod
     def preset(cls, name, **overrides):
-        """'char-tiny', 'char-small', 'gpt2-mini' or 'gpt2', with fields overridden."""
+        """'char-tiny', 'char-small', 'gpt2-mini', 'gpt2' or 'llama-tiny', with fields overridden."""
         cfg = cls()
         check(lib.tfc_gpt_config_preset(name.encode(), cfg._c))
         for k, v in overrides.items():
@@ -58,15 +102,29 @@ class GPTConfig:
 
     def __getattr__(self, k):
         if k in _FIELDS:
+            if k == "arch":
+                return ffi.string(lib.tfc_gpt_arch_name(self._c.arch)).decode()
+            if k == "rope_theta":
+                return float(self._c.rope.theta)
+            if k == "rope_scaling":
+                return _rope_scaling_get(self._c)
             v = getattr(self._c, k)
             if k == "dtype":
                 return _dtype.BY_CODE[int(v)]
-            return bool(v) if k in ("bias", "tie_weights") else v
+            return bool(v) if k in _BOOL_FIELDS else v
         raise AttributeError(k)
 
     def __setattr__(self, k, v):
         if k == "_c":
             object.__setattr__(self, k, v)
+        elif k == "arch":
+            a = ffi.new("int32_t *")
+            check(lib.tfc_gpt_arch_from_name(str(v).encode(), a))
+            self._c.arch = a[0]
+        elif k == "rope_theta":
+            self._c.rope.theta = float(v)
+        elif k == "rope_scaling":
+            _rope_scaling_set(self._c, v)
         elif k in _FIELDS:
             setattr(self._c, k, as_dtype(v).code if k == "dtype" else (float(v) if k in _FLOAT_FIELDS else int(v)))
         else:

@@ -199,6 +199,12 @@ pub struct tfc_gpt_cache {
     _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
 }
 
+pub type tfc_gpt_arch = i32;
+pub const TFC_GPT_ARCH_GPT2: tfc_gpt_arch = 0;
+pub const TFC_GPT_ARCH_LLAMA: tfc_gpt_arch = 1;
+pub const TFC_GPT_ARCH_MISTRAL: tfc_gpt_arch = 2;
+pub const TFC_GPT_ARCH_QWEN2: tfc_gpt_arch = 3;
+
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct tfc_gpt_config {
@@ -213,6 +219,13 @@ pub struct tfc_gpt_config {
     pub dtype: tfc_dtype,
     pub ln_eps: f64,
     pub dropout: f64,
+    pub arch: i32,
+    pub n_kv_head: i32,
+    pub mlp_hidden: i64,
+    pub rope: tfc_rope_config,
+    pub attention_bias: i32,
+    pub mlp_bias: i32,
+    pub sliding_window: i32,
 }
 
 pub type tfc_gpt_token_fn = Option<unsafe extern "C" fn(token: i32, ctx: *mut c_void) -> i32>;
@@ -546,6 +559,8 @@ extern "C" {
     pub fn tfc_qweight_in_features(q: *const tfc_qweight) -> i64;
     pub fn tfc_qweight_group_size(q: *const tfc_qweight) -> i32;
     pub fn tfc_qweight_nbytes(q: *const tfc_qweight) -> i64;
+    pub fn tfc_gpt_arch_name(arch: i32) -> *const c_char;
+    pub fn tfc_gpt_arch_from_name(name: *const c_char, arch: *mut i32) -> tfc_status;
     pub fn tfc_gpt_config_preset(name: *const c_char, cfg: *mut tfc_gpt_config) -> tfc_status;
     pub fn tfc_gpt_new(cfg: *const tfc_gpt_config, seed: u64, out: *mut *mut tfc_gpt) -> tfc_status;
     pub fn tfc_gpt_set_dropout_stream(m: *mut tfc_gpt, seed: u64, counter: u64) -> tfc_status;
@@ -596,6 +611,7 @@ extern "C" {
     pub fn tfc_token_file_open_shards(paths: *const *const c_char, n: i32, format: tfc_token_format, vocab_size: i32, out: *mut *mut tfc_token_file) -> tfc_status;
     pub fn tfc_token_file_write_shard(path: *const c_char, ids: *const i32, n: i64, format: tfc_token_format) -> tfc_status;
     pub fn tfc_gpt_save(m: *const tfc_gpt, path: *const c_char, meta_keys: *const *const c_char, meta_values: *const *const c_char, n_meta: i32) -> tfc_status;
+    pub fn tfc_gpt_config_from_metadata(f: *const tfc_safetensors, cfg: *mut tfc_gpt_config) -> tfc_status;
     pub fn tfc_gpt_load(path: *const c_char, out: *mut *mut tfc_gpt) -> tfc_status;
     pub fn tfc_gpt_load_into(m: *mut tfc_gpt, path: *const c_char) -> tfc_status;
     pub fn tfc_gpt_load_llmc(path: *const c_char, out: *mut *mut tfc_gpt) -> tfc_status;
