@@ -1,9 +1,10 @@
 /*
- * Hugging Face GPT-2 directories (transformers' GPT2LMHeadModel
- * save_pretrained): config.json in GPT2Config's schema and model.safetensors
- * under HF's names. Our parameter names and layouts are HF's already
- * (gpt.h: Conv1D [in, out] weights), so tensors travel as they are; what
- * this file adds is config.json (parsed by jansson through lib/io/json.h).
+ * Hugging Face directories (transformers' save_pretrained of
+ * GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM):
+ * config.json and model.safetensors under HF's names. Our parameter names
+ * and layouts are HF's already (gpt.h), so tensors travel as they are; what
+ * this file adds is config.json (parsed by jansson through lib/io/json.h;
+ * GPT2Config's schema here, the Llama family's in gpt_hf_llama.c).
  * The tensors model.safetensors may hold — the parameters under HF's or
  * GPT2Model's bare names ("h.0.attn.c_attn.weight", "wte.weight"), the
  * attention mask buffers older transformers saved, an lm_head.weight stored
@@ -22,6 +23,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/json.h"
+#include "model/gpt_hf.h"
 #include "model/gpt_impl.h"
 #include "model/gpt_want.h"
 #include "tfcore/io.h"
@@ -104,6 +106,10 @@ static tfc_status parse_config(const char *fn, const json_t *root, hf_config *h)
 
 /* config.json's GPT2Config as our config; anything our GPT-2 cannot compute is refused by name. */
 static tfc_status config_from_hf(const char *fn, const char *path, const hf_config *h, tfc_gpt_config *c) {
+    if (h->model_type && strcmp(h->model_type, "gpt2") != 0)
+        return tfc_err(TFC_ERR_UNSUPPORTED,
+                       "%s: '%s' has model_type \"%s\"; the model types read are gpt2, llama, mistral and qwen2", fn,
+                       path, h->model_type);
     const struct {
         const char *key;
         int32_t v;
@@ -112,9 +118,7 @@ static tfc_status config_from_hf(const char *fn, const char *path, const hf_conf
         if (req[i].v == INT32_MIN) return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has no \"%s\"", fn, path, req[i].key);
     if (h->n_positions == INT32_MIN && h->n_ctx == INT32_MIN)
         return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has no \"n_positions\"", fn, path);
-    if (h->model_type && strcmp(h->model_type, "gpt2") != 0)
-        return tfc_err(TFC_ERR_UNSUPPORTED, "%s: '%s' has model_type \"%s\"; only \"gpt2\" is read", fn, path,
-                       h->model_type);
+
     if (h->activation && strcmp(h->activation, "gelu_new") != 0 && strcmp(h->activation, "gelu_pytorch_tanh") != 0 &&
         strcmp(h->activation, "gelu_fast") != 0)
         return tfc_err(TFC_ERR_UNSUPPORTED,
@@ -159,7 +163,20 @@ static tfc_status read_config_json(const char *fn, const char *path, tfc_gpt_con
     json_t *root = NULL;
     tfc_status s = tfc_json_read(fn, "config.json", fp, HF_CONFIG_MAX, 0, &root);
     fclose(fp);
-    if (s == TFC_OK) s = parse_config(fn, root, &h);
+    /* the Llama family's schema is its own (gpt_hf_llama.c) */
+    const char *mt = NULL;
+    int32_t arch = TFC_GPT_ARCH_GPT2;
+    if (s == TFC_OK && json_is_object(root) &&
+        tfc_json_get_string(fn, "config.json", root, "model_type", &mt, NULL) == TFC_OK && mt &&
+        tfc_gpt_arch_from_name(mt, &arch) == TFC_OK && arch != TFC_GPT_ARCH_GPT2) {
+        s = tfc_gpt_llama_config_from_json(fn, path, root, arch, c);
+        json_decref(root);
+        return s;
+    }
+    if (s == TFC_OK) {
+        tfc_clear_error(); /* the lookups above, for a file that is not of the family */
+        s = parse_config(fn, root, &h);
+    }
     json_decref(root);
     if (s != TFC_OK) {
         char why[512];
@@ -182,9 +199,11 @@ static tfc_status read_config_json(const char *fn, const char *path, tfc_gpt_con
 static tfc_status hf_contract(const char *fn, const char *wpath, tfc_gpt *m, const tfc_safetensors *f,
                               tfc_contract **out) {
     const tfc_gpt_config *c = &m->cfg;
-    char model[200];
-    snprintf(model, sizeof model, "its config.json (n_layer %d, n_head %d, n_embd %d, vocab_size %d, n_positions %d)",
-             (int)c->n_layer, (int)c->n_head, (int)c->n_embd, (int)c->vocab_size, (int)c->block_size);
+    char model[240];
+    snprintf(model, sizeof model,
+             "its config.json (%s, n_layer %d, n_head %d, n_kv_head %d, n_embd %d, mlp %lld, vocab_size %d)",
+             tfc_gpt_arch_name(c->arch), (int)c->n_layer, (int)c->n_head, (int)m->arch.n_kv_head, (int)c->n_embd,
+             (long long)m->arch.mlp_hidden, (int)c->vocab_size);
     tfc_contract *ct = NULL;
     TFC_TRY(tfc_contract_new(fn, wpath, model, &ct));
     /* an untied model's head is required: say why when it is missing */
@@ -384,7 +403,7 @@ TFC_API tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bo
     char **owned = NULL;
     tfc_tensor **zeros = NULL;
     int32_t extra = 0;
-    tfc_status s = c->bias ? TFC_OK : zero_biases(fn, m, &owned, &zeros, &extra);
+    tfc_status s = c->bias || c->arch != TFC_GPT_ARCH_GPT2 ? TFC_OK : zero_biases(fn, m, &owned, &zeros, &extra);
     const char **tn = calloc((size_t)(n + extra) + 1, sizeof *tn);
     tfc_tensor **ts = calloc((size_t)(n + extra) + 1, sizeof *ts);
     if (s == TFC_OK && (!tn || !ts)) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
@@ -408,7 +427,10 @@ TFC_API tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bo
         s = tfc_safetensors_save(wpath, tn, (tfc_tensor *const *)ts, n + extra, mk, mv, 1);
     }
     if (s == TFC_OK) {
-        config_json(&js, c, bos_token_id, eos_token_id);
+        if (c->arch == TFC_GPT_ARCH_GPT2)
+            config_json(&js, c, bos_token_id, eos_token_id);
+        else
+            tfc_gpt_llama_config_json(&js, c, bos_token_id, eos_token_id);
         if (js.oom) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     }
     tfc_atomic_file af = {0};

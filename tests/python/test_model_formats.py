@@ -295,7 +295,7 @@ def _hf_good(tmp_path):
     ("string n_head", '"n_head" must be an integer'),
     ("fraction", '"n_embd" is 16.5'),
     ("negative", "n_layer is -2"),
-    ("model_type", 'model_type "llama"'),
+    ("model_type", 'model_type "gptj"'),
     ("activation", 'activation_function "relu"'),
     ("n_inner", "n_inner 7"),
     ("eps huge", '"layer_norm_epsilon" is 1e\\+308, need a LayerNorm epsilon in \\(0, 1\\]'),
@@ -323,7 +323,7 @@ def test_hf_bad_dirs(case, match, tmp_path):
     elif case == "negative":
         conf["n_layer"] = -2
     elif case == "model_type":
-        conf["model_type"] = "llama"
+        conf["model_type"] = "gptj"
     elif case == "activation":
         conf["activation_function"] = "relu"
     elif case == "n_inner":
