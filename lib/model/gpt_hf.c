@@ -191,26 +191,28 @@ static tfc_status read_config_json(const char *fn, const char *path, tfc_gpt_con
 /* ---- loading ---------------------------------------------------------------------- */
 
 /*
- * The contract of model.safetensors f for m (gpt_want.h): m's parameters
- * under HF's names or GPT2Model's bare ones, any float dtype, loaded into
- * m; each block's mask buffers ignored; a tied model's stored lm_head.weight
- * wte's copy. Anything else is refused, naming it.
+ * The contract of model.safetensors f for the model of config c
+ * (gpt_want.h): its parameters under HF's names or GPT2Model's bare ones,
+ * any float dtype; each block's buffers ignored; a tied model's stored
+ * lm_head.weight wte's copy. Anything else is refused, naming it, before
+ * the model is allocated: a config.json that lies about the sizes costs
+ * nothing (the wants get their destinations once it checks out).
  */
-static tfc_status hf_contract(const char *fn, const char *wpath, tfc_gpt *m, const tfc_safetensors *f,
+static tfc_status hf_contract(const char *fn, const char *wpath, const tfc_gpt_config *c, const tfc_safetensors *f,
                               tfc_contract **out) {
-    const tfc_gpt_config *c = &m->cfg;
+    gpt_arch a;
+    gpt_arch_of(c, &a);
     char model[240];
     snprintf(model, sizeof model,
              "its config.json (%s, n_layer %d, n_head %d, n_kv_head %d, n_embd %d, mlp %lld, vocab_size %d)",
-             tfc_gpt_arch_name(c->arch), (int)c->n_layer, (int)c->n_head, (int)m->arch.n_kv_head, (int)c->n_embd,
-             (long long)m->arch.mlp_hidden, (int)c->vocab_size);
+             tfc_gpt_arch_name(c->arch), (int)c->n_layer, (int)c->n_head, (int)a.n_kv_head, (int)c->n_embd,
+             (long long)a.mlp_hidden, (int)c->vocab_size);
     tfc_contract *ct = NULL;
     TFC_TRY(tfc_contract_new(fn, wpath, model, &ct));
     /* an untied model's head is required: say why when it is missing */
-    tfc_status s =
-        tfc_gpt_want_params(m, ct, TFC_DTYPES_FLOAT, 1, 0, 0, " (config.json says tie_word_embeddings false)");
+    tfc_status s = tfc_gpt_want_config(c, ct, TFC_DTYPES_FLOAT, 1, " (config.json says tie_word_embeddings false)");
     if (s == TFC_OK)
-        s = tfc_gpt_want_hf_extras(m, ct,
+        s = tfc_gpt_want_hf_extras(c, ct,
                                    ", but config.json ties them (tie_word_embeddings true or absent): set "
                                    "tie_word_embeddings false to read it");
     if (s == TFC_OK) s = tfc_contract_hold_safetensors(ct, f);
@@ -257,8 +259,8 @@ TFC_API tfc_status tfc_gpt_load_hf(const char *dir, tfc_gpt **out) {
     tfc_safetensors *f = NULL;
     if (s == TFC_OK) s = tfc_safetensors_load(wpath, &f);
     /*
-     * config.json alone decides how much the model allocates: refuse a config far larger than the file
-     * (memory stays O(file size)); a near miss is left to the per-tensor checks, which name the tensor
+     * config.json alone decides how long the wanted list is: refuse one far larger than the file (a lie about the
+     * sizes costs O(file size)); a near miss is left to the contract, which names the tensor
      */
     int64_t held = 0;
     for (int32_t i = 0; s == TFC_OK && i < tfc_safetensors_count(f); i++) {
@@ -267,16 +269,20 @@ TFC_API tfc_status tfc_gpt_load_hf(const char *dir, tfc_gpt **out) {
         held += tfc_tensor_numel(t);
         tfc_tensor_release(t);
     }
-    if (s == TFC_OK && tfc_gpt_config_numel(&c) / 2 > held + (1 << 20))
+    const int64_t n_want = s == TFC_OK ? tfc_gpt_list_params(&c, NULL, 0) : 0;
+    if (s == TFC_OK &&
+        (tfc_gpt_config_numel(&c) / 2 > held + (1 << 20) || n_want > 2 * (int64_t)tfc_safetensors_count(f) + 64))
         s = tfc_err(TFC_ERR_FORMAT,
-                    "%s: '%s' holds %lld values but config.json (n_layer %d, n_embd %d, vocab_size %d, n_positions "
-                    "%d) needs %lld",
-                    fn, wpath, (long long)held, (int)c.n_layer, (int)c.n_embd, (int)c.vocab_size, (int)c.block_size,
-                    (long long)tfc_gpt_config_numel(&c));
+                    "%s: '%s' holds %lld values in %d tensors but config.json (n_layer %d, n_embd %d, vocab_size %d) "
+                    "needs %lld in %lld",
+                    fn, wpath, (long long)held, (int)tfc_safetensors_count(f), (int)c.n_layer, (int)c.n_embd,
+                    (int)c.vocab_size, (long long)tfc_gpt_config_numel(&c), (long long)n_want);
+    /* every tensor checked against config.json before the model exists */
+    tfc_contract *ct = NULL;
+    if (s == TFC_OK) s = hf_contract(fn, wpath, &c, f, &ct);
     tfc_gpt *m = NULL;
     if (s == TFC_OK) s = tfc_gpt_alloc(fn, &c, &m); /* every value comes from the file */
-    tfc_contract *ct = NULL;
-    if (s == TFC_OK) s = hf_contract(fn, wpath, m, f, &ct);
+    if (s == TFC_OK) s = tfc_gpt_want_set_dest(m, ct);
     if (s == TFC_OK) s = tfc_contract_copy(ct);
     tfc_contract_free(ct);
     tfc_safetensors_release(f);

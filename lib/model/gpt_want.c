@@ -5,6 +5,7 @@
  * says how each format spells and lays them out.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -36,19 +37,54 @@ tfc_status tfc_gpt_want_params(const tfc_gpt *m, tfc_contract *c, uint32_t dtype
     return TFC_OK;
 }
 
-tfc_status tfc_gpt_want_hf_extras(const tfc_gpt *m, tfc_contract *c, const char *tied_hint) {
+tfc_status tfc_gpt_want_config(const tfc_gpt_config *cfg, tfc_contract *c, uint32_t dtypes, int bare,
+                               const char *head_hint) {
+    static const char pre[] = "transformer.";
+    gpt_arch a;
+    gpt_arch_of(cfg, &a);
+    const int64_t n = tfc_gpt_list_params(cfg, NULL, 0);
+    gpt_param_at *at = calloc((size_t)n + 1, sizeof *at);
+    if (!at) return tfc_err(TFC_ERR_OOM, "%s: out of memory", c->fn);
+    tfc_gpt_list_params(cfg, at, n);
+    tfc_status s = TFC_OK;
+    for (int64_t i = 0; i < n && s == TFC_OK; i++) {
+        char name[160];
+        tfc_want w = TFC_WANT_INIT;
+        w.name = tfc_gpt_param_name(at[i], name, sizeof name);
+        w.alias = bare && strncmp(w.name, pre, sizeof pre - 1) == 0 ? w.name + sizeof pre - 1 : NULL;
+        w.ndim = row_dims(at[i].row, &a, w.dims);
+        w.dtypes = dtypes;
+        if (at[i].row->when == GPT_IF_UNTIED) w.hint = head_hint;
+        s = tfc_contract_want(c, &w);
+    }
+    free(at);
+    return s;
+}
+
+tfc_status tfc_gpt_want_set_dest(const tfc_gpt *m, tfc_contract *c) {
+    for (int32_t i = 0; i < m->n_params; i++) {
+        if (i >= c->n_want || strcmp(c->want[i].name, m->names[i]) != 0)
+            return tfc_err(TFC_ERR_INTERNAL, "%s: want %d is not the model's parameter %s", c->fn, (int)i, m->names[i]);
+        c->want[i].dest = m->params[i];
+    }
+    return TFC_OK;
+}
+
+tfc_status tfc_gpt_want_hf_extras(const tfc_gpt_config *cfg, tfc_contract *c, const char *tied_hint) {
     /*
      * buffers older transformers saved with each block, consumed, never read: GPT-2's causal masks, the Llama
      * family's rotary inv_freq (recomputed from config.json, which is what transformers does too)
      */
     static const char *const gpt2_buffers[2] = {"attn.bias", "attn.masked_bias"};
     static const char *const llama_buffers[1] = {"self_attn.rotary_emb.inv_freq"};
-    const int gpt2 = m->cfg.arch == TFC_GPT_ARCH_GPT2;
+    gpt_arch a;
+    gpt_arch_of(cfg, &a);
+    const int gpt2 = cfg->arch == TFC_GPT_ARCH_GPT2;
     const char *const *buffers = gpt2 ? gpt2_buffers : llama_buffers;
-    for (int32_t l = 0; l < m->cfg.n_layer; l++)
+    for (int32_t l = 0; l < cfg->n_layer; l++)
         for (int k = 0; k < (gpt2 ? 2 : 1); k++) {
             char name[128], alias[128];
-            snprintf(name, sizeof name, "%s%d.%s", m->arch.table->block_prefix, (int)l, buffers[k]);
+            snprintf(name, sizeof name, "%s%d.%s", a.table->block_prefix, (int)l, buffers[k]);
             snprintf(alias, sizeof alias, "h.%d.%s", (int)l, buffers[k]);
             tfc_want w = TFC_WANT_INIT;
             w.name = name;
@@ -57,9 +93,9 @@ tfc_status tfc_gpt_want_hf_extras(const tfc_gpt *m, tfc_contract *c, const char 
             w.presence = TFC_WANT_IGNORED;
             TFC_TRY(tfc_contract_want(c, &w));
         }
-    if (!m->cfg.tie_weights) return TFC_OK;
+    if (!cfg->tie_weights) return TFC_OK;
     /* a tied model's stored head (older exports keep both) is wte's copy; one that differs is an untied head */
-    const char *wte_name = m->arch.table->rows[0].name; /* wte: every table's first row */
+    const char *wte_name = a.table->rows[0].name; /* wte: every table's first row */
     int32_t wte = -1;
     for (int32_t i = 0; i < c->n_want && wte < 0; i++)
         if (strcmp(c->want[i].name, wte_name) == 0) wte = i;

@@ -28,14 +28,25 @@ tfc_status tfc_gpt_want_params(const tfc_gpt *m, tfc_contract *c, uint32_t dtype
                                int skip_head, const char *head_hint);
 
 /*
+ * The parameters a model of config cfg has, as tfc_gpt_want_params wants
+ * them (every one, required) but without destinations: for a reader that
+ * checks a file before it allocates the model, then points the wants at the
+ * new model's tensors with tfc_gpt_want_set_dest. Errors: TFC_ERR_OOM.
+ */
+tfc_status tfc_gpt_want_config(const tfc_gpt_config *cfg, tfc_contract *c, uint32_t dtypes, int bare,
+                               const char *head_hint);
+/* The destinations of c's first m->n_params wants (tfc_gpt_want_config of m's config): m's tensors. */
+tfc_status tfc_gpt_want_set_dest(const tfc_gpt *m, tfc_contract *c);
+
+/*
  * What a Hugging Face file may hold beside the parameters: each block's
  * buffers (GPT-2's attention masks attn.bias, attn.masked_bias, under
  * either name; the Llama family's self_attn.rotary_emb.inv_freq) as ignored
  * wants, and for a tied model its lm_head.weight as an
  * optional want that must repeat wte's bytes (hint: what to change when it
- * does not). Call after tfc_gpt_want_params(bare = 1). Errors: TFC_ERR_OOM.
+ * does not). Call after tfc_gpt_want_params or tfc_gpt_want_config (bare = 1). Errors: TFC_ERR_OOM.
  */
-tfc_status tfc_gpt_want_hf_extras(const tfc_gpt *m, tfc_contract *c, const char *tied_hint);
+tfc_status tfc_gpt_want_hf_extras(const tfc_gpt_config *cfg, tfc_contract *c, const char *tied_hint);
 
 /*
  * llm.c's tensors (the table's rows with an llm.c position, in its order),

@@ -184,7 +184,7 @@ TEST(hf_round_trip_and_bad_directories) {
         {"{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 9, \"vocab_size\": 11}", TFC_ERR_FORMAT,
          "holds transformer.wpe.weight as [6,8], its config.json"},
         {"{\"n_layer\": 100000, \"n_head\": 2, \"n_embd\": 8192, \"n_positions\": 6, \"vocab_size\": 11}",
-         TFC_ERR_FORMAT, "values but config.json"},
+         TFC_ERR_FORMAT, "tensors but config.json"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         put_file(cpath, bad[i].json, strlen(bad[i].json));
