@@ -41,6 +41,13 @@ static tfc_gpt_config config(int32_t arch, int32_t kv, int32_t window, int32_t b
     return c;
 }
 
+/* One config of each family member: llama (GQA 2), mistral (GQA 2, window 5), qwen2 (q/k/v biases, MQA, window 4). */
+static tfc_gpt_config family(int i, tfc_dtype dt) {
+    static const int32_t arch[3] = {TFC_GPT_ARCH_LLAMA, TFC_GPT_ARCH_MISTRAL, TFC_GPT_ARCH_QWEN2};
+    static const int32_t kv[3] = {2, 2, 1}, window[3] = {0, 5, 4}, bias[3] = {0, 0, 1};
+    return config(arch[i], kv[i], window[i], bias[i], dt);
+}
+
 static tfc_gpt *model_of(tfc_gpt_config c, uint64_t seed) {
     tfc_gpt *m = NULL;
     CHECK_OK(tfc_gpt_new(&c, seed, &m));
@@ -138,9 +145,9 @@ TEST(cache_holds_the_kv_heads_only) {
     tfc_gpt_release(m);
 }
 
-TEST(batched_and_speculative_decoding_give_the_single_tokens) {
-    tfc_gpt *m = model_of(config(TFC_GPT_ARCH_MISTRAL, 2, 5, 0, TFC_DTYPE_F64), 3);
-    tfc_gpt *draft = model_of(config(TFC_GPT_ARCH_MISTRAL, 2, 5, 0, TFC_DTYPE_F64), 4);
+static void check_batched_and_speculative(tfc_gpt_config c) {
+    tfc_gpt *m = model_of(c, 3);
+    tfc_gpt *draft = model_of(c, 4);
     static const int32_t p0[] = {1, 2, 3}, p1[] = {4, 5, 6, 7, 8, 9, 10}, p2[] = {11};
     const int32_t *prompts[3] = {p0, p1, p2};
     const int32_t np[3] = {3, 7, 1};
@@ -165,6 +172,10 @@ TEST(batched_and_speculative_decoding_give_the_single_tokens) {
     for (int j = 0; j < 12; j++) CHECK(spec[j] == one[j]);
     tfc_gpt_release(draft);
     tfc_gpt_release(m);
+}
+
+TEST(batched_and_speculative_decoding_give_the_single_tokens) {
+    for (int i = 0; i < 3; i++) check_batched_and_speculative(family(i, TFC_DTYPE_F64));
 }
 
 /* Every parameter's gradient of one forward/backward (of loss on SEQ), as doubles, concatenated. */
@@ -201,16 +212,18 @@ static double *grads(tfc_gpt *m, int64_t *n_out) {
 }
 
 TEST(recompute_gives_bitwise_the_same_gradients) {
-    tfc_gpt *m = model_of(config(TFC_GPT_ARCH_QWEN2, 2, 4, 1, TFC_DTYPE_F32), 5);
-    int64_t n1, n2;
-    double *plain = grads(m, &n1);
-    CHECK_OK(tfc_gpt_set_recompute(m, 1));
-    double *re = grads(m, &n2);
-    CHECK(n1 == n2);
-    CHECK(memcmp(plain, re, (size_t)n1 * sizeof *plain) == 0);
-    free(plain);
-    free(re);
-    tfc_gpt_release(m);
+    for (int i = 0; i < 3; i++) {
+        tfc_gpt *m = model_of(family(i, TFC_DTYPE_F32), 5);
+        int64_t n1, n2;
+        double *plain = grads(m, &n1);
+        CHECK_OK(tfc_gpt_set_recompute(m, 1));
+        double *re = grads(m, &n2);
+        CHECK(n1 == n2);
+        if (memcmp(plain, re, (size_t)n1 * sizeof *plain) != 0) TFC_FAIL_AT("family %d: recompute differs", i);
+        free(plain);
+        free(re);
+        tfc_gpt_release(m);
+    }
 }
 
 /* The largest |a - b| over the logits of SEQ. */
@@ -257,8 +270,7 @@ TEST(checkpoints_round_trip_with_the_family_config_and_refuse_another) {
     rmdir(dir);
 }
 
-TEST(autocast_and_quantized_stay_near_f32) {
-    tfc_gpt_config c = config(TFC_GPT_ARCH_LLAMA, 2, 0, 0, TFC_DTYPE_F32);
+static void check_autocast_and_quantized(tfc_gpt_config c) {
     tfc_gpt *m = model_of(c, 11), *b = model_of(c, 11), *q8 = model_of(c, 11), *q4 = model_of(c, 11);
     CHECK_OK(tfc_gpt_set_autocast(b, TFC_DTYPE_BF16));
     CHECK_OK(tfc_gpt_quantize(q8, TFC_QFORMAT_INT8, 0));
@@ -291,8 +303,12 @@ TEST(autocast_and_quantized_stay_near_f32) {
     tfc_gpt_release(q4);
 }
 
-TEST(lora_uses_peft_names_and_merges_into_the_nn_linear_layout) {
-    tfc_gpt *m = model_of(config(TFC_GPT_ARCH_LLAMA, 2, 0, 0, TFC_DTYPE_F64), 13);
+TEST(autocast_and_quantized_stay_near_f32) {
+    for (int i = 0; i < 3; i++) check_autocast_and_quantized(family(i, TFC_DTYPE_F32));
+}
+
+static void check_lora(tfc_gpt_config fc) {
+    tfc_gpt *m = model_of(fc, 13);
     tfc_lora_config lc = TFC_LORA_CONFIG_INIT;
     lc.rank = 2;
     lc.alpha = 4;
@@ -308,14 +324,14 @@ TEST(lora_uses_peft_names_and_merges_into_the_nn_linear_layout) {
     CHECK(strcmp(names[5], "base_model.model.model.layers.0.mlp.down_proj.lora_B.weight") == 0);
     /* make B non-zero, then the merged model must compute what the adapted one does */
     for (int32_t i = 1; i < n; i += 2) CHECK_OK(tfc_tensor_fill(ps[i], 0.01 * (i + 1)));
-    tfc_gpt *ref = model_of(config(TFC_GPT_ARCH_LLAMA, 2, 0, 0, TFC_DTYPE_F64), 13);
+    tfc_gpt *ref = model_of(fc, 13);
     char dir[] = "/tmp/tfc_llama_lora_XXXXXX", path[128];
     CHECK(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/a.safetensors", dir);
     CHECK_OK(tfc_gpt_save_lora(m, path, NULL, NULL, 0));
     CHECK_OK(tfc_gpt_load_lora(ref, path));
     CHECK(logits_gap(m, ref) == 0);
-    tfc_gpt *merged = model_of(config(TFC_GPT_ARCH_LLAMA, 2, 0, 0, TFC_DTYPE_F64), 13);
+    tfc_gpt *merged = model_of(fc, 13);
     CHECK_OK(tfc_gpt_load_lora(merged, path));
     CHECK_OK(tfc_gpt_merge_lora(merged));
     const double gap = logits_gap(m, merged);
@@ -328,4 +344,8 @@ TEST(lora_uses_peft_names_and_merges_into_the_nn_linear_layout) {
     tfc_gpt_release(merged);
     tfc_gpt_release(ref);
     tfc_gpt_release(m);
+}
+
+TEST(lora_uses_peft_names_and_merges_into_the_nn_linear_layout) {
+    for (int i = 0; i < 3; i++) check_lora(family(i, TFC_DTYPE_F64));
 }
