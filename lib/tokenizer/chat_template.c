@@ -311,7 +311,7 @@ static tfc_status encode_plain(const char *fn, const tfc_tokenizer *tok, const c
             free(v);
             return tfc_err(TFC_ERR_INTERNAL, "%s: the encoding lacks the tokenizer's template tokens", fn);
         }
-        memmove(v, v + np, (n - np - ns) * sizeof *v);
+        if (np) memmove(v, v + np, (n - np - ns) * sizeof *v);
         n -= np + ns;
     }
     *ids = v;
@@ -335,10 +335,10 @@ static tfc_status check_markers(const char *fn, const tfc_tokenizer *tok, const 
         free(v);
         if (n != 1)
             return tfc_err(TFC_ERR_INVALID_ARG,
-                           "tfc_chat_encode: tok has no token \"%s\" (the text encodes to %zu tokens): the %s "
+                           "%s: tok has no token \"%s\" (the text encodes to %zu tokens): the %s "
                            "template's special tokens must be tokens of the tokenizer (added or special tokens of "
                            "its tokenizer.json)",
-                           *mk, n, f->title);
+                           fn, *mk, n, f->title);
     }
     return TFC_OK;
 }
