@@ -17,8 +17,9 @@ test=(
   # ABI baseline check (abidw / abidiff); the style check (scripts/format.sh)
   abigail-tools clang-format
   # ASan/UBSan runtimes (libasan8, libubsan1) come with gcc itself.
-  # Python bindings and reference tests (Debian's /usr/bin/python3)
-  python3 python3-cffi python3-numpy python3-pytest python3-torch
+  # Python bindings and reference tests (Debian's /usr/bin/python3); Jinja2 renders
+  # the models' chat templates as the reference of tests/python/test_chat_template.py
+  python3 python3-cffi python3-numpy python3-pytest python3-torch python3-jinja2
   # Lua bindings, and their rockspec (meson test package-lua: luarocks make)
   lua5.4 liblua5.4-dev luarocks
   # clang 14 for the libFuzzer targets (scripts/fuzz.sh; libclang-rt-14-dev holds

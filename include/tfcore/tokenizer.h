@@ -253,6 +253,129 @@ TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_save(const tfc_tokenizer *tok, co
  */
 TFC_API TFC_NODISCARD tfc_status tfc_tokenizer_load(const char *path, tfc_tokenizer **out);
 
+/*
+ * ---- Chat templates (docs/TOKENIZER.md, "Chat templates") ----
+ *
+ * A chat model is prompted with its conversation written the way its
+ * chat template (the Jinja "chat_template" of its tokenizer_config.json)
+ * writes it. The library renders the templates of the families below,
+ * each written out in C from the model's own template and checked
+ * against Jinja rendering that template, for messages with the roles
+ * "system", "user" and "assistant" and text content (no tools, no tool
+ * messages). A template it does not render is refused, never rendered as
+ * a family it resembles. These functions keep no state: any number of
+ * threads may call them at once (tfc_chat_encode only reads tok).
+ */
+
+/* Template families. Values are part of the ABI. */
+typedef enum tfc_chat_family {
+    /* ChatML as Qwen2-Instruct's template writes it: "<|im_start|>role\ncontent<|im_end|>\n" per message, after a
+       default "You are a helpful assistant." system message when the first message is not a system one */
+    TFC_CHAT_CHATML = 1,
+    /* Meta-Llama-3-Instruct: "<|begin_of_text|>", then "<|start_header_id|>role<|end_header_id|>\n\n" +
+       strip(content) + "<|eot_id|>" per message */
+    TFC_CHAT_LLAMA3 = 2,
+    /* Llama-2-chat: "<s>[INST] " + strip(user) + " [/INST]" and " " + strip(assistant) + " </s>" per turn, the system
+       message inside the first user turn as "<<SYS>>\n...\n<</SYS>>\n\n"; roles alternate user/assistant */
+    TFC_CHAT_LLAMA2 = 3,
+    /* Llama-3.1-Instruct without tools: Llama 3's turns after an always-present system turn opening with "Cutting
+       Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n" (the template's date when given none) */
+    TFC_CHAT_LLAMA3_1 = 4,
+    /* Qwen2.5-Instruct without tools: ChatML with the default system message "You are Qwen, created by Alibaba
+       Cloud. You are a helpful assistant." */
+    TFC_CHAT_QWEN2_5 = 5,
+    TFC_CHAT_FORCE_INT32 = 0x7fffffff
+} tfc_chat_family;
+
+/* One message of a conversation; both strings NUL-terminated, borrowed for the call. */
+typedef struct tfc_chat_message {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content; /* well-formed UTF-8, inserted as it is (a special token's text in it stays that text) */
+} tfc_chat_message;
+
+/*
+ * The conversation messages[0 .. n_messages) as the family's template
+ * writes it, ending with the opening of an assistant turn when
+ * add_generation_prompt is 1 (Llama 2's template takes none: its text
+ * after a user turn already ends where the reply starts). *text is a new
+ * NUL-terminated UTF-8 string of *len bytes (len may be NULL), freed with
+ * tfc_free. Errors (TFC_ERR_INVALID_ARG, naming the message index): NULL
+ * arguments, n_messages 0, an unknown family, add_generation_prompt not 0
+ * or 1, a role other than the three, content that is not well-formed
+ * UTF-8, and for Llama 2 a role order its template refuses (after an
+ * optional first system message, user and assistant must alternate
+ * starting with user; a later system message, which its template drops
+ * silently, is refused too); TFC_ERR_OOM. Thread-safe.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_chat_render(int32_t family, const tfc_chat_message *messages, size_t n_messages,
+                                                 int32_t add_generation_prompt, char **text,
+                                                 size_t *len /* nullable */);
+
+/*
+ * tfc_chat_render, then tok's ids of the text as Hugging Face's
+ * apply_chat_template(tokenize=True) gives them: special tokens in the
+ * text are recognised (TFC_SPECIAL_ALLOWED) and the tokens a
+ * tokenizer.json loaded with TFC_TOKENIZER_ADD_SPECIAL puts around every
+ * text are not added (the template already writes its BOS). *ids is a new
+ * array of *n_ids ids (tfc_free). Errors: as tfc_chat_render; NULL tok,
+ * ids or n_ids; TFC_ERR_INVALID_ARG when a special token the family's
+ * template writes ("<|im_start|>", "<|eot_id|>", "<s>" ...) is not one
+ * token of tok (it is not that model's tokenizer); TFC_ERR_OOM.
+ * Thread-safe (tok is only read).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_chat_encode(const tfc_tokenizer *tok, int32_t family,
+                                                 const tfc_chat_message *messages, size_t n_messages,
+                                                 int32_t add_generation_prompt, int32_t **ids, size_t *n_ids);
+
+/*
+ * The family whose template chat_template (Jinja source, as a
+ * tokenizer_config.json holds it after JSON decoding) is: the templates
+ * of Qwen2-Instruct, Qwen2.5-Instruct, Meta-Llama-3-Instruct,
+ * Llama-3.1-Instruct and Llama-2-chat, compared after the whitespace
+ * control Jinja applies and with cosmetic differences inside tags
+ * ignored. Anything else is refused with TFC_ERR_UNSUPPORTED: the message
+ * names the family its markers suggest (<|im_start|>, <|start_header_id|>,
+ * [INST]) and why it is not rendered, or says that none of those markers
+ * was found. Errors: NULL arguments (TFC_ERR_INVALID_ARG), TFC_ERR_OOM.
+ * *family is untouched on error. Thread-safe.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_chat_template_detect(const char *chat_template, int32_t *family);
+
+/*
+ * Read a model's tokenizer_config.json at path: its chat template's family
+ * (its "chat_template": a string, or the "default" entry of a list of
+ * named templates; without one, chat_template.jinja in the same
+ * directory), recognised as tfc_chat_template_detect does, and its
+ * bos_token and eos_token texts (a string or an AddedToken object's
+ * "content"; NULL when absent or null). *bos_token and *eos_token are new
+ * strings freed with tfc_free; either pointer may be NULL when not
+ * wanted. Errors: NULL path or family (TFC_ERR_INVALID_ARG); TFC_ERR_IO
+ * (unreadable file, naming it); TFC_ERR_FORMAT (malformed JSON, a field of
+ * the wrong type, naming it); TFC_ERR_UNSUPPORTED (no chat template, a
+ * template not recognised, or a bos_token / eos_token other than the one
+ * the family's rendering writes, e.g. a Llama 2 template with a bos_token
+ * that is not "<s>"); TFC_ERR_OOM. Outputs are untouched on error.
+ * Thread-safe.
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_chat_config_load(const char *path, int32_t *family,
+                                                      char **bos_token /* nullable */, char **eos_token /* nullable */);
+
+/*
+ * The short name of family ("chatml", "llama3", "llama2", "llama3.1",
+ * "qwen2.5") and the token that ends one of its turns, where generation
+ * stops ("<|im_end|>", "<|eot_id|>", "</s>"): static strings. end_of_turn
+ * may be NULL. Errors: NULL name, unknown family (TFC_ERR_INVALID_ARG).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_chat_family_info(int32_t family, const char **name,
+                                                      const char **end_of_turn /* nullable */);
+
+/*
+ * The family named name: one of tfc_chat_family_info's names, or "qwen2"
+ * (Qwen2-Instruct's template, the ChatML family). Errors: NULL arguments,
+ * an unknown name (TFC_ERR_INVALID_ARG, listing the names).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_chat_family_from_name(const char *name, int32_t *family);
+
 #ifdef __cplusplus
 }
 #endif

@@ -195,7 +195,7 @@ static tfc_optim *optim_;
 static tfc_optim *optim_sharded_;
 static tfc_comm *comm_;
 static tfc_ddp *ddp_;
-static tfc_tokenizer *tok_, *tok_fresh_;
+static tfc_tokenizer *tok_, *tok_fresh_, *tok_chat_;
 static tfc_gpt *gpt_;
 static tfc_gpt *gpt_lora_;
 static tfc_lora_config lora_cfg_;
@@ -263,6 +263,28 @@ tfc_tokenizer *fx_tok(void) {
     if (tfc_tokenizer_new(TFC_SPLIT_GPT2, &tok_) != TFC_OK) fatal("tfc_tokenizer_new");
     if (tfc_tokenizer_train(tok_, train_text, sizeof train_text - 1, 270) != TFC_OK) fatal("tfc_tokenizer_train");
     return tok_;
+}
+
+tfc_tokenizer *fx_tok_chat(void) {
+    if (tok_chat_) return tok_chat_;
+    if (tfc_tokenizer_new(TFC_SPLIT_GPT2, &tok_chat_) != TFC_OK) fatal("tfc_tokenizer_new");
+    if (tfc_tokenizer_add_special(tok_chat_, "<|im_start|>", 300) != TFC_OK ||
+        tfc_tokenizer_add_special(tok_chat_, "<|im_end|>", 301) != TFC_OK)
+        fatal("tfc_tokenizer_add_special");
+    return tok_chat_;
+}
+
+const tfc_chat_message *fx_chat(void) {
+    static const tfc_chat_message m[2] = {{"user", "Hello"}, {"assistant", "Hi!"}};
+    return m;
+}
+
+/* Qwen2-Instruct's chat_template */
+const char *fx_chat_template(void) {
+    return "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+           "'<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + "
+           "message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if "
+           "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 }
 
 tfc_tokenizer *fx_tok_fresh(void) {
@@ -539,6 +561,7 @@ void fx_cleanup(void) {
     optim_sharded_ = NULL, ddp_ = NULL, comm_ = NULL;
     tfc_tokenizer_release(tok_);
     tfc_tokenizer_release(tok_fresh_);
+    tfc_tokenizer_release(tok_chat_);
     tfc_safetensors_release(st_);
     tfc_safetensors_release(gpt_st_);
     tfc_token_file_close(tf_);
@@ -546,7 +569,8 @@ void fx_cleanup(void) {
     n_tensors_ = 0;
     tfc_graph_release(graph_);
     qw_ = NULL;
-    cache_ = NULL, gpt_ = NULL, optim_ = NULL, tok_ = tok_fresh_ = NULL, st_ = NULL, gpt_st_ = NULL, tf_ = NULL,
+    cache_ = NULL, gpt_ = NULL, optim_ = NULL, tok_ = tok_fresh_ = tok_chat_ = NULL, st_ = NULL, gpt_st_ = NULL,
+    tf_ = NULL,
     graph_ = NULL;
     for (int i = 0; i < n_mem_; i++) free(mem_[i]);
     n_mem_ = 0;
@@ -618,6 +642,23 @@ int fx_setup_files(void) {
                      "\"special_tokens\": {\"<s>\": {\"id\": \"<s>\", \"ids\": [4], \"tokens\": [\"<s>\"]}}},"
                      " \"decoder\": {\"type\": \"Fuse\"}, \"model\": {\"type\": \"BPE\", \"unk_token\": \"c\","
                      " \"vocab\": {\"a\": 0, \"b\": 1, \"c\": 2, \"ab\": 3}, \"merges\": [\"a b\"]}}");
+    /* a tokenizer_config.json with Qwen2-Instruct's chat template */
+    char *cfg = malloc(2048);
+    if (cfg) {
+        snprintf(cfg, 2048, "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"");
+        for (const char *c = fx_chat_template(); *c; c++) {
+            const size_t l = strlen(cfg);
+            if (*c == '\\' || *c == '"')
+                cfg[l] = '\\', cfg[l + 1] = *c, cfg[l + 2] = 0;
+            else
+                cfg[l] = *c, cfg[l + 1] = 0;
+        }
+        strcat(cfg, "\"}");
+        ok &= write_file(fx_path("tokenizer_config.json"), cfg);
+        free(cfg);
+    } else {
+        ok = 0;
+    }
     if (!ok) fprintf(stderr, "badargs fixture files: %s\n", tfc_last_error());
     return ok;
 }

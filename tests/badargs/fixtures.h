@@ -48,7 +48,10 @@ tfc_graph *fx_graph(void);
 tfc_optim *fx_optim(void);   /* AdamW over fx_leaf()-like parameters with gradients */
 tfc_tokenizer *fx_tok(void); /* trained (has merges) */
 tfc_tokenizer *fx_tok_fresh(void);
-tfc_gpt *fx_gpt(void); /* tiny: 1 layer, 2 heads, 8 dims, block 8, vocab 16 */
+tfc_tokenizer *fx_tok_chat(void);      /* untrained, with <|im_start|> and <|im_end|> as special tokens */
+const tfc_chat_message *fx_chat(void); /* user "Hello", assistant "Hi!" */
+const char *fx_chat_template(void);    /* Qwen2-Instruct's chat_template */
+tfc_gpt *fx_gpt(void);                 /* tiny: 1 layer, 2 heads, 8 dims, block 8, vocab 16 */
 tfc_gpt_config *fx_gpt_config(void);
 tfc_gpt *fx_gpt_lora(void); /* fx_gpt's config with rank-2 LoRA adapters on c_attn and c_proj */
 tfc_lora_config *fx_lora_config(void);

@@ -125,6 +125,8 @@ BY_TYPE_NAME = {
     ("tfc_status", "s"): "TFC_ERR_SHAPE",
     ("const char *", "path"): 'fx_out_path("file")',
     ("void *", "ctx"): "fx_ctx()",
+    ("int32_t", "family"): "TFC_CHAT_CHATML",
+    ("int32_t", "add_generation_prompt"): "1",
 }
 BY_TYPE = {
     "const tfc_tensor *": T23,
@@ -194,6 +196,7 @@ BY_TYPE = {
     "int32_t": "1",
     "size_t": "1",
     "tfc_matmul_precision": "TFC_MATMUL_PRECISION_HIGHEST",
+    "const tfc_chat_message *": "fx_chat()",
 }
 # Plain out-parameters (int32_t *, double *, const char **, ...): zeroed scratch.
 SCRATCH_TYPES = {"int32_t *", "int64_t *", "uint64_t *", "double *", "size_t *", "const char **",
@@ -378,6 +381,11 @@ FIXTURES = {
     "tfc_rope_forward": {"x": Q, "positions": "fx_ids(2, 16)", "inv_freq": t(2), "y": Q},
     "tfc_rope_backward": {"dy": Q, "positions": "fx_ids(2, 16)", "inv_freq": t(2), "dx": Q},
     "tfc_rope_inv_freq": {"head_dim": "4", "seq_len": "0"},
+    "tfc_chat_render": {"n_messages": "2"},
+    "tfc_chat_encode": {"tok": "fx_tok_chat()", "n_messages": "2"},
+    "tfc_chat_template_detect": {"chat_template": "fx_chat_template()"},
+    "tfc_chat_config_load": {"path": 'fx_path("tokenizer_config.json")'},
+    "tfc_chat_family_from_name": {"name": '"chatml"'},
 }
 # Release-style functions: a valid call would free a fixture, so only NULL is tried.
 # Functions that end the process by design (tfc_comm_abort): no case can run them.

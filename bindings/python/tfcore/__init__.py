@@ -28,7 +28,7 @@ from .functional import (abs, all, any, argsort, ceil, clamp, clip, cos, cumsum,
                          maximum, minimum, multinomial, ne, round, sign, sin, sort, tril, triu)
 from .dlpack import from_dlpack
 from . import autograd, distributed, functional, kernels, optim  # noqa: F401
-from .tokenizer import Tokenizer
+from .tokenizer import ChatTemplateError, Tokenizer
 from .gpt import GPT, GPTConfig
 from .io import TokenFile, load_safetensors, save_safetensors
 from . import io  # noqa: F401

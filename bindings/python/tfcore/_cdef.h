@@ -533,6 +533,24 @@ tfc_status tfc_tokenizer_load_tiktoken(const char *path, int32_t pattern, tfc_to
 tfc_status tfc_tokenizer_load_hf_json(const char *path, uint32_t flags, tfc_tokenizer **out);
 tfc_status tfc_tokenizer_save(const tfc_tokenizer *tok, const char *path);
 tfc_status tfc_tokenizer_load(const char *path, tfc_tokenizer **out);
+typedef enum tfc_chat_family {
+TFC_CHAT_CHATML = 1,
+TFC_CHAT_LLAMA3 = 2,
+TFC_CHAT_LLAMA2 = 3,
+TFC_CHAT_LLAMA3_1 = 4,
+TFC_CHAT_QWEN2_5 = 5,
+TFC_CHAT_FORCE_INT32 = 0x7fffffff
+} tfc_chat_family;
+typedef struct tfc_chat_message {
+const char *role;
+const char *content;
+} tfc_chat_message;
+tfc_status tfc_chat_render(int32_t family, const tfc_chat_message *messages, size_t n_messages, int32_t add_generation_prompt, char **text, size_t *len);
+tfc_status tfc_chat_encode(const tfc_tokenizer *tok, int32_t family, const tfc_chat_message *messages, size_t n_messages, int32_t add_generation_prompt, int32_t **ids, size_t *n_ids);
+tfc_status tfc_chat_template_detect(const char *chat_template, int32_t *family);
+tfc_status tfc_chat_config_load(const char *path, int32_t *family, char **bos_token, char **eos_token);
+tfc_status tfc_chat_family_info(int32_t family, const char **name, const char **end_of_turn);
+tfc_status tfc_chat_family_from_name(const char *name, int32_t *family);
 typedef struct tfc_lora_config {
 uint32_t struct_size;
 int32_t rank;

@@ -9,11 +9,15 @@ formats.
     llama = tfcore.Tokenizer.from_file("tokenizer.json", add_special_tokens=True)
     ids = llama.encode("Hello", special="allowed")   # Hugging Face's ids, BOS first
 
+    # chat: the template of tokenizer_config.json beside the tokenizer.json
+    ids = llama.apply_chat_template([{"role": "user", "content": "Hi"}], add_generation_prompt=True)
+
 Text arguments may be str (encoded as UTF-8) or bytes.
 """
 import os
+from collections.abc import Mapping
 
-from ._lib import check, ffi, lib
+from ._lib import Error, check, error_for, ffi, lib
 
 PATTERNS = {"none": "TFC_SPLIT_NONE", "gpt2": "TFC_SPLIT_GPT2", "cl100k": "TFC_SPLIT_CL100K",
             "llama3": "TFC_SPLIT_LLAMA3", "qwen2": "TFC_SPLIT_QWEN2"}
@@ -33,6 +37,52 @@ def _pattern(pattern):
     if pattern not in PATTERNS:
         raise ValueError("tfcore.Tokenizer: pattern must be one of %s, got %r" % (sorted(PATTERNS), pattern))
     return getattr(lib, PATTERNS[pattern])
+
+
+class ChatTemplateError(Error, ValueError):
+    """A chat template the library does not render (a tokenizer_config.json
+    whose chat_template is not one of the families', docs/TOKENIZER.md "Chat
+    templates"), or a model without one: a ValueError, as Hugging Face's
+    apply_chat_template raises for a tokenizer without a template."""
+
+
+def _chat_check(status):
+    """check(), with TFC_ERR_UNSUPPORTED from the chat functions as ChatTemplateError."""
+    if status == lib.TFC_ERR_UNSUPPORTED:
+        raise ChatTemplateError(str(error_for(status)), status)
+    check(status)
+
+
+CHAT_TEMPLATES = ("chatml", "qwen2", "qwen2.5", "llama3", "llama3.1", "llama2")
+
+
+def _chat_messages(messages):
+    """A list of {"role", "content"} dicts as a tfc_chat_message array (and the buffers it points into)."""
+    if isinstance(messages, (str, bytes, Mapping)):
+        raise TypeError("apply_chat_template: messages must be a list of {'role': ..., 'content': ...} dicts, got %s"
+                        % type(messages).__name__)
+    msgs = list(messages)
+    arr = ffi.new("tfc_chat_message[]", max(len(msgs), 1))
+    keep = []
+    for i, m in enumerate(msgs):
+        if not isinstance(m, Mapping):
+            raise TypeError("apply_chat_template: messages[%d] is a %s, expected a dict with 'role' and 'content'"
+                            % (i, type(m).__name__))
+        if m.get("tool_calls"):
+            raise ValueError("apply_chat_template: messages[%d] has tool_calls: tool calls are not rendered "
+                             "(docs/TOKENIZER.md, \"Chat templates\")" % i)
+        for key in ("role", "content"):
+            if key not in m:
+                raise KeyError("apply_chat_template: messages[%d] has no %r" % (i, key))
+            v = m[key]
+            if not isinstance(v, str):
+                raise TypeError("apply_chat_template: messages[%d][%r] is a %s, expected str (text content only)"
+                                % (i, key, type(v).__name__))
+            if "\0" in v:
+                raise ValueError("apply_chat_template: messages[%d][%r] holds a NUL character" % (i, key))
+            keep.append(ffi.new("char[]", v.encode("utf-8")))
+            setattr(arr[i], key, keep[-1])
+    return arr, len(msgs), keep
 
 
 def _special(mode):
@@ -87,7 +137,9 @@ class Tokenizer:
         out = ffi.new("tfc_tokenizer **")
         flags = lib.TFC_TOKENIZER_ADD_SPECIAL if add_special_tokens else 0
         check(lib.tfc_tokenizer_load_hf_json(_path(path), flags, out))
-        return cls._adopt(out[0])
+        tok = cls._adopt(out[0])
+        tok._path = os.fspath(path)  # apply_chat_template looks for tokenizer_config.json beside it
+        return tok
 
     @classmethod
     def load(cls, path):
@@ -191,6 +243,76 @@ class Tokenizer:
             check(lib.tfc_tokenizer_get_merge(self._h, i, *vals))
             out.append(tuple(int(v[0]) for v in vals))
         return out
+
+    def apply_chat_template(self, messages, add_generation_prompt=False, tokenize=True, template=None):
+        """A conversation as the model's chat template writes it, shaped like
+        Hugging Face's apply_chat_template: messages is a list of
+        {"role": "system"|"user"|"assistant", "content": str} dicts;
+        add_generation_prompt=True ends it with the opening of the
+        assistant's reply. tokenize=False returns the text; tokenize=True
+        its ids, with the template's special tokens ("<|im_start|>",
+        "<|eot_id|>", "<s>" ...) as their single ids and no tokens added
+        around the text (the template writes its own BOS), which needs those
+        tokens in this tokenizer.
+
+        template: None reads the chat_template of the tokenizer_config.json
+        beside the tokenizer.json this Tokenizer was loaded from (from_file)
+        and renders it when it is one of the families' templates
+        (docs/TOKENIZER.md, "Chat templates"); a family name ("chatml" or
+        "qwen2", "qwen2.5", "llama3", "llama3.1", "llama2") renders that
+        family; a Jinja template string is recognised as one of them.
+
+        Raises ChatTemplateError (a ValueError) for a template the library
+        does not render or a tokenizer_config.json without one, ValueError
+        when there is no tokenizer_config.json to read, for an unknown
+        family name, a role other than the three, a role order Llama 2's
+        template refuses (naming the message), or a message with
+        tool_calls; TypeError for content that is not a str."""
+        family = self._chat_family(template)
+        arr, n, _keep = _chat_messages(messages)  # _keep: the strings arr points into
+        gen = 1 if add_generation_prompt else 0
+        if tokenize:
+            ids = ffi.new("int32_t **")
+            count = ffi.new("size_t *")
+            check(lib.tfc_chat_encode(self._h, family, arr, n, gen, ids, count))
+            try:
+                return list(ffi.unpack(ids[0], count[0])) if count[0] else []
+            finally:
+                lib.tfc_free(ids[0])
+        text = ffi.new("char **")
+        size = ffi.new("size_t *")
+        check(lib.tfc_chat_render(family, arr, n, gen, text, size))
+        try:
+            return ffi.unpack(text[0], size[0]).decode("utf-8")
+        finally:
+            lib.tfc_free(text[0])
+
+    def _chat_family(self, template):
+        out = ffi.new("int32_t *")
+        if template is None:
+            cached = getattr(self, "_chat_config_family", None)
+            if cached is not None:
+                return cached
+            path = getattr(self, "_path", None)
+            if path is None:
+                raise ValueError("apply_chat_template: this Tokenizer was not loaded from a tokenizer.json "
+                                 "(Tokenizer.from_file), so there is no tokenizer_config.json to read the chat "
+                                 "template from; pass template=%s" % " | ".join(repr(t) for t in CHAT_TEMPLATES))
+            config = os.path.join(os.path.dirname(os.path.abspath(path)), "tokenizer_config.json")
+            if not os.path.isfile(config):
+                raise ValueError("apply_chat_template: no chat template: %s does not exist (looked for beside %s); "
+                                 "pass template=%s" % (config, path, " | ".join(repr(t) for t in CHAT_TEMPLATES)))
+            _chat_check(lib.tfc_chat_config_load(_path(config), out, ffi.NULL, ffi.NULL))
+            self._chat_config_family = int(out[0])
+            return self._chat_config_family
+        if not isinstance(template, str):
+            raise TypeError("apply_chat_template: template must be None, a family name or a Jinja template string, "
+                            "got %s" % type(template).__name__)
+        if "{{" in template or "{%" in template:
+            _chat_check(lib.tfc_chat_template_detect(template.encode("utf-8"), out))
+        else:
+            check(lib.tfc_chat_family_from_name(template.encode("utf-8"), out))
+        return int(out[0])
 
     def __len__(self):
         return self.vocab_size

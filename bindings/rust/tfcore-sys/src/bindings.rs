@@ -306,6 +306,21 @@ pub const TFC_SPECIAL_ALLOWED: tfc_special_mode = 1;
 pub const TFC_SPECIAL_DISALLOWED: tfc_special_mode = 2;
 pub const TFC_SPECIAL_FORCE_INT32: tfc_special_mode = 2147483647;
 
+pub type tfc_chat_family = i32;
+pub const TFC_CHAT_CHATML: tfc_chat_family = 1;
+pub const TFC_CHAT_LLAMA3: tfc_chat_family = 2;
+pub const TFC_CHAT_LLAMA2: tfc_chat_family = 3;
+pub const TFC_CHAT_LLAMA3_1: tfc_chat_family = 4;
+pub const TFC_CHAT_QWEN2_5: tfc_chat_family = 5;
+pub const TFC_CHAT_FORCE_INT32: tfc_chat_family = 2147483647;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tfc_chat_message {
+    pub role: *const c_char,
+    pub content: *const c_char,
+}
+
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct tfc_lora_config {
@@ -668,6 +683,12 @@ extern "C" {
     pub fn tfc_tokenizer_load_hf_json(path: *const c_char, flags: u32, out: *mut *mut tfc_tokenizer) -> tfc_status;
     pub fn tfc_tokenizer_save(tok: *const tfc_tokenizer, path: *const c_char) -> tfc_status;
     pub fn tfc_tokenizer_load(path: *const c_char, out: *mut *mut tfc_tokenizer) -> tfc_status;
+    pub fn tfc_chat_render(family: i32, messages: *const tfc_chat_message, n_messages: usize, add_generation_prompt: i32, text: *mut *mut c_char, len: *mut usize) -> tfc_status;
+    pub fn tfc_chat_encode(tok: *const tfc_tokenizer, family: i32, messages: *const tfc_chat_message, n_messages: usize, add_generation_prompt: i32, ids: *mut *mut i32, n_ids: *mut usize) -> tfc_status;
+    pub fn tfc_chat_template_detect(chat_template: *const c_char, family: *mut i32) -> tfc_status;
+    pub fn tfc_chat_config_load(path: *const c_char, family: *mut i32, bos_token: *mut *mut c_char, eos_token: *mut *mut c_char) -> tfc_status;
+    pub fn tfc_chat_family_info(family: i32, name: *mut *const c_char, end_of_turn: *mut *const c_char) -> tfc_status;
+    pub fn tfc_chat_family_from_name(name: *const c_char, family: *mut i32) -> tfc_status;
     pub fn tfc_gpt_add_lora(m: *mut tfc_gpt, cfg: *const tfc_lora_config) -> tfc_status;
     pub fn tfc_gpt_lora_params(m: *const tfc_gpt, n: *mut i32, names: *mut *const *const c_char, params: *mut *const *mut tfc_tensor) -> tfc_status;
     pub fn tfc_gpt_get_lora_config(m: *const tfc_gpt, cfg: *mut tfc_lora_config) -> tfc_status;
