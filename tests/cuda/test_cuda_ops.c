@@ -519,20 +519,32 @@ TEST(errors_on_real_cuda_tensors) {
 
 /* ---- GPT, optimizer ---------------------------------------------------------------------- */
 
-static tfc_gpt *gpt(void) {
+/* GPT-2 (arch 0), or a Qwen2 with every family feature: RMSNorm, RoPE, SwiGLU, 2 kv heads, q/k/v biases, window 8. */
+static tfc_gpt *gpt_of(int32_t arch) {
     tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
     c.n_layer = 2;
     c.n_head = 4;
     c.n_embd = 64;
     c.vocab_size = 65;
     c.block_size = 32;
+    if (arch != TFC_GPT_ARCH_GPT2) {
+        c.arch = arch;
+        c.n_kv_head = 2;
+        c.mlp_hidden = 96;
+        c.attention_bias = 1;
+        c.sliding_window = 8;
+        c.tie_weights = 0;
+    }
     tfc_gpt *m = NULL;
     CHECK_OK(tfc_gpt_new(&c, 1234, &m));
     return m;
 }
 
-TEST(gpt_forward_backward_and_adamw_match_the_cpu) {
-    tfc_gpt *m[2] = {gpt(), gpt()};
+static tfc_gpt *gpt(void) { return gpt_of(TFC_GPT_ARCH_GPT2); }
+
+/* Three AdamW steps of the model of arch on the CPU and on CUDA: losses, step 0's gradients and norms agree. */
+static void check_gpt_steps(int32_t arch) {
+    tfc_gpt *m[2] = {gpt_of(arch), gpt_of(arch)};
     CHECK_OK(tfc_gpt_to_device(m[1], TFC_DEVICE_CUDA, 0));
     const int64_t d[2] = {4, 32};
     tfc_tensor *idx = ids_t(d, 2, TFC_DTYPE_I32, 0, 65), *tg = ids_t(d, 2, TFC_DTYPE_I64, 0, 65);
@@ -603,6 +615,11 @@ done:
     tfc_tensor_release(idx);
     tfc_tensor_release(tg);
 }
+
+TEST(gpt_forward_backward_and_adamw_match_the_cpu) { check_gpt_steps(TFC_GPT_ARCH_GPT2); }
+
+/* The Llama family on the device: RoPE frequencies copied per forward, GQA + window flash attention, SwiGLU. */
+TEST(llama_family_forward_backward_and_adamw_match_the_cpu) { check_gpt_steps(TFC_GPT_ARCH_QWEN2); }
 
 /* AdamW on identical given gradients: only the update arithmetic differs. */
 TEST(adamw_and_clip_on_given_gradients) {
