@@ -421,8 +421,7 @@ void tfc_safetensors_done(void *ctx, const tfc_tensor *t, uint64_t from, uint64_
     (void)ctx;
     if (!t || t->storage->deleter != st_map_unref || to <= from) return;
     const st_map *m = t->storage->deleter_ctx;
-    static long page;
-    if (!page) page = sysconf(_SC_PAGESIZE);
+    const long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) return;
     const uintptr_t base = (uintptr_t)m->base, end = base + m->len, at = (uintptr_t)tfc_data(t);
     uintptr_t lo = at + from, hi = at + to;
