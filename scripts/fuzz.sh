@@ -24,7 +24,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root" || exit 1
 
 all_targets=(safetensors gpt_load tiktoken native_tokenizer gpt2_vocab token_file dlpack encode train token_shards gpt_llmc
-  hf_config adapter_config tokenizer_json)
+  hf_config adapter_config tokenizer_json hf_index)
 seconds=600 jobs=1 workers=1 targets=()
 while (($#)); do
   case "$1" in

@@ -42,15 +42,27 @@ TFC_API TFC_NODISCARD tfc_status tfc_safetensors_save(const char *path, const ch
 typedef struct tfc_safetensors tfc_safetensors;
 
 /*
- * Read and validate a whole safetensors file: header length within the
+ * Open and validate a whole safetensors file: header length within the
  * file and at most 100,000,000 bytes, well-formed JSON, known dtypes,
  * non-negative shapes, data_offsets that match dtype size × shape, do not
  * overlap and tile the data section exactly, no duplicate names, string
  * metadata. Any violation is TFC_ERR_FORMAT naming what and where;
- * unreadable files TFC_ERR_IO. Release with tfc_safetensors_release.
+ * unreadable files (and anything but a regular file) TFC_ERR_IO. Release
+ * with tfc_safetensors_release.
+ * The file is memory-mapped (read-only, private), not read: its tensors
+ * are read-only views of the mapping (tfc_tensor_is_read_only; a write
+ * through one is refused naming it; clone for a writable copy), each
+ * keeping the mapping alive, and their values are read from the file as
+ * they are first touched. A tensor whose offset is not a multiple of its
+ * element size is a (read-only) copy instead. The file's size is checked
+ * against the header before any tensor is made; the file must then not
+ * shrink while tensors over it live (truncated and rewritten in place by
+ * another program: touching a page past its new end raises SIGBUS).
+ * Writers that replace a file by renaming a new one over it, as
+ * tfc_safetensors_save does, are safe.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_safetensors_load(const char *path, tfc_safetensors **out);
-/* As tfc_safetensors_load from len bytes in memory (copied; data may be freed after). */
+/* As tfc_safetensors_load from len bytes in memory (copied, writable tensors; data may be freed after). */
 TFC_API TFC_NODISCARD tfc_status tfc_safetensors_load_buffer(const void *data, size_t len, tfc_safetensors **out);
 /* Free a loaded file; tensors handed out stay valid. NULL is accepted. */
 TFC_API void tfc_safetensors_release(tfc_safetensors *f /* nullable */);

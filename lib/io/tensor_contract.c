@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "io/safetensors_impl.h"
 #include "io/tensor_contract.h"
 #include "tensor/tensor_impl.h"
 
@@ -46,6 +47,7 @@ void tfc_contract_free(tfc_contract *c) {
     }
     for (int32_t i = 0; i < c->n_held; i++) {
         free((char *)c->held[i].name);
+        free((char *)c->held[i].file);
         tfc_tensor_release(c->held[i].values);
     }
     for (int32_t k = 0; k < c->n_sym; k++) free(c->sym[k].name);
@@ -98,29 +100,37 @@ tfc_status tfc_contract_want(tfc_contract *c, const tfc_want *w) {
 
 tfc_status tfc_contract_hold(tfc_contract *c, const tfc_held *h) {
     int oom = 0;
-    char *name = dup_or_null(h->name ? h->name : "", &oom);
+    char *name = dup_or_null(h->name ? h->name : "", &oom), *file = dup_or_null(h->file, &oom);
     if (oom || !grow((void **)&c->held, c->n_held, &c->cap_held, sizeof *c->held)) {
         free(name);
+        free(file);
         tfc_tensor_release(h->values);
         return tfc_err(TFC_ERR_OOM, "%s: out of memory", c->fn);
     }
     tfc_held copy = *h;
     copy.name = name;
+    copy.file = file;
     c->held[c->n_held++] = copy;
     c->checked = 0;
     return TFC_OK;
 }
 
-tfc_status tfc_contract_hold_safetensors(tfc_contract *c, const tfc_safetensors *f) {
+tfc_status tfc_contract_hold_safetensors_in(tfc_contract *c, const tfc_safetensors *f, const char *file) {
     for (int32_t i = 0; i < tfc_safetensors_count(f); i++) {
         tfc_held h = {0};
         TFC_TRY_IN(c->fn, tfc_safetensors_get(f, i, &h.name, &h.values));
         h.dtype = h.values->dtype;
         h.ndim = h.values->ndim;
         memcpy(h.dims, h.values->shape, sizeof h.dims);
+        h.file = file;
+        h.done = tfc_safetensors_done;
         TFC_TRY(tfc_contract_hold(c, &h));
     }
     return TFC_OK;
+}
+
+tfc_status tfc_contract_hold_safetensors(tfc_contract *c, const tfc_safetensors *f) {
+    return tfc_contract_hold_safetensors_in(c, f, NULL);
 }
 
 tfc_status tfc_contract_add_symbol(tfc_contract *c, const char *name, int64_t lo, int64_t hi, int32_t *k) {
@@ -199,27 +209,36 @@ static const char *dtypes_text(uint32_t set, char *buf, size_t cap) {
 
 static const char *hint_of(const tfc_want *w) { return w->hint ? w->hint : ""; }
 
+/* The file a held tensor is in: its own (a shard's) when the reader named one, else the contract's. */
+static const char *file_of(const tfc_contract *c, const tfc_held *h) { return h && h->file ? h->file : c->file; }
+
 /* Report fault f: in the reader's words when it has them for f, else the contract's. */
 static tfc_status fault(const tfc_contract *c, tfc_fault f) {
     if (c->explain) {
         tfc_status s = c->explain(c->explain_ctx, c, &f);
         if (s != TFC_OK) return s;
     }
-    const char *fn = c->fn, *file = c->file;
     const tfc_want *w = f.want >= 0 ? &c->want[f.want] : NULL;
     const tfc_held *h = f.held >= 0 ? &c->held[f.held] : NULL;
+    /* a fault about one held tensor names the file that holds it; one about the whole load, the contract's */
+    const char *fn = c->fn, *file = file_of(c, h);
     char dt[96];
     switch (f.kind) {
     case TFC_FAULT_STRANGER:
         return tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds a tensor '%s' that %s does not have", fn, file, h->name,
                        c->model);
-    case TFC_FAULT_TWICE:
+    case TFC_FAULT_TWICE: {
+        const char *other = file_of(c, &c->held[f.other]);
+        if (strcmp(file, other) != 0)
+            return tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds tensor %s twice, as '%s' in '%s' and as '%s' in '%s'", fn,
+                           c->file, w->name, h->name, file, c->held[f.other].name, other);
         return tfc_err(TFC_ERR_FORMAT, "%s: '%s' holds tensor %s twice, as '%s' and as '%s'", fn, file, w->name,
                        h->name, c->held[f.other].name);
+    }
     case TFC_FAULT_MISSING:
-        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has no tensor '%s'%s", fn, file, w->name, hint_of(w));
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has no tensor '%s'%s", fn, c->file, w->name, hint_of(w));
     case TFC_FAULT_GROUP:
-        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has %s but not %s", fn, file, w->name, c->want[f.other].name);
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' has %s but not %s", fn, c->file, w->name, c->want[f.other].name);
     case TFC_FAULT_DTYPE:
         return tfc_err(TFC_ERR_FORMAT, "%s: '%s': tensor '%s' is %s, need %s%s", fn, file, h->name,
                        tfc_dtype_name(h->dtype), dtypes_text(w->dtypes, dt, sizeof dt), hint_of(w));
@@ -239,8 +258,8 @@ static tfc_status fault(const tfc_contract *c, tfc_fault f) {
                        c->want[w->same_as].name, hint_of(w));
     case TFC_FAULT_CLAIM: {
         const tfc_contract_claim *cl = &c->claim[f.other];
-        return tfc_err(TFC_ERR_FORMAT, "%s: '%s': %s says %s = %lld but the tensors have %s = %lld", fn, file, cl->who,
-                       c->sym[cl->sym].name, (long long)f.expected, c->sym[cl->sym].name, (long long)f.value);
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s': %s says %s = %lld but the tensors have %s = %lld", fn, c->file,
+                       cl->who, c->sym[cl->sym].name, (long long)f.expected, c->sym[cl->sym].name, (long long)f.value);
     }
     case TFC_FAULT_SPAN:
         if (h && h->end < h->begin)
@@ -250,10 +269,11 @@ static tfc_status fault(const tfc_contract *c, tfc_fault f) {
             return tfc_err(
                 TFC_ERR_FORMAT, "%s: '%s': tensor '%s' starts at byte %lld where the bytes before end at %lld (%s)", fn,
                 file, h->name, (long long)f.value, (long long)f.expected, f.value < f.expected ? "overlap" : "gap");
-        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' is %lld bytes but %s needs %lld (%s)", fn, file, (long long)f.expected,
-                       c->model, (long long)f.value, f.value > f.expected ? "truncated parameters" : "trailing bytes");
+        return tfc_err(TFC_ERR_FORMAT, "%s: '%s' is %lld bytes but %s needs %lld (%s)", fn, c->file,
+                       (long long)f.expected, c->model, (long long)f.value,
+                       f.value > f.expected ? "truncated parameters" : "trailing bytes");
     }
-    return tfc_err(TFC_ERR_INTERNAL, "%s: '%s': unknown contract fault %d", fn, file, (int)f.kind);
+    return tfc_err(TFC_ERR_INTERNAL, "%s: '%s': unknown contract fault %d", fn, c->file, (int)f.kind);
 }
 
 /* ---- the rules ------------------------------------------------------------------------ */
@@ -342,6 +362,25 @@ static const void *host_bytes(const tfc_tensor *t) {
     return (const char *)t->storage->data + (size_t)t->offset * tfc_dtype_size(t->dtype);
 }
 
+/* Bytes of a held tensor read or copied between two calls of its done hook. */
+#define CONTRACT_STEP ((size_t)8 << 20)
+
+static void done_with(const tfc_held *h, uint64_t from, uint64_t to) {
+    if (h->done) h->done(h->done_ctx, h->values, from, to);
+}
+
+/* Whether n bytes at pa and pb are equal, compared a step at a time, each step given back to a's and b's readers. */
+static int same_bytes(const tfc_held *a, const void *pa, const tfc_held *b, const void *pb, size_t n) {
+    for (size_t at_byte = 0; at_byte < n; at_byte += CONTRACT_STEP) {
+        const size_t len = n - at_byte < CONTRACT_STEP ? n - at_byte : CONTRACT_STEP;
+        const int eq = memcmp((const char *)pa + at_byte, (const char *)pb + at_byte, len) == 0;
+        done_with(a, at_byte, at_byte + len);
+        done_with(b, at_byte, at_byte + len);
+        if (!eq) return 0;
+    }
+    return 1;
+}
+
 /* Rule 5: a tensor that repeats another holds its bytes (same dtype, same shape, same values). */
 static tfc_status check_twins(const tfc_contract *c) {
     for (int32_t i = 0; i < c->n_want; i++) {
@@ -354,7 +393,7 @@ static tfc_status check_twins(const tfc_contract *c) {
             memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof a->dims[0]) == 0;
         const void *pa = same ? host_bytes(a->values) : NULL, *pb = same ? host_bytes(b->values) : NULL;
         if (same && pa && pb)
-            same = memcmp(pa, pb, (size_t)tfc_tensor_numel(a->values) * tfc_dtype_size(a->dtype)) == 0;
+            same = same_bytes(a, pa, b, pb, (size_t)tfc_tensor_numel(a->values) * tfc_dtype_size(a->dtype));
         else
             same = 0; /* nothing to compare is no proof of a copy */
         if (!same) return fault(c, at(TFC_FAULT_NOT_SAME, i, j, -1));
@@ -415,6 +454,46 @@ tfc_status tfc_contract_check(tfc_contract *c) {
     return TFC_OK;
 }
 
+/* Rows [r0, r0 + n) of t (dim 0) as a view. */
+static tfc_status rows_of(const tfc_tensor *t, int64_t r0, int64_t n, tfc_tensor **out) {
+    int64_t shape[TFC_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    shape[0] = n;
+    return tfc_tensor_alias(t, shape, t->strides, t->ndim, t->offset + r0 * t->strides[0], out);
+}
+
+/*
+ * h's values into dest (same shape). Values a done hook is waiting on, on
+ * the host and contiguous, go over in steps of whole rows of about
+ * CONTRACT_STEP bytes, each step's source bytes handed to the hook as soon
+ * as they are copied: the source of a large tensor (an embedding of
+ * 150 MB) never sits in memory whole beside its destination.
+ */
+static tfc_status copy_held(const char *fn, tfc_tensor *dest, const tfc_held *h) {
+    const tfc_tensor *v = h->values;
+    const uint64_t bytes = (uint64_t)tfc_numel(v) * tfc_dtype_size(v->dtype);
+    const int64_t rows = v->ndim > 0 ? v->shape[0] : 1;
+    if (!h->done || !host_bytes(v) || rows < 2 || bytes <= CONTRACT_STEP) {
+        TFC_TRY_IN(fn, tfc_tensor_copy_from(dest, v));
+        done_with(h, 0, bytes);
+        return TFC_OK;
+    }
+    const uint64_t row_bytes = bytes / (uint64_t)rows;
+    const int64_t step = row_bytes >= CONTRACT_STEP ? 1 : (int64_t)(CONTRACT_STEP / row_bytes);
+    for (int64_t r = 0; r < rows; r += step) {
+        const int64_t n = rows - r < step ? rows - r : step;
+        tfc_tensor *sv = NULL, *dv = NULL;
+        tfc_status s = rows_of(v, r, n, &sv);
+        if (s == TFC_OK) s = rows_of(dest, r, n, &dv);
+        if (s == TFC_OK) s = tfc_tensor_copy_from(dv, sv);
+        tfc_tensor_release(sv);
+        tfc_tensor_release(dv);
+        TFC_TRY_IN(fn, s);
+        done_with(h, (uint64_t)r * row_bytes, (uint64_t)(r + n) * row_bytes);
+    }
+    return TFC_OK;
+}
+
 tfc_status tfc_contract_copy(tfc_contract *c) {
     if (!c->checked)
         return tfc_err(TFC_ERR_INTERNAL, "%s: '%s' copied before its contract was checked", c->fn, c->file);
@@ -425,9 +504,9 @@ tfc_status tfc_contract_copy(tfc_contract *c) {
         const tfc_tensor *v = c->held[j].values;
         if (!v || v->ndim != w->dest->ndim || memcmp(v->shape, w->dest->shape, (size_t)v->ndim * sizeof v->shape[0]))
             return tfc_err(TFC_ERR_INTERNAL, "%s: '%s': the values of %s (%s) do not fit their destination %s", c->fn,
-                           c->file, w->name, v ? tfc_fmt_dims(v->shape, v->ndim) : "none",
+                           file_of(c, &c->held[j]), w->name, v ? tfc_fmt_dims(v->shape, v->ndim) : "none",
                            tfc_fmt_dims(w->dest->shape, w->dest->ndim));
-        TFC_TRY_IN(c->fn, tfc_tensor_copy_from(w->dest, v));
+        TFC_TRY(copy_held(c->fn, w->dest, &c->held[j]));
     }
     return TFC_OK;
 }

@@ -35,7 +35,8 @@
  *
  * and tfc_contract_copy writes each wanted tensor's values into its
  * destination only after the whole check passed, so nothing is half-loaded.
- * Faults are reported as "fn: 'file' ..." naming the tensor and the shapes;
+ * Faults are reported as "fn: 'file' ..." naming the tensor and the shapes
+ * (the file of the held tensor at fault where the reader gave one: a shard);
  * a reader may word a fault in its format's own terms (tfc_contract_explain).
  *
  * Not thread-safe: a contract belongs to the one load that builds it.
@@ -82,6 +83,15 @@ typedef struct tfc_want {
 #define TFC_WANT_INIT \
     { NULL, NULL, 0, {0}, 0, TFC_WANT_REQUIRED, 0, -1, NULL, NULL }
 
+/*
+ * A held tensor's done hook: the contract has finished reading bytes
+ * [from, to) of values (offsets from its first element) and will not need
+ * them again soon; a reader over mapped memory gives their pages back
+ * (tfc_safetensors_done). Advisory: the bytes must stay readable (a
+ * mapping re-reads a dropped page from its file). Never fails.
+ */
+typedef void (*tfc_held_done)(void *ctx, const tfc_tensor *values, uint64_t from, uint64_t to);
+
 /* A tensor the file holds. */
 typedef struct tfc_held {
     const char *name; /* copied by tfc_contract_hold */
@@ -90,6 +100,14 @@ typedef struct tfc_held {
     int64_t dims[TFC_MAX_DIMS];
     uint64_t begin, end; /* its bytes in the file, where the format computes them (tfc_contract_set_span) */
     tfc_tensor *values;  /* nullable: the values as the destination takes them (a new reference, taken over) */
+    /*
+     * nullable: the file that holds it when a load reads several (a shard of
+     * a Hugging Face directory), named in faults about this tensor instead
+     * of the contract's file (copied by tfc_contract_hold)
+     */
+    const char *file;
+    tfc_held_done done; /* nullable: called as the contract finishes with spans of values (above) */
+    void *done_ctx;
 } tfc_held;
 
 /* What went wrong, for a reader that words faults itself (tfc_contract_explain). */
@@ -167,10 +185,20 @@ void tfc_contract_free(tfc_contract *c);
 
 /* Append a wanted tensor (its strings copied); its index is the count before. Errors: TFC_ERR_OOM, a bad want (TFC_ERR_INTERNAL). */
 tfc_status tfc_contract_want(tfc_contract *c, const tfc_want *w);
-/* Append a held tensor (its name copied, its values reference taken over even on error). Errors: TFC_ERR_OOM. */
+/*
+ * Append a held tensor (its name and file copied, its values reference
+ * taken over even on error). Errors: TFC_ERR_OOM.
+ */
 tfc_status tfc_contract_hold(tfc_contract *c, const tfc_held *h);
-/* Every tensor of a loaded safetensors file as held (names, dtypes, shapes, values; spans are the reader's rule). */
+/*
+ * Every tensor of a loaded safetensors file as held (names, dtypes, shapes,
+ * values; spans are the reader's rule), each with tfc_safetensors_done as
+ * its done hook, so the pages of a mapped file's tensor leave memory as it
+ * is copied.
+ */
 tfc_status tfc_contract_hold_safetensors(tfc_contract *c, const tfc_safetensors *f);
+/* As tfc_contract_hold_safetensors, each held tensor naming `file` (nullable: the contract's) in faults. */
+tfc_status tfc_contract_hold_safetensors_in(tfc_contract *c, const tfc_safetensors *f, const char *file);
 /*
  * A new symbol named name (for shapes in messages) bound within [lo, hi];
  * *k its index for TFC_DIM_SYM(k). Errors: more than 4 (TFC_ERR_INTERNAL).
@@ -192,8 +220,12 @@ tfc_status tfc_contract_check(tfc_contract *c);
 /*
  * After a passing check: each present want with a destination gets its
  * held values (tfc_tensor_copy_from, converting to the destination's dtype).
- * Errors: no passing check or values that do not fit the destination
- * (TFC_ERR_INTERNAL: the reader built them wrong), a device copy's error.
+ * A held tensor with a done hook is copied in steps of about 8 MiB of its
+ * bytes (whole rows of its first dimension), the hook called after each,
+ * so a mapped file's pages are given back while the tensor is copied; the
+ * rule-5 comparison of twins does the same. Errors: no passing check or
+ * values that do not fit the destination (TFC_ERR_INTERNAL: the reader
+ * built them wrong), a device copy's error.
  */
 tfc_status tfc_contract_copy(tfc_contract *c);
 /* tfc_contract_check, then tfc_contract_copy. */

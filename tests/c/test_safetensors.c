@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io/safetensors_impl.h"
 #include "tfc_test.h"
 #include "tfc_test_util.h"
 
@@ -197,6 +198,87 @@ TEST(malformed_files_are_refused) {
     fclose(fp);
     CHECK_ERR(tfc_safetensors_load(path, &f), TFC_ERR_FORMAT, path);
     unlink(path);
+}
+
+/* VmRSS of this process in MiB (/proc/self/status); -1 when unreadable. */
+static double rss_mb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    double v = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0) v = atof(line + 6) / 1024.0;
+    fclose(f);
+    return v;
+}
+
+static double sum_f32(const tfc_tensor *t) {
+    const float *v = tfc_tensor_data(t);
+    double s = 0;
+    for (int64_t i = 0; i < tfc_tensor_numel(t); i++) s += v[i];
+    return s;
+}
+
+TEST(a_loaded_file_is_a_read_only_mapping_given_back_page_by_page) {
+    /* "big": 16 MiB of f32, element i = i % 1000; its sum by hand: 4096 full cycles plus 0..303 */
+    const int64_t n = (int64_t)4 << 20, dims[1] = {n};
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)(i % 1000);
+    const double want = 4194.0 * 499500.0 + 303.0 * 304.0 / 2.0;
+    tfc_tensor *big = NULL, *t = NULL;
+    CHECK_OK(tfc_tensor_from_data(v, dims, 1, TFC_DTYPE_F32, &big));
+    free(v);
+    const char *names[1] = {"big"};
+    char *path = tmp_path();
+    CHECK_OK(tfc_safetensors_save(path, names, &big, 1, NULL, NULL, 0));
+    tfc_tensor_release(big);
+    tfc_safetensors *f = NULL;
+    CHECK_OK(tfc_safetensors_load(path, &f));
+    CHECK_OK(tfc_safetensors_find(f, "big", &t));
+    tfc_safetensors_release(f); /* the tensor keeps the mapping */
+    CHECK(tfc_tensor_is_read_only(t));
+    CHECK_ERR(tfc_tensor_fill(t, 1.0), TFC_ERR_INVALID_ARG, "read-only");
+    tfc_tensor *w = NULL;
+    CHECK_OK(tfc_tensor_clone(t, &w));
+    CHECK(!tfc_tensor_is_read_only(w));
+    CHECK_OK(tfc_tensor_fill(w, 1.0));
+    tfc_tensor_release(w);
+    /* touched, the pages count in RSS; given back, they leave it; touched again, they read back from the file */
+    CHECK(sum_f32(t) == want);
+    const double touched = rss_mb();
+    tfc_safetensors_done(NULL, t, 0, (uint64_t)n * 4);
+    const double given_back = rss_mb();
+    if (!(touched - given_back >= 15.0))
+        TFC_FAIL_AT("VmRSS %.1f MiB with the 16 MiB tensor touched, %.1f after giving it back", touched, given_back);
+    CHECK(sum_f32(t) == want);
+    /* a span outside the mapping, or a tensor that is no view of one, is left alone */
+    tfc_safetensors_done(NULL, t, (uint64_t)n * 4, (uint64_t)n * 8);
+    tfc_tensor *own = NULL;
+    CHECK_OK(tfc_tensor_ones(dims, 1, TFC_DTYPE_F32, &own));
+    tfc_safetensors_done(NULL, own, 0, (uint64_t)n * 4);
+    CHECK(sum_f32(own) == (double)n);
+    tfc_tensor_release(own);
+    tfc_tensor_release(t);
+    unlink(path);
+
+    /* a header of 54 bytes puts the data at byte 62: not aligned for f32, so the tensor is a (read-only) copy */
+    const char hdr[] = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    CHECK(sizeof hdr - 1 == 54);
+    const float ab[2] = {1.5f, -2.25f};
+    FILE *fp = fopen(path, "wb");
+    const unsigned char len8[8] = {54};
+    CHECK(fwrite(len8, 1, 8, fp) == 8 && fwrite(hdr, 1, 54, fp) == 54 && fwrite(ab, 4, 2, fp) == 2);
+    fclose(fp);
+    CHECK_OK(tfc_safetensors_load(path, &f));
+    CHECK_OK(tfc_safetensors_find(f, "a", &t));
+    CHECK(((uintptr_t)tfc_tensor_data(t)) % 4 == 0 && tfc_tensor_is_read_only(t));
+    CHECK(((const float *)tfc_tensor_data(t))[0] == 1.5f && ((const float *)tfc_tensor_data(t))[1] == -2.25f);
+    tfc_safetensors_done(NULL, t, 0, 8);
+    tfc_tensor_release(t);
+    tfc_safetensors_release(f);
+    unlink(path);
+    /* only regular files are mapped */
+    CHECK_ERR(tfc_safetensors_load("/tmp", &f), TFC_ERR_IO, "'/tmp': it is a directory");
 }
 
 TEST(token_file_round_trip_batches_and_errors) {

@@ -1,5 +1,6 @@
 /*
- * Shared by the JSON config targets (fuzz_hf_config.c, fuzz_adapter_config.c):
+ * Shared by the JSON config targets (fuzz_hf_config.c, fuzz_adapter_config.c,
+ * fuzz_hf_index.c):
  * the loaders read a config file beside their weights in a directory, so the
  * targets keep one scratch directory (in /dev/shm when it exists: no disk
  * I/O) whose config file is rewritten with each input; it is removed at

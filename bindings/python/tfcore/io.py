@@ -34,7 +34,10 @@ def save_safetensors(path, tensors, metadata=None):
 
 
 def load_safetensors(path):
-    """({name: Tensor} in file order, {key: value} metadata) of a safetensors file."""
+    """({name: Tensor} in file order, {key: value} metadata) of a safetensors file.
+
+    The file is memory-mapped: the tensors are read-only views of it (``is_read_only``; ``clone()`` for a
+    writable copy), read from disk as they are first touched."""
     out = ffi.new("tfc_safetensors **")
     check(lib.tfc_safetensors_load(_path(path), out))
     f = ffi.gc(out[0], lib.tfc_safetensors_release)
