@@ -286,50 +286,101 @@ TFC_API TFC_NODISCARD tfc_status tfc_gpt_load_llmc(const char *path, tfc_gpt **o
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_save_llmc(const tfc_gpt *m, const char *path);
 
 /*
- * Build a model from a Hugging Face GPT-2 directory (transformers'
- * GPT2LMHeadModel.save_pretrained): dir/config.json in GPT2Config's schema
- * (n_layer, n_head, n_embd, vocab_size, n_positions or n_ctx required;
- * layer_norm_epsilon 1e-5 and tie_word_embeddings true when absent) and
- * dir/model.safetensors. Tensors are found under the names tfc_gpt_params
- * gives (transformer.h.0.attn.c_attn.weight, ...) or GPT2Model's bare ones
- * (h.0.attn.c_attn.weight), never both; each block's attention mask
- * buffers (attn.bias, attn.masked_bias) are ignored, and a tied model's
- * stored lm_head.weight must be transformer.wte.weight's copy byte for
- * byte; f32/f64/bf16/f16 values become an f32 model with biases. Errors (*out
- * untouched): NULL arguments (TFC_ERR_INVALID_ARG); TFC_ERR_IO (a file
- * missing or unreadable); TFC_ERR_FORMAT for config.json that is not JSON,
- * lacks a required key, has a value of the wrong kind or a config the
- * model refuses (naming the key), and for model.safetensors as
- * tfc_safetensors_load, holding far fewer values than the config needs, a
- * missing parameter, a shape other than the config's, an integer dtype, a
- * tied lm_head.weight that differs from wte or a tensor no GPT-2 of that
- * config has (naming the tensor and both shapes);
- * TFC_ERR_UNSUPPORTED for what the model cannot compute (model_type other
- * than gpt2, an activation other than GELU's tanh form, n_inner other than
- * 4 x n_embd, scale_attn_by_inverse_layer_idx, add_cross_attention) and for
- * sharded or pytorch_model.bin-only directories; TFC_ERR_OOM. Thread-safe.
+ * Build a model from a Hugging Face directory (transformers'
+ * save_pretrained of GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM
+ * or Qwen2ForCausalLM; docs/MODEL.md): dir/config.json — GPT2Config's
+ * schema (n_layer, n_head, n_embd, vocab_size, n_positions or n_ctx
+ * required; layer_norm_epsilon 1e-5 and tie_word_embeddings true when
+ * absent), or with model_type llama, mistral or qwen2 that family's
+ * (num_hidden_layers, num_attention_heads, hidden_size, intermediate_size,
+ * vocab_size, max_position_embeddings required; num_key_value_heads,
+ * rms_norm_eps, rope_theta, rope_scaling, tie_word_embeddings,
+ * attention_bias, mlp_bias, sliding_window read; what each family implies
+ * implied as its own code does) — and dir/model.safetensors, or
+ * dir/model.safetensors.index.json and the shards it names (memory-mapped:
+ * each tensor's pages are read as it is copied and given back, so the peak
+ * memory is about the model's). Tensors are found under the names
+ * tfc_gpt_params gives (transformer.h.0.attn.c_attn.weight,
+ * model.layers.0.self_attn.q_proj.weight, ...) or GPT2Model's bare ones
+ * (h.0.attn.c_attn.weight), never both; GPT-2's attention mask buffers and
+ * the Llama family's rotary inv_freq buffers are ignored, and a tied
+ * model's stored lm_head.weight must be the embedding's copy byte for
+ * byte; f32/f64/bf16/f16 values become an f32 model. Every tensor is
+ * checked against config.json before the model is allocated. Tokenizer
+ * files are not read (a directory with config.json and its weights alone
+ * loads). Errors (*out untouched): NULL arguments (TFC_ERR_INVALID_ARG);
+ * TFC_ERR_IO (a file or shard missing or unreadable, naming it);
+ * TFC_ERR_FORMAT for config.json that is not JSON, lacks a required key,
+ * has a value of the wrong kind or a config the model refuses (naming the
+ * key), for an index that is malformed, names a tensor its shard lacks or
+ * misses one a shard holds, and for the weights as tfc_safetensors_load,
+ * holding far fewer values than the config needs, a missing parameter, a
+ * shape other than the config's, an integer dtype, a tied lm_head.weight
+ * that differs from the embedding or a tensor no model of that config has
+ * (naming the tensor, its file and both shapes); TFC_ERR_UNSUPPORTED for
+ * what the model cannot compute (another model_type, GPT-2's activation
+ * other than GELU's tanh form, n_inner other than 4 x n_embd,
+ * scale_attn_by_inverse_layer_idx, add_cross_attention; the family's
+ * hidden_act other than silu, a rope_scaling type other than default,
+ * linear, dynamic and llama3, head_dim other than hidden_size /
+ * num_attention_heads, pretraining_tp > 1, attention_dropout, Qwen2's
+ * window on some layers only) and for pytorch_model.bin-only directories;
+ * TFC_ERR_OOM. Thread-safe.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_load_hf(const char *dir, tfc_gpt **out);
 
 /*
- * Write m as a Hugging Face GPT-2 directory that transformers'
- * GPT2LMHeadModel.from_pretrained(dir) loads: dir (created when missing;
- * other files in it are left alone) gets config.json (GPT2Config's schema:
+ * Write m as a Hugging Face directory that transformers' from_pretrained
+ * loads (GPT2LMHeadModel for GPT-2, LlamaForCausalLM / MistralForCausalLM
+ * / Qwen2ForCausalLM for the family): dir (created when missing; other
+ * files in it are left alone) gets config.json (GPT2Config's schema:
  * model_type gpt2, architectures [GPT2LMHeadModel], n_layer, n_head,
  * n_embd, n_positions = n_ctx = block_size, vocab_size,
  * layer_norm_epsilon, activation_function gelu_new, tie_word_embeddings,
- * bos_token_id / eos_token_id when >= 0, GPT-2's dropout rates 0.1) and
- * model.safetensors (HF names, f32, metadata format = pt; lm_head.weight
- * only when untied). HF's GPT-2 always has biases: a model without them is
- * written with zero biases, which compute the same. bos_token_id and
- * eos_token_id: -1 for none. Tokenizer files are not written (the CLI's
- * tfcore export writes vocab.json / merges.txt). Each file is replaced
+ * GPT-2's dropout rates 0.1; or the family's: hidden_size,
+ * intermediate_size, num_hidden_layers, num_attention_heads,
+ * num_key_value_heads, head_dim, max_position_embeddings, rms_norm_eps,
+ * rope_theta, rope_scaling, tie_word_embeddings, hidden_act silu and the
+ * family's bias and window keys; bos_token_id / eos_token_id when >= 0)
+ * and model.safetensors (HF names, f32, metadata format = pt;
+ * lm_head.weight only when untied). HF's GPT-2 always has biases: a model
+ * without them is written with zero biases, which compute the same.
+ * bos_token_id and eos_token_id: -1 for none. Tokenizer files are not
+ * written (the CLI's tfcore export writes them). Each file is replaced
  * atomically. Errors: NULL arguments, an id outside [-1, vocab_size)
  * (TFC_ERR_INVALID_ARG); a quantized model (TFC_ERR_UNSUPPORTED);
  * TFC_ERR_IO naming the path; TFC_ERR_OOM. m is only read.
  */
 TFC_API TFC_NODISCARD tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bos_token_id,
                                                  int32_t eos_token_id);
+
+/*
+ * How tfc_gpt_save_hf_ex writes: set struct_size = sizeof(tfc_hf_save_options)
+ * (TFC_HF_SAVE_OPTIONS_INIT does); fields added later go at the end.
+ */
+typedef struct tfc_hf_save_options {
+    uint32_t struct_size;
+    int32_t bos_token_id;     /* -1: none */
+    int32_t eos_token_id;     /* -1: none */
+    tfc_dtype dtype;          /* stored as TFC_DTYPE_F32, _BF16 or _F16 (round to nearest even); config.json's
+                                           torch_dtype says which */
+    uint64_t max_shard_bytes; /* 0: one model.safetensors; else shards model-0000i-of-0000n.safetensors of
+                                           at most this many bytes and model.safetensors.index.json (transformers'
+                                           max_shard_size) */
+} tfc_hf_save_options;
+
+#define TFC_HF_SAVE_OPTIONS_INIT \
+    { (uint32_t)sizeof(tfc_hf_save_options), -1, -1, TFC_DTYPE_F32, 0 }
+
+/*
+ * tfc_gpt_save_hf with a storage dtype and sharding: the weights as
+ * transformers' save_pretrained(max_shard_size=..., torch_dtype=...) writes
+ * them (a tensor larger than max_shard_bytes alone in its shard; the index
+ * last, so a failure part way leaves no directory that looks complete).
+ * Errors: as tfc_gpt_save_hf, plus NULL opts (TFC_ERR_INVALID_ARG), a short
+ * struct_size (TFC_ERR_VERSION), another dtype (TFC_ERR_DTYPE).
+ */
+TFC_API TFC_NODISCARD tfc_status tfc_gpt_save_hf_ex(const tfc_gpt *m, const char *dir, const tfc_hf_save_options *opts);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/hf_weights.h"
 #include "io/json.h"
 #include "model/gpt_hf.h"
 #include "model/gpt_impl.h"
@@ -191,15 +192,15 @@ static tfc_status read_config_json(const char *fn, const char *path, tfc_gpt_con
 /* ---- loading ---------------------------------------------------------------------- */
 
 /*
- * The contract of model.safetensors f for the model of config c
- * (gpt_want.h): its parameters under HF's names or GPT2Model's bare ones,
- * any float dtype; each block's buffers ignored; a tied model's stored
- * lm_head.weight wte's copy. Anything else is refused, naming it, before
- * the model is allocated: a config.json that lies about the sizes costs
- * nothing (the wants get their destinations once it checks out).
+ * The contract of the directory's weights w (model.safetensors or the shards
+ * of its index) for the model of config c (gpt_want.h): its parameters under
+ * HF's names or GPT2Model's bare ones, any float dtype; each block's buffers
+ * ignored; a tied model's stored lm_head.weight wte's copy. Anything else is
+ * refused, naming the tensor and its file, before the model is allocated: a
+ * config.json that lies about the sizes costs nothing (the wants get their
+ * destinations once it checks out).
  */
-static tfc_status hf_contract(const char *fn, const char *wpath, const tfc_gpt_config *c, const tfc_safetensors *f,
-                              tfc_contract **out) {
+static tfc_status hf_contract(const char *fn, const tfc_hf_weights *w, const tfc_gpt_config *c, tfc_contract **out) {
     gpt_arch a;
     gpt_arch_of(c, &a);
     char model[240];
@@ -208,14 +209,14 @@ static tfc_status hf_contract(const char *fn, const char *wpath, const tfc_gpt_c
              tfc_gpt_arch_name(c->arch), (int)c->n_layer, (int)c->n_head, (int)a.n_kv_head, (int)c->n_embd,
              (long long)a.mlp_hidden, (int)c->vocab_size);
     tfc_contract *ct = NULL;
-    TFC_TRY(tfc_contract_new(fn, wpath, model, &ct));
+    TFC_TRY(tfc_contract_new(fn, tfc_hf_weights_path(w), model, &ct));
     /* an untied model's head is required: say why when it is missing */
     tfc_status s = tfc_gpt_want_config(c, ct, TFC_DTYPES_FLOAT, 1, " (config.json says tie_word_embeddings false)");
     if (s == TFC_OK)
         s = tfc_gpt_want_hf_extras(c, ct,
                                    ", but config.json ties them (tie_word_embeddings true or absent): set "
                                    "tie_word_embeddings false to read it");
-    if (s == TFC_OK) s = tfc_contract_hold_safetensors(ct, f);
+    if (s == TFC_OK) s = tfc_contract_hold_hf_weights(ct, w);
     if (s == TFC_OK) s = tfc_contract_check(ct);
     if (s != TFC_OK) {
         tfc_contract_free(ct);
@@ -225,69 +226,52 @@ static tfc_status hf_contract(const char *fn, const char *wpath, const tfc_gpt_c
     return TFC_OK;
 }
 
+/* The directory's weights, or the error a user needs (a pytorch_model.bin without safetensors beside it). */
+static tfc_status open_weights(const char *fn, const char *dir, tfc_hf_weights **w) {
+    tfc_status s = tfc_hf_weights_open(fn, dir, w);
+    if (s != TFC_ERR_IO) return s;
+    char *bin = join(dir, "pytorch_model.bin");
+    struct stat st;
+    if (bin && stat(bin, &st) == 0)
+        s = tfc_err(TFC_ERR_UNSUPPORTED,
+                    "%s: '%s' has pytorch_model.bin but no model.safetensors; save it with safe_serialization=True", fn,
+                    dir);
+    free(bin);
+    return s;
+}
+
 TFC_API tfc_status tfc_gpt_load_hf(const char *dir, tfc_gpt **out) {
     const char *fn = "tfc_gpt_load_hf";
     TFC_CHECK_NOT_NULL(fn, dir);
     TFC_CHECK_NOT_NULL(fn, out);
-    char *cpath = join(dir, "config.json"), *wpath = join(dir, "model.safetensors");
-    if (!cpath || !wpath) {
-        free(cpath);
-        free(wpath);
-        return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    }
+    char *cpath = join(dir, "config.json");
+    if (!cpath) return tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     tfc_gpt_config c;
     tfc_status s = read_config_json(fn, cpath, &c);
-    struct stat st;
-    if (s == TFC_OK && stat(wpath, &st) != 0) {
-        char *idx = join(dir, "model.safetensors.index.json"), *bin = join(dir, "pytorch_model.bin");
-        struct stat st2;
-        if (idx && stat(idx, &st2) == 0)
-            s = tfc_err(TFC_ERR_UNSUPPORTED,
-                        "%s: '%s' holds a sharded checkpoint (model.safetensors.index.json); "
-                        "only a single model.safetensors is read",
-                        fn, dir);
-        else if (bin && stat(bin, &st2) == 0)
-            s = tfc_err(TFC_ERR_UNSUPPORTED,
-                        "%s: '%s' has pytorch_model.bin but no model.safetensors; save it with "
-                        "safe_serialization=True",
-                        fn, dir);
-        else
-            s = tfc_err(TFC_ERR_IO, "%s: cannot open '%s': %s", fn, wpath, strerror(errno));
-        free(idx);
-        free(bin);
-    }
-    tfc_safetensors *f = NULL;
-    if (s == TFC_OK) s = tfc_safetensors_load(wpath, &f);
+    free(cpath);
+    tfc_hf_weights *w = NULL; /* mapped: the pages are read as the contract copies them, and given back */
+    if (s == TFC_OK) s = open_weights(fn, dir, &w);
     /*
-     * config.json alone decides how long the wanted list is: refuse one far larger than the file (a lie about the
+     * config.json alone decides how long the wanted list is: refuse one far larger than the files (a lie about the
      * sizes costs O(file size)); a near miss is left to the contract, which names the tensor
      */
-    int64_t held = 0;
-    for (int32_t i = 0; s == TFC_OK && i < tfc_safetensors_count(f); i++) {
-        tfc_tensor *t = NULL;
-        s = tfc_safetensors_get(f, i, NULL, &t);
-        held += tfc_tensor_numel(t);
-        tfc_tensor_release(t);
-    }
-    const int64_t n_want = s == TFC_OK ? tfc_gpt_list_params(&c, NULL, 0) : 0;
-    if (s == TFC_OK &&
-        (tfc_gpt_config_numel(&c) / 2 > held + (1 << 20) || n_want > 2 * (int64_t)tfc_safetensors_count(f) + 64))
+    const int64_t held = s == TFC_OK ? tfc_hf_weights_numel(w) : 0, n_want = tfc_gpt_list_params(&c, NULL, 0);
+    const int32_t n_held = s == TFC_OK ? tfc_hf_weights_count(w) : 0;
+    if (s == TFC_OK && (tfc_gpt_config_numel(&c) / 2 > held + (1 << 20) || n_want > 2 * (int64_t)n_held + 64))
         s = tfc_err(TFC_ERR_FORMAT,
                     "%s: '%s' holds %lld values in %d tensors but config.json (n_layer %d, n_embd %d, vocab_size %d) "
                     "needs %lld in %lld",
-                    fn, wpath, (long long)held, (int)tfc_safetensors_count(f), (int)c.n_layer, (int)c.n_embd,
+                    fn, tfc_hf_weights_path(w), (long long)held, (int)n_held, (int)c.n_layer, (int)c.n_embd,
                     (int)c.vocab_size, (long long)tfc_gpt_config_numel(&c), (long long)n_want);
     /* every tensor checked against config.json before the model exists */
     tfc_contract *ct = NULL;
-    if (s == TFC_OK) s = hf_contract(fn, wpath, &c, f, &ct);
+    if (s == TFC_OK) s = hf_contract(fn, w, &c, &ct);
     tfc_gpt *m = NULL;
-    if (s == TFC_OK) s = tfc_gpt_alloc(fn, &c, &m); /* every value comes from the file */
+    if (s == TFC_OK) s = tfc_gpt_alloc(fn, &c, &m); /* every value comes from the files */
     if (s == TFC_OK) s = tfc_gpt_want_set_dest(m, ct);
     if (s == TFC_OK) s = tfc_contract_copy(ct);
     tfc_contract_free(ct);
-    tfc_safetensors_release(f);
-    free(cpath);
-    free(wpath);
+    tfc_hf_weights_free(w);
     if (s != TFC_OK) {
         tfc_gpt_release(m);
         return tfc_err_in(fn, s);
@@ -315,7 +299,7 @@ static void put_kv_raw(tfc_strbuf *b, const char *key, const char *json, int las
 }
 
 /* GPT2Config's JSON for c, keys sorted as transformers writes them. */
-static void config_json(tfc_strbuf *b, const tfc_gpt_config *c, int32_t bos, int32_t eos) {
+static void config_json(tfc_strbuf *b, const tfc_gpt_config *c, int32_t bos, int32_t eos, const char *torch_dtype) {
     char eps[64];
     /* the shortest form that reads back as the same double (1e-05, as Python writes it) */
     for (int prec = 6; prec <= 17; prec++) {
@@ -344,7 +328,7 @@ static void config_json(tfc_strbuf *b, const tfc_gpt_config *c, int32_t bos, int
     put_kv_raw(b, "scale_attn_by_inverse_layer_idx", "false", 0);
     put_kv_raw(b, "scale_attn_weights", "true", 0);
     put_kv_raw(b, "tie_word_embeddings", c->tie_weights ? "true" : "false", 0);
-    put_kv_raw(b, "torch_dtype", "\"float32\"", 0);
+    put_kv_raw(b, "torch_dtype", torch_dtype, 0);
     put_kv_raw(b, "use_cache", "true", 0);
     put_kv_int(b, "vocab_size", c->vocab_size, 1);
     tfc_sb_str(b, "}\n");
@@ -385,10 +369,30 @@ static tfc_status zero_biases(const char *fn, const tfc_gpt *m, char ***names_ou
     return s;
 }
 
+static tfc_status save_hf(const char *fn, const tfc_gpt *m, const char *dir, const tfc_hf_save_options *o);
+
 TFC_API tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bos_token_id, int32_t eos_token_id) {
-    const char *fn = "tfc_gpt_save_hf";
+    tfc_hf_save_options o = TFC_HF_SAVE_OPTIONS_INIT;
+    o.bos_token_id = bos_token_id;
+    o.eos_token_id = eos_token_id;
+    return save_hf("tfc_gpt_save_hf", m, dir, &o);
+}
+
+TFC_API tfc_status tfc_gpt_save_hf_ex(const tfc_gpt *m, const char *dir, const tfc_hf_save_options *opts) {
+    const char *fn = "tfc_gpt_save_hf_ex";
+    TFC_CHECK_NOT_NULL(fn, opts);
+    if (opts->struct_size < sizeof(tfc_hf_save_options))
+        return tfc_err(TFC_ERR_VERSION, "%s: opts->struct_size is %u, need %zu (use TFC_HF_SAVE_OPTIONS_INIT)", fn,
+                       (unsigned)opts->struct_size, sizeof(tfc_hf_save_options));
+    if (opts->dtype != TFC_DTYPE_F32 && opts->dtype != TFC_DTYPE_BF16 && opts->dtype != TFC_DTYPE_F16)
+        return tfc_err(TFC_ERR_DTYPE, "%s: opts->dtype is %s, need f32, bf16 or f16", fn, tfc_dtype_name(opts->dtype));
+    return save_hf(fn, m, dir, opts);
+}
+
+static tfc_status save_hf(const char *fn, const tfc_gpt *m, const char *dir, const tfc_hf_save_options *o) {
     TFC_CHECK_NOT_NULL(fn, m);
     TFC_CHECK_NOT_NULL(fn, dir);
+    const int32_t bos_token_id = o->bos_token_id, eos_token_id = o->eos_token_id;
     const tfc_gpt_config *c = &m->cfg;
     if (tfc_gpt_is_quantized(m))
         return tfc_err(TFC_ERR_UNSUPPORTED,
@@ -426,17 +430,20 @@ TFC_API tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bo
         zeros[k] = NULL;
     }
     tfc_strbuf js = {0};
-    char *wpath = join(dir, "model.safetensors"), *cpath = join(dir, "config.json");
-    if (s == TFC_OK && (!wpath || !cpath)) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
-    if (s == TFC_OK) {
-        static const char *const mk[1] = {"format"}, *const mv[1] = {"pt"};
-        s = tfc_safetensors_save(wpath, tn, (tfc_tensor *const *)ts, n + extra, mk, mv, 1);
-    }
+    char *cpath = join(dir, "config.json");
+    if (s == TFC_OK && !cpath) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
+    /* one model.safetensors, or shards and their index (hf_weights.h), in the storage dtype asked for */
+    if (s == TFC_OK)
+        s = tfc_hf_weights_save(fn, dir, tn, (tfc_tensor *const *)ts, n + extra, o->dtype, o->max_shard_bytes, NULL,
+                                NULL, 0);
+    const char *torch_dtype = o->dtype == TFC_DTYPE_BF16 ? "\"bfloat16\""
+        : o->dtype == TFC_DTYPE_F16                      ? "\"float16\""
+                                                         : "\"float32\"";
     if (s == TFC_OK) {
         if (c->arch == TFC_GPT_ARCH_GPT2)
-            config_json(&js, c, bos_token_id, eos_token_id);
+            config_json(&js, c, bos_token_id, eos_token_id, torch_dtype);
         else
-            tfc_gpt_llama_config_json(&js, c, bos_token_id, eos_token_id);
+            tfc_gpt_llama_config_json(&js, c, bos_token_id, eos_token_id, torch_dtype);
         if (js.oom) s = tfc_err(TFC_ERR_OOM, "%s: out of memory", fn);
     }
     tfc_atomic_file af = {0};
@@ -458,7 +465,6 @@ TFC_API tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bo
     free(ts);
     free(tn);
     free(js.p);
-    free(wpath);
     free(cpath);
     return tfc_err_in(fn, s);
 }

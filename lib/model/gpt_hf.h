@@ -17,7 +17,11 @@
 tfc_status tfc_gpt_llama_config_from_json(const char *fn, const char *path, const json_t *root, int32_t arch,
                                           tfc_gpt_config *c);
 
-/* c (a Llama-family config) as transformers' config.json, keys sorted as it writes them; ids -1: left out. */
-void tfc_gpt_llama_config_json(tfc_strbuf *b, const tfc_gpt_config *c, int32_t bos, int32_t eos);
+/*
+ * c (a Llama-family config) as transformers' config.json, keys sorted as it writes them; ids -1: left out;
+ * torch_dtype the JSON string of the stored dtype ("\"bfloat16\"").
+ */
+void tfc_gpt_llama_config_json(tfc_strbuf *b, const tfc_gpt_config *c, int32_t bos, int32_t eos,
+                               const char *torch_dtype);
 
 #endif

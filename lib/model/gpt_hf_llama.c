@@ -228,7 +228,8 @@ static void put_rope_scaling(tfc_strbuf *b, const tfc_rope_config *r) {
     tfc_sb_str(b, "\"\n  },\n");
 }
 
-void tfc_gpt_llama_config_json(tfc_strbuf *b, const tfc_gpt_config *c, int32_t bos, int32_t eos) {
+void tfc_gpt_llama_config_json(tfc_strbuf *b, const tfc_gpt_config *c, int32_t bos, int32_t eos,
+                               const char *torch_dtype) {
     static const char *const classes[4] = {NULL, "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
     char arch[64];
     snprintf(arch, sizeof arch, "[\n    \"%s\"\n  ]", classes[c->arch]);
@@ -264,7 +265,7 @@ void tfc_gpt_llama_config_json(tfc_strbuf *b, const tfc_gpt_config *c, int32_t b
             put_raw(b, "sliding_window", "null");
     }
     put_raw(b, "tie_word_embeddings", c->tie_weights ? "true" : "false");
-    put_raw(b, "torch_dtype", "\"float32\"");
+    put_raw(b, "torch_dtype", torch_dtype);
     put_raw(b, "use_cache", "true");
     if (c->arch == TFC_GPT_ARCH_QWEN2) put_raw(b, "use_sliding_window", c->sliding_window ? "true" : "false");
     put_key(b, "vocab_size");

@@ -208,6 +208,7 @@ static tfc_token_file *tf_;
 static tfc_qweight *qw_;
 static tfc_optim_options opts_;
 static tfc_attention_options attn_opts_;
+static tfc_hf_save_options hf_save_opts_;
 
 tfc_graph *fx_graph(void) {
     if (!graph_ && tfc_graph_new(&graph_) != TFC_OK) fatal("tfc_graph_new");
@@ -385,6 +386,13 @@ tfc_attention_options *fx_attn_opts(void) {
     attn_opts_ = (tfc_attention_options)TFC_ATTENTION_OPTIONS_INIT;
     attn_opts_.window = 1;
     return &attn_opts_;
+}
+
+tfc_hf_save_options *fx_hf_save_opts(void) {
+    hf_save_opts_ = (tfc_hf_save_options)TFC_HF_SAVE_OPTIONS_INIT;
+    hf_save_opts_.dtype = TFC_DTYPE_BF16;
+    hf_save_opts_.max_shard_bytes = 4096;
+    return &hf_save_opts_;
 }
 
 DLManagedTensor *fx_dlpack(void) {
@@ -570,8 +578,7 @@ void fx_cleanup(void) {
     tfc_graph_release(graph_);
     qw_ = NULL;
     cache_ = NULL, gpt_ = NULL, optim_ = NULL, tok_ = tok_fresh_ = tok_chat_ = NULL, st_ = NULL, gpt_st_ = NULL,
-    tf_ = NULL,
-    graph_ = NULL;
+    tf_ = NULL, graph_ = NULL;
     for (int i = 0; i < n_mem_; i++) free(mem_[i]);
     n_mem_ = 0;
 }

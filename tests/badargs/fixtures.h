@@ -65,10 +65,11 @@ size_t fx_st_len(void);
 tfc_token_file *fx_tf(void);
 tfc_qweight *fx_qweight(void); /* int8, W [4, 64] */
 tfc_optim_options *fx_opts(void);
-tfc_attention_options *fx_attn_opts(void); /* window 1 (the fixtures pass causal 1) */
-tfc_comm *fx_comm(void);                   /* one rank (tfc_comm_init_single) */
-tfc_optim *fx_optim_sharded(void);         /* fx_optim()-like, sharded over fx_comm(), stepped once */
-tfc_ddp *fx_ddp(void);                     /* over one fx_leaf() */
+tfc_attention_options *fx_attn_opts(void);  /* window 1 (the fixtures pass causal 1) */
+tfc_hf_save_options *fx_hf_save_opts(void); /* bf16, shards of 4 KB */
+tfc_comm *fx_comm(void);                    /* one rank (tfc_comm_init_single) */
+tfc_optim *fx_optim_sharded(void);          /* fx_optim()-like, sharded over fx_comm(), stepped once */
+tfc_ddp *fx_ddp(void);                      /* over one fx_leaf() */
 tfc_spec_stats *fx_spec_stats(void);
 tfc_ddp_stats *fx_ddp_stats(void); /* struct_size set */
 DLManagedTensor *fx_dlpack(void);

@@ -448,6 +448,14 @@ tfc_status tfc_gpt_load_llmc(const char *path, tfc_gpt **out);
 tfc_status tfc_gpt_save_llmc(const tfc_gpt *m, const char *path);
 tfc_status tfc_gpt_load_hf(const char *dir, tfc_gpt **out);
 tfc_status tfc_gpt_save_hf(const tfc_gpt *m, const char *dir, int32_t bos_token_id, int32_t eos_token_id);
+typedef struct tfc_hf_save_options {
+uint32_t struct_size;
+int32_t bos_token_id;
+int32_t eos_token_id;
+tfc_dtype dtype;
+uint64_t max_shard_bytes;
+} tfc_hf_save_options;
+tfc_status tfc_gpt_save_hf_ex(const tfc_gpt *m, const char *dir, const tfc_hf_save_options *opts);
 typedef struct tfc_optim tfc_optim;
 typedef enum tfc_optim_kind {
 TFC_OPTIM_SGD = 0,

@@ -259,6 +259,16 @@ pub const TFC_TOKENS_U16: tfc_token_format = 2;
 pub const TFC_TOKENS_FORCE_INT32: tfc_token_format = 2147483647;
 
 #[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tfc_hf_save_options {
+    pub struct_size: u32,
+    pub bos_token_id: i32,
+    pub eos_token_id: i32,
+    pub dtype: tfc_dtype,
+    pub max_shard_bytes: u64,
+}
+
+#[repr(C)]
 pub struct tfc_optim {
     _private: [u8; 0],
     _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
@@ -633,6 +643,7 @@ extern "C" {
     pub fn tfc_gpt_save_llmc(m: *const tfc_gpt, path: *const c_char) -> tfc_status;
     pub fn tfc_gpt_load_hf(dir: *const c_char, out: *mut *mut tfc_gpt) -> tfc_status;
     pub fn tfc_gpt_save_hf(m: *const tfc_gpt, dir: *const c_char, bos_token_id: i32, eos_token_id: i32) -> tfc_status;
+    pub fn tfc_gpt_save_hf_ex(m: *const tfc_gpt, dir: *const c_char, opts: *const tfc_hf_save_options) -> tfc_status;
     pub fn tfc_optim_options_default(kind: tfc_optim_kind, opts: *mut tfc_optim_options) -> tfc_status;
     pub fn tfc_optim_sgd(opts: *const tfc_optim_options, out: *mut *mut tfc_optim) -> tfc_status;
     pub fn tfc_optim_adam(opts: *const tfc_optim_options, out: *mut *mut tfc_optim) -> tfc_status;
