@@ -23,7 +23,7 @@ import tempfile
 
 from . import _dtype
 from ._dtype import as_dtype
-from ._lib import TfcIOError, TfcRuntimeError, lib
+from ._lib import Error, TfcIOError, TfcRuntimeError, lib
 from .autograd import no_grad
 from .gpt import _LLMC_MAGIC, GPT
 from .tokenizer import Tokenizer
@@ -126,10 +126,9 @@ def _tokenizer_of(fn, directory, model):
             where, tok = own, Tokenizer.load(own)
         else:
             return None
-    except Exception as e:
-        e.args = ("%s: reading the tokenizer beside the model in %s (load_model(..., tokenizer=False) loads "
-                  "the model without it): %s" % (fn, directory, e),) + e.args[1:]
-        raise
+    except Error as e:
+        raise type(e)("%s: reading the tokenizer beside the model in %s (load_model(..., tokenizer=False) loads "
+                      "the model without it): %s" % (fn, directory, e), e.status) from e
     vocab_size = int(model.config.vocab_size)
     if tok.vocab_size > vocab_size:
         raise _format_error("%s: the tokenizer %s has %d tokens but the model has %d (vocab_size): its ids would "
@@ -137,16 +136,23 @@ def _tokenizer_of(fn, directory, model):
     return tok
 
 
-def _converted(fn, model, dtype):
-    """model with float parameters of dtype: itself when they already are, else a new model of the same
-    config whose parameters are copies (rounded to f32 or widened to f64)."""
+def _dtype_arg(fn, dtype):
+    """load_model's dtype: None, or float32 / float64 (checked before anything is read)."""
     if dtype is None:
-        return model
+        return None
     dt = as_dtype(dtype)
     if dt not in (_dtype.float32, _dtype.float64):
         raise ValueError("%s: dtype must be float32 or float64 (the parameters' dtype), got %s; bf16 compute on "
                          "f32 weights is model.autocast = 'bf16', int8/int4 weights model.quantize()"
                          % (fn, dt.name))
+    return dt
+
+
+def _converted(fn, model, dt):
+    """model with float parameters of dtype dt: itself when they already are (or dt is None), else a new model
+    of the same config whose parameters are copies (rounded to f32 or widened to f64)."""
+    if dt is None:
+        return model
     cfg = model.config
     if cfg.dtype is dt:
         return model
@@ -193,18 +199,17 @@ def load_model(path, dtype=None, tokenizer=True):
     or has more tokens than the model's vocabulary.
     """
     fn = "tfcore.load_model"
+    dt = _dtype_arg(fn, dtype)
     path = os.fspath(path)
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     if not os.path.exists(path):
         raise _io_error("%s: %r does not exist (looked for %s)" % (fn, path, _LOOKED_FOR))
-    cfg_json = {}
     if os.path.isdir(path):
         if _is_run(path):
             model, files = _load_run(fn, path, dtype, tokenizer)
         elif os.path.isfile(os.path.join(path, "config.json")):
-            cfg_json = _config_json(path, fn)
-            model, files = GPT.load_hf(path), path
+            model, files = GPT.load_hf(path), path  # the loader names what is wrong in config.json
         elif os.path.isfile(os.path.join(path, "model.safetensors")):
             model, files = GPT.load(os.path.join(path, "model.safetensors")), path
         else:
@@ -221,11 +226,10 @@ def load_model(path, dtype=None, tokenizer=True):
                                 "the magic %d) nor a safetensors file (8-byte header length, JSON header); looked "
                                 "for %s" % (fn, path, _LLMC_MAGIC, _LOOKED_FOR))
         files = None
-    model = _converted(fn, model, dtype)
+    model = _converted(fn, model, dt)
     if files is not None and tokenizer and model.tokenizer is None:
         model.tokenizer = _tokenizer_of(fn, files, model)
-    if not cfg_json and files is not None:
-        cfg_json = _config_json(files, fn)
+    cfg_json = _config_json(files, fn) if files is not None else {}
     where = os.path.join(files or "", "config.json")
     if "bos_token_id" in cfg_json:
         model.bos_token_id = _token_id(fn, where, "bos_token_id", cfg_json["bos_token_id"])
