@@ -297,3 +297,34 @@ def test_run_directories_of_tfcore_train(tmp_path):
     assert np.array_equal(lm(idx)[0].numpy(), want(idx)[0].numpy())
     assert not np.array_equal(lm(idx)[0].numpy(), direct(idx)[0].numpy())  # the adapters trained
     assert lm.tokenizer.encode(text) == m.tokenizer.encode(text)
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "llmc"])
+def test_the_model_api_on_other_kinds(kind, tmp_path):
+    """generate_batch, add_lora, quantize and save_hf on a checkpoint (a Llama) and an llm.c file (GPT-2)."""
+    if kind == "checkpoint":
+        m = tfcore.GPT(tfcore.GPTConfig.preset("llama-tiny", vocab_size=40, n_layer=2), seed=4)
+        path = tmp_path / "ckpt.safetensors"
+        m.save(path)
+    else:
+        path = tmp_path / "gpt2.bin"
+        write_llmc(path, GPT2_CFG, random_llmc_params(GPT2_CFG, 64, 2), 64)
+    model = tfcore.load_model(path)
+    prompts = [[1, 2, 3], [4, 5]]
+    batch = model.generate_batch(prompts, 4, temperature=0)
+    assert batch == [model.generate(p, 4, temperature=0) for p in prompts]
+    idx = np.array([[1, 2, 3, 4, 5, 6]])
+    logits = model(idx)[0].numpy()
+    # save_hf -> load_model: the same model
+    model.save_hf(tmp_path / "hf")
+    assert np.array_equal(tfcore.load_model(tmp_path / "hf")(idx)[0].numpy(), logits)
+    # LoRA with PEFT's default targets for the architecture: outputs unchanged until B moves
+    lora = tfcore.load_model(path)
+    assert len(lora.add_lora(rank=2)) == (8 if kind == "checkpoint" else 4)
+    assert np.array_equal(lora(idx)[0].numpy(), logits)
+    # int8: within the error of weights rounded to 1/254 of each row's range
+    q = tfcore.load_model(path).quantize("int8")
+    assert q.quant_format == "int8"
+    with tfcore.no_grad():
+        err = np.max(np.abs(q(idx)[0].numpy() - logits))
+    assert 0 < err < 0.05 * max(1.0, np.max(np.abs(logits)))

@@ -163,8 +163,7 @@ fn load_model_errors_name_the_path() {
     let bad = Tensor::from_slice(&[1i64, 50], &[1, 2]).unwrap();
     let e = m.forward(&bad, None).err().unwrap();
     assert!(e.message.contains("tfc_gpt_forward"), "{e}");
-    let mut c = GptConfig::default();
-    c.n_kv_head = 3;
+    let c = GptConfig { n_kv_head: 3, ..GptConfig::default() };
     let e = Gpt::new(&c, 0).err().unwrap();
     assert!(e.message.contains("n_kv_head"), "{e}");
 }
