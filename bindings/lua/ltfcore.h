@@ -48,9 +48,15 @@ tfc_dtype ltfc_check_dtype(lua_State *L, int idx, tfc_dtype def);
 void **ltfc_push_box(lua_State *L);
 void ltfc_box_free(void **box);
 
+/* Models as userdata holding one tfc_gpt (gpt.c): a new one holding NULL. */
+tfc_gpt **ltfc_push_gpt_slot(lua_State *L);
+/* tfcore.load_model(path) (model_file.c). */
+int ltfc_load_model(lua_State *L);
+
 /* Register the functions of each part into the module table at the top. */
 void ltfc_open_tensor(lua_State *L);
 void ltfc_open_tokenizer(lua_State *L);
 void ltfc_open_optim(lua_State *L);
+void ltfc_open_gpt(lua_State *L);
 
 #endif

@@ -162,6 +162,7 @@ int luaopen_tfcore(lua_State *L) {
     ltfc_open_tensor(L);
     ltfc_open_tokenizer(L);
     ltfc_open_optim(L);
+    ltfc_open_gpt(L);
     lua_pushstring(L, tfc_version_string());
     lua_setfield(L, -2, "version");
     lua_pushstring(L, tfc_build_info());

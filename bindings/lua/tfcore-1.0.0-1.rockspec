@@ -11,10 +11,11 @@ source = {
    url = "file://."  -- built in place by `luarocks make`; set the repository's URL before `luarocks pack`
 }
 description = {
-   summary = "Lua 5.4 binding of libtfcore: tensors, autograd, optimizers, the BPE tokenizer",
+   summary = "Lua 5.4 binding of libtfcore: tensors, autograd, optimizers, the BPE tokenizer, GPT models",
    detailed = [[
 libtfcore is a deep-learning core in C11 with a stable C ABI. This module
-(require "tfcore") wraps its tensors, autograd, optimizers and tokenizer.]],
+(require "tfcore") wraps its tensors, autograd, optimizers, tokenizer and
+GPT-2 / Llama-family models (tfcore.load_model).]],
    license = "MIT",
 }
 dependencies = {
@@ -30,7 +31,7 @@ build = {
    type = "builtin",
    modules = {
       tfcore = {
-         sources = { "module.c", "tensor.c", "box.c", "tokenizer.c", "optim.c" },
+         sources = { "module.c", "tensor.c", "box.c", "tokenizer.c", "optim.c", "gpt.c", "model_file.c" },
          incdirs = { "$(TFCORE_INCDIR)" },
          libdirs = { "$(TFCORE_LIBDIR)" },
          libraries = { "tfcore" },

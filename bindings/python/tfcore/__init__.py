@@ -30,6 +30,7 @@ from .dlpack import from_dlpack
 from . import autograd, distributed, functional, kernels, optim  # noqa: F401
 from .tokenizer import ChatTemplateError, Tokenizer
 from .gpt import GPT, GPTConfig
+from .model_files import load_model
 from .io import TokenFile, load_safetensors, save_safetensors
 from . import io  # noqa: F401
 from .quant import QWeight, qlinear, quantize

@@ -20,6 +20,10 @@ from ._lib import InvalidArgumentError, check, ffi, lib
 from .tensor import Tensor, _id_array, _int_arg, _wrap, tensor
 
 _LLMC_MAGIC = 20240326  # llm.c GPT-2 checkpoints start with it (int32 little-endian)
+_OWN = object()  # save_hf's default: the model's own bos/eos ids
+# PEFT's default target_modules per model_type (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)
+_LORA_DEFAULT_TARGETS = {"gpt2": "c_attn", "llama": "q_proj,v_proj", "mistral": "q_proj,v_proj",
+                         "qwen2": "q_proj,v_proj"}
 
 _FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "bias", "tie_weights", "dtype", "ln_eps",
            "dropout", "arch", "n_kv_head", "mlp_hidden", "attention_bias", "mlp_bias", "sliding_window", "rope_theta",
@@ -149,8 +153,17 @@ def _id_list(fn, name, x):
 
 
 class GPT:
-    """A GPT-2 style model. GPT(config=None, seed=0, **fields): config is a
-    GPTConfig, a preset name, or None (fields given as keywords)."""
+    """A decoder model (GPT-2 or the Llama family). GPT(config=None, seed=0, **fields):
+    config is a GPTConfig, a preset name, or None (fields given as keywords).
+
+    tokenizer, bos_token_id and eos_token_id are what tfcore.load_model found
+    beside the weights (a tfcore.Tokenizer; ids from config.json, eos_token_id
+    an id or a list of ids); None on a model built or loaded otherwise, and
+    assignable."""
+
+    tokenizer = None
+    bos_token_id = None
+    eos_token_id = None
 
     def __init__(self, config=None, seed=0, autocast=None, **fields):
         if config is None:
@@ -189,9 +202,11 @@ class GPT:
     @classmethod
     def load(cls, path):
         """A model from any file or directory the library reads, told apart by
-        content: a Hugging Face GPT-2 directory (config.json, as load_hf), an
+        content: a Hugging Face directory (config.json, as load_hf), an
         llm.c checkpoint (magic 20240326, as load_llmc), else a file written by
-        save() (config from its metadata)."""
+        save() (config from its metadata). tfcore.load_model also tells a
+        directory of tfcore train apart and reads the tokenizer and bos/eos ids
+        beside the weights."""
         path = os.fspath(path)
         if os.path.isdir(path):
             return cls.load_hf(path)
@@ -217,16 +232,40 @@ class GPT:
 
     @classmethod
     def load_hf(cls, directory):
-        """A model from a Hugging Face GPT-2 directory (config.json +
-        model.safetensors, as GPT2LMHeadModel.save_pretrained writes it)."""
+        """A model from a Hugging Face directory (config.json +
+        model.safetensors, as save_pretrained of transformers' GPT2LMHeadModel,
+        LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM writes it)."""
         return cls._built_by(lib.tfc_gpt_load_hf, directory)
 
-    def save_hf(self, directory, bos_token_id=None, eos_token_id=None):
-        """Write config.json + model.safetensors that
-        transformers.GPT2LMHeadModel.from_pretrained(directory) loads."""
-        bos = -1 if bos_token_id is None else int(bos_token_id)
-        eos = -1 if eos_token_id is None else int(eos_token_id)
-        check(lib.tfc_gpt_save_hf(self._h, os.fsencode(os.fspath(directory)), bos, eos))
+    def save_hf(self, directory, bos_token_id=_OWN, eos_token_id=_OWN):
+        """Write config.json + model.safetensors that transformers'
+        GPT2LMHeadModel / LlamaForCausalLM / MistralForCausalLM /
+        Qwen2ForCausalLM.from_pretrained(directory) loads. bos_token_id and
+        eos_token_id default to the model's own (self.bos_token_id,
+        self.eos_token_id: what load_model read); None writes none. An
+        eos_token_id list is written as a list."""
+        bos = self.bos_token_id if bos_token_id is _OWN else bos_token_id
+        eos = self.eos_token_id if eos_token_id is _OWN else eos_token_id
+        fn = "tfcore.GPT.save_hf"
+        if bos is not None:
+            bos = _int_arg(fn, "bos_token_id", bos)
+        eos_list = None
+        if isinstance(eos, (list, tuple)):
+            eos_list = [_int_arg(fn, "eos_token_id[%d]" % i, e) for i, e in enumerate(eos)]
+            if not eos_list:
+                raise ValueError("%s: eos_token_id is an empty list; give ids or None" % fn)
+            eos = eos_list[0]  # tfc_gpt_save_hf checks each id against the vocabulary
+            for i, e in enumerate(eos_list):
+                if not 0 <= e < int(self.config.vocab_size):
+                    raise InvalidArgumentError("%s: eos_token_id[%d] is %d, outside [0, %d)"
+                                               % (fn, i, e, int(self.config.vocab_size)))
+        elif eos is not None:
+            eos = _int_arg(fn, "eos_token_id", eos)
+        check(lib.tfc_gpt_save_hf(self._h, os.fsencode(os.fspath(directory)), -1 if bos is None else bos,
+                                  -1 if eos is None else eos))
+        if eos_list is not None and len(eos_list) > 1:
+            from .model_files import _write_eos_list
+            _write_eos_list(directory, eos_list)
 
     # transformers' names for the same two operations
     from_pretrained = load_hf
@@ -266,13 +305,17 @@ class GPT:
 
     # ---- LoRA (include/tfcore/lora.h; docs/MODEL.md, "Fine-tuning with LoRA") ----
 
-    def add_lora(self, rank=8, alpha=None, targets="c_attn", seed=0):
+    def add_lora(self, rank=8, alpha=None, targets=None, seed=0):
         """Attach LoRA adapters (tfc_gpt_add_lora): y = x·W + b + (alpha/rank)·(x·Aᵀ)·Bᵀ
         on the block Linear layers targets names (PEFT's target_modules: a list or a
         comma-separated string of module-name suffixes, so "c_proj" is attn.c_proj and
-        mlp.c_proj; "all-linear"). A starts Kaiming-uniform, B at zero (the model's
+        mlp.c_proj; "all-linear"). targets defaults to PEFT's default for the
+        architecture: "c_attn" for GPT-2, "q_proj,v_proj" for the Llama family.
+        A starts Kaiming-uniform, B at zero (the model's
         outputs are unchanged); alpha defaults to rank. The base is frozen
         (requires_grad off); train lora_parameters(). Returns them."""
+        if targets is None:
+            targets = _LORA_DEFAULT_TARGETS.get(self.config.arch, "c_attn")
         rank = _int_arg("tfcore.GPT.add_lora", "rank", rank)
         seed = _int_arg("tfcore.GPT.add_lora", "seed", seed)
         if alpha is not None and (isinstance(alpha, (str, bytes, bool)) or not isinstance(alpha, numbers.Real)):

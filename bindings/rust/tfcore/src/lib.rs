@@ -18,6 +18,7 @@
 //! Types here are not `Send`: a tensor handle may be shared across threads
 //! in C, but a graph may not, and keeping both single-threaded is simplest.
 mod error;
+mod gpt;
 mod graph;
 pub mod kernels;
 mod optim;
@@ -25,6 +26,7 @@ mod tensor;
 mod tokenizer;
 
 pub use error::{Error, Result};
+pub use gpt::{load_model, Arch, Gpt, GptConfig, Rope, Sampling};
 pub use graph::Graph;
 pub use optim::{OptimKind, Optimizer, Options};
 pub use tensor::{cuda_available, DType, Device, Element, Tensor};
