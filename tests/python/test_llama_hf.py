@@ -187,3 +187,50 @@ def test_bad_tensors_are_named(tmp_path):
     # older exports keep the rotary buffers: consumed, not read
     buffers = dict(W, **{"model.layers.0.self_attn.rotary_emb.inv_freq": np.ones(4, np.float32)})
     tfcore.GPT.load_hf(hf_dir(tmp_path, LLAMA, buffers, name="buffers"))
+
+
+def test_sharded_bf16_export_loads_back_and_matches_the_documented_layout(tmp_path):
+    W = llama_weights(LLAMA, np.random.default_rng(9))
+    model = tfcore.GPT.load_hf(hf_dir(tmp_path, LLAMA, W))
+    out = tmp_path / "sharded"
+    model.save_hf(out, dtype="bfloat16", max_shard_size=20000)
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) > 1 and shards[0] == "model-00001-of-%05d.safetensors" % len(shards)
+    assert sorted(index["weight_map"]) == sorted(W)
+    assert json.loads((out / "config.json").read_text())["torch_dtype"] == "bfloat16"
+    assert not (out / "model.safetensors").exists()
+    # the shards hold W rounded to bf16, read here with the test's own reader
+    from test_gpt import read_safetensors
+    total = 0
+    for sh in shards:
+        tensors, meta = read_safetensors(out / sh)
+        assert meta["format"] == "pt"
+        for name, t in tensors.items():
+            assert index["weight_map"][name] == sh and t.dtype == torch.bfloat16
+            want = (bf16_bits(W[name]).astype(np.uint32) << 16).view(np.float32)
+            assert np.array_equal(t.float().numpy(), want)
+            total += t.numel() * 2
+    assert index["metadata"]["total_size"] == total
+    back = tfcore.GPT.load_hf(out)
+    Wb = {k: (bf16_bits(v).astype(np.uint32) << 16).view(np.float32) for k, v in W.items()}
+    twin = tfcore.GPT.load_hf(hf_dir(tmp_path, LLAMA, Wb, name="twin"))
+    idx = np.arange(16).reshape(2, 8)
+    assert np.array_equal(back(idx)[0].numpy(), twin(idx)[0].numpy())
+
+
+def test_sharded_directory_faults_name_the_shard(tmp_path):
+    W = llama_weights(LLAMA, np.random.default_rng(10))
+    model = tfcore.GPT.load_hf(hf_dir(tmp_path, LLAMA, W))
+    out = tmp_path / "s"
+    model.save_hf(out, max_shard_size=30000)
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    victim = sorted(set(index["weight_map"].values()))[-1]
+    (out / victim).unlink()
+    with pytest.raises(tfcore.TfcIOError, match=victim):
+        tfcore.GPT.load_hf(out)
+    model.save_hf(out, max_shard_size=30000)
+    index["weight_map"]["model.layers.0.self_attn.q_norm.weight"] = victim
+    (out / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(tfcore.TfcRuntimeError, match="q_norm"):
+        tfcore.GPT.load_hf(out)

@@ -237,13 +237,16 @@ class GPT:
         LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM writes it)."""
         return cls._built_by(lib.tfc_gpt_load_hf, directory)
 
-    def save_hf(self, directory, bos_token_id=_OWN, eos_token_id=_OWN):
+    def save_hf(self, directory, bos_token_id=_OWN, eos_token_id=_OWN, dtype="float32", max_shard_size=None):
         """Write config.json + model.safetensors that transformers'
         GPT2LMHeadModel / LlamaForCausalLM / MistralForCausalLM /
         Qwen2ForCausalLM.from_pretrained(directory) loads. bos_token_id and
         eos_token_id default to the model's own (self.bos_token_id,
         self.eos_token_id: what load_model read); None writes none. An
-        eos_token_id list is written as a list."""
+        eos_token_id list is written as a list. dtype: the stored dtype
+        (float32, bfloat16 or float16); max_shard_size (bytes, or None for
+        one file): shards and model.safetensors.index.json as
+        save_pretrained(max_shard_size=...) writes them."""
         bos = self.bos_token_id if bos_token_id is _OWN else bos_token_id
         eos = self.eos_token_id if eos_token_id is _OWN else eos_token_id
         fn = "tfcore.GPT.save_hf"
@@ -261,8 +264,13 @@ class GPT:
                                                % (fn, i, e, int(self.config.vocab_size)))
         elif eos is not None:
             eos = _int_arg(fn, "eos_token_id", eos)
-        check(lib.tfc_gpt_save_hf(self._h, os.fsencode(os.fspath(directory)), -1 if bos is None else bos,
-                                  -1 if eos is None else eos))
+        opts = ffi.new("tfc_hf_save_options *")
+        opts.struct_size = ffi.sizeof("tfc_hf_save_options")
+        opts.bos_token_id = -1 if bos is None else bos
+        opts.eos_token_id = -1 if eos is None else eos
+        opts.dtype = as_dtype(dtype).code
+        opts.max_shard_bytes = 0 if max_shard_size is None else _int_arg(fn, "max_shard_size", max_shard_size)
+        check(lib.tfc_gpt_save_hf_ex(self._h, os.fsencode(os.fspath(directory)), opts))
         if eos_list is not None and len(eos_list) > 1:
             from .model_files import _write_eos_list
             _write_eos_list(directory, eos_list)
