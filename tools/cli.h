@@ -127,6 +127,7 @@ int loss_log_write_svg(const loss_log *l, const char *path, const char *title);
 
 int cmd_train(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
 int cmd_data(int argc, char **argv);

@@ -9,6 +9,7 @@ static void usage(FILE *f) {
             "usage: tfcore <command> [flags]   (libtfcore %s)\n"
             "  train      train a GPT on a text file (no flags: char-tiny on tinyshakespeare)\n"
             "  sample     generate text from a checkpoint\n"
+            "  chat       a conversation with a model, in its chat template (stdin: one user message a line)\n"
             "  eval       loss of a checkpoint on a text file\n"
             "  tokenizer  train | encode | decode with a BPE tokenizer\n"
             "  lora       merge: fold LoRA adapters into their base model\n"
@@ -26,6 +27,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
+    if (strcmp(cmd, "chat") == 0) return cmd_chat(argc - 2, argv + 2);
     if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
     if (strcmp(cmd, "tokenizer") == 0) return cmd_tokenizer(argc - 2, argv + 2);
     if (strcmp(cmd, "data") == 0) return cmd_data(argc - 2, argv + 2);
@@ -41,7 +43,7 @@ int main(int argc, char **argv) {
     }
     fprintf(
         stderr,
-        "tfcore: error: unknown command '%s' (train, sample, eval, tokenizer, data, export, lora; see tfcore --help)\n",
+        "tfcore: error: unknown command '%s' (train, sample, chat, eval, tokenizer, data, export, lora; see tfcore --help)\n",
         cmd);
     return EXIT_USAGE;
 }
