@@ -10,7 +10,7 @@
 
 typedef enum {
     SRC_CKPT = 1, /* a directory written by tfcore train */
-    SRC_HF,       /* a Hugging Face GPT-2 directory: config.json + model.safetensors */
+    SRC_HF,       /* a Hugging Face directory (GPT-2, Llama, Mistral, Qwen2): config.json + model.safetensors */
     SRC_LLMC      /* an llm.c GPT-2 checkpoint file (gpt2_124M.bin) */
 } model_kind;
 
@@ -35,12 +35,5 @@ int model_source_load(const char *cmd, const char *path, const char *tokenizer, 
 
 /* The preset a --init-from run records (train.preset): its shape is the source model's. */
 #define INIT_PRESET "init-from"
-
-/*
- * The config a checkpoint's weights describe (metadata tfc.n_layer ...
- * tfc.dtype, as tfc_gpt_save writes it), without reading the weights: what a
- * resumed --init-from run is built with. 0 or an exit code.
- */
-int ckpt_meta_config(const char *cmd, const tfc_safetensors *f, tfc_gpt_config *c);
 
 #endif
