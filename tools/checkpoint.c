@@ -7,6 +7,7 @@
  *                          that metadata, the base's directory as "lora.base"
  *   optimizer.safetensors  AdamW state (tfc_optim_state_get names)
  *   tokenizer.tfctok       the BPE tokenizer (BPE runs only)
+ *   tokenizer.json         instead, a Hugging Face tokenizer.json the run read (a copy)
  *   config.json            the transformers config of the same model (GPT2Config,
  *                          LlamaConfig, MistralConfig or Qwen2Config)
  *   loss.csv, loss.svg     the loss curve up to the checkpoint's step
@@ -44,15 +45,11 @@
 #define LORA_FILE "adapter_model.safetensors"
 
 /* Every name a checkpoint directory's files have; temporaries are these + ".tmp[.PID.N]". */
-static const char *const KNOWN[] = {"model.safetensors",
-                                    "optimizer.safetensors",
-                                    "tokenizer.tfctok",
-                                    "config.json",
-                                    "loss.csv",
-                                    "loss.svg",
-                                    MANIFEST,
-                                    "data.tokens",
-                                    LORA_FILE,
+static const char *const KNOWN[] = {"model.safetensors",  "optimizer.safetensors",
+                                    "tokenizer.tfctok",   "tokenizer.json",
+                                    "config.json",        "loss.csv",
+                                    "loss.svg",           MANIFEST,
+                                    "data.tokens",        LORA_FILE,
                                     "adapter_config.json"};
 
 static int known_name(const char *s, size_t len) {
@@ -364,7 +361,12 @@ static int write_stage(const char *cmd, const char *stage, const ckpt_contents *
         if ((rc = save_optim(cmd, stage, c->opt, &opt_step)) != 0) return rc;
         add_entry(m, "optimizer.safetensors", opt_step);
     }
-    if (c->v->kind == VOCAB_BPE) {
+    if (c->v->kind == VOCAB_BPE && c->v->json) { /* a tokenizer.json: its bytes, as read */
+        char path[4300];
+        join(path, sizeof path, stage, "tokenizer.json");
+        if ((rc = vocab_write_json(cmd, c->v, path)) != 0) return rc;
+        add_entry(m, "tokenizer.json", -1);
+    } else if (c->v->kind == VOCAB_BPE) {
         char path[4300];
         join(path, sizeof path, stage, "tokenizer.tfctok");
         if (tfc_tokenizer_save(c->v->bpe, path) != TFC_OK) return cli_lib_error(cmd, "saving the tokenizer");
@@ -541,8 +543,9 @@ static int open_once(const char *dir, int flags, ckpt_set *s, open_error *err) {
                          "the checkpoint in '%s' is not one set: %s is at step %lld, checkpoint.json "
                          "at step %lld",
                          dir, mfile, (long long)s->step, (long long)s->man.step);
-    if (tfc_safetensors_metadata(s->model, "tfc.vocab", &vm) == TFC_OK && vm && strcmp(vm, "bpe") == 0 &&
-        (rc = member(s, "tokenizer.tfctok", staged, flags, err)) != 0)
+    if (tfc_safetensors_metadata(s->model, "tfc.vocab", &vm) == TFC_OK && vm &&
+        (strcmp(vm, "bpe") == 0 || strcmp(vm, "hf-json") == 0) &&
+        (rc = member(s, strcmp(vm, "bpe") == 0 ? "tokenizer.tfctok" : "tokenizer.json", staged, flags, err)) != 0)
         return rc;
     if (!(flags & CKPT_OPTIMIZER)) return 0;
     if ((rc = member(s, "optimizer.safetensors", staged, flags, err)) != 0) return rc;
@@ -614,7 +617,7 @@ void ckpt_close(ckpt_set *s) {
 int ckpt_load_model(const char *cmd, const ckpt_set *s, tfc_gpt **m, vocab *v) {
     const char *vm = NULL;
     if (tfc_safetensors_metadata(s->model, "tfc.vocab", &vm) != TFC_OK) vm = NULL;
-    int rc = vocab_from_meta(cmd, vm, ckpt_path(s, "tokenizer.tfctok"), v);
+    int rc = vocab_from_meta(cmd, vm, ckpt_path(s, "tokenizer.tfctok"), ckpt_path(s, "tokenizer.json"), v);
     if (rc) return rc;
     if (s->lora) {
         rc = lora_load_checkpoint(cmd, s->model, ckpt_path(s, LORA_FILE), m);

@@ -68,13 +68,16 @@ static void put_merge_side(FILE *f, const char *bytes, size_t len) {
 }
 
 /*
- * vocab.json + merges.txt for transformers' GPT2Tokenizer. A BPE vocabulary
+ * vocab.json + merges.txt for transformers' GPT2Tokenizer (a vocabulary read
+ * from a tokenizer.json: a copy of it instead). A BPE vocabulary
  * writes its tokens and merges; a char (byte) vocabulary writes its bytes
  * as tokens and no merges, which GPT2Tokenizer reads as one token per byte,
  * the ids of our char vocabulary. *eos receives <|endoftext|>'s id (-1: none).
  */
 static int write_tokenizer(const char *dir, const vocab *v, int32_t *eos) {
     *eos = -1;
+    /* read from a tokenizer.json: that file, as it was (GPT-2's files cannot hold its pipeline) */
+    if (v->json) return vocab_write_json(CMD, v, path_join(dir, "tokenizer.json"));
     char vpath[4096], mpath[4096];
     snprintf(vpath, sizeof vpath, "%s", path_join(dir, "vocab.json"));
     snprintf(mpath, sizeof mpath, "%s", path_join(dir, "merges.txt"));
@@ -157,7 +160,8 @@ int cmd_export(int argc, char **argv) {
                    "  --format hf:   OUT is a directory transformers' from_pretrained reads (GPT2LMHeadModel,\n"
                    "                 LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM by the model's\n"
                    "                 architecture): config.json, model.safetensors, and the vocabulary as\n"
-                   "                 vocab.json + merges.txt (GPT-2's tokenizer files)\n"
+                   "                 vocab.json + merges.txt (GPT-2's tokenizer files), or the tokenizer.json\n"
+                   "                 the model's vocabulary came from\n"
                    "  --tokenizer: the vocabulary of a MODEL that carries none (an llm.c file)\n");
             return 0;
         }
@@ -198,7 +202,9 @@ int cmd_export(int argc, char **argv) {
         printf("export: %s '%s' (%s, %d layers, %d heads, %d dims, block %d, vocab %d) -> %s %s%s\n",
                model_kind_name(kind), pos[0], tfc_gpt_arch_name(mc.arch), mc.n_layer, mc.n_head, mc.n_embd,
                mc.block_size, mc.vocab_size, hf ? "Hugging Face directory" : "llm.c checkpoint", pos[1],
-               hf ? " (config.json, model.safetensors, vocab.json, merges.txt)" : "");
+               !hf          ? ""
+                   : v.json ? " (config.json, model.safetensors, tokenizer.json)"
+                            : " (config.json, model.safetensors, vocab.json, merges.txt)");
     vocab_free(&v);
     tfc_gpt_release(m);
     return rc;

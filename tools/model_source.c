@@ -76,7 +76,11 @@ int model_source_kind(const char *cmd, const char *path, model_kind *kind) {
     return 0;
 }
 
-/* A Hugging Face directory's own tokenizer: vocab.json + merges.txt (GPT-2's encoder.json + vocab.bpe). */
+/*
+ * A Hugging Face directory's own tokenizer: tfcore export's char line, else
+ * vocab.json + merges.txt (GPT-2's encoder.json + vocab.bpe), else
+ * tokenizer.json (the Llama family's).
+ */
 static int hf_vocab(const char *cmd, const char *dir, vocab *v, int *found) {
     char enc[4096], bpe[4096], own[4096];
     struct stat st;
@@ -89,7 +93,12 @@ static int hf_vocab(const char *cmd, const char *dir, vocab *v, int *found) {
     snprintf(enc, sizeof enc, "%s", path_join(dir, "vocab.json"));
     snprintf(bpe, sizeof bpe, "%s", path_join(dir, "merges.txt"));
     *found = stat(enc, &st) == 0 && stat(bpe, &st) == 0;
-    if (!*found) return 0;
+    if (!*found) {
+        char json[4096];
+        snprintf(json, sizeof json, "%s", path_join(dir, "tokenizer.json"));
+        *found = stat(json, &st) == 0;
+        return *found ? vocab_load_hf_json(cmd, json, v) : 0;
+    }
     memset(v, 0, sizeof *v);
     if (tfc_tokenizer_load_gpt2(enc, bpe, &v->bpe) != TFC_OK)
         return cli_lib_error(cmd, "reading the directory's vocab.json / merges.txt");

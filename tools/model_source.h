@@ -24,8 +24,9 @@ int model_source_kind(const char *cmd, const char *path, model_kind *kind);
  * Build the model at path and its vocabulary: `tokenizer` (a --tokenizer
  * value naming a vocabulary to read: gpt2:DIR, a tokenizer FILE, a char
  * FILE) when not NULL; else a checkpoint's own, a Hugging Face directory's
- * vocab.json + merges.txt; an llm.c file has none, so it needs tokenizer.
- * A vocabulary larger than the model's (rows of transformer.wte.weight) is
+ * vocab.json + merges.txt, else its tokenizer.json; an llm.c file has none,
+ * so it needs tokenizer. A vocabulary larger than the model's (rows of its
+ * token embedding) is
  * refused. need_vocab 0: a source without one is fine (v->size 0). *kind
  * (may be NULL) receives the kind. 0 or an exit code (message printed,
  * nothing returned).

@@ -38,7 +38,7 @@ int train_ckpt_open_resume(train_run *r) {
         snprintf(r->preset, sizeof r->preset, "%s", pr);
         r->o.preset = r->preset;
     }
-    return vocab_from_meta(CMD, vm, ckpt_path(&r->ck, "tokenizer.tfctok"), &r->v);
+    return vocab_from_meta(CMD, vm, ckpt_path(&r->ck, "tokenizer.tfctok"), ckpt_path(&r->ck, "tokenizer.json"), &r->v);
 }
 
 /*

@@ -69,6 +69,7 @@ void train_usage(FILE *f) {
         "or nanoGPT's headerless u16 train.bin, the files in sorted order as one stream; --val-bin GLOB the\n"
         "validation tokens (else the last 10%%); --data-format picks the format (auto: llm.c by its magic,\n"
         "else u16). --tokenizer gpt2:DIR or FILE names the vocabulary the tokens are in (for the checkpoint).\n"
+        "A tokenizer FILE is tfcore tokenizer's or a Hugging Face tokenizer.json (the checkpoint keeps a copy).\n"
         "--init-from MODEL starts from a model's weights and shape (a tfcore checkpoint, a Hugging Face GPT-2,\n"
         "Llama, Mistral or Qwen2 directory, or an llm.c .bin) with a fresh optimizer at step 0; its vocabulary\n"
         "is the model's (an llm.c file: give --tokenizer gpt2:DIR).\n"
