@@ -1,13 +1,15 @@
 /*
  * Checkpoint directories of the CLI:
- *   model.safetensors      weights under Hugging Face GPT-2 names + config,
+ *   model.safetensors      weights under Hugging Face names + config,
  *                          vocabulary and training position in the metadata
  *   adapter_model.safetensors, adapter_config.json
  *                          a LoRA run's instead: the adapters (PEFT names) with
  *                          that metadata, the base's directory as "lora.base"
  *   optimizer.safetensors  AdamW state (tfc_optim_state_get names)
  *   tokenizer.tfctok       the BPE tokenizer (BPE runs only)
- *   config.json            a transformers GPT2Config for the same model
+ *   tokenizer.json         instead, a Hugging Face tokenizer.json the run read (a copy)
+ *   config.json            the transformers config of the same model (GPT2Config,
+ *                          LlamaConfig, MistralConfig or Qwen2Config)
  *   loss.csv, loss.svg     the loss curve up to the checkpoint's step
  *   checkpoint.json        the list of the files above: size, FNV-1a 64, step
  *
@@ -43,15 +45,11 @@
 #define LORA_FILE "adapter_model.safetensors"
 
 /* Every name a checkpoint directory's files have; temporaries are these + ".tmp[.PID.N]". */
-static const char *const KNOWN[] = {"model.safetensors",
-                                    "optimizer.safetensors",
-                                    "tokenizer.tfctok",
-                                    "config.json",
-                                    "loss.csv",
-                                    "loss.svg",
-                                    MANIFEST,
-                                    "data.tokens",
-                                    LORA_FILE,
+static const char *const KNOWN[] = {"model.safetensors",  "optimizer.safetensors",
+                                    "tokenizer.tfctok",   "tokenizer.json",
+                                    "config.json",        "loss.csv",
+                                    "loss.svg",           MANIFEST,
+                                    "data.tokens",        LORA_FILE,
                                     "adapter_config.json"};
 
 static int known_name(const char *s, size_t len) {
@@ -245,6 +243,69 @@ static int save_optim(const char *cmd, const char *stage, tfc_optim *opt, int64_
     return rc;
 }
 
+/* d as JSON the way Python (transformers) writes a float: the shortest digits that read back, 1e-06, 10000.0. */
+static void put_real(FILE *f, double d) {
+    char num[64];
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(num, sizeof num, "%.*g", prec, d);
+        if (strtod(num, NULL) == d) break;
+    }
+    fprintf(f, "%s%s", num, strpbrk(num, ".eEn") ? "" : ".0");
+}
+
+/*
+ * The Llama family's config.json: transformers' LlamaConfig, MistralConfig
+ * or Qwen2Config with the keys and values tfcore export's (tfc_gpt_save_hf)
+ * has, less the token ids (a checkpoint's vocabulary may have none);
+ * tests/cli/test_cli_llama.sh checks the two are the same.
+ */
+static void family_config(FILE *f, const tfc_gpt_config *c) {
+    static const char *const classes[4] = {NULL, "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
+    const int llama = c->arch == TFC_GPT_ARCH_LLAMA, qwen2 = c->arch == TFC_GPT_ARCH_QWEN2;
+    const tfc_rope_config *r = &c->rope;
+    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n", classes[c->arch]);
+    if (llama) fprintf(f, "  \"attention_bias\": %s,\n", c->attention_bias ? "true" : "false");
+    fprintf(f,
+            "  \"attention_dropout\": 0.0,\n  \"head_dim\": %d,\n  \"hidden_act\": \"silu\",\n  \"hidden_size\": %d,\n"
+            "  \"initializer_range\": 0.02,\n  \"intermediate_size\": %lld,\n  \"max_position_embeddings\": %d,\n",
+            c->n_embd / c->n_head, c->n_embd, (long long)c->mlp_hidden, c->block_size);
+    if (qwen2) fprintf(f, "  \"max_window_layers\": %d,\n", c->sliding_window ? 0 : c->n_layer);
+    if (llama) fprintf(f, "  \"mlp_bias\": %s,\n", c->mlp_bias ? "true" : "false");
+    fprintf(f,
+            "  \"model_type\": \"%s\",\n  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n"
+            "  \"num_key_value_heads\": %d,\n",
+            tfc_gpt_arch_name(c->arch), c->n_head, c->n_layer, c->n_kv_head ? c->n_kv_head : c->n_head);
+    if (llama) fprintf(f, "  \"pretraining_tp\": 1,\n");
+    fprintf(f, "  \"rms_norm_eps\": ");
+    put_real(f, c->ln_eps);
+    fprintf(f, ",\n  \"rope_scaling\": ");
+    static const char *const types[4] = {"default", "linear", "dynamic", "llama3"};
+    if (r->rope_type == TFC_ROPE_DEFAULT || r->rope_type < 0 || r->rope_type > 3) {
+        fprintf(f, "null");
+    } else {
+        fprintf(f, "{\"factor\": ");
+        put_real(f, r->factor);
+        if (r->rope_type == TFC_ROPE_LLAMA3) {
+            fprintf(f, ", \"high_freq_factor\": ");
+            put_real(f, r->high_freq_factor);
+            fprintf(f, ", \"low_freq_factor\": ");
+            put_real(f, r->low_freq_factor);
+            fprintf(f, ", \"original_max_position_embeddings\": %lld", (long long)r->original_max_position_embeddings);
+        }
+        fprintf(f, ", \"rope_type\": \"%s\"}", types[r->rope_type]);
+    }
+    fprintf(f, ",\n  \"rope_theta\": ");
+    put_real(f, r->theta);
+    fprintf(f, ",\n");
+    if (!llama && c->sliding_window) fprintf(f, "  \"sliding_window\": %d,\n", c->sliding_window);
+    if (!llama && !c->sliding_window) fprintf(f, "  \"sliding_window\": null,\n");
+    fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"float32\",\n  \"use_cache\": true,\n",
+            c->tie_weights ? "true" : "false");
+    if (qwen2) fprintf(f, "  \"use_sliding_window\": %s,\n", c->sliding_window ? "true" : "false");
+    fprintf(f, "  \"vocab_size\": %d\n}\n", c->vocab_size);
+}
+
+/* config.json: the transformers config of the model's architecture (GPT2Config, or the Llama family's). */
 static int save_config(const char *cmd, const char *stage, const tfc_gpt *m) {
     tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
     if (tfc_gpt_get_config(m, &c) != TFC_OK) return cli_lib_error(cmd, "config");
@@ -252,15 +313,17 @@ static int save_config(const char *cmd, const char *stage, const tfc_gpt *m) {
     join(path, sizeof path, stage, "config.json");
     FILE *f = fopen(path, "w");
     if (!f) return cli_error(EXIT_RUNTIME, cmd, "cannot write '%s': %s", path, strerror(errno));
-    fprintf(
-        f,
-        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"vocab_size\": %d,\n"
-        "  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n"
-        "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": %g,\n"
-        "  \"tie_word_embeddings\": %s,\n  \"resid_pdrop\": %.15g,\n  \"embd_pdrop\": %.15g,\n  \"attn_pdrop\": %.15g,\n"
-        "  \"bias\": %s,\n  \"dropout\": %.15g\n}\n",
-        c.vocab_size, c.block_size, c.n_embd, c.n_layer, c.n_head, c.ln_eps, c.tie_weights ? "true" : "false",
-        c.dropout, c.dropout, c.dropout, c.bias ? "true" : "false", c.dropout);
+    if (c.arch != TFC_GPT_ARCH_GPT2 && tfc_gpt_arch_name(c.arch))
+        family_config(f, &c);
+    else
+        fprintf(f,
+                "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"vocab_size\": %d,\n"
+                "  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n  \"n_head\": %d,\n"
+                "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": %g,\n"
+                "  \"tie_word_embeddings\": %s,\n  \"resid_pdrop\": %.15g,\n  \"embd_pdrop\": %.15g,\n"
+                "  \"attn_pdrop\": %.15g,\n  \"bias\": %s,\n  \"dropout\": %.15g\n}\n",
+                c.vocab_size, c.block_size, c.n_embd, c.n_layer, c.n_head, c.ln_eps, c.tie_weights ? "true" : "false",
+                c.dropout, c.dropout, c.dropout, c.bias ? "true" : "false", c.dropout);
     int bad = ferror(f);
     bad |= fclose(f) != 0;
     return bad ? cli_error(EXIT_RUNTIME, cmd, "cannot write '%s'", path) : 0;
@@ -298,7 +361,12 @@ static int write_stage(const char *cmd, const char *stage, const ckpt_contents *
         if ((rc = save_optim(cmd, stage, c->opt, &opt_step)) != 0) return rc;
         add_entry(m, "optimizer.safetensors", opt_step);
     }
-    if (c->v->kind == VOCAB_BPE) {
+    if (c->v->kind == VOCAB_BPE && c->v->json) { /* a tokenizer.json: its bytes, as read */
+        char path[4300];
+        join(path, sizeof path, stage, "tokenizer.json");
+        if ((rc = vocab_write_json(cmd, c->v, path)) != 0) return rc;
+        add_entry(m, "tokenizer.json", -1);
+    } else if (c->v->kind == VOCAB_BPE) {
         char path[4300];
         join(path, sizeof path, stage, "tokenizer.tfctok");
         if (tfc_tokenizer_save(c->v->bpe, path) != TFC_OK) return cli_lib_error(cmd, "saving the tokenizer");
@@ -475,8 +543,9 @@ static int open_once(const char *dir, int flags, ckpt_set *s, open_error *err) {
                          "the checkpoint in '%s' is not one set: %s is at step %lld, checkpoint.json "
                          "at step %lld",
                          dir, mfile, (long long)s->step, (long long)s->man.step);
-    if (tfc_safetensors_metadata(s->model, "tfc.vocab", &vm) == TFC_OK && vm && strcmp(vm, "bpe") == 0 &&
-        (rc = member(s, "tokenizer.tfctok", staged, flags, err)) != 0)
+    if (tfc_safetensors_metadata(s->model, "tfc.vocab", &vm) == TFC_OK && vm &&
+        (strcmp(vm, "bpe") == 0 || strcmp(vm, "hf-json") == 0) &&
+        (rc = member(s, strcmp(vm, "bpe") == 0 ? "tokenizer.tfctok" : "tokenizer.json", staged, flags, err)) != 0)
         return rc;
     if (!(flags & CKPT_OPTIMIZER)) return 0;
     if ((rc = member(s, "optimizer.safetensors", staged, flags, err)) != 0) return rc;
@@ -548,7 +617,7 @@ void ckpt_close(ckpt_set *s) {
 int ckpt_load_model(const char *cmd, const ckpt_set *s, tfc_gpt **m, vocab *v) {
     const char *vm = NULL;
     if (tfc_safetensors_metadata(s->model, "tfc.vocab", &vm) != TFC_OK) vm = NULL;
-    int rc = vocab_from_meta(cmd, vm, ckpt_path(s, "tokenizer.tfctok"), v);
+    int rc = vocab_from_meta(cmd, vm, ckpt_path(s, "tokenizer.tfctok"), ckpt_path(s, "tokenizer.json"), v);
     if (rc) return rc;
     if (s->lora) {
         rc = lora_load_checkpoint(cmd, s->model, ckpt_path(s, LORA_FILE), m);

@@ -63,6 +63,13 @@ typedef struct vocab {
     unsigned char chars[256]; /* VOCAB_CHAR: token id -> byte */
     int16_t index[256];       /* VOCAB_CHAR: byte -> token id, -1 when absent */
     tfc_tokenizer *bpe;       /* VOCAB_BPE */
+    /*
+     * VOCAB_BPE read from a Hugging Face tokenizer.json: the file's bytes
+     * (checkpoints and exports store a copy: the library reads that format
+     * but cannot write it); NULL otherwise. Freed by vocab_free.
+     */
+    char *json;
+    size_t json_len;
 } vocab;
 enum { VOCAB_CHAR = 1, VOCAB_BPE = 2 };
 
@@ -74,9 +81,24 @@ int vocab_encode(const char *cmd, const vocab *v, const char *text, size_t len, 
 int vocab_token_bytes(const vocab *v, int32_t id, const char **bytes, size_t *len);
 /* tfc_gpt_generate's callback: writes token tok's bytes (ctx: the vocab) to stdout as it comes. */
 int32_t vocab_print_token(int32_t tok, void *ctx);
-/* Store in / restore from checkpoint metadata ("tfc.vocab" = "char:<hex bytes>" or "bpe"). */
+/*
+ * Store in / restore from checkpoint metadata ("tfc.vocab" = "char:<hex
+ * bytes>", "bpe": the tokenizer in bpe_path, or "hf-json": a Hugging Face
+ * tokenizer.json in json_path).
+ */
 int vocab_to_meta(const vocab *v, char **value);
-int vocab_from_meta(const char *cmd, const char *value, const char *bpe_path, vocab *v);
+int vocab_from_meta(const char *cmd, const char *value, const char *bpe_path, const char *json_path, vocab *v);
+/*
+ * A Hugging Face tokenizer.json at path (tfc_tokenizer_load_hf_json, with
+ * the post-processor's tokens, e.g. Llama's BOS, as Hugging Face's
+ * tokenizer(text) adds them) into v, its bytes kept (vocab.json). 0 or an
+ * exit code (message printed).
+ */
+int vocab_load_hf_json(const char *cmd, const char *path, vocab *v);
+/* A vocabulary read from a tokenizer.json (v->json) written back to path as it was read. 0 or an exit code. */
+int vocab_write_json(const char *cmd, const vocab *v, const char *path);
+/* Whether the file at path is JSON (its first non-blank byte is '{'): a tokenizer.json, not our format. */
+int is_json_file(const char *path);
 void vocab_free(vocab *v);
 /*
  * The vocabulary --tokenizer names (NULL: char): learnt from text (char,

@@ -240,7 +240,7 @@ int vocab_to_meta(const vocab *v, char **value) {
     char *s = malloc(8 + 2 * 256 + 1);
     if (!s) return -1;
     if (v->kind == VOCAB_BPE) {
-        strcpy(s, "bpe");
+        strcpy(s, v->json ? "hf-json" : "bpe");
     } else {
         strcpy(s, "char:");
         for (int i = 0; i < v->size; i++) sprintf(s + 5 + 2 * i, "%02x", v->chars[i]);
@@ -250,9 +250,38 @@ int vocab_to_meta(const vocab *v, char **value) {
     return 0;
 }
 
-int vocab_from_meta(const char *cmd, const char *value, const char *bpe_path, vocab *v) {
+int vocab_write_json(const char *cmd, const vocab *v, const char *path) {
+    FILE *f = fopen(path, "wb");
+    int bad = !f || !v->json || fwrite(v->json, 1, v->json_len, f) != v->json_len;
+    if (f) bad |= fclose(f) != 0;
+    return bad ? cli_error(EXIT_RUNTIME, cmd, "cannot write '%s'", path) : 0;
+}
+
+int is_json_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    int c = ' ';
+    while (f && (c == ' ' || c == '\t' || c == '\n' || c == '\r')) c = fgetc(f);
+    if (f) fclose(f);
+    return f && c == '{';
+}
+
+int vocab_load_hf_json(const char *cmd, const char *path, vocab *v) {
+    memset(v, 0, sizeof *v);
+    if (read_file(path, &v->json, &v->json_len) != 0) return cli_error(EXIT_USAGE, cmd, "cannot read '%s'", path);
+    v->kind = VOCAB_BPE;
+    if (tfc_tokenizer_load_hf_json(path, TFC_TOKENIZER_ADD_SPECIAL, &v->bpe) != TFC_OK ||
+        tfc_tokenizer_vocab_size(v->bpe, &v->size) != TFC_OK) {
+        int rc = cli_lib_error(cmd, "reading the tokenizer.json");
+        vocab_free(v);
+        return rc;
+    }
+    return 0;
+}
+
+int vocab_from_meta(const char *cmd, const char *value, const char *bpe_path, const char *json_path, vocab *v) {
     memset(v, 0, sizeof *v);
     if (!value) return cli_error(EXIT_USAGE, cmd, "the checkpoint names no vocabulary (metadata 'tfc.vocab')");
+    if (strcmp(value, "hf-json") == 0) return vocab_load_hf_json(cmd, json_path, v);
     if (strcmp(value, "bpe") == 0) {
         v->kind = VOCAB_BPE;
         if (tfc_tokenizer_load(bpe_path, &v->bpe) != TFC_OK) return cli_lib_error(cmd, "loading the tokenizer");
@@ -276,6 +305,9 @@ int vocab_from_meta(const char *cmd, const char *value, const char *bpe_path, vo
 void vocab_free(vocab *v) {
     tfc_tokenizer_release(v->bpe);
     v->bpe = NULL;
+    free(v->json);
+    v->json = NULL;
+    v->json_len = 0;
 }
 
 int load_gpt2_tokenizer(const char *cmd, const char *dir, tfc_tokenizer **out) {

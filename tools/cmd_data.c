@@ -34,8 +34,15 @@ static int write_split(const vocab *v, const char *text, size_t len, const char 
     return rc;
 }
 
-/* The vocabulary next to the tokens: a BPE tokenizer file, or a char vocabulary's "char:<hex>" line. */
+/*
+ * The vocabulary next to the tokens: a BPE tokenizer file, the
+ * tokenizer.json it was read from, or a char vocabulary's "char:<hex>" line.
+ */
 static int write_vocab(const vocab *v, const char *dir, const char **written) {
+    if (v->json) {
+        *written = path_join(dir, "tokenizer.json");
+        return vocab_write_json(CMD, v, *written);
+    }
     if (v->kind == VOCAB_BPE) {
         *written = path_join(dir, "tokenizer.tfctok");
         return tfc_tokenizer_save(v->bpe, *written) == TFC_OK ? 0 : cli_lib_error(CMD, "saving the tokenizer");

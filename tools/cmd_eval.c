@@ -64,8 +64,8 @@ int cmd_eval(int argc, char **argv) {
                    "  with either: the f32 loss, then the quantized model's and the difference\n"
                    "  --dtype bf16: the f32 loss, then the loss in bf16 mixed precision (the Linear and LM-head\n"
                    "  GEMMs on bf16-rounded operands, f32 accumulation) and the difference\n"
-                   "  --ckpt (or --model) also reads a Hugging Face GPT-2 directory or an llm.c .bin; one without\n"
-                   "  a vocabulary needs --tokenizer gpt2:DIR|FILE\n"
+                   "  --ckpt (or --model) also reads a Hugging Face directory (GPT-2, Llama, Mistral, Qwen2) or an\n"
+                   "  llm.c .bin; one without a vocabulary needs --tokenizer gpt2:DIR|FILE\n"
                    "  --lora FILE|DIR: LoRA adapters on the model, a PEFT adapter directory or file, or the\n"
                    "  output directory of a LoRA run of tfcore train\n");
 

@@ -1,8 +1,10 @@
 /*
  * tfcore export: a model (a tfcore checkpoint, a Hugging Face directory or
  * an llm.c file) written in another tool's format: llm.c's GPT-2 checkpoint
- * (tfc_gpt_save_llmc), or a Hugging Face GPT-2 directory (tfc_gpt_save_hf)
- * with the vocabulary as GPT-2's tokenizer files, vocab.json + merges.txt.
+ * (tfc_gpt_save_llmc; GPT-2 only), or a Hugging Face directory of its
+ * architecture (tfc_gpt_save_hf: GPT2LMHeadModel, LlamaForCausalLM,
+ * MistralForCausalLM or Qwen2ForCausalLM) with the vocabulary as GPT-2's
+ * tokenizer files, vocab.json + merges.txt.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -66,13 +68,16 @@ static void put_merge_side(FILE *f, const char *bytes, size_t len) {
 }
 
 /*
- * vocab.json + merges.txt for transformers' GPT2Tokenizer. A BPE vocabulary
+ * vocab.json + merges.txt for transformers' GPT2Tokenizer (a vocabulary read
+ * from a tokenizer.json: a copy of it instead). A BPE vocabulary
  * writes its tokens and merges; a char (byte) vocabulary writes its bytes
  * as tokens and no merges, which GPT2Tokenizer reads as one token per byte,
  * the ids of our char vocabulary. *eos receives <|endoftext|>'s id (-1: none).
  */
 static int write_tokenizer(const char *dir, const vocab *v, int32_t *eos) {
     *eos = -1;
+    /* read from a tokenizer.json: that file, as it was (GPT-2's files cannot hold its pipeline) */
+    if (v->json) return vocab_write_json(CMD, v, path_join(dir, "tokenizer.json"));
     char vpath[4096], mpath[4096];
     snprintf(vpath, sizeof vpath, "%s", path_join(dir, "vocab.json"));
     snprintf(mpath, sizeof mpath, "%s", path_join(dir, "merges.txt"));
@@ -148,10 +153,15 @@ int cmd_export(int argc, char **argv) {
         }
         if (strcmp(name, "help") == 0) {
             printf("usage: tfcore export --format llmc|hf [--tokenizer gpt2:DIR|FILE] MODEL OUT\n"
-                   "  MODEL: a tfcore checkpoint directory, a Hugging Face GPT-2 directory or an llm.c .bin\n"
+                   "  MODEL: a tfcore checkpoint directory, a Hugging Face directory (GPT-2, Llama, Mistral, Qwen2)\n"
+                   "         or an llm.c .bin\n"
                    "  --format llmc: OUT is an llm.c GPT-2 checkpoint (version 3, fp32) llm.c's train_gpt2 reads\n"
-                   "  --format hf:   OUT is a directory GPT2LMHeadModel.from_pretrained reads: config.json,\n"
-                   "                 model.safetensors, and the vocabulary as vocab.json + merges.txt\n"
+                   "                 (GPT-2 models only)\n"
+                   "  --format hf:   OUT is a directory transformers' from_pretrained reads (GPT2LMHeadModel,\n"
+                   "                 LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM by the model's\n"
+                   "                 architecture): config.json, model.safetensors, and the vocabulary as\n"
+                   "                 vocab.json + merges.txt (GPT-2's tokenizer files), or the tokenizer.json\n"
+                   "                 the model's vocabulary came from\n"
                    "  --tokenizer: the vocabulary of a MODEL that carries none (an llm.c file)\n");
             return 0;
         }
@@ -174,21 +184,27 @@ int cmd_export(int argc, char **argv) {
     int rc = model_source_load(CMD, pos[0], tokenizer, hf, &m, &v, &kind);
     if (rc) return rc;
     int32_t eos = -1;
-    if (hf) {
+    tfc_gpt_config mc = TFC_GPT_CONFIG_INIT;
+    if (tfc_gpt_get_config(m, &mc) != TFC_OK) rc = cli_lib_error(CMD, "config");
+    if (!rc && !hf && mc.arch != TFC_GPT_ARCH_GPT2)
+        rc = cli_error(EXIT_USAGE, CMD,
+                       "--format llmc: '%s' is a %s model and llm.c's checkpoint format holds GPT-2 only (use "
+                       "--format hf)",
+                       pos[0], tfc_gpt_arch_name(mc.arch));
+    if (!rc && hf) {
         if (ensure_dir(pos[1]) != 0) rc = cli_error(EXIT_RUNTIME, CMD, "cannot create the directory '%s'", pos[1]);
         if (!rc) rc = write_tokenizer(pos[1], &v, &eos);
         if (!rc && tfc_gpt_save_hf(m, pos[1], eos, eos) != TFC_OK) rc = cli_lib_error(CMD, "writing the directory");
-    } else if (tfc_gpt_save_llmc(m, pos[1]) != TFC_OK) {
+    } else if (!rc && tfc_gpt_save_llmc(m, pos[1]) != TFC_OK) {
         rc = cli_lib_error(CMD, "writing the llm.c checkpoint");
     }
-    if (!rc) {
-        tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
-        if (tfc_gpt_get_config(m, &c) == TFC_OK)
-            printf("export: %s '%s' (%d layers, %d heads, %d dims, block %d, vocab %d) -> %s %s%s\n",
-                   model_kind_name(kind), pos[0], c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size,
-                   hf ? "Hugging Face directory" : "llm.c checkpoint", pos[1],
-                   hf ? " (config.json, model.safetensors, vocab.json, merges.txt)" : "");
-    }
+    if (!rc)
+        printf("export: %s '%s' (%s, %d layers, %d heads, %d dims, block %d, vocab %d) -> %s %s%s\n",
+               model_kind_name(kind), pos[0], tfc_gpt_arch_name(mc.arch), mc.n_layer, mc.n_head, mc.n_embd,
+               mc.block_size, mc.vocab_size, hf ? "Hugging Face directory" : "llm.c checkpoint", pos[1],
+               !hf          ? ""
+                   : v.json ? " (config.json, model.safetensors, tokenizer.json)"
+                            : " (config.json, model.safetensors, vocab.json, merges.txt)");
     vocab_free(&v);
     tfc_gpt_release(m);
     return rc;

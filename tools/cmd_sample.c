@@ -149,8 +149,8 @@ int cmd_sample(int argc, char **argv) {
                    "  --draft DIR decodes speculatively: a smaller checkpoint trained on the same corpus and\n"
                    "  tokenizer proposes K tokens a step, which the --ckpt model checks in one pass; the text\n"
                    "  follows the --ckpt model's distribution (greedy: its own tokens).\n"
-                   "  --ckpt (or --model) also reads a Hugging Face GPT-2 directory or an llm.c .bin; one without\n"
-                   "  a vocabulary needs --tokenizer gpt2:DIR|FILE\n"
+                   "  --ckpt (or --model) also reads a Hugging Face directory (GPT-2, Llama, Mistral, Qwen2) or an\n"
+                   "  llm.c .bin; one without a vocabulary needs --tokenizer gpt2:DIR|FILE\n"
                    "  --lora FILE|DIR: LoRA adapters on the model, a PEFT adapter directory or file, or the\n"
                    "  output directory of a LoRA run of tfcore train\n");
 

@@ -75,6 +75,13 @@ int lora_load_base(const char *cmd, const char *dir, tfc_gpt **m, vocab *v, char
     return rc;
 }
 
+const char *lora_default_targets(const tfc_gpt *m) {
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    /* PEFT's defaults (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING): gpt2 c_attn; llama, mistral and
+       qwen2 q_proj, v_proj */
+    return tfc_gpt_get_config(m, &c) == TFC_OK && c.arch != TFC_GPT_ARCH_GPT2 ? "q_proj,v_proj" : "c_attn";
+}
+
 int lora_attach(const char *cmd, tfc_gpt *m, const lora_opts *o, uint64_t seed, const char *adapters) {
     if (adapters) {
         if (tfc_gpt_load_lora(m, adapters) != TFC_OK)
@@ -84,7 +91,7 @@ int lora_attach(const char *cmd, tfc_gpt *m, const lora_opts *o, uint64_t seed, 
     tfc_lora_config c = TFC_LORA_CONFIG_INIT;
     c.rank = (int32_t)o->rank;
     c.alpha = o->alpha > 0 ? o->alpha : (double)o->rank;
-    c.targets = o->targets ? o->targets : "c_attn";
+    c.targets = o->targets ? o->targets : lora_default_targets(m);
     c.seed = seed;
     if (tfc_gpt_add_lora(m, &c) != TFC_OK) return cli_error(EXIT_USAGE, cmd, "--lora-*: %s", tfc_last_error());
     return 0;
@@ -115,28 +122,43 @@ int lora_save(const char *cmd, const char *stage, const tfc_gpt *m, const char *
               const char *const *vals, int32_t n) {
     tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
     if (tfc_gpt_get_config(m, &c) != TFC_OK) return cli_lib_error(cmd, "config");
-    /* the config keys a later run compares against (tfcore train's check of --out) */
-    enum { N_OWN = 6 };
-    char bufs[5][32];
-    const int32_t dims[5] = {c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size};
-    const char *own_k[N_OWN] = {"tfc.n_layer",    "tfc.n_head",     "tfc.n_embd",
-                                "tfc.block_size", "tfc.vocab_size", "lora.base"};
+    /*
+     * the config keys a later run compares against (tfcore train's check of
+     * --out): the shape, and for the Llama family its architecture and widths
+     * under tfc_gpt_save's names (a file without tfc.arch is GPT-2's)
+     */
+    enum { N_SHAPE = 5, N_FAMILY = 8, N_OWN = N_SHAPE + N_FAMILY + 1 };
+    const int family = c.arch != TFC_GPT_ARCH_GPT2;
+    char bufs[N_SHAPE + N_FAMILY][32];
+    const char *own_k[N_SHAPE + N_FAMILY] = {
+        "tfc.n_layer",        "tfc.n_head",    "tfc.n_embd",     "tfc.block_size",     "tfc.vocab_size",
+        "tfc.arch",           "tfc.n_kv_head", "tfc.mlp_hidden", "tfc.attention_bias", "tfc.mlp_bias",
+        "tfc.sliding_window", "tfc.rope.type", "tfc.rope.theta"};
+    const long long ints[N_SHAPE + N_FAMILY] = {
+        c.n_layer,    c.n_head,         c.n_embd,   c.block_size,     c.vocab_size,     0, c.n_kv_head,
+        c.mlp_hidden, c.attention_bias, c.mlp_bias, c.sliding_window, c.rope.rope_type, 0};
+    const int n_own = N_SHAPE + (family ? N_FAMILY : 0);
     const char **k = malloc(((size_t)n + N_OWN) * sizeof *k), **v = malloc(((size_t)n + N_OWN) * sizeof *v);
     if (!k || !v) {
         free(k);
         free(v);
         return cli_error(EXIT_RUNTIME, cmd, "out of memory");
     }
-    for (int i = 0; i < 5; i++) {
-        snprintf(bufs[i], sizeof bufs[i], "%d", (int)dims[i]);
+    for (int i = 0; i < n_own; i++) {
+        if (strcmp(own_k[i], "tfc.arch") == 0)
+            snprintf(bufs[i], sizeof bufs[i], "%s", tfc_gpt_arch_name(c.arch));
+        else if (strcmp(own_k[i], "tfc.rope.theta") == 0)
+            snprintf(bufs[i], sizeof bufs[i], "%.17g", c.rope.theta);
+        else
+            snprintf(bufs[i], sizeof bufs[i], "%lld", ints[i]);
         k[i] = own_k[i];
         v[i] = bufs[i];
     }
-    k[5] = own_k[5];
-    v[5] = base;
-    for (int32_t i = 0; i < n; i++) k[N_OWN + i] = keys[i], v[N_OWN + i] = vals[i];
+    k[n_own] = "lora.base";
+    v[n_own] = base;
+    for (int32_t i = 0; i < n; i++) k[n_own + 1 + i] = keys[i], v[n_own + 1 + i] = vals[i];
     int rc = 0;
-    if (tfc_gpt_save_lora(m, path_join(stage, "adapter_model.safetensors"), k, v, n + N_OWN) != TFC_OK)
+    if (tfc_gpt_save_lora(m, path_join(stage, "adapter_model.safetensors"), k, v, n + n_own + 1) != TFC_OK)
         rc = cli_lib_error(cmd, "saving the LoRA adapters");
     else if (tfc_gpt_save_lora_config(m, path_join(stage, "adapter_config.json"), base) != TFC_OK)
         rc = cli_lib_error(cmd, "writing adapter_config.json");

@@ -12,7 +12,7 @@
 typedef struct lora_opts {
     int64_t rank;
     double alpha;        /* 0: the rank (scale 1) */
-    const char *targets; /* NULL: c_attn (PEFT's default for GPT-2) */
+    const char *targets; /* NULL: PEFT's default for the base's architecture (lora_default_targets) */
     const char *base;    /* --lora-base DIR: the base checkpoint */
     int given;           /* a --lora-rank/--lora-alpha/--lora-targets flag was given */
 } lora_opts;
@@ -27,7 +27,16 @@ int lora_check_opts(const char *cmd, const lora_opts *o, int resume);
  * directory; preset (64 bytes) receives its train.preset when it has one.
  */
 int lora_load_base(const char *cmd, const char *dir, tfc_gpt **m, vocab *v, char *preset);
-/* Attach new adapters (o) to m, or with `adapters` (a file or directory) the stored ones. */
+/*
+ * The modules a LoRA run adapts when --lora-targets is not given: PEFT's
+ * default for m's architecture, "c_attn" for GPT-2, "q_proj,v_proj" for
+ * llama, mistral and qwen2.
+ */
+const char *lora_default_targets(const tfc_gpt *m);
+/*
+ * Attach new adapters (o; targets NULL: lora_default_targets) to m, or with
+ * `adapters` (a file or directory) the stored ones.
+ */
 int lora_attach(const char *cmd, tfc_gpt *m, const lora_opts *o, uint64_t seed, const char *adapters);
 /* One line: rank, alpha, targets, trainable parameters against the base's, and the optimizer state saved. */
 void lora_print_summary(const tfc_gpt *m);

@@ -41,12 +41,12 @@ int model_source_kind(const char *cmd, const char *path, model_kind *kind) {
     struct stat st;
     if (stat(path, &st) != 0)
         return cli_error(EXIT_USAGE, cmd,
-                         "no checkpoint in '%s' (%s): give a tfcore checkpoint, a Hugging Face GPT-2 "
-                         "directory or an llm.c file",
+                         "no checkpoint in '%s' (%s): give a tfcore checkpoint, a Hugging Face directory "
+                         "(GPT-2, Llama, Mistral, Qwen2) or an llm.c file",
                          path, strerror(errno));
     if (S_ISDIR(st.st_mode)) {
         /*
-         * Ours and Hugging Face's both hold model.safetensors and config.json (ours writes a GPT2Config too):
+         * Ours and Hugging Face's both hold model.safetensors and config.json (ours writes a transformers config too):
          * ours has checkpoint.json, or, from before it, the vocabulary in the weights' metadata
          */
         if (stat(path_join(path, "checkpoint.json"), &st) == 0 || weights_name_a_vocab(path))
@@ -57,7 +57,7 @@ int model_source_kind(const char *cmd, const char *path, model_kind *kind) {
             *kind = SRC_CKPT;
         else
             return cli_error(EXIT_USAGE, cmd,
-                             "'%s' is neither a tfcore checkpoint (model.safetensors) nor a Hugging Face GPT-2 "
+                             "'%s' is neither a tfcore checkpoint (model.safetensors) nor a Hugging Face "
                              "directory (config.json)",
                              path);
         return 0;
@@ -70,13 +70,17 @@ int model_source_kind(const char *cmd, const char *path, model_kind *kind) {
     if (got != 4 || magic != LLMC_MAGIC)
         return cli_error(EXIT_USAGE, cmd,
                          "'%s' is not a model: a file must be an llm.c GPT-2 checkpoint (magic %d); a directory a "
-                         "tfcore checkpoint or a Hugging Face GPT-2 directory",
+                         "tfcore checkpoint or a Hugging Face directory",
                          path, LLMC_MAGIC);
     *kind = SRC_LLMC;
     return 0;
 }
 
-/* A Hugging Face directory's own tokenizer: vocab.json + merges.txt (GPT-2's encoder.json + vocab.bpe). */
+/*
+ * A Hugging Face directory's own tokenizer: tfcore export's char line, else
+ * vocab.json + merges.txt (GPT-2's encoder.json + vocab.bpe), else
+ * tokenizer.json (the Llama family's).
+ */
 static int hf_vocab(const char *cmd, const char *dir, vocab *v, int *found) {
     char enc[4096], bpe[4096], own[4096];
     struct stat st;
@@ -89,7 +93,12 @@ static int hf_vocab(const char *cmd, const char *dir, vocab *v, int *found) {
     snprintf(enc, sizeof enc, "%s", path_join(dir, "vocab.json"));
     snprintf(bpe, sizeof bpe, "%s", path_join(dir, "merges.txt"));
     *found = stat(enc, &st) == 0 && stat(bpe, &st) == 0;
-    if (!*found) return 0;
+    if (!*found) {
+        char json[4096];
+        snprintf(json, sizeof json, "%s", path_join(dir, "tokenizer.json"));
+        *found = stat(json, &st) == 0;
+        return *found ? vocab_load_hf_json(cmd, json, v) : 0;
+    }
     memset(v, 0, sizeof *v);
     if (tfc_tokenizer_load_gpt2(enc, bpe, &v->bpe) != TFC_OK)
         return cli_lib_error(cmd, "reading the directory's vocab.json / merges.txt");
@@ -133,41 +142,14 @@ int model_source_load(const char *cmd, const char *path, const char *tokenizer, 
     tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
     if (!rc && tfc_gpt_get_config(model, &c) != TFC_OK) rc = cli_lib_error(cmd, "config");
     if (!rc && v->size > c.vocab_size)
-        rc = cli_error(EXIT_USAGE, cmd,
-                       "the tokenizer has %d tokens but the model's transformer.wte.weight has %d rows (vocab_size) "
-                       "in '%s'",
-                       v->size, c.vocab_size, path);
+        rc = cli_error(
+            EXIT_USAGE, cmd, "the tokenizer has %d tokens but the model's %s has %d rows (vocab_size) in '%s'", v->size,
+            c.arch == TFC_GPT_ARCH_GPT2 ? "transformer.wte.weight" : "model.embed_tokens.weight", c.vocab_size, path);
     if (rc) {
         if (have_vocab) vocab_free(v);
         tfc_gpt_release(model);
         return rc;
     }
     *m = model;
-    return 0;
-}
-
-int ckpt_meta_config(const char *cmd, const tfc_safetensors *f, tfc_gpt_config *c) {
-    *c = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
-    const struct {
-        const char *key;
-        int32_t *field;
-    } ints[] = {{"tfc.n_layer", &c->n_layer},        {"tfc.n_head", &c->n_head},         {"tfc.n_embd", &c->n_embd},
-                {"tfc.block_size", &c->block_size},  {"tfc.vocab_size", &c->vocab_size}, {"tfc.bias", &c->bias},
-                {"tfc.tie_weights", &c->tie_weights}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        const char *s = NULL;
-        char *end = NULL;
-        long v = 0;
-        if (tfc_safetensors_metadata(f, ints[i].key, &s) == TFC_OK && s) v = strtol(s, &end, 10);
-        if (!s || !*s || *end || v < 0 || v > INT32_MAX)
-            return cli_error(EXIT_USAGE, cmd, "the checkpoint's weights lack a valid '%s'", ints[i].key);
-        *ints[i].field = (int32_t)v;
-    }
-    const char *eps = NULL, *dt = NULL;
-    char *end = NULL;
-    if (tfc_safetensors_metadata(f, "tfc.ln_eps", &eps) != TFC_OK || !eps || !(c->ln_eps = strtod(eps, &end)) || *end)
-        return cli_error(EXIT_USAGE, cmd, "the checkpoint's weights lack a valid 'tfc.ln_eps'");
-    if (tfc_safetensors_metadata(f, "tfc.dtype", &dt) == TFC_OK && dt && strcmp(dt, "f64") == 0)
-        c->dtype = TFC_DTYPE_F64;
     return 0;
 }

@@ -10,7 +10,7 @@
 
 typedef enum {
     SRC_CKPT = 1, /* a directory written by tfcore train */
-    SRC_HF,       /* a Hugging Face GPT-2 directory: config.json + model.safetensors */
+    SRC_HF,       /* a Hugging Face directory (GPT-2, Llama, Mistral, Qwen2): config.json + model.safetensors */
     SRC_LLMC      /* an llm.c GPT-2 checkpoint file (gpt2_124M.bin) */
 } model_kind;
 
@@ -24,8 +24,9 @@ int model_source_kind(const char *cmd, const char *path, model_kind *kind);
  * Build the model at path and its vocabulary: `tokenizer` (a --tokenizer
  * value naming a vocabulary to read: gpt2:DIR, a tokenizer FILE, a char
  * FILE) when not NULL; else a checkpoint's own, a Hugging Face directory's
- * vocab.json + merges.txt; an llm.c file has none, so it needs tokenizer.
- * A vocabulary larger than the model's (rows of transformer.wte.weight) is
+ * vocab.json + merges.txt, else its tokenizer.json; an llm.c file has none,
+ * so it needs tokenizer. A vocabulary larger than the model's (rows of its
+ * token embedding) is
  * refused. need_vocab 0: a source without one is fine (v->size 0). *kind
  * (may be NULL) receives the kind. 0 or an exit code (message printed,
  * nothing returned).
@@ -35,12 +36,5 @@ int model_source_load(const char *cmd, const char *path, const char *tokenizer, 
 
 /* The preset a --init-from run records (train.preset): its shape is the source model's. */
 #define INIT_PRESET "init-from"
-
-/*
- * The config a checkpoint's weights describe (metadata tfc.n_layer ...
- * tfc.dtype, as tfc_gpt_save writes it), without reading the weights: what a
- * resumed --init-from run is built with. 0 or an exit code.
- */
-int ckpt_meta_config(const char *cmd, const tfc_safetensors *f, tfc_gpt_config *c);
 
 #endif

@@ -14,7 +14,7 @@ static void usage(FILE *f) {
             "  tokenizer  train | encode | decode with a BPE tokenizer\n"
             "  lora       merge: fold LoRA adapters into their base model\n"
             "  data       prepare: a text to train.bin / val.bin token files (nanoGPT's u16 or llm.c's shards)\n"
-            "  export     a model as an llm.c checkpoint or a Hugging Face GPT-2 directory\n"
+            "  export     a model as a Hugging Face directory or (GPT-2) an llm.c checkpoint\n"
             "Run `tfcore <command> --help` for its flags.\n",
             tfc_version_string());
 }

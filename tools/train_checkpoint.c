@@ -38,38 +38,69 @@ int train_ckpt_open_resume(train_run *r) {
         snprintf(r->preset, sizeof r->preset, "%s", pr);
         r->o.preset = r->preset;
     }
-    return vocab_from_meta(CMD, vm, ckpt_path(&r->ck, "tokenizer.tfctok"), &r->v);
+    return vocab_from_meta(CMD, vm, ckpt_path(&r->ck, "tokenizer.tfctok"), ckpt_path(&r->ck, "tokenizer.json"), &r->v);
 }
 
 /*
  * The first entry of the checkpoint's config (model file f) that differs
  * from c: its key, the checkpoint's value (NULL when absent) and c's, into
  * *key, *theirs, want (n bytes); 0 when none differs. The shape and the
- * vocabulary size must be there; tfc.bias and tfc.dtype are compared where
- * present (a LoRA run's adapter file records the shape only).
+ * vocabulary size must be there; tfc.bias, tfc.tie_weights and tfc.dtype
+ * are compared where present (a LoRA run's adapter file records the shape
+ * only). A file without tfc.arch holds GPT-2; the Llama family's own keys
+ * (tfc_gpt_save's tfc.n_kv_head ... tfc.rope.theta) are compared when c is
+ * of the family, which a checkpoint of it has.
  */
 static int config_differs(const tfc_safetensors *f, const tfc_gpt_config *c, const char **key, const char **theirs,
                           char *want, size_t n) {
+    enum { REQUIRED, OPTIONAL, FAMILY };
+    enum { INT, REAL, ARCH, DTYPE };
+    const int family = c->arch != TFC_GPT_ARCH_GPT2;
     const struct {
         const char *key;
-        int32_t v;
-        int optional;
-    } keys[] = {{"tfc.n_layer", c->n_layer, 0},
-                {"tfc.n_head", c->n_head, 0},
-                {"tfc.n_embd", c->n_embd, 0},
-                {"tfc.block_size", c->block_size, 0},
-                {"tfc.vocab_size", c->vocab_size, 0},
-                {"tfc.bias", c->bias, 1},
-                {"tfc.dtype", -1, 1}};
+        double v;
+        int when, kind;
+    } keys[] = {{"tfc.arch", 0, REQUIRED, ARCH},
+                {"tfc.n_layer", c->n_layer, REQUIRED, INT},
+                {"tfc.n_head", c->n_head, REQUIRED, INT},
+                {"tfc.n_embd", c->n_embd, REQUIRED, INT},
+                {"tfc.block_size", c->block_size, REQUIRED, INT},
+                {"tfc.vocab_size", c->vocab_size, REQUIRED, INT},
+                {"tfc.bias", c->bias, OPTIONAL, INT},
+                {"tfc.tie_weights", c->tie_weights, OPTIONAL, INT},
+                {"tfc.dtype", 0, OPTIONAL, DTYPE},
+                {"tfc.n_kv_head", c->n_kv_head, FAMILY, INT},
+                {"tfc.mlp_hidden", (double)c->mlp_hidden, FAMILY, INT},
+                {"tfc.attention_bias", c->attention_bias, FAMILY, INT},
+                {"tfc.mlp_bias", c->mlp_bias, FAMILY, INT},
+                {"tfc.sliding_window", c->sliding_window, FAMILY, INT},
+                {"tfc.rope.type", c->rope.rope_type, FAMILY, INT},
+                {"tfc.rope.theta", c->rope.theta, FAMILY, REAL}};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (keys[i].when == FAMILY && !family) continue;
         const char *s = NULL;
         if (tfc_safetensors_metadata(f, keys[i].key, &s) != TFC_OK) s = NULL;
-        if (!s && keys[i].optional) continue;
-        if (keys[i].v >= 0)
-            snprintf(want, n, "%d", keys[i].v);
-        else /* the run's weights: f64, or f32 (a bf16 run's too) */
+        if (!s && keys[i].kind == ARCH) s = "gpt2"; /* written before the Llama family, or a GPT-2 model */
+        if (!s && keys[i].when == OPTIONAL) continue;
+        int same = 0;
+        switch (keys[i].kind) {
+        case INT:
+            snprintf(want, n, "%.0f", keys[i].v);
+            same = s && strtod(s, NULL) == keys[i].v;
+            break;
+        case REAL:
+            snprintf(want, n, "%.15g", keys[i].v);
+            same = s && strtod(s, NULL) == keys[i].v;
+            break;
+        case ARCH: /* tfc_gpt_arch_name: the name tfc_gpt_save writes */
+            snprintf(want, n, "%s", tfc_gpt_arch_name(c->arch) ? tfc_gpt_arch_name(c->arch) : "?");
+            same = strcmp(s, want) == 0;
+            break;
+        default: /* the run's weights: f64, or f32 (a bf16 run's too) */
             snprintf(want, n, "%s", c->dtype == TFC_DTYPE_F64 ? "f64" : "f32");
-        if (!s || (keys[i].v >= 0 ? atoi(s) != keys[i].v : strcmp(s, want) != 0)) {
+            same = s && strcmp(s, want) == 0;
+        }
+        if (!same) {
             *key = keys[i].key;
             *theirs = s;
             return 1;

@@ -13,19 +13,33 @@
 #include <time.h>
 
 #include "fma_kernels.h"
+#include "model_dims.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+/*
+ * Attention's FLOPs per token, 12·L·C·S: a query row of each head takes
+ * q·kᵀ over S keys (2·D·S) and p·v (2·D·S), H heads of D = C/H, so 4·C·S
+ * per layer forward, ×3 with backward. Grouped-query heads change nothing
+ * here (each query head still meets every key it sees); a sliding window W
+ * < T limits S to W (nanoGPT's convention counts S = T for causal
+ * attention, the masked half included; the window's S = W likewise).
+ */
+static double attention_flops(const tfc_gpt_config *c) {
+    return 12.0 * c->n_layer * c->n_embd * (double)dims_attended(c, c->block_size);
+}
+
 double mfu_flops_per_token(const tfc_gpt_config *c, int64_t n_params) {
-    const double C = c->n_embd, L = c->n_layer, T = c->block_size, V = c->vocab_size;
-    double n = (double)n_params - T * C; /* wpe */
-    if (!c->tie_weights) n -= V * C;     /* wte is a lookup; lm_head is the matmul */
-    return 6.0 * n + 12.0 * L * C * T;
+    const double C = c->n_embd, T = c->block_size, V = c->vocab_size;
+    double n = (double)n_params;
+    if (!dims_is_llama(c)) n -= T * C; /* wpe: a lookup (the Llama family has no position table) */
+    if (!c->tie_weights) n -= V * C;   /* wte is a lookup; lm_head is the matmul */
+    return 6.0 * n + attention_flops(c);
 }
 
 double mfu_lora_flops_per_token(const tfc_gpt_config *c, int64_t n_params, int64_t n_lora) {
-    const double full = mfu_flops_per_token(c, n_params), attn = 12.0 * c->n_layer * c->n_embd * c->block_size;
+    const double full = mfu_flops_per_token(c, n_params), attn = attention_flops(c);
     return (full - attn) / 6.0 * 4.0 + 6.0 * (double)n_lora + attn;
 }
 

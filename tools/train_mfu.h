@@ -14,12 +14,19 @@
 
 /*
  * Training FLOPs per token, PaLM's appendix B / nanoGPT's estimate_mfu:
- * 6·N + 12·L·C·T (forward 2N + backward 4N for the matmuls against the
- * weights, plus attention's q·kᵀ and p·v, 2·2·T·C per layer forward, ×3
- * with backward). N is nanoGPT's count: the parameters minus the position
- * embedding (a lookup, no FLOPs), with the token embedding counted because
- * the tied LM head multiplies by it (untied: the lm_head is counted and
- * wte is not). n_params is tfc_gpt_num_elements.
+ * 6·N + 12·L·C·S (forward 2N + backward 4N for the matmuls against the
+ * weights, plus attention's q·kᵀ and p·v, 2·2·S·C per layer forward, ×3
+ * with backward; S = T, or the sliding window when it is shorter). N is
+ * nanoGPT's count: the parameters minus the lookups, GPT-2's position
+ * embedding and, with an untied head, the token embedding (tied, the head
+ * multiplies by it and it counts). n_params is tfc_gpt_num_elements. Per
+ * architecture, with C = n_embd, Ckv = n_kv_head·C/n_head (k and v's
+ * width: grouped-query attention makes them narrower), F = mlp_hidden:
+ *   GPT-2:        N = L·(C·3C + C·C + 2·C·4C + biases, LayerNorms) + V·C (head) + C
+ *   Llama family: N = L·(C·C [q] + 2·C·Ckv [k, v] + C·C [o] + 3·C·F [gate, up, down]
+ *                       + 2C [RMSNorms] + biases) + V·C (head) + C
+ * (the norms and biases are not matmuls; counted as nanoGPT counts them,
+ * they are below 0.1% of N).
  */
 double mfu_flops_per_token(const tfc_gpt_config *c, int64_t n_params);
 
@@ -27,7 +34,7 @@ double mfu_flops_per_token(const tfc_gpt_config *c, int64_t n_params);
  * The same for a LoRA run with n_lora adapter elements: the frozen weights
  * still run forward (2N) and pass gradients to their inputs (2N) but get no
  * weight gradient, and each adapter is a Linear pair trained in full:
- * 4·N + 6·n_lora + 12·L·C·T.
+ * 4·N + 6·n_lora + 12·L·C·S.
  */
 double mfu_lora_flops_per_token(const tfc_gpt_config *c, int64_t n_params, int64_t n_lora);
 

@@ -14,8 +14,8 @@ static int config_for(const train_opts *o, const vocab *v, tfc_gpt_config *c) {
     *c = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
     c->vocab_size = v->size;
     if (tfc_gpt_config_preset(o->preset, c) != TFC_OK)
-        return cli_error(EXIT_USAGE, CMD, "unknown preset '%s' (known: char-tiny, char-small, gpt2-mini, gpt2)",
-                         o->preset);
+        return cli_error(EXIT_USAGE, CMD,
+                         "unknown preset '%s' (known: char-tiny, char-small, gpt2-mini, gpt2, llama-tiny)", o->preset);
     if (strcmp(o->dtype, "f64") == 0) c->dtype = TFC_DTYPE_F64;
     if (v->size > c->vocab_size)
         return cli_error(EXIT_USAGE, CMD, "the tokenizer has %d tokens but preset %s has a vocabulary of %d", v->size,
@@ -44,18 +44,21 @@ int train_model_source(train_run *r, const char *text, size_t len) {
     } else if (!rc && !r->o.resume && !r->m) {
         rc = cli_make_vocab(CMD, r->o.tokenizer_given ? r->o.tokenizer : NULL, text, len, &r->v);
     }
-    if (!rc && r->m) {
+    if (!rc && (r->m || r->init)) {
         r->cfg = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
-        if (tfc_gpt_get_config(r->m, &r->cfg) != TFC_OK) rc = cli_lib_error(CMD, "config");
+        if (tfc_gpt_get_config(r->m ? r->m : r->init, &r->cfg) != TFC_OK) rc = cli_lib_error(CMD, "config");
         /* the shape (and dropout) of --init-from's or --lora-base's model is its own */
         if (!rc && train_shape_given(&r->o.shape))
             rc = cli_error(EXIT_USAGE, CMD,
-                           "--n-layer/--n-head/--n-embd/--block-size/--dropout/--bias do not combine with %s "
+                           "the shape flags (--arch, --n-layer, --n-head, --n-embd, --n-kv-head, --mlp-hidden, "
+                           "--block-size, --rope-theta, --sliding-window, --dropout, --bias) do not combine with %s "
                            "(the model's shape is its own)",
                            r->o.lora.base ? "--lora-base or a LoRA run" : "--init-from");
     } else if (!rc && r->o.resume && strcmp(r->o.preset, INIT_PRESET) == 0) {
         /* a resumed --init-from run has the shape of the model it started from, not a preset's */
-        rc = ckpt_meta_config(CMD, r->ck.model, &r->cfg);
+        r->cfg = (tfc_gpt_config)TFC_GPT_CONFIG_INIT;
+        if (tfc_gpt_config_from_metadata(r->ck.model, &r->cfg) != TFC_OK)
+            rc = cli_lib_error(CMD, "the checkpoint's config");
         if (!rc) rc = train_shape_apply(CMD, &r->o.shape, r->ck.model, 1, &r->cfg);
     } else if (!rc && !r->o.init_from) {
         rc = config_for(&r->o, &r->v, &r->cfg);

@@ -44,12 +44,37 @@
  * of the MLP's [N,4C] gradient. The head's rounded h [N,C] and widened
  * weight [V,C] live only during its forward, before backward's workspace
  * exists (measured: gpt2-mini's bf16 peak is f32's plus the copies).
+ *
+ * The Llama family (lib/model/gpt.c's RMSNorm / q,k,v,o / RoPE / SwiGLU
+ * path), with Ckv = n_kv_head·D the width of k and v and F the MLP's:
+ * input_layernorm saves x [N,C] and rstd [N]; q_proj, k_proj and v_proj
+ * save h [N,C] (one tensor); RoPE saves only the positions and
+ * frequencies, so the projections' own outputs die with the forward except
+ * v's; attention saves the rotated q [N,C] and k [N,Ckv], v [N,Ckv], its
+ * output [N,C] and lse [B,H,T] (grouped heads read in place: no repeated
+ * k/v); o_proj saves the merged copy [N,C]; post_attention_layernorm x'
+ * [N,C] and rstd; gate_proj and up_proj h2 [N,C]; SwiGLU its inputs gate
+ * and up [N,F]; down_proj their product [N,F]: 7·N·C + 2·N·Ckv + 3·N·F +
+ * 2·N + H·N values. After the blocks: model.norm's x and rstd, the head's
+ * h and dh. Backward's MLP transients: SwiGLU's three [N,F] gradients (of
+ * its output, gate and up). Evaluation keeps per block h, q, k, v, the
+ * rotated q and k, the attention output, its merged copy, o_proj's output,
+ * x', h2, gate, up, their product, down_proj's output and the block output:
+ * 10·N·C + 3·N·Ckv + 3·N·F + stats; outside them the embedding, the block
+ * input, the final norm and its stats. bf16 autocast copies q, k, v, o,
+ * gate, up, down and the head, and its Linears each keep their own rounded
+ * input: q, k and v three copies of h, gate and up two of h2, three [N,C]
+ * more a layer than f32 keeps. The KV cache holds the kv heads: 2·L·T·Ckv.
+ * (measured: llama-tiny at batch 4 and 16, f32, bf16 and --recompute, peaks
+ * within 4% of this plan)
  */
 #include "train_plan.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+
+#include "model_dims.h"
 
 /* The size class lib/core/alloc.c rounds n bytes up to: 64-byte steps to 1 KiB, then quarters of a power of two. */
 static int64_t alloc_rounded(int64_t n) {
@@ -63,18 +88,58 @@ static int64_t alloc_rounded(int64_t n) {
 /* bytes of a tensor of `numel` values of `es` bytes, as allocated */
 static int64_t tb(int64_t numel, int64_t es) { return alloc_rounded(numel * es); }
 
+/*
+ * The widths one layer's activations and weights are made of (C, 3C, 4C
+ * for GPT-2; q's C, k and v's Ckv, the MLP's F for the Llama family) and
+ * what the architecture keeps per layer beyond them, so one plan serves
+ * both (the header comment derives each term).
+ */
+typedef struct plan_dims {
+    int64_t C, Ckv, F, H, V, T, L;
+    int llama;
+} plan_dims;
+
+/* The parameter table (lib/model/gpt_params.c), tensor by tensor: *bytes as allocated and *n values. */
+static void param_sizes(const tfc_gpt_config *c, const plan_dims *d, int64_t es, int64_t *bytes, int64_t *n) {
+    const int64_t C = d->C, V = d->V, F = d->F, Ckv = d->Ckv;
+    int64_t pb = tb(V * C, es) + (c->tie_weights ? 0 : tb(V * C, es)), pn = V * C + (c->tie_weights ? 0 : V * C);
+    int64_t lb, ln;
+    if (!d->llama) {
+        const int64_t bias = c->bias;
+        pb += tb(d->T * C, es) + tb(C, es) * (1 + bias); /* wpe, ln_f */
+        pn += d->T * C + C * (1 + bias);
+        lb = tb(C, es) * 2 * (1 + bias) + tb(C * 3 * C, es) + tb(C * C, es) + tb(C * 4 * C, es) + tb(4 * C * C, es) +
+            bias * (tb(3 * C, es) + tb(C, es) + tb(4 * C, es) + tb(C, es));
+        ln = 2 * C * (1 + bias) + 12 * C * C + bias * 9 * C;
+    } else {
+        /* q, o [C,C]; k, v [Ckv,C]; gate, up [F,C], down [C,F]; two RMSNorm weights; the biases the arch has */
+        const int64_t qkv_b = c->attention_bias, o_b = c->attention_bias && c->arch == TFC_GPT_ARCH_LLAMA,
+                      mlp_b = c->mlp_bias;
+        pb += tb(C, es); /* model.norm */
+        pn += C;
+        lb = 2 * tb(C, es) + 2 * tb(C * C, es) + 2 * tb(Ckv * C, es) + 3 * tb(F * C, es) +
+            qkv_b * (tb(C, es) + 2 * tb(Ckv, es)) + o_b * tb(C, es) + mlp_b * (2 * tb(F, es) + tb(C, es));
+        ln = 2 * C + 2 * C * C + 2 * Ckv * C + 3 * F * C + qkv_b * (C + 2 * Ckv) + o_b * C + mlp_b * (2 * F + C);
+    }
+    *bytes = pb + d->L * lb;
+    *n = pn + d->L * ln;
+}
+
 void train_plan_make(const tfc_gpt_config *c, int64_t rows, int64_t eval_rows, int64_t grad_accum, int autocast_bf16,
                      train_plan *p) {
     memset(p, 0, sizeof *p);
-    const int64_t es = c->dtype == TFC_DTYPE_F64 ? 8 : 4, C = c->n_embd, T = c->block_size, V = c->vocab_size;
-    const int64_t L = c->n_layer, H = c->n_head, N = rows * T, bias = c->bias;
-    /* the parameter table (lib/model/gpt_params.c), tensor by tensor */
-    int64_t pb = tb(V * C, es) + tb(T * C, es) + tb(C, es) * (1 + bias) + (c->tie_weights ? 0 : tb(V * C, es));
-    int64_t n = V * C + T * C + C * (1 + bias) + (c->tie_weights ? 0 : V * C);
-    const int64_t layer_b = tb(C, es) * 2 * (1 + bias) + tb(C * 3 * C, es) + tb(C * C, es) + tb(C * 4 * C, es) +
-        tb(4 * C * C, es) + bias * (tb(3 * C, es) + tb(C, es) + tb(4 * C, es) + tb(C, es));
-    pb += L * layer_b;
-    n += L * (2 * C * (1 + bias) + 12 * C * C + bias * 9 * C);
+    const int64_t es = c->dtype == TFC_DTYPE_F64 ? 8 : 4;
+    const plan_dims d = {.C = c->n_embd,
+                         .Ckv = dims_kv_width(c),
+                         .F = dims_mlp_hidden(c),
+                         .H = c->n_head,
+                         .V = c->vocab_size,
+                         .T = c->block_size,
+                         .L = c->n_layer,
+                         .llama = dims_is_llama(c)};
+    const int64_t C = d.C, T = d.T, V = d.V, L = d.L, H = d.H, F = d.F, Ckv = d.Ckv, N = rows * T;
+    int64_t pb, n;
+    param_sizes(c, &d, es, &pb, &n);
     p->n_params = n;
     p->rows = N;
     p->eval_rows = eval_rows * T;
@@ -84,25 +149,38 @@ void train_plan_make(const tfc_gpt_config *c, int64_t rows, int64_t eval_rows, i
     p->optim = 2 * pb;
     /* per layer, as the header comment counts it */
     const int64_t nc = tb(N * C, es), stats = tb(N, es);
-    int64_t layer = 6 * nc + tb(N * 3 * C, es) + 2 * tb(N * 4 * C, es) + 4 * stats + tb(N * H, es);
+    int64_t layer = d.llama ? 6 * nc + nc + 2 * tb(N * Ckv, es) + 3 * tb(N * F, es) + 2 * stats + tb(N * H, es)
+                            : 6 * nc + tb(N * 3 * C, es) + 2 * tb(N * 4 * C, es) + 4 * stats + tb(N * H, es);
     if (c->dropout > 0) layer += 2 * tb(rows * H * T * T, es);
-    const int64_t head = 2 * nc + 2 * stats + nc; /* ln_f's x and stats, the head's h, dh */
+    /* bf16 autocast: each Linear keeps its own rounded copy of its input; q, k, v share h and gate, up share h2,
+       so the family keeps three [N,C] more than the one h and one h2 of f32 (GPT-2's c_attn and c_fc: no change) */
+    if (autocast_bf16 && d.llama) layer += 3 * nc;
+    /* the final norm's x and stats (LayerNorm: mean and rstd; RMSNorm: rstd), the head's h, dh */
+    const int64_t head = 2 * nc + (d.llama ? 1 : 2) * stats + nc;
     const int64_t lce_rows = (8 << 20) / (V * es) > 256 ? (8 << 20) / (V * es) : 256;
     p->acts = L * layer + head;
     /* --recompute (per-block checkpointing): the block inputs, plus one block's activations during its backward */
     p->acts_recompute = L * nc + layer + head;
+    /* the MLP's gradients alive at once: GPT-2's two [N,4C] (around GELU), SwiGLU's three [N,F] (a's, gate's, up's) */
+    const int64_t mlp_grads = d.llama ? 3 * tb(N * F, es) : 2 * tb(N * 4 * C, es);
     /* + wte's gradient from the embedding's backward, before it is added to the head's */
-    p->workspace = tb((lce_rows < N ? lce_rows : N) * V, es) + nc + 2 * tb(N * 4 * C, es) + tb(V * C, es);
+    p->workspace = tb((lce_rows < N ? lce_rows : N) * V, es) + nc + mlp_grads + tb(V * C, es);
     if (autocast_bf16) {
-        p->copies = L * (tb(3 * C * C, 2) + tb(C * C, 2) + 2 * tb(4 * C * C, 2)) + tb(V * C, 2);
-        p->workspace += tb(N * 4 * C, es);
+        p->copies = d.llama ? L * (2 * tb(C * C, 2) + 2 * tb(Ckv * C, 2) + 3 * tb(F * C, 2)) + tb(V * C, 2)
+                            : L * (tb(3 * C * C, 2) + tb(C * C, 2) + 2 * tb(4 * C * C, 2)) + tb(V * C, 2);
+        p->workspace += tb(N * F, es);
     }
-    p->kv_cache = 2 * L * tb(H * T * (C / H), es);
+    /* one sequence's keys and values, the kv heads only */
+    p->kv_cache = 2 * L * tb(T * Ckv, es);
     /* evaluation: a forward of the whole batch without a graph, which frees each block's temporaries when the
-       block ends: the embeddings, the block input and one block's temporaries, then ln_f and the head's chunk */
+       block ends: the embeddings, the block input and one block's temporaries, then the final norm and the head's
+       chunk */
     const int64_t ne = eval_rows * T, nce = tb(ne * C, es), stats_e = tb(ne, es);
-    p->eval = (8 * nce + tb(ne * 3 * C, es) + 2 * tb(ne * 4 * C, es) + 4 * stats_e + tb(ne * H, es)) + 5 * nce +
-        2 * stats_e + tb((lce_rows < ne ? lce_rows : ne) * V, es);
+    const int64_t block_e = d.llama
+        ? 10 * nce + 3 * tb(ne * Ckv, es) + 3 * tb(ne * F, es) + 2 * stats_e + tb(ne * H, es)
+        : 8 * nce + tb(ne * 3 * C, es) + 2 * tb(ne * 4 * C, es) + 4 * stats_e + tb(ne * H, es);
+    p->eval =
+        block_e + (d.llama ? 4 * nce + stats_e : 5 * nce + 2 * stats_e) + tb((lce_rows < ne ? lce_rows : ne) * V, es);
     const int64_t train = p->params + p->grads + p->optim + p->copies + p->acts + p->workspace,
                   train_rc = p->params + p->grads + p->optim + p->copies + p->acts_recompute + p->workspace,
                   eval = p->params + p->optim + p->copies + p->eval;

@@ -70,9 +70,19 @@ void train_report_step(const train_run *r, const step_stats *st) {
 
 void train_report_header(const train_run *r) {
     const tfc_gpt_config *c = &r->cfg;
-    printf("tfcore train: %s, preset %s (%d layers, %d heads, %d dims, block %d, vocab %d), %lld parameters\n",
-           r->data_path, r->o.preset, c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size,
-           (long long)tfc_gpt_num_elements(r->m));
+    if (c->arch == TFC_GPT_ARCH_GPT2) {
+        printf("tfcore train: %s, preset %s (%d layers, %d heads, %d dims, block %d, vocab %d), %lld parameters\n",
+               r->data_path, r->o.preset, c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size,
+               (long long)tfc_gpt_num_elements(r->m));
+    } else { /* the family's own widths too: kv heads, the MLP, the window, rope's theta */
+        char window[48] = "";
+        if (c->sliding_window) snprintf(window, sizeof window, ", window %d", c->sliding_window);
+        printf("tfcore train: %s, preset %s (%s: %d layers, %d heads, %d kv heads, %d dims, MLP %lld, rope theta %g%s, "
+               "block %d, %s head, vocab %d), %lld parameters\n",
+               r->data_path, r->o.preset, tfc_gpt_arch_name(c->arch), c->n_layer, c->n_head, c->n_kv_head, c->n_embd,
+               (long long)c->mlp_hidden, c->rope.theta, window, c->block_size, c->tie_weights ? "tied" : "untied",
+               c->vocab_size, (long long)tfc_gpt_num_elements(r->m));
+    }
     printf("device: %s, dtype %s\n", r->o.device, r->o.dtype);
     if (r->o.lora.base) {
         printf("lora-base: %s\n", r->o.lora.base);
@@ -120,9 +130,14 @@ void train_report_mfu(train_run *r) {
                                                              : MFU_F32,
                        tfc_get_num_threads(), r->peak_src, sizeof r->peak_src);
     r->peak_measured = r->o.peak_flops <= 0 && r->o.cuda_index < 0;
-    printf("MFU: %.4g FLOPs per token (%s), peak %.4g FLOP/s (%s)\n", r->flops_per_token,
-           r->o.lora.base ? "4N + 6N_lora + 12LCT: no gradients of the frozen weights" : "6N + 12LCT", r->peak_flops,
-           r->peak_src);
+    /* S: the keys a query sees, T or the sliding window W when it is shorter (train_mfu.h) */
+    const int windowed = r->cfg.sliding_window > 0 && r->cfg.sliding_window < r->cfg.block_size;
+    printf("MFU: %.4g FLOPs per token (%s%s), peak %.4g FLOP/s (%s)\n", r->flops_per_token,
+           r->o.lora.base ? "4N + 6N_lora + " : "6N + ",
+           windowed ? (r->o.lora.base ? "12LCW, W the sliding window: no gradients of the frozen weights"
+                                      : "12LCW, W the sliding window")
+                    : (r->o.lora.base ? "12LCT: no gradients of the frozen weights" : "12LCT"),
+           r->peak_flops, r->peak_src);
 }
 
 void train_report_check_mfu(train_run *r, step_stats *st) {

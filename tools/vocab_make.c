@@ -1,8 +1,9 @@
 /*
  * The vocabulary a --tokenizer flag names, shared by `tfcore train` and
  * `tfcore data prepare`: learnt from the text (char, bpe:VOCAB) or read from
- * files (gpt2:DIR, a tokenizer FILE: the library's BPE format, or the
- * "char:<hex bytes>" line `data prepare` writes for a char vocabulary).
+ * files (gpt2:DIR, a tokenizer FILE: the library's BPE format, a Hugging
+ * Face tokenizer.json, or the "char:<hex bytes>" line `data prepare` writes
+ * for a char vocabulary).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@ static int chars_file(const char *cmd, const char *path, vocab *v, int *is_chars
     if (n >= 5 && strncmp(s, "char:", 5) == 0) {
         *is_chars = 1;
         while (n && (s[n - 1] == '\n' || s[n - 1] == '\r')) s[--n] = 0;
-        rc = vocab_from_meta(cmd, s, NULL, v);
+        rc = vocab_from_meta(cmd, s, NULL, NULL, v);
     }
     free(s);
     return rc;
@@ -49,6 +50,7 @@ int cli_make_vocab(const char *cmd, const char *tokenizer, const char *text, siz
         if (rc) return rc;
         v->kind = VOCAB_BPE;
     } else if (stat(tokenizer, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (is_json_file(tokenizer)) return vocab_load_hf_json(cmd, tokenizer, v); /* a tokenizer.json */
         int is_chars = 0, rc = chars_file(cmd, tokenizer, v, &is_chars);
         if (rc || is_chars) return rc;
         if (tfc_tokenizer_load(tokenizer, &v->bpe) != TFC_OK)

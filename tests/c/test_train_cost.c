@@ -1,13 +1,18 @@
 /*
- * tfcore train's cost arithmetic (tools/train_mfu.c): FLOPs per token
- * against nanoGPT's published numbers, MFU from a known FLOP count and
- * time, the CUDA peak table, and the per-machine peak cache.
+ * tfcore train's cost arithmetic (tools/train_mfu.c, tools/train_plan.c):
+ * FLOPs per token against nanoGPT's published numbers and, for the Llama
+ * family, against counts written out by hand from the config (GQA's
+ * narrower k/v, SwiGLU's three matrices, the sliding window); the memory
+ * plan's parameter count, KV cache and activations of llama-tiny by hand;
+ * MFU from a known FLOP count and time, the CUDA peak table, and the
+ * per-machine peak cache.
  */
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../tools/train_mfu.h"
+#include "../../tools/train_plan.h"
 #include "tfc_test.h"
 
 TEST(flops_per_token_matches_nanogpt) {
@@ -32,6 +37,79 @@ TEST(flops_per_token_matches_nanogpt) {
     const int64_t nl = 12 * (8 * 768 + 2304 * 8);
     CHECK(nl == 294912);
     CHECK(mfu_lora_flops_per_token(&c, n12, nl) == 4.0 * 123653376 + 6.0 * 294912 + 12.0 * 12 * 768 * 1024);
+}
+
+/* llama-tiny at a 65-character vocabulary: the numbers below are written out from its config, not by the tools */
+static tfc_gpt_config llama_tiny(void) {
+    tfc_gpt_config c = TFC_GPT_CONFIG_INIT;
+    c.vocab_size = 65;
+    CHECK_OK(tfc_gpt_config_preset("llama-tiny", &c));
+    return c;
+}
+
+TEST(flops_per_token_of_the_llama_family_by_hand) {
+    /*
+     * llama-tiny: L 4, C 128, H 4, Hkv 2 (D 32, k/v width 64), F 352, T 128, V 65, untied head, no biases.
+     * A layer: q 128·128 + k 64·128 + v 64·128 + o 128·128 + gate, up, down 3·352·128 + two RMSNorms 2·128
+     *        = 16384 + 8192 + 8192 + 16384 + 135168 + 256 = 184576.
+     * The model: 4·184576 + embed_tokens 65·128 + model.norm 128 + lm_head 65·128 = 738304 + 8320 + 128 + 8320
+     *          = 755072; N leaves out the embedding (a lookup): 746752 (no position table to leave out).
+     */
+    tfc_gpt_config c = llama_tiny();
+    tfc_gpt *m = NULL;
+    CHECK_OK(tfc_gpt_new(&c, 0, &m));
+    const int64_t n = tfc_gpt_num_elements(m);
+    tfc_gpt_release(m);
+    CHECK(n == 755072);
+    const double attn = 12.0 * 4 * 128 * 128; /* 12·L·C·T: grouped-query heads change nothing here */
+    CHECK(mfu_flops_per_token(&c, n) == 6.0 * 746752 + attn);
+    /* tied: no lm_head, the embedding is the head's matmul and counts: the same N */
+    c.tie_weights = 1;
+    CHECK(mfu_flops_per_token(&c, n - 8320) == 6.0 * 746752 + attn);
+    /* mistral with a window of 8 < T: attention sees 8 keys a query, 12·L·C·8 */
+    c.tie_weights = 0;
+    c.arch = TFC_GPT_ARCH_MISTRAL;
+    c.sliding_window = 8;
+    CHECK(mfu_flops_per_token(&c, n) == 6.0 * 746752 + 12.0 * 4 * 128 * 8);
+    c.sliding_window = 128; /* a window as long as the block limits nothing */
+    CHECK(mfu_flops_per_token(&c, n) == 6.0 * 746752 + attn);
+    /* MHA instead of GQA (k, v 128 wide: +2·64·128 a layer) and a wider MLP (F 512: +3·160·128 a layer) */
+    c = llama_tiny();
+    c.n_kv_head = 4;
+    c.mlp_hidden = 512;
+    CHECK_OK(tfc_gpt_new(&c, 0, &m));
+    const int64_t n2 = tfc_gpt_num_elements(m);
+    tfc_gpt_release(m);
+    CHECK(n2 == 755072 + 4 * (2 * 64 * 128 + 3 * 160 * 128));
+    CHECK(mfu_flops_per_token(&c, n2) == 6.0 * (746752 + 4 * (2 * 64 * 128 + 3 * 160 * 128)) + attn);
+    /* LoRA rank 8 on all-linear: A [8, in] + B [out, 8] per module: q 8·128 + 128·8 = 2048, k and v
+       8·128 + 64·8 = 1536, o 2048, gate and up 8·128 + 352·8 = 3840, down 8·352 + 128·8 = 3840; 18688 a layer */
+    c = llama_tiny();
+    const int64_t nl = 4 * 18688;
+    CHECK(mfu_lora_flops_per_token(&c, n, nl) == 4.0 * 746752 + 6.0 * nl + attn);
+}
+
+TEST(memory_plan_of_llama_tiny_by_hand) {
+    tfc_gpt_config c = llama_tiny();
+    train_plan p;
+    train_plan_make(&c, 1, 1, 1, 0, &p);
+    CHECK(p.n_params == 755072);
+    CHECK(p.rows == 128);
+    /*
+     * The KV cache holds the 2 kv heads only: 2 (k, v) · L 4 · [T 128, 64] f32 = 2·4·32768 bytes (a power of
+     * two: the allocator's size class is the size), a half of what 4 heads would take.
+     */
+    CHECK(p.kv_cache == 2 * 4 * 32768);
+    /*
+     * Activations per layer at N = 128 rows, as the allocator rounds each (64-byte steps to 1 KiB, then
+     * quarters of a power of two): [N,C] 65536 B; [N,64] k and v 32768 B; [N,352] 180224 B -> 196608 B; the
+     * stats [N] 512 B; the row log-sum-exp [N,H] 2048 B. Kept: x, h, q, attention's output, its merged copy,
+     * x', h2 (7 of [N,C]), k and v, gate, up and SwiGLU's output (3 of [N,F]), two RMSNorm rstd, lse:
+     * 7·65536 + 2·32768 + 3·196608 + 2·512 + 2048 = 1117184. After the blocks: the final norm's x and rstd,
+     * the head's h and dh: 3·65536 + 512.
+     */
+    CHECK(p.acts == 4 * 1117184 + 3 * 65536 + 512);
+    CHECK(p.acts_recompute == 4 * 65536 + 1117184 + 3 * 65536 + 512);
 }
 
 TEST(mfu_from_known_flops_and_time) {

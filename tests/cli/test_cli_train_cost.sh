@@ -27,12 +27,15 @@ done
 grep -q "^step \|final:" "$work/plan.out" && fail "--plan trained"
 [ -e "$work/plan" ] && fail "--plan wrote $work/plan"
 
-# the measured peak next to the plan, within 15%, on three presets (and with --recompute: its own plan); gpt2-mini's
+# the measured peak next to the plan, within 15%, on four presets (and with --recompute: its own plan); gpt2-mini's
 # 50257-row wte is where a per-step copy of a gradient (the norms once made two f64 ones) shows. bf16 autocast adds
 # its weight copies; at batch 16 the forward's peak shows (it once held every Linear's f32 input beside the rounded
 # copy the graph keeps to the forward's end: +26% over the plan)
+# llama-tiny: the Llama family's activations (GQA's narrower k/v, SwiGLU's three [N,F]), and under bf16 its
+# Linears' own rounded inputs (q, k, v each round h)
 for spec in char-tiny char-small char-small:--recompute gpt2-mini char-small:--dtype_bf16_--batch_16 \
-    gpt2-mini:--dtype_bf16 char-small:--recompute_--dtype_bf16; do
+    gpt2-mini:--dtype_bf16 char-small:--recompute_--dtype_bf16 llama-tiny llama-tiny:--dtype_bf16_--batch_16 \
+    llama-tiny:--recompute; do
     preset="${spec%%:*}" extra=()
     if [[ "$spec" == *:* ]]; then # flags after the colon, "_" for a space
         flags="${spec#*:}"

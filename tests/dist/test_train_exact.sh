@@ -1,6 +1,6 @@
 #!/bin/bash
 # `mpirun -np N tfcore train` is the same training as one process, step for
-# step (docs/DISTRIBUTED.md): char-tiny, 20 steps, global batch 16, f64.
+# step (docs/DISTRIBUTED.md): char-tiny, 20 steps, global batch 16, f64; llama-tiny, 10 steps, likewise.
 #   2 ranks x 8 rows (DDP, 1 MiB buckets, so several reduce during backward)
 #   2 ranks with --zero 1 (sharded AdamW state)
 #   1 process with --grad-accum 2, and 2 ranks with --grad-accum 2
@@ -50,6 +50,14 @@ train zero2 2 --dtype f64 --zero 1 && same "2 ranks --zero 1 == 1 process (f64, 
 train accum1 0 --dtype f64 --grad-accum 2 && same "1 process --grad-accum 2 == batch 16 at once (f64, 1e-12)" ref accum1 1e-12
 train accum2 2 --dtype f64 --grad-accum 2 && same "2 ranks --grad-accum 2 == 1 process (f64, 1e-12)" ref accum2 1e-12
 train ref32 0 && train ddp32 2 && same "2 ranks == 1 process in f32 (1e-5)" ref32 ddp32 1e-5 --skip-key-bias 128
+
+# The Llama family (llama-tiny: grouped-query attention, RoPE, SwiGLU, untied head): 10 steps on 2 ranks are
+# one process's 10 steps (f64, 1e-12), and 5 on 2 ranks with ZeRO-1 resumed for 5 on 1 end there too.
+lsteps=(--preset llama-tiny --dtype f64 --steps 10)
+train lref 0 "${lsteps[@]}" || bad "the one-process llama-tiny run"
+train lddp2 2 "${lsteps[@]}" --bucket-mb 1 && same "llama-tiny: 2 ranks x batch 8 == 1 process x batch 16 (f64, 1e-12)" lref lddp2 1e-12
+train lres 2 "${lsteps[@]}" --zero 1 --stop-after 5 && train lres 0 "${lsteps[@]}" --resume &&
+  same "llama-tiny: 5 steps on 2 ranks (ZeRO-1) + 5 resumed on 1 == 10 on 1" lref lres 1e-12
 
 # Resume across rank counts: 10 steps on 2 ranks (sharded), 10 more on 1; and the reverse.
 train res21 2 --dtype f64 --zero 1 --stop-after 10 && train res21 0 --dtype f64 --resume &&
