@@ -62,15 +62,18 @@ static int32_t on_token(int32_t tok, void *ctx) {
     return 0;
 }
 
-/* The id of special token text in tok, or -1 when it is not one token. */
+/* The id of the token whose text is `text` (a special token: the tokenizer's own BOS rules do not apply), or -1. */
 static int32_t special_id(const tfc_tokenizer *tok, const char *text) {
-    int32_t *ids = NULL;
-    size_t n = 0;
-    int32_t id = -1;
-    if (text && tfc_tokenizer_encode(tok, text, strlen(text), TFC_SPECIAL_ALLOWED, &ids, &n) == TFC_OK && n == 1)
-        id = ids[0];
-    tfc_free(ids);
-    return id;
+    int32_t n = 0;
+    if (!text || tfc_tokenizer_vocab_size(tok, &n) != TFC_OK) return -1;
+    const size_t want = strlen(text);
+    for (int32_t id = 0; id < n; id++) {
+        const char *b;
+        size_t len;
+        if (tfc_tokenizer_token_bytes(tok, id, &b, &len, NULL) == TFC_OK && len == want && memcmp(b, text, len) == 0)
+            return id;
+    }
+    return -1;
 }
 
 /* The template family: --template, else the directory's tokenizer_config.json. */
@@ -187,7 +190,8 @@ int cmd_chat(int argc, char **argv) {
         tfc_free(ids);
         char *text = NULL;
         size_t len = 0;
-        if (s == TFC_OK || s == TFC_ERR_CANCELLED) s = tfc_tokenizer_decode_utf8(v.bpe, out, (size_t)rep.n, &text, &len);
+        if (s == TFC_OK || s == TFC_ERR_CANCELLED)
+            s = tfc_tokenizer_decode_utf8(v.bpe, out, (size_t)rep.n, &text, &len);
         free(out);
         if (s != TFC_OK) {
             rc = s == TFC_ERR_OOM ? cli_error(EXIT_RUNTIME, CMD, "out of memory") : cli_lib_error(CMD, "generation");
