@@ -170,12 +170,19 @@ int64_t tfc_gpt_list_params(const tfc_gpt_config *c, gpt_param_at *at, int64_t c
         int32_t end = i + 1;
         while (end < N_ROWS && rows[end].per_block == rows[i].per_block) end++;
         const int32_t repeats = rows[i].per_block ? a.n_layer : 1;
-        for (int32_t l = 0; l < repeats; l++)
+        int64_t per = 0; /* the run's parameters in one repeat */
+        for (int32_t k = i; k < end; k++) per += tfc_gpt_row_exists(&rows[k], &a);
+        for (int32_t l = 0; l < repeats; l++) {
+            if (n >= cap) { /* counted, not listed: O(1) in n_layer, whatever a config.json claims */
+                n += (int64_t)(repeats - l) * per;
+                break;
+            }
             for (int32_t k = i; k < end; k++) {
                 if (!tfc_gpt_row_exists(&rows[k], &a)) continue;
                 if (n < cap) at[n] = (gpt_param_at){.row = &rows[k], .table = a.table, .layer = l};
                 n++;
             }
+        }
         i = end;
     }
     return n;
