@@ -27,8 +27,8 @@ import struct
 import sys
 
 STAGE = ".checkpoint.new"
-KNOWN = ("model.safetensors", "optimizer.safetensors", "tokenizer.tfctok", "config.json", "loss.csv", "loss.svg",
-         "checkpoint.json", "data.tokens")
+KNOWN = ("model.safetensors", "optimizer.safetensors", "tokenizer.tfctok", "tokenizer.json", "config.json", "loss.csv",
+         "loss.svg", "checkpoint.json", "data.tokens")
 TMP = re.compile(r"^(%s)\.tmp(?:\.(\d+)\.(\d+))?$" % "|".join(re.escape(k) for k in KNOWN))
 problems = []
 
