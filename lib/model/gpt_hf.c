@@ -255,7 +255,8 @@ TFC_API tfc_status tfc_gpt_load_hf(const char *dir, tfc_gpt **out) {
      * config.json alone decides how long the wanted list is: refuse one far larger than the files (a lie about the
      * sizes costs O(file size)); a near miss is left to the contract, which names the tensor
      */
-    const int64_t held = s == TFC_OK ? tfc_hf_weights_numel(w) : 0, n_want = tfc_gpt_list_params(&c, NULL, 0);
+    const int64_t held = s == TFC_OK ? tfc_hf_weights_numel(w) : 0;
+    const int64_t n_want = s == TFC_OK ? tfc_gpt_list_params(&c, NULL, 0) : 0; /* c is valid only then */
     const int32_t n_held = s == TFC_OK ? tfc_hf_weights_count(w) : 0;
     if (s == TFC_OK && (tfc_gpt_config_numel(&c) / 2 > held + (1 << 20) || n_want > 2 * (int64_t)n_held + 64))
         s = tfc_err(TFC_ERR_FORMAT,
