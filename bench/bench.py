@@ -30,7 +30,10 @@ issue #8's target is met:
          mixed precision (tfc_gpt_set_autocast) vs PyTorch under
          torch.autocast('cpu', dtype=torch.bfloat16), as % of the measured
          bf16 peak (AMX or vdpbf16ps; issue #20); a CPU without bf16 instructions is said
-         so and gets the f32 rows only
+         so and gets the f32 rows only; --presets llama-char-small,llama-gpt2-mini
+         runs the Llama family (RMSNorm, RoPE, grouped-query attention,
+         SwiGLU, untied head) at those two scales against the same module
+         written as transformers writes it in PyTorch 1.13 (issue #35)
 
 Both sides get their best thread setting (1 or all cores). PyTorch also
 runs with OPENBLAS_CORETYPE=Haswell and (on AVX-512 CPUs) SkylakeX — the
@@ -53,6 +56,25 @@ LLMC_TOKS = {"char-tiny": 2500.0, "char-small": 230.0, "gpt2-mini": 134.0}
 # Batch x context per preset: B*T = 2048 rows for the char models (T = block
 # size), 1024 for gpt2-mini (its LM head is then the (1024, 50257) CE case).
 PRESETS = {"char-tiny": (16, 128, 65), "char-small": (8, 256, 65), "gpt2-mini": (8, 128, 50257)}
+# The Llama family at the GPT-2 presets' scales (issue #35): name -> (the
+# GPT-2 preset giving layers, heads, width, block, batch and vocab; kv heads;
+# MLP width). Untied head, no biases, RoPE theta 10000, RMSNorm eps 1e-5, as
+# the llama-tiny preset. char-small: 6 query heads over 2 kv heads and 1024 =
+# 8*384/3, the family's default width; gpt2-mini: 4 over 2 and 704 = 8*256/3
+# rounded up to 32, the default again.
+LLAMA = {"llama-char-small": ("char-small", 2, 1024), "llama-gpt2-mini": ("gpt2-mini", 2, 704)}
+for _name, (_base, _kv, _mlp) in LLAMA.items():
+    PRESETS[_name] = PRESETS[_base]
+SHAPES = {"char-tiny": (4, 4, 128, 128), "char-small": (6, 6, 384, 256), "gpt2-mini": (4, 4, 256, 128)}
+
+
+def flops_per_token(r):
+    """Training FLOPs per token of a train_bench row: 6 per matmul weight (the
+    blocks' Linears and the LM head; an untied model's embedding table is a
+    lookup, not a matmul) + the attention's 12·L·C·T."""
+    L, C, T = r["n_layer"], r["n_embd"], r["T"]
+    n = r["params"] - (r["vocab"] * C if not r.get("tied", 1) else 0)
+    return 6 * n + 12 * L * C * T
 
 
 # ---------------------------------------------------------------- utilities
@@ -271,8 +293,9 @@ def torch_train(torch, F, preset, steps, nt, dtype="f32"):
     import contextlib
     import torch.nn as nn
     B, T, V = PRESETS[preset]
-    L, H, C, block = {"char-tiny": (4, 4, 128, 128), "char-small": (6, 6, 384, 256),
-                      "gpt2-mini": (4, 4, 256, 128)}[preset]
+    if preset in LLAMA:
+        return torch_train_llama(torch, F, preset, steps, nt, dtype)
+    L, H, C, block = SHAPES[preset]
 
     class Block(nn.Module):
         def __init__(self):
@@ -317,11 +340,11 @@ def torch_train(torch, F, preset, steps, nt, dtype="f32"):
     g = torch.Generator().manual_seed(0)
     data = torch.randint(0, V, (B, T + 1), generator=g)
     x, y = data[:, :T], data[:, 1:]
-    times = []
+    times, cpu = [], []
     # bf16: autocast around the forward (its recipe: bf16 Linears/matmuls, f32 master weights)
     ac = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if dtype == "bf16" else contextlib.nullcontext
     for s in range(steps + 2):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         with ac():
             logits = model(x)
         loss = F.cross_entropy(logits.float().view(-1, V), y.reshape(-1))
@@ -331,10 +354,128 @@ def torch_train(torch, F, preset, steps, nt, dtype="f32"):
         opt.zero_grad(set_to_none=True)
         if s >= 2:
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
     step = statistics.median(times)
     n = sum(p.numel() for p in params)
     return [{"bench": "train", "preset": preset, "B": B, "T": T, "params": n, "steps": steps,
-             "step_ms": 1e3 * step, "tokens_per_s": B * T / step, "peak_rss_mib": peak_rss_mib(), "threads": nt,
+             "step_ms": 1e3 * step, "cpu_ms": 1e3 * statistics.median(cpu), "tokens_per_s": B * T / step, "peak_rss_mib": peak_rss_mib(), "threads": nt,
+             "loss_last": float(loss), "dtype": dtype}]
+
+
+def torch_llama(torch, F, preset):
+    """The Llama-family model in PyTorch 1.13, written the way transformers'
+    modeling_llama writes it (LlamaRMSNorm in f32, rotate_half RoPE from
+    cos/sin tables built once, repeat_kv for the grouped heads, eager
+    softmax(QKᵀ/√d + causal mask)·V — 1.13 has no SDPA — and
+    down(silu(gate(x)) · up(x))); no biases, untied lm_head, HF's init
+    (normal 0.02, norms 1). Parameter names are transformers' without the
+    self_attn./mlp./model. levels. forward(idx) returns the logits."""
+    import torch.nn as nn
+    base, KV, FF = LLAMA[preset]
+    B, T, V = PRESETS[preset]
+    L, H, C, block = SHAPES[base]
+    D, eps, theta = C // H, 1e-5, 10000.0
+
+    class RMSNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(C))
+
+        def forward(self, x):
+            dt = x.dtype
+            x = x.to(torch.float32)
+            x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+            return self.weight * x.to(dt)
+
+    def rotate_half(x):
+        return torch.cat((-x[..., D // 2:], x[..., : D // 2]), dim=-1)
+
+    def repeat_kv(x):
+        b, kv, t, d = x.shape
+        return x[:, :, None].expand(b, kv, H // KV, t, d).reshape(b, H, t, d)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.input_layernorm, self.post_attention_layernorm = RMSNorm(), RMSNorm()
+            self.q_proj, self.o_proj = nn.Linear(C, C, bias=False), nn.Linear(C, C, bias=False)
+            self.k_proj, self.v_proj = nn.Linear(C, KV * D, bias=False), nn.Linear(C, KV * D, bias=False)
+            self.gate_proj, self.up_proj = nn.Linear(C, FF, bias=False), nn.Linear(C, FF, bias=False)
+            self.down_proj = nn.Linear(FF, C, bias=False)
+
+        def forward(self, x, cos, sin, mask):
+            b, t, _ = x.shape
+            h = self.input_layernorm(x)
+            q = self.q_proj(h).view(b, t, H, D).transpose(1, 2)
+            k = self.k_proj(h).view(b, t, KV, D).transpose(1, 2)
+            v = self.v_proj(h).view(b, t, KV, D).transpose(1, 2)
+            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+            k, v = repeat_kv(k), repeat_kv(v)
+            att = (q @ k.transpose(2, 3)) / math.sqrt(D)
+            att = F.softmax(att.masked_fill(mask[:t, :t], float("-inf")), dim=-1, dtype=torch.float32).to(q.dtype)
+            y = (att @ v).transpose(1, 2).reshape(b, t, C)
+            x = x + self.o_proj(y)
+            h = self.post_attention_layernorm(x)
+            return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+    class Llama(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(V, C)
+            self.layers = nn.ModuleList(Block() for _ in range(L))
+            self.norm = RMSNorm()
+            self.lm_head = nn.Linear(C, V, bias=False)
+            inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2).float() / D))
+            emb = torch.cat([torch.outer(torch.arange(block).float(), inv_freq)] * 2, dim=-1)
+            self.register_buffer("cos", emb.cos())
+            self.register_buffer("sin", emb.sin())
+            self.register_buffer("mask", torch.triu(torch.ones(block, block, dtype=torch.bool), 1))
+            for p in self.parameters():
+                if p.dim() >= 2:
+                    nn.init.normal_(p, 0.0, 0.02)
+
+        def forward(self, idx):
+            t = idx.shape[1]
+            x = self.embed_tokens(idx)
+            cos, sin = self.cos[:t], self.sin[:t]
+            for blk in self.layers:
+                x = blk(x, cos, sin, self.mask)
+            return self.lm_head(self.norm(x))
+
+    return Llama()
+
+
+def torch_train_llama(torch, F, preset, steps, nt, dtype="f32"):
+    """torch_llama's model trained with torch_train's recipe and timing."""
+    import contextlib
+    B, T, V = PRESETS[preset]
+    model = torch_llama(torch, F, preset)
+    params = list(model.parameters())
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95))
+    g = torch.Generator().manual_seed(0)
+    data = torch.randint(0, V, (B, T + 1), generator=g)
+    x, y = data[:, :T], data[:, 1:]
+    times, cpu = [], []
+    ac = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if dtype == "bf16" else contextlib.nullcontext
+    for s in range(steps + 2):
+        t0, c0 = time.perf_counter(), time.process_time()
+        with ac():
+            logits = model(x)
+        loss = F.cross_entropy(logits.float().view(-1, V), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if s >= 2:
+            times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+    step = statistics.median(times)
+    return [{"bench": "train", "preset": preset, "B": B, "T": T, "params": sum(p.numel() for p in params),
+             "steps": steps, "step_ms": 1e3 * step, "cpu_ms": 1e3 * statistics.median(cpu),
+             "tokens_per_s": B * T / step, "peak_rss_mib": peak_rss_mib(), "threads": nt, "loss_first": None,
              "loss_last": float(loss), "dtype": dtype}]
 
 
@@ -575,8 +716,7 @@ def sec_train(a, res, peak):
             o32, t32 = best["f32"].get(preset, (None, None))
             pk = bf16_peak(peak)
             pk32 = peak.get("avx512") if peak else None
-            L, C, T = o16["n_layer"], o16["n_embd"], o16["T"]
-            gf = (6 * o16["params"] + 12 * L * C * T) * o16["tokens_per_s"] / 1e9
+            gf = flops_per_token(o16) * o16["tokens_per_s"] / 1e9
             rows.append([preset, "%.0f" % o16["tokens_per_s"], "%.0f" % o32["tokens_per_s"] if o32 else "-",
                          "%.2f" % (o16["tokens_per_s"] / o32["tokens_per_s"]) if o32 else "-",
                          "%.0f" % t16["tokens_per_s"] if t16 else "-",
@@ -594,6 +734,11 @@ def sec_train(a, res, peak):
               "  f32 FMA peak bounds it; above 100% of the bf16 peak means more than bf16 instructions could give)")
 
 
+def train_threads(a):
+    """The thread counts both sides' training runs get (--train-threads; default 1 and all cores)."""
+    return [int(x) for x in a.train_threads.split(",")] if a.train_threads else sorted({1, NPROC})
+
+
 def train_envs(a):
     envs = torch_envs()
     if a.quick:
@@ -608,14 +753,18 @@ def collect_train(a, exe, dtypes):
     out = {dt: {} for dt in dtypes}
     for preset in a.presets.split(","):
         B, T, V = PRESETS[preset]
+        # a Llama-family name runs its GPT-2 base preset with the family's arch, kv heads and MLP width
+        base, family = (LLAMA[preset][0], ["llama", str(LLAMA[preset][1]), str(LLAMA[preset][2])]) \
+            if preset in LLAMA else (preset, [])
         for dt in dtypes:
             out[dt][preset] = ([], [])
-        for nt in sorted({1, NPROC}):
+        for nt in train_threads(a):
             for env in train_envs(a):
                 for dt in dtypes:
                     ours, theirs = out[dt][preset]
-                    r = run_lines([exe, "train", preset, str(B), str(T), str(a.steps), str(V), dt],
+                    r = run_lines([exe, "train", base, str(B), str(T), str(a.steps), str(V), dt, *family],
                                   {"OMP_NUM_THREADS": str(nt)})[0]
+                    r["preset"] = preset
                     r["threads"] = nt
                     ours.append(r)
                     cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "train", "--threads",
@@ -630,7 +779,7 @@ def collect_train(a, exe, dtypes):
 def sec_train_dtype(a, res, peak, runs, dtype):
     """One dtype's training table from its runs {preset: (ours, theirs)};
     returns {preset: (our best row, PyTorch's best row or None)}."""
-    threads = sorted({1, NPROC})
+    threads = train_threads(a)
     best = {}
     rows, verdicts = [], []
     envs = train_envs(a)
@@ -641,25 +790,33 @@ def sec_train_dtype(a, res, peak, runs, dtype):
         o = max(ours, key=lambda r: r["tokens_per_s"])
         t = max(theirs, key=lambda r: r["tokens_per_s"]) if theirs else None
         best[preset] = (o, t)
-        L, C = o["n_layer"], o["n_embd"]
-        flop_tok = 6 * o["params"] + 12 * L * C * T
-        gf = flop_tok * o["tokens_per_s"] / 1e9
+        gf = flops_per_token(o) * o["tokens_per_s"] / 1e9
         ratio = o["tokens_per_s"] / t["tokens_per_s"] if t else float("nan")
         rss = o["peak_rss_mib"] / t["peak_rss_mib"] if t else float("nan")
-        llmc = o["tokens_per_s"] / LLMC_TOKS[preset]
+        llmc = o["tokens_per_s"] / LLMC_TOKS[preset] if preset in LLMC_TOKS else None
         rows.append([preset, "%dx%d" % (B, T), "%.0f (%dt)" % (o["tokens_per_s"], o["threads"]),
                      "%.1f" % gf, "%.0f%%" % (100 * gf / peak["avx2"]) if peak and peak.get("avx2") else "-",
                      "%.0f%%" % (100 * gf / peak["avx512"]) if peak and peak.get("avx512") else "-",
                      "%.0f" % o["peak_rss_mib"],
                      "%.0f (%s)" % (t["tokens_per_s"], torch_cfg(t)) if t else "-",
-                     "%.0f" % t["peak_rss_mib"] if t else "-", "%.2f" % ratio, "%.2f" % llmc, "%.2f" % rss,
-                     str(o["os_allocs_after_step2"])])
-        verdicts.append([preset, verdict(ratio >= 1.5), verdict(llmc >= 5), verdict(rss <= 0.6),
-                         verdict(o["os_allocs_after_step2"] == 0)])
+                     "%.0f" % t["peak_rss_mib"] if t else "-", "%.2f" % ratio, "%.2f" % llmc if llmc else "-",
+                     "%.2f" % rss, str(o["os_allocs_after_step2"])])
+        verdicts.append([preset, verdict(ratio >= 1.5), verdict(llmc >= 5) if llmc else "- (no llm.c figure)",
+                         verdict(rss <= 0.6), verdict(o["os_allocs_after_step2"] == 0)])
         if t:
             print("  %s: ours %.0f tok/s (fwd %.0f, bwd %.0f, clip %.1f, AdamW %.1f ms), PyTorch %.0f tok/s"
                   % (preset, o["tokens_per_s"], o["fwd_ms"], o["bwd_ms"], o["clip_ms"], o["opt_ms"],
                      t["tokens_per_s"]))
+        # per CPU-second (all the process's threads): steadier than wall time on a shared machine, and
+        # at one thread what an idle core would give; the best run of each side at each thread count
+        for nt in threads:
+            oc = [r for r in ours if r["threads"] == nt and r.get("cpu_ms")]
+            tc = [r for r in theirs if r["threads"] == nt and r.get("cpu_ms")]
+            if oc and tc:
+                oc, tc = min(r["cpu_ms"] for r in oc), min(r["cpu_ms"] for r in tc)
+                print("  %s, %d thread%s: %.0f vs %.0f tokens per CPU-second (ours %.0f, PyTorch %.0f CPU ms a "
+                      "step): %.2fx" % (preset, nt, "s" if nt > 1 else "", B * T / oc * 1e3, B * T / tc * 1e3, oc,
+                                        tc, tc / oc))
     table("Training step (fwd + CE + bwd + clip 1.0 + AdamW), %s, median of %d steps after 2 warm-up; "
           "best of %d interleaved runs per side"
           % ("fp32" if dtype == "f32" else "bf16 mixed precision (PyTorch: torch.autocast)", a.steps,
@@ -676,8 +833,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--only", default="peak,gemm,micro,adamw,train")
-    p.add_argument("--presets", default="char-tiny,char-small,gpt2-mini")
+    p.add_argument("--presets", default="char-tiny,char-small,gpt2-mini",
+                   help="training presets: char-tiny, char-small, gpt2-mini, llama-char-small, llama-gpt2-mini")
     p.add_argument("--steps", type=int, default=5, help="timed training steps per run (after 2 warm-up)")
+    p.add_argument("--train-threads", help="training thread counts, both sides (default: 1 and all cores)")
     p.add_argument("--budget", type=float, default=1.0, help="seconds of repetitions per micro case")
     p.add_argument("--quick", action="store_true", help="PyTorch with one OpenBLAS kernel family (the last: SkylakeX on AVX-512) instead of all")
     p.add_argument("--json", help="also write every raw figure to this file")

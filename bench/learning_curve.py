@@ -21,6 +21,15 @@ when ours ends more than 0.03 nats/char above PyTorch's. --dtype bf16 also
 trains ours in bf16 mixed precision (tfcore train --dtype bf16, same seed)
 and fails unless its val loss is within 0.02 nats/char of our f32 run's
 (issue #20); --skip-torch leaves the PyTorch run out.
+
+Architectures side by side (issue #35's learning check):
+
+    /usr/bin/python3 bench/learning_curve.py --presets char-tiny,llama-tiny [--steps 2000]
+
+trains each preset with `tfcore train` on the same data with the same
+recipe, batch and seed, one after the other (no PyTorch run), and prints
+both curves, each model's parameter count (from `tfcore train`'s own
+report) and each final val loss; it fails only when a run fails.
 """
 import argparse
 import json
@@ -142,16 +151,20 @@ def train_torch(data, steps, every, seed):
     return curve, full_val_loss(model, val), wall
 
 
-def train_ours(tfcore, data_path, data, steps, every, seed, work, dtype="f32"):
-    out = os.path.join(work, "ours-" + dtype)
-    log = os.path.join(work, "ours-%s.jsonl" % dtype)
+def train_ours(tfcore, data_path, data, steps, every, seed, work, dtype="f32", preset="char-tiny", info=None):
+    """Train `preset` with the CLI; (curve, val loss, wall seconds). info, when
+    a dict, gets the parameter count tfcore train reports."""
+    out = os.path.join(work, "ours-%s-%s" % (preset, dtype))
+    log = os.path.join(work, "ours-%s-%s.jsonl" % (preset, dtype))
     t0 = time.time()
-    subprocess.run([tfcore, "train", "--data", data_path, "--preset", "char-tiny", "--steps", str(steps),
-                    "--batch", "16", "--lr", "1e-3", "--min-lr", "1e-4", "--warmup", "100", "--weight-decay", "0.1",
-                    "--clip", "1.0", "--seed", str(seed), "--eval-every", str(every), "--eval-batches", "4",
-                    "--out", out, "--log-json", log, "--force", "--sample-tokens", "0", "--dtype", dtype],
-                   check=True, stdout=subprocess.DEVNULL)
+    p = subprocess.run([tfcore, "train", "--data", data_path, "--preset", preset, "--steps", str(steps),
+                        "--batch", "16", "--lr", "1e-3", "--min-lr", "1e-4", "--warmup", "100", "--weight-decay",
+                        "0.1", "--clip", "1.0", "--seed", str(seed), "--eval-every", str(every), "--eval-batches",
+                        "4", "--out", out, "--log-json", log, "--force", "--sample-tokens", "0", "--dtype", dtype],
+                       check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wall = time.time() - t0
+    if info is not None:
+        info["params"] = parse_params(p.stdout)
     rows = [json.loads(l) for l in open(log)]
     curve, acc = [], []
     for r in rows:
@@ -172,6 +185,36 @@ def train_ours(tfcore, data_path, data, steps, every, seed, work, dtype="f32"):
     return curve, val, wall
 
 
+def parse_params(text):
+    """The parameter count in tfcore train's banner ("... 0.82M params" or
+    "818048 parameters"), or None when it says none."""
+    import re
+    m = re.search(r"([0-9][0-9,]*) param", text)
+    if m:
+        return int(m.group(1).replace(",", ""))
+    m = re.search(r"([0-9.]+)M param", text)
+    return int(float(m.group(1)) * 1e6) if m else None
+
+
+def compare_presets(a, presets):
+    """Each preset trained by the CLI with the same recipe; both curves and val losses."""
+    data_path = find_data()
+    data = open(data_path, "rb").read().decode("latin-1")
+    res = {}
+    with tempfile.TemporaryDirectory() as work:
+        for p in presets:
+            info = {}
+            res[p] = (*train_ours(a.tfcore, data_path, data, a.steps, a.every, a.seed, work, a.dtype, p, info), info)
+    print("%6s " % "step" + " ".join("%13s" % p for p in presets))
+    for i, (s, _) in enumerate(res[presets[0]][0]):
+        print("%6d " % s + " ".join("%13.4f" % res[p][0][i][1] for p in presets))
+    for p in presets:
+        curve, val, wall, info = res[p]
+        print(f"{p}: {info.get('params') or '?'} parameters, final val loss {val:.4f} nats/char "
+              f"(all non-overlapping windows), wall {wall:.0f}s")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=2000)
@@ -181,8 +224,13 @@ def main():
     ap.add_argument("--tfcore", default=os.path.join(ROOT, "build", "tools", "tfcore"))
     ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
     ap.add_argument("--skip-torch", action="store_true")
+    ap.add_argument("--presets", default="char-tiny",
+                    help="several (e.g. char-tiny,llama-tiny): each trained by the CLI, compared, no PyTorch run")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    presets = [p for p in a.presets.split(",") if p]
+    if presets != ["char-tiny"]:
+        return compare_presets(a, presets)
     data_path = find_data()
     data = open(data_path, "rb").read().decode("latin-1")
     with tempfile.TemporaryDirectory() as work:

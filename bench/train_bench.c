@@ -2,8 +2,11 @@
  * Our side of the training-step and AdamW benchmarks (bench/bench.py pairs
  * them with PyTorch). One JSON line per run.
  *
- *   train_bench train PRESET B T STEPS [VOCAB]
- *       GPT preset, batch B x T random tokens, the recipe of `tfcore train`:
+ *   train_bench train PRESET B T STEPS [VOCAB [f32|bf16 [ARCH N_KV_HEAD MLP_HIDDEN]]]
+ *       GPT preset (with ARCH "llama": the Llama family at the preset's
+ *       sizes, N_KV_HEAD key/value heads, an MLP of MLP_HIDDEN, untied head,
+ *       no biases, RoPE theta 10000 — the layout of the llama-tiny preset),
+ *       batch B x T random tokens, the recipe of `tfcore train`:
  *       forward + cross-entropy, backward, clear, clip_grad_norm 1.0, AdamW
  *       (weight decay on 2-D weights), zero_grad(set_to_none). Two warm-up
  *       steps, then STEPS timed steps (median reported, with per-phase
@@ -28,6 +31,14 @@
 #include "bench_util.h"
 
 #define MAX_STEPS 512
+
+/* CPU time of the whole process (all its threads), seconds: on a shared
+ * machine a one-thread step's CPU time is steadier than its wall time. */
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
@@ -68,11 +79,28 @@ static tfc_optim *make_adamw(tfc_tensor *const *params, int32_t np) {
     return opt;
 }
 
-/* dtype "bf16": the same f32 model with bf16 autocast (tfc_gpt_set_autocast); "f32": plain f32. */
-static int run_train(const char *preset, int B, int T, int steps, int vocab, const char *dtype) {
+/* The Llama family at the sizes already in *cfg: what tfc_gpt_config_preset
+ * sets for llama-tiny (untied head, no biases, default RoPE), with the
+ * given kv heads and MLP width. */
+static void make_llama(tfc_gpt_config *cfg, const char *arch, int n_kv_head, int64_t mlp_hidden) {
+    const tfc_rope_config rope = TFC_ROPE_CONFIG_INIT;
+    OK(tfc_gpt_arch_from_name(arch, &cfg->arch));
+    cfg->n_kv_head = n_kv_head;
+    cfg->mlp_hidden = mlp_hidden;
+    cfg->rope = rope;
+    cfg->tie_weights = 0;
+    cfg->bias = 0;
+    cfg->attention_bias = cfg->mlp_bias = cfg->sliding_window = 0;
+}
+
+/* dtype "bf16": the same f32 model with bf16 autocast (tfc_gpt_set_autocast); "f32": plain f32.
+ * arch NULL: the preset as it is; else make_llama's family config. */
+static int run_train(const char *preset, int B, int T, int steps, int vocab, const char *dtype, const char *arch,
+                     int n_kv_head, int64_t mlp_hidden) {
     tfc_gpt_config cfg = TFC_GPT_CONFIG_INIT;
     cfg.vocab_size = vocab;
     OK(tfc_gpt_config_preset(preset, &cfg));
+    if (arch) make_llama(&cfg, arch, n_kv_head, mlp_hidden);
     if (T > cfg.block_size) T = cfg.block_size;
     tfc_gpt *m;
     OK(tfc_gpt_new(&cfg, 1337, &m));
@@ -96,12 +124,13 @@ static int run_train(const char *preset, int B, int T, int steps, int vocab, con
     OK(tfc_tensor_from_data(ids, dims, 2, TFC_DTYPE_I32, &xin));
     OK(tfc_tensor_from_data(ids + 1, dims, 2, TFC_DTYPE_I32, &yin));
     free(ids);
-    static double t_step[MAX_STEPS], t_fwd[MAX_STEPS], t_bwd[MAX_STEPS], t_clip[MAX_STEPS], t_opt[MAX_STEPS];
+    static double t_step[MAX_STEPS], t_fwd[MAX_STEPS], t_bwd[MAX_STEPS], t_clip[MAX_STEPS], t_opt[MAX_STEPS],
+        t_cpu[MAX_STEPS];
     uint64_t os_after_warmup = 0, os_end = 0;
     double loss_first = 0, loss_last = 0;
     for (int s = -2; s < steps; s++) {
         if (s == 0) tfc_memory_stats(&os_after_warmup, NULL, NULL, NULL);
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         tfc_tensor *loss;
         OK(tfc_gpt_forward(m, g, xin, yin, NULL, &loss));
         double t1 = now();
@@ -112,13 +141,14 @@ static int run_train(const char *preset, int B, int T, int steps, int vocab, con
         double t3 = now();
         OK(tfc_optim_step(opt));
         OK(tfc_optim_zero_grad(opt, 1));
-        double t4 = now(), lv;
+        double t4 = now(), c4 = cpu_now(), lv;
         OK(tfc_tensor_item(loss, &lv));
         tfc_tensor_release(loss);
         if (s == -2) loss_first = lv;
         loss_last = lv;
         if (s >= 0) {
             t_step[s] = t4 - t0;
+            t_cpu[s] = c4 - c0;
             t_fwd[s] = t1 - t0;
             t_bwd[s] = t2 - t1;
             t_clip[s] = t3 - t2;
@@ -128,13 +158,17 @@ static int run_train(const char *preset, int B, int T, int steps, int vocab, con
     tfc_memory_stats(&os_end, NULL, NULL, NULL);
     double step = median(t_step, steps);
     int64_t N = tfc_gpt_num_elements(m);
-    printf("{\"bench\":\"train\",\"preset\":\"%s\",\"B\":%d,\"T\":%d,\"vocab\":%d,\"n_layer\":%d,\"n_embd\":%d,"
+    tfc_gpt_config got = TFC_GPT_CONFIG_INIT; /* n_kv_head and mlp_hidden resolved */
+    OK(tfc_gpt_get_config(m, &got));
+    printf("{\"bench\":\"train\",\"preset\":\"%s\",\"arch\":\"%s\",\"n_kv_head\":%d,\"mlp_hidden\":%lld,"
+           "\"tied\":%d,\"B\":%d,\"T\":%d,\"vocab\":%d,\"n_layer\":%d,\"n_embd\":%d,"
            "\"params\":%lld,\"steps\":%d,\"step_ms\":%.3f,\"fwd_ms\":%.3f,\"bwd_ms\":%.3f,\"clip_ms\":%.3f,"
-           "\"opt_ms\":%.3f,\"tokens_per_s\":%.1f,\"os_allocs_after_step2\":%llu,\"peak_rss_mib\":%.1f,"
+           "\"opt_ms\":%.3f,\"cpu_ms\":%.3f,\"tokens_per_s\":%.1f,\"os_allocs_after_step2\":%llu,\"peak_rss_mib\":%.1f,"
            "\"loss_first\":%.4f,\"loss_last\":%.4f,\"threads\":%d,\"dtype\":\"%s\"}\n",
-           preset, B, T, cfg.vocab_size, cfg.n_layer, cfg.n_embd, (long long)N, steps, 1e3 * step,
-           1e3 * median(t_fwd, steps), 1e3 * median(t_bwd, steps), 1e3 * median(t_clip, steps),
-           1e3 * median(t_opt, steps), (double)n / step, (unsigned long long)(os_end - os_after_warmup), peak_rss_mib(),
+           preset, tfc_gpt_arch_name(got.arch), got.n_kv_head, (long long)got.mlp_hidden, got.tie_weights, B, T,
+           cfg.vocab_size, cfg.n_layer, cfg.n_embd, (long long)N, steps, 1e3 * step, 1e3 * median(t_fwd, steps),
+           1e3 * median(t_bwd, steps), 1e3 * median(t_clip, steps), 1e3 * median(t_opt, steps),
+           1e3 * median(t_cpu, steps), (double)n / step, (unsigned long long)(os_end - os_after_warmup), peak_rss_mib(),
            loss_first, loss_last, tfc_get_num_threads(), dtype);
     tfc_tensor_release(xin);
     tfc_tensor_release(yin);
@@ -185,9 +219,12 @@ int main(int argc, char **argv) {
 #if HAVE_GPT
     if (argc >= 6 && !strcmp(argv[1], "train"))
         return run_train(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argc > 6 ? atoi(argv[6]) : 65,
-                         argc > 7 ? argv[7] : "f32");
+                         argc > 7 ? argv[7] : "f32", argc > 10 ? argv[8] : NULL, argc > 10 ? atoi(argv[9]) : 0,
+                         argc > 10 ? atoll(argv[10]) : 0);
 #endif
     if (argc >= 4 && !strcmp(argv[1], "adamw")) return run_adamw(atoi(argv[2]), atoll(argv[3]));
-    fprintf(stderr, "usage: train_bench train PRESET B T STEPS [VOCAB [f32|bf16]] | adamw NTENSORS NUMEL\n");
+    fprintf(
+        stderr,
+        "usage: train_bench train PRESET B T STEPS [VOCAB [f32|bf16 [ARCH N_KV_HEAD MLP_HIDDEN]]] | adamw NTENSORS NUMEL\n");
     return 2;
 }
