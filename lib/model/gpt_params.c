@@ -310,12 +310,15 @@ static tfc_status gpt_make(const char *fn, const tfc_gpt_config *cfg, uint64_t s
     TFC_CHECK_NOT_NULL(fn, cfg);
     TFC_CHECK_NOT_NULL(fn, out);
     TFC_TRY(tfc_gpt_check_config(fn, cfg));
+    tfc_gpt_config full; /* an older caller's struct may end at ln_eps or dropout: read only the whole one */
+    tfc_gpt_config_normalize(cfg, &full);
+    cfg = &full;
     const int64_t n = tfc_gpt_list_params(cfg, NULL, 0);
     if (n > INT32_MAX) return tfc_err(TFC_ERR_OOM, "%s: %lld parameters is too many", fn, (long long)n);
     tfc_gpt *m = calloc(1, sizeof *m);
     gpt_param_at *at = calloc((size_t)n, sizeof *at);
     if (m) {
-        tfc_gpt_config_normalize(cfg, &m->cfg); /* an older caller's struct may end at ln_eps */
+        m->cfg = full;
         gpt_arch_of(&m->cfg, &m->arch);
         m->cfg.n_kv_head = m->arch.n_kv_head; /* the defaults resolved, as tfc_gpt_get_config reports them */
         m->cfg.mlp_hidden = m->arch.mlp_hidden;
