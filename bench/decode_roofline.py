@@ -14,6 +14,12 @@ torch.quantization.quantize_dynamic int8) side by side; an SVG roofline.
         /usr/bin/python3 bench/decode_roofline.py [--quick] [--presets gpt2,char-small]
         [--batches 1,2,4] [--threads 2] [--svg decode_roofline.svg] [--no-torch]
 
+Presets: tfcore's GPT-2 ones (gpt2, gpt2-mini, char-small, char-tiny) and
+"tinyllama": a TinyLlama-1.1B-shaped Llama (22 layers, 2048 wide, 32 heads
+over 4 kv heads, MLP 5632, vocab 32000, untied head) with random weights
+built by the library (issue #35; f32 is 4.4 GB). PyTorch decodes the GPT-2
+presets only.
+
 Timing: wall clock of N decode steps after a P-token prompt, best of
 --reps. Batch 1 uses GPT.generate (the per-token callback timestamps the
 steps, so the prompt's prefill is not counted); batch > 1 uses
@@ -27,6 +33,9 @@ weights one decode step must read once (block matmuls in their format, the
 LM head, biases, LayerNorms) / B, plus per sequence the K and V cache read
 at the mean context length of the measured steps, the new K/V written, and
 the token's wte/wpe rows. Activations are not counted (they stay in cache).
+For the Llama family: q/k/v/o, gate/up/down and the untied head in their
+formats, the RMSNorm weights, the K/V of the kv heads only, the embedding
+row (traffic_llama).
 FLOPs per token: 2 per weight of every matmul (blocks + head) plus the
 attention's 4*S*C per layer.
 """
@@ -39,7 +48,7 @@ import subprocess
 import sys
 import time
 
-READS = []  # the read-only pass of every stream_triad run (GB/s)
+READS = {}  # threads -> the read-only pass of every stream_triad run at that count (GB/s)
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NPROC = os.cpu_count() or 1
@@ -76,7 +85,7 @@ def machine_roofs(build, threads, reps, clock="wall"):
     triads = [run_json([exe("stream_triad"), str(threads)])[0] for _ in range(reps)]
     suf = "_cpu" if clock == "cpu" else ""  # per CPU-second, like the decode figures under --clock cpu
     bw = max(t["gbs" + suf] for t in triads)
-    READS.extend(t["gbs_read" + suf] for t in triads)
+    READS.setdefault(threads, []).extend(t["gbs_read" + suf] for t in triads)
     best = {}
     for _ in range(reps):
         for r in run_json([exe("fma_peak"), str(threads)]):
@@ -88,14 +97,34 @@ def machine_roofs(build, threads, reps, clock="wall"):
 
 # ------------------------------------------------------------- byte model
 
+# A TinyLlama-1.1B-shaped model (TinyLlama/TinyLlama-1.1B-Chat-v1.0's config.json:
+# 22 layers, hidden 2048, 32 heads over 4 kv heads, intermediate 5632, vocab
+# 32000, rms_norm_eps 1e-5, rope_theta 10000, untied head), random weights
+# built by the library: nothing is downloaded. Block 2048 (its
+# max_position_embeddings); the decode only uses the first few dozen.
+TINYLLAMA = dict(arch="llama", n_layer=22, n_embd=2048, n_head=32, n_kv_head=4, mlp_hidden=5632, vocab_size=32000,
+                 block_size=2048, ln_eps=1e-5, rope_theta=10000.0, tie_weights=False, bias=False)
+
+
+def is_gpt2(preset):
+    return preset != "tinyllama"
+
+
 def shapes(cfg):
-    return dict(L=cfg["n_layer"], C=cfg["n_embd"], V=cfg["vocab_size"], H=cfg["n_head"])
+    """The sizes the byte model reads, from a tfcore.GPTConfig."""
+    llama = cfg.arch != "gpt2"
+    C, H = cfg.n_embd, cfg.n_head
+    return dict(L=cfg.n_layer, C=C, V=cfg.vocab_size, H=H, llama=llama,
+                KVC=(cfg.n_kv_head or H) * (C // H) if llama else C, F=cfg.mlp_hidden or (8 * C // 3 + 31) // 32 * 32
+                if llama else 4 * C, tied=bool(cfg.tie_weights))
 
 
 def traffic(cfg, fmt, group, head_q, B, S):
     """(bytes per token, FLOPs per token, weight bytes per step) of one
     decode step at batch B with S positions attended (module docstring)."""
     L, C, V = cfg["L"], cfg["C"], cfg["V"]
+    if cfg["llama"]:
+        return traffic_llama(cfg, fmt, group, head_q, B, S)
 
     def qbytes(n_out, k_in, f):  # one weight [n_out, k_in] in format f (include/tfcore/quant.h)
         if f == "f32":
@@ -113,10 +142,41 @@ def traffic(cfg, fmt, group, head_q, B, S):
     return w / B + kv, flops, w
 
 
+def qbytes(n_out, k_in, f, group):
+    """The bytes of one weight [n_out, k_in] in format f (include/tfcore/quant.h)."""
+    if f == "f32":
+        return 4.0 * n_out * k_in
+    if f == "int8":
+        return 1.0 * n_out * k_in + 4.0 * n_out  # int8 codes + one f32 scale per output row
+    return 0.5 * n_out * k_in + 4.0 * n_out * (k_in // group)  # nibbles + one f32 scale per group
+
+
+def traffic_llama(cfg, fmt, group, head_q, B, S):
+    """traffic() for the Llama family: per layer q/o [C,C], k/v [KVC,C]
+    (KVC = kv heads x head dim), gate/up [F,C], down [C,F], no biases, two
+    RMSNorm weights; the final norm; the LM head [V,C] (untied: its own
+    matrix; the embedding row is read apart). The KV cache holds the kv heads
+    only, so K and V cost KVC floats per position and layer; the attention
+    still does 4·S·C FLOPs per layer (every query head reads its group's K/V)."""
+    L, C, V, KVC, F = cfg["L"], cfg["C"], cfg["V"], cfg["KVC"], cfg["F"]
+    mats = [(C, C), (KVC, C), (KVC, C), (C, C), (F, C), (F, C), (C, F)]  # q, k, v, o, gate, up, down [out, in]
+    w = L * sum(qbytes(n, k, fmt, group) for n, k in mats)
+    w += L * 4.0 * 2 * C + 4.0 * C  # input/post-attention RMSNorms, the final norm (f32)
+    w += qbytes(V, C, fmt if head_q else "f32", group)  # the LM head
+    kv = L * 2 * 4.0 * KVC * (S + 1) + 4.0 * C  # K,V read over S, the new K,V written; the embedding row
+    flops = 2.0 * (L * sum(n * k for n, k in mats) + V * C) + L * 4.0 * S * C
+    return w / B + kv, flops, w
+
+
 # ------------------------------------------------------------------ tfcore
 
 def tfcore_model(tfcore, preset, fmt, group, head_q):
-    m = tfcore.GPT(preset, vocab_size=65, seed=1) if preset.startswith("char") else tfcore.GPT(preset, seed=1)
+    if preset == "tinyllama":
+        m = tfcore.GPT(tfcore.GPTConfig(**TINYLLAMA), seed=1)
+    elif preset.startswith("char"):
+        m = tfcore.GPT(preset, vocab_size=65, seed=1)
+    else:
+        m = tfcore.GPT(preset, seed=1)
     if fmt != "f32":
         if head_q:
             m.quantize(fmt, group_size=group if fmt == "int4" else 0, **HEAD_KW)
@@ -184,60 +244,65 @@ def decode_step_seconds(tfcore, m, B, P, N, reps, clock, seed=0):
 
 
 def triad(a):
-    """One triad measurement (best of its repetitions), kept in a.triads."""
+    """One triad measurement at a.threads (best of its repetitions), kept in a.triads[a.threads]."""
     t = run_json([os.path.join(a.build, "bench", "stream_triad"), str(a.threads)])[0]
     suf = "_cpu" if a.clock == "cpu" else ""
-    a.triads.append(t["gbs" + suf])
-    READS.append(t["gbs_read" + suf])
+    a.triads.setdefault(a.threads, []).append(t["gbs" + suf])
+    READS.setdefault(a.threads, []).append(t["gbs_read" + suf])
     return t["gbs" + suf]
 
 
-def tfcore_rows(a, peak):
+def tfcore_rows(a, peaks):
+    """Our rows for every preset x format x head x thread count x batch. One
+    model per preset and block format: it is measured at every thread count,
+    then (where the library can) its LM head is quantized too and measured
+    again, so a TinyLlama is built three times, not ten."""
     global HEAD_KW
     sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
     import tfcore
-    tfcore.set_num_threads(a.threads)
     HEAD_KW = head_quant_kwargs(tfcore)
-    variants = [("f32", 0, False)]
+    head_too = bool(HEAD_KW) and hasattr(tfcore.GPT, "quantize_head")
+    groups = [("f32", 0, [False])]
     for f in a.formats:
-        if f == "f32":
-            continue
-        g = 32 if f == "int4" else 0
-        variants.append((f, g, False))
-        if HEAD_KW:
-            variants.append((f, g, True))
+        if f != "f32":
+            groups.append((f, 32 if f == "int4" else 0, [False, True] if head_too else [False]))
     rows = []
     for preset in a.presets:
-        for fmt, g, hq in variants:
+        for fmt, g, heads in groups:
             if fmt not in a.formats:
                 continue
-            # the VM's bandwidth moves with its neighbours' load (5-11 GB/s on one thread within an hour):
-            # a triad next to each group, so each row can be read against the bandwidth of its moment
-            near = triad(a)
-            m = tfcore_model(tfcore, preset, fmt, g, hq)
-            c = m.config
-            cfg = shapes({"n_layer": c.n_layer, "n_embd": c.n_embd, "vocab_size": c.vocab_size, "n_head": c.n_head})
-            m.generate([1, 2, 3], 2, temperature=0)  # warm up (thread pool, allocator)
-            for B in a.batches:
-                N = max(a.min_new, min(a.new, a.token_budget // B))
-                sec, how = decode_step_seconds(tfcore, m, B, a.prompt, N, a.reps, CLOCKS[a.clock])
-                S = a.prompt + N / 2.0  # the mean number of positions attended over the measured steps
-                bpt, fpt, wstep = traffic(cfg, fmt, g, hq, B, S)
-                tps = B / sec
-                name = fmt + ("-g%d" % g if fmt == "int4" else "") + ("+head" if hq else "")
-                r = dict(preset=preset, fmt=name, base=fmt, head_q=hq, batch=B, tok_s=tps, new=N,
-                         bytes_tok=bpt, flops_tok=fpt, gbs=bpt * tps / 1e9, gflops=fpt * tps / 1e9,
-                         how=how, params=m.num_parameters(), in_llc=wstep < a.llc_mib * 2 ** 20,
-                         bw_near=near)
-                r["pct_near"] = 100 * r["gbs"] / near
-                r["pct_peak"] = 100 * r["gflops"] / peak
-                r["ai"] = fpt / bpt
-                rows.append(r)
-                print("  %-10s %-14s B=%-3d %8.1f tok/s  %6.1f MB/tok  %6.2f GB/s (%5.1f%% of triad %.1f)  %6.1f "
-                      "GFLOP/s (%5.1f%% peak)%s" % (preset, name, B, tps, bpt / 1e6, r["gbs"], r["pct_near"], near,
-                                                    r["gflops"],
-                                           r["pct_peak"], "" if how in ("generate", "generate_batch")
-                                           else "  [" + how + "]"), flush=True)
+            m = tfcore_model(tfcore, preset, fmt, g, False)
+            cfg = shapes(m.config)
+            for hq in heads:
+                if hq:
+                    m.quantize_head(fmt, group_size=g)
+                for nt in a.thread_list:
+                    a.threads = nt
+                    tfcore.set_num_threads(nt)
+                    # the VM's bandwidth moves with its neighbours' load (5-11 GB/s on one thread within an
+                    # hour): a triad next to each group, so each row can be read against its moment's bandwidth
+                    near = triad(a)
+                    m.generate([1, 2, 3], 2, temperature=0)  # warm up (thread pool, allocator)
+                    for B in a.batches:
+                        N = max(a.min_new, min(a.new, a.token_budget // B))
+                        sec, how = decode_step_seconds(tfcore, m, B, a.prompt, N, a.reps, CLOCKS[a.clock])
+                        S = a.prompt + N / 2.0  # the mean number of positions attended over the measured steps
+                        bpt, fpt, wstep = traffic(cfg, fmt, g, hq, B, S)
+                        tps = B / sec
+                        name = fmt + ("-g%d" % g if fmt == "int4" else "") + ("+head" if hq else "")
+                        r = dict(preset=preset, fmt=name, base=fmt, head_q=hq, batch=B, threads=nt, tok_s=tps, new=N,
+                                 bytes_tok=bpt, flops_tok=fpt, gbs=bpt * tps / 1e9, gflops=fpt * tps / 1e9,
+                                 how=how, params=m.num_parameters(), in_llc=wstep < a.llc_mib * 2 ** 20,
+                                 bw_near=near)
+                        r["pct_near"] = 100 * r["gbs"] / near
+                        r["pct_peak"] = 100 * r["gflops"] / peaks[nt]
+                        r["ai"] = fpt / bpt
+                        rows.append(r)
+                        print("  %-10s %-14s %dt B=%-3d %8.1f tok/s  %6.1f MB/tok  %6.2f GB/s (%5.1f%% of triad "
+                              "%.1f)  %6.1f GFLOP/s (%5.1f%% peak)%s"
+                              % (preset, name, nt, B, tps, bpt / 1e6, r["gbs"], r["pct_near"], near, r["gflops"],
+                                 r["pct_peak"], "" if how in ("generate", "generate_batch") else "  [" + how + "]"),
+                              flush=True)
             del m
     return rows
 
@@ -302,6 +367,8 @@ def torch_worker(a):
             return self.lm_head(self.ln_f(x)), presents
 
     for preset in a.presets:
+        if not is_gpt2(preset):
+            continue  # PyTorch decodes the GPT-2 presets only (torch_rows)
         c = tfcore.GPTConfig.preset(preset, **({"vocab_size": 65} if preset.startswith("char") else {}))
         model = GPT(c.n_layer, c.n_embd, c.n_head, c.vocab_size, c.block_size).eval()
         variants = [("f32", model)]
@@ -333,6 +400,9 @@ def torch_worker(a):
 
 
 def torch_rows(a):
+    if not any(is_gpt2(p) for p in a.presets):
+        print("(PyTorch decodes the GPT-2 presets only: no PyTorch rows for %s)" % ", ".join(a.presets))
+        return []
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--threads", str(a.threads),
            "--presets", ",".join(a.presets), "--torch-batches", ",".join(map(str, a.torch_batches)),
            "--formats", ",".join(a.formats), "--reps", str(a.reps), "--prompt", str(a.prompt),
@@ -424,9 +494,13 @@ def table(header, rows):
 def report(a, bw, peak, isa, ours, theirs, load0, load1):
     print("\n## Decode roofline: %s, %d threads, triad %.2f GB/s (best of %d measurements through the run, "
           "lowest %.2f), read-only %.2f GB/s, f32 FMA peak %.1f GFLOP/s (%s)"
-          % (cpu_model(), a.threads, bw, len(a.triads), min(a.triads), a.read_bw, peak, isa))
+          % (cpu_model(), a.threads, bw, len(a.triads[a.threads]), min(a.triads[a.threads]), a.read_bw, peak, isa))
     print("load average %s at start, %s at end; tokens and bytes per %s" % (load0, load1, "second (wall clock)"
                                                                              if a.clock == "wall" else "CPU-second"))
+    if a.clock == "cpu" and a.threads > 1:
+        print("(--clock cpu at %d threads: a decode step's CPU time counts every thread, their barrier waits "
+              "included, while the triad adds its threads' rates, so these %% of the roofs read about %dx low: "
+              "compare multi-thread rows by wall clock)" % (a.threads, a.threads))
     print("(LLC): the weights one step reads fit in the %.0f MiB last-level cache, so the DRAM roof does not bound "
           "that row\n" % a.llc_mib)
     print("% triad: of the best triad (the issue's roof); % read: of the best read-only pass; % near: of the "
@@ -502,7 +576,8 @@ def main():
     ap.add_argument("--formats", default="f32,int8,int4")
     ap.add_argument("--batches", default=None, help="default 1,2,4,8,16,32,64")
     ap.add_argument("--torch-batches", default=None, help="PyTorch batches (default: those <= 8)")
-    ap.add_argument("--threads", type=int, default=NPROC)
+    ap.add_argument("--threads", default=str(NPROC), help="thread count, or several (1,2): each model is measured at "
+                    "each, with its own roofs and report")
     ap.add_argument("--prompt", type=int, default=16, help="prompt tokens per sequence")
     ap.add_argument("--new", type=int, default=32, help="decode steps timed (fewer at large batch)")
     ap.add_argument("--min-new", type=int, default=4)
@@ -519,6 +594,8 @@ def main():
     a = ap.parse_args()
     a.presets = [p for p in a.presets.split(",") if p]
     a.formats = [f for f in a.formats.split(",") if f]
+    a.thread_list = int_list(a.threads)
+    a.threads = a.thread_list[0]
     a.batches = int_list(a.batches) if a.batches else ([1, 8] if a.quick else [1, 2, 4, 8, 16, 32, 64])
     a.torch_batches = int_list(a.torch_batches) if a.torch_batches else [b for b in a.batches
                                                                          if b <= (1 if a.quick else 8)]
@@ -531,12 +608,14 @@ def main():
         return
     load0 = loadavg()
     print("load average at start: %s" % load0, flush=True)
-    bw, peak, isa, a.llc_mib = machine_roofs(a.build, a.threads, 1 if a.quick else 3, a.clock)
-    a.triads = [bw]
-    print("stream triad %.2f GB/s, f32 FMA peak %.1f GFLOP/s (%s), %d threads" % (bw, peak, isa, a.threads),
-          flush=True)
-    ours = tfcore_rows(a, peak)
-    theirs = []
+    a.triads, roofs = {}, {}
+    for nt in a.thread_list:
+        roofs[nt] = machine_roofs(a.build, nt, 1 if a.quick else 3, a.clock)
+        a.triads[nt] = [roofs[nt][0]]
+        a.llc_mib = roofs[nt][3]
+        print("stream triad %.2f GB/s, f32 FMA peak %.1f GFLOP/s (%s), %d threads" % (*roofs[nt][:3], nt),
+              flush=True)
+    ours_all = tfcore_rows(a, {nt: r[1] for nt, r in roofs.items()})
     a.torch_version = None
     if not a.no_torch:
         try:
@@ -544,33 +623,43 @@ def main():
                                              capture_output=True, text=True).stdout.strip()
         except OSError:
             pass
-        theirs = torch_rows(a)
-    triad(a)  # and once more at the end
-    bw = max(a.triads)  # the roof: the best the machine gave (a harder bar than any one moment's)
-    a.read_bw = max(READS)
-    for r in ours:
-        r["pct_bw"] = 100 * r["gbs"] / bw
-        r["pct_read"] = 100 * r["gbs"] / a.read_bw
-    print("triads through the run (GB/s): %s" % ", ".join("%.2f" % t for t in a.triads))
-    print("read-only passes (GB/s): %s" % ", ".join("%.2f" % t for t in READS))
-    load1 = loadavg()
-    report(a, bw, peak, isa, ours, theirs, load0, load1)
-    pts = ours + [dict(r, base="torch " + r["fmt"], head_q=False, fmt="torch-" + r["fmt"],
-                       ai=next(o["ai"] for o in ours if o["preset"] == r["preset"] and o["batch"] == r["batch"]
-                               and o["fmt"] == ("f32" if r["fmt"] == "f32" else "int8+head" if any(
-                                   x["fmt"] == "int8+head" for x in ours) else "int8")))
-                  for r in theirs if any(o["preset"] == r["preset"] and o["batch"] == r["batch"] for o in ours)]
-    for p in pts:
-        if "gflops" not in p:
-            mine = next(o for o in ours if o["preset"] == p["preset"] and o["batch"] == p["batch"])
-            p["gflops"] = mine["flops_tok"] * p["tok_s"] / 1e9
-    write_svg(a.svg, pts, bw, peak, "Decode roofline: tfcore GPT-2 (%s), %d threads" % (", ".join(a.presets),
-                                                                                      a.threads), a.read_bw)
-    print("\nwrote %s" % a.svg)
+    dump = {}
+    for nt in a.thread_list:
+        a.threads = nt
+        ours = [r for r in ours_all if r["threads"] == nt]
+        theirs = torch_rows(a) if not a.no_torch else []
+        triad(a)  # and once more at the end
+        bw = max(a.triads[nt])  # the roof: the best the machine gave (a harder bar than any one moment's)
+        _, peak, isa, _ = roofs[nt]
+        a.read_bw = max(READS[nt])
+        for r in ours:
+            r["pct_bw"] = 100 * r["gbs"] / bw
+            r["pct_read"] = 100 * r["gbs"] / a.read_bw
+        print("%d thread%s: triads through the run (GB/s): %s" % (nt, "s" if nt > 1 else "",
+                                                                  ", ".join("%.2f" % t for t in a.triads[nt])))
+        print("read-only passes (GB/s): %s" % ", ".join("%.2f" % t for t in READS[nt]))
+        load1 = loadavg()
+        report(a, bw, peak, isa, ours, theirs, load0, load1)
+        pts = ours + [dict(r, base="torch " + r["fmt"], head_q=False, fmt="torch-" + r["fmt"],
+                           ai=next(o["ai"] for o in ours if o["preset"] == r["preset"] and o["batch"] == r["batch"]
+                                   and o["fmt"] == ("f32" if r["fmt"] == "f32" else "int8+head" if any(
+                                       x["fmt"] == "int8+head" for x in ours) else "int8")))
+                      for r in theirs if any(o["preset"] == r["preset"] and o["batch"] == r["batch"] for o in ours)]
+        for p in pts:
+            if "gflops" not in p:
+                mine = next(o for o in ours if o["preset"] == p["preset"] and o["batch"] == p["batch"])
+                p["gflops"] = mine["flops_tok"] * p["tok_s"] / 1e9
+        # one SVG per thread count: NAME.svg for the only (or first) one, NAME-2t.svg for the others
+        svg = a.svg if nt == a.thread_list[0] else "%s-%dt%s" % (*os.path.splitext(a.svg)[:1], nt,
+                                                                 os.path.splitext(a.svg)[1])
+        write_svg(svg, pts, bw, peak, "Decode roofline: tfcore (%s), %d threads" % (", ".join(a.presets), nt),
+                  a.read_bw)
+        print("\nwrote %s" % svg)
+        dump[nt] = dict(bw=bw, read_bw=a.read_bw, reads=READS[nt], triads=a.triads[nt], peak=peak, isa=isa, ours=ours,
+                        torch=theirs, load=[load0, load1])
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(dict(bw=bw, read_bw=a.read_bw, reads=READS, triads=a.triads, peak=peak, isa=isa, ours=ours, torch=theirs, load=[load0, load1]),
-                      f, indent=1)
+            json.dump(dump[a.thread_list[0]] if len(a.thread_list) == 1 else dump, f, indent=1)
 
 
 if __name__ == "__main__":
