@@ -19,27 +19,18 @@ tfcore.vocab line beside it.
 import json
 import math
 import os
-import struct
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-DT = {"F32": np.float32, "F64": np.float64}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_reference import load as load_tensors  # noqa: E402  (the safetensors reader written once, from the spec)
 
 
 def load(path):
-    raw = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    hdr = json.loads(raw[8 : 8 + n])
-    meta = hdr.pop("__metadata__", {})
-    data = raw[8 + n :]
-    out = {}
-    for name, e in hdr.items():
-        a, b = e["data_offsets"]
-        out[name] = torch.from_numpy(np.frombuffer(data[a:b], dtype=DT[e["dtype"]]).reshape(e["shape"]).copy()).double()
-    return out, meta
+    tensors, meta = load_tensors(path)
+    return {k: v.double() for k, v in tensors.items()}, meta
 
 
 def config(d, meta):

@@ -83,4 +83,5 @@ def main():
     print(f"{F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item():.4f}")
 
 
-main()
+if __name__ == "__main__":
+    main()
